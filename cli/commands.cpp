@@ -1,0 +1,13 @@
+#include "commands.h"
+
+namespace ft::cli {
+
+const std::vector<const Command*>& all_commands() {
+  static const std::vector<const Command*> kCommands = {
+      &kDeviceCommand,
+      &kVersionCommand,
+  };
+  return kCommands;
+}
+
+}  // namespace ft::cli

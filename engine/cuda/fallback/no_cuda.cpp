@@ -1,0 +1,24 @@
+// Stand-ins linked when the build has no CUDA: every GPU entry point reports why it cannot run.
+#include "ft/engine/cuda_ops.h"
+#include "ft/engine/device.h"
+
+namespace ft::engine {
+
+namespace {
+Status no_cuda() { return unavailable("this build of freetoken has no CUDA support (rebuild with -DFT_CUDA=ON)"); }
+}  // namespace
+
+bool built_with_cuda() { return false; }
+Result<CudaDeviceInfo> query_cuda_device(int) { return no_cuda(); }
+
+namespace cuda {
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
+Result<DeviceBuffer> DeviceBuffer::allocate(std::size_t) { return no_cuda(); }
+Status DeviceBuffer::copy_from_host(const void*, std::size_t) { return no_cuda(); }
+Status DeviceBuffer::copy_to_host(void*, std::size_t) const { return no_cuda(); }
+Status rms_norm(const float*, const float*, float*, int, int, float, bool) { return no_cuda(); }
+}  // namespace cuda
+
+}  // namespace ft::engine

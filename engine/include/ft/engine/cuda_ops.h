@@ -1,0 +1,39 @@
+// CUDA ops on device pointers, each the twin of a CPU reference in ops.h. This header needs no CUDA
+// headers, so CPU-only code can include it; in a build without CUDA every call returns kUnavailable.
+#pragma once
+
+#include <cstddef>
+
+#include "ft/common/result.h"
+
+namespace ft::engine::cuda {
+
+// Device memory owned by a value (moved, never copied). Freed in the destructor.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  static Result<DeviceBuffer> allocate(std::size_t bytes);
+  Status copy_from_host(const void* src, std::size_t bytes);
+  Status copy_to_host(void* dst, std::size_t bytes) const;
+
+  void* data() const { return ptr_; }
+  std::size_t size() const { return bytes_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// ref::rms_norm on the device (one block per row). Synchronous: returns after the kernel ends.
+Status rms_norm(const float* x, const float* weight, float* out, int rows, int dim, float eps,
+                bool zero_centered);
+
+}  // namespace ft::engine::cuda

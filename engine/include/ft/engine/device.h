@@ -1,0 +1,29 @@
+// Which accelerator (if any) this process can use. The binary always starts; asking for a GPU on a
+// machine without one is an error value with a reason, never a crash.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "ft/common/result.h"
+
+namespace ft::engine {
+
+struct CudaDeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  std::size_t total_bytes = 0;  // device memory, bytes
+  std::size_t free_bytes = 0;   // free at query time, bytes
+  int driver_version = 0;       // e.g. 13000 for CUDA 13.0
+  int runtime_version = 0;
+};
+
+// True when this binary was compiled with CUDA support.
+bool built_with_cuda();
+
+// Device 0's properties, or kUnavailable with the reason (built without CUDA, no driver, no device).
+Result<CudaDeviceInfo> query_cuda_device(int index = 0);
+
+}  // namespace ft::engine

@@ -1,0 +1,58 @@
+// The freetoken binary's command line: help, unknown commands and flags, exit codes.
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace ft::test {
+namespace {
+
+TEST(Cli, HelpListsSubcommands) {
+  auto r = run_freetoken({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* cmd : {"device", "version"}) EXPECT_NE(r.out.find(cmd), std::string::npos) << cmd;
+}
+
+TEST(Cli, NoArgumentsPrintsHelpAndFails) {
+  auto r = run_freetoken({});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("Commands:"), std::string::npos);
+}
+
+TEST(Cli, UnknownCommandExitsTwo) {
+  auto r = run_freetoken({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos);
+}
+
+TEST(Cli, UnknownFlagExitsTwoWithClearError) {
+  auto r = run_freetoken({"device", "--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown flag --bogus"), std::string::npos) << r.err;
+}
+
+TEST(Cli, FlagMissingValueExitsTwo) {
+  auto r = run_freetoken({"device", "--index"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("needs a value"), std::string::npos) << r.err;
+}
+
+TEST(Cli, BadIntegerExitsTwo) {
+  auto r = run_freetoken({"device", "--index", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("expects an integer"), std::string::npos) << r.err;
+}
+
+TEST(Cli, SubcommandHelp) {
+  auto r = run_freetoken({"device", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--index N"), std::string::npos);
+}
+
+TEST(Cli, DeviceReportsAvailabilityWithoutCrashing) {
+  auto r = run_freetoken({"device"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("cuda: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ft::test
