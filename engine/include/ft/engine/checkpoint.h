@@ -1,0 +1,86 @@
+// A Hugging Face checkpoint directory exactly as published: config.json (+ generation_config.json)
+// and model.safetensors or sharded model-0000X-of-0000N.safetensors with model.safetensors.index.json.
+// Files are mmap'd read-only; TensorView points into the mapping (zero copy) and stays valid as long
+// as the Checkpoint lives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ft/common/result.h"
+
+namespace ft::engine {
+
+// Storage dtypes. The seam for quantised formats (FP8 block-scaled, MXFP4, NVFP4, GGUF blocks):
+// add an entry here plus its dequantiser in dtype.cpp; callers go through to_f32().
+enum class DType { kF32, kF16, kBF16, kI64, kI32, kU8, kF8E4M3 };
+
+const char* dtype_name(DType dtype);          // safetensors spelling: "F32", "BF16", ...
+std::size_t dtype_size(DType dtype);          // bytes per element
+Result<DType> dtype_from_name(std::string_view name);
+
+struct TensorView {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;  // into the mmap'd file
+  std::size_t nbytes = 0;
+
+  int64_t numel() const;
+  std::string shape_string() const;  // "[128, 2048]"
+};
+
+// Converts `count` elements starting at element `offset` of a F32/F16/BF16 view to float.
+Status to_f32(const TensorView& view, float* out, std::size_t offset, std::size_t count);
+
+class Checkpoint {
+ public:
+  // Opens DIR: reads config.json (required), generation_config.json (optional), maps every
+  // safetensors file. Errors: kNotFound (no config/weights), kCorrupt (truncated or malformed
+  // safetensors header, offsets past the end of the file, shard index naming a missing file).
+  static Result<Checkpoint> open(const std::filesystem::path& dir);
+
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+  ~Checkpoint();
+
+  const std::filesystem::path& dir() const;
+  const std::string& config_text() const;             // config.json verbatim
+  const std::string& generation_config_text() const;  // "" when absent
+
+  bool has(std::string_view name) const;
+  // kNotFound: "tensor 'model.layers.3.mlp.gate.weight' not found in <dir>".
+  Result<TensorView> tensor(std::string_view name) const;
+  // As tensor(), plus a shape check; kInvalidArgument names the tensor, wanted and actual shapes.
+  Result<TensorView> tensor(std::string_view name, const std::vector<int64_t>& expected_shape) const;
+  // The whole tensor converted to f32 after the shape check.
+  Result<std::vector<float>> load_f32(std::string_view name, const std::vector<int64_t>& expected_shape) const;
+  std::vector<std::string> tensor_names() const;  // sorted
+
+ private:
+  struct Impl;
+  explicit Checkpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Writes one safetensors file (header sorted by name, 8-byte aligned data). Used by the demo-model
+// maker and tests; `data` of each tensor must hold numel * dtype_size bytes.
+struct OwnedTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<std::byte> data;
+};
+Status write_safetensors(const std::filesystem::path& path, const std::vector<OwnedTensor>& tensors,
+                         const std::vector<std::pair<std::string, std::string>>& metadata = {});
+
+// float -> bf16 (round to nearest even) and back, used throughout the CPU path.
+uint16_t f32_to_bf16(float value);
+float bf16_to_f32(uint16_t value);
+
+}  // namespace ft::engine
