@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds FreeToken with CUDA here and packs a relocatable bundle for a GPU machine that has the
+# NVIDIA driver but none of our Debian libraries:
+#   .bundle/bin/   freetoken and the test binaries (RPATH $ORIGIN/../lib)
+#   .bundle/lib/   every non-system shared library they need (RPATH $ORIGIN)
+#   .bundle/run.sh the runner (scripts/gpu-run.sh)
+# Usage: scripts/gpu-bundle.sh [OUT_DIR=.bundle]   (FT_CUDA_ARCHS=90 by default: the test GPU)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-.bundle}
+BUILD=${FT_BUNDLE_BUILD_DIR:-build-gpu}
+ARCHS=${FT_CUDA_ARCHS:-90}
+command -v patchelf >/dev/null || { echo "gpu-bundle: patchelf missing (scripts/setup.sh installs it)" >&2; exit 2; }
+
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" >/dev/null
+cmake --build "$BUILD" -j"$(nproc)"
+
+rm -rf "$OUT" && mkdir -p "$OUT/bin" "$OUT/lib"
+bins=("$BUILD/freetoken")
+for t in "$BUILD"/tests/ft_*_tests; do [ -x "$t" ] && bins+=("$t"); done
+cp "${bins[@]}" "$OUT/bin/"
+
+# Libraries the GPU machine provides itself (glibc, the C++ runtime, the driver) stay out.
+is_system() {
+  case "$(basename "$1")" in
+    linux-vdso*|ld-linux*|libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|libcuda.so*) return 0 ;;
+  esac
+  return 1
+}
+for b in "${bins[@]}"; do
+  ldd "$b" | awk '/=> \// {print $3}' | while read -r lib; do
+    is_system "$lib" || cp -n -L "$lib" "$OUT/lib/" 2>/dev/null || true
+  done
+done
+for f in "$OUT"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
+for f in "$OUT"/lib/*; do chmod u+w "$f"; patchelf --set-rpath '$ORIGIN' "$f"; done
+cp scripts/gpu-run.sh "$OUT/run.sh"
+chmod +x "$OUT/run.sh"
+du -sh "$OUT" | awk '{print "gpu-bundle: " $1 " in '"$OUT"'"}'
+ls "$OUT/lib"
