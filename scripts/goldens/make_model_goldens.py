@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Reference data for the engine's golden tests, made with HF transformers (no download).
+
+For each architecture: random-initialise the model from a shrunken config, scale the init up so
+outputs are not near zero (N(0, 1/fan_in) for matrices, N(0, 1) embeddings, small random offsets
+on norms and biases), save it with save_pretrained in bf16, reload that bf16 checkpoint in float32
+on the CPU (GPU float32 may use TF32), and record logits for random token ids plus a greedy
+continuation.
+
+Writes OUT/<name>/checkpoint/{config.json,generation_config.json,model.safetensors} and
+OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]), greedy_ids (I64 [G]).
+
+  python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models [--only qwen3_moe]
+"""
+import argparse
+import json
+import os
+import shutil
+import zlib
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+VOCAB = 1024
+T = 100          # > one DeltaNet chunk (64), so chunked prefill crosses a chunk boundary
+NEW_TOKENS = 16
+EOS = VOCAB - 1
+
+
+def qwen3_moe():
+    cfg = transformers.Qwen3MoeConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        num_experts=16, num_experts_per_tok=4, norm_topk_prob=True, decoder_sparse_step=1,
+        mlp_only_layers=[2], rms_norm_eps=1e-6, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0)
+    return cfg, transformers.Qwen3MoeForCausalLM
+
+
+def qwen3_next():
+    cfg = transformers.Qwen3NextConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+        shared_expert_intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, linear_conv_kernel_dim=4, linear_key_head_dim=32,
+        linear_value_head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4,
+        num_experts=16, num_experts_per_tok=4, norm_topk_prob=True, decoder_sparse_step=1,
+        rms_norm_eps=1e-6, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0)
+    return cfg, transformers.Qwen3NextForCausalLM
+
+
+def qwen3_5_moe():
+    text = dict(
+        vocab_size=VOCAB, hidden_size=128, moe_intermediate_size=64,
+        shared_expert_intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, linear_conv_kernel_dim=4, linear_key_head_dim=32,
+        linear_value_head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4,
+        num_experts=16, num_experts_per_tok=4, rms_norm_eps=1e-6, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+                         "mrope_section": [2, 3, 3], "mrope_interleaved": True},
+        eos_token_id=EOS, bos_token_id=0)
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=128,
+                  num_position_embeddings=64)
+    cfg = transformers.Qwen3_5MoeConfig(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    return cfg, transformers.Qwen3_5MoeForConditionalGeneration
+
+
+ARCHS = {"qwen3_moe": qwen3_moe, "qwen3_next": qwen3_next, "qwen3_5_moe": qwen3_5_moe}
+
+
+@torch.no_grad()
+def scale_init(model, gen):
+    """Replace the tiny default init so every op contributes visibly to the logits."""
+    for name, p in model.named_parameters():
+        if p.ndim >= 2:
+            if "embed_tokens" in name:
+                p.copy_(torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) / p.shape[-1] ** 0.5)
+        elif name.endswith("A_log") or name.endswith("dt_bias"):
+            p.add_(0.3 * torch.randn(p.shape, generator=gen))
+        elif "bias" in name:
+            p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+        else:  # norm weights: stored as w (init 1) or as an offset from 1 (init 0)
+            p.add_(0.1 * torch.randn(p.shape, generator=gen))
+
+
+def make(name, out_root):
+    torch.manual_seed(1234)
+    gen = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    cfg, cls = ARCHS[name]()
+    model = cls(cfg).eval()
+    scale_init(model, gen)
+    out = os.path.join(out_root, name)
+    ckpt = os.path.join(out, "checkpoint")
+    shutil.rmtree(out, ignore_errors=True)
+    model.to(torch.bfloat16).save_pretrained(ckpt)
+    del model
+
+    # The reference: the saved bf16 weights, computed in float32 on the CPU.
+    ref = cls.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager").eval()
+    ids = torch.randint(0, VOCAB - 1, (1, T), generator=gen)
+    with torch.no_grad():
+        logits = ref(input_ids=ids).logits[0].float().contiguous()
+        gen_out = ref.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                               max_new_tokens=NEW_TOKENS, eos_token_id=EOS, pad_token_id=EOS)
+    greedy = gen_out[0, T:].contiguous()
+    save_file({"input_ids": ids[0].contiguous(), "logits": logits, "greedy_ids": greedy},
+              os.path.join(out, "golden.safetensors"))
+    tensors = sorted(json.load(open(os.path.join(ckpt, "model.safetensors.index.json")))["weight_map"]) \
+        if os.path.exists(os.path.join(ckpt, "model.safetensors.index.json")) else None
+    print(f"{name}: logits {tuple(logits.shape)} std {logits.std():.3f}, greedy {greedy.tolist()}"
+          f"{' (sharded)' if tensors else ''}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="*", default=list(ARCHS))
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    for name in args.only:
+        make(name, args.out)
+
+
+if __name__ == "__main__":
+    main()
