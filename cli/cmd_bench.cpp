@@ -1,0 +1,274 @@
+// `freetoken bench <what>`: micro-benchmarks that print figures for docs/perf-notes.md. Each
+// benchmark is one entry of kBenchmarks below (dispatch on the first positional argument); flags
+// are shared by all of them, and each says in its help which benchmark reads it.
+//
+//   bench expert   the CPU MoE expert kernel (engine/expert_kernels.h) streaming many experts from
+//                  DRAM, next to this machine's memcpy and read bandwidth at the same thread count.
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "ft/engine/expert_kernels.h"
+
+namespace ft::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU time of this process (all threads), seconds. cpu / wall / threads well below 1 means the
+// threads were not running: a contended machine, whose figures are not the hardware's.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// Page-aligned, uninitialised heap memory (touch it before timing anything).
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+template <typename T>
+using AlignedBuffer = std::unique_ptr<T[], FreeDeleter>;
+
+template <typename T>
+AlignedBuffer<T> alloc_aligned(std::size_t count) {
+  constexpr std::size_t kAlign = 4096;
+  const std::size_t bytes = (count * sizeof(T) + kAlign - 1) / kAlign * kAlign;
+  return AlignedBuffer<T>(static_cast<T*>(std::aligned_alloc(kAlign, std::max(bytes, kAlign))));
+}
+
+// splitmix64: cheap, decent, seedable per chunk so parallel fills are deterministic.
+std::uint64_t splitmix64(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Runs fn(begin, end) over [0, n) split into `parts` equal contiguous pieces, one per thread of the
+// current arena (static partitioning: each thread streams its own region).
+template <typename Fn>
+void split_static(std::size_t n, int parts, const Fn& fn) {
+  tbb::parallel_for(
+      tbb::blocked_range<int>(0, parts, 1),
+      [&](const tbb::blocked_range<int>& r) {
+        for (int p = r.begin(); p != r.end(); ++p) fn(n * p / parts, n * (p + 1) / parts);
+      },
+      tbb::static_partitioner());
+}
+
+struct Bandwidth {
+  double copy_gbs = 0;  // bytes copied per second (each byte is read once and written once)
+  double read_gbs = 0;  // bytes read per second by a plain summing loop
+  double copy_busy = 0, read_busy = 0;  // CPU seconds per wall second while measuring
+};
+
+// Multi-threaded memcpy of `bytes` (and a read-only pass over the source) in `arena`; each figure
+// is the mean over repetitions after one warm-up, for at least `min_seconds` and 3 repetitions.
+Bandwidth measure_bandwidth(tbb::task_arena& arena, int threads, std::size_t bytes, double min_seconds) {
+  const std::size_t words = bytes / sizeof(std::uint64_t);
+  auto src = alloc_aligned<std::uint64_t>(words), dst = alloc_aligned<std::uint64_t>(words);
+  if (!src || !dst) return {};
+  Bandwidth bw;
+  arena.execute([&] {
+    split_static(words, threads, [&](std::size_t b, std::size_t e) {  // first touch, per thread
+      std::uint64_t s = b;
+      for (std::size_t i = b; i < e; ++i) src[i] = splitmix64(s);
+      std::memset(dst.get() + b, 0, (e - b) * sizeof(std::uint64_t));
+    });
+    auto copy = [&] {
+      split_static(words, threads, [&](std::size_t b, std::size_t e) {
+        std::memcpy(dst.get() + b, src.get() + b, (e - b) * sizeof(std::uint64_t));
+      });
+    };
+    std::atomic<std::uint64_t> sink{0};
+    auto read = [&] {
+      split_static(words, threads, [&](std::size_t b, std::size_t e) {
+        std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        std::size_t i = b;
+        for (; i + 4 <= e; i += 4) {
+          a0 += src[i];
+          a1 += src[i + 1];
+          a2 += src[i + 2];
+          a3 += src[i + 3];
+        }
+        for (; i < e; ++i) a0 += src[i];
+        sink.fetch_add(a0 + a1 + a2 + a3, std::memory_order_relaxed);
+      });
+    };
+    auto time_it = [&](auto&& op, double& busy) {
+      op();  // warm-up
+      int reps = 0;
+      const double cpu0 = cpu_seconds();
+      const auto t0 = Clock::now();
+      while (reps < 3 || seconds_since(t0) < min_seconds) {
+        op();
+        ++reps;
+      }
+      const double wall = seconds_since(t0);
+      busy = (cpu_seconds() - cpu0) / wall;
+      return double(reps) * double(words * sizeof(std::uint64_t)) / wall / 1e9;
+    };
+    bw.copy_gbs = time_it(copy, bw.copy_busy);
+    bw.read_gbs = time_it(read, bw.read_busy);
+  });
+  return bw;
+}
+
+// ---- bench expert -------------------------------------------------------------------------------
+
+int bench_expert(const Args& args) {
+  const std::string cmd = "bench expert";
+  const int hidden = args.get_int("hidden"), inter = args.get_int("inter"), tokens = args.get_int("tokens");
+  const int threads = args.has("threads") ? args.get_int("threads") : tbb::info::default_concurrency();
+  const double seconds = args.get_double("seconds");
+  const int copy_mib = args.get_int("copy-mib");
+  int experts = args.get_int("experts");
+  if (hidden < 1 || inter < 1 || tokens < 1 || threads < 1 || experts < 0 || copy_mib < 1 || !(seconds > 0)) {
+    return usage_error(cmd, "--hidden, --inter, --tokens, --threads, --copy-mib and --seconds must be positive");
+  }
+  engine::CpuIsa isa = engine::best_cpu_isa();
+  if (const std::string name = args.get("isa"); name != "auto") {
+    if (!engine::parse_cpu_isa(name.c_str(), &isa)) {
+      return usage_error(cmd, "--isa must be auto, scalar, avx2, avx512 or avx512bf16, got '" + name + "'");
+    }
+    if (!engine::cpu_isa_supported(isa)) return runtime_error(cmd, "this CPU cannot run the " + name + " path");
+  }
+
+  const std::size_t H = std::size_t(hidden), I = std::size_t(inter), T = std::size_t(tokens);
+  const std::size_t expert_elems = 3 * H * I, expert_bytes = expert_elems * sizeof(engine::bf16_t);
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (experts == 0) {  // auto: at least 64 experts and 4x the last-level cache, so reads hit DRAM
+    experts = int(std::max<std::size_t>(64, (4 * std::size_t(std::max(l3, 0L)) + expert_bytes - 1) / expert_bytes));
+  }
+  const std::size_t working_set = expert_bytes * std::size_t(experts);
+
+  std::printf("bench expert: path %s, %d threads, hidden %zu, inter %zu, tokens %zu\n",
+              engine::cpu_isa_name(isa), threads, H, I, T);
+  std::printf("  cpu          %s; last-level cache %.0f MiB\n",
+              engine::cpu_isa_supported(engine::CpuIsa::kAvx512Bf16) ? "avx512bf16"
+              : engine::cpu_isa_supported(engine::CpuIsa::kAvx512)   ? "avx512 (no bf16)"
+              : engine::cpu_isa_supported(engine::CpuIsa::kAvx2)     ? "avx2"
+                                                                     : "baseline x86-64",
+              double(std::max(l3, 0L)) / 1048576.0);
+
+  tbb::task_arena arena(threads);
+
+  // 1) The machine's bandwidth at this thread count: the ceiling for a weight-streaming kernel.
+  const Bandwidth bw = measure_bandwidth(arena, threads, std::size_t(copy_mib) << 20, std::min(seconds, 1.0));
+  if (bw.copy_gbs == 0) return runtime_error(cmd, "cannot allocate 2 x " + std::to_string(copy_mib) + " MiB");
+  std::printf("  memcpy       %d MiB: %.2f GB/s copied (%.2f GB/s read+write); cpu busy %.2f of %d\n",
+              copy_mib, bw.copy_gbs, 2 * bw.copy_gbs, bw.copy_busy, threads);
+  std::printf("  read         %d MiB: %.2f GB/s (plain summing loop); cpu busy %.2f of %d\n", copy_mib,
+              bw.read_gbs, bw.read_busy, threads);
+
+  // 2) The kernel over `experts` distinct experts, cycling, so each call streams from DRAM.
+  auto weights = alloc_aligned<engine::bf16_t>(expert_elems * std::size_t(experts));
+  if (!weights) return runtime_error(cmd, "cannot allocate " + std::to_string(working_set >> 20) + " MiB of experts");
+  arena.execute([&] {
+    split_static(expert_elems * std::size_t(experts), threads, [&](std::size_t b, std::size_t e) {
+      std::uint64_t s = b * 7919;
+      for (std::size_t i = b; i < e; ++i) {  // |w| in [2^-9, 2^-5): no denormals, no NaN
+        const std::uint64_t r = splitmix64(s);
+        weights[i] = engine::bf16_t(((r >> 16) & 0x8000u) | ((118 + (r & 3)) << 7) | ((r >> 8) & 0x7f));
+      }
+    });
+  });
+  std::vector<engine::ExpertWeights> ew(static_cast<std::size_t>(experts));
+  for (std::size_t e = 0; e < ew.size(); ++e) {
+    const engine::bf16_t* base = weights.get() + e * expert_elems;
+    ew[e] = {base, base + H * I, base + 2 * H * I, H, I};
+  }
+  std::vector<float> x(T * H), out(T * H, 0.0f), rw(T, 0.125f);
+  std::uint64_t s = 42;
+  for (float& v : x) v = float(int(splitmix64(s) % 2001) - 1000) / 1000.0f;
+  engine::ExpertScratch scratch;
+
+  std::size_t calls = 0;
+  double elapsed = 0, busy = 0;
+  arena.execute([&] {
+    for (const auto& w : ew) engine::expert_swiglu(w, x.data(), rw.data(), out.data(), T, isa, &scratch);
+    const double cpu0 = cpu_seconds();
+    const auto t0 = Clock::now();
+    do {
+      engine::expert_swiglu(ew[calls % ew.size()], x.data(), rw.data(), out.data(), T, isa, &scratch);
+      ++calls;
+    } while ((elapsed = seconds_since(t0)) < seconds);
+    busy = (cpu_seconds() - cpu0) / elapsed;
+  });
+  const double gbs = double(calls) * double(expert_bytes) / elapsed / 1e9;
+  const double gflops = double(calls) * 6.0 * double(H * I * T) / elapsed / 1e9;
+  std::printf("  experts      %d x %.2f MB = %.0f MB working set (%.1fx the last-level cache)\n", experts,
+              expert_bytes / 1e6, working_set / 1e6, l3 > 0 ? double(working_set) / double(l3) : 0.0);
+  std::printf("  kernel       %zu calls in %.2f s: %.1f us/call, %.2f GB/s weights read, %.1f GFLOP/s; cpu busy %.2f of %d\n",
+              calls, elapsed, elapsed / double(calls) * 1e6, gbs, gflops, busy, threads);
+  std::printf("  ratio        kernel/memcpy %.2f, kernel/read %.2f\n", gbs / bw.copy_gbs, gbs / bw.read_gbs);
+  std::printf("  check        out[0] = %g\n", double(out[0]));  // keeps the work observable
+  if (std::min({busy, bw.copy_busy, bw.read_busy}) < 0.8 * threads) {
+    std::printf("  warning      threads were busy < 80%% of the time: the machine is shared or oversubscribed,\n"
+                "               so these figures understate the hardware (compare the ratio, not GB/s)\n");
+  }
+  return 0;
+}
+
+// ---- Dispatch ---------------------------------------------------------------------------------
+
+struct Benchmark {
+  const char* name;
+  const char* summary;
+  int (*run)(const Args& args);
+};
+
+const Benchmark kBenchmarks[] = {
+    {"expert", "CPU MoE expert kernel vs memcpy bandwidth", bench_expert},
+};
+
+int run_bench(const Args& args) {
+  std::string names;
+  for (const Benchmark& b : kBenchmarks) names += std::string(names.empty() ? "" : ", ") + b.name;
+  if (args.positional().empty()) return usage_error("bench", "which benchmark? one of: " + names);
+  for (const Benchmark& b : kBenchmarks) {
+    if (args.positional()[0] == b.name) return b.run(args);
+  }
+  return usage_error("bench", "unknown benchmark '" + args.positional()[0] + "'; one of: " + names);
+}
+
+}  // namespace
+
+const Command kBenchCommand = {
+    "bench",
+    "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth)",
+    "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]",
+    {{"hidden", "N", "expert: hidden size (model dim)", "2048"},
+     {"inter", "N", "expert: moe_intermediate_size", "768"},
+     {"tokens", "N", "expert: tokens routed to each expert per call", "1"},
+     {"experts", "N", "expert: distinct experts cycled (0: max(64, 4x last-level cache))", "0"},
+     {"isa", "NAME", "expert: kernel path: auto, scalar, avx2, avx512, avx512bf16", "auto"},
+     {"threads", "N", "worker threads [default: all cores]", ""},
+     {"seconds", "S", "time per measurement, seconds", "2"},
+     {"copy-mib", "N", "memcpy/read buffer size, MiB", "1024"}},
+    1,
+    run_bench,
+};
+
+}  // namespace ft::cli
