@@ -1,0 +1,218 @@
+#include "ft/engine/checkpoint.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "mapped_file.h"
+#include "safetensors.h"
+
+namespace ft::engine {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kConfig = "config.json";
+constexpr const char* kGenerationConfig = "generation_config.json";
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndex = "model.safetensors.index.json";
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  TensorView v;
+  v.shape = shape;
+  return v.shape_string();
+}
+
+// Missing is kNotFound so callers can tell "no such file" from "unreadable file" (kIo).
+Result<std::string> read_text(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return not_found(path.filename().string() + " not found in " + path.parent_path().string());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error("cannot read " + path.string());
+  std::ostringstream os;
+  os << in.rdbuf();
+  if (in.bad()) return io_error("cannot read " + path.string());
+  return os.str();
+}
+
+// Models parse these later; rejecting broken JSON here names the file instead of failing deep inside a model.
+Status check_json_object(const std::string& text, const fs::path& path) {
+  const json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) return corrupt(path.string() + " is not a valid JSON object");
+  return Status::ok();
+}
+
+// The index comes from the internet: a shard name must stay inside the checkpoint directory.
+bool is_safe_shard_name(const std::string& name) {
+  const fs::path p(name);
+  if (name.empty() || p.is_absolute()) return false;
+  for (const auto& part : p) {
+    if (part == "..") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+struct Checkpoint::Impl {
+  struct Entry {
+    std::size_t file = 0;  // into files
+    SafetensorsEntry meta;
+  };
+
+  fs::path dir;
+  std::string config_text;
+  std::string generation_config_text;
+  std::vector<MappedFile> files;
+  std::map<std::string, Entry, std::less<>> tensors;
+
+  // Maps `path` and records its tensors. `index` (name -> shard file name) may be null for a
+  // single-file checkpoint.
+  Status add_file(const fs::path& path, const std::string& shard_name, const std::map<std::string, std::string>* index);
+};
+
+Status Checkpoint::Impl::add_file(const fs::path& path, const std::string& shard_name,
+                                  const std::map<std::string, std::string>* index) {
+  FT_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+  FT_ASSIGN_OR_RETURN(std::vector<SafetensorsEntry> entries,
+                      parse_safetensors_header(file.data(), file.size(), path.string()));
+  const std::size_t file_index = files.size();
+  files.push_back(std::move(file));
+  for (auto& e : entries) {
+    if (index != nullptr) {
+      // The index is authoritative: a stray copy of a tensor in another shard is not an error.
+      const auto it = index->find(e.name);
+      if (it != index->end() && it->second != shard_name) continue;
+    }
+    const auto [pos, inserted] = tensors.try_emplace(e.name);
+    if (!inserted) {
+      return corrupt("tensor '" + e.name + "' appears in both " + files[pos->second.file].path().string() +
+                     " and " + path.string());
+    }
+    pos->second.file = file_index;
+    pos->second.meta = std::move(e);
+  }
+  return Status::ok();
+}
+
+Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return not_found("checkpoint directory " + dir.string() + " does not exist");
+
+  auto impl = std::make_unique<Impl>();
+  impl->dir = dir;
+  FT_ASSIGN_OR_RETURN(impl->config_text, read_text(dir / kConfig));
+  FT_RETURN_IF_ERROR(check_json_object(impl->config_text, dir / kConfig));
+  if (fs::exists(dir / kGenerationConfig, ec)) {
+    FT_ASSIGN_OR_RETURN(impl->generation_config_text, read_text(dir / kGenerationConfig));
+    FT_RETURN_IF_ERROR(check_json_object(impl->generation_config_text, dir / kGenerationConfig));
+  }
+
+  // Same precedence as transformers: a single model.safetensors wins over an index.
+  if (fs::exists(dir / kSingleFile, ec)) {
+    FT_RETURN_IF_ERROR(impl->add_file(dir / kSingleFile, kSingleFile, nullptr));
+    return Checkpoint(std::move(impl));
+  }
+  if (!fs::exists(dir / kIndex, ec)) {
+    return not_found(std::string("no ") + kSingleFile + " or " + kIndex + " in " + dir.string());
+  }
+
+  const fs::path index_path = dir / kIndex;
+  FT_ASSIGN_OR_RETURN(const std::string index_text, read_text(index_path));
+  const json index_json = json::parse(index_text, nullptr, /*allow_exceptions=*/false);
+  if (index_json.is_discarded() || !index_json.is_object()) {
+    return corrupt(index_path.string() + " is not a valid JSON object");
+  }
+  const auto wm = index_json.find("weight_map");
+  if (wm == index_json.end() || !wm->is_object()) {
+    return corrupt(index_path.string() + " has no \"weight_map\" object");
+  }
+  std::map<std::string, std::string> weight_map;
+  std::set<std::string> shards;  // sorted: files map in a reproducible order
+  for (const auto& [name, shard] : wm->items()) {
+    if (!shard.is_string() || !is_safe_shard_name(shard.get<std::string>())) {
+      return corrupt(index_path.string() + ": tensor '" + name + "' maps to an invalid shard file name");
+    }
+    weight_map.emplace(name, shard.get<std::string>());
+    shards.insert(shard.get<std::string>());
+  }
+  for (const std::string& shard : shards) {
+    const fs::path shard_path = dir / shard;
+    if (!fs::exists(shard_path, ec)) {
+      const auto named_by = std::find_if(weight_map.begin(), weight_map.end(),
+                                         [&](const auto& kv) { return kv.second == shard; });
+      return corrupt(index_path.string() + " names shard " + shard + " (for tensor '" + named_by->first +
+                     "'), but " + shard_path.string() + " does not exist");
+    }
+    FT_RETURN_IF_ERROR(impl->add_file(shard_path, shard, &weight_map));
+  }
+  for (const auto& [name, shard] : weight_map) {
+    if (!impl->tensors.contains(name)) {
+      return corrupt(index_path.string() + " lists tensor '" + name + "' in " + shard + ", but " +
+                     (dir / shard).string() + " does not contain it");
+    }
+  }
+  return Checkpoint(std::move(impl));
+}
+
+Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
+Checkpoint::~Checkpoint() = default;
+
+const fs::path& Checkpoint::dir() const { return impl_->dir; }
+const std::string& Checkpoint::config_text() const { return impl_->config_text; }
+const std::string& Checkpoint::generation_config_text() const { return impl_->generation_config_text; }
+
+bool Checkpoint::has(std::string_view name) const { return impl_->tensors.find(name) != impl_->tensors.end(); }
+
+Result<TensorView> Checkpoint::tensor(std::string_view name) const {
+  const auto it = impl_->tensors.find(name);
+  if (it == impl_->tensors.end()) {
+    return not_found("tensor '" + std::string(name) + "' not found in " + impl_->dir.string());
+  }
+  const Impl::Entry& entry = it->second;
+  const MappedFile& file = impl_->files[entry.file];
+  if (!entry.meta.dtype) {
+    return unsupported("tensor '" + entry.meta.name + "' in " + file.path().string() + " has dtype " +
+                       entry.meta.dtype_spelling + ", which FreeToken does not support");
+  }
+  TensorView view;
+  view.name = entry.meta.name;
+  view.dtype = *entry.meta.dtype;
+  view.shape = entry.meta.shape;
+  view.data = file.data() + entry.meta.offset;
+  view.nbytes = entry.meta.nbytes;
+  return view;
+}
+
+Result<TensorView> Checkpoint::tensor(std::string_view name, const std::vector<int64_t>& expected_shape) const {
+  FT_ASSIGN_OR_RETURN(TensorView view, tensor(name));
+  if (view.shape != expected_shape) {
+    return invalid_argument("tensor '" + view.name + "' has shape " + view.shape_string() + ", expected " +
+                            shape_string(expected_shape));
+  }
+  return view;
+}
+
+Result<std::vector<float>> Checkpoint::load_f32(std::string_view name,
+                                                const std::vector<int64_t>& expected_shape) const {
+  FT_ASSIGN_OR_RETURN(TensorView view, tensor(name, expected_shape));
+  std::vector<float> out(std::size_t(view.numel()));
+  FT_RETURN_IF_ERROR(to_f32(view, out.data(), 0, out.size()));
+  return out;
+}
+
+std::vector<std::string> Checkpoint::tensor_names() const {
+  std::vector<std::string> names;
+  names.reserve(impl_->tensors.size());
+  for (const auto& [name, entry] : impl_->tensors) names.push_back(name);
+  return names;
+}
+
+}  // namespace ft::engine
