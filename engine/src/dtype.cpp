@@ -58,15 +58,6 @@ std::string TensorView::shape_string() const {
   return s + "]";
 }
 
-uint16_t f32_to_bf16(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  // Rounding could carry a NaN payload into the exponent and turn it into Inf; keep it a (quiet) NaN.
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t((bits >> 16) | 0x0040u);
-  const uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t((bits + rounding_bias) >> 16);
-}
-
-float bf16_to_f32(uint16_t value) { return std::bit_cast<float>(uint32_t(value) << 16); }
 
 namespace {
 

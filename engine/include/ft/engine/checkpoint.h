@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ft/common/result.h"
+#include "ft/engine/bf16.h"
 
 namespace ft::engine {
 
@@ -79,8 +80,5 @@ struct OwnedTensor {
 Status write_safetensors(const std::filesystem::path& path, const std::vector<OwnedTensor>& tensors,
                          const std::vector<std::pair<std::string, std::string>>& metadata = {});
 
-// float -> bf16 (round to nearest even) and back, used throughout the CPU path.
-uint16_t f32_to_bf16(float value);
-float bf16_to_f32(uint16_t value);
 
 }  // namespace ft::engine

@@ -31,26 +31,9 @@
 #include <cstring>
 #include <vector>
 
+#include "ft/engine/bf16.h"
+
 namespace ft::engine {
-
-// A bfloat16 as its raw bits (the top half of an IEEE fp32).
-using bf16_t = std::uint16_t;
-
-inline float bf16_to_f32(bf16_t v) {
-  const std::uint32_t bits = std::uint32_t(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// Round to nearest, ties to even; NaN stays a (quiet) NaN.
-inline bf16_t f32_to_bf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return bf16_t((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return bf16_t(bits >> 16);
-}
 
 enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
 

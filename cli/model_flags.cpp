@@ -1,0 +1,47 @@
+#include "model_flags.h"
+
+#include <charconv>
+#include <filesystem>
+
+#include "ft/engine/checkpoint.h"
+
+namespace ft::cli {
+
+Result<std::vector<int32_t>> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    // Tolerate spaces around entries ("1, 2, 3").
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < 0 || v > INT32_MAX) {
+      return invalid_argument("--tokens: '" + item + "' is not a token id (expected e.g. 1,2,3)");
+    }
+    ids.push_back(int32_t(v));
+    start = end + 1;
+  }
+  if (ids.empty()) return invalid_argument("--tokens: no token ids given");
+  return ids;
+}
+
+Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args) {
+  const std::string device = args.get("device");
+  if (device == "cuda") {
+    return unavailable("--device cuda is not available yet (the CUDA runtime is not built); use --device cpu");
+  }
+  if (device != "cpu") return invalid_argument("--device must be cpu or cuda, got '" + device + "'");
+  const std::filesystem::path dir = args.get("model");
+  if (!std::filesystem::is_directory(dir)) return not_found("model directory " + dir.string() + " does not exist");
+  return engine::load_model(dir);
+}
+
+Flag model_flag() { return {"model", "DIR", "Hugging Face checkpoint directory (config.json + safetensors)", "", true}; }
+Flag device_flag() { return {"device", "DEV", "where to run: cpu (cuda: not available yet)", "cpu"}; }
+Flag tokens_flag() { return {"tokens", "IDS", "comma-separated input token ids, e.g. 1,2,3", "", true}; }
+
+}  // namespace ft::cli

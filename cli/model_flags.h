@@ -1,0 +1,28 @@
+// Shared by the commands that run a model (logits, generate): the --model/--device/--tokens flags
+// and turning them into a loaded model and a token list, with one-line errors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flags.h"
+#include "ft/common/result.h"
+#include "ft/engine/model.h"
+
+namespace ft::cli {
+
+// "1,2,3" -> {1, 2, 3}. kInvalidArgument naming the bad entry for empty lists, non-integers,
+// negative ids or ids beyond int32.
+Result<std::vector<int32_t>> parse_token_list(const std::string& text);
+
+// Opens --model DIR on --device (only "cpu" for now; "cuda" is reported as not available yet).
+Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args);
+
+// The flag definitions, so every model command spells them the same way.
+Flag model_flag();
+Flag device_flag();
+Flag tokens_flag();
+
+}  // namespace ft::cli

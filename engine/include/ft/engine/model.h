@@ -1,0 +1,52 @@
+// A loaded model and its forward pass (CPU reference path, fp32). One implementation per
+// architecture family under engine/src/models/, each a short composition of the shared blocks in
+// engine/src/blocks/; load_model() picks it from config.json.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ft/common/result.h"
+#include "ft/engine/model_config.h"
+#include "ft/engine/sequence_state.h"
+
+namespace ft::engine {
+
+class Checkpoint;
+
+// Which rows of logits forward() writes.
+enum class LogitsMode {
+  kAll,   // [T, vocab]: one row per input token (scoring, golden tests)
+  kLast,  // [1, vocab]: only the last token's (generation)
+  kNone,  // none: prefill whose logits are not needed
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  // Family plus a hash of config.json and the tensor shapes; stamped into state snapshots.
+  virtual const std::string& fingerprint() const = 0;
+  // An empty state (position 0) with this model's layer layout.
+  virtual SequenceState new_state() const = 0;
+  // Appends `tokens` at state.position(), updating the state, and writes logits per `mode` into
+  // logits_out (may be null for kNone). Errors (state untouched): kInvalidArgument for an empty
+  // token list, an id outside [0, vocab) or a state of another model.
+  virtual Status forward(SequenceState& state, std::span<const int32_t> tokens, float* logits_out,
+                         LogitsMode mode = LogitsMode::kAll) const = 0;
+
+  int64_t vocab_size() const { return config().vocab_size; }
+};
+
+// Reads config.json, picks the family and loads its weights (converted to fp32). The model keeps
+// no reference to the checkpoint. Errors: kUnsupported for an unknown architecture; kNotFound for
+// a missing tensor; kInvalidArgument for a tensor of the wrong shape (both name the tensor).
+Result<std::unique_ptr<Model>> load_model(const Checkpoint& checkpoint);
+// Convenience: Checkpoint::open(dir) then load_model.
+Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir);
+
+}  // namespace ft::engine

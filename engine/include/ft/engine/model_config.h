@@ -1,0 +1,91 @@
+// The model hyper-parameters the engine needs, parsed from an HF checkpoint's config.json (and the
+// stop tokens from generation_config.json). One flat struct for every supported family; fields a
+// family does not use keep their zero defaults.
+//
+// Handles the layouts seen in published checkpoints:
+//  - multimodal wrappers (qwen3_5_moe) that nest the text model under "text_config";
+//  - RoPE given as "rope_parameters" (transformers 5.x) or as the legacy top-level "rope_theta",
+//    "rope_scaling" and "partial_rotary_factor" keys;
+//  - "layer_types" given explicitly (with the legacy names "attention"/"mamba") or derived from
+//    "full_attention_interval", as the HF config classes do.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ft/common/result.h"
+
+namespace ft::engine {
+
+// The model families this engine implements; each has one file in engine/src/models/.
+enum class ModelFamily { kQwen3Moe, kQwen3Next, kQwen3_5Moe };
+const char* model_family_name(ModelFamily family);  // "qwen3_moe", "qwen3_next", "qwen3_5_moe"
+
+// The token mixer of one decoder layer.
+enum class LayerKind { kFullAttention, kLinearAttention };
+
+struct ModelConfig {
+  ModelFamily family = ModelFamily::kQwen3Moe;
+  std::string model_type;    // top-level "model_type", e.g. "qwen3_5_moe"
+  std::string architecture;  // architectures[0], e.g. "Qwen3_5MoeForConditionalGeneration"; may be ""
+  bool nested_text_config = false;  // the text model came from "text_config"
+
+  // Transformer trunk.
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // GQA: query heads per kv head = heads / kv_heads
+  int64_t head_dim = 0;             // "head_dim", or hidden_size / num_attention_heads
+  int64_t intermediate_size = 0;    // dense (non-MoE) MLP width
+  float rms_norm_eps = 1e-6f;
+  bool attention_bias = false;
+  bool tie_word_embeddings = false;
+  std::vector<LayerKind> layer_types;  // one per layer
+
+  // RoPE. Only rope_type "default" is implemented; mRoPE ("mrope_section") is accepted because for
+  // text-only input its three position ids are equal and it reduces to plain RoPE.
+  double rope_theta = 10000.0;
+  double partial_rotary_factor = 1.0;
+  std::string rope_type = "default";
+  std::vector<int64_t> mrope_section;  // informational
+  int64_t rotary_dim() const { return int64_t(double(head_dim) * partial_rotary_factor); }
+
+  // MoE.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
+  bool norm_topk_prob = true;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+
+  // Linear attention (Gated DeltaNet).
+  int64_t linear_conv_kernel_dim = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+
+  // Generation: eos ids from generation_config.json (else config.json); may be empty.
+  std::vector<int32_t> eos_token_ids;
+  std::optional<int32_t> bos_token_id;
+
+  // Whether layer `layer` uses the sparse MoE block (else the dense MLP of intermediate_size),
+  // per HF: not in mlp_only_layers and num_experts > 0 and (layer + 1) % decoder_sparse_step == 0.
+  bool is_moe_layer(int64_t layer) const;
+  int64_t count_layers(LayerKind kind) const;
+};
+
+// Parses config.json text (and generation_config.json text, "" when absent). Errors:
+//  kInvalidArgument  malformed JSON or a missing/ill-typed required field (names it);
+//  kUnsupported      "unsupported architecture 'X' (supported: qwen3_moe, qwen3_next, qwen3_5_moe)",
+//                    or a feature of a supported family we do not implement (rope_type, activation,
+//                    sliding window), naming it.
+Result<ModelConfig> parse_model_config(std::string_view config_json,
+                                       std::string_view generation_config_json = {});
+
+}  // namespace ft::engine

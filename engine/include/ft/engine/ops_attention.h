@@ -1,0 +1,47 @@
+// CPU reference ops for softmax attention: rotary position embedding (NeoX and GPT-J layouts, full
+// or partial), the gated-query split of Qwen3-Next/3.5, and causal GQA attention over a KV cache.
+// Layouts are token-major like the projections write them: x[t, head, dim].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ft::engine::ref {
+
+enum class RopeLayout {
+  kNeox,  // HF rotate_half: dim i pairs with i + rotary_dim/2 (Llama, Qwen, most HF models)
+  kGptj,  // interleaved: dim 2i pairs with 2i+1 (GPT-J, GLM, DeepSeek's "interleave" checkpoints)
+};
+
+struct RopeSpec {
+  std::size_t head_dim = 0;
+  std::size_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor); the rest passes through
+  double theta = 10000.0;      // rope_theta
+  RopeLayout layout = RopeLayout::kNeox;
+};
+
+// inv_freq[i] = 1 / theta^(2i / rotary_dim), i < rotary_dim/2, computed in fp32 as HF does.
+std::vector<float> rope_inv_freq(const RopeSpec& spec);
+
+// Rotates the first rotary_dim dims of each head of x [T, heads, head_dim] in place; token t sits
+// at position pos0 + t. inv_freq from rope_inv_freq(spec).
+void apply_rope(float* x, std::size_t T, std::size_t heads, const RopeSpec& spec,
+                const std::vector<float>& inv_freq, int64_t pos0);
+
+// Qwen3-Next / Qwen3.5 full attention: q_proj writes, per head, [query (head_dim) | gate (head_dim)]
+// (HF: q_proj(x).view(T, heads, 2*head_dim).chunk(2, dim=-1)). Splits qg [T, heads, 2*head_dim]
+// into q [T, heads, head_dim] and gate [T, heads*head_dim].
+void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim,
+                       float* q, float* gate);
+
+// Causal grouped-query attention of T new queries against a KV cache.
+//   q   [T, heads, head_dim]; query t sits at position pos0 + t and sees cache positions <= its own
+//   k,v [pos0 + T, kv_heads, head_dim] (the cache, new tokens already appended)
+//   out [T, heads, head_dim]
+// Query head h reads kv head h / (heads / kv_heads) (HF repeat_kv). softmax(q.k * scale) in fp32.
+void causal_attention(const float* q, const float* k, const float* v, float* out, std::size_t T,
+                      std::size_t pos0, std::size_t heads, std::size_t kv_heads, std::size_t head_dim,
+                      float scale);
+
+}  // namespace ft::engine::ref

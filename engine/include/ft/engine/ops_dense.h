@@ -1,0 +1,33 @@
+// CPU reference ops for the dense parts of a transformer: embedding lookup, the matmul every
+// projection goes through, and the element-wise activations. fp32 in, fp32 out, fp32 accumulation.
+// Like ops.h these are the readable definitions later CUDA/AVX kernels are checked against; the
+// matmul is parallel over output rows (oneTBB) so a small model still runs in well under a second.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ft::engine::ref {
+
+// out[t, :] = table[tokens[t], :] for t < T. Ids must be in [0, rows) (callers validate first).
+void embedding(const float* table, std::size_t hidden, const int32_t* tokens, std::size_t T, float* out);
+
+// nn.Linear: y[t, o] = sum_i x[t, i] * w[o, i] (+ bias[o]) for t < T, o < out.
+// x [T, in], w [out, in] row-major (HF layout), bias [out] or null, y [T, out]; y may not alias x.
+void linear(const float* x, const float* w, const float* bias, float* y, std::size_t T,
+            std::size_t out, std::size_t in);
+
+// torch semantics, fp32: sigmoid(x) = 1 / (1 + exp(-x)); silu(x) = x * sigmoid(x).
+float sigmoid(float x);
+float silu(float x);
+
+// out[i] = silu(gate[i]) * up[i] (the SwiGLU inner product). out may alias gate or up.
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n);
+
+// x[i] *= sigmoid(gate[i]): the output gate of gated attention and of the shared expert.
+void mul_sigmoid(float* x, const float* gate, std::size_t n);
+
+// y[i] += x[i]: residual connections.
+void add_inplace(float* y, const float* x, std::size_t n);
+
+}  // namespace ft::engine::ref

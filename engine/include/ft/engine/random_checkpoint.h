@@ -1,0 +1,65 @@
+// Writes a random-weight checkpoint in the real HF layout of a supported family (config.json,
+// generation_config.json, model.safetensors in bf16): the tiny models the tests run in CI without
+// fixtures, and the demo model of `freetoken make-demo-model`. Deterministic for a given spec and
+// seed on every platform (own RNG, no std:: distributions).
+//
+// Initialisation: matrices N(0, 1/fan_in) so activations keep unit scale through the layers (an
+// HF-style 0.02 init makes every output near zero and lets bugs pass); norm weights 1 + N(0, 0.1)
+// (or N(0, 0.1) for zero-centred norms); DeltaNet A_log = log U(1, 8), dt_bias U(0.5, 1.5).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ft/common/result.h"
+#include "ft/engine/model_config.h"
+
+namespace ft::engine {
+
+struct RandomCheckpointSpec {
+  ModelFamily family = ModelFamily::kQwen3Moe;
+  int64_t vocab_size = 256;
+  int64_t hidden_size = 64;
+  int64_t num_layers = 4;
+  int64_t num_heads = 4;
+  int64_t num_kv_heads = 2;
+  int64_t head_dim = 16;
+  int64_t intermediate_size = 96;  // dense MLP layers (mlp_only_layers / decoder_sparse_step)
+  int64_t num_experts = 8;
+  int64_t top_k = 2;
+  int64_t moe_intermediate_size = 32;
+  int64_t shared_expert_intermediate_size = 48;  // qwen3_next / qwen3_5_moe only
+  int64_t decoder_sparse_step = 1;               // qwen3_moe / qwen3_next only
+  std::vector<int64_t> mlp_only_layers;          // qwen3_moe / qwen3_next only
+  bool norm_topk_prob = true;
+  bool attention_bias = false;                   // qwen3_moe only (the others have none)
+  bool tie_word_embeddings = false;
+  double rope_theta = 1000000.0;
+  double partial_rotary_factor = 0;              // 0: the family default (1.0 or 0.25)
+  // Linear attention (qwen3_next / qwen3_5_moe).
+  int64_t full_attention_interval = 4;
+  int64_t linear_num_key_heads = 2;
+  int64_t linear_num_value_heads = 4;
+  int64_t linear_key_head_dim = 16;
+  int64_t linear_value_head_dim = 16;
+  int64_t linear_conv_kernel_dim = 4;
+  // Expert tensors: per expert (mlp.experts.N.*_proj.weight) or fused 3-D (gate_up_proj/down_proj).
+  bool fused_experts = false;
+  std::vector<int32_t> eos_token_ids;  // empty: {vocab_size - 1}
+  int32_t bos_token_id = 0;
+  uint64_t seed = 0;
+  // Marks the checkpoint as a demo: a README.md and a "freetoken_demo" note in config.json saying
+  // the weights are random.
+  bool demo = false;
+};
+
+// Creates `dir` if needed and writes the three files into it.
+Status write_random_checkpoint(const std::filesystem::path& dir, const RandomCheckpointSpec& spec);
+
+// The `freetoken make-demo-model` spec: qwen3_5_moe, hidden 128, 8 layers (6 linear + 2 full),
+// 16 experts top-4, vocab 151936 (the Qwen3 tokenizer's), ~80 MB.
+RandomCheckpointSpec demo_model_spec();
+
+}  // namespace ft::engine

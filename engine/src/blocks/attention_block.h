@@ -1,0 +1,45 @@
+// Softmax self-attention with RoPE, q/k per-head RMSNorm, GQA and an optional output gate: the
+// full-attention token mixer of Qwen3-MoE (plain) and Qwen3-Next / Qwen3.5 (gated query).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "blocks/weights.h"
+#include "ft/engine/ops_attention.h"
+#include "ft/engine/sequence_state.h"
+
+namespace ft::engine::blocks {
+
+struct AttentionSpec {
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  bool bias = false;                   // attention_bias: q/k/v/o carry biases
+  bool gated = false;                  // q_proj also writes a sigmoid output gate per head
+  bool qk_norm = true;                 // q_norm / k_norm over head_dim
+  bool zero_centered_qk_norm = false;  // those norms use (1 + w)
+  float eps = 1e-6f;
+  ref::RopeSpec rope;
+};
+
+class AttentionBlock {
+ public:
+  // prefix: e.g. "layers.3.self_attn." (relative to the loader's prefix).
+  static Result<AttentionBlock> load(const WeightLoader& w, const std::string& prefix, const AttentionSpec& spec);
+
+  // x [T, hidden] (already normed) at positions cache.tokens() ..; appends K/V to `cache` and
+  // writes out [T, hidden].
+  void forward(const float* x, std::size_t T, KvCache& cache, float* out) const;
+
+  const AttentionSpec& spec() const { return spec_; }
+
+ private:
+  AttentionSpec spec_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  std::vector<float> q_norm_, k_norm_;
+  std::vector<float> inv_freq_;
+};
+
+}  // namespace ft::engine::blocks

@@ -1,0 +1,55 @@
+// The decoder stack shared by every family: a DecoderLayer is pre-norm token mixer + pre-norm
+// feed-forward with residuals; DecoderModel is embedding -> layers -> final norm -> lm_head and
+// implements Model. A model file supplies only how one layer is composed (build_layer) and where
+// its tensors live (prefix).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "blocks/attention_block.h"
+#include "blocks/linear_attention_block.h"
+#include "blocks/moe_block.h"
+#include "blocks/weights.h"
+#include "ft/engine/model.h"
+
+namespace ft::engine::blocks {
+
+struct DecoderLayer {
+  RmsNorm input_norm;
+  RmsNorm post_norm;
+  // Token mixer: exactly one of these.
+  std::optional<AttentionBlock> attention;
+  std::optional<LinearAttentionBlock> linear_attention;
+  // Feed-forward: exactly one of these.
+  std::optional<MoeBlock> moe;
+  std::optional<SwiGlu> mlp;
+
+  LayerState empty_state() const;
+  // hidden [T, hidden] in place: h += mixer(norm(h)); h += ffn(norm(h)).
+  Status forward(float* hidden, std::size_t T, LayerState& state) const;
+};
+
+using LayerBuilder = std::function<Result<DecoderLayer>(const WeightLoader&, const ModelConfig&, int64_t layer)>;
+
+struct DecoderRecipe {
+  std::string prefix;                 // of embed_tokens / layers / norm, e.g. "model."
+  bool zero_centered_norms = false;   // final norm uses (1 + w)
+  LayerBuilder build_layer;
+};
+
+// Loads embed_tokens, every layer through recipe.build_layer, the final norm and lm_head (or ties
+// it to the embedding when config.tie_word_embeddings).
+Result<std::unique_ptr<Model>> load_decoder_model(const Checkpoint& ckpt, const ModelConfig& cfg,
+                                                  const DecoderRecipe& recipe);
+
+// Specs derived from the config, shared by the model files; each file adjusts what its family
+// does differently (gated attention, zero-centred norms, projection layout).
+AttentionSpec attention_spec(const ModelConfig& cfg);
+MoeSpec moe_spec(const ModelConfig& cfg);
+LinearAttentionSpec linear_attention_spec(const ModelConfig& cfg, ref::DeltaNetProjLayout layout);
+std::string layer_prefix(int64_t layer);  // "layers.<i>."
+
+}  // namespace ft::engine::blocks

@@ -1,0 +1,48 @@
+// Sparse MoE feed-forward: router -> top-k routed SwiGLU experts (+ an optional shared expert
+// scaled by sigmoid(shared_expert_gate(x))). Experts stay separate objects, addressable per
+// (layer, expert), so a later runtime can place each in host RAM or a GPU slot.
+//
+// Reads both expert layouts found in real checkpoints:
+//   per expert: mlp.experts.N.{gate,up}_proj.weight [inter, hidden], mlp.experts.N.down_proj.weight
+//               [hidden, inter]   (Qwen3-MoE / Qwen3-Next releases; HF 4.x save_pretrained)
+//   fused 3-D:  mlp.experts.gate_up_proj [E, 2*inter, hidden] (gate rows first, then up: HF
+//               `linear(x, gate_up_proj[e]).chunk(2)`) and mlp.experts.down_proj [E, hidden, inter]
+//               (HF 5.x modules, Qwen3.5 releases)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "blocks/weights.h"
+#include "ft/engine/ops_moe.h"
+
+namespace ft::engine::blocks {
+
+struct MoeSpec {
+  int64_t hidden = 0;
+  int64_t moe_inter = 0;
+  int64_t shared_inter = 0;  // 0: no shared expert
+  ref::RouterSpec router;    // num_experts, top_k, scoring, renormalize, scaling
+};
+
+class MoeBlock {
+ public:
+  // prefix: e.g. "layers.3.mlp." (relative to the loader's prefix).
+  static Result<MoeBlock> load(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
+
+  // out [T, hidden] = moe(x [T, hidden]); out may not alias x.
+  void forward(const float* x, float* out, std::size_t T) const;
+
+  std::size_t num_experts() const { return experts_.size(); }
+  const SwiGlu& expert(std::size_t e) const { return experts_[e]; }
+
+ private:
+  MoeSpec spec_;
+  Linear router_;  // mlp.gate [E, hidden]
+  std::vector<SwiGlu> experts_;
+  bool has_shared_ = false;
+  SwiGlu shared_;
+  Linear shared_gate_;  // [1, hidden]
+};
+
+}  // namespace ft::engine::blocks

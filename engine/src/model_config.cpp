@@ -1,0 +1,358 @@
+// config.json -> ModelConfig. Defaults follow the HF 5.x config classes of each family
+// (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig), because save_pretrained may omit keys
+// equal to their defaults and older checkpoints predate newer keys.
+#include "ft/engine/model_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace ft::engine {
+namespace {
+
+using nlohmann::json;
+
+const char* kSupported = "supported: qwen3_moe, qwen3_next, qwen3_5_moe";
+
+std::optional<ModelFamily> family_from_model_type(const std::string& t) {
+  if (t == "qwen3_moe") return ModelFamily::kQwen3Moe;
+  if (t == "qwen3_next") return ModelFamily::kQwen3Next;
+  if (t == "qwen3_5_moe" || t == "qwen3_5_moe_text") return ModelFamily::kQwen3_5Moe;
+  return std::nullopt;
+}
+
+std::optional<ModelFamily> family_from_architecture(const std::string& a) {
+  if (a == "Qwen3MoeForCausalLM") return ModelFamily::kQwen3Moe;
+  if (a == "Qwen3NextForCausalLM") return ModelFamily::kQwen3Next;
+  if (a == "Qwen3_5MoeForConditionalGeneration" || a == "Qwen3_5MoeForCausalLM") {
+    return ModelFamily::kQwen3_5Moe;
+  }
+  return std::nullopt;
+}
+
+// Typed lookups that name the key in their error, so a bad config.json is fixable from the message.
+class Fields {
+ public:
+  explicit Fields(const json& j) : j_(j) {}
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  Result<int64_t> integer(const char* key) const {
+    if (!has(key)) return invalid_argument(std::string("config.json: missing required field '") + key + "'");
+    return integer_or(key, 0);
+  }
+  Result<int64_t> integer_or(const char* key, int64_t fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_number_integer()) return type_error(key, "an integer");
+    return v.get<int64_t>();
+  }
+  Result<double> number_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_number()) return type_error(key, "a number");
+    return v.get<double>();
+  }
+  Result<bool> boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) return type_error(key, "true or false");
+    return v.get<bool>();
+  }
+  Result<std::string> string_or(const char* key, std::string fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_string()) return type_error(key, "a string");
+    return v.get<std::string>();
+  }
+  Result<std::vector<int64_t>> int_list_or_empty(const char* key) const {
+    std::vector<int64_t> out;
+    if (!has(key)) return out;
+    const json& v = j_.at(key);
+    if (v.is_number_integer()) return std::vector<int64_t>{v.get<int64_t>()};
+    if (!v.is_array()) return type_error(key, "an integer or a list of integers");
+    for (const json& e : v) {
+      if (!e.is_number_integer()) return type_error(key, "a list of integers");
+      out.push_back(e.get<int64_t>());
+    }
+    return out;
+  }
+  const json* object(const char* key) const {
+    return has(key) && j_.at(key).is_object() ? &j_.at(key) : nullptr;
+  }
+
+ private:
+  static Status type_error(const char* key, const char* what) {
+    return invalid_argument(std::string("config.json: field '") + key + "' must be " + what);
+  }
+  const json& j_;
+};
+
+// RoPE keys: "rope_parameters" (5.x; possibly keyed by layer type) first, then the legacy
+// "rope_scaling" dict and top-level "rope_theta" / "partial_rotary_factor".
+Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) {
+  const json* params = text.object("rope_parameters");
+  if (params && params->contains("full_attention") && params->at("full_attention").is_object()) {
+    params = &params->at("full_attention");
+  }
+  const json* scaling = text.object("rope_scaling");
+  FT_ASSIGN_OR_RETURN(cfg.rope_theta, text.number_or("rope_theta", 10000.0));
+  FT_ASSIGN_OR_RETURN(cfg.partial_rotary_factor, text.number_or("partial_rotary_factor", default_partial));
+  std::string rope_type = "default";
+  for (const json* dict : {scaling, params}) {  // later wins: rope_parameters over rope_scaling
+    if (!dict) continue;
+    Fields d(*dict);
+    FT_ASSIGN_OR_RETURN(cfg.rope_theta, d.number_or("rope_theta", cfg.rope_theta));
+    FT_ASSIGN_OR_RETURN(cfg.partial_rotary_factor,
+                        d.number_or("partial_rotary_factor", cfg.partial_rotary_factor));
+    FT_ASSIGN_OR_RETURN(std::string legacy_type, d.string_or("type", rope_type));
+    FT_ASSIGN_OR_RETURN(rope_type, d.string_or("rope_type", legacy_type));
+    if (d.has("mrope_section")) {
+      FT_ASSIGN_OR_RETURN(cfg.mrope_section, d.int_list_or_empty("mrope_section"));
+    }
+  }
+  // "mrope" was the legacy spelling of default RoPE with mrope sections (Qwen2-VL configs).
+  if (rope_type == "mrope") rope_type = "default";
+  cfg.rope_type = rope_type;
+  if (rope_type != "default") {
+    return unsupported("rope_type '" + rope_type + "' is not supported yet (only 'default')");
+  }
+  if (cfg.rope_theta <= 0) return invalid_argument("config.json: rope_theta must be positive");
+  if (cfg.partial_rotary_factor <= 0 || cfg.partial_rotary_factor > 1) {
+    return invalid_argument("config.json: partial_rotary_factor must be in (0, 1]");
+  }
+  return Status::ok();
+}
+
+Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg, bool hybrid) {
+  cfg.layer_types.clear();
+  if (text.has("layer_types")) {
+    const json& list = text_json.at("layer_types");
+    if (!list.is_array()) return invalid_argument("config.json: field 'layer_types' must be a list");
+    for (const json& e : list) {
+      if (!e.is_string()) return invalid_argument("config.json: 'layer_types' must hold strings");
+      std::string t = e.get<std::string>();
+      // HF remap_legacy_layer_types: "attention" -> full, "mamba" -> linear.
+      if (t == "full_attention" || t == "attention") {
+        cfg.layer_types.push_back(LayerKind::kFullAttention);
+      } else if (hybrid && (t == "linear_attention" || t == "mamba")) {
+        cfg.layer_types.push_back(LayerKind::kLinearAttention);
+      } else {
+        return unsupported("layer type '" + t + "' is not supported for " +
+                           model_family_name(cfg.family));
+      }
+    }
+    if (int64_t(cfg.layer_types.size()) != cfg.num_hidden_layers) {
+      return invalid_argument("config.json: 'layer_types' has " + std::to_string(cfg.layer_types.size()) +
+                              " entries but num_hidden_layers is " + std::to_string(cfg.num_hidden_layers));
+    }
+    return Status::ok();
+  }
+  int64_t interval = 0;
+  if (hybrid) {
+    FT_ASSIGN_OR_RETURN(interval, text.integer_or("full_attention_interval", 4));
+    if (interval <= 0) return invalid_argument("config.json: full_attention_interval must be positive");
+  }
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+    const bool linear = hybrid && (i + 1) % interval != 0;
+    cfg.layer_types.push_back(linear ? LayerKind::kLinearAttention : LayerKind::kFullAttention);
+  }
+  return Status::ok();
+}
+
+Result<std::vector<int32_t>> eos_ids(const json& from, const char* file) {
+  std::vector<int32_t> out;
+  if (!from.contains("eos_token_id") || from.at("eos_token_id").is_null()) return out;
+  const json& v = from.at("eos_token_id");
+  auto push = [&](const json& e) -> Status {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX) {
+      return invalid_argument(std::string(file) + ": eos_token_id must be a token id or a list of them");
+    }
+    out.push_back(int32_t(e.get<int64_t>()));
+    return Status::ok();
+  };
+  if (v.is_array()) {
+    for (const json& e : v) FT_RETURN_IF_ERROR(push(e));
+  } else {
+    FT_RETURN_IF_ERROR(push(v));
+  }
+  return out;
+}
+
+Status validate(const ModelConfig& c) {
+  auto positive = [](int64_t v, const char* name) -> Status {
+    if (v <= 0) return invalid_argument(std::string("config.json: ") + name + " must be positive, got " + std::to_string(v));
+    return Status::ok();
+  };
+  FT_RETURN_IF_ERROR(positive(c.vocab_size, "vocab_size"));
+  FT_RETURN_IF_ERROR(positive(c.hidden_size, "hidden_size"));
+  FT_RETURN_IF_ERROR(positive(c.num_hidden_layers, "num_hidden_layers"));
+  FT_RETURN_IF_ERROR(positive(c.num_attention_heads, "num_attention_heads"));
+  FT_RETURN_IF_ERROR(positive(c.num_key_value_heads, "num_key_value_heads"));
+  FT_RETURN_IF_ERROR(positive(c.head_dim, "head_dim"));
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    return invalid_argument("config.json: num_attention_heads must be a multiple of num_key_value_heads");
+  }
+  if (c.rotary_dim() % 2 != 0 || c.rotary_dim() <= 0) {
+    return invalid_argument("config.json: head_dim * partial_rotary_factor must be a positive even number");
+  }
+  bool any_moe = false, any_dense = false;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) (c.is_moe_layer(i) ? any_moe : any_dense) = true;
+  if (any_moe) {
+    FT_RETURN_IF_ERROR(positive(c.num_experts_per_tok, "num_experts_per_tok"));
+    FT_RETURN_IF_ERROR(positive(c.moe_intermediate_size, "moe_intermediate_size"));
+    if (c.num_experts_per_tok > c.num_experts) {
+      return invalid_argument("config.json: num_experts_per_tok exceeds num_experts");
+    }
+  }
+  if (any_dense) FT_RETURN_IF_ERROR(positive(c.intermediate_size, "intermediate_size"));
+  if (c.count_layers(LayerKind::kLinearAttention) > 0) {
+    FT_RETURN_IF_ERROR(positive(c.linear_conv_kernel_dim, "linear_conv_kernel_dim"));
+    FT_RETURN_IF_ERROR(positive(c.linear_key_head_dim, "linear_key_head_dim"));
+    FT_RETURN_IF_ERROR(positive(c.linear_value_head_dim, "linear_value_head_dim"));
+    FT_RETURN_IF_ERROR(positive(c.linear_num_key_heads, "linear_num_key_heads"));
+    FT_RETURN_IF_ERROR(positive(c.linear_num_value_heads, "linear_num_value_heads"));
+    if (c.linear_num_value_heads % c.linear_num_key_heads != 0) {
+      return invalid_argument("config.json: linear_num_value_heads must be a multiple of linear_num_key_heads");
+    }
+  }
+  return Status::ok();
+}
+
+Result<ModelConfig> parse(const json& root, const json* gen) {
+  if (!root.is_object()) return invalid_argument("config.json: expected a JSON object");
+  ModelConfig cfg;
+  Fields top(root);
+  FT_ASSIGN_OR_RETURN(cfg.model_type, top.string_or("model_type", ""));
+  if (root.contains("architectures") && root.at("architectures").is_array() &&
+      !root.at("architectures").empty() && root.at("architectures")[0].is_string()) {
+    cfg.architecture = root.at("architectures")[0].get<std::string>();
+  }
+  auto family = family_from_model_type(cfg.model_type);
+  if (!family) family = family_from_architecture(cfg.architecture);
+  if (!family) {
+    const std::string name = !cfg.architecture.empty() ? cfg.architecture
+                             : !cfg.model_type.empty()  ? cfg.model_type
+                                                        : "(none given)";
+    return unsupported("unsupported architecture '" + name + "' (" + kSupported + ")");
+  }
+  cfg.family = *family;
+
+  const json* text_json = top.object("text_config");
+  cfg.nested_text_config = text_json != nullptr;
+  if (!text_json) text_json = &root;
+  Fields text(*text_json);
+  const bool hybrid = cfg.family != ModelFamily::kQwen3Moe;
+
+  FT_ASSIGN_OR_RETURN(std::string act, text.string_or("hidden_act", "silu"));
+  if (act != "silu") return unsupported("hidden_act '" + act + "' is not supported (only 'silu')");
+  FT_ASSIGN_OR_RETURN(bool sliding, text.boolean_or("use_sliding_window", false));
+  if (sliding) return unsupported("sliding-window attention (use_sliding_window) is not supported yet");
+
+  FT_ASSIGN_OR_RETURN(cfg.vocab_size, text.integer("vocab_size"));
+  FT_ASSIGN_OR_RETURN(cfg.hidden_size, text.integer("hidden_size"));
+  FT_ASSIGN_OR_RETURN(cfg.num_hidden_layers, text.integer("num_hidden_layers"));
+  FT_ASSIGN_OR_RETURN(cfg.num_attention_heads, text.integer("num_attention_heads"));
+  FT_ASSIGN_OR_RETURN(cfg.num_key_value_heads, text.integer_or("num_key_value_heads", cfg.num_attention_heads));
+  const int64_t default_head_dim = cfg.num_attention_heads > 0 ? cfg.hidden_size / cfg.num_attention_heads : 0;
+  FT_ASSIGN_OR_RETURN(cfg.head_dim, text.integer_or("head_dim", default_head_dim));
+  FT_ASSIGN_OR_RETURN(cfg.intermediate_size, text.integer_or("intermediate_size", 0));
+  FT_ASSIGN_OR_RETURN(double eps, text.number_or("rms_norm_eps", 1e-6));
+  cfg.rms_norm_eps = float(eps);
+  FT_ASSIGN_OR_RETURN(cfg.attention_bias, text.boolean_or("attention_bias", false));
+  // The wrapper's flag decides for multimodal checkpoints (it owns lm_head); else the text config's.
+  FT_ASSIGN_OR_RETURN(bool text_tie, text.boolean_or("tie_word_embeddings", false));
+  FT_ASSIGN_OR_RETURN(cfg.tie_word_embeddings, top.boolean_or("tie_word_embeddings", text_tie));
+
+  // qwen3_next and qwen3_5_moe default partial_rotary_factor to 0.25 ("assign default for BC").
+  FT_RETURN_IF_ERROR(parse_rope(text, cfg, hybrid ? 0.25 : 1.0));
+  FT_RETURN_IF_ERROR(parse_layers(*text_json, text, cfg, hybrid));
+
+  // transformers 5.x writes Qwen3-MoE's expert count as "num_local_experts" (an attribute_map alias).
+  FT_ASSIGN_OR_RETURN(int64_t local_experts, text.integer_or("num_local_experts", 0));
+  FT_ASSIGN_OR_RETURN(cfg.num_experts, text.integer_or("num_experts", local_experts));
+  FT_ASSIGN_OR_RETURN(cfg.num_experts_per_tok, text.integer_or("num_experts_per_tok", 0));
+  FT_ASSIGN_OR_RETURN(cfg.moe_intermediate_size, text.integer_or("moe_intermediate_size", 0));
+  FT_ASSIGN_OR_RETURN(cfg.shared_expert_intermediate_size, text.integer_or("shared_expert_intermediate_size", 0));
+  if (cfg.family == ModelFamily::kQwen3Moe) cfg.shared_expert_intermediate_size = 0;  // no shared expert
+  // Qwen3MoeConfig defaults norm_topk_prob to False, Qwen3NextConfig to True; Qwen3_5MoeTopKRouter
+  // always renormalises whatever the config says.
+  FT_ASSIGN_OR_RETURN(cfg.norm_topk_prob, text.boolean_or("norm_topk_prob", cfg.family != ModelFamily::kQwen3Moe));
+  if (cfg.family == ModelFamily::kQwen3_5Moe) cfg.norm_topk_prob = true;
+  // Qwen3.5 has no decoder_sparse_step / mlp_only_layers: every layer is MoE.
+  if (cfg.family != ModelFamily::kQwen3_5Moe) {
+    FT_ASSIGN_OR_RETURN(cfg.decoder_sparse_step, text.integer_or("decoder_sparse_step", 1));
+    FT_ASSIGN_OR_RETURN(cfg.mlp_only_layers, text.int_list_or_empty("mlp_only_layers"));
+    if (cfg.decoder_sparse_step <= 0) return invalid_argument("config.json: decoder_sparse_step must be positive");
+  }
+
+  if (hybrid) {
+    FT_ASSIGN_OR_RETURN(cfg.linear_conv_kernel_dim, text.integer_or("linear_conv_kernel_dim", 4));
+    FT_ASSIGN_OR_RETURN(cfg.linear_key_head_dim, text.integer_or("linear_key_head_dim", 128));
+    FT_ASSIGN_OR_RETURN(cfg.linear_value_head_dim, text.integer_or("linear_value_head_dim", 128));
+    FT_ASSIGN_OR_RETURN(cfg.linear_num_key_heads, text.integer_or("linear_num_key_heads", 16));
+    FT_ASSIGN_OR_RETURN(cfg.linear_num_value_heads, text.integer_or("linear_num_value_heads", 32));
+  }
+
+  // Stop tokens: generation_config.json wins (it is what HF generate uses), then config.json.
+  if (gen) {
+    FT_ASSIGN_OR_RETURN(cfg.eos_token_ids, eos_ids(*gen, "generation_config.json"));
+  }
+  if (cfg.eos_token_ids.empty()) {
+    FT_ASSIGN_OR_RETURN(cfg.eos_token_ids, eos_ids(*text_json, "config.json"));
+  }
+  if (cfg.eos_token_ids.empty()) {
+    FT_ASSIGN_OR_RETURN(cfg.eos_token_ids, eos_ids(root, "config.json"));
+  }
+  const json* bos_src = gen && gen->contains("bos_token_id") ? gen : text_json;
+  if (bos_src->contains("bos_token_id") && bos_src->at("bos_token_id").is_number_integer()) {
+    cfg.bos_token_id = int32_t(bos_src->at("bos_token_id").get<int64_t>());
+  }
+
+  FT_RETURN_IF_ERROR(validate(cfg));
+  return cfg;
+}
+
+}  // namespace
+
+const char* model_family_name(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kQwen3Moe: return "qwen3_moe";
+    case ModelFamily::kQwen3Next: return "qwen3_next";
+    case ModelFamily::kQwen3_5Moe: return "qwen3_5_moe";
+  }
+  return "?";
+}
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
+  return num_experts > 0 && decoder_sparse_step > 0 && (layer + 1) % decoder_sparse_step == 0;
+}
+
+int64_t ModelConfig::count_layers(LayerKind kind) const {
+  return std::count(layer_types.begin(), layer_types.end(), kind);
+}
+
+Result<ModelConfig> parse_model_config(std::string_view config_json, std::string_view generation_config_json) {
+  json root, gen;
+  try {
+    root = json::parse(config_json);
+  } catch (const json::exception& e) {
+    return invalid_argument(std::string("config.json is not valid JSON: ") + e.what());
+  }
+  bool have_gen = false;
+  if (!generation_config_json.empty()) {
+    try {
+      gen = json::parse(generation_config_json);
+      have_gen = gen.is_object();
+    } catch (const json::exception& e) {
+      return invalid_argument(std::string("generation_config.json is not valid JSON: ") + e.what());
+    }
+  }
+  try {
+    return parse(root, have_gen ? &gen : nullptr);
+  } catch (const json::exception& e) {  // a shape we did not anticipate: still a value, not a throw
+    return invalid_argument(std::string("config.json: ") + e.what());
+  }
+}
+
+}  // namespace ft::engine

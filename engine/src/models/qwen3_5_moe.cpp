@@ -1,0 +1,44 @@
+// Qwen3.5 / Qwen3.6 MoE (model_type "qwen3_5_moe", Qwen3_5MoeForConditionalGeneration): the
+// Qwen3-Next text stack inside a multimodal wrapper. Text-only, so the vision tower is not loaded
+// and mRoPE reduces to plain RoPE (all three position ids equal). Differences from Qwen3-Next:
+// tensors under model.language_model.* (lm_head.weight at the top level), separate DeltaNet
+// projections (in_proj_qkv / in_proj_z / in_proj_b / in_proj_a), every layer MoE, and the router
+// always renormalises its top-k (ModelConfig forces norm_topk_prob).
+#include "blocks/decoder.h"
+#include "ft/engine/checkpoint.h"
+#include "models/registry.h"
+
+namespace ft::engine::models {
+namespace {
+
+using namespace blocks;
+
+Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
+  const std::string p = layer_prefix(i);
+  DecoderLayer layer;
+  FT_ASSIGN_OR_RETURN(layer.input_norm, w.rms_norm(p + "input_layernorm.weight", cfg.hidden_size, cfg.rms_norm_eps, true));
+  FT_ASSIGN_OR_RETURN(layer.post_norm,
+                      w.rms_norm(p + "post_attention_layernorm.weight", cfg.hidden_size, cfg.rms_norm_eps, true));
+  if (cfg.layer_types[std::size_t(i)] == LayerKind::kLinearAttention) {
+    const auto spec = linear_attention_spec(cfg, ref::DeltaNetProjLayout::kQwen3_5Split);
+    FT_ASSIGN_OR_RETURN(layer.linear_attention, LinearAttentionBlock::load(w, p + "linear_attn.", spec));
+  } else {
+    AttentionSpec spec = attention_spec(cfg);
+    spec.gated = true;
+    spec.zero_centered_qk_norm = true;
+    FT_ASSIGN_OR_RETURN(layer.attention, AttentionBlock::load(w, p + "self_attn.", spec));
+  }
+  FT_ASSIGN_OR_RETURN(layer.moe, MoeBlock::load(w, p + "mlp.", moe_spec(cfg)));
+  return layer;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_qwen3_5_moe(const Checkpoint& ckpt, const ModelConfig& cfg) {
+  // The multimodal checkpoint nests the decoder; a text-only export (Qwen3_5MoeForCausalLM) does not.
+  const std::string prefix =
+      ckpt.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+  return load_decoder_model(ckpt, cfg, {prefix, /*zero_centered_norms=*/true, build_layer});
+}
+
+}  // namespace ft::engine::models

@@ -1,0 +1,70 @@
+#include "ft/engine/ops_dense.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace ft::engine::ref {
+namespace {
+
+// Eight independent partial sums: lets the compiler use SIMD without -ffast-math (a single running
+// sum is a serial dependency it may not reorder) and keeps fp32 rounding error as small as a
+// blocked sum, which is what torch's CPU matmul does too.
+inline float dot(const float* a, const float* b, std::size_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+void embedding(const float* table, std::size_t hidden, const int32_t* tokens, std::size_t T, float* out) {
+  for (std::size_t t = 0; t < T; ++t) {
+    std::memcpy(out + t * hidden, table + std::size_t(tokens[t]) * hidden, hidden * sizeof(float));
+  }
+}
+
+void linear(const float* x, const float* w, const float* bias, float* y, std::size_t T, std::size_t out,
+            std::size_t in) {
+  // Rows of W are split across threads; within a task, a tile of tokens is reused against each W
+  // row while the row is in L1, so W streams from memory once per token tile.
+  constexpr std::size_t kTokenTile = 8;
+  const std::size_t work_per_row = std::max<std::size_t>(1, in * T);
+  const std::size_t grain = std::max<std::size_t>(1, (1u << 16) / work_per_row);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, out, grain), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t t0 = 0; t0 < T; t0 += kTokenTile) {
+      const std::size_t t1 = std::min(T, t0 + kTokenTile);
+      for (std::size_t o = r.begin(); o < r.end(); ++o) {
+        const float* wr = w + o * in;
+        const float b = bias ? bias[o] : 0.0f;
+        for (std::size_t t = t0; t < t1; ++t) y[t * out + o] = dot(x + t * in, wr, in) + b;
+      }
+    }
+  });
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float silu(float x) { return x * sigmoid(x); }
+
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+}
+
+void mul_sigmoid(float* x, const float* gate, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] *= sigmoid(gate[i]);
+}
+
+void add_inplace(float* y, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace ft::engine::ref

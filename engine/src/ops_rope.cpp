@@ -1,0 +1,50 @@
+#include <cmath>
+
+#include "ft/engine/ops_attention.h"
+
+namespace ft::engine::ref {
+
+std::vector<float> rope_inv_freq(const RopeSpec& spec) {
+  // HF: 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)), all in fp32.
+  std::vector<float> inv(spec.rotary_dim / 2);
+  const float base = float(spec.theta);
+  for (std::size_t i = 0; i < inv.size(); ++i) {
+    const float exponent = float(2 * i) / float(spec.rotary_dim);
+    inv[i] = 1.0f / std::pow(base, exponent);
+  }
+  return inv;
+}
+
+void apply_rope(float* x, std::size_t T, std::size_t heads, const RopeSpec& spec,
+                const std::vector<float>& inv_freq, int64_t pos0) {
+  const std::size_t half = spec.rotary_dim / 2;
+  std::vector<float> cos_t(half), sin_t(half);
+  for (std::size_t t = 0; t < T; ++t) {
+    // HF: freqs = inv_freq * position in fp32, then cos/sin in fp32.
+    const float pos = float(pos0 + int64_t(t));
+    for (std::size_t i = 0; i < half; ++i) {
+      const float angle = inv_freq[i] * pos;
+      cos_t[i] = std::cos(angle);
+      sin_t[i] = std::sin(angle);
+    }
+    for (std::size_t h = 0; h < heads; ++h) {
+      float* v = x + (t * heads + h) * spec.head_dim;
+      if (spec.layout == RopeLayout::kNeox) {
+        // q*cos + rotate_half(q)*sin with rotate_half(q) = [-q2, q1].
+        for (std::size_t i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half];
+          v[i] = a * cos_t[i] + (-b) * sin_t[i];
+          v[i + half] = b * cos_t[i] + a * sin_t[i];
+        }
+      } else {
+        for (std::size_t i = 0; i < half; ++i) {
+          const float a = v[2 * i], b = v[2 * i + 1];
+          v[2 * i] = a * cos_t[i] - b * sin_t[i];
+          v[2 * i + 1] = b * cos_t[i] + a * sin_t[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ft::engine::ref

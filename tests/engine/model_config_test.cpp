@@ -1,0 +1,118 @@
+// config.json parsing: families, nested text_config, RoPE keys old and new, layer types, MoE
+// layer selection, stop tokens, and the errors for unknown architectures.
+#include <gtest/gtest.h>
+
+#include "ft/engine/model_config.h"
+
+namespace ft::engine {
+namespace {
+
+const char* kQwen3Moe = R"({
+  "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+  "vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 128, "rms_norm_eps": 1e-6,
+  "rope_theta": 1000000.0, "rope_scaling": null, "num_experts": 8, "num_experts_per_tok": 2,
+  "moe_intermediate_size": 16, "norm_topk_prob": true, "decoder_sparse_step": 2,
+  "mlp_only_layers": [3], "eos_token_id": 5, "tie_word_embeddings": false })";
+
+TEST(ModelConfig, ParsesQwen3MoeWithLegacyRopeKeys) {
+  auto c = parse_model_config(kQwen3Moe);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kQwen3Moe);
+  EXPECT_EQ(c->hidden_size, 64);
+  EXPECT_EQ(c->head_dim, 32);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c->partial_rotary_factor, 1.0);
+  EXPECT_EQ(c->rotary_dim(), 32);
+  EXPECT_EQ(c->layer_types, std::vector<LayerKind>(4, LayerKind::kFullAttention));
+  // decoder_sparse_step 2: layers 1 and 3 are sparse, but 3 is in mlp_only_layers.
+  EXPECT_FALSE(c->is_moe_layer(0));
+  EXPECT_TRUE(c->is_moe_layer(1));
+  EXPECT_FALSE(c->is_moe_layer(2));
+  EXPECT_FALSE(c->is_moe_layer(3));
+  EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>{5});
+}
+
+TEST(ModelConfig, GenerationConfigEosListWins) {
+  auto c = parse_model_config(kQwen3Moe, R"({"eos_token_id": [7, 9], "bos_token_id": 1})");
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{7, 9}));
+  EXPECT_EQ(c->bos_token_id, 1);
+}
+
+TEST(ModelConfig, Qwen3MoeDefaultsNormTopkProbToFalse) {
+  auto c = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 10, "hidden_size": 8,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "num_experts": 4, "num_experts_per_tok": 2,
+      "moe_intermediate_size": 4})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_FALSE(c->norm_topk_prob);
+  EXPECT_EQ(c->num_key_value_heads, 2);  // defaults to num_attention_heads
+  EXPECT_EQ(c->head_dim, 4);             // hidden / heads
+}
+
+TEST(ModelConfig, NestedTextConfigWithRopeParameters) {
+  auto c = parse_model_config(R"({
+    "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+    "tie_word_embeddings": false,
+    "text_config": {"model_type": "qwen3_5_moe_text", "vocab_size": 100, "hidden_size": 32,
+      "num_hidden_layers": 8, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+      "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+      "shared_expert_intermediate_size": 16, "norm_topk_prob": false,
+      "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8,
+      "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                          "mrope_section": [11, 11, 10], "mrope_interleaved": true}},
+    "vision_config": {"depth": 2}})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kQwen3_5Moe);
+  EXPECT_TRUE(c->nested_text_config);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1e7);
+  EXPECT_EQ(c->rotary_dim(), 16);
+  EXPECT_EQ(c->mrope_section, (std::vector<int64_t>{11, 11, 10}));
+  EXPECT_TRUE(c->norm_topk_prob);  // Qwen3.5's router always renormalises
+  EXPECT_EQ(c->shared_expert_intermediate_size, 16);
+  // No layer_types: derived from full_attention_interval (default 4).
+  ASSERT_EQ(c->layer_types.size(), 8u);
+  EXPECT_EQ(c->count_layers(LayerKind::kFullAttention), 2);
+  EXPECT_EQ(c->layer_types[3], LayerKind::kFullAttention);
+  EXPECT_EQ(c->layer_types[7], LayerKind::kFullAttention);
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(c->is_moe_layer(i));
+}
+
+TEST(ModelConfig, Qwen3NextLayerTypesAndDefaultPartialRotary) {
+  auto c = parse_model_config(R"({"model_type": "qwen3_next", "vocab_size": 10, "hidden_size": 8,
+      "num_hidden_layers": 3, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+      "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "intermediate_size": 8,
+      "rope_theta": 5000, "layer_types": ["linear_attention", "mamba", "attention"],
+      "linear_num_key_heads": 1, "linear_num_value_heads": 2, "linear_key_head_dim": 4,
+      "linear_value_head_dim": 4})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->layer_types, (std::vector<LayerKind>{LayerKind::kLinearAttention, LayerKind::kLinearAttention,
+                                                    LayerKind::kFullAttention}));
+  EXPECT_DOUBLE_EQ(c->partial_rotary_factor, 0.25);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 5000);
+  EXPECT_TRUE(c->norm_topk_prob);
+}
+
+TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
+  auto c = parse_model_config(R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama"})");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(c.status().message(),
+            "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe)");
+}
+
+TEST(ModelConfig, UnsupportedRopeTypeAndBadJson) {
+  auto yarn = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 10, "hidden_size": 8,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})");
+  EXPECT_EQ(yarn.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(yarn.status().message().find("yarn"), std::string::npos);
+  EXPECT_EQ(parse_model_config("{not json").status().code(), ErrorCode::kInvalidArgument);
+  auto missing = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 10})");
+  EXPECT_EQ(missing.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("hidden_size"), std::string::npos) << missing.status().message();
+}
+
+}  // namespace
+}  // namespace ft::engine

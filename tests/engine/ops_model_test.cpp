@@ -1,0 +1,153 @@
+// The transformer reference ops against hand-computed values: linear, RoPE (both layouts, partial),
+// the gated-query split, causal GQA attention, top-k routing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "ft/engine/ops_attention.h"
+#include "ft/engine/ops_dense.h"
+#include "ft/engine/ops_moe.h"
+
+namespace ft::engine::ref {
+namespace {
+
+TEST(Linear, MatchesHandComputedWithBias) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};       // [2, 3]
+  const std::vector<float> w = {1, 0, -1, 0.5f, 0.5f, 0.5f};  // [2, 3]
+  const std::vector<float> b = {10, 20};
+  std::vector<float> y(4);
+  linear(x.data(), w.data(), b.data(), y.data(), 2, 2, 3);
+  EXPECT_FLOAT_EQ(y[0], 1 - 3 + 10);
+  EXPECT_FLOAT_EQ(y[1], 3 + 20);
+  EXPECT_FLOAT_EQ(y[2], 4 - 6 + 10);
+  EXPECT_FLOAT_EQ(y[3], 7.5f + 20);
+}
+
+TEST(Linear, LongRowsUseEveryElement) {
+  const std::size_t n = 1037;  // not a multiple of the 8-wide accumulator
+  std::vector<float> x(n), w(n);
+  double want = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = float(i % 7) - 3;
+    w[i] = float(i % 5) * 0.25f;
+    want += double(x[i]) * w[i];
+  }
+  float y = 0;
+  linear(x.data(), w.data(), nullptr, &y, 1, 1, n);
+  EXPECT_NEAR(y, want, 1e-3);
+}
+
+TEST(Rope, NeoxRotatesDimIWithDimIPlusHalf) {
+  RopeSpec spec{4, 4, 10000.0, RopeLayout::kNeox};
+  const auto inv = rope_inv_freq(spec);  // {1, 0.01}
+  ASSERT_EQ(inv.size(), 2u);
+  EXPECT_FLOAT_EQ(inv[1], 0.01f);
+  std::vector<float> x = {1, 2, 3, 4};
+  apply_rope(x.data(), 1, 1, spec, inv, /*pos0=*/3);
+  const float c0 = std::cos(3.f), s0 = std::sin(3.f), c1 = std::cos(0.03f), s1 = std::sin(0.03f);
+  EXPECT_NEAR(x[0], 1 * c0 - 3 * s0, 1e-6);
+  EXPECT_NEAR(x[1], 2 * c1 - 4 * s1, 1e-6);
+  EXPECT_NEAR(x[2], 3 * c0 + 1 * s0, 1e-6);
+  EXPECT_NEAR(x[3], 4 * c1 + 2 * s1, 1e-6);
+}
+
+TEST(Rope, GptjRotatesAdjacentPairs) {
+  RopeSpec spec{4, 4, 10000.0, RopeLayout::kGptj};
+  const auto inv = rope_inv_freq(spec);
+  std::vector<float> x = {1, 2, 3, 4};
+  apply_rope(x.data(), 1, 1, spec, inv, 3);
+  const float c0 = std::cos(3.f), s0 = std::sin(3.f), c1 = std::cos(0.03f), s1 = std::sin(0.03f);
+  EXPECT_NEAR(x[0], 1 * c0 - 2 * s0, 1e-6);
+  EXPECT_NEAR(x[1], 2 * c0 + 1 * s0, 1e-6);
+  EXPECT_NEAR(x[2], 3 * c1 - 4 * s1, 1e-6);
+  EXPECT_NEAR(x[3], 4 * c1 + 3 * s1, 1e-6);
+}
+
+TEST(Rope, PartialRotaryLeavesTheTailAndUsesRotaryDimForFrequencies) {
+  RopeSpec spec{8, 4, 100.0, RopeLayout::kNeox};  // partial_rotary_factor 0.5
+  const auto inv = rope_inv_freq(spec);
+  EXPECT_FLOAT_EQ(inv[1], 0.1f);  // 100^(-2/4)
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  apply_rope(x.data(), 1, 1, spec, inv, 2);
+  EXPECT_NEAR(x[0], 1 * std::cos(2.f) - 3 * std::sin(2.f), 1e-6);
+  EXPECT_NEAR(x[3], 4 * std::cos(0.2f) + 2 * std::sin(0.2f), 1e-6);
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(x[i], float(i + 1));
+}
+
+TEST(Rope, PositionZeroIsIdentity) {
+  RopeSpec spec{4, 4, 10000.0, RopeLayout::kNeox};
+  std::vector<float> x = {1, 2, 3, 4};
+  apply_rope(x.data(), 1, 1, spec, rope_inv_freq(spec), 0);
+  EXPECT_EQ(x, (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(GatedQuery, SplitsEachHeadIntoQueryThenGate) {
+  // 1 token, 2 heads, head_dim 2: per head [q0 q1 g0 g1].
+  const std::vector<float> qg = {1, 2, 10, 20, 3, 4, 30, 40};
+  std::vector<float> q(4), gate(4);
+  split_gated_query(qg.data(), 1, 2, 2, q.data(), gate.data());
+  EXPECT_EQ(q, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(gate, (std::vector<float>{10, 20, 30, 40}));
+}
+
+TEST(Attention, CausalGqaMatchesHandComputed) {
+  // 2 query heads share 1 kv head; head_dim 1; 2 tokens.
+  const std::vector<float> q = {1, 2, 1, 0};  // [T=2, H=2, D=1]
+  const std::vector<float> k = {1, 2};        // [2, 1, 1]
+  const std::vector<float> v = {10, 20};
+  std::vector<float> out(4);
+  causal_attention(q.data(), k.data(), v.data(), out.data(), 2, 0, 2, 1, 1, 1.0f);
+  EXPECT_FLOAT_EQ(out[0], 10);  // token 0 sees only itself
+  EXPECT_FLOAT_EQ(out[1], 10);
+  const float p = std::exp(2.f) / (std::exp(1.f) + std::exp(2.f));  // token 1, head 0: scores 1, 2
+  EXPECT_NEAR(out[2], 10 * (1 - p) + 20 * p, 1e-5);
+  EXPECT_NEAR(out[3], 15, 1e-5);  // head 1: scores 0, 0
+}
+
+TEST(Attention, OffsetQueriesSeeTheCachePrefix) {
+  const std::vector<float> k = {0, 0, 0}, v = {1, 2, 3};  // 3 cached positions, scores all 0
+  const std::vector<float> q = {5};                        // one query at position 2
+  float out = 0;
+  causal_attention(q.data(), k.data(), v.data(), &out, 1, 2, 1, 1, 1, 1.0f);
+  EXPECT_NEAR(out, 2.0f, 1e-6);
+}
+
+TEST(Router, SoftmaxTopKWithAndWithoutRenormalisation) {
+  const std::vector<float> logits = {0.f, std::log(3.f), std::log(2.f), std::log(4.f)};  // probs .1 .3 .2 .4
+  std::vector<int32_t> experts(2);
+  std::vector<float> weights(2);
+  RouterSpec spec{4, 2, RouterScoring::kSoftmax, false, 1.0f};
+  route_top_k(logits.data(), 1, spec, experts.data(), weights.data());
+  EXPECT_EQ(experts, (std::vector<int32_t>{3, 1}));
+  EXPECT_NEAR(weights[0], 0.4, 1e-6);
+  EXPECT_NEAR(weights[1], 0.3, 1e-6);
+  spec.renormalize = true;
+  spec.scaling = 2.0f;
+  route_top_k(logits.data(), 1, spec, experts.data(), weights.data());
+  EXPECT_NEAR(weights[0], 2 * 4.0 / 7, 1e-6);
+  EXPECT_NEAR(weights[1], 2 * 3.0 / 7, 1e-6);
+}
+
+TEST(Router, SigmoidScoringAndTiesGoToTheLowerIndex) {
+  const std::vector<float> logits = {1, 3, 3, -1};
+  std::vector<int32_t> experts(2);
+  std::vector<float> weights(2);
+  route_top_k(logits.data(), 1, {4, 2, RouterScoring::kSigmoid, false, 1.0f}, experts.data(), weights.data());
+  EXPECT_EQ(experts, (std::vector<int32_t>{1, 2}));
+  EXPECT_NEAR(weights[0], 1 / (1 + std::exp(-3.0)), 1e-6);
+}
+
+TEST(Activations, SiluMulAndSigmoidGate) {
+  std::vector<float> g = {0, 1}, u = {2, 3}, o(2);
+  silu_mul(g.data(), u.data(), o.data(), 2);
+  EXPECT_FLOAT_EQ(o[0], 0);
+  EXPECT_NEAR(o[1], 3 * (1 / (1 + std::exp(-1.0))), 1e-6);
+  std::vector<float> x = {2, 2}, gate = {0, 100};
+  mul_sigmoid(x.data(), gate.data(), 2);
+  EXPECT_FLOAT_EQ(x[0], 1);
+  EXPECT_FLOAT_EQ(x[1], 2);
+}
+
+}  // namespace
+}  // namespace ft::engine::ref

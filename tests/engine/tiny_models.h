@@ -1,0 +1,149 @@
+// Helpers for the model tests: tiny random checkpoints of each family, the golden fixtures'
+// paths, a minimal safetensors reader (the engine's is private) and error metrics.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ft/engine/model_config.h"
+#include "ft/engine/random_checkpoint.h"
+
+namespace ft::test {
+
+// Small but structurally complete: GQA, partial RoPE, several experts, 2 linear + 1 full layer
+// in the hybrids (interval 3), a dense layer in the families that allow one.
+inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool fused_experts, uint64_t seed = 7) {
+  engine::RandomCheckpointSpec s;
+  s.family = family;
+  s.vocab_size = 256;
+  s.hidden_size = 64;
+  s.num_layers = 3;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_dim = 32;
+  s.intermediate_size = 80;
+  s.num_experts = 8;
+  s.top_k = 3;
+  s.moe_intermediate_size = 24;
+  s.shared_expert_intermediate_size = 40;
+  s.full_attention_interval = 3;
+  s.linear_num_key_heads = 2;
+  s.linear_num_value_heads = 4;
+  s.linear_key_head_dim = 16;
+  s.linear_value_head_dim = 16;
+  s.fused_experts = fused_experts;
+  s.seed = seed;
+  if (family == engine::ModelFamily::kQwen3Moe) {
+    s.mlp_only_layers = {1};
+    s.attention_bias = true;
+    s.norm_topk_prob = false;
+  } else if (family == engine::ModelFamily::kQwen3Next) {
+    s.mlp_only_layers = {0};
+  }
+  return s;
+}
+
+inline const std::vector<std::string>& fixture_names() {
+  static const std::vector<std::string> names = {"qwen3_moe", "qwen3_next", "qwen3_5_moe"};
+  return names;
+}
+
+inline std::filesystem::path fixture_dir(const std::string& name) {
+  return std::filesystem::path(FT_FIXTURES_DIR) / "models" / name;
+}
+
+// Whether tests/fixtures/models/<name>/{checkpoint/config.json, golden.safetensors} exist.
+inline bool fixture_present(const std::string& name) {
+  const auto dir = fixture_dir(name);
+  return std::filesystem::exists(dir / "checkpoint" / "config.json") &&
+         std::filesystem::exists(dir / "golden.safetensors");
+}
+
+// Reads the F32 / I64 tensors of one .safetensors file (tests only: whole file in memory).
+struct SafetensorsFile {
+  struct Tensor {
+    std::string dtype;
+    std::vector<int64_t> shape;
+    std::vector<std::byte> data;
+  };
+  std::map<std::string, Tensor> tensors;
+
+  static SafetensorsFile read(const std::filesystem::path& path) {
+    SafetensorsFile f;
+    std::ifstream in(path, std::ios::binary);
+    uint64_t header_len = 0;
+    in.read(reinterpret_cast<char*>(&header_len), 8);
+    std::string header(header_len, '\0');
+    in.read(header.data(), std::streamsize(header_len));
+    const auto j = nlohmann::json::parse(header);
+    std::vector<char> rest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() == "__metadata__") continue;
+      Tensor t;
+      t.dtype = it.value().at("dtype").get<std::string>();
+      t.shape = it.value().at("shape").get<std::vector<int64_t>>();
+      const auto off = it.value().at("data_offsets").get<std::vector<uint64_t>>();
+      t.data.resize(off[1] - off[0]);
+      std::memcpy(t.data.data(), rest.data() + off[0], t.data.size());
+      f.tensors[it.key()] = std::move(t);
+    }
+    return f;
+  }
+  bool has(const std::string& name) const { return tensors.count(name) > 0; }
+  std::vector<float> f32(const std::string& name) const {
+    const Tensor& t = tensors.at(name);
+    EXPECT_EQ(t.dtype, "F32") << name;
+    std::vector<float> v(t.data.size() / 4);
+    std::memcpy(v.data(), t.data.data(), t.data.size());
+    return v;
+  }
+  std::vector<int32_t> ids(const std::string& name) const {
+    const Tensor& t = tensors.at(name);
+    std::vector<int32_t> v;
+    if (t.dtype == "I64") {
+      for (std::size_t i = 0; i < t.data.size() / 8; ++i) {
+        int64_t x;
+        std::memcpy(&x, t.data.data() + 8 * i, 8);
+        v.push_back(int32_t(x));
+      }
+    } else {
+      EXPECT_EQ(t.dtype, "I32") << name;
+      v.resize(t.data.size() / 4);
+      std::memcpy(v.data(), t.data.data(), t.data.size());
+    }
+    return v;
+  }
+};
+
+// ||a - b|| / ||b|| over n floats.
+inline double rel_l2(const float* a, const float* b, std::size_t n) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// Deterministic pseudo-random token ids in [0, vocab).
+inline std::vector<int32_t> test_tokens(std::size_t n, int64_t vocab, uint64_t seed = 1) {
+  std::vector<int32_t> ids(n);
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (auto& id : ids) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    id = int32_t((s >> 33) % uint64_t(vocab));
+  }
+  return ids;
+}
+
+}  // namespace ft::test
