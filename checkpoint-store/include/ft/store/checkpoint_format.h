@@ -1,0 +1,104 @@
+// The versioned byte format of a model-state checkpoint (the snapshot the engine takes at a prefix
+// boundary: attention KV for positions [0, N), recurrent and conv state at N).
+//
+// A checkpoint is one header plus one payload per chunk. The header is stored on its own (meta
+// column family); each chunk is stored as pieces of at most `piece_bytes` (blobs column family) so
+// a restore streams into caller memory without ever holding the whole state twice.
+//
+// Header, format version 1. All integers little-endian.
+//
+//   offset  size  field
+//   0       4     magic "FTCK"
+//   4       4     u32 format_version (= 1)
+//   8       8     u64 tokens (N)
+//   16      16    model fingerprint: u64 hi, u64 lo
+//   32      4     u32 piece_bytes (how the chunks were split into blobs)
+//   36      4     u32 chunk_count
+//   40      ...   chunk_count records:
+//                   u32 layer | u8 kind | u8 dtype | u8 rank | u8 0 | rank x u64 dim |
+//                   u64 byte_size | u64 XXH3-64 of the chunk payload (seed 0)
+//   end-8   8     u64 XXH3-64 (seed 0) of every header byte before it
+//
+// Invariants every version keeps, so an old reader can reject a new header cleanly: the magic,
+// the version at offset 4, the header checksum in the last 8 bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ft/common/result.h"
+#include "ft/store/types.h"
+
+namespace ft::store {
+
+inline constexpr std::uint32_t kCheckpointFormatVersion = 1;
+inline constexpr std::uint32_t kDefaultPieceBytes = 4u << 20;  // 4 MiB
+inline constexpr std::size_t kMaxChunkRank = 8;
+
+enum class ChunkKind : std::uint8_t { kAttentionKv = 1, kRecurrent = 2, kConv = 3 };
+enum class DType : std::uint8_t { kBf16 = 1, kF16 = 2, kF32 = 3, kF8E4M3 = 4, kU8 = 5 };
+
+std::size_t dtype_bytes(DType dtype);  // 0 for an unknown tag
+const char* chunk_kind_name(ChunkKind kind);
+
+// One layer's tensor, owned.
+struct StateChunk {
+  std::uint32_t layer = 0;
+  ChunkKind kind = ChunkKind::kAttentionKv;
+  DType dtype = DType::kBf16;
+  std::vector<std::uint64_t> shape;  // elements per dim; product x dtype_bytes == data.size()
+  std::vector<std::byte> data;
+};
+
+// Everything needed to resume decoding after `tokens` tokens.
+struct ModelState {
+  std::uint64_t tokens = 0;
+  ModelFingerprint model;
+  std::vector<StateChunk> chunks;
+
+  std::uint64_t payload_bytes() const;
+};
+
+struct ChunkDesc {
+  std::uint32_t layer = 0;
+  ChunkKind kind = ChunkKind::kAttentionKv;
+  DType dtype = DType::kBf16;
+  std::vector<std::uint64_t> shape;
+  std::uint64_t bytes = 0;
+  std::uint64_t checksum = 0;  // XXH3-64 of the payload
+
+  bool operator==(const ChunkDesc&) const = default;
+};
+
+struct ModelStateHeader {
+  std::uint32_t format_version = kCheckpointFormatVersion;
+  std::uint64_t tokens = 0;
+  ModelFingerprint model;
+  std::uint32_t piece_bytes = kDefaultPieceBytes;
+  std::vector<ChunkDesc> chunks;
+
+  std::uint64_t payload_bytes() const;
+  std::uint32_t piece_count(std::size_t chunk_index) const;  // pieces chunk i is stored as
+};
+
+// True when both headers describe the same bytes (piece size aside): lets a reader detect that the
+// entry it looked up was replaced before it read the chunks.
+bool same_state(const ModelStateHeader& a, const ModelStateHeader& b);
+
+std::uint64_t chunk_checksum(std::span<const std::byte> data);
+
+// Shapes, dtypes and sizes agree; kInvalidArgument says which chunk does not.
+Status validate_state(const ModelState& state);
+// Header of `state` with the chunk checksums computed.
+ModelStateHeader make_header(const ModelState& state, std::uint32_t piece_bytes = kDefaultPieceBytes);
+
+// Writes header.format_version as given (tests use this to forge other versions).
+std::string encode_header(const ModelStateHeader& header);
+// kCorrupt: bad magic, checksum, bounds or sizes. kUnsupported: a format version we do not read.
+Result<ModelStateHeader> decode_header(std::string_view bytes);
+
+}  // namespace ft::store
