@@ -4,8 +4,15 @@ namespace ft::cli {
 
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> kCommands = {
+      &kBenchCommand,
       &kDeviceCommand,
+      &kRenderCommand,
       &kVersionCommand,
+      &kLogitsCommand,
+      &kGenerateCommand,
+      &kMakeDemoModelCommand,
+      &kServeCommand,
+      &kTokenizeCommand,
   };
   return kCommands;
 }

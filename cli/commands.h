@@ -10,7 +10,14 @@ namespace ft::cli {
 
 const std::vector<const Command*>& all_commands();
 
+extern const Command kBenchCommand;
 extern const Command kDeviceCommand;
+extern const Command kRenderCommand;
 extern const Command kVersionCommand;
+extern const Command kLogitsCommand;
+extern const Command kGenerateCommand;
+extern const Command kMakeDemoModelCommand;
+extern const Command kServeCommand;
+extern const Command kTokenizeCommand;
 
 }  // namespace ft::cli

