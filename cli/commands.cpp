@@ -4,15 +4,9 @@ namespace ft::cli {
 
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> kCommands = {
-      &kBenchCommand,
-      &kDeviceCommand,
-      &kRenderCommand,
+      &kServeCommand,          &kGenerateCommand, &kLogitsCommand, &kMakeDemoModelCommand,
+      &kTokenizeCommand,       &kRenderCommand,   &kBenchCommand,  &kDeviceCommand,
       &kVersionCommand,
-      &kLogitsCommand,
-      &kGenerateCommand,
-      &kMakeDemoModelCommand,
-      &kServeCommand,
-      &kTokenizeCommand,
   };
   return kCommands;
 }
