@@ -47,7 +47,7 @@ TEST(PrefixKeys, StableAcrossBuildsAndMachines) {
   const std::vector<int32_t> t = {151644, 872, 198};
   const std::vector<std::size_t> cuts = {3};
   EXPECT_EQ(prefix_cuts("qwen3_5_moe", t, cuts)[0].key.to_hex(), "cfce3e4638713bb0710841df802f86c4");
-  EXPECT_EQ(root_prefix_key("").to_hex(), "99aa06d3014798d86001c324468d497f"  // XXH3-128 of the empty input);
+  EXPECT_EQ(root_prefix_key("").to_hex(), "99aa06d3014798d86001c324468d497f");  // XXH3-128 of ""
 }
 
 }  // namespace
