@@ -123,16 +123,7 @@ Value do_indent(const Value& v, const CallArgs& a) {
   bool blank = arg_or(a, 2, "blank", Value::boolean(false)).truthy();
   std::string ind = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, to_int(width, Value::integer(4)).as_int())), ' ');
   std::string s = v.str() + "\n";  // Jinja2 appends a newline so splitlines keeps a trailing empty line
-  std::vector<std::string> lines;
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\n' || s[i] == '\r') {
-      lines.push_back(s.substr(start, i - start));
-      if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-      start = i + 1;
-    }
-  }
-  if (start < s.size()) lines.push_back(s.substr(start));
+  std::vector<std::string> lines = text::split_lines(s);
   std::string rv;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i == 0) {

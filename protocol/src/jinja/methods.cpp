@@ -168,17 +168,7 @@ Value string_method(const std::string& s, const std::string& name) {
   }
   if (name == "splitlines") {
     return bind([s](const CallArgs&) -> Result<Value> {
-      std::vector<std::string> lines;
-      size_t start = 0;
-      for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '\n' || s[i] == '\r') {
-          lines.push_back(s.substr(start, i - start));
-          if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-          start = i + 1;
-        }
-      }
-      if (start < s.size()) lines.push_back(s.substr(start));
-      return strings(lines);
+      return strings(text::split_lines(s));
     });
   }
   if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum") {

@@ -31,6 +31,20 @@ std::u32string decode(std::string_view s) {
 
 void append_utf8(char32_t cp, std::string& out) { tok::append_code_point(cp, out); }
 
+std::vector<std::string> split_lines(std::string_view s) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\n' || s[i] == '\r') {
+      lines.emplace_back(s.substr(start, i - start));
+      if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+      start = i + 1;
+    }
+  }
+  if (start < s.size()) lines.emplace_back(s.substr(start));
+  return lines;
+}
+
 std::string encode(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -22,6 +22,8 @@ bool is_space(char32_t cp);
 std::string strip(std::string_view s, const std::string* chars, bool left, bool right);
 // str.split(sep=None) / str.split(sep) with maxsplit (-1: all); rsplit when `from_right`.
 std::vector<std::string> split(std::string_view s, const std::string* sep, int64_t maxsplit, bool from_right);
+// Python str.splitlines() for \n, \r and \r\n: no line terminators kept, no trailing empty line.
+std::vector<std::string> split_lines(std::string_view s);
 std::string replace(std::string_view s, std::string_view from, std::string_view to, int64_t count);
 std::string ascii_lower(std::string_view s);
 std::string ascii_upper(std::string_view s);
