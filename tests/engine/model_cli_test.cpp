@@ -137,6 +137,13 @@ TEST_F(ModelCli, WrongShapeExitsTwoNamingIt) {
                         "model.layers.0.mlp.gate.weight");
 }
 
+TEST_F(ModelCli, TruncatedWeightsExitTwoNamingTheFile) {
+  const auto weights = dir_.path() / "model.safetensors";
+  std::filesystem::resize_file(weights, std::filesystem::file_size(weights) / 2);
+  expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1"}),
+                        "model.safetensors");
+}
+
 TEST(MakeDemoModel, WritesASmallLoadableQwen35Checkpoint) {
   TempDir out;
   // make-demo-model copies the Qwen3 tokenizer files beside the weights; stand-ins do here.
