@@ -4,7 +4,8 @@ namespace ft::cli {
 
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> kCommands = {
-      &kServeCommand,          &kGenerateCommand, &kLogitsCommand, &kMakeDemoModelCommand,
+      &kServeCommand,          &kEngineCommand,   &kProxyCommand,    &kGenerateCommand,
+      &kLogitsCommand,         &kMakeDemoModelCommand,
       &kTokenizeCommand,       &kRenderCommand,   &kBenchCommand,  &kDeviceCommand,
       &kVersionCommand,
   };

@@ -12,6 +12,8 @@ const std::vector<const Command*>& all_commands();
 
 extern const Command kBenchCommand;
 extern const Command kDeviceCommand;
+extern const Command kEngineCommand;
+extern const Command kProxyCommand;
 extern const Command kRenderCommand;
 extern const Command kVersionCommand;
 extern const Command kLogitsCommand;

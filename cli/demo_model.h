@@ -18,6 +18,10 @@ std::filesystem::path default_demo_tokenizer_dir();
 
 // Writes the checkpoint (seeded) and copies tokenizer.json + tokenizer_config.json from
 // `tokenizer_from`. kNotFound names the missing tokenizer file.
+// --model DIR when given, else the demo model (created on first use from --tokenizer-from or the
+// installed tokenizer). Shared by serve, engine and proxy so they all resolve it the same way.
+Result<std::filesystem::path> model_dir_or_demo(const std::string& model_flag, const std::string& tokenizer_from);
+
 Status write_demo_model(const std::filesystem::path& dir, const std::filesystem::path& tokenizer_from, uint64_t seed);
 
 }  // namespace ft::cli

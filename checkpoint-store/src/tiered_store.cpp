@@ -23,10 +23,9 @@ Status TieredStore::save_shared(const StoreKey& key, std::shared_ptr<const Model
   return disk_->save(key, *state);
 }
 
-Status TieredStore::save_async(const StoreKey& key, ModelState state) {
-  auto shared = std::make_shared<const ModelState>(std::move(state));
-  FT_RETURN_IF_ERROR(ram_->save_shared(key, shared));  // RAM and the queue share one copy
-  return disk_->save_async(key, std::move(shared));
+Status TieredStore::save_deferred(const StoreKey& key, std::shared_ptr<const ModelState> state) {
+  FT_RETURN_IF_ERROR(ram_->save_shared(key, state));  // RAM and the queue share one copy
+  return disk_->save_async(key, std::move(state));
 }
 
 Result<ModelStateHeader> TieredStore::lookup_header(const StoreKey& key) {

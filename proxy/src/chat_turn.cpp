@@ -1,9 +1,12 @@
 #include "chat_turn.h"
 
+#include <atomic>
 #include <chrono>
+#include <random>
 
 #include "ft/protocol/client_responses.h"
 #include "ft/protocol/output_parser.h"
+#include "normalize.h"
 #include "stop_matcher.h"
 
 namespace ft::proxy {
@@ -17,10 +20,9 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-engine::SamplingParams sampling_for(const protocol::ChatRequest& r) {
-  engine::SamplingParams p;
+wire::Sampling sampling_for(const protocol::ChatRequest& r) {
+  wire::Sampling p;
   p.temperature = float(r.sampling.temperature.value_or(1.0));
-  p.greedy = p.temperature <= 0.f;
   p.top_p = float(r.sampling.top_p.value_or(1.0));
   p.top_k = r.sampling.top_k.value_or(0);
   p.min_p = float(r.sampling.min_p.value_or(0.0));
@@ -28,10 +30,27 @@ engine::SamplingParams sampling_for(const protocol::ChatRequest& r) {
   return p;
 }
 
+// Unique per process run and request: the engine names requests by it (cancel, logs).
+std::string next_request_id() {
+  static const uint64_t run = std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  return std::to_string(run) + "-" + std::to_string(++counter);
+}
+
+enum class FinishCause { kStopToken, kLength, kStopped };  // kStopped: we stopped it (stop string, client gone)
+
+struct GenerateResult {
+  FinishCause finish = FinishCause::kLength;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+  int new_tokens = 0;
+};
+
 ApiError to_api_error(const Status& st) {
   ApiError e = protocol::api_error_from_status(st);
-  if (st.code() == ErrorCode::kUnavailable && st.message().rfind("overloaded", 0) == 0) {
-    e.kind = ApiErrorKind::kOverloaded;
+  if (st.code() == ErrorCode::kUnavailable) {
+    // Queue full, or the engine restarting under `serve`: either way the client should retry.
+    e.kind = st.message().rfind("overloaded", 0) == 0 ? ApiErrorKind::kOverloaded : ApiErrorKind::kUnavailable;
     e.retry_after_s = 1;
   }
   return e;
@@ -83,14 +102,49 @@ protocol::FinishReason finish_reason(const GenerateResult& r, const OutputPipeli
   return protocol::FinishReason::kEndTurn;
 }
 
-GenerateRequest generate_request(const ChatContext& ctx, const PreparedTurn& turn) {
-  GenerateRequest g;
-  g.prompt = turn.prompt;
+wire::GenerateRequest base_request(const ChatContext& ctx, const PreparedTurn& turn) {
+  wire::GenerateRequest g;
+  g.id = next_request_id();
+  g.tenant = turn.tenant;
   g.max_new_tokens = turn.request.max_tokens > 0 ? turn.request.max_tokens : ctx.options.default_max_tokens;
   if (ctx.options.max_output_tokens > 0) g.max_new_tokens = std::min(g.max_new_tokens, ctx.options.max_output_tokens);
   g.sampling = sampling_for(turn.request);
   g.stop_ids = ctx.backend.info().eos_ids;
   return g;
+}
+
+// Reads the generation's events to the end, feeding tokens to `sink` (false: stop).
+Result<GenerateResult> pump(LaunchedTurn& launched, const PreparedTurn& turn,
+                            const std::function<bool(int32_t)>& sink) {
+  GenerateResult out;
+  out.prompt_tokens = int(turn.prompt.size());
+  out.cached_tokens = int(launched.cached_tokens);
+  while (auto e = launched.generation->next()) {
+    switch (e->type) {
+      case wire::Event::Type::kTokens:
+        for (int32_t t : e->tokens) {
+          ++out.new_tokens;
+          if (!sink(t)) {
+            launched.generation->cancel();
+            out.finish = FinishCause::kStopped;
+            return out;
+          }
+        }
+        break;
+      case wire::Event::Type::kDone:
+        out.finish = e->finish == wire::Finish::kStop ? FinishCause::kStopToken
+                     : e->finish == wire::Finish::kLength ? FinishCause::kLength
+                                                          : FinishCause::kStopped;
+        return out;
+      case wire::Event::Type::kError:
+        if (e->code == wire::ErrorCode::kOverloaded) return unavailable("overloaded: " + e->message);
+        return internal_error("engine: " + e->message);
+      case wire::Event::Type::kStarted:
+      case wire::Event::Type::kCheckpoint:
+        break;
+    }
+  }
+  return internal_error("engine: the generation ended without a result");
 }
 
 }  // namespace
@@ -100,17 +154,24 @@ std::string parser_family(const std::string& model_family) {
   return "qwen3";  // qwen3_moe, qwen3_next: hermes-style JSON tool calls (both Qwen forms accepted)
 }
 
-Result<PreparedTurn> prepare_turn(const ChatContext& ctx, Dialect dialect, const std::string& body, ApiError& error) {
+Result<PreparedTurn> prepare_turn(const ChatContext& ctx, Dialect dialect, const std::string& body,
+                                  const std::string& tenant, ApiError& error) {
   auto fail = [&](ApiErrorKind kind, std::string message, std::string param = "") -> Status {
     error = ApiError{kind, std::move(message), std::nullopt, std::move(param)};
     return invalid_argument(error.message);
   };
-  Result<protocol::ChatRequest> parsed = dialect == Dialect::kAnthropic ? protocol::parse_anthropic_messages(body)
-                                         : dialect == Dialect::kOpenAIChat ? protocol::parse_openai_chat(body)
-                                                                           : protocol::parse_openai_responses(body);
+  // Normalise on the JSON; a body that is not JSON goes to the parser as is for its error.
+  std::string normalized;
+  auto j = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (!j.is_discarded() && !normalize_request(dialect, j).empty()) normalized = j.dump();
+  const std::string& text_in = normalized.empty() ? body : normalized;
+  Result<protocol::ChatRequest> parsed = dialect == Dialect::kAnthropic    ? protocol::parse_anthropic_messages(text_in)
+                                         : dialect == Dialect::kOpenAIChat ? protocol::parse_openai_chat(text_in)
+                                                                           : protocol::parse_openai_responses(text_in);
   if (!parsed) return fail(ApiErrorKind::kInvalidRequest, parsed.status().message());
   PreparedTurn turn;
   turn.request = std::move(parsed).value();
+  turn.tenant = tenant;
   const auto& opts = ctx.options;
   bool known = turn.request.model == opts.model_id;
   for (const auto& a : opts.model_aliases) known = known || turn.request.model == a;
@@ -118,10 +179,15 @@ Result<PreparedTurn> prepare_turn(const ChatContext& ctx, Dialect dialect, const
     return fail(ApiErrorKind::kNotFound, "model '" + turn.request.model + "' not found; this server serves '" +
                                              opts.model_id + "'", "model");
 
-  auto rendered = ctx.chat_template.render(protocol::to_template_json(turn.request));
+  auto rendered = ctx.chat_template.render_with_boundaries(protocol::to_template_json(turn.request));
   if (!rendered) return fail(ApiErrorKind::kInvalidRequest, "chat template: " + rendered.status().message());
-  turn.prompt = ctx.tokenizer.encode(*rendered);
-  const std::string& text = *rendered;
+  auto ids = protocol::tokenize_chat(*rendered, ctx.chat_template, ctx.tokenizer);
+  if (!ids) return fail(ApiErrorKind::kInvalidRequest, "tokenizer: " + ids.status().message());
+  turn.prompt = std::move(ids).value();
+  for (const auto& b : rendered->boundaries)
+    if (b.token_index && (turn.boundaries.empty() || *b.token_index > turn.boundaries.back()))
+      turn.boundaries.push_back(*b.token_index);
+  const std::string& text = rendered->text;
   turn.starts_in_reasoning = text.size() >= 8 && text.find("<think>", text.size() - 9) != std::string::npos;
   const int64_t context = ctx.backend.info().context_length;
   if (int64_t(turn.prompt.size()) >= context)
@@ -130,9 +196,55 @@ Result<PreparedTurn> prepare_turn(const ChatContext& ctx, Dialect dialect, const
   return turn;
 }
 
-Result<std::string> run_turn(const ChatContext& ctx, const PreparedTurn& turn, ApiError& error) {
+Result<LaunchedTurn> launch_turn(const ChatContext& ctx, const PreparedTurn& turn, ApiError& error) {
+  const std::size_t n = turn.prompt.size();
+  std::vector<PrefixCut> cuts;
+  if (ctx.options.prefix_cache) cuts = prefix_cuts(ctx.backend.info().fingerprint, turn.prompt, turn.boundaries);
+
+  // The deepest cut the engine holds: restore it, compute from there (start = 0: nothing held).
+  std::size_t start = 0;
+  std::optional<PrefixKey> restore;
+  if (auto keys = lookup_keys(cuts, n); !keys.empty()) {
+    auto reply = ctx.backend.lookup({turn.tenant, keys});
+    if (reply && reply->index && *reply->index < keys.size()) {
+      for (const PrefixCut& c : cuts) {
+        if (c.key != keys[*reply->index]) continue;
+        restore = c.key;
+        start = c.tokens;
+      }
+    }
+  }
+  for (;;) {
+    wire::GenerateRequest g = base_request(ctx, turn);
+    if (restore) g.restore = wire::RestorePoint{*restore, int64_t(start)};
+    g.tokens.assign(turn.prompt.begin() + std::ptrdiff_t(start), turn.prompt.end());
+    g.snapshots = plan_snapshots(cuts, start, n, ctx.options.checkpoints);
+    std::optional<PrefixKey> pinned;
+    if (!g.snapshots.empty() && g.snapshots.back().pin) pinned = g.snapshots.back().key;
+    g.unpin = ctx.pins.update(turn.tenant, restore, pinned);
+
+    auto gen = ctx.backend.start(g);
+    if (!gen) {
+      error = to_api_error(gen.status());
+      return gen.status();
+    }
+    auto first = (*gen)->next();
+    if (first && first->type == wire::Event::Type::kStarted) return LaunchedTurn{std::move(gen).value(), first->restored};
+    if (first && first->type == wire::Event::Type::kError && first->code == wire::ErrorCode::kRestoreMiss && restore) {
+      restore.reset();  // evicted or failed its checksum since the lookup: compute it all
+      start = 0;
+      continue;
+    }
+    const Status st = internal_error("engine: " + (first ? first->message : std::string("no answer")));
+    error = to_api_error(st);
+    return st;
+  }
+}
+
+Result<std::string> run_turn(const ChatContext& ctx, const PreparedTurn& turn, LaunchedTurn launched,
+                             ApiError& error, std::string* text_out) {
   OutputPipeline out(ctx, turn);
-  auto result = ctx.backend.generate(generate_request(ctx, turn), [&](int32_t token) {
+  auto result = pump(launched, turn, [&](int32_t token) {
     out.push(token);
     return !out.stop_matched();
   });
@@ -141,24 +253,26 @@ Result<std::string> run_turn(const ChatContext& ctx, const PreparedTurn& turn, A
     return result.status();
   }
   out.finish();
+  if (text_out) *text_out = out.result().text;
   protocol::Usage usage{result->prompt_tokens, result->cached_tokens, result->new_tokens};
   protocol::ResponseMeta meta{protocol::make_response_id(turn.request.dialect), turn.request.model, unix_now()};
   return protocol::full_response(turn.request.dialect, meta, out.result(), finish_reason(*result, out), usage,
                                  out.matched_stop());
 }
 
-void stream_turn(const ChatContext& ctx, const PreparedTurn& turn, const std::function<bool(const std::string&)>& write) {
+void stream_turn(const ChatContext& ctx, const PreparedTurn& turn, LaunchedTurn launched,
+                 const std::function<bool(const std::string&)>& write, std::string* text_out) {
   const Dialect d = turn.request.dialect;
   protocol::ResponseMeta meta{protocol::make_response_id(d), turn.request.model, unix_now()};
   auto enc = protocol::make_stream_encoder(d, meta, turn.request.include_usage);
   OutputPipeline out(ctx, turn);
-  bool client_alive = write(enc->begin({int(turn.prompt.size()), 0, 0}));
+  bool client_alive = write(enc->begin({int(turn.prompt.size()), int(launched.cached_tokens), 0}));
   auto send_events = [&](const std::vector<protocol::OutputEvent>& events) {
     std::string frames;
     for (const auto& ev : events) frames += enc->event(ev);
     if (!frames.empty() && client_alive) client_alive = write(frames);
   };
-  auto result = ctx.backend.generate(generate_request(ctx, turn), [&](int32_t token) {
+  auto result = pump(launched, turn, [&](int32_t token) {
     send_events(out.push(token));
     return client_alive && !out.stop_matched();
   });
@@ -171,6 +285,7 @@ void stream_turn(const ChatContext& ctx, const PreparedTurn& turn, const std::fu
     return;
   }
   send_events(out.finish());
+  if (text_out) *text_out = out.result().text;
   protocol::Usage usage{result->prompt_tokens, result->cached_tokens, result->new_tokens};
   if (client_alive) write(enc->end(finish_reason(*result, out), usage, out.matched_stop()));
 }

@@ -1,10 +1,14 @@
-// One chat request end to end: parse the client's body, render it with the model's template,
-// generate, parse the output back into text/reasoning/tool calls, encode the client's response.
+// One chat request end to end: parse the client's body (after the normalisation rules), render it
+// with the model's template and cut it at semantic boundaries, restore the deepest checkpoint the
+// engine holds and send only the suffix, parse the output back into text/reasoning/tool calls,
+// encode the client's response.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "checkpoint_plan.h"
 #include "ft/protocol/api_error.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/client_requests.h"
@@ -19,23 +23,39 @@ struct ChatContext {
   GenerationBackend& backend;
   const protocol::Tokenizer& tokenizer;
   const protocol::ChatTemplate& chat_template;
+  PinLedger& pins;
 };
 
 struct PreparedTurn {
   protocol::ChatRequest request;
+  std::string tenant;
   std::vector<int32_t> prompt;
-  bool starts_in_reasoning = false;  // the generation prompt opened a thinking block
+  std::vector<std::size_t> boundaries;  // token positions of the semantic boundaries, increasing
+  bool starts_in_reasoning = false;     // the generation prompt opened a thinking block
 };
 
-// Parse + validate + render + tokenize. Errors come back as the API error to send.
+// An admitted generation, its restore done.
+struct LaunchedTurn {
+  std::unique_ptr<Generation> generation;
+  int64_t cached_tokens = 0;  // prompt tokens restored from a checkpoint
+};
+
+// Parse + normalise + validate + render + tokenize. Errors come back as the API error to send.
 Result<PreparedTurn> prepare_turn(const ChatContext& ctx, protocol::Dialect dialect, const std::string& body,
-                                  protocol::ApiError& error);
+                                  const std::string& tenant, protocol::ApiError& error);
+
+// Lookup + start: on return the engine has admitted the request and restored its prefix (a
+// checkpoint that vanished in between is retried as a full prefill).
+Result<LaunchedTurn> launch_turn(const ChatContext& ctx, const PreparedTurn& turn, protocol::ApiError& error);
 
 // Non-streaming: the whole response body, or the error to send.
-Result<std::string> run_turn(const ChatContext& ctx, const PreparedTurn& turn, protocol::ApiError& error);
+Result<std::string> run_turn(const ChatContext& ctx, const PreparedTurn& turn, LaunchedTurn launched,
+                             protocol::ApiError& error, std::string* text_out = nullptr);
 
 // Streaming: writes SSE frames through `write` (false = client gone: generation stops).
-void stream_turn(const ChatContext& ctx, const PreparedTurn& turn, const std::function<bool(const std::string&)>& write);
+// text_out (optional) receives the assistant text streamed, for traffic capture.
+void stream_turn(const ChatContext& ctx, const PreparedTurn& turn, LaunchedTurn launched,
+                 const std::function<bool(const std::string&)>& write, std::string* text_out = nullptr);
 
 // "qwen3", "qwen3.5", ...: the output-parser family for an engine model family.
 std::string parser_family(const std::string& model_family);

@@ -1,107 +1,68 @@
-// In-process generation on the CPU reference engine. Requests run one at a time (the engine
-// server brings continuous batching); the queue in front is bounded so overload is an error the
-// client can retry, not an unbounded wait.
+// The engine in this process: a Scheduler over the CPU model with an in-memory checkpoint tier.
+// Same behaviour as the engine process, minus HTTP; tests and single-process tools use it.
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 
 #include "ft/engine/model.h"
+#include "ft/engine/scheduler.h"
 #include "ft/proxy/backend.h"
+#include "ft/store/host_ram_tier.h"
 
 namespace ft::proxy {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+class LocalGeneration final : public Generation {
+ public:
+  explicit LocalGeneration(std::shared_ptr<engine::RequestHandle> h) : handle_(std::move(h)) {}
+  ~LocalGeneration() override { handle_->cancel(); }
+  std::optional<wire::Event> next() override { return handle_->next(); }
+  void cancel() override { handle_->cancel(); }
+
+ private:
+  std::shared_ptr<engine::RequestHandle> handle_;
+};
 
 class LocalBackend final : public GenerationBackend {
  public:
-  LocalBackend(std::unique_ptr<engine::Model> model, LocalBackendOptions options)
-      : model_(std::move(model)), options_(options) {
+  LocalBackend(std::unique_ptr<engine::Model> model, const LocalBackendOptions& options)
+      : model_(std::move(model)),
+        store_(options.checkpoint_ram_bytes > 0 ? std::make_unique<store::HostRamTier>(options.checkpoint_ram_bytes)
+                                                : nullptr) {
+    engine::SchedulerOptions so;
+    so.context_length = options.context_length;
+    so.max_running = options.max_running;
+    so.max_waiting = options.max_waiting;
+    scheduler_ = std::make_unique<engine::Scheduler>(*model_, store_.get(), so);
     info_.family = engine::model_family_name(model_->config().family);
+    info_.fingerprint = model_->fingerprint();
     info_.eos_ids = model_->config().eos_token_ids;
     info_.context_length = options.context_length;
     info_.vocab_size = model_->vocab_size();
   }
 
-  Result<GenerateResult> generate(const GenerateRequest& req, const TokenSink& sink) override {
-    if (req.prompt.empty()) return invalid_argument("empty prompt");
-    const int64_t context = info_.context_length;
-    if (int64_t(req.prompt.size()) >= context)
-      return invalid_argument("prompt is too long: " + std::to_string(req.prompt.size()) +
-                              " tokens, the model's context is " + std::to_string(context));
-    std::unique_lock lock(mu_);
-    if (busy_ && stats_.waiting >= options_.max_waiting)
-      return unavailable("overloaded: " + std::to_string(stats_.waiting) + " requests already waiting");
-    ++stats_.waiting;
-    cv_.wait(lock, [&] { return !busy_; });
-    --stats_.waiting;
-    busy_ = true;
-    stats_.active = 1;
-    lock.unlock();
+  Result<wire::LookupReply> lookup(const wire::LookupRequest& request) override {
+    return scheduler_->lookup(request);
+  }
 
-    auto result = run(req, sink);
-
-    lock.lock();
-    busy_ = false;
-    stats_.active = 0;
-    ++stats_.requests;
-    if (result) {
-      stats_.prompt_tokens += result->prompt_tokens;
-      stats_.generated_tokens += result->new_tokens;
+  Result<std::unique_ptr<Generation>> start(const wire::GenerateRequest& request) override {
+    wire::ErrorReply refused;
+    auto handle = scheduler_->submit(request, refused);
+    if (!handle) {
+      if (refused.code == wire::ErrorCode::kOverloaded) return unavailable(refused.message);
+      return invalid_argument(refused.message);
     }
-    lock.unlock();
-    cv_.notify_one();
-    return result;
+    return std::unique_ptr<Generation>(std::make_unique<LocalGeneration>(std::move(handle).value()));
   }
 
   const ModelInfo& info() const override { return info_; }
 
-  BackendStats stats() const override {
-    std::lock_guard lock(mu_);
-    return stats_;
+  nlohmann::json status() override {
+    return {{"protocol", wire::kProtocolName}, {"scheduler", engine::to_json(scheduler_->stats())}};
   }
 
  private:
-  Result<GenerateResult> run(const GenerateRequest& req, const TokenSink& sink) {
-    GenerateResult out;
-    out.prompt_tokens = int(req.prompt.size());
-    engine::SequenceState state = model_->new_state();
-    std::vector<float> logits(model_->vocab_size());
-    auto t0 = Clock::now();
-    FT_RETURN_IF_ERROR(model_->forward(state, req.prompt, logits.data(), engine::LogitsMode::kLast));
-    auto t1 = Clock::now();
-    engine::Sampler sampler(req.sampling);
-    const int64_t room = info_.context_length - int64_t(req.prompt.size());
-    const int limit = int(std::min<int64_t>(req.max_new_tokens, room));
-    out.finish = FinishCause::kLength;
-    for (int i = 0; i < limit; ++i) {
-      const int32_t token = sampler.sample(logits);
-      if (engine::is_stop_token(token, req.stop_ids)) {
-        out.finish = FinishCause::kStopToken;
-        break;
-      }
-      ++out.new_tokens;
-      if (!sink(token)) {
-        out.finish = FinishCause::kStopped;
-        break;
-      }
-      if (i + 1 == limit) break;
-      const int32_t one[1] = {token};
-      FT_RETURN_IF_ERROR(model_->forward(state, one, logits.data(), engine::LogitsMode::kLast));
-    }
-    auto t2 = Clock::now();
-    std::lock_guard lock(mu_);
-    stats_.prefill_seconds += std::chrono::duration<double>(t1 - t0).count();
-    stats_.decode_seconds += std::chrono::duration<double>(t2 - t1).count();
-    return out;
-  }
-
   std::unique_ptr<engine::Model> model_;
-  LocalBackendOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool busy_ = false;
-  BackendStats stats_;
+  std::unique_ptr<store::HostRamTier> store_;
+  std::unique_ptr<engine::Scheduler> scheduler_;  // last: stops before the store and model go
   ModelInfo info_;
 };
 

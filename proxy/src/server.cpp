@@ -4,8 +4,12 @@
 
 #include <httplib.h>
 
+#include <xxhash.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -20,6 +24,21 @@ using protocol::ApiError;
 using protocol::ApiErrorKind;
 using protocol::Dialect;
 
+namespace {
+
+// The checkpoint namespace of a request: a hash of its API key (keys never reach the store).
+std::string tenant_of(const httplib::Request& req) {
+  std::string key = req.get_header_value("x-api-key");
+  const std::string auth = req.get_header_value("Authorization");
+  if (key.empty() && auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
+  if (key.empty()) return "anonymous";
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
+  return std::string("key-") + hex;
+}
+
+}  // namespace
+
 struct Server::Impl {
   ServerOptions options;
   std::unique_ptr<GenerationBackend> backend;
@@ -33,10 +52,38 @@ struct Server::Impl {
   // Counters for /metrics and /v1/stats.
   std::atomic<uint64_t> requests_total{0}, errors_total{0}, streams_active{0}, streams_total{0};
 
-  Impl(ServerOptions o, std::unique_ptr<GenerationBackend> b, protocol::Tokenizer t, protocol::ChatTemplate c)
-      : options(std::move(o)), backend(std::move(b)), tokenizer(std::move(t)), chat_template(std::move(c)) {}
+  PinLedger pins;
+  std::atomic<uint64_t> capture_seq{0};
+  std::mutex capture_mu;
 
-  ChatContext context() { return ChatContext{options, *backend, tokenizer, chat_template}; }
+  Impl(ServerOptions o, std::unique_ptr<GenerationBackend> b, protocol::Tokenizer t, protocol::ChatTemplate c)
+      : options(std::move(o)), backend(std::move(b)), tokenizer(std::move(t)), chat_template(std::move(c)),
+        pins(options.checkpoints.max_pins_per_tenant) {}
+
+  ChatContext context() { return ChatContext{options, *backend, tokenizer, chat_template, pins}; }
+
+  // One exchange as a replay fixture (see ServerOptions::capture_dir).
+  void capture(const httplib::Request& req, int status, const std::string& text) {
+    if (options.capture_dir.empty()) return;
+    nlohmann::ordered_json j;
+    j["method"] = req.method;
+    j["path"] = req.path;
+    j["status"] = status;
+    nlohmann::ordered_json headers = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : req.headers)
+      if (k != "x-api-key" && k != "Authorization" && k.rfind("REMOTE_", 0) != 0 && k.rfind("LOCAL_", 0) != 0)
+        headers[k] = v;
+    j["headers"] = headers;
+    auto body = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    j["request"] = body.is_discarded() ? nlohmann::ordered_json(req.body) : body;
+    j["response_text"] = text;
+    char name[32];
+    std::snprintf(name, sizeof name, "%06llu.json", static_cast<unsigned long long>(++capture_seq));
+    std::lock_guard lock(capture_mu);
+    std::error_code ec;
+    std::filesystem::create_directories(options.capture_dir, ec);
+    std::ofstream(options.capture_dir / name) << j.dump(1) << "\n";
+  }
 
   void send_error(httplib::Response& res, Dialect d, const ApiError& e) {
     ++errors_total;
@@ -69,27 +116,42 @@ struct Server::Impl {
   }
 
   void chat(const httplib::Request& req, httplib::Response& res, Dialect d) {
-    if (!admit(req, res, d)) return;
+    if (!admit(req, res, d)) return capture(req, res.status > 0 ? res.status : 200, "");
     ApiError error;
-    auto turn = prepare_turn(context(), d, req.body, error);
-    if (!turn) return send_error(res, d, error);
-    if (!turn->request.stream) {
-      auto body = run_turn(context(), *turn, error);
-      if (!body) return send_error(res, d, error);
-      res.set_content(*body, "application/json");
-      return;
+    auto turn = prepare_turn(context(), d, req.body, tenant_of(req), error);
+    if (!turn) {
+      send_error(res, d, error);
+      return capture(req, res.status > 0 ? res.status : 200, "");
     }
-    auto shared = std::make_shared<PreparedTurn>(std::move(turn).value());
+    // Admission and restore happen before any byte is sent, so an overloaded or failed engine
+    // still gets its proper HTTP status even on a streaming request.
+    auto launched = launch_turn(context(), *turn, error);
+    if (!launched) {
+      send_error(res, d, error);
+      return capture(req, res.status > 0 ? res.status : 200, "");
+    }
+    if (!turn->request.stream) {
+      std::string text;
+      auto body = run_turn(context(), *turn, std::move(launched).value(), error, &text);
+      if (!body) send_error(res, d, error);
+      else res.set_content(*body, "application/json");
+      return capture(req, res.status > 0 ? res.status : 200, text);
+    }
+    auto shared_turn = std::make_shared<PreparedTurn>(std::move(turn).value());
+    auto shared_launch = std::make_shared<LaunchedTurn>(std::move(launched).value());
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, shared](size_t, httplib::DataSink& sink) {
+    res.set_chunked_content_provider("text/event-stream", [this, req_copy = req, shared_turn, shared_launch](
+                                                              size_t, httplib::DataSink& sink) {
       ++streams_active;
       ++streams_total;
-      stream_turn(context(), *shared, [&sink](const std::string& frames) {
+      std::string text;
+      stream_turn(context(), *shared_turn, std::move(*shared_launch), [&sink](const std::string& frames) {
         if (!sink.is_writable()) return false;
         return sink.write(frames.data(), frames.size());
-      });
+      }, &text);
       --streams_active;
       sink.done();
+      capture(req_copy, 200, text);
       return true;
     });
   }
@@ -100,7 +162,8 @@ struct Server::Impl {
     auto j = nlohmann::ordered_json::parse(req.body, nullptr, false);
     if (j.is_object() && !j.contains("max_tokens")) j["max_tokens"] = 1;
     ApiError error;
-    auto turn = prepare_turn(context(), Dialect::kAnthropic, j.is_discarded() ? req.body : j.dump(), error);
+    auto turn = prepare_turn(context(), Dialect::kAnthropic, j.is_discarded() ? req.body : j.dump(), tenant_of(req),
+                             error);
     if (!turn) return send_error(res, Dialect::kAnthropic, error);
     res.set_content(nlohmann::json{{"input_tokens", turn->prompt.size()}}.dump(), "application/json");
   }
@@ -123,20 +186,20 @@ struct Server::Impl {
   }
 
   nlohmann::json stats_json() {
-    BackendStats b = backend->stats();
+    nlohmann::json engine = backend->status();
     return {{"model", options.model_id},
             {"uptime_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
             {"requests_total", requests_total.load()},
             {"errors_total", errors_total.load()},
             {"streams_active", streams_active.load()},
-            {"engine",
-             {{"requests", b.requests}, {"prompt_tokens", b.prompt_tokens}, {"cached_tokens", b.cached_tokens},
-              {"generated_tokens", b.generated_tokens}, {"prefill_seconds", b.prefill_seconds},
-              {"decode_seconds", b.decode_seconds}, {"active", b.active}, {"waiting", b.waiting}}}};
+            {"prefix_cache", options.prefix_cache},
+            {"engine", engine}};
   }
 
   std::string metrics_text() {
-    BackendStats b = backend->stats();
+    const nlohmann::json e = backend->status();
+    const nlohmann::json sched = e.value("scheduler", nlohmann::json::object());
+    auto num = [&](const char* k) { return sched.value(k, 0.0); };
     std::string out;
     auto metric = [&out](const char* name, const char* type, const char* help, double v) {
       out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
@@ -145,13 +208,18 @@ struct Server::Impl {
     metric("freetoken_requests_total", "counter", "HTTP API requests received", double(requests_total.load()));
     metric("freetoken_errors_total", "counter", "requests answered with an error", double(errors_total.load()));
     metric("freetoken_streams_active", "gauge", "streaming responses in progress", double(streams_active.load()));
-    metric("freetoken_prompt_tokens_total", "counter", "prompt tokens received", double(b.prompt_tokens));
-    metric("freetoken_cached_tokens_total", "counter", "prompt tokens restored from checkpoints", double(b.cached_tokens));
-    metric("freetoken_generated_tokens_total", "counter", "tokens generated", double(b.generated_tokens));
-    metric("freetoken_prefill_seconds_total", "counter", "time spent in prefill", b.prefill_seconds);
-    metric("freetoken_decode_seconds_total", "counter", "time spent in decode", b.decode_seconds);
-    metric("freetoken_engine_active", "gauge", "sequences running", double(b.active));
-    metric("freetoken_engine_waiting", "gauge", "sequences waiting for a slot", double(b.waiting));
+    metric("freetoken_engine_up", "gauge", "1 when the engine answers", e.contains("error") ? 0.0 : 1.0);
+    metric("freetoken_prompt_tokens_total", "counter", "prompt tokens received", num("prompt_tokens"));
+    metric("freetoken_cached_tokens_total", "counter", "prompt tokens restored from checkpoints", num("cached_tokens"));
+    metric("freetoken_generated_tokens_total", "counter", "tokens generated", num("generated_tokens"));
+    metric("freetoken_prefill_seconds_total", "counter", "time in forward passes holding prefill rows", num("prefill_seconds"));
+    metric("freetoken_decode_seconds_total", "counter", "time in decode-only forward passes", num("decode_seconds"));
+    metric("freetoken_engine_steps_total", "counter", "forward passes", num("steps"));
+    metric("freetoken_engine_batched_steps_total", "counter", "forward passes over 2+ sequences", num("batched_steps"));
+    metric("freetoken_checkpoints_saved_total", "counter", "model-state checkpoints saved", num("checkpoints_saved"));
+    metric("freetoken_restores_total", "counter", "checkpoints restored", num("restores"));
+    metric("freetoken_engine_running", "gauge", "sequences running", num("running"));
+    metric("freetoken_engine_waiting", "gauge", "sequences waiting for a slot", num("waiting"));
     return out;
   }
 

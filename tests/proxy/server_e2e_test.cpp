@@ -10,6 +10,7 @@
 
 #include "ft/engine/random_checkpoint.h"
 #include "ft/protocol/chat_render.h"
+#include "ft/protocol/client_requests.h"
 #include "ft/protocol/tokenizer.h"
 #include "ft/proxy/server.h"
 #include "test_support.h"
@@ -44,7 +45,7 @@ class ServerE2E : public ::testing::Test {
     start_server({});
   }
 
-  void start_server(ServerOptions opts, int max_waiting = 16) {
+  void start_server(ServerOptions opts, int max_waiting = 16, int max_running = 8) {
     if (server_) server_->stop();
     server_.reset();
     opts.port = 0;
@@ -53,6 +54,7 @@ class ServerE2E : public ::testing::Test {
     LocalBackendOptions bopts;
     bopts.context_length = 4096;
     bopts.max_waiting = max_waiting;
+    bopts.max_running = max_running;
     auto backend = make_local_backend(dir_->path(), bopts);
     ASSERT_TRUE(backend) << backend.status().to_string();
     auto tok = protocol::Tokenizer::load(dir_->path());
@@ -75,6 +77,31 @@ class ServerE2E : public ::testing::Test {
     return json{{"model", model}, {"max_tokens", max_tokens}, {"stream", stream}, {"temperature", 0},
                 {"system", "You are terse."}, {"messages", {{{"role", "user"}, {"content", "Say hi"}}}}}
         .dump();
+  }
+
+  // A conversation with `turns` user messages, the assistant replies given, for the prefix tests.
+  static json conversation(const std::vector<std::string>& replies, const std::string& system = "You are terse.") {
+    json messages = json::array();
+    for (std::size_t i = 0; i <= replies.size(); ++i) {
+      messages.push_back({{"role", "user"}, {"content", "Question number " + std::to_string(i) + ": say hi"}});
+      if (i < replies.size()) messages.push_back({{"role", "assistant"}, {"content", replies[i]}});
+    }
+    return {{"model", "tiny"}, {"max_tokens", 12}, {"temperature", 0}, {"system", system}, {"messages", messages}};
+  }
+
+  // The prompt token ids the server computes for an Anthropic body.
+  static std::vector<int32_t> prompt_ids(const json& body) {
+    auto tok = protocol::Tokenizer::load(dir_->path());
+    auto tmpl = protocol::ChatTemplate::from_tokenizer(*tok);
+    auto req = protocol::parse_anthropic_messages(body.dump());
+    auto text = tmpl->render(protocol::to_template_json(*req));
+    return tok->encode(*text);
+  }
+
+  static std::size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    std::size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    return n;
   }
 
   static inline std::unique_ptr<test::TempDir> dir_;
@@ -151,7 +178,7 @@ TEST_F(ServerE2E, CountTokensModelsHealthStatsMetrics) {
   EXPECT_EQ(c.Get("/health")->status, 200);
   c.Post("/v1/messages", anthropic_body(false, 2), "application/json");
   auto s = json::parse(c.Get("/v1/stats")->body);
-  EXPECT_GE(s["engine"]["requests"].get<int>(), 1);
+  EXPECT_GE(s["engine"]["scheduler"]["requests"].get<int>(), 1);
   auto metrics = c.Get("/metrics")->body;
   EXPECT_NE(metrics.find("# TYPE freetoken_generated_tokens_total counter"), std::string::npos);
 }
@@ -224,7 +251,7 @@ TEST_F(ServerE2E, ClientDisconnectMidStreamStopsTheWorkAndServerKeepsServing) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   auto stats = json::parse(client().Get("/v1/stats")->body);
-  EXPECT_LT(stats["engine"]["generated_tokens"].get<int>(), 3000);
+  EXPECT_LT(stats["engine"]["scheduler"]["generated_tokens"].get<int>(), 3000);
 }
 
 TEST_F(ServerE2E, EightConcurrentStreamsAllComplete) {
@@ -233,21 +260,82 @@ TEST_F(ServerE2E, EightConcurrentStreamsAllComplete) {
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&] {
       auto c = client();
-      auto r = c.Post("/v1/messages", anthropic_body(true, 4), "application/json");
+      auto r = c.Post("/v1/messages", anthropic_body(true, 48), "application/json");
       if (r && r->status == 200 && r->body.find("event: message_stop") != std::string::npos) ++completed;
     });
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(completed.load(), 8);
+  // They ran as one batch, not one after another.
+  auto sched = json::parse(client().Get("/v1/stats")->body)["engine"]["scheduler"];
+  EXPECT_GT(sched["batched_steps"].get<int>(), 0) << sched.dump();
+  EXPECT_GE(sched["max_batch_sequences"].get<int>(), 4) << sched.dump();
+}
+
+// Multi-turn: every turn after the first restores (nearly) all it shares with the one before,
+// and greedy output equals a server that computes every prompt in full.
+TEST_F(ServerE2E, LaterTurnsRestoreTheSharedPrefixAndMatchNoCache) {
+  ServerOptions no_cache_opts;
+  no_cache_opts.prefix_cache = false;
+  std::vector<std::string> replies, plain_replies;
+  std::vector<int32_t> previous;
+  for (int turn = 0; turn < 4; ++turn) {
+    const json body = conversation(replies);
+    auto r = client().Post("/v1/messages", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json j = json::parse(r->body);
+    const std::vector<int32_t> ids = prompt_ids(body);
+    const int cached = j["usage"]["cache_read_input_tokens"].get<int>();
+    EXPECT_EQ(j["usage"]["input_tokens"].get<int>() + cached, int(ids.size()));
+    if (turn > 0) {
+      const std::size_t shared = common_prefix(previous, ids);
+      EXPECT_GE(cached, int(0.9 * double(shared))) << "turn " << turn << ": shared " << shared;
+      EXPECT_LE(cached, int(shared));
+    } else {
+      EXPECT_EQ(cached, 0);
+    }
+    previous = ids;
+    replies.push_back(j["content"].empty() ? std::string() : j["content"][0].value("text", ""));
+  }
+  // The same conversation, computed in full every time.
+  start_server(no_cache_opts);
+  for (std::size_t turn = 0; turn < replies.size(); ++turn) {
+    std::vector<std::string> history(replies.begin(), replies.begin() + std::ptrdiff_t(turn));
+    auto r = client().Post("/v1/messages", conversation(history).dump(), "application/json");
+    ASSERT_TRUE(r);
+    const json j = json::parse(r->body);
+    EXPECT_EQ(j["usage"]["cache_read_input_tokens"].get<int>(), 0);
+    EXPECT_EQ(j["content"].empty() ? std::string() : j["content"][0].value("text", ""), replies[turn])
+        << "turn " << turn;
+  }
+}
+
+// Tenants are API keys: one key's checkpoints never serve another's, while two sessions of the
+// same key with the same system prompt share them.
+TEST_F(ServerE2E, TenantsDoNotShareButSessionsOfOneTenantDo) {
+  auto post = [&](const std::string& key, const json& body) {
+    httplib::Headers h = {{"x-api-key", key}};
+    auto r = client().Post("/v1/messages", h, body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200);
+    return r ? json::parse(r->body)["usage"]["cache_read_input_tokens"].get<int>() : -1;
+  };
+  const std::string system(600, 'x');  // a long shared system prompt
+  json first = conversation({}, system);
+  EXPECT_EQ(post("tenant-a", first), 0);
+  EXPECT_EQ(post("tenant-b", first), 0);  // same bytes, other tenant: computed again
+  json other_session = first;
+  other_session["messages"][0]["content"] = "A different first question";
+  EXPECT_GT(post("tenant-a", other_session), 0);  // tenant A's system prompt checkpoint
 }
 
 TEST_F(ServerE2E, OverloadIsA529WithRetryAfter) {
-  start_server({}, /*max_waiting=*/0);
+  start_server({}, /*max_waiting=*/0, /*max_running=*/1);
   std::thread slow([&] { client().Post("/v1/messages", anthropic_body(false, 400), "application/json"); });
   // Wait until the slow request is running, then a second one finds no room in the queue.
   for (int i = 0; i < 200; ++i) {
     auto s = json::parse(client().Get("/v1/stats")->body);
-    if (s["engine"]["active"] == 1) break;
+    if (s["engine"]["scheduler"]["running"] == 1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   auto r = client().Post("/v1/messages", anthropic_body(false, 2), "application/json");

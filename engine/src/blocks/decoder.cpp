@@ -72,34 +72,63 @@ class DecoderModel final : public Model {
     return SequenceState(fingerprint_, std::move(states));
   }
 
-  Status forward(SequenceState& state, std::span<const int32_t> tokens, float* logits_out,
-                 LogitsMode mode) const override {
-    if (tokens.empty()) return invalid_argument("forward: no tokens");
-    for (int32_t id : tokens) {
-      if (id < 0 || id >= cfg_.vocab_size) {
-        return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                std::to_string(cfg_.vocab_size) + ")");
+  Status forward_batch(std::span<const BatchSlice> batch) const override {
+    if (batch.empty()) return invalid_argument("forward: empty batch");
+    std::size_t T = 0;
+    for (const BatchSlice& b : batch) {
+      if (b.tokens.empty()) return invalid_argument("forward: no tokens");
+      for (int32_t id : b.tokens) {
+        if (id < 0 || id >= cfg_.vocab_size) {
+          return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                  std::to_string(cfg_.vocab_size) + ")");
+        }
       }
+      if (!b.state || b.state->fingerprint() != fingerprint_ || b.state->layers().size() != layers_.size()) {
+        return invalid_argument("forward: the sequence state belongs to another model");
+      }
+      if (b.mode != LogitsMode::kNone && !b.logits_out) return invalid_argument("forward: logits_out is null");
+      for (const BatchSlice& other : batch) {
+        if (&other != &b && other.state == b.state) return invalid_argument("forward: a state appears twice");
+      }
+      T += b.tokens.size();
     }
-    if (state.fingerprint() != fingerprint_ || state.layers().size() != layers_.size()) {
-      return invalid_argument("forward: the sequence state belongs to another model");
-    }
-    if (mode != LogitsMode::kNone && !logits_out) return invalid_argument("forward: logits_out is null");
 
-    const std::size_t T = tokens.size(), H = std::size_t(cfg_.hidden_size), V = std::size_t(cfg_.vocab_size);
+    const std::size_t H = std::size_t(cfg_.hidden_size), V = std::size_t(cfg_.vocab_size);
     std::vector<float> hidden(T * H);
-    ref::embedding(embed_.data(), H, tokens.data(), T, hidden.data());
-    for (std::size_t i = 0; i < layers_.size(); ++i) {
-      FT_RETURN_IF_ERROR(layers_[i].forward(hidden.data(), T, state.layers()[i]));
+    std::vector<DecoderLayer::Segment> segments(batch.size());
+    for (std::size_t i = 0, row = 0; i < batch.size(); row += batch[i].tokens.size(), ++i) {
+      ref::embedding(embed_.data(), H, batch[i].tokens.data(), batch[i].tokens.size(), hidden.data() + row * H);
+      segments[i].begin = row;
+      segments[i].rows = batch[i].tokens.size();
     }
-    state.advance(int64_t(T));
-    if (mode == LogitsMode::kNone) return Status::ok();
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      for (std::size_t i = 0; i < batch.size(); ++i) segments[i].state = &batch[i].state->layers()[l];
+      FT_RETURN_IF_ERROR(layers_[l].forward(hidden.data(), T, segments));
+    }
 
-    const std::size_t first = mode == LogitsMode::kLast ? T - 1 : 0, rows = T - first;
-    std::vector<float> normed(rows * H);
-    norm_.forward(hidden.data() + first * H, normed.data(), rows);
+    // Gather the rows whose logits are wanted, then one lm_head pass over all of them.
+    std::vector<std::size_t> rows;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      batch[i].state->advance(int64_t(segments[i].rows));
+      if (batch[i].mode == LogitsMode::kNone) continue;
+      const std::size_t first = batch[i].mode == LogitsMode::kLast ? segments[i].rows - 1 : 0;
+      for (std::size_t r = first; r < segments[i].rows; ++r) rows.push_back(segments[i].begin + r);
+    }
+    if (rows.empty()) return Status::ok();
+    std::vector<float> picked(rows.size() * H), normed(rows.size() * H), logits(rows.size() * V);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      std::copy_n(hidden.data() + rows[r] * H, H, picked.data() + r * H);
+    }
+    norm_.forward(picked.data(), normed.data(), rows.size());
     const float* head = cfg_.tie_word_embeddings ? embed_.data() : lm_head_.data();
-    ref::linear(normed.data(), head, nullptr, logits_out, rows, V, H);
+    ref::linear(normed.data(), head, nullptr, logits.data(), rows.size(), V, H);
+    std::size_t at = 0;
+    for (const BatchSlice& b : batch) {
+      if (b.mode == LogitsMode::kNone) continue;
+      const std::size_t n = b.mode == LogitsMode::kLast ? 1 : b.tokens.size();
+      std::copy_n(logits.data() + at * V, n * V, b.logits_out);
+      at += n;
+    }
     return Status::ok();
   }
 
@@ -127,14 +156,18 @@ LayerState DecoderLayer::empty_state() const {
   return s;
 }
 
-Status DecoderLayer::forward(float* hidden, std::size_t T, LayerState& state) const {
+Status DecoderLayer::forward(float* hidden, std::size_t T, std::span<const Segment> segments) const {
   const std::size_t H = input_norm.weight.size(), n = T * H;
   std::vector<float> normed(n), delta(n);
   input_norm.forward(hidden, normed.data(), T);
-  if (linear_attention) {
-    FT_RETURN_IF_ERROR(linear_attention->forward(normed.data(), T, state.linear, delta.data()));
-  } else {
-    attention->forward(normed.data(), T, state.kv, delta.data());
+  for (const Segment& seg : segments) {
+    const float* x = normed.data() + seg.begin * H;
+    float* out = delta.data() + seg.begin * H;
+    if (linear_attention) {
+      FT_RETURN_IF_ERROR(linear_attention->forward(x, seg.rows, seg.state->linear, out));
+    } else {
+      attention->forward(x, seg.rows, seg.state->kv, out);
+    }
   }
   ref::add_inplace(hidden, delta.data(), n);
 

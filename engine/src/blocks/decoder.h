@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "blocks/attention_block.h"
@@ -27,9 +28,17 @@ struct DecoderLayer {
   std::optional<MoeBlock> moe;
   std::optional<SwiGlu> mlp;
 
+  // Rows [begin, begin + rows) of the batch's hidden states belong to one sequence.
+  struct Segment {
+    std::size_t begin = 0;
+    std::size_t rows = 0;
+    LayerState* state = nullptr;
+  };
+
   LayerState empty_state() const;
-  // hidden [T, hidden] in place: h += mixer(norm(h)); h += ffn(norm(h)).
-  Status forward(float* hidden, std::size_t T, LayerState& state) const;
+  // hidden [T, hidden] in place, T = the segments' rows: h += mixer(norm(h)) with the mixer run
+  // per segment on its own state; h += ffn(norm(h)) over all rows at once.
+  Status forward(float* hidden, std::size_t T, std::span<const Segment> segments) const;
 };
 
 using LayerBuilder = std::function<Result<DecoderLayer>(const WeightLoader&, const ModelConfig&, int64_t layer)>;

@@ -71,6 +71,12 @@ class StateTier {
   virtual Status save_shared(const StoreKey& key, std::shared_ptr<const ModelState> state) {
     return save(key, *state);
   }
+  // Same, but may return before the checkpoint is durable (write-behind): what the engine calls,
+  // so decoding never waits for a disk. A lookup right after it may still see the entry missing
+  // in slow tiers.
+  virtual Status save_deferred(const StoreKey& key, std::shared_ptr<const ModelState> state) {
+    return save_shared(key, std::move(state));
+  }
 
   // kNotFound on a miss, including an entry that turned out corrupt (it is removed).
   virtual Result<ModelStateHeader> lookup_header(const StoreKey& key) = 0;

@@ -20,7 +20,11 @@ class TieredStore final : public StateTier {
   const char* name() const override { return "tiered"; }
   Status save(const StoreKey& key, const ModelState& state) override;
   Status save_shared(const StoreKey& key, std::shared_ptr<const ModelState> state) override;
-  Status save_async(const StoreKey& key, ModelState state);
+  // RAM at once, disk through the write-behind queue.
+  Status save_deferred(const StoreKey& key, std::shared_ptr<const ModelState> state) override;
+  Status save_async(const StoreKey& key, ModelState state) {
+    return save_deferred(key, std::make_shared<const ModelState>(std::move(state)));
+  }
   Result<ModelStateHeader> lookup_header(const StoreKey& key) override;
   Status read_chunks(const StoreKey& key, const ModelStateHeader& header,
                      const ChunkSink& sink) override;

@@ -1,32 +1,17 @@
 // Identity of a checkpoint: which tenant, which model, which token prefix.
 #pragma once
 
-#include <compare>
-#include <cstdint>
-#include <optional>
+#include <cstddef>
 #include <string>
-#include <string_view>
+
+#include "ft/common/hash128.h"
 
 namespace ft::store {
 
-// A 128-bit hash (XXH3-128). The Tag keeps prefix keys and model fingerprints from being mixed up.
-// Hex form: 32 lowercase digits, high half first (the same order as XXH128_canonical_t).
-template <typename Tag>
-struct Hash128 {
-  std::uint64_t hi = 0;
-  std::uint64_t lo = 0;
+using ft::Hash128;
+using ft::ModelFingerprint;
+using ft::PrefixKey;
 
-  auto operator<=>(const Hash128&) const = default;
-  std::string to_hex() const;
-  // nullopt unless exactly 32 hex digits.
-  static std::optional<Hash128> from_hex(std::string_view hex);
-};
-
-// Chained XXH3-128 of a conversation's tokens up to a semantic boundary, rooted in the model
-// fingerprint (computed by the proxy; the store only compares them).
-using PrefixKey = Hash128<struct PrefixKeyTag>;
-// Identity of the weights + state layout that produced a snapshot.
-using ModelFingerprint = Hash128<struct ModelFingerprintTag>;
 // Namespace of one customer. 1..255 bytes; any bytes.
 using TenantId = std::string;
 
@@ -39,8 +24,5 @@ struct StoreKey {
 
   bool operator==(const StoreKey&) const = default;
 };
-
-extern template struct Hash128<PrefixKeyTag>;
-extern template struct Hash128<ModelFingerprintTag>;
 
 }  // namespace ft::store

@@ -24,6 +24,14 @@ enum class LogitsMode {
   kNone,  // none: prefill whose logits are not needed
 };
 
+// One sequence's part of a batched forward pass.
+struct BatchSlice {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;  // appended at state->position()
+  float* logits_out = nullptr;      // rows per `mode`; may be null for kNone
+  LogitsMode mode = LogitsMode::kLast;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -36,8 +44,16 @@ class Model {
   // Appends `tokens` at state.position(), updating the state, and writes logits per `mode` into
   // logits_out (may be null for kNone). Errors (state untouched): kInvalidArgument for an empty
   // token list, an id outside [0, vocab) or a state of another model.
-  virtual Status forward(SequenceState& state, std::span<const int32_t> tokens, float* logits_out,
-                         LogitsMode mode = LogitsMode::kAll) const = 0;
+  Status forward(SequenceState& state, std::span<const int32_t> tokens, float* logits_out,
+                 LogitsMode mode = LogitsMode::kAll) const {
+    const BatchSlice one{&state, tokens, logits_out, mode};
+    return forward_batch({&one, 1});
+  }
+  // Several sequences in one pass (continuous batching): the token-wise work (embedding, norms,
+  // projections, experts, lm_head) runs over the rows of all slices together, so each weight is
+  // read once per step instead of once per sequence; attention and recurrences run per slice.
+  // Every slice is validated before any state changes; the states must be distinct.
+  virtual Status forward_batch(std::span<const BatchSlice> batch) const = 0;
 
   int64_t vocab_size() const { return config().vocab_size; }
 };

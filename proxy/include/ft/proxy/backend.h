@@ -1,75 +1,69 @@
-// What the proxy needs from an engine: run one prompt to completion, streaming token ids. The
-// in-process LocalBackend runs the CPU engine in this process; the engine server (a separate
-// process speaking protocol/'s engine protocol) will implement the same interface.
+// What the proxy needs from an engine, in the terms of the proxy<->engine protocol
+// (protocol/engine_protocol.h): find the deepest checkpoint held, start a generation and read its
+// events. Two implementations: the engine process over HTTP (make_remote_backend, what `serve`
+// and `proxy` use) and an engine in this process (make_local_backend, for tests and tools).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ft/common/result.h"
-#include "ft/engine/sampling.h"
+#include "ft/protocol/engine_protocol.h"
 
 namespace ft::proxy {
 
-struct GenerateRequest {
-  std::vector<int32_t> prompt;
-  int max_new_tokens = 256;
-  engine::SamplingParams sampling;
-  std::vector<int32_t> stop_ids;  // end-of-turn tokens (generation_config eos_token_id)
-};
-
-enum class FinishCause { kStopToken, kLength, kStopped };  // kStopped: the sink asked to stop
-
-struct GenerateResult {
-  FinishCause finish = FinishCause::kLength;
-  int prompt_tokens = 0;
-  int cached_tokens = 0;  // prompt tokens restored instead of computed
-  int new_tokens = 0;     // tokens passed to the sink (a stop token is not passed)
-};
-
-// Receives each new token; returning false stops generation (stop string seen, client gone).
-using TokenSink = std::function<bool(int32_t token)>;
-
-struct BackendStats {
-  uint64_t requests = 0;
-  uint64_t prompt_tokens = 0;
-  uint64_t cached_tokens = 0;
-  uint64_t generated_tokens = 0;
-  double prefill_seconds = 0;
-  double decode_seconds = 0;
-  int active = 0;   // sequences running now
-  int waiting = 0;  // admitted, waiting for a slot
-};
+namespace wire = protocol::engine;
 
 struct ModelInfo {
   std::string family;            // "qwen3_5_moe", ...: picks the output parser
+  std::string fingerprint;       // the model's identity; roots the prefix keys
   std::vector<int32_t> eos_ids;  // generation_config.json eos_token_id
   int64_t context_length = 0;    // tokens: prompt + output may not exceed it
   int64_t vocab_size = 0;
 };
 
+// One admitted generation. Events arrive in order: started, then tokens and checkpoints, then
+// done or error; next() returns nullopt after the last. Destroying it cancels the work.
+class Generation {
+ public:
+  virtual ~Generation() = default;
+  virtual std::optional<wire::Event> next() = 0;
+  virtual void cancel() = 0;
+};
+
 class GenerationBackend {
  public:
   virtual ~GenerationBackend() = default;
-  // kUnavailable "overloaded" when the admission queue is full; kInvalidArgument for a prompt
-  // longer than the model's context.
-  virtual Result<GenerateResult> generate(const GenerateRequest& request, const TokenSink& sink) = 0;
+  virtual Result<wire::LookupReply> lookup(const wire::LookupRequest& request) = 0;
+  // Admission errors: kUnavailable "overloaded: ..." (queue full) or "engine unavailable: ..."
+  // (engine down or restarting), kInvalidArgument (bad request, context too long). A restore that
+  // fails after admission arrives as the first event (error, kRestoreMiss).
+  virtual Result<std::unique_ptr<Generation>> start(const wire::GenerateRequest& request) = 0;
   virtual const ModelInfo& info() const = 0;
-  virtual BackendStats stats() const = 0;
+  // The engine's status document (GET /engine/v1/status), for /v1/stats and /metrics.
+  virtual nlohmann::json status() = 0;
 };
 
 struct LocalBackendOptions {
-  int max_waiting = 16;            // requests queued behind the running one before "overloaded" (count)
+  int max_running = 8;             // sequences batched together (count)
+  int max_waiting = 16;            // requests queued beyond those before "overloaded" (count)
   int64_t context_length = 32768;  // tokens per sequence, prompt + output
+  uint64_t checkpoint_ram_bytes = 1ull << 30;  // in-memory checkpoint tier; 0: no checkpoints
 };
 
-// The CPU reference engine in this process, one sequence at a time.
+// The engine in this process (scheduler + an in-memory checkpoint tier).
 Result<std::unique_ptr<GenerationBackend>> make_local_backend(const std::filesystem::path& model_dir,
                                                               const LocalBackendOptions& options = {});
+
+// An engine process at host:port. Fails unless it answers GET /engine/v1/status in the protocol
+// version this proxy speaks (waits up to `connect_timeout_ms` for it to come up).
+Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
+                                                               int connect_timeout_ms = 30000);
 
 }  // namespace ft::proxy

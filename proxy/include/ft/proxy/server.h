@@ -1,9 +1,13 @@
 // The HTTP server agents talk to: Anthropic Messages, OpenAI Chat Completions and Responses, plus
 // /v1/models, /health, /metrics (Prometheus text) and /v1/stats (JSON). Every error is returned in
 // the calling API's own schema and status code; a bad request never stops the server.
+//
+// Tenants: each API key (x-api-key or Bearer) is its own checkpoint namespace (keyed by a hash of
+// the key, never the key itself); requests without a key share the "anonymous" tenant.
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +22,13 @@ class ChatTemplate;
 
 namespace ft::proxy {
 
+// How many checkpoints the proxy asks the engine to keep per request (see checkpoint_plan.h).
+struct CheckpointPolicy {
+  std::size_t tail = 2;                  // cuts snapshotted at the end of each prompt
+  std::size_t stride = 4096;             // tokens between intermediate snapshots (0: none)
+  std::size_t max_pins_per_tenant = 32;  // live sessions whose newest checkpoint is pinned
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";     // listen address; loopback unless asked otherwise
   int port = 1919;                    // 0: any free port (see Server::port())
@@ -28,6 +39,11 @@ struct ServerOptions {
   int default_max_tokens = 4096;      // output tokens when the request names none
   int max_output_tokens = 0;          // server-side cap on output tokens; 0: none
   int http_threads = 32;              // concurrent connections served
+  bool prefix_cache = true;           // restore checkpoints at semantic boundaries
+  CheckpointPolicy checkpoints;
+  // When set, every API exchange is written there as <6-digit sequence>.json: method, path,
+  // status, the request body and the assistant text returned (replay fixtures, debugging).
+  std::filesystem::path capture_dir;
 };
 
 class Server {

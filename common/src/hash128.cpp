@@ -1,6 +1,6 @@
-#include "ft/store/types.h"
+#include "ft/common/hash128.h"
 
-namespace ft::store {
+namespace ft {
 namespace {
 
 int hex_value(char c) {
@@ -39,4 +39,4 @@ std::optional<Hash128<Tag>> Hash128<Tag>::from_hex(std::string_view hex) {
 template struct Hash128<PrefixKeyTag>;
 template struct Hash128<ModelFingerprintTag>;
 
-}  // namespace ft::store
+}  // namespace ft

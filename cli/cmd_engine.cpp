@@ -1,0 +1,111 @@
+// `freetoken engine`: the engine process. Loads the model, opens the checkpoint store and serves
+// the proxy<->engine protocol (protocol/ENGINE-PROTOCOL.md) on loopback until SIGINT/SIGTERM.
+// `freetoken serve` starts and supervises one; run it by hand to put the proxy elsewhere.
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "commands.h"
+#include "data_dirs.h"
+#include "demo_model.h"
+#include "ft/engine/engine_server.h"
+#include "ft/engine/model.h"
+#include "ft/engine/scheduler.h"
+#include "ft/store/host_ram_tier.h"
+#include "ft/store/tiered_store.h"
+
+namespace ft::cli {
+namespace fs = std::filesystem;
+namespace {
+
+// Written atomically (rename) so a reader never sees half a number.
+Status write_port_file(const fs::path& path, int port) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    if (!out) return io_error("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  return ec ? io_error("cannot write " + path.string() + ": " + ec.message()) : Status::ok();
+}
+
+int run_engine(const Args& args) {
+  auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
+  if (!model_dir) return usage_error("engine", model_dir.status().message());
+  auto model = engine::load_model(*model_dir);
+  if (!model) return usage_error("engine", model.status().message());
+
+  // Checkpoints: RocksDB with a RAM tier in front, or (--no-store) the RAM tier alone.
+  const uint64_t ram_bytes = uint64_t(args.get_double("checkpoint-ram-gb") * double(1ull << 30));
+  std::unique_ptr<store::StateTier> store;
+  if (args.has("no-store")) {
+    store = std::make_unique<store::HostRamTier>(ram_bytes);
+  } else {
+    store::StoreOptions so;
+    so.path = args.has("store") ? fs::path(args.get("store")) : default_store_dir();
+    so.ram_budget = ram_bytes;
+    so.byte_budget = uint64_t(args.get_double("store-gb") * double(1ull << 30));
+    auto opened = store::TieredStore::open(so);
+    if (!opened) return runtime_error("engine", "checkpoint store at " + so.path.string() + ": " + opened.status().message());
+    std::printf("freetoken engine: checkpoints in %s\n", so.path.c_str());
+    store = std::move(opened).value();
+  }
+
+  engine::SchedulerOptions sched;
+  sched.context_length = args.get_int("ctx");
+  sched.max_running = args.get_int("max-running");
+  sched.max_waiting = args.get_int("max-waiting");
+  sched.step_tokens = args.get_int("step-tokens");
+
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  engine::Scheduler scheduler(**model, store.get(), sched);
+  engine::EngineServerOptions eo;
+  eo.host = args.get("host");
+  eo.port = args.get_int("port");
+  engine::EngineServer server(eo, scheduler, store.get());
+  if (Status s = server.start(); !s) return runtime_error("engine", s.message());
+  if (args.has("port-file")) {
+    if (Status s = write_port_file(args.get("port-file"), server.port()); !s) return runtime_error("engine", s.message());
+  }
+  std::printf("freetoken engine: %s on http://%s:%d (%s)\n", (*model)->fingerprint().c_str(), eo.host.c_str(),
+              server.port(), engine::wire::kProtocolName);
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  server.stop();
+  return 0;  // scheduler, then store (flushing its write-behind queue), then model
+}
+
+}  // namespace
+
+const Command kEngineCommand = {
+    "engine",
+    "run the engine process (model, scheduler, checkpoints) that `freetoken proxy` talks to",
+    "freetoken engine [--model DIR] [--host 127.0.0.1] [--port N] [--store DIR | --no-store]",
+    {{"model", "DIR", "HF checkpoint directory; default: the built-in demo model", "", false},
+     {"host", "ADDR", "address to listen on", "127.0.0.1", false},
+     {"port", "N", "TCP port (0: any free port; see --port-file)", "0", false},
+     {"port-file", "FILE", "write the port listened on here once serving", "", false},
+     {"store", "DIR", "checkpoint store directory (default: <data dir>/store)", "", false},
+     {"no-store", "", "keep checkpoints in RAM only (nothing persists across restarts)", "", false},
+     {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
+     {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
+     {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
+     {"max-running", "N", "sequences batched together", "8", false},
+     {"max-waiting", "N", "requests queued beyond those before 'overloaded'", "16", false},
+     {"step-tokens", "N", "rows per forward pass (decode tokens + prefill chunk)", "256", false},
+     {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}},
+    0,
+    run_engine,
+};
+
+}  // namespace ft::cli

@@ -1,0 +1,15 @@
+// Where freetoken keeps its data by default, in one place so every command agrees on it.
+#pragma once
+
+#include <filesystem>
+
+namespace ft::cli {
+
+// $XDG_DATA_HOME/freetoken, else ~/.local/share/freetoken (XDG base-directory spec), else
+// <temp dir>/freetoken when neither variable is set.
+std::filesystem::path freetoken_data_dir();
+
+// The checkpoint store (a RocksDB directory): freetoken_data_dir()/store.
+std::filesystem::path default_store_dir();
+
+}  // namespace ft::cli

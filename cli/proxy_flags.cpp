@@ -1,0 +1,88 @@
+#include "proxy_flags.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "ft/protocol/chat_render.h"
+#include "ft/protocol/tokenizer.h"
+
+namespace ft::cli {
+namespace fs = std::filesystem;
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Flag> proxy_server_flags() {
+  return {
+      {"model-name", "NAME", "the model name clients send (default: the directory name, or freetoken-demo)", "", false},
+      {"alias", "A,B", "further model names to accept, comma-separated", "", false},
+      {"host", "ADDR", "address to listen on", "127.0.0.1", false},
+      {"port", "N", "TCP port (0: any free port, printed at start)", "1919", false},
+      {"api-key", "KEY", "require this key (x-api-key or Authorization: Bearer)", "", false},
+      {"default-max-tokens", "N", "output tokens when a request names none", "4096", false},
+      {"max-output-tokens", "N", "server-side cap on output tokens per request (0: none)", "0", false},
+      {"no-prefix-cache", "", "compute every prompt in full (no checkpoint restore or save)", "", false},
+      {"checkpoint-stride", "TOKENS", "tokens between intermediate checkpoints of a long prompt (0: none)", "4096", false},
+      {"capture", "DIR", "write every API exchange to DIR as numbered JSON files (replay fixtures)", "", false},
+  };
+}
+
+proxy::ServerOptions server_options_from(const Args& args, bool demo, const fs::path& model_dir) {
+  proxy::ServerOptions opts;
+  opts.host = args.get("host");
+  opts.port = args.get_int("port");
+  opts.model_id = args.has("model-name") ? args.get("model-name")
+                  : demo                 ? "freetoken-demo"
+                                         : fs::absolute(model_dir).lexically_normal().filename().string();
+  opts.model_aliases = split_commas(args.get("alias"));
+  opts.api_key = args.get("api-key");
+  opts.max_output_tokens = args.get_int("max-output-tokens");
+  opts.default_max_tokens = args.get_int("default-max-tokens");
+  opts.prefix_cache = !args.has("no-prefix-cache");
+  if (args.has("capture")) opts.capture_dir = args.get("capture");
+  opts.checkpoints.stride = std::size_t(std::max(0, args.get_int("checkpoint-stride")));
+  return opts;
+}
+
+Result<std::unique_ptr<proxy::Server>> start_proxy_server(const proxy::ServerOptions& options,
+                                                          std::unique_ptr<proxy::GenerationBackend> backend,
+                                                          const fs::path& model_dir) {
+  auto tokenizer = protocol::Tokenizer::load(model_dir);
+  if (!tokenizer) return Status(tokenizer.status().code(), "tokenizer: " + tokenizer.status().message());
+  auto chat_template = protocol::ChatTemplate::from_tokenizer(*tokenizer);
+  if (!chat_template) return Status(chat_template.status().code(), "chat template: " + chat_template.status().message());
+  FT_ASSIGN_OR_RETURN(auto server, proxy::Server::create(options, std::move(backend), std::move(tokenizer).value(),
+                                                         std::move(chat_template).value()));
+  FT_RETURN_IF_ERROR(server->start());
+  return server;
+}
+
+void block_stop_signals() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+}
+
+int wait_for_stop_signal() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  return sig;
+}
+
+}  // namespace ft::cli

@@ -1,0 +1,41 @@
+// The engine process's HTTP face: protocol::engine (protocol/ENGINE-PROTOCOL.md) over cpp-httplib
+// on loopback. Routes: GET /engine/v1/status, GET /engine/v1/memory, POST /engine/v1/lookup,
+// POST /engine/v1/generate (NDJSON event stream), POST /engine/v1/cancel. A client that goes away
+// mid-stream cancels its request.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ft/common/result.h"
+#include "ft/engine/scheduler.h"
+
+namespace ft::engine {
+
+struct EngineServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                          // 0: any free port (see port())
+  std::size_t max_body_bytes = 64u << 20;  // a 30k-token suffix is ~200 KB of JSON
+  int http_threads = 64;                 // concurrent generate streams + control calls
+};
+
+class EngineServer {
+ public:
+  // `scheduler` and `store` (may be null) must outlive the server.
+  EngineServer(EngineServerOptions options, Scheduler& scheduler, store::StateTier* store);
+  ~EngineServer();
+  EngineServer(const EngineServer&) = delete;
+  EngineServer& operator=(const EngineServer&) = delete;
+
+  // Binds and serves on a background thread; kUnavailable when the address cannot be bound.
+  Status start();
+  int port() const;
+  void stop();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ft::engine

@@ -1,0 +1,129 @@
+// Continuous batching on one model. Requests (protocol::engine::GenerateRequest) are admitted into
+// a bounded queue, start by restoring their checkpoint, prefill their suffix in chunks and then
+// decode; every step runs one forward pass over all running sequences together (decode tokens and
+// prefill chunks side by side, vLLM-style token flattening). A prefill chunk never crosses a
+// requested snapshot position: the state is saved exactly there (recurrent layers cannot be
+// rewound), handed to the store without waiting for the disk.
+//
+// Each request's events (started, tokens, checkpoint, done | error) go to its RequestHandle, which
+// the caller drains from its own thread; dropping or cancelling the handle stops the work.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ft/engine/model.h"
+#include "ft/protocol/engine_protocol.h"
+#include "ft/store/state_tier.h"
+
+namespace ft::engine {
+
+namespace wire = protocol::engine;
+
+struct SchedulerOptions {
+  int64_t context_length = 32768;  // tokens per sequence, prompt + output
+  int max_running = 8;             // sequences in the batch at once
+  int max_waiting = 16;            // admitted beyond those before "overloaded"
+  int step_tokens = 256;           // rows per forward pass: decode tokens + prefill chunk rows
+};
+
+struct SchedulerStats {
+  uint64_t requests = 0;   // admitted
+  uint64_t completed = 0;  // ended with done (stop/length)
+  uint64_t cancelled = 0;
+  uint64_t failed = 0;     // ended with an error event
+  uint64_t rejected = 0;   // refused at admission (overloaded, invalid, too long)
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_tokens = 0;  // restored from checkpoints
+  uint64_t generated_tokens = 0;
+  uint64_t steps = 0;              // forward passes
+  uint64_t batched_steps = 0;      // of them, with two or more sequences
+  uint64_t batch_sequences = 0;    // sum over steps of the sequences in the pass
+  uint64_t max_batch_sequences = 0;
+  uint64_t checkpoints_saved = 0;
+  uint64_t restores = 0;
+  uint64_t restore_misses = 0;
+  double prefill_seconds = 0;  // steps that held prefill rows
+  double decode_seconds = 0;   // steps of decode rows only
+  int running = 0;
+  int waiting = 0;
+};
+
+// The counters as the engine's status document shows them ("scheduler" of /engine/v1/status).
+nlohmann::json to_json(const SchedulerStats& s);
+
+// One request's event stream. next() blocks until an event arrives; the last event is kDone or
+// kError, after which next() returns nullopt.
+class RequestHandle {
+ public:
+  std::optional<wire::Event> next();
+  // With a deadline: nullopt on timeout too (check finished()).
+  std::optional<wire::Event> next_until(std::chrono::steady_clock::time_point deadline);
+  bool finished() const;
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+  // Scheduler side.
+  void push(wire::Event e);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<wire::Event> events_;
+  bool closed_ = false;  // the final event was pushed
+  std::atomic<bool> cancelled_{false};
+};
+
+class Scheduler {
+ public:
+  // `store` (may be null: no checkpoints) must outlive the scheduler.
+  Scheduler(const Model& model, store::StateTier* store, SchedulerOptions options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Admits the request or says why not (kOverloaded, kInvalidRequest, kContextTooLong).
+  Result<std::shared_ptr<RequestHandle>> submit(wire::GenerateRequest request, wire::ErrorReply& refused);
+  // Cancels a running or waiting request by id (no-op when unknown or finished).
+  void cancel(const std::string& id);
+  // The deepest of the keys the store holds for (tenant, this model).
+  wire::LookupReply lookup(const wire::LookupRequest& request);
+
+  SchedulerStats stats() const;
+  const ModelFingerprint& fingerprint() const { return fingerprint_; }
+  const Model& model() const { return model_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Sequence;
+  void loop();
+  void start_sequence(Sequence& s);
+  bool step(std::vector<std::unique_ptr<Sequence>>& running);
+  void finish(Sequence& s, wire::Finish finish);
+  void fail(Sequence& s, wire::ErrorCode code, const std::string& message);
+
+  const Model& model_;
+  store::StateTier* store_;
+  const SchedulerOptions options_;
+  const ModelFingerprint fingerprint_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::unordered_map<std::string, std::weak_ptr<RequestHandle>> by_id_;  // admitted, not finished
+  SchedulerStats stats_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ft::engine

@@ -1,0 +1,220 @@
+#include "ft/engine/engine_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "ft/common/log.h"
+
+namespace ft::engine {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+int http_status(wire::ErrorCode code) {
+  switch (code) {
+    case wire::ErrorCode::kInvalidRequest:
+    case wire::ErrorCode::kContextTooLong:
+      return 400;
+    case wire::ErrorCode::kRestoreMiss:
+      return 409;
+    case wire::ErrorCode::kOverloaded:
+      return 503;
+    case wire::ErrorCode::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+void send_error(httplib::Response& res, wire::ErrorCode code, const std::string& message) {
+  res.status = http_status(code);
+  res.set_content(to_json(wire::ErrorReply{code, message}).dump(), "application/json");
+}
+
+// Resident set size in bytes (Linux), 0 when unknown.
+uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * uint64_t(sysconf(_SC_PAGESIZE));
+}
+
+json tier_json(const store::TierStats& t) {
+  return {{"entries", t.entries},         {"bytes", t.bytes},         {"hits", t.hits},
+          {"misses", t.misses},           {"evictions", t.evictions}, {"corruptions", t.corruptions},
+          {"dropped_writes", t.dropped_writes}, {"degraded", t.degraded}};
+}
+
+}  // namespace
+
+struct EngineServer::Impl {
+  EngineServerOptions options;
+  Scheduler& scheduler;
+  store::StateTier* store;
+  httplib::Server http;
+  std::thread thread;
+  std::atomic<int> bound_port{0};
+
+  Impl(EngineServerOptions o, Scheduler& s, store::StateTier* st) : options(std::move(o)), scheduler(s), store(st) {}
+
+  // Every POST names the protocol version it speaks; a mismatch is refused before anything runs.
+  bool version_ok(const httplib::Request& req, httplib::Response& res) {
+    const std::string v = req.get_header_value(wire::kVersionHeader);
+    if (v == std::to_string(wire::kProtocolVersion)) return true;
+    send_error(res, wire::ErrorCode::kInvalidRequest,
+               std::string("this engine speaks ") + wire::kProtocolName + "; send " + wire::kVersionHeader + ": " +
+                   std::to_string(wire::kProtocolVersion) + (v.empty() ? "" : " (got " + v + ")"));
+    return false;
+  }
+
+  std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
+    if (!version_ok(req, res)) return std::nullopt;
+    auto j = json::parse(req.body, nullptr, false);
+    if (j.is_discarded()) {
+      send_error(res, wire::ErrorCode::kInvalidRequest, "body is not valid JSON");
+      return std::nullopt;
+    }
+    return j;
+  }
+
+  json status_json() {
+    const Model& m = scheduler.model();
+    const ModelConfig& cfg = m.config();
+    const SchedulerStats s = scheduler.stats();
+    json j = {{"protocol", wire::kProtocolName},
+              {"version", wire::kProtocolVersion},
+              {"model",
+               {{"family", model_family_name(cfg.family)},
+                {"fingerprint", m.fingerprint()},
+                {"store_fingerprint", scheduler.fingerprint().to_hex()},
+                {"vocab_size", cfg.vocab_size},
+                {"eos_token_ids", cfg.eos_token_ids},
+                {"context_length", scheduler.options().context_length}}},
+              {"scheduler", to_json(s)}};
+    j["scheduler"]["max_running"] = scheduler.options().max_running;
+    j["scheduler"]["max_waiting"] = scheduler.options().max_waiting;
+    j["store"] = store ? json{{"tier", store->name()}, {"stats", tier_json(store->stats())}} : json(nullptr);
+    return j;
+  }
+
+  json memory_json() {
+    json j = {{"resident_bytes", resident_bytes()}};
+    if (store) {
+      json tenants = json::array();
+      for (const auto& u : store->usage_by_tenant())
+        tenants.push_back({{"tenant", u.tenant}, {"entries", u.entries}, {"bytes", u.bytes}});
+      j["checkpoints"] = {{"tier", store->name()}, {"stats", tier_json(store->stats())}, {"tenants", tenants}};
+    }
+    return j;
+  }
+
+  void generate(const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_body(req, res);
+    if (!body) return;
+    auto request = wire::generate_request_from_json(*body);
+    if (!request) return send_error(res, wire::ErrorCode::kInvalidRequest, request.status().message());
+    wire::ErrorReply refused;
+    auto handle = scheduler.submit(std::move(request).value(), refused);
+    if (!handle) {
+      if (refused.code == wire::ErrorCode::kOverloaded) res.set_header("Retry-After", "1");
+      return send_error(res, refused.code, refused.message);
+    }
+    std::shared_ptr<RequestHandle> h = std::move(handle).value();
+    res.set_chunked_content_provider(
+        "application/x-ndjson",
+        [h](size_t, httplib::DataSink& sink) {
+          for (;;) {
+            auto e = h->next_until(Clock::now() + std::chrono::milliseconds(200));
+            if (!e) {
+              if (h->finished()) break;
+              if (!sink.is_writable()) {  // the proxy went away: stop the work
+                h->cancel();
+                return false;
+              }
+              continue;
+            }
+            const std::string line = to_json(*e).dump() + "\n";
+            if (!sink.is_writable() || !sink.write(line.data(), line.size())) {
+              h->cancel();
+              return false;
+            }
+          }
+          sink.done();
+          return true;
+        },
+        [h](bool success) {
+          if (!success) h->cancel();
+        });
+  }
+
+  void routes() {
+    http.set_payload_max_length(options.max_body_bytes);
+    const int threads = options.http_threads;
+    // httplib's API takes ownership of a raw pointer here.
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+    http.Get("/engine/v1/status", [this](const auto&, auto& r) { r.set_content(status_json().dump(), "application/json"); });
+    http.Get("/engine/v1/memory", [this](const auto&, auto& r) { r.set_content(memory_json().dump(), "application/json"); });
+    http.Post("/engine/v1/generate", [this](const auto& q, auto& r) { generate(q, r); });
+    http.Post("/engine/v1/lookup", [this](const auto& q, auto& r) {
+      auto body = parse_body(q, r);
+      if (!body) return;
+      auto l = wire::lookup_request_from_json(*body);
+      if (!l) return send_error(r, wire::ErrorCode::kInvalidRequest, l.status().message());
+      r.set_content(to_json(scheduler.lookup(*l)).dump(), "application/json");
+    });
+    http.Post("/engine/v1/cancel", [this](const auto& q, auto& r) {
+      auto body = parse_body(q, r);
+      if (!body) return;
+      if (!body->is_object() || !(*body)["id"].is_string())
+        return send_error(r, wire::ErrorCode::kInvalidRequest, "cancel: field 'id' (string) is required");
+      scheduler.cancel((*body)["id"].template get<std::string>());
+      r.set_content(R"({"ok":true})", "application/json");
+    });
+    http.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
+      if (!r.body.empty()) return;
+      const int status = r.status;
+      send_error(r, wire::ErrorCode::kInvalidRequest, "no route for " + q.method + " " + q.path);
+      r.status = status;
+    });
+    http.set_exception_handler([](const httplib::Request& q, httplib::Response& r, std::exception_ptr) {
+      FT_ERROR("unhandled exception serving " << q.path);
+      send_error(r, wire::ErrorCode::kInternal, "internal error");
+    });
+  }
+};
+
+EngineServer::EngineServer(EngineServerOptions options, Scheduler& scheduler, store::StateTier* store)
+    : impl_(std::make_unique<Impl>(std::move(options), scheduler, store)) {
+  impl_->routes();
+}
+
+EngineServer::~EngineServer() { stop(); }
+
+Status EngineServer::start() {
+  Impl& s = *impl_;
+  int port = s.options.port;
+  if (port == 0) {
+    port = s.http.bind_to_any_port(s.options.host);
+    if (port <= 0) return unavailable("cannot bind " + s.options.host);
+  } else if (!s.http.bind_to_port(s.options.host, port)) {
+    return unavailable("cannot bind " + s.options.host + ":" + std::to_string(port) + " (in use?)");
+  }
+  s.bound_port = port;
+  s.thread = std::thread([&s] { s.http.listen_after_bind(); });
+  while (!s.http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return {};
+}
+
+int EngineServer::port() const { return impl_->bound_port.load(); }
+
+void EngineServer::stop() {
+  if (!impl_) return;
+  impl_->http.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace ft::engine

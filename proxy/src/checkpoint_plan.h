@@ -1,0 +1,53 @@
+// Which prefix to restore and which boundaries to snapshot, for one request.
+//
+// Restore: the deepest cut the engine holds that leaves at least one prompt token to compute.
+// Snapshot (cuts past the restored point only):
+//   - the first cut of the conversation (the end of system + tools): every session and sub-agent
+//     of the same agent shares it;
+//   - the last `tail` cuts: the next turn of this conversation restores from the deepest one, and
+//     the ones before it survive a client that regenerates its newest message (OpenClaw);
+//   - one every `stride` tokens in between, so an edit in the middle of a long history (Claude
+//     Code's /compact) still finds a recent checkpoint.
+// The deepest snapshot is pinned (the newest checkpoint of a live session); PinLedger unpins what
+// a session superseded and caps how many stay pinned per tenant, so abandoned sessions do not
+// hold memory forever while short side calls (titles, probes) cannot push a live session out.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ft/protocol/engine_protocol.h"
+#include "ft/proxy/prefix_keys.h"
+#include "ft/proxy/server.h"
+
+namespace ft::proxy {
+
+// Keys worth looking up: cuts that leave >= 1 token of the prompt to compute.
+std::vector<PrefixKey> lookup_keys(std::span<const PrefixCut> cuts, std::size_t prompt_tokens);
+
+// Snapshot requests for cuts in (restored, prompt_tokens], per the policy above.
+std::vector<protocol::engine::SnapshotRequest> plan_snapshots(std::span<const PrefixCut> cuts,
+                                                              std::size_t restored, std::size_t prompt_tokens,
+                                                              const CheckpointPolicy& policy);
+
+class PinLedger {
+ public:
+  explicit PinLedger(std::size_t max_per_tenant) : max_(max_per_tenant) {}
+  // Records the request's pinned snapshot (if any) and returns the keys to unpin with it: the
+  // restored key when this request supersedes it, and the tenant's oldest pins beyond the cap.
+  std::vector<PrefixKey> update(const std::string& tenant, const std::optional<PrefixKey>& restored,
+                                const std::optional<PrefixKey>& pinned);
+
+ private:
+  std::size_t max_;
+  std::mutex mu_;
+  std::map<std::string, std::deque<PrefixKey>> pins_;  // per tenant, oldest first
+};
+
+}  // namespace ft::proxy

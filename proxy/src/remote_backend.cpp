@@ -1,0 +1,223 @@
+// The engine process over loopback HTTP (protocol/ENGINE-PROTOCOL.md). A generation is one POST
+// whose NDJSON body is read on a thread of its own and queued as events; closing the connection
+// is how the proxy cancels (the engine notices the write fail and stops the sequence).
+#include <httplib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "ft/engine/scheduler.h"
+#include "ft/proxy/backend.h"
+
+namespace ft::proxy {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+httplib::Headers protocol_headers() {
+  return {{wire::kVersionHeader, std::to_string(wire::kProtocolVersion)}};
+}
+
+Status engine_unavailable(const std::string& why) { return unavailable("engine unavailable: " + why); }
+
+// An error reply from the engine as the Status the proxy maps to the client's error.
+Status status_from_reply(int http_status, const std::string& body) {
+  auto j = json::parse(body, nullptr, false);
+  auto reply = j.is_discarded() ? Result<wire::ErrorReply>(internal_error("bad reply"))
+                                : wire::error_reply_from_json(j);
+  const std::string message = reply ? reply->message : "engine answered HTTP " + std::to_string(http_status);
+  if (!reply) return internal_error(message);
+  switch (reply->code) {
+    case wire::ErrorCode::kOverloaded:
+      return unavailable(message.rfind("overloaded", 0) == 0 ? message : "overloaded: " + message);
+    case wire::ErrorCode::kInvalidRequest:
+    case wire::ErrorCode::kContextTooLong:
+      return invalid_argument(message);
+    case wire::ErrorCode::kRestoreMiss:
+      return not_found(message);
+    case wire::ErrorCode::kInternal:
+      break;
+  }
+  return internal_error(message);
+}
+
+class RemoteGeneration final : public Generation {
+ public:
+  RemoteGeneration(std::string host, int port, std::string id, std::string body)
+      : host_(std::move(host)), port_(port), id_(std::move(id)) {
+    thread_ = std::thread([this, body = std::move(body)] { run(host_, port_, body); });
+  }
+  ~RemoteGeneration() override {
+    cancel();
+    thread_.join();
+  }
+
+  // Blocks until the engine answered the POST: OK when it streams, else its error.
+  Status admitted() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return headers_seen_ || ended_; });
+    if (headers_seen_ && http_status_ == 200) return Status::ok();
+    cv_.wait(lock, [&] { return ended_; });
+    if (http_status_ == 0) return engine_unavailable(transport_error_);
+    return status_from_reply(http_status_, error_body_);
+  }
+
+  std::optional<wire::Event> next() override { return events_.next(); }
+  // Closing the stream cancels too, but only when the next line arrives; a long prefill sends
+  // nothing, so say it explicitly.
+  void cancel() override {
+    if (cancelled_.exchange(true)) return;
+    {
+      std::lock_guard lock(mu_);
+      if (ended_) return;
+    }
+    httplib::Client c(host_, port_);
+    c.set_connection_timeout(1, 0);
+    c.set_read_timeout(2, 0);
+    c.Post("/engine/v1/cancel", protocol_headers(), json{{"id", id_}}.dump(), "application/json");
+  }
+
+ private:
+  void run(const std::string& host, int port, const std::string& body) {
+    httplib::Client client(host, port);
+    client.set_connection_timeout(5, 0);
+    client.set_read_timeout(24 * 3600, 0);  // a long prefill sends nothing for a while
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/engine/v1/generate";
+    req.headers = protocol_headers();
+    req.body = body;
+    req.set_header("Content-Type", "application/json");
+    std::string pending;
+    bool saw_end = false;
+    req.response_handler = [&](const httplib::Response& r) {
+      std::lock_guard lock(mu_);
+      http_status_ = r.status;
+      headers_seen_ = true;
+      cv_.notify_all();
+      return true;
+    };
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      if (cancelled_.load()) return false;
+      if (http_status_ != 200) {
+        error_body_.append(data, n);
+        return true;
+      }
+      pending.append(data, n);
+      for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+        auto j = json::parse(pending.substr(0, nl), nullptr, false);
+        pending.erase(0, nl + 1);
+        auto e = j.is_discarded() ? Result<wire::Event>(invalid_argument("not JSON")) : wire::event_from_json(j);
+        if (!e) continue;  // a line from a newer engine we cannot read: skip it
+        saw_end = saw_end || e->type == wire::Event::Type::kDone || e->type == wire::Event::Type::kError;
+        events_.push(std::move(e).value());
+      }
+      return true;
+    };
+    httplib::Response res;
+    httplib::Error err = httplib::Error::Success;
+    const bool ok = client.send(req, res, err);
+    if (!saw_end && http_status_ == 200) {
+      wire::Event e;
+      e.type = wire::Event::Type::kError;
+      e.code = wire::ErrorCode::kInternal;
+      e.message = cancelled_.load() ? "cancelled" : "engine connection lost mid-generation";
+      events_.push(std::move(e));
+    }
+    std::lock_guard lock(mu_);
+    if (!ok && http_status_ == 0) transport_error_ = httplib::to_string(err);
+    ended_ = true;
+    cv_.notify_all();
+  }
+
+  const std::string host_;
+  const int port_;
+  const std::string id_;
+  engine::RequestHandle events_;  // the queue the reader fills and next() drains
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool headers_seen_ = false, ended_ = false;
+  int http_status_ = 0;
+  std::string error_body_, transport_error_;
+  std::thread thread_;
+};
+
+class RemoteBackend final : public GenerationBackend {
+ public:
+  RemoteBackend(std::string host, int port, ModelInfo info) : host_(std::move(host)), port_(port), info_(std::move(info)) {}
+
+  Result<wire::LookupReply> lookup(const wire::LookupRequest& request) override {
+    httplib::Client c(host_, port_);
+    c.set_connection_timeout(5, 0);
+    c.set_read_timeout(60, 0);
+    auto r = c.Post("/engine/v1/lookup", protocol_headers(), to_json(request).dump(), "application/json");
+    if (!r) return engine_unavailable(httplib::to_string(r.error()));
+    if (r->status != 200) return status_from_reply(r->status, r->body);
+    auto j = json::parse(r->body, nullptr, false);
+    if (j.is_discarded()) return internal_error("engine lookup reply is not JSON");
+    return wire::lookup_reply_from_json(j);
+  }
+
+  Result<std::unique_ptr<Generation>> start(const wire::GenerateRequest& request) override {
+    auto g = std::make_unique<RemoteGeneration>(host_, port_, request.id, to_json(request).dump());
+    FT_RETURN_IF_ERROR(g->admitted());
+    return std::unique_ptr<Generation>(std::move(g));
+  }
+
+  const ModelInfo& info() const override { return info_; }
+
+  json status() override {
+    httplib::Client c(host_, port_);
+    c.set_connection_timeout(2, 0);
+    c.set_read_timeout(5, 0);
+    auto r = c.Get("/engine/v1/status");
+    if (!r || r->status != 200) return {{"error", "engine unavailable"}};
+    auto j = json::parse(r->body, nullptr, false);
+    return j.is_discarded() ? json{{"error", "engine status is not JSON"}} : j;
+  }
+
+ private:
+  std::string host_;
+  int port_;
+  ModelInfo info_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
+                                                               int connect_timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(connect_timeout_ms);
+  std::string last_error = "no answer";
+  for (;;) {
+    httplib::Client c(host, port);
+    c.set_connection_timeout(1, 0);
+    c.set_read_timeout(10, 0);
+    if (auto r = c.Get("/engine/v1/status")) {
+      auto j = json::parse(r->body, nullptr, false);
+      if (r->status != 200 || j.is_discarded() || !j.contains("model"))
+        return unavailable("engine at " + host + ":" + std::to_string(port) + " answered a bad status");
+      if (j.value("version", 0) != wire::kProtocolVersion)
+        return unsupported("engine at " + host + ":" + std::to_string(port) + " speaks " +
+                           j.value("protocol", std::string("?")) + "; this proxy speaks " + wire::kProtocolName);
+      ModelInfo info;
+      const json& m = j["model"];
+      info.family = m.value("family", "");
+      info.fingerprint = m.value("fingerprint", "");
+      info.eos_ids = m.value("eos_token_ids", std::vector<int32_t>{});
+      info.context_length = m.value("context_length", int64_t(0));
+      info.vocab_size = m.value("vocab_size", int64_t(0));
+      return std::unique_ptr<GenerationBackend>(std::make_unique<RemoteBackend>(host, port, std::move(info)));
+    } else {
+      last_error = httplib::to_string(r.error());
+    }
+    if (Clock::now() >= deadline)
+      return engine_unavailable("no engine at " + host + ":" + std::to_string(port) + " (" + last_error + ")");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace ft::proxy

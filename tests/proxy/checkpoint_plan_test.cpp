@@ -1,0 +1,61 @@
+// Which prefixes the proxy looks up and asks the engine to save, and the per-tenant pin ledger.
+#include <gtest/gtest.h>
+
+#include "../../proxy/src/checkpoint_plan.h"
+
+namespace ft::proxy {
+namespace {
+
+std::vector<PrefixCut> cuts_at(std::vector<std::size_t> positions) {
+  std::vector<PrefixCut> out;
+  for (std::size_t p : positions) out.push_back({p, PrefixKey{7, p}});
+  return out;
+}
+
+std::vector<int64_t> positions(const std::vector<protocol::engine::SnapshotRequest>& s) {
+  std::vector<int64_t> out;
+  for (const auto& r : s) out.push_back(r.position);
+  return out;
+}
+
+TEST(CheckpointPlan, LookupLeavesAtLeastOneTokenToCompute) {
+  auto cuts = cuts_at({10, 50, 99, 100});
+  auto keys = lookup_keys(cuts, 100);
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys.back(), (PrefixKey{7, 99}));
+}
+
+TEST(CheckpointPlan, FirstCutTailAndStride) {
+  CheckpointPolicy p;
+  p.tail = 2;
+  p.stride = 1000;
+  auto cuts = cuts_at({300, 700, 1200, 1500, 2600, 2700, 2750, 2800});
+  auto plan = plan_snapshots(cuts, 0, 2810, p);
+  // 300 (system+tools), 1500 (>= 1000 after 300), 2600 (>= 1000 after 1500), 2750 + 2800 (tail).
+  EXPECT_EQ(positions(plan), (std::vector<int64_t>{300, 1500, 2600, 2750, 2800}));
+  EXPECT_TRUE(plan.back().pin);
+  for (std::size_t i = 0; i + 1 < plan.size(); ++i) EXPECT_FALSE(plan[i].pin);
+
+  // Restored at 2600: only what lies beyond, and the first cut is not re-saved.
+  auto later = plan_snapshots(cuts, 2600, 2810, p);
+  EXPECT_EQ(positions(later), (std::vector<int64_t>{2750, 2800}));
+  EXPECT_TRUE(plan_snapshots(cuts, 2800, 2810, p).empty());
+}
+
+TEST(PinLedger, SupersedesTheRestoredPinAndCapsPerTenant) {
+  PinLedger ledger(2);
+  const PrefixKey a{1, 1}, b{1, 2}, c{1, 3}, d{1, 4};
+  EXPECT_TRUE(ledger.update("t", std::nullopt, a).empty());
+  // The conversation moved on from a to b: a is unpinned.
+  EXPECT_EQ(ledger.update("t", a, b), std::vector<PrefixKey>{a});
+  // Another session, another tenant: independent.
+  EXPECT_TRUE(ledger.update("t", std::nullopt, c).empty());
+  EXPECT_TRUE(ledger.update("u", std::nullopt, a).empty());
+  // A third live session in "t" pushes out the oldest pin (b).
+  EXPECT_EQ(ledger.update("t", std::nullopt, d), std::vector<PrefixKey>{b});
+  // A short side call that restores a session's key but pins nothing leaves it pinned.
+  EXPECT_TRUE(ledger.update("t", c, std::nullopt).empty());
+}
+
+}  // namespace
+}  // namespace ft::proxy
