@@ -76,8 +76,8 @@ int run_engine(const Args& args) {
   if (args.has("port-file")) {
     if (Status s = write_port_file(args.get("port-file"), server.port()); !s) return runtime_error("engine", s.message());
   }
-  std::printf("freetoken engine: %s on http://%s:%d (%s)\n", (*model)->fingerprint().c_str(), eo.host.c_str(),
-              server.port(), engine::wire::kProtocolName);
+  std::printf("freetoken engine: %s listening on http://%s:%d (%s)\n", (*model)->fingerprint().c_str(),
+              eo.host.c_str(), server.port(), engine::wire::kProtocolName);
   std::fflush(stdout);
   int sig = 0;
   sigwait(&sigs, &sig);

@@ -158,7 +158,7 @@ Result<std::shared_ptr<RequestHandle>> Scheduler::submit(wire::GenerateRequest r
       ++stats_.rejected;
       return invalid_argument(refused.message);
     }
-    if (int(waiting_.size()) >= options_.max_waiting) {
+    if (int(waiting_.size()) + active_ >= options_.max_running + options_.max_waiting) {
       refused = {wire::ErrorCode::kOverloaded,
                  "overloaded: " + std::to_string(waiting_.size()) + " requests already waiting"};
       ++stats_.rejected;
@@ -363,6 +363,7 @@ void Scheduler::loop() {
       while (int(running.size() + arriving.size()) < options_.max_running && !waiting_.empty()) {
         arriving.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
+        ++active_;
       }
       stats_.waiting = int(waiting_.size());
     }
@@ -380,7 +381,8 @@ void Scheduler::loop() {
     step(running);
     std::erase_if(running, [](const auto& s) { return s->done; });
     std::lock_guard lock(mu_);
-    stats_.running = int(running.size());
+    active_ = int(running.size());
+    stats_.running = active_;
   }
   // Shutting down: every request still here gets a clean error.
   std::lock_guard lock(mu_);

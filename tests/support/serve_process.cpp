@@ -16,7 +16,7 @@
 namespace ft::test {
 
 std::unique_ptr<ServeProcess> ServeProcess::start(const std::vector<std::string>& args, const std::filesystem::path& log,
-                                                  int timeout_s, std::string* log_out) {
+                                                  int timeout_s, std::string* log_out, const std::string& ready) {
   std::vector<std::string> storage = {freetoken_binary()};
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -31,13 +31,13 @@ std::unique_ptr<ServeProcess> ServeProcess::start(const std::vector<std::string>
     _exit(127);
   }
   std::unique_ptr<ServeProcess> p(new ServeProcess(pid, log));
-  const std::regex listening(R"(listening on http://[^:\s]+:(\d+))");
+  const std::regex listening("(^|\n)" + ready + R"([^\n]*listening on http://[^:\s]+:(\d+))");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
     std::smatch m;
     const std::string text = p->log();
     if (std::regex_search(text, m, listening)) {
-      p->port_ = std::stoi(m[1]);
+      p->port_ = std::stoi(m[2]);
       return p;
     }
     int status = 0;

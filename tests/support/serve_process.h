@@ -14,10 +14,13 @@ namespace ft::test {
 
 class ServeProcess {
  public:
-  // Starts `freetoken <args>` and waits (up to timeout_s) for the listening line. nullptr (with
-  // the log in *log_out when given) when it exits or never listens.
+  // Starts `freetoken <args>` and waits (up to timeout_s) for a line starting with `ready`
+  // followed by "listening on http://HOST:PORT" (serve's engine child writes to the same log, so
+  // the prefix tells them apart). nullptr (with the log in *log_out when given) when it exits or
+  // never listens.
   static std::unique_ptr<ServeProcess> start(const std::vector<std::string>& args, const std::filesystem::path& log,
-                                             int timeout_s = 120, std::string* log_out = nullptr);
+                                             int timeout_s = 120, std::string* log_out = nullptr,
+                                             const std::string& ready = "freetoken: ");
   ~ServeProcess();
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;

@@ -33,7 +33,7 @@ namespace wire = protocol::engine;
 struct SchedulerOptions {
   int64_t context_length = 32768;  // tokens per sequence, prompt + output
   int max_running = 8;             // sequences in the batch at once
-  int max_waiting = 16;            // admitted beyond those before "overloaded"
+  int max_waiting = 16;            // queued beyond the running ones before "overloaded"
   int step_tokens = 256;           // rows per forward pass: decode tokens + prefill chunk rows
 };
 
@@ -122,6 +122,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::unordered_map<std::string, std::weak_ptr<RequestHandle>> by_id_;  // admitted, not finished
   SchedulerStats stats_;
+  int active_ = 0;  // sequences taken from waiting_ and not finished: admission counts them
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -1,0 +1,136 @@
+// `freetoken engine` spoken to directly over its protocol: the version header is enforced, bad
+// messages get the protocol's error body, a generation streams NDJSON to its end, and the
+// checkpoints it saves are found by lookup.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ft/engine/random_checkpoint.h"
+#include "ft/protocol/engine_protocol.h"
+#include "serve_process.h"
+#include "test_support.h"
+
+namespace ft::test {
+namespace {
+
+using nlohmann::json;
+namespace wire = protocol::engine;
+
+class EngineProcessE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine::RandomCheckpointSpec spec;
+    spec.family = engine::ModelFamily::kQwen3_5Moe;
+    spec.vocab_size = 512;
+    spec.hidden_size = 32;
+    spec.num_layers = 4;
+    spec.head_dim = 16;
+    ASSERT_TRUE(engine::write_random_checkpoint(dir_.path() / "model", spec));
+    std::string log;
+    engine_ = ServeProcess::start({"engine", "--model", (dir_.path() / "model").string(), "--port", "0", "--no-store",
+                                   "--ctx", "256"},
+                                  dir_.path() / "engine.log", 60, &log, "freetoken engine: ");
+    ASSERT_TRUE(engine_) << log;
+  }
+
+  httplib::Result post(const std::string& path, const std::string& body, bool with_version = true) {
+    httplib::Client c("127.0.0.1", engine_->port());
+    c.set_read_timeout(60, 0);
+    httplib::Headers h;
+    if (with_version) h.emplace(wire::kVersionHeader, "1");
+    return c.Post(path.c_str(), h, body, "application/json");
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServeProcess> engine_;
+};
+
+TEST_F(EngineProcessE2E, StatusNamesTheProtocolAndTheModel) {
+  httplib::Client c("127.0.0.1", engine_->port());
+  auto r = c.Get("/engine/v1/status");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const json s = json::parse(r->body);
+  EXPECT_EQ(s["protocol"], "freetoken-engine/1");
+  EXPECT_EQ(s["version"], 1);
+  EXPECT_EQ(s["model"]["family"], "qwen3_5_moe");
+  EXPECT_EQ(s["model"]["context_length"], 256);
+  EXPECT_EQ(s["model"]["store_fingerprint"].get<std::string>().size(), 32u);
+  auto m = c.Get("/engine/v1/memory");
+  ASSERT_TRUE(m);
+  EXPECT_GT(json::parse(m->body)["resident_bytes"].get<uint64_t>(), 0u);
+}
+
+TEST_F(EngineProcessE2E, GenerateStreamsEventsAndCheckpointsAreFound) {
+  wire::GenerateRequest g;
+  g.id = "g1";
+  g.tenant = "t";
+  for (int i = 0; i < 40; ++i) g.tokens.push_back(i * 7 % 512);
+  g.snapshots = {{20, PrefixKey{1, 20}, false}, {40, PrefixKey{1, 40}, true}};
+  g.sampling.temperature = 0;
+  g.max_new_tokens = 5;
+  auto r = post("/engine/v1/generate", to_json(g).dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/x-ndjson");
+  std::vector<wire::Event> events;
+  std::size_t at = 0;
+  for (std::size_t nl; (nl = r->body.find('\n', at)) != std::string::npos; at = nl + 1) {
+    auto e = wire::event_from_json(json::parse(r->body.substr(at, nl - at)));
+    ASSERT_TRUE(e.is_ok());
+    events.push_back(*e);
+  }
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events.front().type, wire::Event::Type::kStarted);
+  EXPECT_EQ(events.back().type, wire::Event::Type::kDone);
+  EXPECT_EQ(events.back().usage.new_tokens + 0, 5);
+  int checkpoints = 0;
+  for (const auto& e : events) checkpoints += e.type == wire::Event::Type::kCheckpoint;
+  EXPECT_EQ(checkpoints, 2);
+
+  auto l = post("/engine/v1/lookup", to_json(wire::LookupRequest{"t", {PrefixKey{1, 20}, PrefixKey{1, 40}}}).dump());
+  ASSERT_TRUE(l);
+  auto reply = wire::lookup_reply_from_json(json::parse(l->body));
+  ASSERT_TRUE(reply.is_ok() && reply->index);
+  EXPECT_EQ(*reply->index, 1u);
+  EXPECT_EQ(reply->tokens, 40);
+}
+
+TEST_F(EngineProcessE2E, BadMessagesGetTheProtocolsErrorBody) {
+  wire::GenerateRequest g;
+  g.id = "x";
+  g.tenant = "t";
+  g.tokens = {1, 2};
+  struct Case {
+    std::string path, body;
+    bool version;
+    int status;
+    std::string code;
+  };
+  std::vector<Case> cases = {
+      {"/engine/v1/generate", to_json(g).dump(), false, 400, "invalid_request"},  // no version header
+      {"/engine/v1/generate", "{not json", true, 400, "invalid_request"},
+      {"/engine/v1/generate", R"({"id":"x","tenant":"t","tokens":"12","max_new_tokens":1})", true, 400, "invalid_request"},
+      {"/engine/v1/lookup", R"({"tenant":"t","keys":["nothex"]})", true, 400, "invalid_request"},
+      {"/engine/v1/cancel", R"({"nope":1})", true, 400, "invalid_request"},
+      {"/engine/v1/teleport", "{}", true, 404, "invalid_request"},
+  };
+  g.tokens.assign(300, 1);  // past the 256-token context
+  cases.push_back({"/engine/v1/generate", to_json(g).dump(), true, 400, "context_too_long"});
+  for (const Case& c : cases) {
+    auto r = post(c.path, c.body, c.version);
+    ASSERT_TRUE(r) << c.path;
+    EXPECT_EQ(r->status, c.status) << c.path << " " << c.body.substr(0, 60);
+    const json j = json::parse(r->body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r->body;
+    EXPECT_EQ(j["code"], c.code) << r->body;
+    EXPECT_FALSE(j["message"].get<std::string>().empty());
+  }
+  // Still serving.
+  httplib::Client c("127.0.0.1", engine_->port());
+  EXPECT_EQ(c.Get("/engine/v1/status")->status, 200);
+}
+
+}  // namespace
+}  // namespace ft::test
