@@ -4,6 +4,8 @@
 //
 //   bench expert   the CPU MoE expert kernel (engine/expert_kernels.h) streaming many experts from
 //                  DRAM, next to this machine's memcpy and read bandwidth at the same thread count.
+//   bench restore  restoring a Qwen3.5-MoE-35B-A3B-sized checkpoint from the on-disk checkpoint
+//                  store, next to the disk's read bandwidth and the recompute time (bench_restore.cpp).
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_restore.h"
 #include "commands.h"
 #include "ft/engine/expert_kernels.h"
 
@@ -139,7 +142,8 @@ Bandwidth measure_bandwidth(tbb::task_arena& arena, int threads, std::size_t byt
 
 int bench_expert(const Args& args) {
   const std::string cmd = "bench expert";
-  const int hidden = args.get_int("hidden"), inter = args.get_int("inter"), tokens = args.get_int("tokens");
+  const int hidden = args.get_int("hidden"), inter = args.get_int("inter");
+  const int tokens = args.has("tokens") ? args.get_int("tokens") : 1;  // --tokens' default is per benchmark
   const int threads = args.has("threads") ? args.get_int("threads") : tbb::info::default_concurrency();
   const double seconds = args.get_double("seconds");
   const int copy_mib = args.get_int("copy-mib");
@@ -241,6 +245,7 @@ struct Benchmark {
 
 const Benchmark kBenchmarks[] = {
     {"expert", "CPU MoE expert kernel vs memcpy bandwidth", bench_expert},
+    {"restore", "checkpoint restore from disk vs disk bandwidth and recompute", bench_restore},
 };
 
 int run_bench(const Args& args) {
@@ -257,16 +262,21 @@ int run_bench(const Args& args) {
 
 const Command kBenchCommand = {
     "bench",
-    "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth)",
-    "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]",
+    "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth), bench restore "
+    "(checkpoint restore from disk vs disk bandwidth and recompute)",
+    "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]\n"
+    "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]",
     {{"hidden", "N", "expert: hidden size (model dim)", "2048"},
      {"inter", "N", "expert: moe_intermediate_size", "768"},
-     {"tokens", "N", "expert: tokens routed to each expert per call", "1"},
+     {"tokens", "N", "expert: tokens routed to each expert per call [1]; restore: tokens in the checkpoint [30000]", ""},
      {"experts", "N", "expert: distinct experts cycled (0: max(64, 4x last-level cache))", "0"},
      {"isa", "NAME", "expert: kernel path: auto, scalar, avx2, avx512, avx512bf16", "auto"},
      {"threads", "N", "worker threads [default: all cores]", ""},
      {"seconds", "S", "time per measurement, seconds", "2"},
-     {"copy-mib", "N", "memcpy/read buffer size, MiB", "1024"}},
+     {"copy-mib", "N", "memcpy/read buffer size, MiB", "1024"},
+     {"dir", "D", "restore: where the work directory goes (a fresh subdirectory, removed after) [default: the temp dir unless tmpfs]", ""},
+     {"keep", "", "restore: keep the work directory (store + read file)", ""},
+     {"prefill-tok-s", "LIST", "restore: prefill rates to compare with, tokens/s, comma-separated (llama.cpp, Qwen3-30B-A3B shape on the H200 box: experts on CPU, all on GPU)", "2700,11900"}},
     1,
     run_bench,
 };

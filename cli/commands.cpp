@@ -7,7 +7,7 @@ const std::vector<const Command*>& all_commands() {
       &kServeCommand,          &kEngineCommand,   &kProxyCommand,    &kGenerateCommand,
       &kLogitsCommand,         &kMakeDemoModelCommand,
       &kTokenizeCommand,       &kRenderCommand,   &kBenchCommand,  &kDeviceCommand,
-      &kVersionCommand,
+      &kCtlCommand,            &kVersionCommand,
   };
   return kCommands;
 }

@@ -11,6 +11,7 @@ namespace ft::cli {
 const std::vector<const Command*>& all_commands();
 
 extern const Command kBenchCommand;
+extern const Command kCtlCommand;
 extern const Command kDeviceCommand;
 extern const Command kEngineCommand;
 extern const Command kProxyCommand;

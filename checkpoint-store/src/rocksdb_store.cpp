@@ -532,6 +532,21 @@ std::vector<TenantUsage> RocksDbStore::usage_by_tenant() const {
   return out;
 }
 
+std::vector<EntryInfo> RocksDbStore::list(const std::optional<TenantId>& tenant) const {
+  if (tenant && !validate_store_key({*tenant, {}, {}}).is_ok()) return {};
+  const std::string prefix = tenant ? tenant_prefix(*tenant) : std::string();
+  std::vector<EntryInfo> out;
+  std::lock_guard il(impl_->index_mu);
+  const auto& entries = impl_->index.entries();
+  for (auto it = entries.lower_bound(prefix); it != entries.end() && it->first.starts_with(prefix); ++it) {
+    auto key = decode_store_key(it->first);
+    if (!key.is_ok()) continue;  // the index only holds keys that decoded at load or save
+    out.push_back({std::move(key).value(), it->second.tokens, it->second.bytes, it->second.last_use_ms,
+                   impl_->index.pinned(it->first)});
+  }
+  return out;
+}
+
 TierStats RocksDbStore::stats() const {
   TierStats s;
   {

@@ -7,13 +7,25 @@
 // Thread-safe. Saves are serialized; reads run concurrently with them.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "ft/common/result.h"
 #include "ft/store/options.h"
 #include "ft/store/state_tier.h"
 
 namespace ft::store {
+
+// One stored checkpoint as the in-memory index knows it (no IO: nothing is read or verified).
+struct EntryInfo {
+  StoreKey key;
+  std::uint64_t tokens = 0;
+  std::uint64_t bytes = 0;        // logical: header + payload
+  std::int64_t last_use_ms = 0;   // ms since the epoch; 0 if never recorded
+  bool pinned = false;            // pins live in this process only
+};
 
 class RocksDbStore final : public StateTier {
  public:
@@ -47,6 +59,10 @@ class RocksDbStore final : public StateTier {
   // Waits until every queued save is written, persists last-use times, and flushes memtables to
   // SST/blob files (for tests, measurements and shutdown; costs a few fsyncs).
   void flush();
+
+  // The checkpoints held, in key order (tenant, model, prefix), optionally of one tenant only.
+  // For operators (`freetoken ctl checkpoints list`); does not count as a use.
+  std::vector<EntryInfo> list(const std::optional<TenantId>& tenant = std::nullopt) const;
 
   // Re-reads every checkpoint and checks all checksums; bad entries are removed.
   VerifyReport verify_all();
