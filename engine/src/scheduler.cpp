@@ -223,11 +223,17 @@ void Scheduler::fail(Sequence& s, wire::ErrorCode code, const std::string& messa
   by_id_.erase(s.req.id);
 }
 
-// Unpins what the session let go of, restores the checkpoint the request starts from.
+// Restores the checkpoint the request starts from, then unpins what the session let go of (in
+// that order: the restored key is often among them, and unpinning may evict it at once).
 void Scheduler::start_sequence(Sequence& s) {
-  if (store_) {
-    for (const PrefixKey& k : s.req.unpin) store_->unpin({s.req.tenant, fingerprint_, k});
-  }
+  struct Unpin {
+    Scheduler& self;
+    Sequence& s;
+    ~Unpin() {
+      if (!self.store_) return;
+      for (const PrefixKey& k : s.req.unpin) self.store_->unpin({s.req.tenant, self.fingerprint_, k});
+    }
+  } unpin_after{*this, s};
   if (s.req.restore) {
     const store::StoreKey key{s.req.tenant, fingerprint_, s.req.restore->key};
     Status st = restore_model_state(*store_, key, s.state);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 
+#include "ft/common/log.h"
 #include "ft/protocol/client_responses.h"
 #include "ft/protocol/output_parser.h"
 #include "normalize.h"
@@ -219,8 +220,9 @@ Result<LaunchedTurn> launch_turn(const ChatContext& ctx, const PreparedTurn& tur
     if (restore) g.restore = wire::RestorePoint{*restore, int64_t(start)};
     g.tokens.assign(turn.prompt.begin() + std::ptrdiff_t(start), turn.prompt.end());
     g.snapshots = plan_snapshots(cuts, start, n, ctx.options.checkpoints);
-    std::optional<PrefixKey> pinned;
-    if (!g.snapshots.empty() && g.snapshots.back().pin) pinned = g.snapshots.back().key;
+    std::vector<PrefixKey> pinned;
+    for (const auto& s : g.snapshots)
+      if (s.pin) pinned.push_back(s.key);
     g.unpin = ctx.pins.update(turn.tenant, restore, pinned);
 
     auto gen = ctx.backend.start(g);
@@ -231,6 +233,7 @@ Result<LaunchedTurn> launch_turn(const ChatContext& ctx, const PreparedTurn& tur
     auto first = (*gen)->next();
     if (first && first->type == wire::Event::Type::kStarted) return LaunchedTurn{std::move(gen).value(), first->restored};
     if (first && first->type == wire::Event::Type::kError && first->code == wire::ErrorCode::kRestoreMiss && restore) {
+      FT_WARN("restore of " << restore->to_hex() << " failed (" << first->message << "); computing the prompt in full");
       restore.reset();  // evicted or failed its checksum since the lookup: compute it all
       start = 0;
       continue;

@@ -30,29 +30,32 @@ std::vector<protocol::engine::SnapshotRequest> plan_snapshots(std::span<const Pr
   std::vector<protocol::engine::SnapshotRequest> out;
   for (std::size_t i : eligible)
     if (take[i]) out.push_back({int64_t(cuts[i].tokens), cuts[i].key, false});
-  if (!out.empty()) out.back().pin = true;
+  for (std::size_t k = 0; prompt_tokens >= policy.min_pin_tokens && k < eligible.size() && k < policy.tail; ++k) {
+    const int64_t at = int64_t(cuts[eligible[eligible.size() - 1 - k]].tokens);
+    for (auto& s : out)
+      if (s.position == at) s.pin = true;
+  }
   return out;
 }
 
 std::vector<PrefixKey> PinLedger::update(const std::string& tenant, const std::optional<PrefixKey>& restored,
-                                         const std::optional<PrefixKey>& pinned) {
+                                         const std::vector<PrefixKey>& pinned) {
   std::vector<PrefixKey> unpin;
+  if (pinned.empty()) return unpin;  // nothing new: whatever it restored stays pinned
   std::lock_guard lock(mu_);
-  auto& pins = pins_[tenant];
-  if (pinned) {
-    if (restored) {
-      auto it = std::find(pins.begin(), pins.end(), *restored);
-      if (it != pins.end()) {  // this conversation moved on from it
-        unpin.push_back(*it);
-        pins.erase(it);
-      }
+  auto& groups = groups_[tenant];
+  auto release = [&](std::deque<std::vector<PrefixKey>>::iterator g) {
+    for (const PrefixKey& k : *g)
+      if (std::find(pinned.begin(), pinned.end(), k) == pinned.end()) unpin.push_back(k);
+    return groups.erase(g);
+  };
+  if (restored) {
+    for (auto g = groups.begin(); g != groups.end();) {
+      g = std::find(g->begin(), g->end(), *restored) != g->end() ? release(g) : std::next(g);
     }
-    if (std::find(pins.begin(), pins.end(), *pinned) == pins.end()) pins.push_back(*pinned);
   }
-  while (pins.size() > max_) {
-    unpin.push_back(pins.front());
-    pins.pop_front();
-  }
+  groups.push_back(pinned);
+  while (groups.size() > max_) release(groups.begin());
   return unpin;
 }
 

@@ -8,9 +8,11 @@
 //     the ones before it survive a client that regenerates its newest message (OpenClaw);
 //   - one every `stride` tokens in between, so an edit in the middle of a long history (Claude
 //     Code's /compact) still finds a recent checkpoint.
-// The deepest snapshot is pinned (the newest checkpoint of a live session); PinLedger unpins what
-// a session superseded and caps how many stay pinned per tenant, so abandoned sessions do not
-// hold memory forever while short side calls (titles, probes) cannot push a live session out.
+// The tail snapshots are pinned: they are the newest checkpoints of a live session (the deepest is
+// often the generation prompt, which the next turn renders differently, so the message boundary
+// before it is the one that turn restores); prompts under min_pin_tokens pin nothing. PinLedger unpins what a session superseded and caps
+// how many sessions stay pinned per tenant, so abandoned sessions do not hold memory forever while
+// short side calls (titles, probes) cannot push a live session out.
 #pragma once
 
 #include <cstddef>
@@ -38,16 +40,17 @@ std::vector<protocol::engine::SnapshotRequest> plan_snapshots(std::span<const Pr
 
 class PinLedger {
  public:
-  explicit PinLedger(std::size_t max_per_tenant) : max_(max_per_tenant) {}
-  // Records the request's pinned snapshot (if any) and returns the keys to unpin with it: the
-  // restored key when this request supersedes it, and the tenant's oldest pins beyond the cap.
+  explicit PinLedger(std::size_t max_sessions_per_tenant) : max_(max_sessions_per_tenant) {}
+  // Records the request's pinned snapshots (one session's group) and returns the keys to unpin
+  // with it: the group the restored key belongs to when this request pins a newer one (the
+  // session moved on), and the tenant's oldest groups beyond the cap.
   std::vector<PrefixKey> update(const std::string& tenant, const std::optional<PrefixKey>& restored,
-                                const std::optional<PrefixKey>& pinned);
+                                const std::vector<PrefixKey>& pinned);
 
  private:
   std::size_t max_;
   std::mutex mu_;
-  std::map<std::string, std::deque<PrefixKey>> pins_;  // per tenant, oldest first
+  std::map<std::string, std::deque<std::vector<PrefixKey>>> groups_;  // per tenant, oldest first
 };
 
 }  // namespace ft::proxy

@@ -56,7 +56,14 @@ class LocalBackend final : public GenerationBackend {
   const ModelInfo& info() const override { return info_; }
 
   nlohmann::json status() override {
-    return {{"protocol", wire::kProtocolName}, {"scheduler", engine::to_json(scheduler_->stats())}};
+    nlohmann::json j = {{"protocol", wire::kProtocolName}, {"scheduler", engine::to_json(scheduler_->stats())}};
+    if (store_) {
+      const store::TierStats t = store_->stats();
+      j["store"] = {{"tier", store_->name()},
+                    {"stats", {{"entries", t.entries}, {"bytes", t.bytes}, {"hits", t.hits}, {"misses", t.misses},
+                               {"evictions", t.evictions}}}};
+    }
+    return j;
   }
 
  private:

@@ -33,28 +33,37 @@ TEST(CheckpointPlan, FirstCutTailAndStride) {
   auto plan = plan_snapshots(cuts, 0, 2810, p);
   // 300 (system+tools), 1500 (>= 1000 after 300), 2600 (>= 1000 after 1500), 2750 + 2800 (tail).
   EXPECT_EQ(positions(plan), (std::vector<int64_t>{300, 1500, 2600, 2750, 2800}));
-  EXPECT_TRUE(plan.back().pin);
-  for (std::size_t i = 0; i + 1 < plan.size(); ++i) EXPECT_FALSE(plan[i].pin);
+  // The tail is pinned (the session's newest checkpoints), nothing else.
+  for (std::size_t i = 0; i < plan.size(); ++i) EXPECT_EQ(plan[i].pin, i + 2 >= plan.size()) << i;
 
   // Restored at 2600: only what lies beyond, and the first cut is not re-saved.
   auto later = plan_snapshots(cuts, 2600, 2810, p);
   EXPECT_EQ(positions(later), (std::vector<int64_t>{2750, 2800}));
   EXPECT_TRUE(plan_snapshots(cuts, 2800, 2810, p).empty());
+  // A short prompt (a side call) is snapshotted but pins nothing.
+  p.min_pin_tokens = 5000;
+  for (const auto& s : plan_snapshots(cuts, 0, 2810, p)) EXPECT_FALSE(s.pin);
 }
 
-TEST(PinLedger, SupersedesTheRestoredPinAndCapsPerTenant) {
+TEST(PinLedger, SupersedesTheRestoredGroupAndCapsSessionsPerTenant) {
   PinLedger ledger(2);
-  const PrefixKey a{1, 1}, b{1, 2}, c{1, 3}, d{1, 4};
-  EXPECT_TRUE(ledger.update("t", std::nullopt, a).empty());
-  // The conversation moved on from a to b: a is unpinned.
-  EXPECT_EQ(ledger.update("t", a, b), std::vector<PrefixKey>{a});
+  const PrefixKey a{1, 1}, a2{1, 11}, b{1, 2}, b2{1, 12}, c{1, 3}, d{1, 4};
+  EXPECT_TRUE(ledger.update("t", std::nullopt, {a, a2}).empty());
+  // The conversation moved on from its group (restored a2, pins b and b2): a and a2 are unpinned.
+  auto moved = ledger.update("t", a2, {b, b2});
+  std::sort(moved.begin(), moved.end());
+  EXPECT_EQ(moved, (std::vector<PrefixKey>{a, a2}));
   // Another session, another tenant: independent.
-  EXPECT_TRUE(ledger.update("t", std::nullopt, c).empty());
-  EXPECT_TRUE(ledger.update("u", std::nullopt, a).empty());
-  // A third live session in "t" pushes out the oldest pin (b).
-  EXPECT_EQ(ledger.update("t", std::nullopt, d), std::vector<PrefixKey>{b});
+  EXPECT_TRUE(ledger.update("t", std::nullopt, {c}).empty());
+  EXPECT_TRUE(ledger.update("u", std::nullopt, {a}).empty());
+  // A third live session in "t" pushes out the oldest group (b, b2).
+  auto capped = ledger.update("t", std::nullopt, {d});
+  std::sort(capped.begin(), capped.end());
+  EXPECT_EQ(capped, (std::vector<PrefixKey>{b, b2}));
   // A short side call that restores a session's key but pins nothing leaves it pinned.
-  EXPECT_TRUE(ledger.update("t", c, std::nullopt).empty());
+  EXPECT_TRUE(ledger.update("t", c, {}).empty());
+  // A key pinned again by the new group is not unpinned.
+  EXPECT_TRUE(ledger.update("t", d, {d}).empty());
 }
 
 }  // namespace

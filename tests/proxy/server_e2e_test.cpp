@@ -45,7 +45,8 @@ class ServerE2E : public ::testing::Test {
     start_server({});
   }
 
-  void start_server(ServerOptions opts, int max_waiting = 16, int max_running = 8) {
+  void start_server(ServerOptions opts, int max_waiting = 16, int max_running = 8,
+                    uint64_t checkpoint_ram_bytes = 1ull << 30) {
     if (server_) server_->stop();
     server_.reset();
     opts.port = 0;
@@ -55,6 +56,7 @@ class ServerE2E : public ::testing::Test {
     bopts.context_length = 4096;
     bopts.max_waiting = max_waiting;
     bopts.max_running = max_running;
+    bopts.checkpoint_ram_bytes = checkpoint_ram_bytes;
     auto backend = make_local_backend(dir_->path(), bopts);
     ASSERT_TRUE(backend) << backend.status().to_string();
     auto tok = protocol::Tokenizer::load(dir_->path());
@@ -311,8 +313,8 @@ TEST_F(ServerE2E, LaterTurnsRestoreTheSharedPrefixAndMatchNoCache) {
   }
 }
 
-// Tenants are API keys: one key's checkpoints never serve another's, while two sessions of the
-// same key with the same system prompt share them.
+// Tenants are API keys: one key's checkpoints never serve another's, while sessions of the same
+// key with the same system prompt share one checkpoint of it: one write, then a hit per session.
 TEST_F(ServerE2E, TenantsDoNotShareButSessionsOfOneTenantDo) {
   auto post = [&](const std::string& key, const json& body) {
     httplib::Headers h = {{"x-api-key", key}};
@@ -320,13 +322,61 @@ TEST_F(ServerE2E, TenantsDoNotShareButSessionsOfOneTenantDo) {
     EXPECT_TRUE(r && r->status == 200);
     return r ? json::parse(r->body)["usage"]["cache_read_input_tokens"].get<int>() : -1;
   };
+  auto engine_stats = [&] { return json::parse(client().Get("/v1/stats")->body)["engine"]; };
   const std::string system(600, 'x');  // a long shared system prompt
   json first = conversation({}, system);
   EXPECT_EQ(post("tenant-a", first), 0);
   EXPECT_EQ(post("tenant-b", first), 0);  // same bytes, other tenant: computed again
-  json other_session = first;
-  other_session["messages"][0]["content"] = "A different first question";
-  EXPECT_GT(post("tenant-a", other_session), 0);  // tenant A's system prompt checkpoint
+  EXPECT_EQ(engine_stats()["scheduler"]["restores"], 0);
+  const int first_saves = engine_stats()["scheduler"]["checkpoints_saved"].get<int>() / 2;  // per tenant
+  int shared = -1, saves = -1;
+  for (const char* question : {"A different first question", "Yet another one"}) {
+    json session = first;
+    session["messages"][0]["content"] = question;
+    const int before = engine_stats()["scheduler"]["checkpoints_saved"].get<int>();
+    const int cached = post("tenant-a", session);
+    const int saved = engine_stats()["scheduler"]["checkpoints_saved"].get<int>() - before;
+    EXPECT_GT(cached, 50) << question;  // the system prompt at least
+    if (shared >= 0) {
+      EXPECT_EQ(cached, shared) << "both sessions restore the same checkpoint";
+      EXPECT_EQ(saved, saves);
+    }
+    // The shared prefix is not written again: a session saves only what lies beyond it.
+    EXPECT_LT(saved, first_saves);
+    shared = cached;
+    saves = saved;
+  }
+  EXPECT_EQ(engine_stats()["scheduler"]["restores"], 2);
+}
+
+// A live session's newest checkpoint is pinned: a stream of short side calls (titles, probes)
+// that overflows the checkpoint memory does not push it out.
+TEST_F(ServerE2E, SideCallsDoNotEvictALiveSessionsCheckpoint) {
+  std::string system;  // a long agent prompt (> min_pin_tokens)
+  for (int i = 0; i < 400; ++i) system += "rule " + std::to_string(i) + " applies; ";
+  // Size the checkpoint memory to a few of this conversation's checkpoints.
+  ASSERT_EQ(client().Post("/v1/messages", conversation({}, system).dump(), "application/json")->status, 200);
+  const json store = json::parse(client().Get("/v1/stats")->body)["engine"]["store"]["stats"];
+  const uint64_t per_checkpoint = store["bytes"].get<uint64_t>() / std::max<uint64_t>(1, store["entries"].get<uint64_t>());
+  start_server({}, 16, 8, /*checkpoint_ram_bytes=*/per_checkpoint * 3);
+  std::vector<std::string> replies;
+  json turn = conversation(replies, system);
+  auto r = client().Post("/v1/messages", turn.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200);
+  replies.push_back(json::parse(r->body)["content"][0].value("text", ""));
+  for (int i = 0; i < 16; ++i) {
+    json side = conversation({}, "Generate a title for conversation " + std::to_string(i) + std::string(400, 'z'));
+    ASSERT_EQ(client().Post("/v1/messages", side.dump(), "application/json")->status, 200);
+  }
+  EXPECT_GT(json::parse(client().Get("/v1/stats")->body)["engine"]["store"]["stats"]["evictions"].get<int>(), 0)
+      << "the side calls must overflow the checkpoint memory for this test to mean anything: "
+      << client().Get("/v1/stats")->body << " per checkpoint " << per_checkpoint;
+  const json next = conversation(replies, system);
+  auto r2 = client().Post("/v1/messages", next.dump(), "application/json");
+  ASSERT_TRUE(r2 && r2->status == 200);
+  const int cached = json::parse(r2->body)["usage"]["cache_read_input_tokens"].get<int>();
+  const std::size_t shared = common_prefix(prompt_ids(turn), prompt_ids(next));
+  EXPECT_GE(cached, int(0.9 * double(shared))) << client().Get("/v1/stats")->body;
 }
 
 TEST_F(ServerE2E, OverloadIsA529WithRetryAfter) {

@@ -26,7 +26,10 @@ namespace ft::proxy {
 struct CheckpointPolicy {
   std::size_t tail = 2;                  // cuts snapshotted at the end of each prompt
   std::size_t stride = 4096;             // tokens between intermediate snapshots (0: none)
-  std::size_t max_pins_per_tenant = 32;  // live sessions whose newest checkpoint is pinned
+  std::size_t max_pins_per_tenant = 32;  // live sessions whose newest checkpoints are pinned
+  // Prompts shorter than this are not pinned: short side calls (titles, quick probes) are cheap
+  // to recompute and must not crowd a live session's state out of memory.
+  std::size_t min_pin_tokens = 1024;
 };
 
 struct ServerOptions {
