@@ -4,10 +4,9 @@ namespace ft::cli {
 
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> kCommands = {
-      &kServeCommand,          &kEngineCommand,   &kProxyCommand,    &kGenerateCommand,
-      &kLogitsCommand,         &kMakeDemoModelCommand,
+      &kServeCommand,          &kEngineCommand,   &kProxyCommand,  &kGenerateCommand, &kLogitsCommand, &kMakeDemoModelCommand,
       &kTokenizeCommand,       &kRenderCommand,   &kBenchCommand,  &kDeviceCommand,
-      &kCtlCommand,            &kVersionCommand,
+      &kCtlCommand,            &kLaunchCommand,   &kVersionCommand,
   };
   return kCommands;
 }

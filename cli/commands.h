@@ -19,6 +19,7 @@ extern const Command kRenderCommand;
 extern const Command kVersionCommand;
 extern const Command kLogitsCommand;
 extern const Command kGenerateCommand;
+extern const Command kLaunchCommand;
 extern const Command kMakeDemoModelCommand;
 extern const Command kServeCommand;
 extern const Command kTokenizeCommand;

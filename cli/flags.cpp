@@ -42,6 +42,10 @@ class Parser {
       if (!f.default_value.empty()) args.defaults_[f.name] = f.default_value;
     for (size_t i = 0; i < argv.size(); ++i) {
       const std::string& a = argv[i];
+      if (a == "--" && cmd.pass_through) {
+        args.pass_through_.assign(argv.begin() + static_cast<std::ptrdiff_t>(i) + 1, argv.end());
+        break;
+      }
       if (a == "--help" || a == "-h") {
         std::fputs(help_text(cmd).c_str(), stdout);
         exit_code = 0;

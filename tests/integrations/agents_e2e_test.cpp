@@ -1,0 +1,384 @@
+// The real agents (Claude Code, OpenCode, OpenClaw, Codex; npm-installed by scripts/setup.sh), each
+// run headless through `freetoken launch <agent> -- <args>` against `freetoken serve` on the demo
+// model over loopback. Each run must exit 0, and text the model streamed (recorded by serve
+// --capture) must reach the agent's output. The demo model's output is noise, so the check is a
+// whitespace-normalised substring, not an expected answer.
+//
+// Every agent gets a fresh HOME and XDG directories under a temp dir, so nothing here reads or
+// writes the user's own agent state; every run has a deadline after which its process group dies.
+// With the environment `freetoken launch` sets (and OpenCode's plugin install pre-empted, see
+// launch()), `strace -f -e trace=connect` shows the agents connecting to nothing but the server.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "ft/integrations/agent_install.h"
+#include "test_support.h"
+
+namespace ft::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const fs::path kNpmPrefix = fs::path(FT_SOURCE_DIR) / "scripts/npm";
+constexpr const char* kModel = "freetoken-demo";
+// Output tokens per request, both the agents' own limit and serve's cap. The demo model as made
+// would never end a turn by itself (2 end tokens in a 151936 vocabulary), and Claude Code treats
+// a turn cut at max_tokens as an error; so the test's copy of it also ends a turn on every 32nd
+// token id (about 32 tokens per answer), and this cap is only reached ~2% of the time.
+constexpr int kOutputCap = 128;
+constexpr int kEndTokenStride = 32;
+
+// ---- small process and HTTP helpers ------------------------------------------------------------
+
+int unused_loopback_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Whether GET /health on loopback:port answers 200 (plain HTTP/1.0 over a socket).
+bool healthy(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = false;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[64] = {};
+      ok = read(fd, buf, sizeof buf - 1) > 12 && std::string(buf).find(" 200 ") != std::string::npos;
+    }
+  }
+  close(fd);
+  return ok;
+}
+
+// This process's environment with `overrides` ("NAME=value") replacing or adding variables.
+std::vector<std::string> environment_with(const std::vector<std::string>& overrides) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const std::string name = kv.substr(0, kv.find('=') + 1);
+    bool replaced = false;
+    for (const std::string& o : overrides) replaced = replaced || o.rfind(name, 0) == 0;
+    if (!replaced) env.push_back(kv);
+  }
+  env.insert(env.end(), overrides.begin(), overrides.end());
+  return env;
+}
+
+// A child in its own process group with stdout/stderr in files; killed (the whole group) when
+// destroyed, so an agent's helpers never outlive the test.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::vector<std::string>& env_overrides, const fs::path& cwd,
+        const fs::path& out, const fs::path& err) {
+    // Everything the child needs is built before fork: after it, only exec-safe calls.
+    std::vector<std::string> env = environment_with(env_overrides);
+    std::vector<char*> args, envp;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    args.push_back(nullptr);
+    envp.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ != 0) return;
+    setpgid(0, 0);
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    const int in = open("/dev/null", O_RDONLY);
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(in, 0);
+    dup2(o, 1);
+    dup2(e, 2);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  ~Child() { kill_group(); }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  // The exit code, or nullopt when the deadline passed first (the group is then killed).
+  std::optional<int> wait_for(std::chrono::seconds deadline) {
+    const auto end = Clock::now() + deadline;
+    while (Clock::now() < end) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        kill_group();  // helpers the agent left behind
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill_group();
+    return std::nullopt;
+  }
+  bool running() {
+    int status = 0;
+    return !reaped_ && waitpid(pid_, &status, WNOHANG) == 0;
+  }
+  void terminate(std::chrono::seconds grace) {
+    if (reaped_) return;
+    kill(-pid_, SIGTERM);
+    wait_for(grace);
+  }
+
+ private:
+  void kill_group() {
+    if (pid_ <= 0) return;
+    kill(-pid_, SIGKILL);
+    if (!reaped_) {
+      waitpid(pid_, nullptr, 0);
+      reaped_ = true;
+    }
+  }
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+// ---- comparing what the model streamed with what the agent printed -----------------------------
+
+std::string normalise_space(const std::string& s) {
+  std::string out;
+  bool space = false;
+  for (unsigned char c : s) {
+    if (std::isspace(c)) {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += static_cast<char>(c);
+  }
+  return out;
+}
+
+void collect_strings(const json& j, std::string& out) {
+  if (j.is_string()) {
+    out += j.get<std::string>();
+    out += '\n';
+  } else if (j.is_structured()) {
+    for (const json& v : j) collect_strings(v, out);
+  }
+}
+
+// The agent's output as text: every string inside its JSON output (whole or line by line), and the
+// raw bytes, so that escaped and unescaped text both match.
+std::string agent_text(const std::string& stdout_text) {
+  std::string out = stdout_text + "\n";
+  if (auto whole = json::parse(stdout_text, nullptr, false); !whole.is_discarded()) collect_strings(whole, out);
+  std::stringstream lines(stdout_text);
+  for (std::string line; std::getline(lines, line);)
+    if (auto j = json::parse(line, nullptr, false); !j.is_discarded()) collect_strings(j, out);
+  return normalise_space(out);
+}
+
+struct Capture {
+  std::string name, path, response_text;
+  int status = 0;
+};
+
+std::vector<Capture> read_captures(const fs::path& dir) {
+  std::vector<Capture> out;
+  if (!fs::exists(dir)) return out;
+  std::set<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.insert(e.path());
+  for (const fs::path& f : files) {
+    auto j = json::parse(read_file(f), nullptr, false);
+    if (j.is_discarded()) continue;
+    out.push_back({f.filename().string(), j.value("path", ""), j.value("response_text", ""), j.value("status", 0)});
+  }
+  return out;
+}
+
+// The answer text of a capture, whitespace-normalised, if the agent's output contains it (or, for a
+// long answer, a 48-character stretch of it: an agent may trim or wrap the ends).
+bool output_contains(const std::string& normalised_output, const std::string& response_text) {
+  const std::string want = normalise_space(response_text);
+  if (want.empty()) return false;
+  if (normalised_output.find(want) != std::string::npos) return true;
+  constexpr size_t kWindow = 48;
+  for (size_t i = 0; want.size() > kWindow && i + kWindow <= want.size(); ++i)
+    if (normalised_output.find(want.substr(i, kWindow)) != std::string::npos) return true;
+  return false;
+}
+
+// ---- the fixture: one server per test process, one temp home per agent run ---------------------
+
+struct AgentRun {
+  std::optional<int> exit_code;  // nullopt: killed at the deadline
+  std::string out, err;
+  double seconds = 0;
+};
+
+class AgentsE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (integrations::bundled_node_bin_dir(kNpmPrefix).empty()) return;  // each test skips, saying why
+    root_ = std::make_unique<TempDir>();
+    fs::create_directories(root_->path() / "xdg-data");
+    port_ = unused_loopback_port();
+    const fs::path model = root_->path() / "model";
+    // The demo model in the test's own directory, so the user's data dir is left alone.
+    auto made = run_freetoken({"make-demo-model", model.string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    json gen = json::parse(read_file(model / "generation_config.json"));
+    json eos = gen["eos_token_id"].is_array() ? gen["eos_token_id"] : json::array({gen["eos_token_id"]});
+    for (int id = 7; id < 151643; id += kEndTokenStride) eos.push_back(id);
+    gen["eos_token_id"] = eos;
+    std::ofstream(model / "generation_config.json") << gen.dump();
+    server_ = std::make_unique<Child>(
+        std::vector<std::string>{freetoken_binary(), "serve", "--model", model.string(), "--model-name", kModel,
+                                 "--port", std::to_string(port_), "--max-output-tokens", std::to_string(kOutputCap),
+                                 "--no-store", "--capture", (root_->path() / "capture").string()},
+        std::vector<std::string>{"XDG_DATA_HOME=" + (root_->path() / "xdg-data").string()}, root_->path(),
+        root_->path() / "serve.out", root_->path() / "serve.err");
+    const auto end = Clock::now() + std::chrono::seconds(120);
+    while (Clock::now() < end && server_->running() && !healthy(port_))
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    server_up_ = healthy(port_);
+  }
+  static void TearDownTestSuite() {
+    if (server_) server_->terminate(std::chrono::seconds(10));
+    server_.reset();
+    root_.reset();
+  }
+
+  void SetUp() override {
+    if (!root_) GTEST_SKIP() << "Node 24 is not installed under " << kNpmPrefix << " (run scripts/setup.sh)";
+    ASSERT_TRUE(server_up_) << "freetoken serve did not come up on port " << port_ << ":\n"
+                            << read_file(root_->path() / "serve.err");
+  }
+
+  // `freetoken launch <agent> ... -- <args>` with a fresh HOME and XDG dirs and a work directory
+  // holding one small file.
+  AgentRun launch(const std::string& agent, const std::vector<std::string>& agent_args, int deadline_s) {
+    const fs::path run = root_->path() / agent;
+    for (const char* d : {"home", "xdg-data", "xdg-config", "xdg-cache", "xdg-state", "work"})
+      fs::create_directories(run / d);
+    std::ofstream(run / "work/notes.txt") << "FreeToken end-to-end test workspace.\n";
+    // OpenCode's first start in a config dir runs `npm install @opencode-ai/plugin` there (for
+    // user plugins). The fresh XDG_CONFIG_HOME is marked as done so that it stays off the network.
+    const fs::path oc = run / "xdg-config/opencode";
+    fs::create_directories(oc / "node_modules");
+    std::ofstream(oc / "package.json") << R"({"dependencies":{"@opencode-ai/plugin":"*"}})";
+    std::ofstream(oc / "package-lock.json") << R"({"packages":{"":{"dependencies":{"@opencode-ai/plugin":"*"}}}})";
+    // No --model: launch asks the server which model it serves.
+    std::vector<std::string> argv = {freetoken_binary(), "launch", agent, "--port", std::to_string(port_),
+                                     "--max-output-tokens", std::to_string(kOutputCap), "--"};
+    argv.insert(argv.end(), agent_args.begin(), agent_args.end());
+    const std::vector<std::string> env = {
+        "HOME=" + (run / "home").string(),
+        "XDG_DATA_HOME=" + (run / "xdg-data").string(),
+        "XDG_CONFIG_HOME=" + (run / "xdg-config").string(),
+        "XDG_CACHE_HOME=" + (run / "xdg-cache").string(),
+        "XDG_STATE_HOME=" + (run / "xdg-state").string(),
+        "NO_COLOR=1",
+        // Loopback needs no proxy; an inherited one must not see the traffic.
+        "NO_PROXY=127.0.0.1,localhost",
+        "no_proxy=127.0.0.1,localhost",
+    };
+    const auto start = Clock::now();
+    Child child(argv, env, run / "work", run / "out", run / "err");
+    AgentRun r;
+    r.exit_code = child.wait_for(std::chrono::seconds(deadline_s));
+    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    r.out = read_file(run / "out");
+    r.err = read_file(run / "err");
+    return r;
+  }
+
+  // Runs one agent and checks: exit 0, at least one successful exchange on `api_path`, and the
+  // text of one of them in the agent's output. A noise model may end an answer at its first token;
+  // when an empty answer leaves nothing to find, the run is repeated once.
+  void expect_round_trip(const std::string& agent, const std::vector<std::string>& args, int deadline_s,
+                         const std::string& api_path) {
+    if (auto program = integrations::find_agent_program(*integrations::parse_agent(agent), kNpmPrefix, ""); !program)
+      GTEST_SKIP() << program.status().message();
+    for (int attempt = 1; attempt <= 2; ++attempt) {
+      const size_t before = read_captures(root_->path() / "capture").size();
+      AgentRun r = launch(agent, args, deadline_s);
+      std::printf("[ agent    ] %s: %.1f s, exit %s\n", agent.c_str(), r.seconds,
+                  r.exit_code ? std::to_string(*r.exit_code).c_str() : "none (killed at the deadline)");
+      std::fflush(stdout);
+      ASSERT_TRUE(r.exit_code) << agent << " ran past " << deadline_s << " s\nstdout:\n"
+                               << r.out << "\nstderr:\n" << r.err;
+      ASSERT_EQ(*r.exit_code, 0) << agent << " failed\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
+
+      std::vector<Capture> all = read_captures(root_->path() / "capture");
+      all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())));
+      const std::string output = agent_text(r.out);
+      int answered = 0;
+      bool found = false, empty_answer = false;
+      std::string seen;
+      for (const Capture& c : all) {
+        seen += "  " + c.name + " " + c.path + " " + std::to_string(c.status) + " " + json(c.response_text).dump() + "\n";
+        if (c.path.rfind(api_path, 0) != 0 || c.status != 200) continue;
+        ++answered;
+        empty_answer = empty_answer || normalise_space(c.response_text).empty();
+        found = found || output_contains(output, c.response_text);
+      }
+      ASSERT_GT(answered, 0) << agent << " made no successful " << api_path << " request; captured:\n" << seen;
+      if (found) return;
+      if (attempt == 1 && empty_answer) {
+        std::printf("[ agent    ] %s: the model gave an empty answer; running once more\n", agent.c_str());
+        continue;
+      }
+      FAIL() << "no streamed text reached " << agent << "'s output\ncaptured:\n"
+             << seen << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+    }
+  }
+
+  static inline std::unique_ptr<TempDir> root_;
+  static inline std::unique_ptr<Child> server_;
+  static inline int port_ = 0;
+  static inline bool server_up_ = false;
+};
+
+TEST_F(AgentsE2E, ClaudeCodePrint) {
+  expect_round_trip("claude", {"-p", "Say hello in five words.", "--output-format", "json", "--allowedTools", "Read"},
+                    240, "/v1/messages");
+}
+
+TEST_F(AgentsE2E, OpenCodeRun) {
+  expect_round_trip("opencode", {"run", "--format", "json", "Say hello in five words."}, 240, "/v1/chat/completions");
+}
+
+TEST_F(AgentsE2E, OpenClawLocalAgent) {
+  expect_round_trip("openclaw",
+                    {"agent", "--local", "--session-id", "ft-e2e", "--message", "Say hello in five words.", "--json",
+                     "--timeout", "300"},
+                    360, "/v1/chat/completions");
+}
+
+TEST_F(AgentsE2E, CodexExec) {
+  expect_round_trip("codex", {"exec", "--json", "--skip-git-repo-check", "Say hello in five words."}, 240,
+                    "/v1/responses");
+}
+
+}  // namespace
+}  // namespace ft::test
