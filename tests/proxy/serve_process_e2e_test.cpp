@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -213,6 +214,54 @@ TEST_F(ServeProcessE2E, OversizeBodyAndOverloadKeepTheirStatusesAcrossTheProcess
   int status = 0;
   ask(s->port(), conversation({}), &status);
   EXPECT_EQ(status, 200);
+}
+
+// Across the process pair: eight concurrent streams complete in shared forward passes, and a
+// client that hangs up mid-stream has its engine work cancelled.
+TEST_F(ServeProcessE2E, ConcurrentStreamsBatchAndAHangUpCancelsTheEngineWork) {
+  auto s = serve({"--no-store"});
+  ASSERT_TRUE(s);
+  std::vector<std::thread> threads;
+  std::atomic<int> completed{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      json body = conversation({}, " stream " + std::to_string(i));
+      body["stream"] = true;
+      body["max_tokens"] = 48;
+      httplib::Client c("127.0.0.1", s->port());
+      c.set_read_timeout(120, 0);
+      auto r = c.Post("/v1/messages", body.dump(), "application/json");
+      if (r && r->status == 200 && r->body.find("event: message_stop") != std::string::npos) ++completed;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(completed.load(), 8);
+  json sched = stats(s->port())["engine"]["scheduler"];
+  EXPECT_GT(sched["batched_steps"].get<int>(), 0) << sched.dump();
+  EXPECT_GE(sched["max_batch_sequences"].get<int>(), 4) << sched.dump();
+
+  json body = conversation({});
+  body["stream"] = true;
+  body["max_tokens"] = 100000;
+  httplib::Client c("127.0.0.1", s->port());
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/messages";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  int chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 4; };  // hang up
+  httplib::Response res;
+  httplib::Error err;
+  c.send(req, res, err);
+  for (int i = 0; i < 300; ++i) {
+    sched = stats(s->port())["engine"]["scheduler"];
+    if (sched["cancelled"].get<int>() >= 1 && sched["running"].get<int>() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(sched["cancelled"].get<int>(), 1) << sched.dump();
+  EXPECT_EQ(sched["running"].get<int>(), 0) << sched.dump();
+  EXPECT_LT(sched["generated_tokens"].get<int>(), 8 * 48 + 2000);
 }
 
 TEST_F(ServeProcessE2E, HundredKillsDuringCheckpointWritesLeaveAConsistentStore) {
