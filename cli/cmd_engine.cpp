@@ -11,9 +11,11 @@
 #include "data_dirs.h"
 #include "demo_model.h"
 #include "ft/engine/engine_server.h"
+#include "ft/engine/gpu_state_tier.h"
 #include "ft/engine/model.h"
 #include "ft/engine/scheduler.h"
 #include "ft/store/host_ram_tier.h"
+#include "ft/store/tier_chain.h"
 #include "ft/store/tiered_store.h"
 
 namespace ft::cli {
@@ -53,6 +55,21 @@ int run_engine(const Args& args) {
     if (!opened) return runtime_error("engine", "checkpoint store at " + so.path.string() + ": " + opened.status().message());
     std::printf("freetoken engine: checkpoints in %s\n", so.path.c_str());
     store = std::move(opened).value();
+  }
+
+  // The GPU hot tier in front, when asked for and a GPU is there.
+  if (const double gpu_gb = args.get_double("gpu-checkpoint-gb"); gpu_gb > 0) {
+    const uint64_t gpu_bytes = uint64_t(gpu_gb * double(1ull << 30));
+    auto gpu = engine::make_gpu_state_tier(gpu_bytes);
+    if (!gpu) {
+      std::fprintf(stderr, "freetoken engine: no GPU checkpoint tier (%s)\n", gpu.status().message().c_str());
+    } else {
+      std::vector<std::unique_ptr<store::StateTier>> tiers;
+      tiers.push_back(std::move(gpu).value());
+      tiers.push_back(std::move(store));
+      store = std::make_unique<store::TierChain>(std::move(tiers), std::vector<uint64_t>{gpu_bytes, 0});
+      std::printf("freetoken engine: %.1f GB of GPU memory for checkpoints\n", gpu_gb);
+    }
   }
 
   engine::SchedulerOptions sched;
@@ -99,6 +116,7 @@ const Command kEngineCommand = {
      {"no-store", "", "keep checkpoints in RAM only (nothing persists across restarts)", "", false},
      {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
      {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
+     {"gpu-checkpoint-gb", "GB", "GPU memory for the hot checkpoint tier (0: none)", "0", false},
      {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
      {"max-running", "N", "sequences batched together", "8", false},
      {"max-waiting", "N", "requests queued beyond those before 'overloaded'", "16", false},

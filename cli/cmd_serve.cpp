@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Flags passed through to the engine process unchanged.
-const char* const kEngineFlags[] = {"store", "store-gb", "checkpoint-ram-gb", "ctx", "max-running", "max-waiting"};
+const char* const kEngineFlags[] = {"store",      "store-gb",      "checkpoint-ram-gb", "gpu-checkpoint-gb",
+                                    "ctx",        "max-running",   "max-waiting"};
 
 int run_serve(const Args& args) {
   const bool demo = !args.has("model");
@@ -56,6 +57,7 @@ std::vector<Flag> serve_flags() {
       {"no-store", "", "keep checkpoints in RAM only (nothing persists across restarts)", "", false},
       {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
       {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
+      {"gpu-checkpoint-gb", "GB", "GPU memory for the hot checkpoint tier (0: none)", "0", false},
       {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
       {"max-running", "N", "sequences batched together", "8", false},
       {"max-waiting", "N", "requests queued before answering 'overloaded' (429/529)", "16", false},

@@ -1,146 +1,28 @@
 #include "ft/store/host_ram_tier.h"
 
-#include "ft/store/store_key.h"
-
 namespace ft::store {
+namespace {
 
-HostRamTier::HostRamTier(std::uint64_t byte_budget) : budget_(byte_budget) {}
-
-Status HostRamTier::save(const StoreKey& key, const ModelState& state) {
-  FT_RETURN_IF_ERROR(validate_state(state));  // before copying
-  return save_shared(key, std::make_shared<const ModelState>(state));
-}
-
-Status HostRamTier::save_shared(const StoreKey& key, std::shared_ptr<const ModelState> state) {
-  if (!state) return invalid_argument("host RAM tier: null state");
-  FT_RETURN_IF_ERROR(validate_store_key(key));
-  FT_RETURN_IF_ERROR(validate_state(*state));
-  if (state->model != key.model) return invalid_argument("state model fingerprint differs from the key's");
-  ModelStateHeader header = make_header(*state);  // checksums let readers detect a replaced entry
-  const std::uint64_t bytes = state->payload_bytes();
-  const std::string k = encode_store_key(key);
-  std::lock_guard lock(mu_);
-  if (auto it = entries_.find(k); it != entries_.end()) erase_locked(it);
-  if (bytes > budget_) return Status::ok();  // would evict everything for one entry: not cached
-  lru_.push_front(k);
-  entries_[k] = Entry{std::move(state), std::move(header), bytes, lru_.begin()};
-  bytes_ += bytes;
-  evict_locked();
-  return Status::ok();
-}
-
-void HostRamTier::erase_locked(std::map<std::string, Entry>::iterator it) {
-  bytes_ -= it->second.bytes;
-  lru_.erase(it->second.lru);
-  entries_.erase(it);
-}
-
-void HostRamTier::evict_locked() {
-  for (auto it = lru_.end(); bytes_ > budget_ && it != lru_.begin();) {
-    --it;
-    if (pins_.count(*it)) continue;
-    auto victim = entries_.find(*it);
-    it = std::next(it);  // erase_locked invalidates the victim's list node, not its successor
-    erase_locked(victim);
-    ++counters_.evictions;
+class InRam final : public MemoryTier::Payload {
+ public:
+  explicit InRam(std::shared_ptr<const ModelState> state) : state_(std::move(state)) {}
+  Status read(const ModelStateHeader&, const ChunkSink& sink) const override {
+    for (std::size_t i = 0; i < state_->chunks.size(); ++i) {
+      const auto& data = state_->chunks[i].data;
+      if (!data.empty()) FT_RETURN_IF_ERROR(sink({i, 0, data}));
+    }
+    return Status::ok();
   }
-}
 
-Result<ModelStateHeader> HostRamTier::lookup_header(const StoreKey& key) {
-  std::lock_guard lock(mu_);
-  auto it = entries_.find(encode_store_key(key));
-  if (it == entries_.end()) {
-    ++counters_.misses;
-    return not_found("not in host RAM");
-  }
-  ++counters_.hits;
-  lru_.splice(lru_.begin(), lru_, it->second.lru);
-  return it->second.header;
-}
+ private:
+  std::shared_ptr<const ModelState> state_;
+};
 
-Status HostRamTier::read_chunks(const StoreKey& key, const ModelStateHeader& header, const ChunkSink& sink) {
-  std::shared_ptr<const ModelState> state;
-  {
-    std::lock_guard lock(mu_);
-    auto it = entries_.find(encode_store_key(key));
-    if (it == entries_.end()) return not_found("not in host RAM");
-    if (!same_state(it->second.header, header)) return not_found("replaced since it was looked up");
-    state = it->second.state;  // keeps the bytes alive after the lock is released
-  }
-  for (std::size_t i = 0; i < state->chunks.size(); ++i) {
-    const auto& data = state->chunks[i].data;
-    if (!data.empty()) FT_RETURN_IF_ERROR(sink({i, 0, data}));
-  }
-  return Status::ok();
-}
+}  // namespace
 
-bool HostRamTier::contains(const StoreKey& key) const {
-  std::lock_guard lock(mu_);
-  return entries_.count(encode_store_key(key)) != 0;
-}
-
-Result<std::optional<DeepestMatch>> HostRamTier::deepest(const TenantId& tenant, const ModelFingerprint& model,
-                                                         std::span<const PrefixKey> keys_in_order) {
-  auto found = probe_deepest(*this, tenant, model, keys_in_order);
-  if (found.is_ok() && !found->has_value()) {
-    std::lock_guard lock(mu_);
-    ++counters_.misses;
-  }
-  return found;
-}
-
-Status HostRamTier::erase(const StoreKey& key) {
-  std::lock_guard lock(mu_);
-  if (auto it = entries_.find(encode_store_key(key)); it != entries_.end()) erase_locked(it);
-  return Status::ok();
-}
-
-void HostRamTier::pin(const StoreKey& key) {
-  std::lock_guard lock(mu_);
-  pins_.insert(encode_store_key(key));
-}
-
-void HostRamTier::unpin(const StoreKey& key) {
-  std::lock_guard lock(mu_);
-  pins_.erase(encode_store_key(key));
-  evict_locked();  // pins may have held the tier above its budget
-}
-
-void HostRamTier::drop_prefix_locked(const std::string& prefix) {
-  auto it = entries_.lower_bound(prefix);
-  while (it != entries_.end() && std::string_view(it->first).starts_with(prefix)) erase_locked(it++);
-}
-
-Status HostRamTier::drop_tenant(const TenantId& tenant) {
-  std::lock_guard lock(mu_);
-  drop_prefix_locked(tenant_prefix(tenant));
-  return Status::ok();
-}
-
-Status HostRamTier::drop_model(const TenantId& tenant, const ModelFingerprint& model) {
-  std::lock_guard lock(mu_);
-  drop_prefix_locked(tenant_model_prefix(tenant, model));
-  return Status::ok();
-}
-
-std::vector<TenantUsage> HostRamTier::usage_by_tenant() const {
-  std::vector<TenantUsage> out;
-  std::lock_guard lock(mu_);
-  for (const auto& [k, e] : entries_) {
-    const std::string tenant = k.substr(1, static_cast<unsigned char>(k[0]));
-    if (out.empty() || out.back().tenant != tenant) out.push_back({tenant, 0, 0});
-    out.back().entries += 1;
-    out.back().bytes += e.bytes;
-  }
-  return out;
-}
-
-TierStats HostRamTier::stats() const {
-  std::lock_guard lock(mu_);
-  TierStats s = counters_;
-  s.entries = entries_.size();
-  s.bytes = bytes_;
-  return s;
-}
+HostRamTier::HostRamTier(std::uint64_t byte_budget)
+    : MemoryTier("host-ram", byte_budget, [](std::shared_ptr<const ModelState> state) {
+        return Result<std::shared_ptr<const Payload>>(std::make_shared<const InRam>(std::move(state)));
+      }) {}
 
 }  // namespace ft::store

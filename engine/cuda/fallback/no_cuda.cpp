@@ -18,6 +18,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
 Result<DeviceBuffer> DeviceBuffer::allocate(std::size_t) { return no_cuda(); }
 Status DeviceBuffer::copy_from_host(const void*, std::size_t) { return no_cuda(); }
 Status DeviceBuffer::copy_to_host(void*, std::size_t) const { return no_cuda(); }
+Status DeviceBuffer::copy_from_host_at(std::size_t, const void*, std::size_t) { return no_cuda(); }
+Status DeviceBuffer::copy_to_host_at(std::size_t, void*, std::size_t) const { return no_cuda(); }
 Status rms_norm(const float*, const float*, float*, int, int, float, bool) { return no_cuda(); }
 }  // namespace cuda
 

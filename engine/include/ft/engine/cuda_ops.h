@@ -21,6 +21,9 @@ class DeviceBuffer {
   static Result<DeviceBuffer> allocate(std::size_t bytes);
   Status copy_from_host(const void* src, std::size_t bytes);
   Status copy_to_host(void* dst, std::size_t bytes) const;
+  // The same at a byte offset into the buffer (kInvalidArgument past its end).
+  Status copy_from_host_at(std::size_t offset, const void* src, std::size_t bytes);
+  Status copy_to_host_at(std::size_t offset, void* dst, std::size_t bytes) const;
 
   void* data() const { return ptr_; }
   std::size_t size() const { return bytes_; }

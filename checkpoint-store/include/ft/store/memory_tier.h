@@ -1,0 +1,74 @@
+// Checkpoints held in some memory (host RAM, GPU memory), evicted least recently used first by
+// bytes; pinned keys are never evicted; nothing is persisted. The bookkeeping (LRU, pins, tenant
+// ranges, stats) is here once; where the bytes live is the Payload a tier makes of each state.
+#pragma once
+
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "ft/store/state_tier.h"
+
+namespace ft::store {
+
+class MemoryTier : public StateTier {
+ public:
+  // One checkpoint's bytes wherever the tier keeps them.
+  class Payload {
+   public:
+    virtual ~Payload() = default;
+    // Streams the chunks described by `header` to `sink`, in order.
+    virtual Status read(const ModelStateHeader& header, const ChunkSink& sink) const = 0;
+  };
+  // Makes the payload of a (validated) state. kUnavailable (e.g. out of device memory) means "not
+  // cached": save still succeeds, as for a state larger than the whole budget.
+  using PayloadFactory = std::function<Result<std::shared_ptr<const Payload>>(std::shared_ptr<const ModelState>)>;
+
+  MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload);
+  std::uint64_t byte_budget() const { return budget_; }
+
+  const char* name() const override { return name_; }
+  Status save(const StoreKey& key, const ModelState& state) override;
+  Status save_shared(const StoreKey& key, std::shared_ptr<const ModelState> state) override;
+  Result<ModelStateHeader> lookup_header(const StoreKey& key) override;
+  Status read_chunks(const StoreKey& key, const ModelStateHeader& header,
+                     const ChunkSink& sink) override;
+  bool contains(const StoreKey& key) const override;
+  Result<std::optional<DeepestMatch>> deepest(const TenantId& tenant, const ModelFingerprint& model,
+                                              std::span<const PrefixKey> keys_in_order) override;
+  Status erase(const StoreKey& key) override;
+  void pin(const StoreKey& key) override;
+  void unpin(const StoreKey& key) override;
+  Status drop_tenant(const TenantId& tenant) override;
+  Status drop_model(const TenantId& tenant, const ModelFingerprint& model) override;
+  std::vector<TenantUsage> usage_by_tenant() const override;
+  TierStats stats() const override;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const Payload> payload;
+    ModelStateHeader header;
+    std::uint64_t bytes = 0;
+    std::list<std::string>::iterator lru;  // position in lru_
+  };
+  void erase_locked(std::map<std::string, Entry>::iterator it);
+  void drop_prefix_locked(const std::string& prefix);
+  // Evicts unpinned entries, least recently used first, until `incoming` more bytes fit.
+  void evict_locked(std::uint64_t incoming = 0);
+
+  const char* const name_;
+  const std::uint64_t budget_;
+  const PayloadFactory make_payload_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;  // by encoded StoreKey: tenant ranges are contiguous
+  std::list<std::string> lru_;            // front = most recently used
+  std::set<std::string> pins_;
+  std::uint64_t bytes_ = 0;
+  TierStats counters_;
+};
+
+}  // namespace ft::store

@@ -1,0 +1,150 @@
+#include "ft/store/memory_tier.h"
+
+#include "ft/store/store_key.h"
+
+namespace ft::store {
+
+MemoryTier::MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload)
+    : name_(name), budget_(byte_budget), make_payload_(std::move(make_payload)) {}
+
+Status MemoryTier::save(const StoreKey& key, const ModelState& state) {
+  FT_RETURN_IF_ERROR(validate_state(state));  // before copying
+  return save_shared(key, std::make_shared<const ModelState>(state));
+}
+
+Status MemoryTier::save_shared(const StoreKey& key, std::shared_ptr<const ModelState> state) {
+  if (!state) return invalid_argument(std::string(name_) + " tier: null state");
+  FT_RETURN_IF_ERROR(validate_store_key(key));
+  FT_RETURN_IF_ERROR(validate_state(*state));
+  if (state->model != key.model) return invalid_argument("state model fingerprint differs from the key's");
+  ModelStateHeader header = make_header(*state);  // checksums let readers detect a replaced entry
+  const std::uint64_t bytes = state->payload_bytes();
+  const std::string k = encode_store_key(key);
+  std::unique_lock lock(mu_);
+  if (auto it = entries_.find(k); it != entries_.end()) erase_locked(it);
+  if (bytes > budget_) return Status::ok();  // would evict everything for one entry: not cached
+  evict_locked(bytes);  // make room first: a GPU payload allocates device memory
+  // Outside the lock: making a payload may copy gigabytes (to the GPU, say).
+  lock.unlock();
+  auto payload = make_payload_(std::move(state));
+  if (!payload.is_ok()) return payload.status().code() == ErrorCode::kUnavailable ? Status::ok() : payload.status();
+  lock.lock();
+  if (auto it = entries_.find(k); it != entries_.end()) erase_locked(it);  // a concurrent save of the same key
+  lru_.push_front(k);
+  entries_[k] = Entry{std::move(payload).value(), std::move(header), bytes, lru_.begin()};
+  bytes_ += bytes;
+  evict_locked();
+  return Status::ok();
+}
+
+void MemoryTier::erase_locked(std::map<std::string, Entry>::iterator it) {
+  bytes_ -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+}
+
+void MemoryTier::evict_locked(std::uint64_t incoming) {
+  for (auto it = lru_.end(); bytes_ + incoming > budget_ && it != lru_.begin();) {
+    --it;
+    if (pins_.count(*it)) continue;
+    auto victim = entries_.find(*it);
+    it = std::next(it);  // erase_locked invalidates the victim's list node, not its successor
+    erase_locked(victim);
+    ++counters_.evictions;
+  }
+}
+
+Result<ModelStateHeader> MemoryTier::lookup_header(const StoreKey& key) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(encode_store_key(key));
+  if (it == entries_.end()) {
+    ++counters_.misses;
+    return not_found(std::string("not in ") + name_);
+  }
+  ++counters_.hits;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  return it->second.header;
+}
+
+Status MemoryTier::read_chunks(const StoreKey& key, const ModelStateHeader& header, const ChunkSink& sink) {
+  std::shared_ptr<const Payload> payload;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(encode_store_key(key));
+    if (it == entries_.end()) return not_found(std::string("not in ") + name_);
+    if (!same_state(it->second.header, header)) return not_found("replaced since it was looked up");
+    payload = it->second.payload;  // keeps the bytes alive after the lock is released
+  }
+  return payload->read(header, sink);
+}
+
+bool MemoryTier::contains(const StoreKey& key) const {
+  std::lock_guard lock(mu_);
+  return entries_.count(encode_store_key(key)) != 0;
+}
+
+Result<std::optional<DeepestMatch>> MemoryTier::deepest(const TenantId& tenant, const ModelFingerprint& model,
+                                                         std::span<const PrefixKey> keys_in_order) {
+  auto found = probe_deepest(*this, tenant, model, keys_in_order);
+  if (found.is_ok() && !found->has_value()) {
+    std::lock_guard lock(mu_);
+    ++counters_.misses;
+  }
+  return found;
+}
+
+Status MemoryTier::erase(const StoreKey& key) {
+  std::lock_guard lock(mu_);
+  if (auto it = entries_.find(encode_store_key(key)); it != entries_.end()) erase_locked(it);
+  return Status::ok();
+}
+
+void MemoryTier::pin(const StoreKey& key) {
+  std::lock_guard lock(mu_);
+  pins_.insert(encode_store_key(key));
+}
+
+void MemoryTier::unpin(const StoreKey& key) {
+  std::lock_guard lock(mu_);
+  pins_.erase(encode_store_key(key));
+  evict_locked();  // pins may have held the tier above its budget
+}
+
+void MemoryTier::drop_prefix_locked(const std::string& prefix) {
+  auto it = entries_.lower_bound(prefix);
+  while (it != entries_.end() && std::string_view(it->first).starts_with(prefix)) erase_locked(it++);
+}
+
+Status MemoryTier::drop_tenant(const TenantId& tenant) {
+  std::lock_guard lock(mu_);
+  drop_prefix_locked(tenant_prefix(tenant));
+  return Status::ok();
+}
+
+Status MemoryTier::drop_model(const TenantId& tenant, const ModelFingerprint& model) {
+  std::lock_guard lock(mu_);
+  drop_prefix_locked(tenant_model_prefix(tenant, model));
+  return Status::ok();
+}
+
+std::vector<TenantUsage> MemoryTier::usage_by_tenant() const {
+  std::vector<TenantUsage> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [k, e] : entries_) {
+    const std::string tenant = k.substr(1, static_cast<unsigned char>(k[0]));
+    if (out.empty() || out.back().tenant != tenant) out.push_back({tenant, 0, 0});
+    out.back().entries += 1;
+    out.back().bytes += e.bytes;
+  }
+  return out;
+}
+
+TierStats MemoryTier::stats() const {
+  std::lock_guard lock(mu_);
+  TierStats s = counters_;
+  s.entries = entries_.size();
+  s.bytes = bytes_;
+  return s;
+}
+
+}  // namespace ft::store
