@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "data_dirs.h"
+#include "engine_flags.h"
 #include "demo_model.h"
 #include "ft/engine/engine_server.h"
 #include "ft/engine/gpu_state_tier.h"
@@ -102,26 +103,25 @@ int run_engine(const Args& args) {
   return 0;  // scheduler, then store (flushing its write-behind queue), then model
 }
 
+std::vector<Flag> engine_flags() {
+  std::vector<Flag> flags = {
+      {"model", "DIR", "HF checkpoint directory; default: the built-in demo model", "", false},
+      {"host", "ADDR", "address to listen on", "127.0.0.1", false},
+      {"port", "N", "TCP port (0: any free port; see --port-file)", "0", false},
+      {"port-file", "FILE", "write the port listened on here once serving", "", false},
+      {"step-tokens", "N", "rows per forward pass (decode tokens + prefill chunk)", "256", false},
+      {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};
+  for (Flag& f : engine_runtime_flags()) flags.push_back(std::move(f));
+  return flags;
+}
+
 }  // namespace
 
 const Command kEngineCommand = {
     "engine",
     "run the engine process (model, scheduler, checkpoints) that `freetoken proxy` talks to",
     "freetoken engine [--model DIR] [--host 127.0.0.1] [--port N] [--store DIR | --no-store]",
-    {{"model", "DIR", "HF checkpoint directory; default: the built-in demo model", "", false},
-     {"host", "ADDR", "address to listen on", "127.0.0.1", false},
-     {"port", "N", "TCP port (0: any free port; see --port-file)", "0", false},
-     {"port-file", "FILE", "write the port listened on here once serving", "", false},
-     {"store", "DIR", "checkpoint store directory (default: <data dir>/store)", "", false},
-     {"no-store", "", "keep checkpoints in RAM only (nothing persists across restarts)", "", false},
-     {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
-     {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
-     {"gpu-checkpoint-gb", "GB", "GPU memory for the hot checkpoint tier (0: none)", "0", false},
-     {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
-     {"max-running", "N", "sequences batched together", "8", false},
-     {"max-waiting", "N", "requests queued beyond those before 'overloaded'", "16", false},
-     {"step-tokens", "N", "rows per forward pass (decode tokens + prefill chunk)", "256", false},
-     {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}},
+    engine_flags(),
     0,
     run_engine,
 };

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "demo_model.h"
+#include "engine_flags.h"
 #include "engine_supervisor.h"
 #include "ft/proxy/backend.h"
 #include "proxy_flags.h"
@@ -13,19 +14,13 @@ namespace ft::cli {
 namespace fs = std::filesystem;
 namespace {
 
-// Flags passed through to the engine process unchanged.
-const char* const kEngineFlags[] = {"store",      "store-gb",      "checkpoint-ram-gb", "gpu-checkpoint-gb",
-                                    "ctx",        "max-running",   "max-waiting"};
-
 int run_serve(const Args& args) {
   const bool demo = !args.has("model");
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("serve", model_dir.status().message());
 
   std::vector<std::string> engine_args = {"--model", fs::absolute(*model_dir).string()};
-  for (const char* f : kEngineFlags)
-    if (args.has(f)) engine_args.insert(engine_args.end(), {std::string("--") + f, args.get(f)});
-  if (args.has("no-store")) engine_args.push_back("--no-store");
+  for (std::string& a : forward_engine_flags(args)) engine_args.push_back(std::move(a));
 
   block_stop_signals();  // before any thread starts, so they all inherit it
   auto engine = EngineSupervisor::start(engine_args, args.get_int("engine-timeout"));
@@ -52,18 +47,11 @@ std::vector<Flag> serve_flags() {
   std::vector<Flag> flags = {
       {"model", "DIR", "HF checkpoint directory (with tokenizer.json); default: the built-in demo model", "", false}};
   for (Flag& f : proxy_server_flags()) flags.push_back(std::move(f));
-  std::vector<Flag> engine = {
-      {"store", "DIR", "checkpoint store directory (default: <data dir>/store)", "", false},
-      {"no-store", "", "keep checkpoints in RAM only (nothing persists across restarts)", "", false},
-      {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
-      {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
-      {"gpu-checkpoint-gb", "GB", "GPU memory for the hot checkpoint tier (0: none)", "0", false},
-      {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
-      {"max-running", "N", "sequences batched together", "8", false},
-      {"max-waiting", "N", "requests queued before answering 'overloaded' (429/529)", "16", false},
+  for (Flag& f : engine_runtime_flags()) flags.push_back(std::move(f));
+  std::vector<Flag> more = {
       {"engine-timeout", "SECONDS", "how long to wait for the engine to load the model", "600", false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};
-  flags.insert(flags.end(), engine.begin(), engine.end());
+  flags.insert(flags.end(), more.begin(), more.end());
   return flags;
 }
 

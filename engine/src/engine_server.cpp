@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "ft/common/http_listen.h"
 #include "ft/common/log.h"
 
 namespace ft::engine {
@@ -195,17 +196,9 @@ EngineServer::EngineServer(EngineServerOptions options, Scheduler& scheduler, st
 EngineServer::~EngineServer() { stop(); }
 
 Status EngineServer::start() {
-  Impl& s = *impl_;
-  int port = s.options.port;
-  if (port == 0) {
-    port = s.http.bind_to_any_port(s.options.host);
-    if (port <= 0) return unavailable("cannot bind " + s.options.host);
-  } else if (!s.http.bind_to_port(s.options.host, port)) {
-    return unavailable("cannot bind " + s.options.host + ":" + std::to_string(port) + " (in use?)");
-  }
-  s.bound_port = port;
-  s.thread = std::thread([&s] { s.http.listen_after_bind(); });
-  while (!s.http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  FT_ASSIGN_OR_RETURN(const int port,
+                      listen_in_background(impl_->http, impl_->options.host, impl_->options.port, impl_->thread));
+  impl_->bound_port = port;
   return {};
 }
 

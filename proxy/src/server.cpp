@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "chat_turn.h"
+#include "ft/common/http_listen.h"
 #include "ft/common/log.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/tokenizer.h"
@@ -266,19 +267,9 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options, std::uniqu
 }
 
 Status Server::start() {
-  Impl& s = *impl_;
-  int port = s.options.port;
-  if (port == 0) {
-    port = s.http.bind_to_any_port(s.options.host);
-    if (port <= 0) return unavailable("cannot bind " + s.options.host);
-  } else if (!s.http.bind_to_port(s.options.host, port)) {
-    return unavailable("cannot bind " + s.options.host + ":" + std::to_string(port) + " (in use?)");
-  }
-  s.bound_port = port;
-  s.thread = std::thread([&s] { s.http.listen_after_bind(); });
-  // httplib's stop() is a no-op until the accept loop runs, so a stop() right after start() would
-  // leave it running; return only once it is serving (httplib 0.11 has no wait_until_ready()).
-  while (!s.http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  FT_ASSIGN_OR_RETURN(const int port,
+                      listen_in_background(impl_->http, impl_->options.host, impl_->options.port, impl_->thread));
+  impl_->bound_port = port;
   return {};
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ft/engine/device.h"
+#include "gpu_test_util.h"
 #include "ft/engine/gpu_state_tier.h"
 #include "ft/engine/model.h"
 #include "ft/engine/random_checkpoint.h"
@@ -16,12 +17,6 @@
 
 namespace ft::engine {
 namespace {
-
-#define FT_REQUIRE_GPU()                                            \
-  do {                                                              \
-    auto dev = query_cuda_device();                                 \
-    if (!dev) GTEST_SKIP() << "no GPU: " << dev.status().message(); \
-  } while (0)
 
 store::ModelState random_state(std::uint64_t seed, const std::vector<std::size_t>& sizes) {
   store::ModelState s;

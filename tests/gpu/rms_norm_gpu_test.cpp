@@ -7,16 +7,11 @@
 
 #include "ft/engine/cuda_ops.h"
 #include "ft/engine/device.h"
+#include "gpu_test_util.h"
 #include "ft/engine/ops.h"
 
 namespace ft::engine {
 namespace {
-
-#define FT_REQUIRE_GPU()                                                   \
-  do {                                                                     \
-    auto dev = query_cuda_device();                                        \
-    if (!dev) GTEST_SKIP() << "no GPU: " << dev.status().message();        \
-  } while (0)
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;

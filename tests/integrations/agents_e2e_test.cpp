@@ -47,18 +47,6 @@ constexpr int kEndTokenStride = 32;
 
 // ---- small process and HTTP helpers ------------------------------------------------------------
 
-int unused_loopback_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // Whether GET /health on loopback:port answers 200 (plain HTTP/1.0 over a socket).
 bool healthy(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -35,19 +35,6 @@ class LaunchCli : public ::testing::Test {
   std::string saved_path_;
 };
 
-// A loopback port nothing listens on (bound, then released).
-int unused_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 TEST_F(LaunchCli, HelpListsLaunch) {
   auto r = run_freetoken({"--help"});
   EXPECT_NE(r.out.find("launch"), std::string::npos);
@@ -86,7 +73,7 @@ TEST_F(LaunchCli, DoubleDashStillRejectedByCommandsWithoutPassThrough) {
 }
 
 TEST_F(LaunchCli, DryRunWithoutModelOrServerUsesTheDemoModelName) {
-  auto r = run_freetoken({"launch", "codex", "--dry-run", "--port", std::to_string(unused_port()), "--config-dir",
+  auto r = run_freetoken({"launch", "codex", "--dry-run", "--port", std::to_string(unused_loopback_port()), "--config-dir",
                           (work_.path() / "codex").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("# model 'freetoken-demo' (from no server answered"), std::string::npos) << r.out;
@@ -95,7 +82,7 @@ TEST_F(LaunchCli, DryRunWithoutModelOrServerUsesTheDemoModelName) {
 }
 
 TEST_F(LaunchCli, NoServerIsAClearErrorNamingServe) {
-  const int port = unused_port();
+  const int port = unused_loopback_port();
   auto r = run_freetoken({"launch", "claude", "--port", std::to_string(port), "--model", "m1",
                           "--config-dir", (work_.path() / "c").string()});
   EXPECT_EQ(r.exit_code, 1);

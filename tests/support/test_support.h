@@ -34,4 +34,16 @@ std::string freetoken_binary();
 
 std::string read_file(const std::filesystem::path& path);
 
+// A loopback TCP port nothing listens on (bound, then released).
+int unused_loopback_port();
+
+// The installed Qwen3 tokenizer (scripts/setup.sh puts it under scripts/npm); the e2e suites skip
+// without it.
+std::filesystem::path qwen3_tokenizer_dir();
+bool have_qwen3_tokenizer();
+
+// A tiny random qwen3_5_moe checkpoint (hidden 32, 4 layers) with the real Qwen3 vocabulary and
+// tokenizer files in `dir`: the model the server end-to-end suites run. <|im_end|> ends a turn.
+void write_tiny_chat_model(const std::filesystem::path& dir);
+
 }  // namespace ft::test

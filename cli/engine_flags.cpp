@@ -1,0 +1,28 @@
+#include "engine_flags.h"
+
+namespace ft::cli {
+
+std::vector<Flag> engine_runtime_flags() {
+  return {
+      {"store", "DIR", "checkpoint store directory (default: <data dir>/store)", "", false},
+      {"no-store", "", "keep checkpoints in RAM only (nothing persists across restarts)", "", false},
+      {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
+      {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
+      {"gpu-checkpoint-gb", "GB", "GPU memory for the hot checkpoint tier (0: none)", "0", false},
+      {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
+      {"max-running", "N", "sequences batched together", "8", false},
+      {"max-waiting", "N", "requests queued beyond those before 'overloaded' (429/529)", "16", false},
+  };
+}
+
+std::vector<std::string> forward_engine_flags(const Args& args) {
+  std::vector<std::string> out;
+  for (const Flag& f : engine_runtime_flags()) {
+    if (!args.has(f.name)) continue;
+    out.push_back("--" + f.name);
+    if (!f.value_name.empty()) out.push_back(args.get(f.name));
+  }
+  return out;
+}
+
+}  // namespace ft::cli
