@@ -160,6 +160,22 @@ TEST(RocksDbStore, PersistsAcrossReopen) {
   EXPECT_TRUE(same(*back, s));
 }
 
+TEST(RocksDbStore, ClosingFlushesIntoBlobFilesNotJustTheWal) {
+  test::TempDir dir;
+  {
+    auto store = open_store(small_options(dir.path()));
+    ASSERT_TRUE(store->save(key("t", 3, 1), make_state(testing::model(3), 99, {100000, 300}, 5)).is_ok());
+  }
+  // A clean close leaves the payload in blob files: the next open need not replay a large WAL.
+  std::uintmax_t blob_bytes = 0, wal_bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    if (e.path().extension() == ".blob") blob_bytes += e.file_size();
+    if (e.path().extension() == ".log") wal_bytes += e.file_size();
+  }
+  EXPECT_GE(blob_bytes, 100000u);
+  EXPECT_LT(wal_bytes, 100000u);
+}
+
 TEST(RocksDbStore, FlippedBlobByteIsAMissAndTheEntryIsRemoved) {
   test::TempDir dir;
   const StoreKey k = key("t", 1, 1);
