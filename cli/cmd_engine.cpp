@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "data_dirs.h"
 #include "engine_flags.h"
+#include "proxy_flags.h"
 #include "demo_model.h"
 #include "ft/engine/engine_server.h"
 #include "ft/engine/gpu_state_tier.h"
@@ -37,6 +38,9 @@ Status write_port_file(const fs::path& path, int port) {
 }
 
 int run_engine(const Args& args) {
+  // First, before any thread exists (TBB, RocksDB): threads inherit the mask, and a stop signal
+  // delivered to one that does not block it would kill the process without flushing the store.
+  block_stop_signals();
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("engine", model_dir.status().message());
   auto model = engine::load_model(*model_dir);
@@ -79,12 +83,6 @@ int run_engine(const Args& args) {
   sched.max_waiting = args.get_int("max-waiting");
   sched.step_tokens = args.get_int("step-tokens");
 
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-
   engine::Scheduler scheduler(**model, store.get(), sched);
   engine::EngineServerOptions eo;
   eo.host = args.get("host");
@@ -97,8 +95,7 @@ int run_engine(const Args& args) {
   std::printf("freetoken engine: %s listening on http://%s:%d (%s)\n", (*model)->fingerprint().c_str(),
               eo.host.c_str(), server.port(), engine::wire::kProtocolName);
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&sigs, &sig);
+  wait_for_stop_signal();
   server.stop();
   return 0;  // scheduler, then store (flushing its write-behind queue), then model
 }

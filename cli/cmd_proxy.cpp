@@ -13,6 +13,7 @@ namespace fs = std::filesystem;
 namespace {
 
 int run_proxy(const Args& args) {
+  block_stop_signals();  // before any thread exists: they all inherit the mask
   const std::string engine = args.get("engine");
   const auto colon = engine.rfind(':');
   int engine_port = 0;
@@ -25,7 +26,6 @@ int run_proxy(const Args& args) {
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("proxy", model_dir.status().message());
 
-  block_stop_signals();
   auto backend = proxy::make_remote_backend(engine_host, engine_port, args.get_int("engine-timeout") * 1000);
   if (!backend) return runtime_error("proxy", backend.status().message());
   proxy::ServerOptions opts = server_options_from(args, demo, *model_dir);

@@ -15,6 +15,7 @@ namespace fs = std::filesystem;
 namespace {
 
 int run_serve(const Args& args) {
+  block_stop_signals();  // before any thread exists: they all inherit the mask
   const bool demo = !args.has("model");
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("serve", model_dir.status().message());
@@ -22,7 +23,6 @@ int run_serve(const Args& args) {
   std::vector<std::string> engine_args = {"--model", fs::absolute(*model_dir).string()};
   for (std::string& a : forward_engine_flags(args)) engine_args.push_back(std::move(a));
 
-  block_stop_signals();  // before any thread starts, so they all inherit it
   auto engine = EngineSupervisor::start(engine_args, args.get_int("engine-timeout"));
   if (!engine) return runtime_error("serve", engine.status().message());
   auto backend = proxy::make_remote_backend("127.0.0.1", (*engine)->port());

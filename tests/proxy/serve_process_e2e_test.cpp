@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -130,6 +131,59 @@ TEST_F(ServeProcessE2E, RestartAfterSigkillResumesFromTheStore) {
   auto [text, cached] = ask(plain->port(), next_turn);
   EXPECT_EQ(cached, 0);
   EXPECT_EQ(text, restored_text);
+}
+
+// Bytes flipped in the stored blobs on disk: every restore that touches them is a miss (the
+// checkpoint is dropped and recomputed), never wrong output.
+TEST_F(ServeProcessE2E, FlippedBytesOnDiskAreMissesNotWrongOutput) {
+  const fs::path store = work_.path() / "store";
+  std::vector<std::string> replies;
+  {
+    auto s = serve({"--store", store.string(), "--checkpoint-ram-gb", "0"});
+    ASSERT_TRUE(s);
+    for (int turn = 0; turn < 2; ++turn) replies.push_back(ask(s->port(), conversation(replies)).first);
+    wait_persisted(s->port());
+  }  // SIGTERM: a clean stop flushes everything to the blob files
+  std::size_t flipped = 0;
+  for (const auto& e : fs::recursive_directory_iterator(store)) {
+    if (e.path().extension() != ".blob") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = std::int64_t(fs::file_size(e.path()));
+    for (std::int64_t at = 4096; at < size - 64; at += 8192) {  // payload bytes, past the file header
+      f.seekg(at);
+      char c = 0;
+      f.read(&c, 1);
+      f.seekp(at);
+      c = char(c ^ 0x5a);
+      f.write(&c, 1);
+      ++flipped;
+    }
+  }
+  std::string listing;
+  for (const auto& e : fs::recursive_directory_iterator(store)) listing += e.path().filename().string() + " ";
+  ASSERT_GT(flipped, 0u) << "no blob files found under " << store << ": " << listing;
+
+  const json next_turn = conversation(replies);
+  std::string text;
+  {
+    auto s = serve({"--store", store.string(), "--checkpoint-ram-gb", "0"});
+    ASSERT_TRUE(s);
+    auto [t, cached] = ask(s->port(), next_turn);
+    EXPECT_GE(cached, 0);
+    text = t;
+    const json st = stats(s->port())["engine"];
+    EXPECT_GT(st["scheduler"]["restore_misses"].get<int>() + st["store"]["stats"]["corruptions"].get<int>(), 0)
+        << st.dump();
+  }
+  auto plain = serve({"--no-store", "--no-prefix-cache"});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(ask(plain->port(), next_turn).first, text);
+  // Entries no request read are still there, flipped: verify finds and drops them, then all is clean.
+  CommandResult verify = run_freetoken({"ctl", "checkpoints", "verify", "--store", store.string(), "--json"});
+  EXPECT_EQ(verify.exit_code, json::parse(verify.out)["corrupt"].get<int>() > 0 ? 1 : 0) << verify.out;
+  CommandResult again = run_freetoken({"ctl", "checkpoints", "verify", "--store", store.string(), "--json"});
+  EXPECT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(json::parse(again.out)["corrupt"].get<int>(), 0) << again.out;
 }
 
 TEST_F(ServeProcessE2E, EngineDeathMidStreamIsACleanErrorAndTheEngineComesBack) {
