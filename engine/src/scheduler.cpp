@@ -1,6 +1,7 @@
 #include "ft/engine/scheduler.h"
 
 #include <algorithm>
+#include <future>
 
 #include "ft/common/log.h"
 #include "ft/engine/sampling.h"
@@ -360,13 +361,21 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
 
 void Scheduler::loop() {
   std::vector<std::unique_ptr<Sequence>> running;
+  // Restores read from RAM or disk on threads of their own, so a 1 GB checkpoint coming off the
+  // disk never stalls the batch the running sequences are decoding in.
+  std::vector<std::pair<std::unique_ptr<Sequence>, std::future<void>>> restoring;
   for (;;) {
     std::vector<std::unique_ptr<Sequence>> arriving;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running.empty(); });
+      const auto ready = [&] { return stopping_ || !waiting_.empty() || !running.empty() || restores_done_ > 0; };
+      // A restore's future turns ready just after its task's last notify: with restores in
+      // flight, look again shortly rather than trust a wake-up alone.
+      if (restoring.empty()) cv_.wait(lock, ready);
+      else cv_.wait_for(lock, std::chrono::milliseconds(1), ready);
       if (stopping_) break;
-      while (int(running.size() + arriving.size()) < options_.max_running && !waiting_.empty()) {
+      restores_done_ = 0;
+      while (int(running.size() + restoring.size() + arriving.size()) < options_.max_running && !waiting_.empty()) {
         arriving.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
         ++active_;
@@ -376,10 +385,30 @@ void Scheduler::loop() {
     for (auto& s : arriving) {
       if (s->handle->cancelled()) {
         finish(*s, wire::Finish::kCancelled);
+      } else if (s->req.restore) {
+        Sequence* seq = s.get();
+        auto done = std::async(std::launch::async, [this, seq] {
+          start_sequence(*seq);
+          {
+            std::lock_guard lock(mu_);
+            ++restores_done_;
+          }
+          cv_.notify_all();
+        });
+        restoring.emplace_back(std::move(s), std::move(done));
+      } else {
+        start_sequence(*s);  // nothing to read: starts at once
+        running.push_back(std::move(s));
+      }
+    }
+    for (auto it = restoring.begin(); it != restoring.end();) {
+      if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        ++it;
         continue;
       }
-      start_sequence(*s);
-      if (!s->done) running.push_back(std::move(s));
+      it->second.get();
+      if (!it->first->done) running.push_back(std::move(it->first));
+      it = restoring.erase(it);
     }
     for (auto& s : running) {
       if (!s->done && s->handle->cancelled()) finish(*s, wire::Finish::kCancelled);
@@ -387,8 +416,12 @@ void Scheduler::loop() {
     step(running);
     std::erase_if(running, [](const auto& s) { return s->done; });
     std::lock_guard lock(mu_);
-    active_ = int(running.size());
-    stats_.running = active_;
+    active_ = int(running.size() + restoring.size());
+    stats_.running = int(running.size());
+  }
+  for (auto& [seq, done] : restoring) {
+    done.wait();
+    running.push_back(std::move(seq));
   }
   // Shutting down: every request still here gets a clean error.
   std::lock_guard lock(mu_);

@@ -122,7 +122,8 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::unordered_map<std::string, std::weak_ptr<RequestHandle>> by_id_;  // admitted, not finished
   SchedulerStats stats_;
-  int active_ = 0;  // sequences taken from waiting_ and not finished: admission counts them
+  int active_ = 0;          // sequences taken from waiting_ and not finished: admission counts them
+  int restores_done_ = 0;   // restores finished since the loop last looked (wakes it)
   bool stopping_ = false;
   std::thread thread_;
 };
