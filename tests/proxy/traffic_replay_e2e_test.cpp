@@ -1,9 +1,9 @@
 // Replays the real agents' captured multi-turn traffic (tests/fixtures/traffic/<agent>-<scenario>,
 // recorded by scripts/capture-traffic.sh) through the server twice: with prefix caching and with
 // every prompt computed in full. For every request after the first, the tokens restored are at
-// least 90% of the longest prefix it shares with any earlier request (of at least 256 tokens: a
-// conversation, not just a template header), and greedy output is identical to the full
-// computation.
+// least 90% of the longest prefix it shares with any earlier request of the same agent
+// configuration (system prompt + tools; at least 256 tokens shared), and greedy output is
+// identical to the full computation.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -96,8 +96,11 @@ class TrafficReplay : public ::testing::TestWithParam<std::string> {
     return std::move(s).value();
   }
 
-  // The prompt ids the server computes for this body (normalisation rules included).
-  std::vector<int32_t> prompt_ids(Dialect d, ordered_json body) {
+  struct Prompt {
+    std::vector<int32_t> ids;  // what the server computes (normalisation rules included)
+    std::size_t head = 0;      // tokens up to the first boundary: system prompt + tools
+  };
+  Prompt prompt_of(Dialect d, ordered_json body) {
     static const auto tok = protocol::Tokenizer::load(dir_->path()).value();
     static const auto tmpl = protocol::ChatTemplate::from_tokenizer(tok).value();
     normalize_request(d, body);
@@ -106,8 +109,19 @@ class TrafficReplay : public ::testing::TestWithParam<std::string> {
                                            : protocol::parse_openai_responses(body.dump());
     EXPECT_TRUE(req.is_ok()) << req.status().to_string();
     if (!req) return {};
-    auto text = tmpl.render(protocol::to_template_json(*req));
-    return text ? tok.encode(*text) : std::vector<int32_t>{};
+    auto chat = tmpl.render_with_boundaries(protocol::to_template_json(*req));
+    EXPECT_TRUE(chat.is_ok());
+    if (!chat) return {};
+    auto ids = protocol::tokenize_chat(*chat, tmpl, tok);
+    EXPECT_TRUE(ids.is_ok());
+    if (!ids) return {};
+    Prompt p{std::move(ids).value(), 0};
+    for (const auto& b : chat->boundaries)
+      if (b.token_index && *b.token_index > 0) {
+        p.head = *b.token_index;
+        break;
+      }
+    return p;
   }
 
   static inline std::unique_ptr<test::TempDir> dir_;
@@ -126,7 +140,7 @@ TEST_P(TrafficReplay, LaterRequestsRestoreWhatTheyShareAndMatchNoCache) {
   cached_client.set_read_timeout(300, 0);
   plain_client.set_read_timeout(300, 0);
 
-  std::vector<std::vector<int32_t>> earlier;
+  std::vector<Prompt> earlier;
   std::size_t replayed = 0, restored_total = 0, shared_total = 0;
   for (const fs::path& f : files) {
     const ordered_json capture = ordered_json::parse(std::ifstream(f));
@@ -137,12 +151,16 @@ TEST_P(TrafficReplay, LaterRequestsRestoreWhatTheyShareAndMatchNoCache) {
     body["temperature"] = 0;
     body.erase("top_p");
     body.erase("top_k");
-    const auto ids = prompt_ids(*d, body);
+    const Prompt prompt = prompt_of(*d, body);
+    const auto& ids = prompt.ids;
+    // Conversations of one agent configuration (same system prompt and tools) are what the cache
+    // can share: a sub-agent with another tool list diverges inside the tools block, where no
+    // special token offers a boundary.
     std::size_t shared = 0;
     for (const auto& e : earlier) {
       std::size_t n = 0;
-      while (n < e.size() && n < ids.size() && e[n] == ids[n]) ++n;
-      shared = std::max(shared, n);
+      while (n < e.ids.size() && n < ids.size() && e.ids[n] == ids[n]) ++n;
+      if (n >= prompt.head && e.head == prompt.head) shared = std::max(shared, n);
     }
     httplib::Headers headers = {{"x-api-key", "replay"}, {"Authorization", "Bearer replay"}};
     auto a = cached_client.Post(capture["path"].get<std::string>(), headers, body.dump(), "application/json");
@@ -163,7 +181,7 @@ TEST_P(TrafficReplay, LaterRequestsRestoreWhatTheyShareAndMatchNoCache) {
     EXPECT_EQ(answer_of(*d, ja), answer_of(*d, jb)) << f.filename();
     restored_total += std::size_t(cached);
     shared_total += shared;
-    earlier.push_back(ids);
+    earlier.push_back(prompt);
     ++replayed;
   }
   EXPECT_GE(replayed, 2u);
