@@ -3,12 +3,12 @@
 #include <httplib.h>
 
 #include <atomic>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "ft/common/http_listen.h"
 #include "ft/common/log.h"
+#include "ft/engine/engine_status.h"
 
 namespace ft::engine {
 namespace {
@@ -34,20 +34,6 @@ int http_status(wire::ErrorCode code) {
 void send_error(httplib::Response& res, wire::ErrorCode code, const std::string& message) {
   res.status = http_status(code);
   res.set_content(to_json(wire::ErrorReply{code, message}).dump(), "application/json");
-}
-
-// Resident set size in bytes (Linux), 0 when unknown.
-uint64_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t pages = 0, resident = 0;
-  if (!(statm >> pages >> resident)) return 0;
-  return resident * uint64_t(sysconf(_SC_PAGESIZE));
-}
-
-json tier_json(const store::TierStats& t) {
-  return {{"entries", t.entries},         {"bytes", t.bytes},         {"hits", t.hits},
-          {"misses", t.misses},           {"evictions", t.evictions}, {"corruptions", t.corruptions},
-          {"dropped_writes", t.dropped_writes}, {"degraded", t.degraded}};
 }
 
 }  // namespace
@@ -78,37 +64,6 @@ struct EngineServer::Impl {
     if (j.is_discarded()) {
       send_error(res, wire::ErrorCode::kInvalidRequest, "body is not valid JSON");
       return std::nullopt;
-    }
-    return j;
-  }
-
-  json status_json() {
-    const Model& m = scheduler.model();
-    const ModelConfig& cfg = m.config();
-    const SchedulerStats s = scheduler.stats();
-    json j = {{"protocol", wire::kProtocolName},
-              {"version", wire::kProtocolVersion},
-              {"model",
-               {{"family", model_family_name(cfg.family)},
-                {"fingerprint", m.fingerprint()},
-                {"store_fingerprint", scheduler.fingerprint().to_hex()},
-                {"vocab_size", cfg.vocab_size},
-                {"eos_token_ids", cfg.eos_token_ids},
-                {"context_length", scheduler.options().context_length}}},
-              {"scheduler", to_json(s)}};
-    j["scheduler"]["max_running"] = scheduler.options().max_running;
-    j["scheduler"]["max_waiting"] = scheduler.options().max_waiting;
-    j["store"] = store ? json{{"tier", store->name()}, {"stats", tier_json(store->stats())}} : json(nullptr);
-    return j;
-  }
-
-  json memory_json() {
-    json j = {{"resident_bytes", resident_bytes()}};
-    if (store) {
-      json tenants = json::array();
-      for (const auto& u : store->usage_by_tenant())
-        tenants.push_back({{"tenant", u.tenant}, {"entries", u.entries}, {"bytes", u.bytes}});
-      j["checkpoints"] = {{"tier", store->name()}, {"stats", tier_json(store->stats())}, {"tenants", tenants}};
     }
     return j;
   }
@@ -157,8 +112,8 @@ struct EngineServer::Impl {
     const int threads = options.http_threads;
     // httplib's API takes ownership of a raw pointer here.
     http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    http.Get("/engine/v1/status", [this](const auto&, auto& r) { r.set_content(status_json().dump(), "application/json"); });
-    http.Get("/engine/v1/memory", [this](const auto&, auto& r) { r.set_content(memory_json().dump(), "application/json"); });
+    http.Get("/engine/v1/status", [this](const auto&, auto& r) { r.set_content(engine_status(scheduler, store).dump(), "application/json"); });
+    http.Get("/engine/v1/memory", [this](const auto&, auto& r) { r.set_content(engine_memory(store).dump(), "application/json"); });
     http.Post("/engine/v1/generate", [this](const auto& q, auto& r) { generate(q, r); });
     http.Post("/engine/v1/lookup", [this](const auto& q, auto& r) {
       auto body = parse_body(q, r);

@@ -2,6 +2,7 @@
 // Same behaviour as the engine process, minus HTTP; tests and single-process tools use it.
 #include <chrono>
 
+#include "ft/engine/engine_status.h"
 #include "ft/engine/model.h"
 #include "ft/engine/scheduler.h"
 #include "ft/proxy/backend.h"
@@ -32,11 +33,7 @@ class LocalBackend final : public GenerationBackend {
     so.max_running = options.max_running;
     so.max_waiting = options.max_waiting;
     scheduler_ = std::make_unique<engine::Scheduler>(*model_, store_.get(), so);
-    info_.family = engine::model_family_name(model_->config().family);
-    info_.fingerprint = model_->fingerprint();
-    info_.eos_ids = model_->config().eos_token_ids;
-    info_.context_length = options.context_length;
-    info_.vocab_size = model_->vocab_size();
+    info_ = model_info_from_status(status());
   }
 
   Result<wire::LookupReply> lookup(const wire::LookupRequest& request) override {
@@ -46,25 +43,13 @@ class LocalBackend final : public GenerationBackend {
   Result<std::unique_ptr<Generation>> start(const wire::GenerateRequest& request) override {
     wire::ErrorReply refused;
     auto handle = scheduler_->submit(request, refused);
-    if (!handle) {
-      if (refused.code == wire::ErrorCode::kOverloaded) return unavailable(refused.message);
-      return invalid_argument(refused.message);
-    }
+    if (!handle) return wire::to_status(refused);
     return std::unique_ptr<Generation>(std::make_unique<LocalGeneration>(std::move(handle).value()));
   }
 
   const ModelInfo& info() const override { return info_; }
 
-  nlohmann::json status() override {
-    nlohmann::json j = {{"protocol", wire::kProtocolName}, {"scheduler", engine::to_json(scheduler_->stats())}};
-    if (store_) {
-      const store::TierStats t = store_->stats();
-      j["store"] = {{"tier", store_->name()},
-                    {"stats", {{"entries", t.entries}, {"bytes", t.bytes}, {"hits", t.hits}, {"misses", t.misses},
-                               {"evictions", t.evictions}}}};
-    }
-    return j;
-  }
+  nlohmann::json status() override { return engine::engine_status(*scheduler_, store_.get()); }
 
  private:
   std::unique_ptr<engine::Model> model_;

@@ -28,20 +28,8 @@ Status status_from_reply(int http_status, const std::string& body) {
   auto j = json::parse(body, nullptr, false);
   auto reply = j.is_discarded() ? Result<wire::ErrorReply>(internal_error("bad reply"))
                                 : wire::error_reply_from_json(j);
-  const std::string message = reply ? reply->message : "engine answered HTTP " + std::to_string(http_status);
-  if (!reply) return internal_error(message);
-  switch (reply->code) {
-    case wire::ErrorCode::kOverloaded:
-      return unavailable(message.rfind("overloaded", 0) == 0 ? message : "overloaded: " + message);
-    case wire::ErrorCode::kInvalidRequest:
-    case wire::ErrorCode::kContextTooLong:
-      return invalid_argument(message);
-    case wire::ErrorCode::kRestoreMiss:
-      return not_found(message);
-    case wire::ErrorCode::kInternal:
-      break;
-  }
-  return internal_error(message);
+  if (!reply) return internal_error("engine answered HTTP " + std::to_string(http_status));
+  return wire::to_status(*reply);
 }
 
 class RemoteGeneration final : public Generation {
@@ -203,14 +191,7 @@ Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string
       if (j.value("version", 0) != wire::kProtocolVersion)
         return unsupported("engine at " + host + ":" + std::to_string(port) + " speaks " +
                            j.value("protocol", std::string("?")) + "; this proxy speaks " + wire::kProtocolName);
-      ModelInfo info;
-      const json& m = j["model"];
-      info.family = m.value("family", "");
-      info.fingerprint = m.value("fingerprint", "");
-      info.eos_ids = m.value("eos_token_ids", std::vector<int32_t>{});
-      info.context_length = m.value("context_length", int64_t(0));
-      info.vocab_size = m.value("vocab_size", int64_t(0));
-      return std::unique_ptr<GenerationBackend>(std::make_unique<RemoteBackend>(host, port, std::move(info)));
+      return std::unique_ptr<GenerationBackend>(std::make_unique<RemoteBackend>(host, port, model_info_from_status(j)));
     } else {
       last_error = httplib::to_string(r.error());
     }

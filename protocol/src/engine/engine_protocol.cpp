@@ -307,6 +307,21 @@ Result<Event> event_from_json(const json& j) {
   return e;
 }
 
+Status to_status(const ErrorReply& e) {
+  switch (e.code) {
+    case ErrorCode::kOverloaded:
+      return unavailable(e.message.rfind("overloaded", 0) == 0 ? e.message : "overloaded: " + e.message);
+    case ErrorCode::kInvalidRequest:
+    case ErrorCode::kContextTooLong:
+      return invalid_argument(e.message);
+    case ErrorCode::kRestoreMiss:
+      return not_found(e.message);
+    case ErrorCode::kInternal:
+      break;
+  }
+  return internal_error(e.message);
+}
+
 json to_json(const ErrorReply& e) { return {{"code", error_code_name(e.code)}, {"message", e.message}}; }
 
 Result<ErrorReply> error_reply_from_json(const json& j) {

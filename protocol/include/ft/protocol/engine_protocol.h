@@ -102,6 +102,11 @@ struct ErrorReply {
 };
 
 const char* error_code_name(ErrorCode code);
+
+// An engine refusal as the Status the proxy surfaces: kUnavailable "overloaded: ..." (the client
+// retries), kInvalidArgument (bad request, context too long), kNotFound (restore miss),
+// kInternal otherwise.
+Status to_status(const ErrorReply& error);
 const char* finish_name(Finish finish);
 
 nlohmann::json to_json(const GenerateRequest& r);

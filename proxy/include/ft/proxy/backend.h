@@ -28,6 +28,9 @@ struct ModelInfo {
   int64_t vocab_size = 0;
 };
 
+// The model part of an engine status document (GET /engine/v1/status).
+ModelInfo model_info_from_status(const nlohmann::json& status);
+
 // One admitted generation. Events arrive in order: started, then tokens and checkpoints, then
 // done or error; next() returns nullopt after the last. Destroying it cancels the work.
 class Generation {
