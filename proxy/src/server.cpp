@@ -141,7 +141,9 @@ struct Server::Impl {
     auto shared_turn = std::make_shared<PreparedTurn>(std::move(turn).value());
     auto shared_launch = std::make_shared<LaunchedTurn>(std::move(launched).value());
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, req_copy = req, shared_turn, shared_launch](
+    // The request outlives this handler only for --capture; do not copy every body otherwise.
+    auto captured = options.capture_dir.empty() ? nullptr : std::make_shared<const httplib::Request>(req);
+    res.set_chunked_content_provider("text/event-stream", [this, captured, shared_turn, shared_launch](
                                                               size_t, httplib::DataSink& sink) {
       ++streams_active;
       ++streams_total;
@@ -152,7 +154,7 @@ struct Server::Impl {
       }, &text);
       --streams_active;
       sink.done();
-      capture(req_copy, 200, text);
+      if (captured) capture(*captured, 200, text);
       return true;
     });
   }
