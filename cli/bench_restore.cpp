@@ -39,6 +39,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "bench_rocksdb_settle.h"
@@ -75,7 +76,7 @@ struct StateShape {
 };
 
 // splitmix64: incompressible filler, cheap enough for a GB.
-void fill_random(std::vector<std::byte>& data, std::uint64_t seed) {
+void fill_random(std::span<std::byte> data, std::uint64_t seed) {
   std::uint64_t s = seed;
   for (std::size_t i = 0; i < data.size(); i += 8) {
     std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
@@ -102,7 +103,7 @@ store::ModelState make_state(const StateShape& m, std::uint64_t tokens) {
     for (auto d : shape) elems *= d;
     c.shape = std::move(shape);
     c.data.resize(elems * 4);
-    fill_random(c.data, 1000 + st.chunks.size());
+    fill_random({c.data.mutable_data(), c.data.size()}, 1000 + st.chunks.size());
     st.chunks.push_back(std::move(c));
   };
   for (int l = 0; l < m.layers; ++l) {

@@ -63,8 +63,34 @@ const char* chunk_kind_name(ChunkKind kind) {
     case ChunkKind::kAttentionKv: return "attention_kv";
     case ChunkKind::kRecurrent: return "recurrent";
     case ChunkKind::kConv: return "conv";
+    case ChunkKind::kKvPage: return "kv_page";
   }
   return "unknown";
+}
+
+ChunkBytes ChunkBytes::shared(std::span<const std::byte> view, std::shared_ptr<const ChunkOwner> owner) {
+  ChunkBytes b;
+  b.view_ = view;
+  b.owner_ = std::move(owner);
+  return b;
+}
+
+void ChunkBytes::resize(std::size_t n) {
+  if (owner_) {  // a shared view becomes owned bytes (a copy) before it can change
+    owned_.assign(view_.begin(), view_.end());
+    owner_.reset();
+    view_ = {};
+  }
+  owned_.resize(n);
+}
+
+std::byte* ChunkBytes::mutable_data() {
+  if (owner_) resize(view_.size());
+  return owned_.data();
+}
+
+bool ChunkBytes::operator==(const ChunkBytes& other) const {
+  return size() == other.size() && (size() == 0 || std::memcmp(data(), other.data(), size()) == 0);
 }
 
 std::uint64_t ModelState::payload_bytes() const {
@@ -96,7 +122,8 @@ Status validate_state(const ModelState& state) {
   for (std::size_t i = 0; i < state.chunks.size(); ++i) {
     const StateChunk& c = state.chunks[i];
     const std::string where = "chunk " + std::to_string(i) + " (layer " + std::to_string(c.layer) + ")";
-    if (c.kind != ChunkKind::kAttentionKv && c.kind != ChunkKind::kRecurrent && c.kind != ChunkKind::kConv) {
+    if (c.kind != ChunkKind::kAttentionKv && c.kind != ChunkKind::kRecurrent && c.kind != ChunkKind::kConv &&
+        c.kind != ChunkKind::kKvPage) {
       return invalid_argument(where + ": unknown chunk kind");
     }
     if (c.shape.size() > kMaxChunkRank) return invalid_argument(where + ": rank above 8");

@@ -13,6 +13,7 @@ class InRam final : public MemoryTier::Payload {
     }
     return Status::ok();
   }
+  std::shared_ptr<const ModelState> state() const override { return state_; }
 
  private:
   std::shared_ptr<const ModelState> state_;

@@ -78,6 +78,17 @@ Status MemoryTier::read_chunks(const StoreKey& key, const ModelStateHeader& head
   return payload->read(header, sink);
 }
 
+std::shared_ptr<const ModelState> MemoryTier::find_shared(const StoreKey& key) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(encode_store_key(key));
+  if (it == entries_.end()) return nullptr;
+  auto state = it->second.payload->state();
+  if (!state) return nullptr;
+  ++counters_.hits;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  return state;
+}
+
 bool MemoryTier::contains(const StoreKey& key) const {
   std::lock_guard lock(mu_);
   return entries_.count(encode_store_key(key)) != 0;

@@ -54,7 +54,7 @@ Status TierChain::read_chunks(const StoreKey& key, const ModelStateHeader& heade
     Status s = tiers_[i]->read_chunks(key, header, [&](const ChunkPiece& piece) -> Status {
       auto& dst = copy->chunks.at(piece.chunk_index).data;
       if (piece.offset + piece.bytes.size() > dst.size()) return internal_error("piece beyond its chunk");
-      std::memcpy(dst.data() + piece.offset, piece.bytes.data(), piece.bytes.size());
+      std::memcpy(dst.mutable_data() + piece.offset, piece.bytes.data(), piece.bytes.size());
       return sink(piece);
     });
     if (s.code() == ErrorCode::kNotFound) continue;
@@ -64,6 +64,16 @@ Status TierChain::read_chunks(const StoreKey& key, const ModelStateHeader& heade
     return Status::ok();
   }
   return not_found("no tier holds the checkpoint");
+}
+
+std::shared_ptr<const ModelState> TierChain::find_shared(const StoreKey& key) {
+  for (const auto& t : tiers_) {
+    if (auto state = t->find_shared(key)) {
+      hits_.fetch_add(1);
+      return state;
+    }
+  }
+  return nullptr;
 }
 
 bool TierChain::contains(const StoreKey& key) const {

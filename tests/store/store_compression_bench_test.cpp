@@ -33,7 +33,7 @@ StateChunk kv_chunk(std::uint32_t layer, std::uint64_t heads, std::uint64_t toke
   for (auto& s : k_scale) s = scale(rng) * ((rng() % 64 == 0) ? 20.f : 1.f);
   StateChunk c{layer, ChunkKind::kAttentionKv, DType::kBf16, {2, heads, tokens, dim}, {}};
   c.data.resize(2 * heads * tokens * dim * 2);
-  auto* out = reinterpret_cast<std::uint16_t*>(c.data.data());
+  auto* out = reinterpret_cast<std::uint16_t*>(c.data.mutable_data());
   std::size_t i = 0;
   for (int kv = 0; kv < 2; ++kv)
     for (std::uint64_t h = 0; h < heads; ++h)
@@ -46,7 +46,7 @@ StateChunk recurrent_chunk(std::uint32_t layer, std::uint64_t heads, std::uint64
   std::normal_distribution<float> normal(0.f, 0.05f);
   StateChunk c{layer, ChunkKind::kRecurrent, DType::kF32, {heads, dim, dim}, {}};
   c.data.resize(heads * dim * dim * 4);
-  auto* out = reinterpret_cast<float*>(c.data.data());
+  auto* out = reinterpret_cast<float*>(c.data.mutable_data());
   for (std::size_t i = 0; i < heads * dim * dim; ++i) out[i] = normal(rng);
   return c;
 }

@@ -69,7 +69,7 @@ inline Result<ModelState> read_all(StateTier& tier, const StoreKey& k) {
   s.model = h.model;
   for (const auto& c : h.chunks) s.chunks.push_back({c.layer, c.kind, c.dtype, c.shape, std::vector<std::byte>(c.bytes)});
   FT_RETURN_IF_ERROR(tier.read_chunks(k, h, [&](const ChunkPiece& p) {
-    std::memcpy(s.chunks.at(p.chunk_index).data.data() + p.offset, p.bytes.data(), p.bytes.size());
+    std::memcpy(s.chunks.at(p.chunk_index).data.mutable_data() + p.offset, p.bytes.data(), p.bytes.size());
     return Status::ok();
   }));
   return s;

@@ -5,11 +5,11 @@
 // column family); each chunk is stored as pieces of at most `piece_bytes` (blobs column family) so
 // a restore streams into caller memory without ever holding the whole state twice.
 //
-// Header, format version 1. All integers little-endian.
+// Header, format version 2. All integers little-endian.
 //
 //   offset  size  field
 //   0       4     magic "FTCK"
-//   4       4     u32 format_version (= 1)
+//   4       4     u32 format_version (= 2; version 1 had no kv_page chunks and stored KV per layer)
 //   8       8     u64 tokens (N)
 //   16      16    model fingerprint: u64 hi, u64 lo
 //   32      4     u32 piece_bytes (how the chunks were split into blobs)
@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,23 +36,61 @@
 
 namespace ft::store {
 
-inline constexpr std::uint32_t kCheckpointFormatVersion = 1;
+inline constexpr std::uint32_t kCheckpointFormatVersion = 2;
 inline constexpr std::uint32_t kDefaultPieceBytes = 4u << 20;  // 4 MiB
 inline constexpr std::size_t kMaxChunkRank = 8;
 
-enum class ChunkKind : std::uint8_t { kAttentionKv = 1, kRecurrent = 2, kConv = 3 };
+// kAttentionKv: one layer's K and V for all N tokens. kKvPage: a fixed number of token positions
+// (a page) of every attention layer at once, `layer` holding the page index; the engine's paged
+// KV is stored page by page so that checkpoints of one growing sequence share their pages.
+enum class ChunkKind : std::uint8_t { kAttentionKv = 1, kRecurrent = 2, kConv = 3, kKvPage = 4 };
 enum class DType : std::uint8_t { kBf16 = 1, kF16 = 2, kF32 = 3, kF8E4M3 = 4, kU8 = 5 };
 
 std::size_t dtype_bytes(DType dtype);  // 0 for an unknown tag
 const char* chunk_kind_name(ChunkKind kind);
 
-// One layer's tensor, owned.
+// Whatever keeps shared chunk bytes alive (the engine's KV pages derive from it, so a reader can
+// tell its own pages from other memory and adopt them instead of copying).
+class ChunkOwner {
+ public:
+  virtual ~ChunkOwner() = default;
+};
+
+// A chunk's payload: bytes it owns, or a read-only view of memory that `owner` keeps alive. The
+// second is how one KV page serves every checkpoint of a growing sequence without a copy. Either
+// way the bytes must not change while a saved state holds them.
+class ChunkBytes {
+ public:
+  ChunkBytes() = default;
+  ChunkBytes(std::vector<std::byte> owned) : owned_(std::move(owned)) {}  // NOLINT: implicit on purpose
+  static ChunkBytes shared(std::span<const std::byte> view, std::shared_ptr<const ChunkOwner> owner);
+
+  const std::byte* data() const { return owner_ ? view_.data() : owned_.data(); }
+  std::size_t size() const { return owner_ ? view_.size() : owned_.size(); }
+  bool empty() const { return size() == 0; }
+  std::span<const std::byte> span() const { return {data(), size()}; }
+  operator std::span<const std::byte>() const { return span(); }  // NOLINT: implicit on purpose
+
+  // Building a state (owned bytes only; a shared view is read-only).
+  void resize(std::size_t n);
+  std::byte* mutable_data();
+
+  const std::shared_ptr<const ChunkOwner>& owner() const { return owner_; }  // null when owned
+  bool operator==(const ChunkBytes& other) const;  // same bytes
+
+ private:
+  std::vector<std::byte> owned_;
+  std::span<const std::byte> view_;
+  std::shared_ptr<const ChunkOwner> owner_;
+};
+
+// One layer's tensor (or one KV page of every attention layer).
 struct StateChunk {
   std::uint32_t layer = 0;
   ChunkKind kind = ChunkKind::kAttentionKv;
   DType dtype = DType::kBf16;
   std::vector<std::uint64_t> shape;  // elements per dim; product x dtype_bytes == data.size()
-  std::vector<std::byte> data;
+  ChunkBytes data;
 };
 
 // Everything needed to resume decoding after `tokens` tokens.

@@ -23,6 +23,8 @@ class MemoryTier : public StateTier {
     virtual ~Payload() = default;
     // Streams the chunks described by `header` to `sink`, in order.
     virtual Status read(const ModelStateHeader& header, const ChunkSink& sink) const = 0;
+    // The state itself, when the payload is the state (host RAM); null otherwise.
+    virtual std::shared_ptr<const ModelState> state() const { return nullptr; }
   };
   // Makes the payload of a (validated) state. kUnavailable (e.g. out of device memory) means "not
   // cached": save still succeeds, as for a state larger than the whole budget.
@@ -37,6 +39,7 @@ class MemoryTier : public StateTier {
   Result<ModelStateHeader> lookup_header(const StoreKey& key) override;
   Status read_chunks(const StoreKey& key, const ModelStateHeader& header,
                      const ChunkSink& sink) override;
+  std::shared_ptr<const ModelState> find_shared(const StoreKey& key) override;
   bool contains(const StoreKey& key) const override;
   Result<std::optional<DeepestMatch>> deepest(const TenantId& tenant, const ModelFingerprint& model,
                                               std::span<const PrefixKey> keys_in_order) override;

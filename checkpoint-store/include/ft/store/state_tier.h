@@ -87,6 +87,14 @@ class StateTier {
   virtual Status read_chunks(const StoreKey& key, const ModelStateHeader& header,
                              const ChunkSink& sink) = 0;
 
+  // The stored state itself when this tier keeps it as a ModelState in host memory (no copy, no
+  // integrity check needed: it never left RAM), else null. Lets the engine adopt the KV pages a
+  // checkpoint shares with its pool instead of copying them. Counts as a hit when found.
+  virtual std::shared_ptr<const ModelState> find_shared(const StoreKey& key) {
+    (void)key;
+    return nullptr;
+  }
+
   // Whether an entry is held (no IO, no integrity check, no stats).
   virtual bool contains(const StoreKey& key) const = 0;
 

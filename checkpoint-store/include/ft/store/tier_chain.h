@@ -28,6 +28,7 @@ class TierChain : public StateTier {
   Status save_deferred(const StoreKey& key, std::shared_ptr<const ModelState> state) override;
   Result<ModelStateHeader> lookup_header(const StoreKey& key) override;
   Status read_chunks(const StoreKey& key, const ModelStateHeader& header, const ChunkSink& sink) override;
+  std::shared_ptr<const ModelState> find_shared(const StoreKey& key) override;
   bool contains(const StoreKey& key) const override;
   Result<std::optional<DeepestMatch>> deepest(const TenantId& tenant, const ModelFingerprint& model,
                                               std::span<const PrefixKey> keys_in_order) override;
