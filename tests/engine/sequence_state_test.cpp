@@ -1,6 +1,7 @@
-// Sequence state: prefix -> snapshot -> restore into a fresh state -> suffix gives the logits of
-// the whole sequence, at many split points (inside and at the edges of a DeltaNet chunk of 64),
-// for every family and both expert layouts; and the snapshot blob's error handling.
+// Sequence state: prefix -> checkpoint -> restore into a fresh state -> suffix gives the logits of
+// the whole sequence, at many split points (inside and at the edges of a DeltaNet chunk of 64 and
+// of a KV page of 64), for every family, both expert layouts and both CPU backends; the paged KV
+// (snapshots share pages, copy on write, adoption on restore, zeroed tails, the budget).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,19 +9,27 @@
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/model.h"
 #include "ft/engine/ops_deltanet.h"
+#include "ft/engine/state_checkpoint.h"
+#include "ft/store/host_ram_tier.h"
+#include "ft/store/rocksdb_store.h"
 #include "test_support.h"
 #include "tiny_models.h"
 
 namespace ft::test {
 namespace {
 
+using engine::BackendKind;
 using engine::LogitsMode;
 using engine::Model;
 using engine::ModelFamily;
 using engine::SequenceState;
 
-std::unique_ptr<Model> load(const std::filesystem::path& dir) {
-  auto m = engine::load_model(dir);
+std::unique_ptr<Model> load(const std::filesystem::path& dir, BackendKind backend = BackendKind::kCpu,
+                            uint64_t kv_budget = 0) {
+  engine::LoadOptions o;
+  o.backend = backend;
+  o.kv_budget_bytes = kv_budget;
+  auto m = engine::load_model(dir, o);
   EXPECT_TRUE(m.is_ok()) << m.status().to_string();
   return m.is_ok() ? std::move(m).value() : nullptr;
 }
@@ -34,52 +43,60 @@ std::vector<float> full_logits(const Model& m, const std::vector<int32_t>& token
   return logits;
 }
 
-// Prefill tokens[0, split), snapshot, restore into a fresh state, run tokens[split, T) and compare
-// with the full-sequence logits of those positions. Chunked vs recurrent DeltaNet and a different
-// chunking of the sequence change fp32 rounding only, hence the small tolerance.
+// Prefill tokens[0, split), checkpoint, restore into a fresh state, run tokens[split, T) and compare
+// with the full-sequence logits of those positions. The CPU backend must match bit for bit (its
+// ops do not depend on how a sequence was split); the reference changes fp32 rounding between the
+// chunked and recurrent DeltaNet forms, hence its small tolerance.
 void expect_split_matches(const Model& m, const std::vector<int32_t>& tokens, const std::vector<float>& full,
                           std::size_t split, double tol) {
   const std::size_t V = std::size_t(m.vocab_size()), T = tokens.size();
   SequenceState prefix = m.new_state();
   ASSERT_TRUE(m.forward(prefix, std::span(tokens).first(split), nullptr, LogitsMode::kNone).is_ok());
-  auto blob = prefix.snapshot();
-  ASSERT_TRUE(blob.is_ok()) << blob.status().to_string();
+  const store::ModelState checkpoint = engine::to_model_state(prefix, engine::store_fingerprint(m));
 
   SequenceState resumed = m.new_state();
-  const Status restored = resumed.restore(*blob);
+  const Status restored = engine::restore_from_model_state(checkpoint, resumed);
   ASSERT_TRUE(restored.is_ok()) << restored.to_string();
   ASSERT_EQ(resumed.position(), int64_t(split));
   std::vector<float> logits((T - split) * V);
   ASSERT_TRUE(m.forward(resumed, std::span(tokens).subspan(split), logits.data(), LogitsMode::kAll).is_ok());
   for (std::size_t t = split; t < T; ++t) {
     const double err = rel_l2(&logits[(t - split) * V], &full[t * V], V);
-    EXPECT_LT(err, tol) << "split " << split << ", position " << t;
+    if (tol == 0) {
+      ASSERT_EQ(0, std::memcmp(&logits[(t - split) * V], &full[t * V], V * sizeof(float)))
+          << "split " << split << ", position " << t << " (rel L2 " << err << ")";
+    } else {
+      EXPECT_LT(err, tol) << "split " << split << ", position " << t;
+    }
   }
 }
 
 struct Case {
   ModelFamily family;
   bool fused;
+  BackendKind backend;
 };
+
+double tolerance(BackendKind b) { return b == BackendKind::kCpu ? 0.0 : 1e-4; }
 
 class TinyModelSplit : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TinyModelSplit, RestoredPrefixPlusSuffixEqualsFullSequence) {
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam().family, GetParam().fused)).is_ok());
-  auto model = load(dir.path());
+  auto model = load(dir.path(), GetParam().backend);
   ASSERT_TRUE(model);
   const auto tokens = test_tokens(150, model->vocab_size());
   const auto full = full_logits(*model, tokens);
   for (std::size_t split : {1, 2, 37, 63, 64, 65, 100, 128, 129, 149}) {
-    expect_split_matches(*model, tokens, full, split, 1e-4);
+    expect_split_matches(*model, tokens, full, split, tolerance(GetParam().backend));
   }
 }
 
 TEST_P(TinyModelSplit, TokenByTokenDecodeMatchesPrefill) {
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam().family, GetParam().fused)).is_ok());
-  auto model = load(dir.path());
+  auto model = load(dir.path(), GetParam().backend);
   ASSERT_TRUE(model);
   const std::size_t V = std::size_t(model->vocab_size());
   const auto tokens = test_tokens(70, model->vocab_size(), 3);
@@ -88,7 +105,11 @@ TEST_P(TinyModelSplit, TokenByTokenDecodeMatchesPrefill) {
   std::vector<float> last(V);
   for (std::size_t t = 0; t < tokens.size(); ++t) {
     ASSERT_TRUE(model->forward(s, std::span(tokens).subspan(t, 1), last.data(), LogitsMode::kLast).is_ok());
-    EXPECT_LT(rel_l2(last.data(), &full[t * V], V), 1e-4) << "position " << t;
+    if (GetParam().backend == BackendKind::kCpu) {
+      ASSERT_EQ(0, std::memcmp(last.data(), &full[t * V], V * sizeof(float))) << "position " << t;
+    } else {
+      EXPECT_LT(rel_l2(last.data(), &full[t * V], V), 1e-4) << "position " << t;
+    }
   }
 }
 
@@ -96,7 +117,7 @@ TEST_P(TinyModelSplit, LogitsAreNotDegenerate) {
   // Guards the init scale: near-constant logits would let most bugs pass the comparisons above.
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam().family, GetParam().fused)).is_ok());
-  auto model = load(dir.path());
+  auto model = load(dir.path(), GetParam().backend);
   ASSERT_TRUE(model);
   const auto full = full_logits(*model, test_tokens(8, model->vocab_size()));
   const auto [lo, hi] = std::minmax_element(full.begin(), full.end());
@@ -104,15 +125,18 @@ TEST_P(TinyModelSplit, LogitsAreNotDegenerate) {
   for (float v : full) ASSERT_TRUE(std::isfinite(v));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TinyModelSplit,
-                         ::testing::Values(Case{ModelFamily::kQwen3Moe, false}, Case{ModelFamily::kQwen3Moe, true},
-                                           Case{ModelFamily::kQwen3Next, false}, Case{ModelFamily::kQwen3Next, true},
-                                           Case{ModelFamily::kQwen3_5Moe, false},
-                                           Case{ModelFamily::kQwen3_5Moe, true}),
-                         [](const auto& info) {
-                           return std::string(engine::model_family_name(info.param.family)) +
-                                  (info.param.fused ? "_fused" : "_per_expert");
-                         });
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (BackendKind b : {BackendKind::kReference, BackendKind::kCpu})
+    for (ModelFamily f : {ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next, ModelFamily::kQwen3_5Moe})
+      for (bool fused : {false, true}) out.push_back({f, fused, b});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, TinyModelSplit, ::testing::ValuesIn(all_cases()), [](const auto& info) {
+  return std::string(engine::backend_name(info.param.backend)) + "_" +
+         engine::model_family_name(info.param.family) + (info.param.fused ? "_fused" : "_per_expert");
+});
 
 // Rewrites a per-expert checkpoint with fused 3-D expert tensors (gate_up_proj [E, 2I, H] with the
 // gate rows first, down_proj [E, H, I]), the way HF 5.x's conversion mapping stacks them.
@@ -182,119 +206,146 @@ TEST(SequenceStateFixtures, RestoredPrefixPlusSuffixEqualsFullSequence) {
     const auto full = full_logits(*model, tokens);
     for (std::size_t split : {std::size_t(1), std::size_t(31), std::size_t(63), std::size_t(64), std::size_t(65),
                               tokens.size() / 2, tokens.size() - 1}) {
-      if (split >= 1 && split < tokens.size()) expect_split_matches(*model, tokens, full, split, 1e-4);
+      if (split >= 1 && split < tokens.size()) expect_split_matches(*model, tokens, full, split, 0.0);
     }
     ++ran;
   }
   if (ran == 0) GTEST_SKIP() << "no fixtures in tests/fixtures/models/{qwen3_moe,qwen3_next,qwen3_5_moe}";
 }
 
-// ---- The snapshot blob ---------------------------------------------------------------------------
+// ---- Paged KV -------------------------------------------------------------------------------------
 
-class SnapshotBlob : public ::testing::Test {
+class PagedState : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(engine::write_random_checkpoint(dir_.path(), tiny_spec(ModelFamily::kQwen3_5Moe, true)).is_ok());
     model_ = load(dir_.path());
     ASSERT_TRUE(model_);
-    state_ = model_->new_state();
-    ASSERT_TRUE(model_->forward(state_, test_tokens(10, model_->vocab_size()), nullptr, LogitsMode::kNone).is_ok());
-    auto blob = state_.snapshot();
-    ASSERT_TRUE(blob.is_ok());
-    blob_ = std::move(blob).value();
+    tokens_ = test_tokens(300, model_->vocab_size(), 11);
+    fp_ = engine::store_fingerprint(*model_);
   }
+  int64_t pages_used() const { return int64_t(model_->kv_stats().pages_used); }
   TempDir dir_;
   std::unique_ptr<Model> model_;
-  SequenceState state_;
-  std::vector<std::byte> blob_;
+  std::vector<int32_t> tokens_;
+  ModelFingerprint fp_;
 };
 
-TEST_F(SnapshotBlob, RoundTripRestoresEveryTensorExactly) {
-  SequenceState fresh = model_->new_state();
-  ASSERT_TRUE(fresh.restore(blob_).is_ok());
-  EXPECT_EQ(fresh.position(), 10);
-  ASSERT_EQ(fresh.layers().size(), state_.layers().size());
-  for (std::size_t i = 0; i < fresh.layers().size(); ++i) {
-    EXPECT_EQ(fresh.layers()[i].kv.k, state_.layers()[i].kv.k);
-    EXPECT_EQ(fresh.layers()[i].kv.v, state_.layers()[i].kv.v);
-    EXPECT_EQ(fresh.layers()[i].linear.conv, state_.layers()[i].linear.conv);
-    EXPECT_EQ(fresh.layers()[i].linear.recurrent, state_.layers()[i].linear.recurrent);
+TEST_F(PagedState, SnapshotsOfAGrowingSequenceShareTheirPages) {
+  SequenceState s = model_->new_state();
+  std::vector<store::ModelState> snaps;
+  for (std::size_t end : {100, 200, 300}) {
+    ASSERT_TRUE(model_->forward(s, std::span(tokens_).subspan(s.position(), end - std::size_t(s.position())), nullptr,
+                                LogitsMode::kNone).is_ok());
+    snaps.push_back(engine::to_model_state(s, fp_));
   }
-  auto again = fresh.snapshot();
-  ASSERT_TRUE(again.is_ok());
-  EXPECT_EQ(*again, blob_);
+  // Page 0 (positions 0-63) is the very same memory in all three checkpoints and in the sequence.
+  ASSERT_EQ(snaps[0].chunks[0].kind, store::ChunkKind::kKvPage);
+  EXPECT_EQ(snaps[0].chunks[0].data.data(), snaps[2].chunks[0].data.data());
+  EXPECT_EQ(snaps[1].chunks[0].data.data(), s.pages()[0]->data());
+  // The partial page each snapshot ended in was copied once when the sequence wrote on (copy on
+  // write): 5 pages live + 2 frozen tails, not 2 + 4 + 5 pages.
+  EXPECT_EQ(pages_used(), 5 + 2);
+  EXPECT_EQ(model_->kv_stats().copies, 2u);
 }
 
-TEST_F(SnapshotBlob, TruncatedBlobIsCorrupt) {
-  SequenceState fresh = model_->new_state();
-  for (std::size_t n : {std::size_t(0), std::size_t(3), std::size_t(12), blob_.size() / 2, blob_.size() - 1}) {
-    const Status s = fresh.restore(std::span(blob_).first(n));
-    EXPECT_EQ(s.code(), ErrorCode::kCorrupt) << n << ": " << s.to_string();
-  }
-  EXPECT_EQ(fresh.position(), 0);  // unchanged on error
+TEST_F(PagedState, ASnapshotNeverChangesAfterTheSequenceWritesOn) {
+  SequenceState s = model_->new_state();
+  ASSERT_TRUE(model_->forward(s, std::span(tokens_).first(100), nullptr, LogitsMode::kNone).is_ok());
+  const store::ModelState snap = engine::to_model_state(s, fp_);
+  std::vector<std::vector<std::byte>> before;
+  for (const auto& c : snap.chunks) before.emplace_back(c.data.data(), c.data.data() + c.data.size());
+  ASSERT_TRUE(model_->forward(s, std::span(tokens_).subspan(100, 50), nullptr, LogitsMode::kNone).is_ok());
+  for (std::size_t i = 0; i < snap.chunks.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(before[i].data(), snap.chunks[i].data.data(), before[i].size())) << "chunk " << i;
 }
 
-TEST_F(SnapshotBlob, FlippedByteIsCorrupt) {
-  SequenceState fresh = model_->new_state();
-  auto bad = blob_;
-  bad[bad.size() / 2] ^= std::byte{0x01};
-  const Status s = fresh.restore(bad);
-  EXPECT_EQ(s.code(), ErrorCode::kCorrupt);
-  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.message();
+TEST_F(PagedState, RestoreFromHostRamAdoptsThePagesWithoutCopying) {
+  store::HostRamTier ram(1ull << 30);
+  const store::StoreKey key{"t", fp_, {1, 2}};
+  SequenceState s = model_->new_state();
+  ASSERT_TRUE(model_->forward(s, std::span(tokens_).first(150), nullptr, LogitsMode::kNone).is_ok());
+  ASSERT_TRUE(ram.save_shared(key, std::make_shared<const store::ModelState>(engine::to_model_state(s, fp_))).is_ok());
+  const int64_t used = pages_used();
+  SequenceState back = model_->new_state();
+  ASSERT_TRUE(engine::restore_model_state(ram, key, back).is_ok());
+  EXPECT_EQ(back.position(), 150);
+  EXPECT_EQ(pages_used(), used);  // adopted, not copied
+  for (std::size_t p = 0; p < 3; ++p) EXPECT_EQ(back.pages()[p].get(), s.pages()[p].get());
+  // Both sequences go on from the shared pages and agree with each other.
+  const std::size_t V = std::size_t(model_->vocab_size());
+  std::vector<float> a(V), b(V);
+  ASSERT_TRUE(model_->forward(s, std::span(tokens_).subspan(150, 10), a.data(), LogitsMode::kLast).is_ok());
+  ASSERT_TRUE(model_->forward(back, std::span(tokens_).subspan(150, 10), b.data(), LogitsMode::kLast).is_ok());
+  EXPECT_EQ(a, b);
 }
 
-TEST_F(SnapshotBlob, BadMagicIsCorrupt) {
-  auto bad = blob_;
-  bad[0] = std::byte{'X'};
-  SequenceState fresh = model_->new_state();
-  const Status s = fresh.restore(bad);
-  EXPECT_EQ(s.code(), ErrorCode::kCorrupt);
-  EXPECT_NE(s.message().find("magic"), std::string::npos) << s.message();
+TEST_F(PagedState, RestoreFromDiskStreamsIntoFreshPages) {
+  TempDir store_dir;
+  store::StoreOptions o;
+  o.path = store_dir.path();
+  auto db = store::RocksDbStore::open(o);
+  ASSERT_TRUE(db.is_ok()) << db.status().to_string();
+  const store::StoreKey key{"t", fp_, {3, 4}};
+  SequenceState s = model_->new_state();
+  ASSERT_TRUE(model_->forward(s, std::span(tokens_).first(130), nullptr, LogitsMode::kNone).is_ok());
+  ASSERT_TRUE((*db)->save(key, engine::to_model_state(s, fp_)).is_ok());
+  SequenceState back = model_->new_state();
+  ASSERT_TRUE(engine::restore_model_state(**db, key, back).is_ok());
+  EXPECT_EQ(back.position(), 130);
+  EXPECT_NE(back.pages()[0].get(), s.pages()[0].get());
+  const std::size_t V = std::size_t(model_->vocab_size());
+  std::vector<float> a(V), b(V);
+  ASSERT_TRUE(model_->forward(s, std::span(tokens_).subspan(130, 5), a.data(), LogitsMode::kLast).is_ok());
+  ASSERT_TRUE(model_->forward(back, std::span(tokens_).subspan(130, 5), b.data(), LogitsMode::kLast).is_ok());
+  EXPECT_EQ(a, b);
 }
 
-TEST_F(SnapshotBlob, OtherVersionIsUnsupported) {
-  auto bad = blob_;
-  const uint32_t v = engine::kSnapshotVersion + 1;
-  std::memcpy(bad.data() + 4, &v, 4);
-  SequenceState fresh = model_->new_state();
-  const Status s = fresh.restore(bad);
-  EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
-  EXPECT_NE(s.message().find("version " + std::to_string(v)), std::string::npos) << s.message();
+TEST_F(PagedState, AReusedPageComesBackZeroed) {
+  {
+    SequenceState s = model_->new_state();
+    ASSERT_TRUE(model_->forward(s, std::span(tokens_).first(10), nullptr, LogitsMode::kNone).is_ok());
+  }  // its page goes back to the pool with ten positions of keys in it
+  SequenceState t = model_->new_state();
+  ASSERT_TRUE(model_->forward(t, std::span(tokens_).first(1), nullptr, LogitsMode::kNone).is_ok());
+  // Everything past position 0 of every layer and head is zero: no other sequence's keys.
+  const engine::KvLayout l = *model_->kv_layout();
+  const std::byte* page = t.pages()[0]->data();
+  const std::size_t row = std::size_t(l.head_dim) * l.elem_bytes();
+  for (int64_t layer = 0; layer < l.layers; ++layer)
+    for (int64_t h = 0; h < l.kv_heads; ++h)
+      for (std::size_t off : {l.k_offset(layer, h), l.v_offset(layer, h)})
+        for (std::size_t i = row; i < l.block_bytes(); ++i) ASSERT_EQ(page[off + i], std::byte{0});
 }
 
-TEST_F(SnapshotBlob, AnotherModelsBlobIsRefused) {
+TEST_F(PagedState, ACheckpointOfAnotherModelIsAMiss) {
   TempDir other_dir;
-  ASSERT_TRUE(engine::write_random_checkpoint(other_dir.path(), tiny_spec(ModelFamily::kQwen3_5Moe, true, 99)).is_ok());
+  ASSERT_TRUE(engine::write_random_checkpoint(other_dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
   auto other = load(other_dir.path());
   ASSERT_TRUE(other);
-  SequenceState s = other->new_state();
-  const Status st = s.restore(blob_);
-  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("model"), std::string::npos) << st.message();
+  SequenceState s = model_->new_state();
+  ASSERT_TRUE(model_->forward(s, std::span(tokens_).first(20), nullptr, LogitsMode::kNone).is_ok());
+  SequenceState o = other->new_state();
+  EXPECT_EQ(engine::restore_from_model_state(engine::to_model_state(s, fp_), o).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(o.position(), 0);
 }
 
-TEST_F(SnapshotBlob, RecurrentStateCannotBeRewound) {
-  auto blob = state_.snapshot(5);
-  EXPECT_EQ(blob.status().code(), ErrorCode::kInvalidArgument);
-}
-
-TEST(SnapshotPrefix, AttentionOnlyModelMaySnapshotAnyPrefix) {
+TEST(KvBudget, AForwardBeyondTheBudgetFailsCleanlyAndTheStateStaysUsable) {
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
-  auto model = load(dir.path());
+  auto probe = load(dir.path());
+  ASSERT_TRUE(probe);
+  const uint64_t page = probe->kv_layout()->page_bytes();
+  auto model = load(dir.path(), BackendKind::kCpu, 2 * page);  // two pages: 128 positions
   ASSERT_TRUE(model);
-  const auto tokens = test_tokens(30, model->vocab_size());
-  const auto full = full_logits(*model, tokens);
+  const auto tokens = test_tokens(200, model->vocab_size());
   SequenceState s = model->new_state();
-  ASSERT_TRUE(model->forward(s, tokens, nullptr, LogitsMode::kNone).is_ok());
-  auto blob = s.snapshot(12);  // rewind to token 12 of 30
-  ASSERT_TRUE(blob.is_ok());
-  SequenceState resumed = model->new_state();
-  ASSERT_TRUE(resumed.restore(*blob).is_ok());
-  const std::size_t V = std::size_t(model->vocab_size());
-  std::vector<float> logits(18 * V);
-  ASSERT_TRUE(model->forward(resumed, std::span(tokens).subspan(12), logits.data(), LogitsMode::kAll).is_ok());
-  EXPECT_LT(rel_l2(logits.data(), &full[12 * V], 18 * V), 1e-5);
+  ASSERT_TRUE(model->forward(s, std::span(tokens).first(100), nullptr, LogitsMode::kNone).is_ok());
+  const Status st = model->forward(s, std::span(tokens).subspan(100, 50), nullptr, LogitsMode::kNone);
+  EXPECT_EQ(st.code(), ErrorCode::kUnavailable) << st.to_string();
+  EXPECT_NE(st.message().find("KV budget"), std::string::npos) << st.message();
+  EXPECT_EQ(s.position(), 100);
+  EXPECT_TRUE(model->forward(s, std::span(tokens).subspan(100, 20), nullptr, LogitsMode::kNone).is_ok());
 }
 
 TEST(ForwardErrors, BadTokensAndForeignStateAreRejected) {

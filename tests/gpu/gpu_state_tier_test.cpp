@@ -30,7 +30,8 @@ store::ModelState random_state(std::uint64_t seed, const std::vector<std::size_t
     c.dtype = store::DType::kU8;
     c.shape = {sizes[i]};
     c.data.resize(sizes[i]);
-    for (auto& b : c.data) b = std::byte((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+    std::byte* d = c.data.mutable_data();
+    for (std::size_t j = 0; j < sizes[i]; ++j) d[j] = std::byte((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
     s.chunks.push_back(std::move(c));
   }
   return s;
@@ -102,7 +103,7 @@ TEST(GpuStateTier, InFrontOfHostRamRestoresAModelStateExactly) {
   EXPECT_TRUE(chain.tier(0).contains(k) && ram_ptr->contains(k));
 
   SequenceState back = model.new_state();
-  ASSERT_TRUE(restore_model_state(chain, k, back).is_ok());  // served from the GPU tier
+  ASSERT_TRUE(restore_model_state(chain.tier(0), k, back).is_ok());  // read back from the GPU tier
   std::vector<float> a(512), b(512);
   const int32_t next[1] = {5};
   ASSERT_TRUE(model.forward(s, next, a.data(), LogitsMode::kLast).is_ok());

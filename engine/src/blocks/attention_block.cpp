@@ -2,9 +2,6 @@
 
 #include <cmath>
 
-#include "ft/engine/ops.h"
-#include "ft/engine/ops_dense.h"
-
 namespace ft::engine::blocks {
 
 Result<AttentionBlock> AttentionBlock::load(const WeightLoader& w, const std::string& prefix,
@@ -18,47 +15,46 @@ Result<AttentionBlock> AttentionBlock::load(const WeightLoader& w, const std::st
   FT_ASSIGN_OR_RETURN(b.v_proj_, w.linear(prefix + "v_proj", kv_out, spec.hidden, spec.bias));
   FT_ASSIGN_OR_RETURN(b.o_proj_, w.linear(prefix + "o_proj", spec.hidden, spec.heads * spec.head_dim, spec.bias));
   if (spec.qk_norm) {
-    FT_ASSIGN_OR_RETURN(b.q_norm_, w.tensor(prefix + "q_norm.weight", {spec.head_dim}));
-    FT_ASSIGN_OR_RETURN(b.k_norm_, w.tensor(prefix + "k_norm.weight", {spec.head_dim}));
+    FT_ASSIGN_OR_RETURN(b.q_norm_, w.vector(prefix + "q_norm.weight", {spec.head_dim}));
+    FT_ASSIGN_OR_RETURN(b.k_norm_, w.vector(prefix + "k_norm.weight", {spec.head_dim}));
   }
   b.inv_freq_ = ref::rope_inv_freq(spec.rope);
   return b;
 }
 
-void AttentionBlock::forward(const float* x, std::size_t T, KvCache& cache, float* out) const {
+void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, std::size_t T,
+                             std::span<const AttentionSeq> seqs, const int64_t* positions, float* out) const {
   const std::size_t H = std::size_t(spec_.heads), KV = std::size_t(spec_.kv_heads), D = std::size_t(spec_.head_dim);
-  const std::size_t pos0 = std::size_t(cache.tokens());
-
-  std::vector<float> q(T * H * D), gate, k(T * KV * D), v(T * KV * D);
+  Scratch& s = be.scratch();
+  Scratch::Frame frame(s);
+  float* q = s.floats(T * H * D);
+  float* k = s.floats(T * KV * D);
+  float* v = s.floats(T * KV * D);
+  float* gate = nullptr;
   if (spec_.gated) {
-    std::vector<float> qg(T * H * D * 2);
-    q_proj_.forward(x, qg.data(), T);
-    gate.resize(T * H * D);
-    ref::split_gated_query(qg.data(), T, H, D, q.data(), gate.data());
+    float* qg = s.floats(T * H * D * 2);
+    gate = s.floats(T * H * D);
+    q_proj_.forward(be, x, qg, T);
+    be.split_gated_query(qg, T, H, D, q, gate);
   } else {
-    q_proj_.forward(x, q.data(), T);
+    q_proj_.forward(be, x, q, T);
   }
-  k_proj_.forward(x, k.data(), T);
-  v_proj_.forward(x, v.data(), T);
+  k_proj_.forward(be, x, k, T);
+  v_proj_.forward(be, x, v, T);
 
   // Per-head RMSNorm on q and k (before RoPE, as HF does).
   if (spec_.qk_norm) {
-    ref::rms_norm(q.data(), q_norm_.data(), q.data(), T * H, D, spec_.eps, spec_.zero_centered_qk_norm);
-    ref::rms_norm(k.data(), k_norm_.data(), k.data(), T * KV, D, spec_.eps, spec_.zero_centered_qk_norm);
+    be.rms_norm(q, q_norm_.data(), q, T * H, D, spec_.eps, spec_.zero_centered_qk_norm);
+    be.rms_norm(k, k_norm_.data(), k, T * KV, D, spec_.eps, spec_.zero_centered_qk_norm);
   }
-  ref::apply_rope(q.data(), T, H, spec_.rope, inv_freq_, int64_t(pos0));
-  ref::apply_rope(k.data(), T, KV, spec_.rope, inv_freq_, int64_t(pos0));
+  be.rope(q, T, H, spec_.rope, inv_freq_.data(), positions);
+  be.rope(k, T, KV, spec_.rope, inv_freq_.data(), positions);
 
-  cache.kv_heads = spec_.kv_heads;
-  cache.head_dim = spec_.head_dim;
-  cache.k.insert(cache.k.end(), k.begin(), k.end());
-  cache.v.insert(cache.v.end(), v.begin(), v.end());
-
-  std::vector<float> attn(T * H * D);
-  const float scale = 1.0f / std::sqrt(float(D));
-  ref::causal_attention(q.data(), cache.k.data(), cache.v.data(), attn.data(), T, pos0, H, KV, D, scale);
-  if (spec_.gated) ref::mul_sigmoid(attn.data(), gate.data(), attn.size());
-  o_proj_.forward(attn.data(), out, T);
+  be.kv_write(kv, kv_layer_, k, v, seqs);
+  float* attn = s.floats(T * H * D);
+  be.attention(kv, kv_layer_, q, H, 1.0f / std::sqrt(float(D)), seqs, attn);
+  if (spec_.gated) be.mul_sigmoid(attn, gate, T * H * D);
+  o_proj_.forward(be, attn, out, T);
 }
 
 }  // namespace ft::engine::blocks

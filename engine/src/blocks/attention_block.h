@@ -1,13 +1,14 @@
 // Softmax self-attention with RoPE, q/k per-head RMSNorm, GQA and an optional output gate: the
-// full-attention token mixer of Qwen3-MoE (plain) and Qwen3-Next / Qwen3.5 (gated query).
+// full-attention token mixer of Qwen3-MoE (plain) and Qwen3-Next / Qwen3.5 (gated query). Its K
+// and V go to layer `kv_layer` of each sequence's KV pages.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
 #include "blocks/weights.h"
 #include "ft/engine/ops_attention.h"
-#include "ft/engine/sequence_state.h"
 
 namespace ft::engine::blocks {
 
@@ -29,14 +30,18 @@ class AttentionBlock {
   // prefix: e.g. "layers.3.self_attn." (relative to the loader's prefix).
   static Result<AttentionBlock> load(const WeightLoader& w, const std::string& prefix, const AttentionSpec& spec);
 
-  // x [T, hidden] (already normed) at positions cache.tokens() ..; appends K/V to `cache` and
-  // writes out [T, hidden].
-  void forward(const float* x, std::size_t T, KvCache& cache, float* out) const;
+  // x [T, hidden] (already normed), rows grouped by sequence as `seqs` says; row t sits at
+  // positions[t]. Writes each sequence's K/V into its pages and out [T, hidden].
+  void forward(Backend& be, const KvLayout& kv, const float* x, std::size_t T, std::span<const AttentionSeq> seqs,
+               const int64_t* positions, float* out) const;
 
   const AttentionSpec& spec() const { return spec_; }
+  int64_t kv_layer() const { return kv_layer_; }
+  void set_kv_layer(int64_t layer) { kv_layer_ = layer; }
 
  private:
   AttentionSpec spec_;
+  int64_t kv_layer_ = 0;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   std::vector<float> q_norm_, k_norm_;
   std::vector<float> inv_freq_;

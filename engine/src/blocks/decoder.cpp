@@ -1,10 +1,12 @@
 #include "blocks/decoder.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 
 #include "ft/engine/checkpoint.h"
-#include "ft/engine/ops_dense.h"
 
 namespace ft::engine::blocks {
 namespace {
@@ -40,41 +42,65 @@ std::string make_fingerprint(const Checkpoint& ckpt, const ModelConfig& cfg) {
   return std::string(model_family_name(cfg.family)) + "-" + hex;
 }
 
+uint64_t default_kv_budget() {
+  // A quarter of physical memory: reserved as address space only, committed as pages are used.
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const uint64_t ram = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : (uint64_t(16) << 30);
+  return ram / 4;
+}
+
 class DecoderModel final : public Model {
  public:
-  DecoderModel(ModelConfig cfg, std::string fingerprint) : cfg_(std::move(cfg)), fingerprint_(std::move(fingerprint)) {}
+  DecoderModel(std::shared_ptr<const Checkpoint> ckpt, ModelConfig cfg, std::string fingerprint,
+               std::unique_ptr<Backend> backend)
+      : ckpt_(std::move(ckpt)), cfg_(std::move(cfg)), fingerprint_(std::move(fingerprint)), be_(std::move(backend)) {}
 
-  static Result<std::unique_ptr<Model>> load(const Checkpoint& ckpt, const ModelConfig& cfg,
-                                             const DecoderRecipe& recipe) {
-    auto m = std::make_unique<DecoderModel>(cfg, make_fingerprint(ckpt, cfg));
-    const WeightLoader w(ckpt, recipe.prefix);
-    const WeightLoader top(ckpt, "");
-    FT_ASSIGN_OR_RETURN(m->embed_, w.tensor("embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
+  static Result<std::unique_ptr<Model>> load(std::shared_ptr<const Checkpoint> ckpt, const ModelConfig& cfg,
+                                             const DecoderRecipe& recipe, const LoadOptions& options) {
+    FT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_backend({options.backend, options.threads}));
+    const Checkpoint& c = *ckpt;
+    auto m = std::make_unique<DecoderModel>(ckpt, cfg, make_fingerprint(c, cfg), std::move(backend));
+    const WeightLoader w(c, recipe.prefix);
+    const WeightLoader top(c, "");
+    FT_ASSIGN_OR_RETURN(m->embed_, w.matrix("embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       FT_ASSIGN_OR_RETURN(DecoderLayer layer, recipe.build_layer(w, cfg, i));
       m->layers_.push_back(std::move(layer));
     }
     FT_ASSIGN_OR_RETURN(m->norm_, w.rms_norm("norm.weight", cfg.hidden_size, cfg.rms_norm_eps,
                                              recipe.zero_centered_norms));
-    if (!cfg.tie_word_embeddings) {
-      FT_ASSIGN_OR_RETURN(m->lm_head_, top.tensor("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
+    if (cfg.tie_word_embeddings) {
+      m->lm_head_ = m->embed_;
+    } else {
+      FT_ASSIGN_OR_RETURN(m->lm_head_, top.matrix("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
     }
+    FT_RETURN_IF_ERROR(m->make_kv_pool(options));
     return std::unique_ptr<Model>(std::move(m));
   }
 
   const ModelConfig& config() const override { return cfg_; }
   const std::string& fingerprint() const override { return fingerprint_; }
+  std::optional<KvLayout> kv_layout() const override {
+    return pool_ ? std::optional<KvLayout>(pool_->layout()) : std::nullopt;
+  }
+  BackendKind backend_kind() const override { return be_->kind(); }
+  void set_routing_trace(RoutingTrace* trace) const override {
+    std::lock_guard lock(mu_);
+    be_->set_routing_trace(trace);
+  }
+  int threads() const override { return be_->threads(); }
+  KvPoolStats kv_stats() const override { return pool_ ? pool_->stats() : KvPoolStats{}; }
 
   SequenceState new_state() const override {
-    std::vector<LayerState> states;
-    states.reserve(layers_.size());
-    for (const DecoderLayer& l : layers_) states.push_back(l.empty_state());
-    return SequenceState(fingerprint_, std::move(states));
+    std::vector<LinearState> linear;
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      if (layers_[i].linear_attention) linear.push_back(layers_[i].linear_attention->empty_state(int64_t(i)));
+    }
+    return SequenceState(fingerprint_, pool_, std::move(linear));
   }
 
   Status forward_batch(std::span<const BatchSlice> batch) const override {
     if (batch.empty()) return invalid_argument("forward: empty batch");
-    std::size_t T = 0;
     for (const BatchSlice& b : batch) {
       if (b.tokens.empty()) return invalid_argument("forward: no tokens");
       for (int32_t id : b.tokens) {
@@ -83,107 +109,145 @@ class DecoderModel final : public Model {
                                   std::to_string(cfg_.vocab_size) + ")");
         }
       }
-      if (!b.state || b.state->fingerprint() != fingerprint_ || b.state->layers().size() != layers_.size()) {
+      if (!b.state || b.state->fingerprint() != fingerprint_ || b.state->pool() != pool_.get() ||
+          b.state->linear().size() != linear_layers_) {
         return invalid_argument("forward: the sequence state belongs to another model");
       }
       if (b.mode != LogitsMode::kNone && !b.logits_out) return invalid_argument("forward: logits_out is null");
       for (const BatchSlice& other : batch) {
         if (&other != &b && other.state == b.state) return invalid_argument("forward: a state appears twice");
       }
-      T += b.tokens.size();
     }
-
-    const std::size_t H = std::size_t(cfg_.hidden_size), V = std::size_t(cfg_.vocab_size);
-    std::vector<float> hidden(T * H);
-    std::vector<DecoderLayer::Segment> segments(batch.size());
-    for (std::size_t i = 0, row = 0; i < batch.size(); row += batch[i].tokens.size(), ++i) {
-      ref::embedding(embed_.data(), H, batch[i].tokens.data(), batch[i].tokens.size(), hidden.data() + row * H);
-      segments[i].begin = row;
-      segments[i].rows = batch[i].tokens.size();
-    }
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      for (std::size_t i = 0; i < batch.size(); ++i) segments[i].state = &batch[i].state->layers()[l];
-      FT_RETURN_IF_ERROR(layers_[l].forward(hidden.data(), T, segments));
-    }
-
-    // Gather the rows whose logits are wanted, then one lm_head pass over all of them.
-    std::vector<std::size_t> rows;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      batch[i].state->advance(int64_t(segments[i].rows));
-      if (batch[i].mode == LogitsMode::kNone) continue;
-      const std::size_t first = batch[i].mode == LogitsMode::kLast ? segments[i].rows - 1 : 0;
-      for (std::size_t r = first; r < segments[i].rows; ++r) rows.push_back(segments[i].begin + r);
-    }
-    if (rows.empty()) return Status::ok();
-    std::vector<float> picked(rows.size() * H), normed(rows.size() * H), logits(rows.size() * V);
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-      std::copy_n(hidden.data() + rows[r] * H, H, picked.data() + r * H);
-    }
-    norm_.forward(picked.data(), normed.data(), rows.size());
-    const float* head = cfg_.tie_word_embeddings ? embed_.data() : lm_head_.data();
-    ref::linear(normed.data(), head, nullptr, logits.data(), rows.size(), V, H);
-    std::size_t at = 0;
-    for (const BatchSlice& b : batch) {
-      if (b.mode == LogitsMode::kNone) continue;
-      const std::size_t n = b.mode == LogitsMode::kLast ? 1 : b.tokens.size();
-      std::copy_n(logits.data() + at * V, n * V, b.logits_out);
-      at += n;
-    }
+    // One pass at a time: the backend's scratch and threads serve the whole pass.
+    std::lock_guard lock(mu_);
+    for (const BatchSlice& b : batch) FT_RETURN_IF_ERROR(b.state->reserve(int64_t(b.tokens.size())));
+    be_->execute([&] { run(batch); });
     return Status::ok();
   }
 
  private:
+  Status make_kv_pool(const LoadOptions& options) {
+    KvLayout kv;
+    kv.page_tokens = options.kv_page_tokens;
+    kv.dtype = be_->kv_dtype();
+    for (DecoderLayer& l : layers_) {
+      if (l.linear_attention) ++linear_layers_;
+      if (!l.attention) continue;
+      const AttentionSpec& s = l.attention->spec();
+      if (kv.layers > 0 && (s.kv_heads != kv.kv_heads || s.head_dim != kv.head_dim))
+        return unsupported("attention layers with different kv_heads or head_dim are not supported yet");
+      kv.kv_heads = s.kv_heads;
+      kv.head_dim = s.head_dim;
+      l.attention->set_kv_layer(kv.layers++);
+    }
+    if (kv.layers == 0) return Status::ok();
+    if (kv.page_tokens <= 0) return invalid_argument("KV page size must be positive");
+    FT_ASSIGN_OR_RETURN(pool_, KvPool::create(kv, options.kv_budget_bytes ? options.kv_budget_bytes : default_kv_budget()));
+    return Status::ok();
+  }
+
+  // The pass itself, on the backend's threads; states have their pages reserved.
+  void run(std::span<const BatchSlice> batch) const {
+    Backend& be = *be_;
+    Scratch& s = be.scratch();
+    Scratch::Frame frame(s);
+    std::size_t T = 0;
+    for (const BatchSlice& b : batch) T += b.tokens.size();
+    const std::size_t H = std::size_t(cfg_.hidden_size), V = std::size_t(cfg_.vocab_size), n = batch.size();
+
+    int32_t* ids = s.take<int32_t>(T);
+    int64_t* positions = s.take<int64_t>(T);
+    AttentionSeq* attn = s.take<AttentionSeq>(n);
+    DeltaNetSeq* linear = s.take<DeltaNetSeq>(n);
+    for (std::size_t i = 0, row = 0; i < n; row += batch[i].tokens.size(), ++i) {
+      const BatchSlice& b = batch[i];
+      const int64_t pos0 = b.state->position();
+      for (std::size_t t = 0; t < b.tokens.size(); ++t) {
+        ids[row + t] = b.tokens[t];
+        positions[row + t] = pos0 + int64_t(t);
+      }
+      attn[i] = {row, b.tokens.size(), pos0, b.state->page_data().data()};
+    }
+    float* hidden = s.floats(T * H);
+    be.embedding(embed_, {ids, T}, hidden);
+
+    const KvLayout* kv = pool_ ? &pool_->layout() : nullptr;
+    std::size_t linear_index = 0;
+    for (const DecoderLayer& layer : layers_) {
+      if (layer.linear_attention) {
+        for (std::size_t i = 0; i < n; ++i) {
+          LinearState& st = batch[i].state->linear()[linear_index];
+          linear[i] = {attn[i].row0, attn[i].rows, st.conv.data(), st.recurrent.data()};
+        }
+        ++linear_index;
+      }
+      layer.forward(be, hidden, T, {kv, {attn, n}, {linear, n}, positions});
+    }
+
+    // The rows whose logits are wanted, then one lm_head pass over all of them.
+    std::size_t* rows = s.take<std::size_t>(T);
+    std::size_t picked = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      batch[i].state->advance(int64_t(attn[i].rows));
+      if (batch[i].mode == LogitsMode::kNone) continue;
+      const std::size_t first = batch[i].mode == LogitsMode::kLast ? attn[i].rows - 1 : 0;
+      for (std::size_t r = first; r < attn[i].rows; ++r) rows[picked++] = attn[i].row0 + r;
+    }
+    if (picked == 0) return;
+    float* x = s.floats(picked * H);
+    float* logits = s.floats(picked * V);
+    be.gather_rows(hidden, {rows, picked}, H, x);
+    norm_.forward(be, x, x, picked);
+    be.linear(x, picked, lm_head_, nullptr, logits);
+    std::size_t at = 0;
+    for (const BatchSlice& b : batch) {
+      if (b.mode == LogitsMode::kNone) continue;
+      const std::size_t k = b.mode == LogitsMode::kLast ? 1 : b.tokens.size();
+      be.to_host(logits + at * V, k * V, b.logits_out);
+      at += k;
+    }
+  }
+
+  std::shared_ptr<const Checkpoint> ckpt_;  // mapped for the model's whole life: the weights live there
   ModelConfig cfg_;
   std::string fingerprint_;
-  std::vector<float> embed_;    // [vocab, hidden]
+  std::unique_ptr<Backend> be_;
+  mutable std::mutex mu_;
+  Matrix embed_;  // [vocab, hidden]
   std::vector<DecoderLayer> layers_;
   RmsNorm norm_;
-  std::vector<float> lm_head_;  // [vocab, hidden]; empty when tied to embed_
+  Matrix lm_head_;  // [vocab, hidden]; the embedding when tied
+  std::shared_ptr<KvPool> pool_;
+  std::size_t linear_layers_ = 0;
 };
 
 }  // namespace
 
-LayerState DecoderLayer::empty_state() const {
-  LayerState s;
-  if (linear_attention) {
-    s.kind = LayerStateKind::kLinear;
-    s.linear = linear_attention->empty_state();
-  } else {
-    s.kind = LayerStateKind::kAttention;
-    s.kv.kv_heads = attention->spec().kv_heads;
-    s.kv.head_dim = attention->spec().head_dim;
-  }
-  return s;
-}
-
-Status DecoderLayer::forward(float* hidden, std::size_t T, std::span<const Segment> segments) const {
+void DecoderLayer::forward(Backend& be, float* hidden, std::size_t T, const LayerBatch& batch) const {
   const std::size_t H = input_norm.weight.size(), n = T * H;
-  std::vector<float> normed(n), delta(n);
-  input_norm.forward(hidden, normed.data(), T);
-  for (const Segment& seg : segments) {
-    const float* x = normed.data() + seg.begin * H;
-    float* out = delta.data() + seg.begin * H;
-    if (linear_attention) {
-      FT_RETURN_IF_ERROR(linear_attention->forward(x, seg.rows, seg.state->linear, out));
-    } else {
-      attention->forward(x, seg.rows, seg.state->kv, out);
-    }
-  }
-  ref::add_inplace(hidden, delta.data(), n);
-
-  post_norm.forward(hidden, normed.data(), T);
-  if (moe) {
-    moe->forward(normed.data(), delta.data(), T);
+  Scratch::Frame frame(be.scratch());
+  float* normed = be.scratch().floats(n);
+  float* delta = be.scratch().floats(n);
+  input_norm.forward(be, hidden, normed, T);
+  if (linear_attention) {
+    linear_attention->forward(be, normed, T, batch.linear, delta);
   } else {
-    mlp->forward(normed.data(), delta.data(), T);
+    attention->forward(be, *batch.kv, normed, T, batch.attention, batch.positions, delta);
   }
-  ref::add_inplace(hidden, delta.data(), n);
-  return Status::ok();
+  be.add(hidden, delta, n);
+
+  post_norm.forward(be, hidden, normed, T);
+  if (moe) {
+    moe->forward(be, normed, delta, T);
+  } else {
+    mlp->forward(be, normed, delta, T);
+  }
+  be.add(hidden, delta, n);
 }
 
-Result<std::unique_ptr<Model>> load_decoder_model(const Checkpoint& ckpt, const ModelConfig& cfg,
-                                                  const DecoderRecipe& recipe) {
-  return DecoderModel::load(ckpt, cfg, recipe);
+Result<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const Checkpoint> ckpt, const ModelConfig& cfg,
+                                                  const DecoderRecipe& recipe, const LoadOptions& options) {
+  return DecoderModel::load(std::move(ckpt), cfg, recipe, options);
 }
 
 AttentionSpec attention_spec(const ModelConfig& cfg) {

@@ -1,7 +1,7 @@
 // The decoder stack shared by every family: a DecoderLayer is pre-norm token mixer + pre-norm
-// feed-forward with residuals; DecoderModel is embedding -> layers -> final norm -> lm_head and
-// implements Model. A model file supplies only how one layer is composed (build_layer) and where
-// its tensors live (prefix).
+// feed-forward with residuals; the decoder model is embedding -> layers -> final norm -> lm_head
+// and implements Model. A model file supplies only how one layer is composed (build_layer) and
+// where its tensors live (prefix).
 #pragma once
 
 #include <functional>
@@ -18,6 +18,15 @@
 
 namespace ft::engine::blocks {
 
+// What one layer needs to know about the batch: rows grouped by sequence, each sequence's KV
+// pages and, for a linear-attention layer, its state.
+struct LayerBatch {
+  const KvLayout* kv = nullptr;
+  std::span<const AttentionSeq> attention;  // per sequence
+  std::span<const DeltaNetSeq> linear;      // per sequence, this layer's states
+  const int64_t* positions = nullptr;       // per row
+};
+
 struct DecoderLayer {
   RmsNorm input_norm;
   RmsNorm post_norm;
@@ -28,17 +37,8 @@ struct DecoderLayer {
   std::optional<MoeBlock> moe;
   std::optional<SwiGlu> mlp;
 
-  // Rows [begin, begin + rows) of the batch's hidden states belong to one sequence.
-  struct Segment {
-    std::size_t begin = 0;
-    std::size_t rows = 0;
-    LayerState* state = nullptr;
-  };
-
-  LayerState empty_state() const;
-  // hidden [T, hidden] in place, T = the segments' rows: h += mixer(norm(h)) with the mixer run
-  // per segment on its own state; h += ffn(norm(h)) over all rows at once.
-  Status forward(float* hidden, std::size_t T, std::span<const Segment> segments) const;
+  // hidden [T, hidden] in place: h += mixer(norm(h)); h += ffn(norm(h)).
+  void forward(Backend& be, float* hidden, std::size_t T, const LayerBatch& batch) const;
 };
 
 using LayerBuilder = std::function<Result<DecoderLayer>(const WeightLoader&, const ModelConfig&, int64_t layer)>;
@@ -50,9 +50,10 @@ struct DecoderRecipe {
 };
 
 // Loads embed_tokens, every layer through recipe.build_layer, the final norm and lm_head (or ties
-// it to the embedding when config.tie_word_embeddings).
-Result<std::unique_ptr<Model>> load_decoder_model(const Checkpoint& ckpt, const ModelConfig& cfg,
-                                                  const DecoderRecipe& recipe);
+// it to the embedding when config.tie_word_embeddings), all as views into `ckpt`, which the model
+// keeps mapped for its whole life.
+Result<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const Checkpoint> ckpt, const ModelConfig& cfg,
+                                                  const DecoderRecipe& recipe, const LoadOptions& options);
 
 // Specs derived from the config, shared by the model files; each file adjusts what its family
 // does differently (gated attention, zero-centred norms, projection layout).

@@ -1,7 +1,9 @@
-// Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): loads one layer's weights in either
-// projection layout and runs ref::deltanet_forward (ops_deltanet.h) on the layer's LinearState.
+// Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): one layer's weights in either projection
+// layout; the projections and out_proj are backend linears, the conv / delta rule / gated norm in
+// between is Backend::deltanet.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,17 +24,16 @@ class LinearAttentionBlock {
   static Result<LinearAttentionBlock> load(const WeightLoader& w, const std::string& prefix,
                                            const LinearAttentionSpec& spec);
 
-  // A zeroed state of the right shapes (the state before the first token).
-  LinearState empty_state() const;
+  // A zeroed state of the right shapes (the state before the first token) for model layer `layer`.
+  LinearState empty_state(int64_t layer) const;
 
-  // x [T, hidden] (already normed) -> out [T, hidden], advancing `state`.
-  Status forward(const float* x, std::size_t T, LinearState& state, float* out) const;
+  // x [T, hidden] (already normed) -> out [T, hidden], each sequence's rows advancing its state.
+  void forward(Backend& be, const float* x, std::size_t T, std::span<const DeltaNetSeq> seqs, float* out) const;
 
  private:
   LinearAttentionSpec spec_;
-  // Owned storage behind the raw pointers of ref::DeltaNetWeights.
-  std::vector<float> qkvz_, ba_, qkv_, z_, b_, a_, conv1d_, dt_bias_, a_log_, norm_, out_proj_;
-  ref::DeltaNetWeights weights() const;
+  Matrix qkvz_, ba_, qkv_, z_, b_, a_, out_proj_;
+  std::vector<float> conv1d_, dt_bias_, a_log_, norm_;
 };
 
 }  // namespace ft::engine::blocks

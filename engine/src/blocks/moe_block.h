@@ -1,8 +1,9 @@
 // Sparse MoE feed-forward: router -> top-k routed SwiGLU experts (+ an optional shared expert
-// scaled by sigmoid(shared_expert_gate(x))). Experts stay separate objects, addressable per
-// (layer, expert), so a later runtime can place each in host RAM or a GPU slot.
+// scaled by sigmoid(shared_expert_gate(x))), run by Backend::moe over the whole batch. Every expert
+// is its own addressable unit (three matrix views into the mapped checkpoint), so a runtime can
+// place each in host RAM or a GPU slot.
 //
-// Reads both expert layouts found in real checkpoints:
+// Reads both expert layouts found in real checkpoints, in place:
 //   per expert: mlp.experts.N.{gate,up}_proj.weight [inter, hidden], mlp.experts.N.down_proj.weight
 //               [hidden, inter]   (Qwen3-MoE / Qwen3-Next releases; HF 4.x save_pretrained)
 //   fused 3-D:  mlp.experts.gate_up_proj [E, 2*inter, hidden] (gate rows first, then up: HF
@@ -11,10 +12,8 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "blocks/weights.h"
-#include "ft/engine/ops_moe.h"
 
 namespace ft::engine::blocks {
 
@@ -31,18 +30,14 @@ class MoeBlock {
   static Result<MoeBlock> load(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
 
   // out [T, hidden] = moe(x [T, hidden]); out may not alias x.
-  void forward(const float* x, float* out, std::size_t T) const;
+  void forward(Backend& be, const float* x, float* out, std::size_t T) const { be.moe(w_, x, T, out); }
 
-  std::size_t num_experts() const { return experts_.size(); }
-  const SwiGlu& expert(std::size_t e) const { return experts_[e]; }
+  std::size_t num_experts() const { return w_.experts.size(); }
+  const SwiGluMatrices& expert(std::size_t e) const { return w_.experts[e]; }
+  const MoeWeights& weights() const { return w_; }
 
  private:
-  MoeSpec spec_;
-  Linear router_;  // mlp.gate [E, hidden]
-  std::vector<SwiGlu> experts_;
-  bool has_shared_ = false;
-  SwiGlu shared_;
-  Linear shared_gate_;  // [1, hidden]
+  MoeWeights w_;
 };
 
 }  // namespace ft::engine::blocks

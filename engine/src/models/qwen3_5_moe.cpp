@@ -4,7 +4,6 @@
 // tensors under model.language_model.* (lm_head.weight at the top level), separate DeltaNet
 // projections (in_proj_qkv / in_proj_z / in_proj_b / in_proj_a), every layer MoE, and the router
 // always renormalises its top-k (ModelConfig forces norm_topk_prob).
-#include "blocks/decoder.h"
 #include "ft/engine/checkpoint.h"
 #include "models/registry.h"
 
@@ -34,11 +33,11 @@ Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, 
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_qwen3_5_moe(const Checkpoint& ckpt, const ModelConfig& cfg) {
+DecoderRecipe qwen3_5_moe(const Checkpoint& ckpt) {
   // The multimodal checkpoint nests the decoder; a text-only export (Qwen3_5MoeForCausalLM) does not.
   const std::string prefix =
       ckpt.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
-  return load_decoder_model(ckpt, cfg, {prefix, /*zero_centered_norms=*/true, build_layer});
+  return {prefix, /*zero_centered_norms=*/true, build_layer};
 }
 
 }  // namespace ft::engine::models

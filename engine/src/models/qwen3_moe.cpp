@@ -2,7 +2,6 @@
 // every layer is softmax attention with q/k RMSNorm and plain RMSNorms; the feed-forward is a
 // top-k softmax-routed MoE (renormalised when norm_topk_prob) without a shared expert, or a dense
 // SwiGLU on mlp_only_layers / off-step layers.
-#include "blocks/decoder.h"
 #include "models/registry.h"
 
 namespace ft::engine::models {
@@ -27,8 +26,8 @@ Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, 
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_qwen3_moe(const Checkpoint& ckpt, const ModelConfig& cfg) {
-  return load_decoder_model(ckpt, cfg, {"model.", /*zero_centered_norms=*/false, build_layer});
+DecoderRecipe qwen3_moe(const Checkpoint&) {
+  return {"model.", /*zero_centered_norms=*/false, build_layer};
 }
 
 }  // namespace ft::engine::models

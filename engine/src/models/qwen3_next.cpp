@@ -3,7 +3,6 @@
 // Differences from Qwen3-MoE: zero-centred RMSNorms (1 + w) everywhere, gated full attention
 // (q_proj also writes a sigmoid output gate), a shared expert behind a sigmoid gate, and DeltaNet
 // projections fused per key-head group (in_proj_qkvz / in_proj_ba).
-#include "blocks/decoder.h"
 #include "models/registry.h"
 
 namespace ft::engine::models {
@@ -36,8 +35,8 @@ Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, 
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_qwen3_next(const Checkpoint& ckpt, const ModelConfig& cfg) {
-  return load_decoder_model(ckpt, cfg, {"model.", /*zero_centered_norms=*/true, build_layer});
+DecoderRecipe qwen3_next(const Checkpoint&) {
+  return {"model.", /*zero_centered_norms=*/true, build_layer};
 }
 
 }  // namespace ft::engine::models

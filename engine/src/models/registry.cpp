@@ -5,30 +5,32 @@
 namespace ft::engine {
 namespace {
 
-using Loader = Result<std::unique_ptr<Model>> (*)(const Checkpoint&, const ModelConfig&);
+using Recipe = blocks::DecoderRecipe (*)(const Checkpoint&);
 
-Loader loader_for(ModelFamily family) {
+Recipe recipe_for(ModelFamily family) {
   switch (family) {
-    case ModelFamily::kQwen3Moe: return models::load_qwen3_moe;
-    case ModelFamily::kQwen3Next: return models::load_qwen3_next;
-    case ModelFamily::kQwen3_5Moe: return models::load_qwen3_5_moe;
+    case ModelFamily::kQwen3Moe: return models::qwen3_moe;
+    case ModelFamily::kQwen3Next: return models::qwen3_next;
+    case ModelFamily::kQwen3_5Moe: return models::qwen3_5_moe;
   }
   return nullptr;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_model(const Checkpoint& checkpoint) {
+Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const Checkpoint> checkpoint, const LoadOptions& options) {
+  if (!checkpoint) return invalid_argument("load_model: no checkpoint");
   FT_ASSIGN_OR_RETURN(ModelConfig cfg,
-                      parse_model_config(checkpoint.config_text(), checkpoint.generation_config_text()));
-  Loader loader = loader_for(cfg.family);
-  if (!loader) return internal_error(std::string("no loader for ") + model_family_name(cfg.family));
-  return loader(checkpoint, cfg);
+                      parse_model_config(checkpoint->config_text(), checkpoint->generation_config_text()));
+  Recipe recipe = recipe_for(cfg.family);
+  if (!recipe) return internal_error(std::string("no recipe for ") + model_family_name(cfg.family));
+  const blocks::DecoderRecipe r = recipe(*checkpoint);
+  return blocks::load_decoder_model(std::move(checkpoint), cfg, r, options);
 }
 
-Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir) {
+Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir, const LoadOptions& options) {
   FT_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
-  return load_model(ckpt);
+  return load_model(std::make_shared<const Checkpoint>(std::move(ckpt)), options);
 }
 
 }  // namespace ft::engine

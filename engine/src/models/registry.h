@@ -4,12 +4,13 @@
 
 #include <memory>
 
-#include "ft/engine/model.h"
+#include "blocks/decoder.h"
 
 namespace ft::engine::models {
 
-Result<std::unique_ptr<Model>> load_qwen3_moe(const Checkpoint& ckpt, const ModelConfig& cfg);
-Result<std::unique_ptr<Model>> load_qwen3_next(const Checkpoint& ckpt, const ModelConfig& cfg);
-Result<std::unique_ptr<Model>> load_qwen3_5_moe(const Checkpoint& ckpt, const ModelConfig& cfg);
+// How each family's decoder is composed (its layers, tensor prefix and norms).
+blocks::DecoderRecipe qwen3_moe(const Checkpoint& ckpt);
+blocks::DecoderRecipe qwen3_next(const Checkpoint& ckpt);
+blocks::DecoderRecipe qwen3_5_moe(const Checkpoint& ckpt);
 
 }  // namespace ft::engine::models

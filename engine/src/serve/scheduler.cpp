@@ -54,7 +54,9 @@ nlohmann::json to_json(const SchedulerStats& s) {
           {"restores", s.restores},
           {"restore_misses", s.restore_misses},
           {"prefill_seconds", s.prefill_seconds},
-          {"decode_seconds", s.decode_seconds}};
+          {"decode_seconds", s.decode_seconds},
+          {"prefill_rows", s.prefill_rows},
+          {"prefill_ms_per_row", s.prefill_ms_per_row}};
 }
 
 // ---- RequestHandle ----
@@ -272,6 +274,13 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
     chunk.push_back(0);
     --budget;
   }
+  if (!slices.empty()) {
+    // Streams are decoding: only as many prefill rows as fit the stall budget (256 until the cost
+    // of a row has been measured).
+    const int fit = ms_per_prefill_row_ > 0 ? int(options_.max_decode_stall_ms / ms_per_prefill_row_) : 256;
+    budget = std::min(budget, std::max(16, fit));
+  }
+  const std::size_t decode_rows = slices.size();
   for (auto& s : running) {
     if (s->done || !s->prefilling) continue;
     if (budget <= 0 && !slices.empty()) break;
@@ -294,8 +303,17 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
   const auto t0 = Clock::now();
   Status st = model_.forward_batch(slices);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::size_t prefill_rows = 0;
+  for (std::size_t n : chunk) prefill_rows += n;
+  if (st && prefill_rows >= 16) {
+    // The step's cost per row (decode rows included, they cost about as much as a prefill row).
+    const double per_row = seconds * 1e3 / double(prefill_rows + decode_rows);
+    ms_per_prefill_row_ = ms_per_prefill_row_ > 0 ? 0.7 * ms_per_prefill_row_ + 0.3 * per_row : per_row;
+  }
   {
     std::lock_guard lock(mu_);
+    stats_.prefill_rows += prefill_rows;
+    stats_.prefill_ms_per_row = ms_per_prefill_row_;
     ++stats_.steps;
     stats_.batch_sequences += slices.size();
     stats_.max_batch_sequences = std::max<uint64_t>(stats_.max_batch_sequences, slices.size());

@@ -9,27 +9,59 @@ namespace {
 using store::ChunkKind;
 using store::StateChunk;
 
-template <typename T>
-std::vector<std::byte> bytes_of(const std::vector<T>& v) {
-  std::vector<std::byte> out(v.size() * sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
 std::vector<std::uint64_t> dims(const std::vector<int64_t>& shape) { return {shape.begin(), shape.end()}; }
 
-// Where each chunk's bytes go in a state being restored: up to two destinations (K then V).
-struct Destination {
-  std::byte* first = nullptr;
-  std::uint64_t first_bytes = 0;
-  std::byte* second = nullptr;
+store::DType store_dtype(KvDType d) { return d == KvDType::kBf16 ? store::DType::kBf16 : store::DType::kF32; }
+
+std::vector<std::uint64_t> page_shape(const KvLayout& l) {
+  return {std::uint64_t(l.layers), 2, std::uint64_t(l.kv_heads), std::uint64_t(l.page_tokens),
+          std::uint64_t(l.head_dim)};
+}
+
+// What each chunk of a checkpoint of `state` after `tokens` tokens must look like, and where its
+// bytes go when restored: the pages (allocated here) and the linear states.
+struct Plan {
+  std::vector<store::ChunkDesc> chunks;  // layer, kind, dtype, shape, bytes (no checksum)
+  std::vector<std::byte*> dest;
+  std::vector<KvPageRef> pages;
 };
+
+Result<Plan> plan_restore(SequenceState& state, std::int64_t tokens, bool allocate_pages) {
+  Plan plan;
+  if (const KvPool* pool = state.pool()) {
+    const KvLayout& l = pool->layout();
+    for (std::int64_t p = 0; p < l.pages_for(tokens); ++p) {
+      plan.chunks.push_back({std::uint32_t(p), ChunkKind::kKvPage, store_dtype(l.dtype), page_shape(l), l.page_bytes(), 0});
+      if (!allocate_pages) continue;
+      FT_ASSIGN_OR_RETURN(KvPageRef page, const_cast<KvPool*>(pool)->allocate());
+      plan.dest.push_back(page->data());
+      plan.pages.push_back(std::move(page));
+    }
+  }
+  for (LinearState& l : state.linear()) {
+    plan.chunks.push_back({std::uint32_t(l.layer), ChunkKind::kConv, store::DType::kF32, dims(l.conv_shape),
+                           l.conv.size() * sizeof(float), 0});
+    plan.dest.push_back(reinterpret_cast<std::byte*>(l.conv.data()));
+    plan.chunks.push_back({std::uint32_t(l.layer), ChunkKind::kRecurrent, store::DType::kF32,
+                           dims(l.recurrent_shape), l.recurrent.size() * sizeof(float), 0});
+    plan.dest.push_back(reinterpret_cast<std::byte*>(l.recurrent.data()));
+  }
+  return plan;
+}
+
+bool same_layout(const store::ChunkDesc& want, std::uint32_t layer, ChunkKind kind, store::DType dtype,
+                 const std::vector<std::uint64_t>& shape, std::uint64_t bytes) {
+  return want.layer == layer && want.kind == kind && want.dtype == dtype && want.shape == shape && want.bytes == bytes;
+}
 
 }  // namespace
 
 ModelFingerprint store_fingerprint(const Model& model) {
-  const std::string text =
-      model.fingerprint() + "|state=f32|format=" + std::to_string(store::kCheckpointFormatVersion);
+  std::string text = model.fingerprint();
+  if (const auto kv = model.kv_layout()) {
+    text += "|kv=" + std::string(kv_dtype_name(kv->dtype)) + "/page" + std::to_string(kv->page_tokens);
+  }
+  text += "|linear=f32|format=" + std::to_string(store::kCheckpointFormatVersion);
   const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
   return {h.high64, h.low64};
 }
@@ -38,92 +70,92 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
   store::ModelState out;
   out.tokens = std::uint64_t(state.position());
   out.model = fingerprint;
-  for (std::size_t i = 0; i < state.layers().size(); ++i) {
-    const LayerState& l = state.layers()[i];
-    if (l.kind == LayerStateKind::kAttention) {
-      StateChunk c;
-      c.layer = std::uint32_t(i);
-      c.kind = ChunkKind::kAttentionKv;
-      c.dtype = store::DType::kF32;
-      c.shape = {2, std::uint64_t(l.kv.tokens()), std::uint64_t(l.kv.kv_heads), std::uint64_t(l.kv.head_dim)};
-      c.data.resize((l.kv.k.size() + l.kv.v.size()) * sizeof(float));
-      if (!l.kv.k.empty()) std::memcpy(c.data.data(), l.kv.k.data(), l.kv.k.size() * sizeof(float));
-      if (!l.kv.v.empty())
-        std::memcpy(c.data.data() + l.kv.k.size() * sizeof(float), l.kv.v.data(), l.kv.v.size() * sizeof(float));
-      out.chunks.push_back(std::move(c));
-    } else {
-      out.chunks.push_back({std::uint32_t(i), ChunkKind::kConv, store::DType::kF32, dims(l.linear.conv_shape),
-                            bytes_of(l.linear.conv)});
-      out.chunks.push_back({std::uint32_t(i), ChunkKind::kRecurrent, store::DType::kF32,
-                            dims(l.linear.recurrent_shape), bytes_of(l.linear.recurrent)});
+  if (const KvPool* pool = state.pool()) {
+    const KvLayout& l = pool->layout();
+    for (std::int64_t p = 0; p < l.pages_for(state.position()); ++p) {
+      const KvPageRef& page = state.pages()[std::size_t(p)];
+      out.chunks.push_back({std::uint32_t(p), ChunkKind::kKvPage, store_dtype(l.dtype), page_shape(l),
+                            store::ChunkBytes::shared({page->data(), l.page_bytes()}, page)});
     }
+  }
+  for (const LinearState& l : state.linear()) {
+    std::vector<std::byte> conv(l.conv.size() * sizeof(float)), rec(l.recurrent.size() * sizeof(float));
+    if (!conv.empty()) std::memcpy(conv.data(), l.conv.data(), conv.size());
+    if (!rec.empty()) std::memcpy(rec.data(), l.recurrent.data(), rec.size());
+    out.chunks.push_back({std::uint32_t(l.layer), ChunkKind::kConv, store::DType::kF32, dims(l.conv_shape), std::move(conv)});
+    out.chunks.push_back(
+        {std::uint32_t(l.layer), ChunkKind::kRecurrent, store::DType::kF32, dims(l.recurrent_shape), std::move(rec)});
   }
   return out;
 }
 
+Status restore_from_model_state(const store::ModelState& checkpoint, SequenceState& state) {
+  state.reset();
+  const auto fail = [&](Status s) {
+    state.reset();
+    return s;
+  };
+  const std::int64_t n = std::int64_t(checkpoint.tokens);
+  auto plan = plan_restore(state, n, /*allocate_pages=*/false);
+  if (!plan.is_ok()) return fail(plan.status());
+  if (plan->chunks.size() != checkpoint.chunks.size()) return fail(not_found("checkpoint has another state layout"));
+  std::vector<KvPageRef> pages;
+  std::size_t linear_chunk = 0;
+  for (std::size_t i = 0; i < checkpoint.chunks.size(); ++i) {
+    const StateChunk& c = checkpoint.chunks[i];
+    const store::ChunkDesc& want = plan->chunks[i];
+    if (!same_layout(want, c.layer, c.kind, c.dtype, c.shape, c.data.size()))
+      return fail(not_found("checkpoint has another state layout"));
+    if (c.kind != ChunkKind::kKvPage) {
+      std::memcpy(plan->dest[linear_chunk++], c.data.data(), c.data.size());
+      continue;
+    }
+    // A page of this pool: share it (the sequence copies it before writing into it).
+    auto own = std::dynamic_pointer_cast<const KvPage>(c.data.owner());
+    if (own && own->pool() == state.pool() && own->data() == c.data.data()) {
+      pages.push_back(std::const_pointer_cast<KvPage>(std::move(own)));
+      continue;
+    }
+    auto page = const_cast<KvPool*>(state.pool())->allocate();
+    if (!page.is_ok()) return fail(page.status());
+    std::memcpy((*page)->data(), c.data.data(), c.data.size());
+    pages.push_back(std::move(page).value());
+  }
+  state.set_kv(std::move(pages), n);
+  return Status::ok();
+}
+
 Status restore_model_state(store::StateTier& tier, const store::StoreKey& key, SequenceState& state) {
   state.reset();
-  FT_ASSIGN_OR_RETURN(store::ModelStateHeader header, tier.lookup_header(key));
-  const auto layout_mismatch = [&] {
+  const auto fail = [&](Status s) {
     state.reset();
-    return not_found("checkpoint " + key.prefix.to_hex() + " has another state layout");
+    return s;
   };
+  if (auto shared = tier.find_shared(key)) {
+    if (shared->model != key.model) return fail(not_found("checkpoint " + key.prefix.to_hex() + " has another state layout"));
+    Status s = restore_from_model_state(*shared, state);
+    if (!s && s.code() == ErrorCode::kNotFound) return fail(not_found("checkpoint " + key.prefix.to_hex() + ": " + s.message()));
+    return s;
+  }
+  FT_ASSIGN_OR_RETURN(store::ModelStateHeader header, tier.lookup_header(key));
+  const auto layout_mismatch = [&] { return fail(not_found("checkpoint " + key.prefix.to_hex() + " has another state layout")); };
   if (header.model != key.model) return layout_mismatch();
   const std::int64_t n = std::int64_t(header.tokens);
-
-  // Size the state for N tokens and point each chunk at its buffers.
-  std::vector<Destination> dest;
-  std::size_t c = 0;
-  for (std::size_t i = 0; i < state.layers().size(); ++i) {
-    LayerState& l = state.layers()[i];
-    const auto expect = [&](ChunkKind kind, const std::vector<std::uint64_t>& shape) {
-      if (c >= header.chunks.size()) return false;
-      const store::ChunkDesc& d = header.chunks[c];
-      return d.layer == i && d.kind == kind && d.dtype == store::DType::kF32 && d.shape == shape;
-    };
-    if (l.kind == LayerStateKind::kAttention) {
-      const std::uint64_t per = std::uint64_t(l.kv.kv_heads * l.kv.head_dim);
-      if (!expect(ChunkKind::kAttentionKv, {2, std::uint64_t(n), std::uint64_t(l.kv.kv_heads),
-                                            std::uint64_t(l.kv.head_dim)}))
-        return layout_mismatch();
-      l.kv.k.resize(std::size_t(n) * per);
-      l.kv.v.resize(std::size_t(n) * per);
-      dest.push_back({reinterpret_cast<std::byte*>(l.kv.k.data()), l.kv.k.size() * sizeof(float),
-                      reinterpret_cast<std::byte*>(l.kv.v.data())});
-      ++c;
-    } else {
-      if (!expect(ChunkKind::kConv, dims(l.linear.conv_shape))) return layout_mismatch();
-      dest.push_back({reinterpret_cast<std::byte*>(l.linear.conv.data()), l.linear.conv.size() * sizeof(float)});
-      ++c;
-      if (!expect(ChunkKind::kRecurrent, dims(l.linear.recurrent_shape))) return layout_mismatch();
-      dest.push_back(
-          {reinterpret_cast<std::byte*>(l.linear.recurrent.data()), l.linear.recurrent.size() * sizeof(float)});
-      ++c;
-    }
+  auto plan = plan_restore(state, n, /*allocate_pages=*/true);
+  if (!plan.is_ok()) return fail(plan.status());
+  if (plan->chunks.size() != header.chunks.size()) return layout_mismatch();
+  for (std::size_t i = 0; i < header.chunks.size(); ++i) {
+    const store::ChunkDesc& want = plan->chunks[i];
+    const store::ChunkDesc& have = header.chunks[i];
+    if (!same_layout(want, have.layer, have.kind, have.dtype, have.shape, have.bytes)) return layout_mismatch();
   }
-  if (c != header.chunks.size()) return layout_mismatch();
-
   Status read = tier.read_chunks(key, header, [&](const store::ChunkPiece& p) -> Status {
-    const Destination& d = dest[p.chunk_index];
-    std::uint64_t at = p.offset;
-    std::size_t done = 0;
-    while (done < p.bytes.size()) {
-      const bool in_first = at < d.first_bytes;
-      std::byte* base = in_first ? d.first + at : d.second + (at - d.first_bytes);
-      const std::size_t room = in_first ? std::size_t(d.first_bytes - at) : p.bytes.size() - done;
-      const std::size_t n_copy = std::min(room, p.bytes.size() - done);
-      if (!in_first && !d.second) return corrupt("checkpoint chunk larger than its destination");
-      std::memcpy(base, p.bytes.data() + done, n_copy);
-      done += n_copy;
-      at += n_copy;
-    }
+    if (p.offset + p.bytes.size() > header.chunks[p.chunk_index].bytes) return corrupt("checkpoint piece beyond its chunk");
+    std::memcpy(plan->dest[p.chunk_index] + p.offset, p.bytes.data(), p.bytes.size());
     return Status::ok();
   });
-  if (!read) {
-    state.reset();
-    return not_found("checkpoint " + key.prefix.to_hex() + ": " + read.message());
-  }
-  state.advance(n);
+  if (!read) return fail(not_found("checkpoint " + key.prefix.to_hex() + ": " + read.message()));
+  state.set_kv(std::move(plan->pages), n);
   return Status::ok();
 }
 

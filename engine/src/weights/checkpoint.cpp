@@ -7,8 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include "mapped_file.h"
-#include "safetensors.h"
+#include "weights/mapped_file.h"
+#include "weights/safetensors.h"
 
 namespace ft::engine {
 

@@ -61,29 +61,6 @@ std::string TensorView::shape_string() const {
 
 namespace {
 
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);  // Inf, or NaN with its payload kept
-  } else if (exp != 0) {
-    bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {
-    // Subnormal halves are normal floats: shift the leading 1 into the implicit bit position.
-    int e = 127 - 15 + 1;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --e;
-    }
-    bits = sign | (uint32_t(e) << 23) | ((mant & 0x3ffu) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
 // The mapping gives no alignment guarantee for a tensor's start, so elements are read with memcpy.
 template <typename T>
 T load(const std::byte* p) {

@@ -1,4 +1,4 @@
-#include "safetensors.h"
+#include "weights/safetensors.h"
 
 #include <algorithm>
 #include <cstring>

@@ -11,12 +11,11 @@
 // tiles, token tiles innermost), so the DRAM traffic of a call is the expert's size whatever T is.
 //
 // ISA paths, chosen at run time (the rest of the build stays baseline x86-64):
-//   kAvx512Bf16  AVX512-BF16 VDPBF16PS. Activations are rounded to bf16 (round to nearest even)
-//                first, as llama.cpp and KTransformers do; the products are then exact and summed
-//                in fp32. Rounding x to bf16 changes each input by at most 2^-9 relative, so a dot
-//                product moves by at most 2^-9 * sum_i |w_i x_i| (about 0.2% of the magnitude sum;
-//                with random-sign terms the typical error is far smaller). Everything downstream
-//                (silu, the product, down_proj) sees inputs of that accuracy.
+//   kAvx512Bf16  AVX512-BF16 VDPBF16PS. Each activation is split into two bf16s, hi = bf16(x) and
+//                lo = bf16(x - hi) ("bf16x2"), both multiplied exactly and summed in fp32, so a dot
+//                product carries x to about 2^-16 relative instead of the 2^-9 of rounding x to one
+//                bf16 (what llama.cpp and KTransformers do). The bound: |error| <= 2^-17 *
+//                sum_i |w_i x_i| from the split plus fp32 summation.
 //   kAvx512      AVX-512F(+BW/VL): bf16 weights widened to fp32 by a 16-bit shift, fp32 FMA. Same
 //                numerics as the scalar reference up to summation order (<= cols * 2^-24 relative
 //                to sum_i |w_i x_i|).
@@ -54,9 +53,8 @@ struct ExpertWeights {
 
 // Reusable buffers for expert_swiglu, so the decode loop does not allocate. Grows as needed.
 struct ExpertScratch {
-  std::vector<float> h;        // [T, inter] silu(gate) * up (fp32 paths)
-  std::vector<bf16_t> x_bf16;  // [T, hidden] activations rounded for kAvx512Bf16
-  std::vector<bf16_t> h_bf16;  // [T, inter] h rounded to bf16 (kAvx512Bf16 only)
+  std::vector<std::byte> x;  // [T, hidden] activations in the path's format (fp32 or bf16x2)
+  std::vector<std::byte> h;  // [T, inter] silu(gate) * up, same format
 };
 
 // y[t, r] = sum_c x[t, c] * W[r, c] for t < tokens, r < rows: y[T, rows] = x[T, cols] * W^T.

@@ -1,6 +1,7 @@
-// A loaded model and its forward pass (CPU reference path, fp32). One implementation per
-// architecture family under engine/src/models/, each a short composition of the shared blocks in
-// engine/src/blocks/; load_model() picks it from config.json.
+// A loaded model and its forward pass. One recipe per architecture family under
+// engine/src/models/, each a short composition of the shared blocks in engine/src/blocks/;
+// load_model() picks it from config.json. The weights stay in the mapped checkpoint in their
+// stored dtype; the ops run on the backend chosen at load (backend.h).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,11 @@
 #include <span>
 #include <string>
 
+#include <optional>
+
 #include "ft/common/result.h"
+#include "ft/engine/backend.h"
+#include "ft/engine/kv_pool.h"
 #include "ft/engine/model_config.h"
 #include "ft/engine/sequence_state.h"
 
@@ -39,11 +44,20 @@ class Model {
   virtual const ModelConfig& config() const = 0;
   // Family plus a hash of config.json and the tensor shapes; stamped into state snapshots.
   virtual const std::string& fingerprint() const = 0;
+  // The KV page layout of this model's states; nullopt without attention layers.
+  virtual std::optional<KvLayout> kv_layout() const = 0;
+  virtual KvPoolStats kv_stats() const = 0;
+  virtual BackendKind backend_kind() const = 0;
+  // Records the experts every MoE layer chooses from now on (null: stop). Not thread-safe with
+  // forward passes in flight.
+  virtual void set_routing_trace(RoutingTrace* trace) const = 0;
+  virtual int threads() const = 0;
   // An empty state (position 0) with this model's layer layout.
   virtual SequenceState new_state() const = 0;
   // Appends `tokens` at state.position(), updating the state, and writes logits per `mode` into
   // logits_out (may be null for kNone). Errors (state untouched): kInvalidArgument for an empty
-  // token list, an id outside [0, vocab) or a state of another model.
+  // token list, an id outside [0, vocab) or a state of another model; kUnavailable when the KV
+  // budget has no page left for the new tokens.
   Status forward(SequenceState& state, std::span<const int32_t> tokens, float* logits_out,
                  LogitsMode mode = LogitsMode::kAll) const {
     const BatchSlice one{&state, tokens, logits_out, mode};
@@ -58,11 +72,19 @@ class Model {
   int64_t vocab_size() const { return config().vocab_size; }
 };
 
-// Reads config.json, picks the family and loads its weights (converted to fp32). The model keeps
-// no reference to the checkpoint. Errors: kUnsupported for an unknown architecture; kNotFound for
-// a missing tensor; kInvalidArgument for a tensor of the wrong shape (both name the tensor).
-Result<std::unique_ptr<Model>> load_model(const Checkpoint& checkpoint);
+struct LoadOptions {
+  BackendKind backend = BackendKind::kCpu;
+  int threads = 0;                   // 0: every core
+  std::uint64_t kv_budget_bytes = 0;  // KV page pool; 0: a quarter of physical RAM (reserved, not committed)
+  int64_t kv_page_tokens = 64;       // token positions per KV page
+};
+
+// Reads config.json, picks the family and maps its weights as views into `checkpoint`, which the
+// model keeps alive. Loading reads tensor headers only, never converts a matrix. Errors:
+// kUnsupported for an unknown architecture or a weight dtype without kernels; kNotFound for a
+// missing tensor; kInvalidArgument for a tensor of the wrong shape (both name the tensor).
+Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const Checkpoint> checkpoint, const LoadOptions& options = {});
 // Convenience: Checkpoint::open(dir) then load_model.
-Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir);
+Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir, const LoadOptions& options = {});
 
 }  // namespace ft::engine

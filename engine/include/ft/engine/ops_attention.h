@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ft/engine/kv_pool.h"
+
 namespace ft::engine::ref {
 
 enum class RopeLayout {
@@ -43,5 +45,15 @@ void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::s
 void causal_attention(const float* q, const float* k, const float* v, float* out, std::size_t T,
                       std::size_t pos0, std::size_t heads, std::size_t kv_heads, std::size_t head_dim,
                       float scale);
+
+// ---- Paged KV (kv_pool.h) ----------------------------------------------------------------------
+
+// Writes k, v [rows, kv_heads, head_dim] (fp32) for positions pos0 .. pos0 + rows - 1 into layer
+// `layer` of `pages`, converting to the layout's dtype (bf16: round to nearest even).
+void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v, std::size_t rows, int64_t pos0,
+              std::byte* const* pages);
+// Reads positions [0, tokens) of layer `layer` back as fp32 k, v [tokens, kv_heads, head_dim]
+// (the layout causal_attention takes).
+void kv_gather(const KvLayout& layout, int64_t layer, int64_t tokens, std::byte* const* pages, float* k, float* v);
 
 }  // namespace ft::engine::ref

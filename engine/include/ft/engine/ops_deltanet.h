@@ -160,14 +160,21 @@ struct DeltaNetWeights {
   const float* out_proj = nullptr;  // [hidden, value_dim]
 };
 
+// qwen3_next: the outputs of the fused projections, qkvz [T, 2*key_dim + 2*value_dim] and
+// ba [T, 2*num_v_heads] grouped per key head, put in the split layout's order: qkv [T, conv_dim]
+// (q | k | v), z [T, value_dim], b and a [T, num_v_heads] (HF fix_query_key_value_ordering).
+void deltanet_unfuse(const DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T, float* qkv,
+                     float* z, float* b, float* a);
+
 enum class DeltaRuleMode {
   kAuto,       // T == 1 -> recurrent, T > 1 -> chunked (what HF does)
   kRecurrent,  // token by token
   kChunked,    // chunks of kDeltaRuleChunk
 };
 
-// Checks dims (non-zero, num_v_heads a multiple of num_k_heads, K >= 1) and that the weights the
-// layout needs are present.
+// Checks dims: non-zero, num_v_heads a multiple of num_k_heads, K >= 1.
+Status validate_deltanet_dims(const DeltaNetDims& dims);
+// validate_deltanet_dims, and that the weights the layout needs are present.
 Status validate_deltanet(const DeltaNetDims& dims, const DeltaNetWeights& w);
 
 // The GatedDeltaNet layer on T tokens: x [T, hidden] -> out [T, hidden] (out may not alias x),

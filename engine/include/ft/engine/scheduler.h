@@ -34,7 +34,13 @@ struct SchedulerOptions {
   int64_t context_length = 32768;  // tokens per sequence, prompt + output
   int max_running = 8;             // sequences in the batch at once
   int max_waiting = 16;            // queued beyond the running ones before "overloaded"
-  int step_tokens = 256;           // rows per forward pass: decode tokens + prefill chunk rows
+  // Rows per forward pass (decode tokens + prefill chunk rows) when nothing is decoding: large, so
+  // that a prefill reads the weights once for many tokens.
+  int step_tokens = 2048;
+  // While sequences are decoding, a step's prefill rows are cut so that the step takes about this
+  // long (from the measured cost of a prefill row): a long prompt arriving never stalls running
+  // streams for more than this.
+  double max_decode_stall_ms = 500;
 };
 
 struct SchedulerStats {
@@ -55,6 +61,8 @@ struct SchedulerStats {
   uint64_t restore_misses = 0;
   double prefill_seconds = 0;  // steps that held prefill rows
   double decode_seconds = 0;   // steps of decode rows only
+  uint64_t prefill_rows = 0;   // rows of prefill processed
+  double prefill_ms_per_row = 0;  // recent average cost of a prefill row (sets the chunk while decoding)
   int running = 0;
   int waiting = 0;
 };
@@ -124,6 +132,7 @@ class Scheduler {
   SchedulerStats stats_;
   int active_ = 0;          // sequences taken from waiting_ and not finished: admission counts them
   int restores_done_ = 0;   // restores finished since the loop last looked (wakes it)
+  double ms_per_prefill_row_ = 0;  // exponential average over prefill steps; 0 until measured
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -1,8 +1,10 @@
-// A live SequenceState as a store checkpoint and back. The chunk layout, per model layer in order:
-//   attention: one kAttentionKv chunk, f32 [2, N, kv_heads, head_dim] (K rows, then V rows)
-//   linear:    one kConv chunk (the conv state's shape) then one kRecurrent chunk (its shape)
-// State is stored in the dtype it lives in (f32 on the CPU path) so a restore reproduces the
-// exact numbers a full recompute would: restore + suffix == the whole sequence, bit for bit.
+// A live SequenceState as a store checkpoint and back. The chunk layout, in order:
+//   one kKvPage chunk per KV page covering [0, N): `layer` = page index, shape
+//     [attention layers, 2, kv_heads, page_tokens, head_dim] in the pool's dtype, the bytes of the
+//     page itself (shared with the sequence, not copied; the last page's unused tail is zero)
+//   per linear-attention layer: one kConv chunk (its shape) then one kRecurrent chunk, f32
+// KV and state are stored in the dtype they live in, so a restore reproduces the exact numbers a
+// full recompute would: restore + suffix == the whole sequence, bit for bit.
 #pragma once
 
 #include "ft/common/hash128.h"
@@ -14,14 +16,21 @@
 namespace ft::engine {
 
 // The store's identity of `model`: XXH3-128 of its fingerprint (config, tensor names, shapes,
-// dtypes, sampled bytes) plus the state dtype and the checkpoint format version.
+// dtypes, sampled bytes) plus the state layout (KV dtype and page size) and the checkpoint format
+// version. A checkpoint of another layout is therefore a miss, never a wrong restore.
 ModelFingerprint store_fingerprint(const Model& model);
 
-// The state after its position() tokens, copied into a checkpoint.
+// The state after its position() tokens as a checkpoint: its pages shared, linear states copied.
 store::ModelState to_model_state(const SequenceState& state, const ModelFingerprint& fingerprint);
 
-// Reads the checkpoint under `key` from `tier` into `state` (streamed straight into the state's
-// buffers). kNotFound: not held, corrupt or of another layout (all mean "recompute"); on any
+// Makes `state` the checkpoint `checkpoint` (from to_model_state of this model). Pages of this
+// state's own pool are adopted, others copied. kNotFound when the layout differs; on any error
+// `state` is reset to empty.
+Status restore_from_model_state(const store::ModelState& checkpoint, SequenceState& state);
+
+// Reads the checkpoint under `key` from `tier` into `state`: adopted from host RAM when the tier
+// holds it there, else streamed from the tier straight into fresh pages. kNotFound: not held,
+// corrupt or of another layout (all mean "recompute"); kUnavailable: no KV budget left. On any
 // error `state` is reset to empty.
 Status restore_model_state(store::StateTier& tier, const store::StoreKey& key, SequenceState& state);
 

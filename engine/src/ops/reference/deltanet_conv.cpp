@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "ft/engine/ops_deltanet.h"
-#include "ops_deltanet_internal.h"
+#include "ops/reference/deltanet_internal.h"
 
 namespace ft::engine::ref {
 

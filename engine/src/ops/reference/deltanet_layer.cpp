@@ -9,7 +9,7 @@
 #include <tbb/parallel_for.h>
 
 #include "ft/engine/ops_deltanet.h"
-#include "ops_deltanet_internal.h"
+#include "ops/reference/deltanet_internal.h"
 
 namespace ft::engine::ref {
 
@@ -122,33 +122,40 @@ void project_split(const DeltaNetDims& d, const DeltaNetWeights& w, const float*
 // HF fix_query_key_value_ordering does (view [.., num_k_heads, group] then split).
 void project_fused(const DeltaNetDims& d, const DeltaNetWeights& w, const float* x, std::size_t T,
                    Projected& p) {
-  const std::size_t nk = d.num_k_heads, nv = d.num_v_heads, dk = d.head_k_dim, dv = d.head_v_dim;
-  const std::size_t r = d.v_per_k();
-  const std::size_t qkvz_group = 2 * dk + 2 * r * dv, ba_group = 2 * r;
-  const std::size_t qkvz_dim = nk * qkvz_group, ba_dim = nk * ba_group;
+  const std::size_t nk = d.num_k_heads, dk = d.head_k_dim, dv = d.head_v_dim, r = d.v_per_k();
+  const std::size_t qkvz_dim = nk * (2 * dk + 2 * r * dv), ba_dim = nk * 2 * r;
   std::vector<float> qkvz(T * qkvz_dim), ba(T * ba_dim);
   linear(x, T, d.hidden, w.in_proj_qkvz, qkvz_dim, qkvz.data());
   linear(x, T, d.hidden, w.in_proj_ba, ba_dim, ba.data());
 
-  const std::size_t conv_dim = d.conv_dim(), key_dim = d.key_dim(), value_dim = d.value_dim();
-  for (std::size_t t = 0; t < T; ++t) {
-    float* qkv = &p.qkv[t * conv_dim];
-    for (std::size_t g = 0; g < nk; ++g) {
-      const float* src = &qkvz[t * qkvz_dim + g * qkvz_group];
-      std::copy_n(src, dk, qkv + g * dk);                                    // q of key head g
-      std::copy_n(src + dk, dk, qkv + key_dim + g * dk);                     // k of key head g
-      std::copy_n(src + 2 * dk, r * dv, qkv + 2 * key_dim + g * r * dv);     // v heads g*r..
-      std::copy_n(src + 2 * dk + r * dv, r * dv, &p.z[t * value_dim + g * r * dv]);  // z heads g*r..
-      const float* bsrc = &ba[t * ba_dim + g * ba_group];
-      std::copy_n(bsrc, r, &p.b[t * nv + g * r]);
-      std::copy_n(bsrc + r, r, &p.a[t * nv + g * r]);
-    }
-  }
+  deltanet_unfuse(d, qkvz.data(), ba.data(), T, p.qkv.data(), p.z.data(), p.b.data(), p.a.data());
 }
 
 }  // namespace
 
-Status validate_deltanet(const DeltaNetDims& d, const DeltaNetWeights& w) {
+void deltanet_unfuse(const DeltaNetDims& d, const float* qkvz_all, const float* ba_all, std::size_t T, float* qkv_all,
+                     float* z_all, float* b_all, float* a_all) {
+  const std::size_t nk = d.num_k_heads, nv = d.num_v_heads, dk = d.head_k_dim, dv = d.head_v_dim;
+  const std::size_t r = d.v_per_k();
+  const std::size_t qkvz_group = 2 * dk + 2 * r * dv, ba_group = 2 * r;
+  const std::size_t qkvz_dim = nk * qkvz_group, ba_dim = nk * ba_group;
+  const std::size_t conv_dim = d.conv_dim(), key_dim = d.key_dim(), value_dim = d.value_dim();
+  for (std::size_t t = 0; t < T; ++t) {
+    float* qkv = qkv_all + t * conv_dim;
+    for (std::size_t g = 0; g < nk; ++g) {
+      const float* src = qkvz_all + t * qkvz_dim + g * qkvz_group;
+      std::copy_n(src, dk, qkv + g * dk);                                          // q of key head g
+      std::copy_n(src + dk, dk, qkv + key_dim + g * dk);                           // k of key head g
+      std::copy_n(src + 2 * dk, r * dv, qkv + 2 * key_dim + g * r * dv);           // v heads g*r..
+      std::copy_n(src + 2 * dk + r * dv, r * dv, z_all + t * value_dim + g * r * dv);  // z heads g*r..
+      const float* bsrc = ba_all + t * ba_dim + g * ba_group;
+      std::copy_n(bsrc, r, b_all + t * nv + g * r);
+      std::copy_n(bsrc + r, r, a_all + t * nv + g * r);
+    }
+  }
+}
+
+Status validate_deltanet_dims(const DeltaNetDims& d) {
   if (!d.hidden || !d.num_k_heads || !d.num_v_heads || !d.head_k_dim || !d.head_v_dim)
     return invalid_argument("deltanet: every dimension must be non-zero");
   if (d.num_v_heads % d.num_k_heads != 0)
@@ -156,6 +163,11 @@ Status validate_deltanet(const DeltaNetDims& d, const DeltaNetWeights& w) {
                             ") is not a multiple of linear_num_key_heads (" +
                             std::to_string(d.num_k_heads) + ")");
   if (d.conv_kernel < 1) return invalid_argument("deltanet: linear_conv_kernel_dim must be >= 1");
+  return Status::ok();
+}
+
+Status validate_deltanet(const DeltaNetDims& d, const DeltaNetWeights& w) {
+  FT_RETURN_IF_ERROR(validate_deltanet_dims(d));
   const bool fused = w.layout == DeltaNetProjLayout::kQwen3NextFused;
   if (fused && (!w.in_proj_qkvz || !w.in_proj_ba))
     return invalid_argument("deltanet: qwen3_next layout needs in_proj_qkvz and in_proj_ba");

@@ -7,7 +7,7 @@
 #include <tbb/parallel_for.h>
 
 #include "ft/engine/ops_deltanet.h"
-#include "ops_deltanet_internal.h"
+#include "ops/reference/deltanet_internal.h"
 
 namespace ft::engine::ref {
 

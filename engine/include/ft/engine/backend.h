@@ -1,0 +1,163 @@
+// The op seam. The model files compose shared blocks (engine/src/blocks/); the blocks do all their
+// arithmetic through a Backend, so where and how an op runs is a choice made at load time, not a
+// fork of the model:
+//   kReference  the fp32 definitions (ops_*.h, namespace ref): weights converted row by row as
+//               they are read, fp32 KV. Tests compare everything else against it.
+//   kCpu        the runtime on the CPU: weights read in their stored dtype by AVX-512-BF16 /
+//               AVX-512 / AVX2 kernels picked at run time, bf16 KV pages, oneTBB threads.
+// A CUDA backend is one more implementation of this interface.
+//
+// Activations are fp32 row-major [rows, features] in the backend's memory (host for these two);
+// pointers passed to an op are from the backend's Scratch or the caller's own buffers.
+//
+// Determinism: every kCpu op computes each output row from that row's inputs alone, in an order
+// that depends on neither the number of rows in the call nor the thread count. A sequence
+// therefore gets the same bits whether it runs alone or batched, in one prefill or restored from
+// a checkpoint plus a suffix (tests/engine/fast_path_test.cpp holds it to that).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ft/common/result.h"
+#include "ft/engine/kv_pool.h"
+#include "ft/engine/matrix.h"
+#include "ft/engine/ops_attention.h"
+#include "ft/engine/ops_deltanet.h"
+#include "ft/engine/ops_moe.h"
+#include "ft/engine/scratch.h"
+
+namespace ft::engine {
+
+enum class BackendKind { kReference, kCpu };
+const char* backend_name(BackendKind kind);  // "reference", "cpu"
+Result<BackendKind> parse_backend(std::string_view name);
+
+// A MoE feed-forward's weights: router -> top-k routed SwiGLU experts, plus an optional shared
+// expert scaled by sigmoid(shared_gate(x)).
+struct MoeWeights {
+  ref::RouterSpec router_spec;
+  Matrix router;  // [num_experts, hidden]
+  std::vector<SwiGluMatrices> experts;
+  bool has_shared = false;
+  SwiGluMatrices shared;
+  Matrix shared_gate;  // [1, hidden]
+  int64_t hidden = 0;
+};
+
+// One sequence's rows in a batched attention call and where its KV lives.
+struct AttentionSeq {
+  std::size_t row0 = 0;                  // first row of this sequence in q / k / v / out
+  std::size_t rows = 0;                  // its new tokens, at positions pos0 ..
+  int64_t pos0 = 0;                      // tokens already in its KV
+  std::byte* const* pages = nullptr;     // page table covering [0, pos0 + rows)
+};
+
+// One sequence's rows in a batched Gated DeltaNet call and its state (updated in place).
+struct DeltaNetSeq {
+  std::size_t row0 = 0;
+  std::size_t rows = 0;
+  float* conv = nullptr;       // [conv_dim, K-1]
+  float* recurrent = nullptr;  // [num_v_heads, head_k_dim, head_v_dim]
+};
+
+// The small per-layer parameters of a Gated DeltaNet layer, fp32.
+struct DeltaNetParams {
+  const float* conv1d = nullptr;   // [conv_dim, K]
+  const float* dt_bias = nullptr;  // [num_v_heads]
+  const float* A_log = nullptr;    // [num_v_heads]
+  const float* norm = nullptr;     // [head_v_dim]
+};
+
+// The experts every MoE call chose, in call order (one entry per MoE layer per forward pass):
+// chosen[t * top_k + i] for the call's T tokens. Fidelity tests compare two backends' routing with
+// it; expert-usage statistics read it too.
+struct RoutingTrace {
+  std::vector<std::vector<int32_t>> calls;
+  std::size_t top_k = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual BackendKind kind() const = 0;
+  virtual KvDType kv_dtype() const = 0;
+  virtual int threads() const = 0;
+  // Runs `fn` (a forward pass) on this backend's threads; ops are called from inside it.
+  virtual void execute(const std::function<void()>& fn) = 0;
+  Scratch& scratch() { return scratch_; }
+  // Records routing into `trace` (null: stop recording).
+  void set_routing_trace(RoutingTrace* trace) { trace_ = trace; }
+
+  // ---- Dense ----
+  // out[t, :] = table[ids[t], :].
+  virtual void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) = 0;
+  // nn.Linear: y[T, w.rows] = x[T, w.cols] w^T (+ bias). y may not alias x.
+  virtual void linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) = 0;
+  // RMSNorm over rows of `dim` (ops.h); out may alias x.
+  virtual void rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
+                        float eps, bool zero_centered) = 0;
+  virtual void silu_mul(const float* gate, const float* up, float* out, std::size_t n) = 0;
+  virtual void mul_sigmoid(float* x, const float* gate, std::size_t n) = 0;
+  virtual void add(float* y, const float* x, std::size_t n) = 0;
+  // dst[i, :] = src[rows[i], :] for rows of `width` floats.
+  virtual void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) = 0;
+  // Copies n floats of backend memory to host memory.
+  virtual void to_host(const float* src, std::size_t n, float* dst) = 0;
+
+  // ---- Attention ----
+  // Rotates the first rotary_dim dims of each head of x [T, heads, head_dim]; row t sits at
+  // positions[t]. inv_freq from ref::rope_inv_freq.
+  virtual void rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
+                    const int64_t* positions) = 0;
+  // ref::split_gated_query: qg [T, heads, 2*head_dim] -> q [T, heads, head_dim], gate [T, heads*head_dim].
+  virtual void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
+                                 float* gate) = 0;
+  // Writes k, v [rows, kv_heads, head_dim] of each sequence into its pages at pos0 ...
+  virtual void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
+                        std::span<const AttentionSeq> seqs) = 0;
+  // Causal GQA attention of each sequence's rows of q [T, heads, head_dim] over its KV [0, pos0 +
+  // rows) (the new tokens already written), out [T, heads, head_dim]; softmax(q.k * scale).
+  virtual void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                         std::span<const AttentionSeq> seqs, float* out) = 0;
+
+  // ---- Mixture of experts ----
+  // out [T, hidden] = moe(x [T, hidden]); out may not alias x.
+  virtual void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) = 0;
+
+  // ---- Gated DeltaNet ----
+  // ref::deltanet_unfuse: qwen3_next's fused projection outputs into the split layout.
+  virtual void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T,
+                               float* qkv, float* z, float* b, float* a) = 0;
+  // The layer between its input projections and out_proj, per sequence: causal conv1d + SiLU of
+  // qkv [T, conv_dim] (q | k | v), the gates from a, b [T, num_v_heads], the gated delta rule from
+  // each sequence's state (left updated), and the gated RMSNorm with z [T, value_dim]:
+  // out [T, value_dim].
+  virtual void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv,
+                        const float* z, const float* b, const float* a, std::span<const DeltaNetSeq> seqs,
+                        float* out) = 0;
+
+ protected:
+  void record_routing(const int32_t* chosen, std::size_t T, std::size_t top_k) {
+    if (!trace_) return;
+    trace_->top_k = top_k;
+    trace_->calls.emplace_back(chosen, chosen + T * top_k);
+  }
+  Scratch scratch_;
+  RoutingTrace* trace_ = nullptr;
+};
+
+struct BackendOptions {
+  BackendKind kind = BackendKind::kCpu;
+  int threads = 0;  // 0: every core
+};
+
+Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);
+
+}  // namespace ft::engine

@@ -1,0 +1,124 @@
+// Paged attention KV. A page holds the K and V of `page_tokens` consecutive positions of every
+// attention layer; a sequence holds a list of pages (its page table). Pages are reference counted:
+// a snapshot of a sequence is its page list plus a copy of the small recurrent state, so the
+// snapshots of one growing sequence share their prefix pages instead of each copying [0, N), and a
+// restore from host RAM adopts the pages instead of copying them back. A page that a snapshot
+// still holds is never written again: the sequence copies it first (copy on write).
+//
+// Pages come from a budgeted pool (`--kv-budget`): address space is reserved once and memory is
+// committed as pages are first used, so an unused budget costs nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ft/common/result.h"
+#include "ft/store/checkpoint_format.h"
+
+namespace ft::engine {
+
+enum class KvDType : std::uint8_t {
+  kBf16,  // the runtime's KV (what the fast backends read)
+  kF32,   // the reference backend's, so golden tests compare fp32 math end to end
+};
+const char* kv_dtype_name(KvDType dtype);  // "bf16", "f32"
+
+// Page layout, all attention layers together:  page = [layer][K | V][kv_head][page_tokens][head_dim]
+// Head-major inside a page: one kv head's keys of a page are one contiguous block, which is what
+// attention streams (each kv head read once for its whole query group).
+struct KvLayout {
+  int64_t layers = 0;  // attention layers (numbered 0.. in model order)
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t page_tokens = 64;
+  KvDType dtype = KvDType::kBf16;
+
+  std::size_t elem_bytes() const { return dtype == KvDType::kBf16 ? 2 : 4; }
+  // One kv head's K (or V) in one page.
+  std::size_t block_bytes() const { return std::size_t(page_tokens * head_dim) * elem_bytes(); }
+  std::size_t layer_bytes() const { return 2 * std::size_t(kv_heads) * block_bytes(); }
+  std::size_t page_bytes() const { return std::size_t(layers) * layer_bytes(); }
+  std::size_t k_offset(int64_t layer, int64_t head) const {
+    return std::size_t(layer) * layer_bytes() + std::size_t(head) * block_bytes();
+  }
+  std::size_t v_offset(int64_t layer, int64_t head) const {
+    return std::size_t(layer) * layer_bytes() + std::size_t(kv_heads + head) * block_bytes();
+  }
+  int64_t pages_for(int64_t tokens) const { return (tokens + page_tokens - 1) / page_tokens; }
+  // KV bytes one token adds across all layers (the budget's unit of account in messages).
+  std::size_t token_bytes() const { return page_bytes() / std::size_t(page_tokens); }
+};
+
+class KvPool;
+
+// One page. Its memory goes back to the pool when the last holder lets go; holders are the
+// sequences using it and the checkpoints sharing it (hence a store::ChunkOwner: a restore can tell
+// a page of its own pool from other memory and adopt it).
+class KvPage final : public store::ChunkOwner {
+ public:
+  class Key {  // only the pool makes pages
+    friend class KvPool;
+    Key() = default;
+  };
+  KvPage(const Key&, std::shared_ptr<KvPool> pool, std::uint32_t index, std::byte* data);
+  ~KvPage() override;
+  KvPage(const KvPage&) = delete;
+  KvPage& operator=(const KvPage&) = delete;
+
+  std::byte* data() const { return data_; }
+  const KvPool* pool() const { return pool_.get(); }
+
+ private:
+  std::shared_ptr<KvPool> pool_;  // the pool outlives every page (a checkpoint may hold one late)
+  std::uint32_t index_;
+  std::byte* data_;
+};
+using KvPageRef = std::shared_ptr<KvPage>;
+
+struct KvPoolStats {
+  std::uint64_t page_bytes = 0;
+  std::uint64_t pages_total = 0;  // the budget in pages
+  std::uint64_t pages_used = 0;   // held by sequences or checkpoints
+  std::uint64_t pages_touched = 0;  // ever used: memory committed
+  std::uint64_t copies = 0;       // copy-on-write page copies
+  std::uint64_t exhausted = 0;    // allocations refused for want of budget
+};
+
+class KvPool : public std::enable_shared_from_this<KvPool> {
+ public:
+  // Reserves address space for budget_bytes / page_bytes pages (at least one page must fit).
+  static Result<std::shared_ptr<KvPool>> create(const KvLayout& layout, std::uint64_t budget_bytes);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  const KvLayout& layout() const { return layout_; }
+  // A zero-filled page; kUnavailable when every page of the budget is in use.
+  Result<KvPageRef> allocate();
+  // A new page with the bytes of `page` (copy on write).
+  Result<KvPageRef> copy_of(const KvPage& page);
+  KvPoolStats stats() const;
+
+  class Key {  // only create() makes pools
+    friend class KvPool;
+    Key() = default;
+  };
+  KvPool(const Key&, const KvLayout& layout, std::byte* base, std::uint64_t pages);
+
+ private:
+  friend class KvPage;
+  void release(std::uint32_t index);
+
+  const KvLayout layout_;
+  std::byte* const base_;
+  const std::uint64_t pages_;
+  mutable std::mutex mu_;
+  std::vector<std::uint32_t> free_;    // released pages (need zeroing before reuse)
+  std::uint64_t high_water_ = 0;       // pages [0, high_water_) have been handed out before
+  KvPoolStats counters_;
+};
+
+}  // namespace ft::engine

@@ -1,0 +1,50 @@
+// Temporaries of a forward pass without allocating on the hot path: a bump allocator whose frames
+// return what they took when they end. Blocks of memory are kept between passes, so once a pass of
+// a given size has run, the next one allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace ft::engine {
+
+class Scratch {
+ public:
+  // Everything taken while a frame lives is given back when it ends (frames nest).
+  class Frame {
+   public:
+    explicit Frame(Scratch& s) : s_(s), block_(s.block_), used_(s.used_) {}
+    ~Frame() {
+      s_.block_ = block_;
+      s_.used_ = used_;
+    }
+    Frame(const Frame&) = delete;
+    Frame& operator=(const Frame&) = delete;
+
+   private:
+    Scratch& s_;
+    std::size_t block_, used_;
+  };
+
+  // n elements of T, 64-byte aligned, uninitialised, valid until the enclosing frame ends.
+  template <typename T>
+  T* take(std::size_t n) {
+    return static_cast<T*>(bytes(n * sizeof(T)));
+  }
+  float* floats(std::size_t n) { return take<float>(n); }
+
+  std::size_t capacity() const;  // bytes held
+
+ private:
+  void* bytes(std::size_t n);
+  struct Block {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t size = 0;
+  };
+  std::vector<Block> blocks_;
+  std::size_t block_ = 0;  // the block being filled
+  std::size_t used_ = 0;   // bytes used in it
+};
+
+}  // namespace ft::engine

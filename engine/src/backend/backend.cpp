@@ -1,0 +1,32 @@
+#include "ft/engine/backend.h"
+
+#include "backend/cpu_backend.h"
+#include "backend/reference_backend.h"
+
+namespace ft::engine {
+
+const char* backend_name(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kReference: return "reference";
+    case BackendKind::kCpu: return "cpu";
+  }
+  return "?";
+}
+
+Result<BackendKind> parse_backend(std::string_view name) {
+  for (BackendKind k : {BackendKind::kReference, BackendKind::kCpu}) {
+    if (name == backend_name(k)) return k;
+  }
+  return invalid_argument("unknown backend '" + std::string(name) + "' (reference, cpu)");
+}
+
+Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options) {
+  if (options.threads < 0) return invalid_argument("threads must be >= 0");
+  switch (options.kind) {
+    case BackendKind::kReference: return std::unique_ptr<Backend>(std::make_unique<ReferenceBackend>(options.threads));
+    case BackendKind::kCpu: return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(options.threads));
+  }
+  return invalid_argument("unknown backend");
+}
+
+}  // namespace ft::engine

@@ -1,0 +1,165 @@
+#include "backend/cpu_backend.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ft/engine/ops.h"
+#include "ft/engine/ops_dense.h"
+#include "ops/cpu/attention.h"
+#include "ops/cpu/deltanet.h"
+#include "ops/cpu/linear.h"
+#include "ops/cpu/moe.h"
+
+namespace ft::engine {
+namespace {
+
+// Element-wise work below this many elements runs on the calling thread.
+constexpr std::size_t kParallelElems = std::size_t(1) << 15;
+
+// fn(begin, end) over [0, n) items of `width` elements each, in parallel when there is enough work.
+template <typename Fn>
+void for_range(std::size_t n, std::size_t width, const Fn& fn) {
+  if (n * width <= kParallelElems) {
+    fn(std::size_t(0), n);
+    return;
+  }
+  const std::size_t grain = std::max<std::size_t>(1, 4096 / std::max<std::size_t>(width, 1));
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
+                    [&](const tbb::blocked_range<std::size_t>& r) { fn(r.begin(), r.end()); });
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads, CpuIsa isa)
+    : arena_(threads > 0 ? threads : tbb::task_arena::automatic), isa_(cpu_isa_supported(isa) ? isa : best_cpu_isa()) {}
+
+void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, float* out) {
+  for (std::size_t t = 0; t < ids.size(); ++t) matrix_row_f32(table, ids[t], out + t * std::size_t(table.cols));
+}
+
+void CpuBackend::linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) {
+  cpu::linear(scratch_, isa_, x, T, w, bias, y);
+}
+
+void CpuBackend::rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
+                          float eps, bool zero_centered) {
+  // The reference per row (its double sum of squares is cheap next to everything else).
+  for_range(rows, dim, [&](std::size_t a, std::size_t b) {
+    ref::rms_norm(x + a * dim, weight, out + a * dim, b - a, dim, eps, zero_centered);
+  });
+}
+
+void CpuBackend::silu_mul(const float* gate, const float* up, float* out, std::size_t n) {
+  for_range(n, 1, [&](std::size_t a, std::size_t b) { ref::silu_mul(gate + a, up + a, out + a, b - a); });
+}
+
+void CpuBackend::mul_sigmoid(float* x, const float* gate, std::size_t n) {
+  for_range(n, 1, [&](std::size_t a, std::size_t b) { ref::mul_sigmoid(x + a, gate + a, b - a); });
+}
+
+void CpuBackend::add(float* y, const float* x, std::size_t n) {
+  for_range(n, 1, [&](std::size_t a, std::size_t b) { ref::add_inplace(y + a, x + a, b - a); });
+}
+
+void CpuBackend::gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) {
+  for (std::size_t i = 0; i < rows.size(); ++i) std::memcpy(dst + i * width, src + rows[i] * width, width * sizeof(float));
+}
+
+void CpuBackend::to_host(const float* src, std::size_t n, float* dst) { std::memcpy(dst, src, n * sizeof(float)); }
+
+const CpuBackend::RopeTable& CpuBackend::rope_table(const float* inv_freq, std::size_t half, int64_t max_position) {
+  RopeTable* table = nullptr;
+  for (RopeTable& t : rope_tables_) {
+    if (t.inv_freq.size() == half && std::equal(t.inv_freq.begin(), t.inv_freq.end(), inv_freq)) table = &t;
+  }
+  if (!table) {
+    rope_tables_.push_back({std::vector<float>(inv_freq, inv_freq + half), {}, {}});
+    table = &rope_tables_.back();
+  }
+  const std::size_t have = half ? table->cos.size() / half : 0, need = std::size_t(max_position) + 1;
+  if (need > have) {
+    // Grow to the next power of two so a decode does not recompute the table every token.
+    std::size_t n = std::max<std::size_t>(need, 1024);
+    n = std::size_t(1) << std::size_t(std::ceil(std::log2(double(n))));
+    table->cos.resize(n * half);
+    table->sin.resize(n * half);
+    for (std::size_t p = have; p < n; ++p) {
+      for (std::size_t i = 0; i < half; ++i) {
+        // HF: freqs = inv_freq * position in fp32, then cos/sin in fp32.
+        const float angle = inv_freq[i] * float(p);
+        table->cos[p * half + i] = std::cos(angle);
+        table->sin[p * half + i] = std::sin(angle);
+      }
+    }
+  }
+  return *table;
+}
+
+void CpuBackend::rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
+                      const int64_t* positions) {
+  const std::size_t half = spec.rotary_dim / 2, D = spec.head_dim;
+  if (half == 0 || T == 0) return;
+  const int64_t max_pos = *std::max_element(positions, positions + T);
+  const RopeTable& table = rope_table(inv_freq, half, max_pos);
+  for_range(T, heads * D, [&](std::size_t a, std::size_t b) {
+    for (std::size_t t = a; t < b; ++t) {
+      const float* c = table.cos.data() + std::size_t(positions[t]) * half;
+      const float* s = table.sin.data() + std::size_t(positions[t]) * half;
+      for (std::size_t h = 0; h < heads; ++h) {
+        float* v = x + (t * heads + h) * D;
+        if (spec.layout == ref::RopeLayout::kNeox) {
+          for (std::size_t i = 0; i < half; ++i) {
+            const float p = v[i], q = v[i + half];
+            v[i] = p * c[i] + (-q) * s[i];
+            v[i + half] = q * c[i] + p * s[i];
+          }
+        } else {
+          for (std::size_t i = 0; i < half; ++i) {
+            const float p = v[2 * i], q = v[2 * i + 1];
+            v[2 * i] = p * c[i] - q * s[i];
+            v[2 * i + 1] = q * c[i] + p * s[i];
+          }
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
+                                   float* gate) {
+  ref::split_gated_query(qg, T, heads, head_dim, q, gate);
+}
+
+void CpuBackend::kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
+                          std::span<const AttentionSeq> seqs) {
+  cpu::kv_write(layout, layer, k, v, seqs);
+}
+
+void CpuBackend::attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                           std::span<const AttentionSeq> seqs, float* out) {
+  cpu::attention(scratch_, isa_, layout, layer, q, heads, scale, seqs, out);
+}
+
+void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+  if (!trace_) return cpu::moe(scratch_, isa_, w, x, T, out);
+  std::vector<int32_t> chosen(T * w.router_spec.top_k);
+  cpu::moe(scratch_, isa_, w, x, T, out, chosen.data());
+  record_routing(chosen.data(), T, w.router_spec.top_k);
+}
+
+void CpuBackend::deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T,
+                                 float* qkv, float* z, float* b, float* a) {
+  ref::deltanet_unfuse(dims, qkvz, ba, T, qkv, z, b, a);
+}
+
+void CpuBackend::deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv,
+                          const float* z, const float* b, const float* a, std::span<const DeltaNetSeq> seqs,
+                          float* out) {
+  cpu::deltanet(scratch_, isa_, dims, params, qkv, z, b, a, seqs, out);
+}
+
+}  // namespace ft::engine

@@ -1,0 +1,64 @@
+// The runtime on the CPU: weights read in their stored dtype by the kernels of the best ISA this
+// CPU has (AVX512-BF16 / AVX-512 / AVX2, see expert_kernels.h; FT_CPU_ISA caps it), bf16 KV pages,
+// oneTBB threads in an arena of `threads`. Ops are row-deterministic (backend.h).
+#pragma once
+
+#include <tbb/task_arena.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "ft/engine/backend.h"
+#include "ft/engine/expert_kernels.h"
+
+namespace ft::engine {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads, CpuIsa isa = best_cpu_isa());
+
+  BackendKind kind() const override { return BackendKind::kCpu; }
+  KvDType kv_dtype() const override { return KvDType::kBf16; }
+  int threads() const override { return arena_.max_concurrency(); }
+  void execute(const std::function<void()>& fn) override { arena_.execute(fn); }
+  CpuIsa isa() const { return isa_; }
+
+  void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) override;
+  void linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) override;
+  void rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim, float eps,
+                bool zero_centered) override;
+  void silu_mul(const float* gate, const float* up, float* out, std::size_t n) override;
+  void mul_sigmoid(float* x, const float* gate, std::size_t n) override;
+  void add(float* y, const float* x, std::size_t n) override;
+  void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) override;
+  void to_host(const float* src, std::size_t n, float* dst) override;
+  void rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
+            const int64_t* positions) override;
+  void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
+                         float* gate) override;
+  void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
+                std::span<const AttentionSeq> seqs) override;
+  void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                 std::span<const AttentionSeq> seqs, float* out) override;
+  void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override;
+  void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T, float* qkv,
+                       float* z, float* b, float* a) override;
+  void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
+                const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;
+
+ private:
+  // cos/sin of position * inv_freq for positions [0, n), per rotary frequency set (every layer of
+  // a model shares one), grown as longer sequences arrive.
+  struct RopeTable {
+    std::vector<float> inv_freq;
+    std::vector<float> cos, sin;  // [positions, rotary_dim / 2]
+  };
+  const RopeTable& rope_table(const float* inv_freq, std::size_t half, int64_t max_position);
+
+  tbb::task_arena arena_;
+  CpuIsa isa_;
+  std::vector<RopeTable> rope_tables_;
+};
+
+}  // namespace ft::engine

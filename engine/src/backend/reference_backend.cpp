@@ -1,0 +1,163 @@
+#include "backend/reference_backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "ft/engine/ops.h"
+#include "ft/engine/ops_dense.h"
+
+namespace ft::engine {
+
+ReferenceBackend::ReferenceBackend(int threads)
+    : arena_(threads > 0 ? threads : tbb::task_arena::automatic) {}
+
+void ReferenceBackend::embedding(const Matrix& table, std::span<const int32_t> ids, float* out) {
+  for (std::size_t t = 0; t < ids.size(); ++t) matrix_row_f32(table, ids[t], out + t * std::size_t(table.cols));
+}
+
+void ReferenceBackend::linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) {
+  Scratch::Frame frame(scratch_);
+  float* wf = scratch_.floats(std::size_t(w.rows * w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) matrix_row_f32(w, r, wf + std::size_t(r * w.cols));
+  ref::linear(x, wf, bias, y, T, std::size_t(w.rows), std::size_t(w.cols));
+}
+
+void ReferenceBackend::rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
+                                float eps, bool zero_centered) {
+  ref::rms_norm(x, weight, out, rows, dim, eps, zero_centered);
+}
+
+void ReferenceBackend::silu_mul(const float* gate, const float* up, float* out, std::size_t n) {
+  ref::silu_mul(gate, up, out, n);
+}
+
+void ReferenceBackend::mul_sigmoid(float* x, const float* gate, std::size_t n) { ref::mul_sigmoid(x, gate, n); }
+
+void ReferenceBackend::add(float* y, const float* x, std::size_t n) { ref::add_inplace(y, x, n); }
+
+void ReferenceBackend::gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width,
+                                   float* dst) {
+  for (std::size_t i = 0; i < rows.size(); ++i) std::memcpy(dst + i * width, src + rows[i] * width, width * sizeof(float));
+}
+
+void ReferenceBackend::to_host(const float* src, std::size_t n, float* dst) { std::memcpy(dst, src, n * sizeof(float)); }
+
+void ReferenceBackend::rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec,
+                            const float* inv_freq, const int64_t* positions) {
+  const std::vector<float> inv(inv_freq, inv_freq + spec.rotary_dim / 2);
+  for (std::size_t t = 0; t < T; ++t) ref::apply_rope(x + t * heads * spec.head_dim, 1, heads, spec, inv, positions[t]);
+}
+
+void ReferenceBackend::split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim,
+                                         float* q, float* gate) {
+  ref::split_gated_query(qg, T, heads, head_dim, q, gate);
+}
+
+void ReferenceBackend::kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
+                                std::span<const AttentionSeq> seqs) {
+  const std::size_t width = std::size_t(layout.kv_heads * layout.head_dim);
+  for (const AttentionSeq& s : seqs)
+    ref::kv_write(layout, layer, k + s.row0 * width, v + s.row0 * width, s.rows, s.pos0, s.pages);
+}
+
+void ReferenceBackend::attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads,
+                                 float scale, std::span<const AttentionSeq> seqs, float* out) {
+  const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads);
+  for (const AttentionSeq& s : seqs) {
+    Scratch::Frame frame(scratch_);
+    const std::size_t n = std::size_t(s.pos0) + s.rows;
+    float* k = scratch_.floats(n * KV * D);
+    float* v = scratch_.floats(n * KV * D);
+    ref::kv_gather(layout, layer, int64_t(n), s.pages, k, v);
+    ref::causal_attention(q + s.row0 * heads * D, k, v, out + s.row0 * heads * D, s.rows, std::size_t(s.pos0), heads,
+                          KV, D, scale);
+  }
+}
+
+void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+  const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k;
+  Scratch::Frame frame(scratch_);
+  float* logits = scratch_.floats(T * E);
+  float* weights = scratch_.floats(T * K);
+  int32_t* chosen = scratch_.take<int32_t>(T * K);
+  linear(x, T, w.router, nullptr, logits);
+  ref::route_top_k(logits, T, w.router_spec, chosen, weights);
+  record_routing(chosen, T, K);
+
+  // Each expert once for all its tokens; experts added in ascending index order, as HF's loop over
+  // expert_hit does.
+  std::vector<std::vector<std::pair<std::size_t, float>>> routed(E);
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t i = 0; i < K; ++i) routed[std::size_t(chosen[t * K + i])].push_back({t, weights[t * K + i]});
+  std::fill(out, out + T * H, 0.0f);
+  const auto swiglu = [&](const SwiGluMatrices& m, const float* in, float* res, std::size_t n) {
+    Scratch::Frame f(scratch_);
+    const std::size_t I = std::size_t(m.inter());
+    float* g = scratch_.floats(n * I);
+    float* u = scratch_.floats(n * I);
+    linear(in, n, m.gate, nullptr, g);
+    linear(in, n, m.up, nullptr, u);
+    ref::silu_mul(g, u, g, n * I);
+    linear(g, n, m.down, nullptr, res);
+  };
+  for (std::size_t e = 0; e < E; ++e) {
+    const auto& tokens = routed[e];
+    if (tokens.empty()) continue;
+    Scratch::Frame f(scratch_);
+    const std::size_t n = tokens.size();
+    float* xs = scratch_.floats(n * H);
+    float* ys = scratch_.floats(n * H);
+    for (std::size_t j = 0; j < n; ++j) std::memcpy(xs + j * H, x + tokens[j].first * H, H * sizeof(float));
+    swiglu(w.experts[e], xs, ys, n);
+    for (std::size_t j = 0; j < n; ++j) {
+      float* o = out + tokens[j].first * H;
+      const float wgt = tokens[j].second;
+      for (std::size_t d = 0; d < H; ++d) o[d] += ys[j * H + d] * wgt;
+    }
+  }
+  if (w.has_shared) {
+    float* shared = scratch_.floats(T * H);
+    float* gate = scratch_.floats(T);
+    swiglu(w.shared, x, shared, T);
+    linear(x, T, w.shared_gate, nullptr, gate);
+    for (std::size_t t = 0; t < T; ++t) {
+      const float g = ref::sigmoid(gate[t]);
+      for (std::size_t d = 0; d < H; ++d) out[t * H + d] += g * shared[t * H + d];
+    }
+  }
+}
+
+void ReferenceBackend::deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba,
+                                       std::size_t T, float* qkv, float* z, float* b, float* a) {
+  ref::deltanet_unfuse(dims, qkvz, ba, T, qkv, z, b, a);
+}
+
+void ReferenceBackend::deltanet(const ref::DeltaNetDims& d, const DeltaNetParams& p, const float* qkv,
+                                const float* z, const float* b, const float* a, std::span<const DeltaNetSeq> seqs,
+                                float* out) {
+  const std::size_t conv_dim = d.conv_dim(), key_dim = d.key_dim(), value_dim = d.value_dim(), nv = d.num_v_heads;
+  for (const DeltaNetSeq& s : seqs) {
+    Scratch::Frame frame(scratch_);
+    const std::size_t T = s.rows;
+    float* mixed = scratch_.floats(T * conv_dim);
+    const float* in = qkv + s.row0 * conv_dim;
+    if (T == 1) ref::causal_conv1d_silu_step(in, conv_dim, p.conv1d, d.conv_kernel, s.conv, mixed);
+    else ref::causal_conv1d_silu(in, T, conv_dim, p.conv1d, d.conv_kernel, s.conv, mixed);
+    float* g = scratch_.floats(T * nv);
+    float* beta = scratch_.floats(T * nv);
+    ref::deltanet_gates(a + s.row0 * nv, b + s.row0 * nv, p.A_log, p.dt_bias, T, nv, g, beta);
+    ref::DeltaRuleInput dr;
+    dr.q = mixed;
+    dr.k = mixed + key_dim;
+    dr.v = mixed + 2 * key_dim;
+    dr.qk_stride = dr.v_stride = conv_dim;
+    dr.g = g;
+    dr.beta = beta;
+    float* o = out + s.row0 * value_dim;
+    if (T == 1) ref::gated_delta_rule_recurrent(d, dr, T, s.recurrent, o);
+    else ref::gated_delta_rule_chunked(d, dr, T, s.recurrent, o);
+    ref::rms_norm_gated(o, z + s.row0 * value_dim, p.norm, o, T * nv, d.head_v_dim, d.norm_eps);
+  }
+}
+
+}  // namespace ft::engine

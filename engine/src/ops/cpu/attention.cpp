@@ -1,0 +1,226 @@
+#include "ops/cpu/attention.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ops/cpu/dots.h"
+#include "ops/cpu/simd.h"
+
+namespace ft::engine::cpu {
+namespace {
+
+constexpr std::size_t kRowBlock = 16;   // query rows per work item
+constexpr std::size_t kMaxGroup = 16;   // query heads per kv head this kernel handles at once
+constexpr std::size_t kMaxDim = 512;    // head_dim bound (stack buffers)
+
+// The inner products of one page: for `n` keys (rows of `k`, bf16, head_dim D) and G query vectors.
+using ScoresFn = void (*)(const float* const* q, std::size_t G, const bf16_t* k, std::size_t n, std::size_t D,
+                          float scale, float* scores /* [G][64] */);
+// o[g] = o[g] * corr[g] + sum_j p[g][j] * v_j over the page's n value rows.
+using AccumFn = void (*)(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* v,
+                         std::size_t n, std::size_t D);
+
+void scores_scalar(const float* const* q, std::size_t G, const bf16_t* k, std::size_t n, std::size_t D, float scale,
+                   float* scores) {
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t g = 0; g < G; ++g) {
+      float acc[8] = {};
+      for (std::size_t d = 0; d < D; d += 8)
+        for (std::size_t l = 0; l < 8 && d + l < D; ++l) acc[l] += q[g][d + l] * bf16_to_f32(k[j * D + d + l]);
+      scores[g * 64 + j] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) * scale;
+    }
+  }
+}
+
+void accum_scalar(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* v, std::size_t n,
+                  std::size_t D) {
+  for (std::size_t g = 0; g < G; ++g) {
+    for (std::size_t d = 0; d < D; ++d) o[g][d] *= corr[g];
+    for (std::size_t j = 0; j < n; ++j) {
+      const float pj = p[g * 64 + j];
+      for (std::size_t d = 0; d < D; ++d) o[g][d] += pj * bf16_to_f32(v[j * D + d]);
+    }
+  }
+}
+
+#if FT_X86
+FT_SIMD_BEGIN
+// D a multiple of 16 (every model here has 64, 128 or 256).
+FT_TARGET_AVX512 void scores_avx512(const float* const* q, std::size_t G, const bf16_t* k, std::size_t n,
+                                    std::size_t D, float scale, float* scores) {
+  for (std::size_t j = 0; j < n; ++j) {
+    __m512 kv[kMaxDim / 16];
+    for (std::size_t d = 0; d < D; d += 16) kv[d / 16] = load16_bf16(k + j * D + d);
+    for (std::size_t g = 0; g < G; ++g) {
+      __m512 acc = _mm512_setzero_ps();
+      for (std::size_t d = 0; d < D; d += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q[g] + d), kv[d / 16], acc);
+      scores[g * 64 + j] = hsum512(acc) * scale;
+    }
+  }
+}
+
+FT_TARGET_AVX512 void accum_avx512(float* const* o, const float* corr, std::size_t G, const float* p,
+                                   const bf16_t* v, std::size_t n, std::size_t D) {
+  for (std::size_t d = 0; d < D; d += 16) {
+    __m512 acc[kMaxGroup];
+    for (std::size_t g = 0; g < G; ++g) acc[g] = _mm512_mul_ps(_mm512_loadu_ps(o[g] + d), _mm512_set1_ps(corr[g]));
+    for (std::size_t j = 0; j < n; ++j) {
+      const __m512 vv = load16_bf16(v + j * D + d);
+      for (std::size_t g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g * 64 + j]), vv, acc[g]);
+    }
+    for (std::size_t g = 0; g < G; ++g) _mm512_storeu_ps(o[g] + d, acc[g]);
+  }
+}
+FT_SIMD_END
+#endif
+
+struct Kernels {
+  ScoresFn scores = scores_scalar;
+  AccumFn accum = accum_scalar;
+};
+
+Kernels kernels_for(CpuIsa isa, std::size_t D) {
+#if FT_X86
+  if (isa != CpuIsa::kScalar && isa != CpuIsa::kAvx2 && D % 16 == 0) return {scores_avx512, accum_avx512};
+#endif
+  (void)isa;
+  (void)D;
+  return {};
+}
+
+// Partial softmax state of one (row, head) over one key chunk: running max, sum and output.
+struct Partial {
+  float max = -std::numeric_limits<float>::infinity();
+  float sum = 0.0f;
+};
+
+struct Item {
+  std::size_t seq, kv_head, g0, g1;  // query heads [g0, g1) of the kv head's group
+  std::size_t row0, rows;            // rows [row0, row0 + rows) of the sequence
+  int64_t chunk;
+};
+
+}  // namespace
+
+void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, std::span<const AttentionSeq> seqs) {
+  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim);
+  for (const AttentionSeq& s : seqs) {
+    for (std::size_t t = 0; t < s.rows; ++t) {
+      const int64_t pos = s.pos0 + int64_t(t);
+      std::byte* page = s.pages[pos / l.page_tokens];
+      const std::size_t slot = std::size_t(pos % l.page_tokens) * D;
+      for (std::size_t h = 0; h < KV; ++h) {
+        const std::size_t src = ((s.row0 + t) * KV + h) * D;
+        to_bf16(k + src, reinterpret_cast<bf16_t*>(page + l.k_offset(layer, int64_t(h))) + slot, D);
+        to_bf16(v + src, reinterpret_cast<bf16_t*>(page + l.v_offset(layer, int64_t(h))) + slot, D);
+      }
+    }
+  }
+}
+
+void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, const float* q, std::size_t heads,
+               float scale, std::span<const AttentionSeq> seqs, float* out) {
+  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), G = heads / KV;
+  const std::size_t P = std::size_t(l.page_tokens);
+  const Kernels kern = kernels_for(D <= kMaxDim ? isa : CpuIsa::kScalar, D);
+  Scratch::Frame frame(scratch);
+
+  // Work items: (sequence, kv head, block of rows, key chunk), every chunk some row of the block sees.
+  std::size_t total_rows = 0, max_chunks = 0;
+  for (const AttentionSeq& s : seqs) {
+    total_rows = std::max(total_rows, s.row0 + s.rows);
+    max_chunks = std::max<std::size_t>(max_chunks, std::size_t((s.pos0 + int64_t(s.rows) - 1) / kKeyChunk + 1));
+  }
+  std::vector<Item> items;
+  for (std::size_t si = 0; si < seqs.size(); ++si) {
+    const AttentionSeq& s = seqs[si];
+    for (std::size_t r0 = 0; r0 < s.rows; r0 += kRowBlock) {
+      const std::size_t rows = std::min(kRowBlock, s.rows - r0);
+      const int64_t last = s.pos0 + int64_t(r0 + rows) - 1;
+      for (int64_t c = 0; c <= last / kKeyChunk; ++c)
+        for (std::size_t h = 0; h < KV; ++h)
+          for (std::size_t g0 = 0; g0 < G; g0 += kMaxGroup) items.push_back({si, h, g0, std::min(G, g0 + kMaxGroup), r0, rows, c});
+    }
+  }
+  // Per (row, head, chunk): the chunk's unnormalised output and its softmax state.
+  float* part_out = scratch.floats(total_rows * heads * max_chunks * D);
+  Partial* part = scratch.take<Partial>(total_rows * heads * max_chunks);
+  const auto at = [&](std::size_t row, std::size_t head, int64_t chunk) {
+    return (row * heads + head) * max_chunks + std::size_t(chunk);
+  };
+
+  tbb::parallel_for(std::size_t(0), items.size(), [&](std::size_t i) {
+    const Item& it = items[i];
+    const AttentionSeq& s = seqs[it.seq];
+    const int64_t chunk_begin = it.chunk * kKeyChunk;
+    float scores[kMaxGroup * 64];
+    float corr[kMaxGroup];
+    for (std::size_t r = it.row0; r < it.row0 + it.rows; ++r) {
+      const std::size_t row = s.row0 + r;
+      const int64_t pos = s.pos0 + int64_t(r);
+      if (pos < chunk_begin) continue;  // this chunk is beyond what the row sees: nothing to add
+      const int64_t end = std::min(pos + 1, chunk_begin + kKeyChunk);
+      const float* qg[kMaxGroup];
+      float* og[kMaxGroup];
+      Partial* pg[kMaxGroup];
+      const std::size_t n_g = it.g1 - it.g0;
+      for (std::size_t g = 0; g < n_g; ++g) {
+        const std::size_t head = it.kv_head * G + it.g0 + g;
+        qg[g] = q + (row * heads + head) * D;
+        og[g] = part_out + at(row, head, it.chunk) * D;
+        pg[g] = part + at(row, head, it.chunk);
+        std::fill(og[g], og[g] + D, 0.0f);
+        *pg[g] = Partial{};
+      }
+      for (int64_t p0 = chunk_begin; p0 < end; p0 += int64_t(P)) {
+        const std::size_t n = std::size_t(std::min<int64_t>(int64_t(P), end - p0));
+        const std::byte* page = s.pages[p0 / int64_t(P)];
+        const auto* kp = reinterpret_cast<const bf16_t*>(page + l.k_offset(layer, int64_t(it.kv_head)));
+        const auto* vp = reinterpret_cast<const bf16_t*>(page + l.v_offset(layer, int64_t(it.kv_head)));
+        kern.scores(qg, n_g, kp, n, D, scale, scores);
+        for (std::size_t g = 0; g < n_g; ++g) {
+          float* sc = scores + g * 64;
+          float m = pg[g]->max;
+          for (std::size_t j = 0; j < n; ++j) m = std::max(m, sc[j]);
+          corr[g] = std::exp(pg[g]->max - m);  // exp(-inf) = 0 on the first page
+          float sum = 0.0f;
+          for (std::size_t j = 0; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - m));
+          pg[g]->sum = pg[g]->sum * corr[g] + sum;
+          pg[g]->max = m;
+        }
+        kern.accum(og, corr, n_g, scores, vp, n, D);
+      }
+    }
+  });
+
+  // Merge each (row, head)'s chunks in chunk order, then normalise.
+  tbb::parallel_for(std::size_t(0), seqs.size() * heads, [&](std::size_t i) {
+    const AttentionSeq& s = seqs[i / heads];
+    const std::size_t head = i % heads;
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      const std::size_t row = s.row0 + r;
+      const int64_t chunks = (s.pos0 + int64_t(r)) / kKeyChunk + 1;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < chunks; ++c) m = std::max(m, part[at(row, head, c)].max);
+      float* o = out + (row * heads + head) * D;
+      std::fill(o, o + D, 0.0f);
+      float sum = 0.0f;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const Partial& pc = part[at(row, head, c)];
+        const float w = std::exp(pc.max - m);
+        sum += pc.sum * w;
+        const float* oc = part_out + at(row, head, c) * D;
+        for (std::size_t d = 0; d < D; ++d) o[d] += oc[d] * w;
+      }
+      const float inv = 1.0f / sum;
+      for (std::size_t d = 0; d < D; ++d) o[d] *= inv;
+    }
+  });
+}
+
+}  // namespace ft::engine::cpu

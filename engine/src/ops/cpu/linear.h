@@ -1,0 +1,31 @@
+// The CPU backend's matrix products over weights in their stored dtype.
+#pragma once
+
+#include <cstddef>
+
+#include "ft/engine/expert_kernels.h"
+#include "ft/engine/matrix.h"
+#include "ft/engine/scratch.h"
+
+namespace ft::engine::cpu {
+
+// Activations as the dots kernels of `isa` read them (dots.h: bf16x2 for kAvx512Bf16, fp32
+// otherwise). Lives in `scratch` (or is `x` itself).
+struct PreparedX {
+  const void* data = nullptr;
+  std::size_t row_bytes = 0;  // bytes per token
+  std::size_t elem = 0;       // bytes per stored element (the dots kernels' stride unit)
+  const std::byte* row(std::size_t t) const { return static_cast<const std::byte*>(data) + t * row_bytes; }
+  std::size_t ld() const { return row_bytes / elem; }
+};
+PreparedX prepare_x(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::size_t cols);
+
+// y[T, w.rows] = x[T, w.cols] w^T (+ bias). Weights BF16 (the fast kernels), F16 or F32 (rows
+// widened as they are read). Each output element is computed the same way whatever T is.
+void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias, float* y);
+
+// The same over prepared activations, into y with row stride ldy, for rows [r0, r1) of w.
+void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w, std::size_t r0, std::size_t r1,
+                 float* y, std::size_t ldy);
+
+}  // namespace ft::engine::cpu

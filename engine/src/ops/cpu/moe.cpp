@@ -1,0 +1,206 @@
+#include "ops/cpu/moe.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ft/engine/ops_moe.h"
+#include "ops/cpu/dots.h"
+#include "ops/cpu/linear.h"
+
+namespace ft::engine::cpu {
+namespace {
+
+constexpr std::size_t kRowsPerItem = 32;  // weight rows of one expert per work item
+
+float silu(float v) { return v / (1.0f + std::exp(-v)); }
+float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+// The routing of a batch, grouped by expert: assignments [begin[e], begin[e+1]) belong to expert e
+// in token order; token_of[a] is the token of assignment a; slot_of[t * K + k] is where token t's
+// k-th expert landed.
+struct Groups {
+  std::vector<std::size_t> begin;
+  std::size_t* token_of = nullptr;
+  std::size_t* slot_of = nullptr;
+};
+
+Groups group_by_expert(Scratch& s, const int32_t* chosen, std::size_t T, std::size_t K, std::size_t E) {
+  Groups g;
+  g.begin.assign(E + 1, 0);
+  g.token_of = s.take<std::size_t>(T * K);
+  g.slot_of = s.take<std::size_t>(T * K);
+  for (std::size_t i = 0; i < T * K; ++i) ++g.begin[std::size_t(chosen[i]) + 1];
+  for (std::size_t e = 0; e < E; ++e) g.begin[e + 1] += g.begin[e];
+  std::vector<std::size_t> fill(g.begin.begin(), g.begin.end() - 1);
+  for (std::size_t t = 0; t < T; ++t) {
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::size_t a = fill[std::size_t(chosen[t * K + k])]++;
+      g.token_of[a] = t;
+      g.slot_of[t * K + k] = a;
+    }
+  }
+  return g;
+}
+
+struct Item {
+  std::size_t expert, r0, r1;
+};
+
+// Work items over `rows` rows of every active expert.
+std::vector<Item> items(const Groups& g, std::size_t E, std::size_t rows) {
+  std::vector<Item> out;
+  for (std::size_t e = 0; e < E; ++e) {
+    if (g.begin[e] == g.begin[e + 1]) continue;
+    for (std::size_t r = 0; r < rows; r += kRowsPerItem) out.push_back({e, r, std::min(rows, r + kRowsPerItem)});
+  }
+  return out;
+}
+
+// Every expert on the bf16 dots kernels. xg: the assignments' activations in group order.
+void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, const Groups& g, const PreparedX& xg,
+                  std::size_t A, float* y) {
+  const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
+  // h = silu(gate) * up in the path's activation format (bf16x2 or fp32), [hi | lo] per row.
+  const bool bf16_h = wants_bf16_x(isa);
+  const std::size_t h_row = I * x_bytes_per_col(isa), h_elem = bf16_h ? sizeof(bf16_t) : sizeof(float);
+  std::byte* h = s.take<std::byte>(A * h_row);
+
+  // Pass 1: gate and up rows of a tile together, h = silu(gate) * up.
+  const std::vector<Item> up_items = items(g, E, I);
+  tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
+    const Item& it = up_items[i];
+    const SwiGluMatrices& m = w.experts[it.expert];
+    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
+    float gb[kRowTile * kTokenChunk], ub[kRowTile * kTokenChunk];
+    for (std::size_t r = it.r0; r < it.r1; r += kRowTile) {
+      const std::size_t nr = std::min(kRowTile, it.r1 - r);
+      for (std::size_t t = 0; t < n; t += kTokenChunk) {
+        const std::size_t nt = std::min(kTokenChunk, n - t);
+        const void* xt = xg.row(a0 + t);
+        dots(reinterpret_cast<const bf16_t*>(m.gate.row(int64_t(r))), nr, xt, xg.ld(), nt, H, gb);
+        dots(reinterpret_cast<const bf16_t*>(m.up.row(int64_t(r))), nr, xt, xg.ld(), nt, H, ub);
+        for (std::size_t ri = 0; ri < nr; ++ri) {
+          for (std::size_t j = 0; j < nt; ++j) {
+            const float v = silu(gb[ri * nt + j]) * ub[ri * nt + j];
+            std::byte* row = h + (a0 + t + j) * h_row;
+            if (bf16_h) {
+              auto* hb = reinterpret_cast<bf16_t*>(row);
+              const bf16_t hi = f32_to_bf16(v);
+              hb[r + ri] = hi;
+              hb[I + r + ri] = f32_to_bf16(v - bf16_to_f32(hi));
+            } else {
+              reinterpret_cast<float*>(row)[r + ri] = v;
+            }
+          }
+        }
+      }
+    }
+  });
+
+  // Pass 2: y = down(h).
+  const std::vector<Item> down_items = items(g, E, H);
+  tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
+    const Item& it = down_items[i];
+    const SwiGluMatrices& m = w.experts[it.expert];
+    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
+    float db[kRowTile * kTokenChunk];
+    for (std::size_t r = it.r0; r < it.r1; r += kRowTile) {
+      const std::size_t nr = std::min(kRowTile, it.r1 - r);
+      for (std::size_t t = 0; t < n; t += kTokenChunk) {
+        const std::size_t nt = std::min(kTokenChunk, n - t);
+        const void* ht = h + (a0 + t) * h_row;
+        dots(reinterpret_cast<const bf16_t*>(m.down.row(int64_t(r))), nr, ht, h_row / h_elem, nt, I, db);
+        for (std::size_t ri = 0; ri < nr; ++ri)
+          for (std::size_t j = 0; j < nt; ++j) y[(a0 + t + j) * H + r + ri] = db[ri * nt + j];
+      }
+    }
+  });
+}
+
+// Experts in other dtypes: each expert in turn through the generic linear.
+void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y) {
+  const std::size_t E = w.experts.size(), H = std::size_t(w.hidden);
+  for (std::size_t e = 0; e < E; ++e) {
+    const std::size_t a0 = g.begin[e], n = g.begin[e + 1] - a0;
+    if (n == 0) continue;
+    Scratch::Frame frame(s);
+    const SwiGluMatrices& m = w.experts[e];
+    const std::size_t I = std::size_t(m.inter());
+    float* gt = s.floats(n * I);
+    float* up = s.floats(n * I);
+    linear(s, isa, xg + a0 * H, n, m.gate, nullptr, gt);
+    linear(s, isa, xg + a0 * H, n, m.up, nullptr, up);
+    for (std::size_t i = 0; i < n * I; ++i) gt[i] = silu(gt[i]) * up[i];
+    linear(s, isa, gt, n, m.down, nullptr, y + a0 * H);
+  }
+}
+
+}  // namespace
+
+void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
+         int32_t* chosen_out) {
+  Scratch::Frame frame(s);
+  const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k, A = T * K;
+  float* logits = s.floats(T * E);
+  float* weights = s.floats(A);
+  int32_t* chosen = s.take<int32_t>(A);
+  linear(s, isa, x, T, w.router, nullptr, logits);
+  ref::route_top_k(logits, T, w.router_spec, chosen, weights);
+  if (chosen_out) std::memcpy(chosen_out, chosen, A * sizeof(int32_t));
+  const Groups g = group_by_expert(s, chosen, T, K, E);
+
+  float* y = s.floats(A * H);
+  const bool all_bf16 = std::all_of(w.experts.begin(), w.experts.end(), [](const SwiGluMatrices& m) {
+    return m.gate.dtype == DType::kBF16 && m.up.dtype == DType::kBF16 && m.down.dtype == DType::kBF16;
+  });
+  const DotsFn dots = all_bf16 ? dots_for(isa) : nullptr;
+  if (dots) {
+    const PreparedX px = prepare_x(s, isa, x, T, H);
+    std::byte* xg = s.take<std::byte>(A * px.row_bytes);
+    for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * px.row_bytes, px.row(g.token_of[a]), px.row_bytes);
+    experts_bf16(s, isa, dots, w, g, {xg, px.row_bytes, px.elem}, A, y);
+  } else {
+    float* xg = s.floats(A * H);
+    for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * H, x + g.token_of[a] * H, H * sizeof(float));
+    experts_generic(s, isa, w, g, xg, y);
+  }
+
+  // Each token's experts in ascending expert order (HF adds them in that order too).
+  tbb::parallel_for(std::size_t(0), T, [&](std::size_t t) {
+    std::size_t order[64];
+    const std::size_t k_n = std::min<std::size_t>(K, 64);
+    for (std::size_t k = 0; k < k_n; ++k) order[k] = k;
+    std::sort(order, order + k_n, [&](std::size_t a, std::size_t b) { return chosen[t * K + a] < chosen[t * K + b]; });
+    float* o = out + t * H;
+    std::fill(o, o + H, 0.0f);
+    for (std::size_t i = 0; i < k_n; ++i) {
+      const std::size_t k = order[i];
+      const float wk = weights[t * K + k];
+      const float* yk = y + g.slot_of[t * K + k] * H;
+      for (std::size_t d = 0; d < H; ++d) o[d] += yk[d] * wk;
+    }
+  });
+
+  if (w.has_shared) {
+    const std::size_t I = std::size_t(w.shared.inter());
+    float* gt = s.floats(T * I);
+    float* up = s.floats(T * I);
+    float* shared = s.floats(T * H);
+    float* gate = s.floats(T);
+    linear(s, isa, x, T, w.shared.gate, nullptr, gt);
+    linear(s, isa, x, T, w.shared.up, nullptr, up);
+    for (std::size_t i = 0; i < T * I; ++i) gt[i] = silu(gt[i]) * up[i];
+    linear(s, isa, gt, T, w.shared.down, nullptr, shared);
+    linear(s, isa, x, T, w.shared_gate, nullptr, gate);
+    for (std::size_t t = 0; t < T; ++t) {
+      const float gv = sigmoid(gate[t]);
+      for (std::size_t d = 0; d < H; ++d) out[t * H + d] += gv * shared[t * H + d];
+    }
+  }
+}
+
+}  // namespace ft::engine::cpu

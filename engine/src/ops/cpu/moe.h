@@ -1,0 +1,19 @@
+// The CPU backend's mixture-of-experts block over a whole batch: route every token, group the
+// (token, expert) assignments by expert, run each active expert once for all its tokens (gate/up
+// rows of every active expert in one parallel pass, then every down projection in another), and
+// add each token's experts in ascending expert order. A token's result does not depend on which
+// other tokens share its experts.
+#pragma once
+
+#include <cstddef>
+
+#include "ft/engine/backend.h"
+#include "ft/engine/expert_kernels.h"
+
+namespace ft::engine::cpu {
+
+// `chosen_out` (may be null) receives the chosen experts [T, top_k].
+void moe(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
+         int32_t* chosen_out = nullptr);
+
+}  // namespace ft::engine::cpu

@@ -1,0 +1,66 @@
+// What every CPU kernel file needs to use AVX2 / AVX-512 / AVX512-BF16 in a baseline x86-64 build:
+// per-function target attributes (the rest of the binary stays baseline; run-time dispatch picks
+// the path, see expert_kernels.h) and a few shared vector helpers.
+#pragma once
+
+#include <cstddef>
+
+#include "ft/engine/bf16.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define FT_X86 1
+#include <immintrin.h>
+#endif
+
+#if FT_X86
+#define FT_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define FT_TARGET_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl")))
+#define FT_TARGET_AVX512BF16 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// GCC 12's AVX-512 intrinsics initialise their "undefined" pass-through operands from themselves
+// (`__m512 __Y = __Y;`), which -Wuninitialized reports once inlined (GCC bug 105593, fixed in 13).
+#define FT_SIMD_BEGIN                                           \
+  _Pragma("GCC diagnostic push")                                \
+  _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")         \
+  _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define FT_SIMD_END _Pragma("GCC diagnostic pop")
+
+namespace ft::engine::cpu {
+
+FT_SIMD_BEGIN
+
+FT_TARGET_AVX2 inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+FT_TARGET_AVX2 inline __m256 load8_bf16(const bf16_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+}
+
+// A fixed reduction tree, so a sum never depends on anything but the 16 lanes.
+// (_mm512_reduce_add_ps trips a -Wuninitialized false positive in GCC 12's headers.)
+FT_TARGET_AVX512 inline float hsum512(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 s = _mm512_castps512_ps128(v);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+FT_TARGET_AVX512 inline __m512 widen16_bf16(__m256i v) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
+FT_TARGET_AVX512 inline __m512 load16_bf16(const bf16_t* p) {
+  return widen16_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+FT_SIMD_END
+
+}  // namespace ft::engine::cpu
+#endif  // FT_X86

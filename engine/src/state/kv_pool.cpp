@@ -1,0 +1,92 @@
+#include "ft/engine/kv_pool.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ft::engine {
+
+const char* kv_dtype_name(KvDType dtype) { return dtype == KvDType::kBf16 ? "bf16" : "f32"; }
+
+KvPage::KvPage(const Key&, std::shared_ptr<KvPool> pool, std::uint32_t index, std::byte* data)
+    : pool_(std::move(pool)), index_(index), data_(data) {}
+
+KvPage::~KvPage() { pool_->release(index_); }
+
+Result<std::shared_ptr<KvPool>> KvPool::create(const KvLayout& layout, std::uint64_t budget_bytes) {
+  const std::uint64_t page = layout.page_bytes();
+  if (page == 0) return invalid_argument("KV pool: empty page layout");
+  const std::uint64_t pages = budget_bytes / page;
+  if (pages == 0) {
+    return invalid_argument("KV budget of " + std::to_string(budget_bytes >> 20) + " MiB is below one page (" +
+                            std::to_string(page >> 20) + " MiB = " + std::to_string(layout.page_tokens) +
+                            " tokens of every attention layer)");
+  }
+  if (pages > UINT32_MAX) return invalid_argument("KV budget too large");
+  // Address space only: the kernel commits (zero-filled) memory as pages are first written.
+  void* base = ::mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                      -1, 0);
+  if (base == MAP_FAILED) {
+    return unavailable("KV pool: cannot reserve " + std::to_string((pages * page) >> 20) +
+                       " MiB of address space: " + std::strerror(errno));
+  }
+  return std::make_shared<KvPool>(Key{}, layout, static_cast<std::byte*>(base), pages);
+}
+
+KvPool::KvPool(const Key&, const KvLayout& layout, std::byte* base, std::uint64_t pages)
+    : layout_(layout), base_(base), pages_(pages) {
+  counters_.page_bytes = layout.page_bytes();
+  counters_.pages_total = pages;
+}
+
+KvPool::~KvPool() { ::munmap(base_, pages_ * layout_.page_bytes()); }
+
+Result<KvPageRef> KvPool::allocate() {
+  const std::size_t page = layout_.page_bytes();
+  std::uint32_t index;
+  bool reused;
+  {
+    std::lock_guard lock(mu_);
+    if (!free_.empty()) {
+      index = free_.back();
+      free_.pop_back();
+      reused = true;
+    } else if (high_water_ < pages_) {
+      index = std::uint32_t(high_water_++);
+      counters_.pages_touched = high_water_;
+      reused = false;
+    } else {
+      ++counters_.exhausted;
+      return unavailable("KV budget exhausted: all " + std::to_string(pages_) + " pages (" +
+                         std::to_string(pages_ * std::uint64_t(layout_.page_tokens)) + " tokens) are in use");
+    }
+    ++counters_.pages_used;
+  }
+  std::byte* data = base_ + std::size_t(index) * page;
+  // A reused page is zeroed: its tail is stored with checkpoints and must not carry another
+  // sequence's keys. Fresh pages are zero already.
+  if (reused) std::memset(data, 0, page);
+  return std::make_shared<KvPage>(KvPage::Key{}, shared_from_this(), index, data);
+}
+
+Result<KvPageRef> KvPool::copy_of(const KvPage& source) {
+  FT_ASSIGN_OR_RETURN(KvPageRef page, allocate());
+  std::memcpy(page->data(), source.data(), layout_.page_bytes());
+  std::lock_guard lock(mu_);
+  ++counters_.copies;
+  return page;
+}
+
+void KvPool::release(std::uint32_t index) {
+  std::lock_guard lock(mu_);
+  free_.push_back(index);
+  --counters_.pages_used;
+}
+
+KvPoolStats KvPool::stats() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+}  // namespace ft::engine
