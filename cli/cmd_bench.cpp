@@ -6,6 +6,8 @@
 //                  DRAM, next to this machine's memcpy and read bandwidth at the same thread count.
 //   bench restore  restoring a Qwen3.5-MoE-35B-A3B-sized checkpoint from the on-disk checkpoint
 //                  store, next to the disk's read bandwidth and the recompute time (bench_restore.cpp).
+//   bench decode   a model's decode steps (batch B) against the bandwidth bound (bench_model.cpp).
+//   bench prefill  a model's prefill of a long prompt, tok/s and TFLOP/s (bench_model.cpp).
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_model.h"
 #include "bench_restore.h"
 #include "commands.h"
 #include "ft/engine/expert_kernels.h"
@@ -246,6 +249,8 @@ struct Benchmark {
 const Benchmark kBenchmarks[] = {
     {"expert", "CPU MoE expert kernel vs memcpy bandwidth", bench_expert},
     {"restore", "checkpoint restore from disk vs disk bandwidth and recompute", bench_restore},
+    {"decode", "a model's decode steps vs the bandwidth bound", bench_decode},
+    {"prefill", "a model's prefill of a long prompt", bench_prefill},
 };
 
 int run_bench(const Args& args) {
@@ -263,9 +268,11 @@ int run_bench(const Args& args) {
 const Command kBenchCommand = {
     "bench",
     "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth), bench restore "
-    "(checkpoint restore from disk vs disk bandwidth and recompute)",
+    "(checkpoint restore from disk vs disk bandwidth and recompute), bench decode|prefill (a model vs its bound)",
     "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]\n"
-    "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]",
+    "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]\n"
+    "       freetoken bench decode --model DIR [--batch 1] [--prompt 128] [--steps 32] [--threads N]\n"
+    "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N]",
     {{"hidden", "N", "expert: hidden size (model dim)", "2048"},
      {"inter", "N", "expert: moe_intermediate_size", "768"},
      {"tokens", "N", "expert: tokens routed to each expert per call [1]; restore: tokens in the checkpoint [30000]", ""},
@@ -276,6 +283,15 @@ const Command kBenchCommand = {
      {"copy-mib", "N", "memcpy/read buffer size, MiB", "1024"},
      {"dir", "D", "restore: where the work directory goes (a fresh subdirectory, removed after) [default: the temp dir unless tmpfs]", ""},
      {"keep", "", "restore: keep the work directory (store + read file)", ""},
+     {"model", "DIR", "decode, prefill: the checkpoint directory", ""},
+     {"device", "DEV", "decode, prefill: where to run (cpu)", "cpu"},
+     {"batch", "N", "decode: sequences decoded together [1]", ""},
+     {"prompt", "N", "decode: prompt tokens per sequence before timing [128]; prefill: prompt length [4096]", ""},
+     {"steps", "N", "decode: timed decode steps [32]", ""},
+     {"chunk", "N", "prefill: tokens per forward pass [2048]", ""},
+     {"read-gb", "GB", "decode, prefill: mapped expert bytes read to measure the host read bandwidth", "8"},
+     {"kv-budget", "GB", "decode, prefill: KV page memory (default: a quarter of RAM)", ""},
+     {"reference", "", "decode, prefill: the fp32 reference ops instead of the runtime kernels", ""},
      {"prefill-tok-s", "LIST", "restore: prefill rates to compare with, tokens/s, comma-separated (llama.cpp, Qwen3-30B-A3B shape on the H200 box: experts on CPU, all on GPU)", "2700,11900"}},
     1,
     run_bench,

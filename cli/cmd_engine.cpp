@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "data_dirs.h"
 #include "engine_flags.h"
+#include "model_flags.h"
 #include "proxy_flags.h"
 #include "demo_model.h"
 #include "ft/engine/engine_server.h"
@@ -43,7 +44,9 @@ int run_engine(const Args& args) {
   block_stop_signals();
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("engine", model_dir.status().message());
-  auto model = engine::load_model(*model_dir);
+  auto options = load_options_from_flags(args);
+  if (!options) return usage_error("engine", options.status().message());
+  auto model = engine::load_model(*model_dir, *options);
   if (!model) return usage_error("engine", model.status().message());
 
   // Checkpoints: RocksDB with a RAM tier in front, or (--no-store) the RAM tier alone.
@@ -82,6 +85,7 @@ int run_engine(const Args& args) {
   sched.max_running = args.get_int("max-running");
   sched.max_waiting = args.get_int("max-waiting");
   sched.step_tokens = args.get_int("step-tokens");
+  sched.max_decode_stall_ms = args.get_double("max-decode-stall-ms");
 
   engine::Scheduler scheduler(**model, store.get(), sched);
   engine::EngineServerOptions eo;
@@ -106,7 +110,6 @@ std::vector<Flag> engine_flags() {
       {"host", "ADDR", "address to listen on", "127.0.0.1", false},
       {"port", "N", "TCP port (0: any free port; see --port-file)", "0", false},
       {"port-file", "FILE", "write the port listened on here once serving", "", false},
-      {"step-tokens", "N", "rows per forward pass (decode tokens + prefill chunk)", "256", false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};
   for (Flag& f : engine_runtime_flags()) flags.push_back(std::move(f));
   return flags;

@@ -1,5 +1,7 @@
 #include "engine_flags.h"
 
+#include "model_flags.h"
+
 namespace ft::cli {
 
 std::vector<Flag> engine_runtime_flags() {
@@ -12,6 +14,12 @@ std::vector<Flag> engine_runtime_flags() {
       {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
       {"max-running", "N", "sequences batched together", "8", false},
       {"max-waiting", "N", "requests queued beyond those before 'overloaded' (429/529)", "16", false},
+      {"step-tokens", "N", "rows per forward pass when nothing is decoding (decode tokens + prefill chunk)", "2048",
+       false},
+      {"max-decode-stall-ms", "MS",
+       "while streams decode, cut prefill chunks so a step takes about this long (measured per row)", "500", false},
+      threads_flag(),
+      kv_budget_flag(),
   };
 }
 

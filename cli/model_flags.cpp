@@ -37,11 +37,36 @@ Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args) {
   if (device != "cpu") return invalid_argument("--device must be cpu or cuda, got '" + device + "'");
   const std::filesystem::path dir = args.get("model");
   if (!std::filesystem::is_directory(dir)) return not_found("model directory " + dir.string() + " does not exist");
-  return engine::load_model(dir);
+  FT_ASSIGN_OR_RETURN(engine::LoadOptions options, load_options_from_flags(args));
+  return engine::load_model(dir, options);
+}
+
+Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
+  engine::LoadOptions o;
+  if (args.has("threads")) {
+    const int64_t n = args.get_int("threads");
+    if (n < 0 || n > 4096) return invalid_argument("--threads must be 0 (every core) or a thread count");
+    o.threads = int(n);
+  }
+  if (args.has("kv-budget")) {
+    const double gb = args.get_double("kv-budget");
+    if (!(gb > 0) || gb > 1 << 20) return invalid_argument("--kv-budget must be a positive number of GB");
+    o.kv_budget_bytes = uint64_t(gb * double(1ull << 30));
+  }
+  if (args.has("reference")) o.backend = engine::BackendKind::kReference;
+  return o;
 }
 
 Flag model_flag() { return {"model", "DIR", "Hugging Face checkpoint directory (config.json + safetensors)", "", true}; }
 Flag device_flag() { return {"device", "DEV", "where to run: cpu (cuda: not available yet)", "cpu"}; }
 Flag tokens_flag() { return {"tokens", "IDS", "comma-separated input token ids, e.g. 1,2,3", "", true}; }
+Flag threads_flag() { return {"threads", "N", "CPU threads for the model's ops (0: every core)", "0", false}; }
+Flag kv_budget_flag() {
+  return {"kv-budget", "GB", "memory for KV pages, GiB (reserved, committed as used; default: a quarter of RAM)", "",
+          false};
+}
+Flag reference_flag() {
+  return {"reference", "", "run the fp32 reference ops instead of the fast kernels (slow; for comparisons)", "", false};
+}
 
 }  // namespace ft::cli

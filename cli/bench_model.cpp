@@ -1,0 +1,278 @@
+// `freetoken bench decode|prefill --model DIR`: a whole model's forward passes on the CPU runtime,
+// with the bound they are measured against computed in the same run.
+//
+// The bound is bandwidth: a decode step must read every dense weight once, every routed expert the
+// step's tokens chose once (counted from the routing the step really took), the KV of every
+// sequence and every linear-attention state; divided by the host's read bandwidth measured over
+// the model's own mapped weights with the same threads, that is the fastest a step can be.
+// Prefill is compute-bound as well, so it also prints the arithmetic rate it reached.
+#include "bench_model.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ft/engine/checkpoint.h"
+#include "ft/engine/model.h"
+#include "model_flags.h"
+
+namespace ft::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// kB of anonymous (not file-backed) resident memory: what the process holds beyond the mapped weights.
+long rss_anon_kb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("RssAnon:", 0) == 0) return std::stol(line.substr(8));
+  }
+  return -1;
+}
+
+// Where the bytes of a forward pass come from, by kind (see the file comment).
+struct ModelBytes {
+  double dense = 0;       // every weight but the routed experts and the embedding table
+  double expert = 0;      // one routed expert of one layer
+  double routed_all = 0;  // every routed expert
+  double kv_per_token = 0;      // KV bytes one position holds, all attention layers
+  double linear_state = 0;      // one sequence's linear-attention states (read and written each token)
+  std::vector<const std::byte*> expert_data;  // the routed experts' tensors, to measure bandwidth over
+  std::vector<std::size_t> expert_sizes;
+};
+
+ModelBytes model_bytes(const engine::Checkpoint& ckpt, const engine::Model& model) {
+  ModelBytes b;
+  const engine::ModelConfig& c = model.config();
+  for (const std::string& name : ckpt.tensor_names()) {
+    auto t = ckpt.tensor(name);
+    if (!t) continue;
+    if (name.find(".mlp.experts.") != std::string::npos) {
+      b.routed_all += double(t->nbytes);
+      b.expert_data.push_back(t->data);
+      b.expert_sizes.push_back(t->nbytes);
+    } else if (name.find("embed_tokens.weight") == std::string::npos) {
+      b.dense += double(t->nbytes);
+    }
+  }
+  const std::size_t moe_layers = [&] {
+    std::size_t n = 0;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) n += c.is_moe_layer(l) ? 1 : 0;
+    return n;
+  }();
+  if (moe_layers && c.num_experts) b.expert = b.routed_all / double(moe_layers * std::size_t(c.num_experts));
+  if (const auto kv = model.kv_layout()) b.kv_per_token = double(kv->token_bytes());
+  const double per_linear = 4.0 * double(c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim);
+  b.linear_state = 2.0 * per_linear * double(c.count_layers(engine::LayerKind::kLinearAttention));
+  return b;
+}
+
+// GB/s of a plain multi-threaded read over the routed experts' mapped bytes (at most `limit`
+// bytes, the best of two passes): the host read bandwidth a decode step gets for its weights.
+double read_bandwidth(const ModelBytes& b, int threads, std::size_t limit) {
+  struct Range {
+    const std::uint64_t* p;
+    std::size_t n;
+  };
+  std::vector<Range> ranges;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < b.expert_data.size() && total < limit; ++i) {
+    const std::size_t n = std::min(b.expert_sizes[i], limit - total) / 8;
+    ranges.push_back({reinterpret_cast<const std::uint64_t*>(b.expert_data[i]), n});
+    total += n * 8;
+  }
+  std::atomic<std::uint64_t> sink{0};
+  tbb::task_arena arena(threads);
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = Clock::now();
+    arena.execute([&] {
+      tbb::parallel_for(std::size_t(0), ranges.size(), [&](std::size_t i) {
+        const Range r = ranges[i];
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, r.n, 1 << 16), [&](const tbb::blocked_range<std::size_t>& rg) {
+          std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+          std::size_t j = rg.begin();
+          for (; j + 4 <= rg.end(); j += 4) {
+            a0 += r.p[j];
+            a1 += r.p[j + 1];
+            a2 += r.p[j + 2];
+            a3 += r.p[j + 3];
+          }
+          for (; j < rg.end(); ++j) a0 += r.p[j];
+          sink.fetch_add(a0 ^ a1 ^ a2 ^ a3, std::memory_order_relaxed);
+        });
+      });
+    });
+    if (pass > 0) best = std::max(best, double(total) / seconds_since(t0) / 1e9);  // pass 0 faults pages in
+  }
+  return best;
+}
+
+// Distinct experts per MoE call, summed over the calls of a trace.
+double distinct_experts(const engine::RoutingTrace& trace) {
+  double n = 0;
+  for (const auto& call : trace.calls) n += double(std::set<int32_t>(call.begin(), call.end()).size());
+  return n;
+}
+
+std::vector<int32_t> random_tokens(std::size_t n, int64_t vocab, std::uint64_t seed) {
+  std::vector<int32_t> out(n);
+  for (auto& t : out) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    t = int32_t((seed >> 33) % std::uint64_t(vocab));
+  }
+  return out;
+}
+
+struct Loaded {
+  std::unique_ptr<engine::Model> model;
+  engine::Checkpoint ckpt;
+  ModelBytes bytes;
+  double bandwidth = 0;
+};
+
+Result<Loaded> load(const Args& args, const std::string& cmd) {
+  const long anon0 = rss_anon_kb();
+  const auto t0 = Clock::now();
+  FT_ASSIGN_OR_RETURN(auto model, load_model_from_flags(args));
+  const double load_s = seconds_since(t0);
+  FT_ASSIGN_OR_RETURN(engine::Checkpoint ckpt, engine::Checkpoint::open(args.get("model")));
+  Loaded l{std::move(model), std::move(ckpt), {}, 0};
+  l.bytes = model_bytes(l.ckpt, *l.model);
+  const engine::ModelConfig& c = l.model->config();
+  std::printf("%s: %s, %lld layers, %s backend, %d threads\n", cmd.c_str(), c.model_type.c_str(),
+              (long long)c.num_hidden_layers, engine::backend_name(l.model->backend_kind()), l.model->threads());
+  std::printf("  load         %.2f s; anonymous RSS %+.0f MB after load (weights are file-backed: %.2f GB)\n", load_s,
+              double(rss_anon_kb() - anon0) / 1024.0, (l.bytes.dense + l.bytes.routed_all) / 1e9);
+  const std::size_t limit = std::size_t(args.get_double("read-gb") * 1e9);
+  l.bandwidth = read_bandwidth(l.bytes, l.model->threads(), limit);
+  std::printf("  host read    %.1f GB/s (%d threads over %.1f GB of the mapped experts, best of 2 passes)\n",
+              l.bandwidth, l.model->threads(), std::min(double(limit), l.bytes.routed_all) / 1e9);
+  return l;
+}
+
+}  // namespace
+
+int bench_decode(const Args& args) {
+  const std::string cmd = "bench decode";
+  const int batch = args.has("batch") ? int(args.get_int("batch")) : 1;
+  const int prompt = args.has("prompt") ? int(args.get_int("prompt")) : 128;
+  const int steps = args.has("steps") ? int(args.get_int("steps")) : 32;
+  if (batch < 1 || prompt < 1 || steps < 1) return usage_error(cmd, "--batch, --prompt and --steps must be positive");
+  auto l = load(args, cmd);
+  if (!l) return usage_error(cmd, l.status().message());
+  const engine::Model& m = *l->model;
+  const std::size_t V = std::size_t(m.vocab_size());
+
+  // Prefill every sequence's prompt (one batched pass), then time decode steps of one token each.
+  std::vector<engine::SequenceState> states;
+  for (int i = 0; i < batch; ++i) states.push_back(m.new_state());
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < batch; ++i) prompts.push_back(random_tokens(std::size_t(prompt), m.vocab_size(), 1000 + i));
+  std::vector<float> logits(std::size_t(batch) * V);
+  std::vector<engine::BatchSlice> slices;
+  for (int i = 0; i < batch; ++i) slices.push_back({&states[i], prompts[i], nullptr, engine::LogitsMode::kNone});
+  if (Status s = m.forward_batch(slices); !s) return runtime_error(cmd, s.message());
+
+  std::vector<int32_t> next(static_cast<std::size_t>(batch), 0);
+  const auto step = [&](engine::RoutingTrace* trace) -> Status {
+    slices.clear();
+    for (int i = 0; i < batch; ++i)
+      slices.push_back({&states[i], {&next[std::size_t(i)], 1}, logits.data() + std::size_t(i) * V, engine::LogitsMode::kLast});
+    m.set_routing_trace(trace);
+    Status s = m.forward_batch(slices);
+    m.set_routing_trace(nullptr);
+    for (int i = 0; i < batch; ++i) {  // greedy, so the routing is what a real decode takes
+      const float* row = logits.data() + std::size_t(i) * V;
+      next[std::size_t(i)] = int32_t(std::max_element(row, row + V) - row);
+    }
+    return s;
+  };
+  for (int i = 0; i < 2; ++i) {  // warm-up: scratch sized, pages faulted
+    if (Status s = step(nullptr); !s) return runtime_error(cmd, s.message());
+  }
+  engine::RoutingTrace trace;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) {
+    if (Status s = step(&trace); !s) return runtime_error(cmd, s.message());
+  }
+  const double secs = seconds_since(t0);
+  const ModelBytes& b = l->bytes;
+  const double ctx = double(prompt) + 2 + double(steps) / 2;  // mean positions attended per token
+  const double bytes_step = b.dense + b.expert * distinct_experts(trace) / double(steps) +
+                            double(batch) * (ctx * b.kv_per_token + b.linear_state);
+  const double bound_step = bytes_step / (l->bandwidth * 1e9);
+  const double step_s = secs / double(steps);
+  std::printf("  decode       batch %d, %d-token prompts, %d steps: %.1f ms/step, %.2f tok/s (%.2f tok/s per sequence)\n",
+              batch, prompt, steps, step_s * 1e3, double(batch) / step_s, 1.0 / step_s);
+  std::printf("  bytes/step   %.2f GB = dense %.2f + experts %.2f (%.1f distinct of %lld per layer) + kv/state %.3f\n",
+              bytes_step / 1e9, b.dense / 1e9, b.expert * distinct_experts(trace) / double(steps) / 1e9,
+              distinct_experts(trace) / double(trace.calls.size()), (long long)m.config().num_experts,
+              double(batch) * (ctx * b.kv_per_token + b.linear_state) / 1e9);
+  std::printf("  bound        %.1f ms/step = %.2f tok/s at %.1f GB/s; measured/bound %.2f\n", bound_step * 1e3,
+              double(batch) / bound_step, l->bandwidth, bound_step / step_s);
+  std::printf("  anon RSS     %.0f MB\n", double(rss_anon_kb()) / 1024.0);
+  return 0;
+}
+
+int bench_prefill(const Args& args) {
+  const std::string cmd = "bench prefill";
+  const int prompt = args.has("prompt") ? int(args.get_int("prompt")) : 4096;
+  const int chunk = args.has("chunk") ? int(args.get_int("chunk")) : 2048;
+  if (prompt < 1 || chunk < 1) return usage_error(cmd, "--prompt and --chunk must be positive");
+  auto l = load(args, cmd);
+  if (!l) return usage_error(cmd, l.status().message());
+  const engine::Model& m = *l->model;
+  const auto tokens = random_tokens(std::size_t(prompt), m.vocab_size(), 7);
+  std::vector<float> logits(std::size_t(m.vocab_size()));
+  {  // warm-up on a short prompt: scratch, page faults of the weights
+    engine::SequenceState s = m.new_state();
+    if (Status st = m.forward(s, std::span(tokens).first(std::min(prompt, 64)), logits.data(), engine::LogitsMode::kLast); !st)
+      return runtime_error(cmd, st.message());
+  }
+  engine::SequenceState s = m.new_state();
+  engine::RoutingTrace trace;
+  m.set_routing_trace(&trace);
+  const auto t0 = Clock::now();
+  int chunks = 0;
+  for (int at = 0; at < prompt; at += chunk, ++chunks) {
+    const int n = std::min(chunk, prompt - at);
+    const auto mode = at + n == prompt ? engine::LogitsMode::kLast : engine::LogitsMode::kNone;
+    if (Status st = m.forward(s, std::span(tokens).subspan(std::size_t(at), std::size_t(n)), logits.data(), mode); !st)
+      return runtime_error(cmd, st.message());
+  }
+  const double secs = seconds_since(t0);
+  m.set_routing_trace(nullptr);
+  const ModelBytes& b = l->bytes;
+  const engine::ModelConfig& c = m.config();
+  // Arithmetic: 2 flops per weight per token for the dense weights and the chosen experts, plus
+  // attention (q.k and p.v over the positions each token sees).
+  const double expert_flops = 2.0 * (b.expert / 2.0) * double(c.num_experts_per_tok) *
+                              double(trace.calls.size()) / double(chunks) * double(prompt);
+  const double dense_flops = 2.0 * (b.dense / 2.0) * double(prompt);
+  const double attn_flops = 4.0 * double(c.num_attention_heads * c.head_dim) *
+                            double(c.count_layers(engine::LayerKind::kFullAttention)) * double(prompt) * double(prompt) / 2;
+  const double flops = expert_flops + dense_flops + attn_flops;
+  const double weight_bound = (b.dense * double(chunks) + b.expert * distinct_experts(trace)) / (l->bandwidth * 1e9);
+  std::printf("  prefill      %d tokens in chunks of %d: %.2f s, %.1f tok/s, %.2f TFLOP/s (%.1f TFLOP: experts %.1f, dense %.1f, attention %.1f)\n",
+              prompt, chunk, secs, double(prompt) / secs, flops / secs / 1e12, flops / 1e12, expert_flops / 1e12,
+              dense_flops / 1e12, attn_flops / 1e12);
+  std::printf("  bound        weights read once per chunk: %.2f s at %.1f GB/s (%.0f tok/s); measured/bound %.2f\n",
+              weight_bound, l->bandwidth, double(prompt) / weight_bound, weight_bound / secs);
+  std::printf("  anon RSS     %.0f MB\n", double(rss_anon_kb()) / 1024.0);
+  return 0;
+}
+
+}  // namespace ft::cli
