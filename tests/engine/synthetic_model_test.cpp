@@ -1,6 +1,6 @@
 // Synthetic full-size checkpoints: both released layouts are checked at full size through the plan
 // (no 60 GB written), one real Qwen3-30B-A3B layer (~2.5 GB) is written, read back through the
-// loader and written again at another thread count.
+// loader and written again at another thread count, and the command's errors are one line, exit 2.
 #include "ft/engine/synthetic_model.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -58,6 +59,12 @@ void expect_hf_shards(const engine::SyntheticPlan& plan) {
     std::snprintf(want, sizeof want, "model-%05zu-of-%05zu.safetensors", s + 1, bytes.size());
     EXPECT_EQ(plan.shard_files[s], want);
   }
+}
+
+void expect_one_line_error(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(SyntheticModel, LikeNamesParseBack) {
@@ -301,6 +308,25 @@ TEST(SyntheticModel, WritesOneQwen3_30B_A3BLayerTheLoaderReadsAndTheSameBytesAtA
   auto again = engine::Checkpoint::open(dir);
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ(tensor_hashes(*again), hashes);
+}
+
+TEST(SyntheticModelCli, UnknownLikeExitsTwoWithOneLine) {
+  TempDir tmp;
+  expect_one_line_error(run_freetoken({"make-synthetic-model", "--like", "qwen9-1t", (tmp.path() / "m").string()}),
+                        "unknown model 'qwen9-1t'");
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "m"));
+}
+
+TEST(SyntheticModelCli, TooManyLayersAndANonEmptyDirExitTwoWithOneLine) {
+  TempDir tmp;
+  expect_one_line_error(
+      run_freetoken({"make-synthetic-model", "--like", "qwen3-30b-a3b", "--layers", "49", tmp.path().string()}),
+      "has 48 layers");
+  std::ofstream(tmp.path() / "keep.txt") << "x";
+  expect_one_line_error(
+      run_freetoken({"make-synthetic-model", "--like", "qwen3-30b-a3b", "--layers", "1", tmp.path().string()}),
+      "is not empty");
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "keep.txt"));
 }
 
 }  // namespace
