@@ -5,7 +5,7 @@ namespace ft::cli {
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> kCommands = {
       &kServeCommand,          &kEngineCommand,   &kProxyCommand,  &kGenerateCommand, &kLogitsCommand, &kMakeDemoModelCommand,
-      &kTokenizeCommand,       &kRenderCommand,   &kBenchCommand,  &kDeviceCommand,
+      &kMakeSyntheticModelCommand, &kTokenizeCommand,       &kRenderCommand,   &kBenchCommand,  &kDeviceCommand,
       &kCtlCommand,            &kLaunchCommand,   &kVersionCommand,
   };
   return kCommands;

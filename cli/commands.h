@@ -21,6 +21,7 @@ extern const Command kLogitsCommand;
 extern const Command kGenerateCommand;
 extern const Command kLaunchCommand;
 extern const Command kMakeDemoModelCommand;
+extern const Command kMakeSyntheticModelCommand;
 extern const Command kServeCommand;
 extern const Command kTokenizeCommand;
 

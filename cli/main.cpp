@@ -1,4 +1,5 @@
 // freetoken: one binary, one subcommand per job (serve, proxy, engine, logits, ...).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -11,9 +12,12 @@ void print_help() {
   std::printf(
       "freetoken: serve giant Mixture-of-Experts models to coding agents on one machine\n\n"
       "Usage: freetoken <command> [flags]   (freetoken <command> --help for its flags)\n\nCommands:\n");
+  // The summaries start in one column, two spaces after the longest name.
+  std::size_t width = 0;
+  for (const ft::cli::Command* c : ft::cli::all_commands()) width = std::max(width, c->name.size() + 2);
   for (const ft::cli::Command* c : ft::cli::all_commands()) {
     std::string name = c->name;
-    name.resize(18, ' ');
+    name.resize(width, ' ');
     std::printf("  %s%s\n", name.c_str(), c->summary.c_str());
   }
 }

@@ -9,7 +9,7 @@ namespace {
 TEST(Cli, HelpListsSubcommands) {
   auto r = run_freetoken({"--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* cmd : {"serve", "generate", "logits", "make-demo-model", "tokenize", "render", "bench", "device", "version"}) EXPECT_NE(r.out.find(cmd), std::string::npos) << cmd;
+  for (const char* cmd : {"serve", "generate", "logits", "make-demo-model", "make-synthetic-model", "tokenize", "render", "bench", "device", "version"}) EXPECT_NE(r.out.find(cmd), std::string::npos) << cmd;
 }
 
 TEST(Cli, NoArgumentsPrintsHelpAndFails) {

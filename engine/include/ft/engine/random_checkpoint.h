@@ -3,6 +3,9 @@
 // fixtures, and the demo model of `freetoken make-demo-model`. Deterministic for a given spec and
 // seed on every platform (own RNG, no std:: distributions).
 //
+// The plan (tensor names, shapes and init rules; the config files) is public so that writers of
+// other sizes (synthetic_model.h streams full-size checkpoints) lay out exactly the same checkpoint.
+//
 // Initialisation: matrices N(0, 1/fan_in) so activations keep unit scale through the layers (an
 // HF-style 0.02 init makes every output near zero and lets bugs pass); norm weights 1 + N(0, 0.1)
 // (or N(0, 0.1) for zero-centred norms); DeltaNet A_log = log U(1, 8), dt_bias U(0.5, 1.5).
@@ -11,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ft/common/result.h"
@@ -36,8 +40,10 @@ struct RandomCheckpointSpec {
   bool norm_topk_prob = true;
   bool attention_bias = false;                   // qwen3_moe only (the others have none)
   bool tie_word_embeddings = false;
+  int64_t max_position_embeddings = 32768;
   double rope_theta = 1000000.0;
   double partial_rotary_factor = 0;              // 0: the family default (1.0 or 0.25)
+  std::vector<int64_t> mrope_section;            // qwen3_5_moe only; empty: split the rotary half in 3
   // Linear attention (qwen3_next / qwen3_5_moe).
   int64_t full_attention_interval = 4;
   int64_t linear_num_key_heads = 2;
@@ -54,6 +60,40 @@ struct RandomCheckpointSpec {
   // the weights are random.
   bool demo = false;
 };
+
+// kInvalidArgument when a size the layout depends on is not positive.
+Status check_random_checkpoint_spec(const RandomCheckpointSpec& spec);
+
+// How a tensor's values are drawn (the rules above), before rounding to bf16.
+struct TensorInit {
+  enum class Kind {
+    kNormal,      // offset + scale * N(0, 1)
+    kUniform,     // U(lo, hi)
+    kLogUniform,  // log U(lo, hi)
+  };
+  Kind kind = Kind::kNormal;
+  double scale = 1.0, offset = 0.0;  // kNormal
+  double lo = 0.0, hi = 1.0;         // kUniform, kLogUniform
+};
+
+// One tensor of the checkpoint a spec describes (stored as bf16).
+struct PlannedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  TensorInit init;
+
+  int64_t numel() const;
+};
+
+// Every tensor of the spec's checkpoint in the model's order (embeddings, layer by layer, final
+// norm, lm_head): the one place that decides names, shapes and init rules.
+std::vector<PlannedTensor> random_checkpoint_tensors(const RandomCheckpointSpec& spec);
+
+// config.json (with a "freetoken_demo" note when spec.demo, plus `notes` as extra string keys) and
+// generation_config.json, as written beside the weights.
+std::string random_checkpoint_config_json(const RandomCheckpointSpec& spec,
+                                          const std::vector<std::pair<std::string, std::string>>& notes = {});
+std::string random_checkpoint_generation_config_json(const RandomCheckpointSpec& spec);
 
 // Creates `dir` if needed and writes the three files into it.
 Status write_random_checkpoint(const std::filesystem::path& dir, const RandomCheckpointSpec& spec);

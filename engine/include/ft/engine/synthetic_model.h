@@ -1,0 +1,75 @@
+// Full-size random-weight checkpoints for benchmarks: the exact shapes, config.json and HF tensor
+// names of a released model, written as sharded bf16 safetensors (model-0000i-of-0000N.safetensors
+// of at most 4 GB each, whole tensors, plus model.safetensors.index.json), at more than 1 GB/s per
+// writer thread into /dev/shm, so a whole 61 GB Qwen3-30B-A3B takes seconds on a 16-core machine.
+//
+// The layout comes from random_checkpoint.h (one RandomCheckpointSpec per released model, the same
+// tensor list and config writer as the small test checkpoints). The values follow the same init
+// rules but come from a faster generator (synthetic_values.h in src/): deterministic per seed,
+// tensor name and 8 MiB block, so the bytes do not depend on the thread count.
+//
+// Files are created at their final size and filled by worker threads in parallel, never holding a
+// shard in memory. The index is written last: a directory with shards but no index is not a
+// checkpoint, and on any failure every file written is removed again.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ft/common/result.h"
+#include "ft/engine/random_checkpoint.h"
+
+namespace ft::engine {
+
+enum class SyntheticLike {
+  kQwen3_30B_A3B,    // qwen3_moe, 48 layers, 128 experts top-8, per-expert tensors (~61 GB)
+  kQwen3_6_35B_A3B,  // qwen3_5_moe, 40 layers (30 DeltaNet + 10 full), 256 experts top-8, fused (~69 GB)
+};
+
+// "qwen3-30b-a3b", "qwen3.6-35b-a3b".
+const char* synthetic_like_name(SyntheticLike like);
+// The inverse of synthetic_like_name; kInvalidArgument listing the known names.
+Result<SyntheticLike> parse_synthetic_like(std::string_view name);
+// Every SyntheticLike, for help texts.
+std::vector<SyntheticLike> all_synthetic_likes();
+
+struct SyntheticModelOptions {
+  SyntheticLike like = SyntheticLike::kQwen3_30B_A3B;
+  int64_t layers = 0;  // the first N layers (config says num_hidden_layers N); 0: all of them
+  int threads = 0;     // 0: every hardware thread
+  uint64_t seed = 0;
+  // Called on the calling thread about every 200 ms while the weights are written, and once at the
+  // end with bytes_done == bytes_total (tensor bytes, the index's total_size).
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
+};
+
+// The released model's spec, cut to `layers` layers (0: all). kInvalidArgument when layers is
+// negative or more than the model has.
+Result<RandomCheckpointSpec> synthetic_model_spec(SyntheticLike like, int64_t layers);
+
+// What write_synthetic_model writes, without writing it.
+struct SyntheticPlan {
+  RandomCheckpointSpec spec;
+  std::vector<PlannedTensor> tensors;    // the model's order
+  std::vector<std::size_t> shard_of;     // per tensor: its index in shard_files
+  std::vector<std::string> shard_files;  // "model-00001-of-00016.safetensors", ...
+  uint64_t total_bytes = 0;              // all tensors' data, the index's "total_size"
+};
+
+// Whole tensors in model order, a new shard when the next tensor would take a shard's tensor data
+// past this (the "4GB" max_shard_size of the released checkpoints).
+inline constexpr uint64_t kSyntheticShardBytes = 4'000'000'000;
+
+Result<SyntheticPlan> plan_synthetic_model(const SyntheticModelOptions& options);
+
+// Writes the checkpoint into `dir` (created if missing; it must be empty): the shards, config.json,
+// generation_config.json, a README.md saying the weights are random, then the index. Errors, one
+// line each: kInvalidArgument (bad options, `dir` not empty), kIo (cannot create or write, not
+// enough free space, naming the path).
+Status write_synthetic_model(const std::filesystem::path& dir, const SyntheticModelOptions& options);
+
+}  // namespace ft::engine

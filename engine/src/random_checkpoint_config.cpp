@@ -1,0 +1,134 @@
+// config.json and generation_config.json of a RandomCheckpointSpec, in the layout transformers 5.x
+// saves for each family (the qwen3_5_moe multimodal wrapper nests the text model in text_config).
+#include <nlohmann/json.hpp>
+
+#include "ft/engine/random_checkpoint.h"
+#include "random_checkpoint_layout.h"
+
+namespace ft::engine {
+namespace {
+
+using nlohmann::json;
+
+double partial_rotary(const RandomCheckpointSpec& s) {
+  return s.partial_rotary_factor > 0 ? s.partial_rotary_factor : is_hybrid(s) ? 0.25 : 1.0;
+}
+
+std::vector<int32_t> eos_ids(const RandomCheckpointSpec& s) {
+  if (!s.eos_token_ids.empty()) return s.eos_token_ids;
+  return {int32_t(s.vocab_size - 1)};
+}
+
+json eos_json(const RandomCheckpointSpec& s) {
+  const std::vector<int32_t> eos = eos_ids(s);
+  return eos.size() == 1 ? json(eos[0]) : json(eos);
+}
+
+json text_config(const RandomCheckpointSpec& s) {
+  json c = {
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_kv_heads},
+      {"head_dim", s.head_dim},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"initializer_range", 0.02},
+      {"rms_norm_eps", 1e-6},
+      {"attention_bias", s.attention_bias && !is_hybrid(s)},
+      {"attention_dropout", 0.0},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"num_experts", s.num_experts},
+      {"num_experts_per_tok", s.top_k},
+      {"moe_intermediate_size", s.moe_intermediate_size},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"dtype", "bfloat16"},
+  };
+  json rope = {{"rope_type", "default"}, {"rope_theta", s.rope_theta}};
+  if (s.family != ModelFamily::kQwen3_5Moe) {
+    c["intermediate_size"] = s.intermediate_size;
+    c["decoder_sparse_step"] = s.decoder_sparse_step;
+    c["mlp_only_layers"] = s.mlp_only_layers;
+    c["norm_topk_prob"] = s.norm_topk_prob;
+  }
+  if (s.family == ModelFamily::kQwen3Moe) {
+    c["use_sliding_window"] = false;
+    c["sliding_window"] = nullptr;
+  } else {
+    rope["partial_rotary_factor"] = partial_rotary(s);
+    c["shared_expert_intermediate_size"] = s.shared_expert_intermediate_size;
+    c["linear_conv_kernel_dim"] = s.linear_conv_kernel_dim;
+    c["linear_key_head_dim"] = s.linear_key_head_dim;
+    c["linear_value_head_dim"] = s.linear_value_head_dim;
+    c["linear_num_key_heads"] = s.linear_num_key_heads;
+    c["linear_num_value_heads"] = s.linear_num_value_heads;
+    json types = json::array();
+    for (int64_t i = 0; i < s.num_layers; ++i) types.push_back(is_linear_layer(s, i) ? "linear_attention" : "full_attention");
+    c["layer_types"] = types;
+    c["full_attention_interval"] = s.full_attention_interval;
+  }
+  if (s.family == ModelFamily::kQwen3_5Moe) {
+    // mRoPE sections over the rotary half (text-only input makes them irrelevant, but real
+    // checkpoints carry them).
+    const int64_t half = int64_t(double(s.head_dim) * partial_rotary(s)) / 2;
+    json section = s.mrope_section;
+    if (s.mrope_section.empty()) section = {half - 2 * (half / 3), half / 3, half / 3};
+    rope["mrope_section"] = section;
+    rope["mrope_interleaved"] = true;
+    c["model_type"] = "qwen3_5_moe_text";
+  }
+  c["rope_parameters"] = rope;
+  return c;
+}
+
+}  // namespace
+
+std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
+                                          const std::vector<std::pair<std::string, std::string>>& notes) {
+  json text = text_config(s);
+  json c;
+  switch (s.family) {
+    case ModelFamily::kQwen3Moe:
+      c = text;
+      c["architectures"] = {"Qwen3MoeForCausalLM"};
+      c["model_type"] = "qwen3_moe";
+      break;
+    case ModelFamily::kQwen3Next:
+      c = text;
+      c["architectures"] = {"Qwen3NextForCausalLM"};
+      c["model_type"] = "qwen3_next";
+      break;
+    case ModelFamily::kQwen3_5Moe:
+      // The multimodal wrapper: the text model nested, a (small) vision config beside it. The
+      // vision tower's weights are not written: this engine serves text only.
+      c = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+           {"model_type", "qwen3_5_moe"},
+           {"text_config", text},
+           {"vision_config",
+            {{"model_type", "qwen3_5_moe_vision"}, {"depth", 1}, {"hidden_size", 64}, {"intermediate_size", 128},
+             {"num_heads", 2}, {"out_hidden_size", s.hidden_size}}},
+           {"tie_word_embeddings", s.tie_word_embeddings},
+           {"dtype", "bfloat16"}};
+      break;
+  }
+  c["transformers_version"] = "5.0.0";
+  if (s.demo) {
+    c["freetoken_demo"] =
+        "DEMO MODEL WITH RANDOM WEIGHTS written by `freetoken make-demo-model`: it has the shapes and tensor "
+        "layout of a real checkpoint but produces meaningless text.";
+  }
+  for (const auto& [key, text_value] : notes) c[key] = text_value;
+  return c.dump(2) + "\n";
+}
+
+std::string random_checkpoint_generation_config_json(const RandomCheckpointSpec& s) {
+  const json gen = {{"bos_token_id", s.bos_token_id},
+                    {"eos_token_id", eos_json(s)},
+                    {"do_sample", false},
+                    {"transformers_version", "5.0.0"}};
+  return gen.dump(2) + "\n";
+}
+
+}  // namespace ft::engine

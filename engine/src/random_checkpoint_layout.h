@@ -1,0 +1,15 @@
+// Layer structure of a RandomCheckpointSpec, shared by its tensor list and its config writer.
+#pragma once
+
+#include <cstdint>
+
+#include "ft/engine/random_checkpoint.h"
+
+namespace ft::engine {
+
+// qwen3_next and qwen3_5_moe: linear + full attention, zero-centred norms, gated attention.
+bool is_hybrid(const RandomCheckpointSpec& s);
+bool is_linear_layer(const RandomCheckpointSpec& s, int64_t layer);
+bool is_moe_layer(const RandomCheckpointSpec& s, int64_t layer);
+
+}  // namespace ft::engine

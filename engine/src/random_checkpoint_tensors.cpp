@@ -1,0 +1,159 @@
+// The tensor list of a RandomCheckpointSpec: HF names and shapes of each family, and how each
+// tensor is initialised. Both the in-memory writer and the streaming synthetic-model writer consume
+// this list, so a name or shape is decided here only.
+#include <cmath>
+
+#include "ft/engine/random_checkpoint.h"
+#include "random_checkpoint_layout.h"
+
+namespace ft::engine {
+namespace {
+
+class Planner {
+ public:
+  void normal(const std::string& name, std::vector<int64_t> shape, double scale, double offset = 0.0) {
+    TensorInit init;
+    init.scale = scale;
+    init.offset = offset;
+    tensors_.push_back({name, std::move(shape), init});
+  }
+  // A matrix (or stack of matrices) initialised N(0, 1/fan_in), fan_in = the last dimension.
+  void matrix(const std::string& name, std::vector<int64_t> shape) {
+    const double scale = 1.0 / std::sqrt(double(shape.back()));
+    normal(name, std::move(shape), scale);
+  }
+  void uniform(const std::string& name, std::vector<int64_t> shape, double lo, double hi, bool log_of = false) {
+    TensorInit init;
+    init.kind = log_of ? TensorInit::Kind::kLogUniform : TensorInit::Kind::kUniform;
+    init.lo = lo;
+    init.hi = hi;
+    tensors_.push_back({name, std::move(shape), init});
+  }
+  std::vector<PlannedTensor> take() { return std::move(tensors_); }
+
+ private:
+  std::vector<PlannedTensor> tensors_;
+};
+
+void plan_linear_attention(Planner& w, const RandomCheckpointSpec& s, const std::string& a) {
+  const int64_t H = s.hidden_size, nk = s.linear_num_key_heads, nv = s.linear_num_value_heads;
+  const int64_t key_dim = nk * s.linear_key_head_dim, value_dim = nv * s.linear_value_head_dim;
+  const int64_t conv_dim = 2 * key_dim + value_dim;
+  if (s.family == ModelFamily::kQwen3Next) {
+    w.matrix(a + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, H});
+    w.matrix(a + "in_proj_ba.weight", {2 * nv, H});
+  } else {
+    w.matrix(a + "in_proj_qkv.weight", {conv_dim, H});
+    w.matrix(a + "in_proj_z.weight", {value_dim, H});
+    w.matrix(a + "in_proj_b.weight", {nv, H});
+    w.matrix(a + "in_proj_a.weight", {nv, H});
+  }
+  w.matrix(a + "conv1d.weight", {conv_dim, 1, s.linear_conv_kernel_dim});
+  w.uniform(a + "dt_bias", {nv}, 0.5, 1.5);
+  w.uniform(a + "A_log", {nv}, 1.0, 8.0, /*log_of=*/true);
+  w.normal(a + "norm.weight", {s.linear_value_head_dim}, 0.1, 1.0);  // plain weight, not 1 + w
+  w.matrix(a + "out_proj.weight", {H, value_dim});
+}
+
+void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::string& a) {
+  const int64_t H = s.hidden_size, D = s.head_dim;
+  // The hybrids' q_proj also produces the output gate: twice the query width.
+  const int64_t q_out = s.num_heads * D * (is_hybrid(s) ? 2 : 1), kv_out = s.num_kv_heads * D;
+  const bool bias = s.attention_bias && !is_hybrid(s);
+  const double norm_offset = is_hybrid(s) ? 0.0 : 1.0;  // zero-centred RMSNorm weights
+  w.matrix(a + "q_proj.weight", {q_out, H});
+  if (bias) w.normal(a + "q_proj.bias", {q_out}, 0.1);
+  w.matrix(a + "k_proj.weight", {kv_out, H});
+  if (bias) w.normal(a + "k_proj.bias", {kv_out}, 0.1);
+  w.matrix(a + "v_proj.weight", {kv_out, H});
+  if (bias) w.normal(a + "v_proj.bias", {kv_out}, 0.1);
+  w.matrix(a + "o_proj.weight", {H, s.num_heads * D});
+  if (bias) w.normal(a + "o_proj.bias", {H}, 0.1);
+  w.normal(a + "q_norm.weight", {D}, 0.1, norm_offset);
+  w.normal(a + "k_norm.weight", {D}, 0.1, norm_offset);
+}
+
+void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const std::string& m) {
+  const int64_t H = s.hidden_size;
+  if (!is_moe_layer(s, layer)) {
+    w.matrix(m + "gate_proj.weight", {s.intermediate_size, H});
+    w.matrix(m + "up_proj.weight", {s.intermediate_size, H});
+    w.matrix(m + "down_proj.weight", {H, s.intermediate_size});
+    return;
+  }
+  const int64_t E = s.num_experts, I = s.moe_intermediate_size;
+  w.matrix(m + "gate.weight", {E, H});
+  if (s.fused_experts) {
+    w.matrix(m + "experts.gate_up_proj", {E, 2 * I, H});
+    w.matrix(m + "experts.down_proj", {E, H, I});
+  } else {
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = m + "experts." + std::to_string(e) + ".";
+      w.matrix(x + "gate_proj.weight", {I, H});
+      w.matrix(x + "up_proj.weight", {I, H});
+      w.matrix(x + "down_proj.weight", {H, I});
+    }
+  }
+  if (is_hybrid(s)) {
+    const int64_t S = s.shared_expert_intermediate_size;
+    w.matrix(m + "shared_expert.gate_proj.weight", {S, H});
+    w.matrix(m + "shared_expert.up_proj.weight", {S, H});
+    w.matrix(m + "shared_expert.down_proj.weight", {H, S});
+    w.matrix(m + "shared_expert_gate.weight", {1, H});
+  }
+}
+
+}  // namespace
+
+bool is_hybrid(const RandomCheckpointSpec& s) { return s.family != ModelFamily::kQwen3Moe; }
+
+bool is_linear_layer(const RandomCheckpointSpec& s, int64_t i) {
+  return is_hybrid(s) && (i + 1) % s.full_attention_interval != 0;
+}
+
+bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
+  if (s.family == ModelFamily::kQwen3_5Moe) return true;
+  for (int64_t m : s.mlp_only_layers) {
+    if (m == i) return false;
+  }
+  return s.num_experts > 0 && (i + 1) % s.decoder_sparse_step == 0;
+}
+
+int64_t PlannedTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Status check_random_checkpoint_spec(const RandomCheckpointSpec& spec) {
+  if (spec.num_layers <= 0 || spec.hidden_size <= 0 || spec.vocab_size <= 0 || spec.full_attention_interval <= 0 ||
+      spec.decoder_sparse_step <= 0) {
+    return invalid_argument("random checkpoint: sizes must be positive");
+  }
+  return Status::ok();
+}
+
+std::vector<PlannedTensor> random_checkpoint_tensors(const RandomCheckpointSpec& s) {
+  Planner w;
+  const std::string root = s.family == ModelFamily::kQwen3_5Moe ? "model.language_model." : "model.";
+  const int64_t H = s.hidden_size;
+  const double norm_offset = is_hybrid(s) ? 0.0 : 1.0;  // zero-centred RMSNorm weights
+
+  w.normal(root + "embed_tokens.weight", {s.vocab_size, H}, 1.0);
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = root + "layers." + std::to_string(i) + ".";
+    w.normal(p + "input_layernorm.weight", {H}, 0.1, norm_offset);
+    w.normal(p + "post_attention_layernorm.weight", {H}, 0.1, norm_offset);
+    if (is_linear_layer(s, i)) {
+      plan_linear_attention(w, s, p + "linear_attn.");
+    } else {
+      plan_full_attention(w, s, p + "self_attn.");
+    }
+    plan_mlp(w, s, i, p + "mlp.");
+  }
+  w.normal(root + "norm.weight", {H}, 0.1, norm_offset);
+  if (!s.tie_word_embeddings) w.matrix("lm_head.weight", {s.vocab_size, H});
+  return w.take();
+}
+
+}  // namespace ft::engine

@@ -1,0 +1,138 @@
+#include "synthetic_fill.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/info.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+#include "synthetic_values.h"
+
+namespace ft::engine::synthetic {
+namespace {
+
+// Values are generated into a 128 KiB buffer and written while it is still in the L2 cache.
+constexpr std::size_t kChunkElements = 64 * 1024;
+
+struct WorkItem {
+  std::size_t tensor;
+  uint64_t block;
+};
+
+Status pwrite_all(int fd, const void* data, std::size_t n, uint64_t offset, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, off_t(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return io_error("cannot write " + path + ": " + std::strerror(w < 0 ? errno : EIO));
+    p += w;
+    n -= std::size_t(w);
+    offset += uint64_t(w);
+  }
+  return Status::ok();
+}
+
+// The first error any worker saw; later items are skipped once there is one.
+class FirstError {
+ public:
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  void set(Status s) {
+    std::lock_guard lock(mu_);
+    if (!failed_.exchange(true)) status_ = std::move(s);
+  }
+  Status get() const {
+    std::lock_guard lock(mu_);
+    return status_;
+  }
+
+ private:
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  Status status_;
+};
+
+}  // namespace
+
+Status fill_tensors(const std::vector<PlannedTensor>& tensors, const std::vector<TensorTarget>& targets, uint64_t seed,
+                    int threads, const std::function<void(uint64_t, uint64_t)>& progress) {
+  if (targets.size() != tensors.size()) return internal_error("fill_tensors: one target per tensor expected");
+
+  // One lookup table per distinct (scale, offset): every expert matrix of a width shares one.
+  std::map<std::pair<double, double>, std::vector<bf16_t>> tables;
+  std::vector<const bf16_t*> table_of(tensors.size(), nullptr);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorInit& init = tensors[i].init;
+    if (init.kind != TensorInit::Kind::kNormal) continue;
+    auto [it, inserted] = tables.try_emplace({init.scale, init.offset});
+    if (inserted) it->second = normal_table(init.scale, init.offset);
+    table_of[i] = it->second.data();
+  }
+
+  // Items in file order, so each file fills roughly front to back.
+  std::vector<std::size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::pair(targets[a].fd, targets[a].offset) < std::pair(targets[b].fd, targets[b].offset);
+  });
+  std::vector<WorkItem> items;
+  uint64_t total = 0;
+  for (std::size_t i : order) {
+    const uint64_t n = uint64_t(tensors[i].numel());
+    for (uint64_t b = 0; b * kBlockElements < n; ++b) items.push_back({i, b});
+    total += 2 * n;
+  }
+
+  std::atomic<uint64_t> done{0};
+  FirstError error;
+  tbb::enumerable_thread_specific<std::vector<bf16_t>> buffers([] { return std::vector<bf16_t>(kChunkElements); });
+  auto fill_item = [&](const WorkItem& item) {
+    const PlannedTensor& t = tensors[item.tensor];
+    const TensorTarget& target = targets[item.tensor];
+    const uint64_t first = item.block * kBlockElements;
+    const uint64_t end = std::min(uint64_t(t.numel()), first + kBlockElements);
+    BlockGenerator gen(t.init, table_of[item.tensor], block_seed(seed, t.name, item.block));
+    std::vector<bf16_t>& buf = buffers.local();
+    for (uint64_t at = first; at < end && !error.failed(); at += kChunkElements) {
+      const std::size_t count = std::size_t(std::min<uint64_t>(kChunkElements, end - at));
+      gen.fill(buf.data(), count);
+      Status s = pwrite_all(target.fd, buf.data(), 2 * count, target.offset + 2 * at, *target.path);
+      if (!s) {
+        error.set(std::move(s));
+        return;
+      }
+      done.fetch_add(2 * count, std::memory_order_relaxed);
+    }
+  };
+
+  const int n_threads = threads > 0 ? threads : tbb::info::default_concurrency();
+  auto run = [&] {
+    tbb::task_arena arena(n_threads);
+    arena.execute([&] {
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, items.size(), 1), [&](const auto& range) {
+        for (std::size_t i = range.begin(); i != range.end() && !error.failed(); ++i) fill_item(items[i]);
+      });
+    });
+  };
+  // The workers run off this thread so that progress is reported from it, as the header promises.
+  std::future<void> workers = std::async(std::launch::async, run);
+  while (workers.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+    if (progress) progress(done.load(std::memory_order_relaxed), total);
+  }
+  workers.get();
+  if (error.failed()) return error.get();
+  if (progress) progress(total, total);
+  return Status::ok();
+}
+
+}  // namespace ft::engine::synthetic

@@ -1,0 +1,28 @@
+// The parallel part of write_synthetic_model: every tensor's bytes generated and written with
+// pwrite into files that already exist at their final size, by a pool of worker threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ft/common/result.h"
+#include "ft/engine/random_checkpoint.h"
+
+namespace ft::engine::synthetic {
+
+// Where one tensor's bf16 data goes: an open, writable file descriptor and the byte offset there.
+struct TensorTarget {
+  int fd = -1;
+  uint64_t offset = 0;
+  const std::string* path = nullptr;  // for error messages
+};
+
+// Splits the tensors into (tensor, kBlockElements block) items and fills them on `threads` worker
+// threads (a tbb::task_arena). `progress(done, total)` runs on the calling thread about every
+// 200 ms and once at the end. The first write error stops the remaining items and is returned.
+Status fill_tensors(const std::vector<PlannedTensor>& tensors, const std::vector<TensorTarget>& targets, uint64_t seed,
+                    int threads, const std::function<void(uint64_t, uint64_t)>& progress);
+
+}  // namespace ft::engine::synthetic

@@ -1,0 +1,237 @@
+// write_synthetic_model: plans the shards, prepares the files, lets synthetic_fill.cpp fill them,
+// then writes the small files and, last, the index; on failure removes everything it wrote.
+#include "ft/engine/synthetic_model.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "safetensors_layout.h"
+#include "synthetic_fill.h"
+#include "text_file.h"
+
+namespace ft::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kIndexName = "model.safetensors.index.json";
+
+std::string errno_text() { return std::strerror(errno); }
+
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&&) = delete;
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  // Closing can report a deferred write error (network filesystems); 0 or the errno.
+  int close() {
+    const int rc = ::close(std::exchange(fd_, -1));
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+// Removes what a failed write left behind: every file it created and the directory if it created
+// that too. Nothing is removed once committed.
+class Rollback {
+ public:
+  Rollback(fs::path dir, bool created_dir) : dir_(std::move(dir)), created_dir_(created_dir) {}
+  Rollback(const Rollback&) = delete;
+  Rollback& operator=(const Rollback&) = delete;
+  ~Rollback() {
+    if (committed_) return;
+    std::error_code ec;
+    for (const fs::path& f : files_) fs::remove(f, ec);
+    if (created_dir_) fs::remove(dir_, ec);
+  }
+  void add(fs::path file) { files_.push_back(std::move(file)); }
+  void commit() { committed_ = true; }
+
+ private:
+  fs::path dir_;
+  bool created_dir_;
+  std::vector<fs::path> files_;
+  bool committed_ = false;
+};
+
+std::string shard_file_name(std::size_t index, std::size_t count) {
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", index + 1, count);
+  return name;
+}
+
+std::string gigabytes(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GB", double(bytes) / 1e9);
+  return text;
+}
+
+// Creates `dir`, or accepts an existing empty directory; true when it was created here. A
+// non-empty directory is refused so that nothing of an older checkpoint mixes with the new one.
+Result<bool> prepare_dir(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) return invalid_argument(dir.string() + " exists and is not a directory");
+    const bool empty = fs::is_empty(dir, ec);
+    if (ec) return io_error("cannot read " + dir.string() + ": " + ec.message());
+    if (!empty) return invalid_argument(dir.string() + " is not empty (write into a new or empty directory)");
+    return false;
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return io_error("cannot create " + dir.string() + ": " + ec.message());
+  return true;
+}
+
+Status check_free_space(const fs::path& dir, uint64_t need) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return io_error("cannot stat " + dir.string() + ": " + errno_text());
+  const uint64_t available = uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
+  if (available < need) {
+    return io_error("not enough space in " + dir.string() + ": the checkpoint needs " + gigabytes(need) + ", " +
+                    gigabytes(available) + " is free");
+  }
+  return Status::ok();
+}
+
+std::string pretty_name(SyntheticLike like) {
+  return like == SyntheticLike::kQwen3_30B_A3B ? "Qwen3-30B-A3B" : "Qwen3.6-35B-A3B";
+}
+
+std::string config_note(SyntheticLike like) {
+  return std::string("SYNTHETIC MODEL WITH RANDOM WEIGHTS written by `freetoken make-synthetic-model --like ") +
+         synthetic_like_name(like) + "`: the shapes, config and tensor names of " + pretty_name(like) +
+         " for benchmarks, but it produces meaningless text.";
+}
+
+std::string readme(SyntheticLike like, const SyntheticPlan& plan, const SyntheticModelOptions& options) {
+  const RandomCheckpointSpec& s = plan.spec;
+  std::string text = "# Synthetic " + pretty_name(like) + ": RANDOM WEIGHTS\n\n";
+  text += "Written by `freetoken make-synthetic-model --like " + std::string(synthetic_like_name(like)) + "` (layers " +
+          std::to_string(s.num_layers) + ", seed " + std::to_string(options.seed) + ").\n";
+  text +=
+      "This is **not a trained model**: every weight is random (seeded, so the files are reproducible).\n"
+      "It has the exact shapes, config.json and Hugging Face tensor names of the released model, as\n";
+  text += "bf16 safetensors in " + std::to_string(plan.shard_files.size()) +
+          " shard(s) with model.safetensors.index.json (" + gigabytes(plan.total_bytes) + "),\n";
+  text +=
+      "so the engine can be measured at real size. Its output is meaningless; never use it to judge\n"
+      "output quality. No tokenizer is included.\n";
+  if (s.family == ModelFamily::kQwen3_5Moe) text += "The vision tower of the wrapper is not included.\n";
+  return text;
+}
+
+std::string index_json(const SyntheticPlan& plan) {
+  nlohmann::json weight_map = nlohmann::json::object();  // sorted by name, like the released indexes
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+    weight_map[plan.tensors[i].name] = plan.shard_files[plan.shard_of[i]];
+  const nlohmann::json index = {{"metadata", {{"total_size", plan.total_bytes}}}, {"weight_map", weight_map}};
+  return index.dump(2) + "\n";
+}
+
+}  // namespace
+
+Result<SyntheticPlan> plan_synthetic_model(const SyntheticModelOptions& options) {
+  SyntheticPlan plan;
+  FT_ASSIGN_OR_RETURN(plan.spec, synthetic_model_spec(options.like, options.layers));
+  plan.spec.seed = options.seed;
+  plan.tensors = random_checkpoint_tensors(plan.spec);
+  std::size_t shards = 0;
+  uint64_t in_shard = 0;
+  for (const PlannedTensor& t : plan.tensors) {
+    const uint64_t bytes = 2 * uint64_t(t.numel());
+    if (shards == 0 || (in_shard > 0 && in_shard + bytes > kSyntheticShardBytes)) {
+      ++shards;
+      in_shard = 0;
+    }
+    in_shard += bytes;
+    plan.shard_of.push_back(shards - 1);
+    plan.total_bytes += bytes;
+  }
+  for (std::size_t i = 0; i < shards; ++i) plan.shard_files.push_back(shard_file_name(i, shards));
+  return plan;
+}
+
+Status write_synthetic_model(const fs::path& dir, const SyntheticModelOptions& options) {
+  FT_ASSIGN_OR_RETURN(const SyntheticPlan plan, plan_synthetic_model(options));
+  const std::size_t n_shards = plan.shard_files.size();
+
+  // Each shard's header and tensor offsets, before any file exists.
+  std::vector<std::vector<std::size_t>> members(n_shards);
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i) members[plan.shard_of[i]].push_back(i);
+  std::vector<SafetensorsLayout> layouts;
+  uint64_t need = 0;
+  for (const std::vector<std::size_t>& m : members) {
+    std::vector<TensorHeader> headers;
+    for (std::size_t i : m) headers.push_back({plan.tensors[i].name, DType::kBF16, plan.tensors[i].shape});
+    FT_ASSIGN_OR_RETURN(SafetensorsLayout layout, layout_safetensors(headers, {{"format", "pt"}}));
+    need += layout.file_size;
+    layouts.push_back(std::move(layout));
+  }
+
+  FT_ASSIGN_OR_RETURN(const bool created_dir, prepare_dir(dir));
+  Rollback rollback(dir, created_dir);
+  FT_RETURN_IF_ERROR(check_free_space(dir, need + (1 << 20)));
+
+  std::vector<std::string> paths(n_shards);
+  std::vector<UniqueFd> fds;
+  std::vector<synthetic::TensorTarget> targets(plan.tensors.size());
+  for (std::size_t s = 0; s < n_shards; ++s) {
+    paths[s] = (dir / plan.shard_files[s]).string();
+    UniqueFd fd(::open(paths[s].c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return io_error("cannot create " + paths[s] + ": " + errno_text());
+    rollback.add(paths[s]);
+    const std::string& prefix = layouts[s].prefix;
+    if (const ssize_t w = ::pwrite(fd.get(), prefix.data(), prefix.size(), 0); w != ssize_t(prefix.size())) {
+      return io_error("cannot write " + paths[s] + ": " + (w < 0 ? errno_text() : "short write"));
+    }
+    // Created at its final size: the workers fill disjoint ranges of it.
+    if (::ftruncate(fd.get(), off_t(layouts[s].file_size)) != 0) {
+      return io_error("cannot size " + paths[s] + ": " + errno_text());
+    }
+    for (std::size_t k = 0; k < members[s].size(); ++k) {
+      targets[members[s][k]] = {fd.get(), layouts[s].begin[k], &paths[s]};
+    }
+    fds.push_back(std::move(fd));
+  }
+
+  FT_RETURN_IF_ERROR(synthetic::fill_tensors(plan.tensors, targets, options.seed, options.threads, options.progress));
+  for (std::size_t s = 0; s < n_shards; ++s) {
+    if (const int err = fds[s].close(); err != 0) {
+      return io_error("cannot write " + paths[s] + ": " + std::strerror(err));
+    }
+  }
+
+  const std::vector<std::pair<std::string, std::string>> notes = {{"freetoken_synthetic", config_note(options.like)}};
+  const std::vector<std::pair<std::string, std::string>> small_files = {
+      {"config.json", random_checkpoint_config_json(plan.spec, notes)},
+      {"generation_config.json", random_checkpoint_generation_config_json(plan.spec)},
+      {"README.md", readme(options.like, plan, options)},
+  };
+  for (const auto& [name, text] : small_files) {
+    rollback.add(dir / name);
+    FT_RETURN_IF_ERROR(write_text_file(dir / name, text));
+  }
+  // The index last, and renamed into place whole: its presence marks a complete checkpoint.
+  const fs::path index_tmp = dir / (std::string(kIndexName) + ".tmp");
+  rollback.add(index_tmp);
+  FT_RETURN_IF_ERROR(write_text_file(index_tmp, index_json(plan)));
+  std::error_code ec;
+  fs::rename(index_tmp, dir / kIndexName, ec);
+  if (ec) return io_error("cannot write " + (dir / kIndexName).string() + ": " + ec.message());
+  rollback.commit();
+  return Status::ok();
+}
+
+}  // namespace ft::engine

@@ -1,0 +1,99 @@
+// The released models a synthetic checkpoint can imitate: their config.json values as specs.
+#include "ft/engine/synthetic_model.h"
+
+namespace ft::engine {
+namespace {
+
+// Qwen/Qwen3-30B-A3B (config.json of the HF release).
+RandomCheckpointSpec qwen3_30b_a3b() {
+  RandomCheckpointSpec s;
+  s.family = ModelFamily::kQwen3Moe;
+  s.vocab_size = 151936;
+  s.hidden_size = 2048;
+  s.num_layers = 48;
+  s.num_heads = 32;
+  s.num_kv_heads = 4;
+  s.head_dim = 128;
+  s.intermediate_size = 6144;
+  s.num_experts = 128;
+  s.top_k = 8;
+  s.moe_intermediate_size = 768;
+  s.decoder_sparse_step = 1;
+  s.mlp_only_layers = {};
+  s.norm_topk_prob = true;
+  s.attention_bias = false;
+  s.tie_word_embeddings = false;
+  s.max_position_embeddings = 40960;
+  s.rope_theta = 1e6;
+  s.fused_experts = false;     // model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight
+  s.bos_token_id = 151643;     // <|endoftext|>
+  s.eos_token_ids = {151645};  // <|im_end|>
+  return s;
+}
+
+// Qwen3.6-35B-A3B (the Qwen3.5-MoE architecture: the qwen3_5_moe multimodal wrapper, text tensors
+// under model.language_model., fused expert tensors). The vision tower is not written.
+RandomCheckpointSpec qwen3_6_35b_a3b() {
+  RandomCheckpointSpec s;
+  s.family = ModelFamily::kQwen3_5Moe;
+  s.vocab_size = 248320;
+  s.hidden_size = 2048;
+  s.num_layers = 40;
+  s.full_attention_interval = 4;  // layers 3, 7, ... are full attention, the rest Gated DeltaNet
+  s.num_heads = 16;
+  s.num_kv_heads = 2;
+  s.head_dim = 256;
+  s.partial_rotary_factor = 0.25;
+  s.mrope_section = {11, 11, 10};  // over the 32 rotary frequency pairs
+  s.rope_theta = 1e7;
+  s.max_position_embeddings = 262144;
+  s.linear_num_key_heads = 16;
+  s.linear_num_value_heads = 32;
+  s.linear_key_head_dim = 128;
+  s.linear_value_head_dim = 128;
+  s.linear_conv_kernel_dim = 4;
+  s.num_experts = 256;
+  s.top_k = 8;
+  s.moe_intermediate_size = 512;
+  s.shared_expert_intermediate_size = 512;
+  s.fused_experts = true;  // mlp.experts.gate_up_proj [E, 2 * inter, hidden], mlp.experts.down_proj
+  s.tie_word_embeddings = false;
+  s.bos_token_id = 248044;
+  s.eos_token_ids = {248044};  // <|endoftext|>
+  return s;
+}
+
+}  // namespace
+
+const char* synthetic_like_name(SyntheticLike like) {
+  switch (like) {
+    case SyntheticLike::kQwen3_30B_A3B: return "qwen3-30b-a3b";
+    case SyntheticLike::kQwen3_6_35B_A3B: return "qwen3.6-35b-a3b";
+  }
+  return "?";
+}
+
+std::vector<SyntheticLike> all_synthetic_likes() {
+  return {SyntheticLike::kQwen3_30B_A3B, SyntheticLike::kQwen3_6_35B_A3B};
+}
+
+Result<SyntheticLike> parse_synthetic_like(std::string_view name) {
+  std::string known;
+  for (SyntheticLike like : all_synthetic_likes()) {
+    if (name == synthetic_like_name(like)) return like;
+    known += std::string(known.empty() ? "" : ", ") + synthetic_like_name(like);
+  }
+  return invalid_argument("unknown model '" + std::string(name) + "' (known: " + known + ")");
+}
+
+Result<RandomCheckpointSpec> synthetic_model_spec(SyntheticLike like, int64_t layers) {
+  RandomCheckpointSpec s = like == SyntheticLike::kQwen3_30B_A3B ? qwen3_30b_a3b() : qwen3_6_35b_a3b();
+  if (layers < 0 || layers > s.num_layers) {
+    return invalid_argument(std::string(synthetic_like_name(like)) + " has " + std::to_string(s.num_layers) +
+                            " layers; cannot write " + std::to_string(layers));
+  }
+  if (layers > 0) s.num_layers = layers;
+  return s;
+}
+
+}  // namespace ft::engine
