@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "ft/engine/checkpoint.h"
-#include "text_file.h"
+#include "weights/text_file.h"
 
 namespace ft::engine {
 namespace {

@@ -3,7 +3,7 @@
 #include <numeric>
 
 #include "ft/engine/checkpoint.h"
-#include "safetensors_layout.h"
+#include "weights/safetensors_layout.h"
 
 namespace ft::engine {
 

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "safetensors_layout.h"
-#include "synthetic_fill.h"
-#include "text_file.h"
+#include "weights/safetensors_layout.h"
+#include "weights/synthetic_fill.h"
+#include "weights/text_file.h"
 
 namespace ft::engine {
 namespace {

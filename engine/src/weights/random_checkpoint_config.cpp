@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ft/engine/random_checkpoint.h"
-#include "random_checkpoint_layout.h"
+#include "weights/random_checkpoint_layout.h"
 
 namespace ft::engine {
 namespace {

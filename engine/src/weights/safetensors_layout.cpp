@@ -1,4 +1,4 @@
-#include "safetensors_layout.h"
+#include "weights/safetensors_layout.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "synthetic_fill.h"
+#include "weights/synthetic_fill.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -17,7 +17,7 @@
 #include <mutex>
 #include <numeric>
 
-#include "synthetic_values.h"
+#include "weights/synthetic_values.h"
 
 namespace ft::engine::synthetic {
 namespace {

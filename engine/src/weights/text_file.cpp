@@ -1,4 +1,4 @@
-#include "text_file.h"
+#include "weights/text_file.h"
 
 #include <fstream>
 

@@ -1,4 +1,4 @@
-#include "synthetic_values.h"
+#include "weights/synthetic_values.h"
 
 #include <cmath>
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "ft/engine/random_checkpoint.h"
-#include "random_checkpoint_layout.h"
+#include "weights/random_checkpoint_layout.h"
 
 namespace ft::engine {
 namespace {
