@@ -24,7 +24,11 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options) {
   if (options.threads < 0) return invalid_argument("threads must be >= 0");
   switch (options.kind) {
     case BackendKind::kReference: return std::unique_ptr<Backend>(std::make_unique<ReferenceBackend>(options.threads));
-    case BackendKind::kCpu: return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(options.threads));
+    case BackendKind::kCpu:
+      if (options.cpu_isa && !cpu_isa_supported(*options.cpu_isa))
+        return unsupported(std::string("this CPU cannot run the ") + cpu_isa_name(*options.cpu_isa) + " kernels");
+      return std::unique_ptr<Backend>(
+          std::make_unique<CpuBackend>(options.threads, options.cpu_isa.value_or(best_cpu_isa())));
   }
   return invalid_argument("unknown backend");
 }

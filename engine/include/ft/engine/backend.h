@@ -20,11 +20,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "ft/common/result.h"
+#include "ft/engine/expert_kernels.h"
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/matrix.h"
 #include "ft/engine/ops_attention.h"
@@ -156,6 +158,7 @@ class Backend {
 struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
   int threads = 0;  // 0: every core
+  std::optional<CpuIsa> cpu_isa;  // kCpu: the kernel path (default: the best this CPU runs)
 };
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);

@@ -34,9 +34,11 @@
 
 namespace ft::engine {
 
-enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
+// kAmxBf16: the AVX512-BF16 path, plus AMX tiles for the matrix products whose shape fits them
+// (the CPU backend's linear and MoE; see ops/cpu/amx.h).
+enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Bf16, kAmxBf16 };
 
-const char* cpu_isa_name(CpuIsa isa);           // "scalar", "avx2", "avx512", "avx512bf16"
+const char* cpu_isa_name(CpuIsa isa);           // "scalar", "avx2", "avx512", "avx512bf16", "amx"
 bool parse_cpu_isa(const char* name, CpuIsa* out);  // the names above; false when unknown
 bool cpu_isa_supported(CpuIsa isa);             // this CPU (and OS) can run the path
 CpuIsa best_cpu_isa();                          // the fastest supported path (cached)

@@ -116,7 +116,8 @@ FT_SIMD_END
 
 HeadFn head_fn(CpuIsa isa, std::size_t dv) {
 #if FT_X86
-  if ((isa == CpuIsa::kAvx512 || isa == CpuIsa::kAvx512Bf16) && dv % 16 == 0 && dv <= 256) return head_step_avx512;
+  if ((isa == CpuIsa::kAvx512 || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16) && dv % 16 == 0 && dv <= 256)
+    return head_step_avx512;
 #endif
   (void)isa;
   (void)dv;

@@ -176,7 +176,8 @@ DotsFn dots_for(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kAvx2: return dots_avx2;
     case CpuIsa::kAvx512: return kDotsAvx512;
-    case CpuIsa::kAvx512Bf16: return kDotsAvx512Bf16;
+    case CpuIsa::kAvx512Bf16:
+    case CpuIsa::kAmxBf16: return kDotsAvx512Bf16;
     case CpuIsa::kScalar: break;
   }
 #else

@@ -21,7 +21,7 @@ inline constexpr std::size_t kTokenChunk = 64;  // tokens per dots() call; bound
 // w points at the tile's first row (row stride cols); rows >= nr repeat the last valid row and
 // their outputs are to be ignored. x has row stride ldx (elements) and is, per path:
 //   kAvx2, kAvx512  fp32 (the weights are widened: exact products, fp32 sums)
-//   kAvx512Bf16     "bf16x2": each fp32 activation as two bf16s, hi = bf16(x) and
+//   kAvx512Bf16, kAmxBf16  "bf16x2": each fp32 activation as two bf16s, hi = bf16(x) and
 //                   lo = bf16(x - hi), stored [hi row (cols) | lo row (cols)] per token. VDPBF16PS
 //                   multiplies both exactly, so a dot product carries x to about 2^-16 relative
 //                   (fp32 products would give 2^-24; a single bf16 only 2^-8, which flips MoE
@@ -33,7 +33,7 @@ using DotsFn = void (*)(const bf16_t* w, std::size_t nr, const void* x, std::siz
 // The dots kernel of a path; null for kScalar.
 DotsFn dots_for(CpuIsa isa);
 // Whether the path wants its activations as bf16x2 (kAvx512Bf16) rather than fp32.
-inline bool wants_bf16_x(CpuIsa isa) { return isa == CpuIsa::kAvx512Bf16; }
+inline bool wants_bf16_x(CpuIsa isa) { return isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16; }
 // Bytes one activation column takes in the path's format (2 x 2 for bf16x2, 4 for fp32).
 inline std::size_t x_bytes_per_col(CpuIsa isa) { return wants_bf16_x(isa) ? 2 * sizeof(bf16_t) : sizeof(float); }
 // Writes one row of n activations in the path's format to dst (x_bytes_per_col(isa) * n bytes).

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ops/cpu/amx.h"
 #include "ops/cpu/dots.h"
 #include "ops/cpu/simd.h"
 
@@ -27,12 +28,13 @@ const char* cpu_isa_name(CpuIsa isa) {
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
     case CpuIsa::kAvx512Bf16: return "avx512bf16";
+    case CpuIsa::kAmxBf16: return "amx";
   }
   return "unknown";
 }
 
 bool parse_cpu_isa(const char* name, CpuIsa* out) {
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmxBf16}) {
     if (std::strcmp(name, cpu_isa_name(isa)) == 0) {
       *out = isa;
       return true;
@@ -53,6 +55,7 @@ bool cpu_isa_supported(CpuIsa isa) {
     case CpuIsa::kAvx2: return avx2;
     case CpuIsa::kAvx512: return avx512;
     case CpuIsa::kAvx512Bf16: return avx512 && __builtin_cpu_supports("avx512bf16");
+    case CpuIsa::kAmxBf16: return cpu::amx_usable();
   }
   return false;
 #else
@@ -67,7 +70,7 @@ CpuIsa best_cpu_isa() {
       CpuIsa want;
       if (parse_cpu_isa(env, &want) && cpu_isa_supported(want)) return want;
     }
-    for (CpuIsa isa : {CpuIsa::kAvx512Bf16, CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+    for (CpuIsa isa : {CpuIsa::kAmxBf16, CpuIsa::kAvx512Bf16, CpuIsa::kAvx512, CpuIsa::kAvx2}) {
       if (cpu_isa_supported(isa)) return isa;
     }
     return CpuIsa::kScalar;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/cpu/amx.h"
 #include "ops/cpu/dots.h"
 
 namespace ft::engine::cpu {
@@ -118,9 +119,52 @@ void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w,
   });
 }
 
+bool amx_fits(CpuIsa isa, const Matrix& w) {
+  return isa == CpuIsa::kAmxBf16 && w.dtype == DType::kBF16 && w.cols % kAmxK == 0 && w.rows >= int64_t(kAmxRows) &&
+         w.row_bytes == std::size_t(w.cols) * sizeof(bf16_t) && amx_usable();
+}
+
+AmxPacked amx_pack(Scratch& scratch, const float* x, std::size_t T, std::size_t K) {
+  const AmxPacked p = amx_alloc(scratch, T, K);
+  const auto pack = [&](std::size_t a, std::size_t b) {
+    for (std::size_t t = a; t < b; ++t) amx_pack_token(p, t, x + t * K);
+  };
+  if (T * K <= (std::size_t(1) << 16)) pack(0, T);
+  else tbb::parallel_for(tbb::blocked_range<std::size_t>(0, T, 16), [&](const auto& rg) { pack(rg.begin(), rg.end()); });
+  return p;
+}
+
+void amx_linear(const AmxPacked& px, const Matrix& w, std::size_t rows, float* y, std::size_t ldy) {
+  const auto* base = reinterpret_cast<const bf16_t*>(w.data);
+  const std::size_t K = std::size_t(w.cols), blocks = px.blocks();
+  // Work items: 64 weight rows x 4 token blocks (both operands of an item stay in L2).
+  constexpr std::size_t kRows = 64, kBlocks = 4;
+  tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, (rows + kRows - 1) / kRows, 1, 0, blocks, kBlocks),
+                    [&](const tbb::blocked_range2d<std::size_t>& r) {
+                      for (std::size_t i = r.rows().begin(); i < r.rows().end(); ++i) {
+                        const std::size_t r0 = i * kRows, r1 = std::min(rows, r0 + kRows);
+                        const std::size_t b0 = r.cols().begin();
+                        amx_rows(base, K, r0, r1, px, b0, r.cols().end(), px.tokens - b0 * kAmxTokens,
+                                 y + b0 * kAmxTokens * ldy + r0, ldy);
+                      }
+                    });
+}
+
 void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias,
             float* y) {
   Scratch::Frame frame(scratch);
+  if (amx_fits(isa, w)) {
+    // Whole 16-row tiles on AMX; a remainder of rows (rare) on the AVX512-BF16 kernel, which is
+    // chosen by row, never by T, so every output is still computed the same way at any T.
+    const std::size_t R = std::size_t(w.rows), full = R / kAmxRows * kAmxRows;
+    amx_linear(amx_pack(scratch, x, T, std::size_t(w.cols)), w, full, y, R);
+    if (full < R) linear_rows(isa, prepare_x(scratch, isa, x, T, std::size_t(w.cols)), T, w, full, R, y, R);
+    if (bias) {
+      for (std::size_t t = 0; t < T; ++t)
+        for (std::size_t r = 0; r < R; ++r) y[t * R + r] += bias[r];
+    }
+    return;
+  }
   const bool bf16_kernel = w.dtype == DType::kBF16 && dots_for(isa);
   const PreparedX px = bf16_kernel ? prepare_x(scratch, isa, x, T, std::size_t(w.cols))
                                    : PreparedX{x, std::size_t(w.cols) * sizeof(float), sizeof(float)};

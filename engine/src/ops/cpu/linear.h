@@ -24,6 +24,9 @@ PreparedX prepare_x(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T,
 // widened as they are read). Each output element is computed the same way whatever T is.
 void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias, float* y);
 
+// Whether `w` goes through the AMX tiles on this path (BF16, columns a multiple of 32, AMX usable).
+bool amx_fits(CpuIsa isa, const Matrix& w);
+
 // The same over prepared activations, into y with row stride ldy, for rows [r0, r1) of w.
 void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w, std::size_t r0, std::size_t r1,
                  float* y, std::size_t ldy);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ft/engine/ops_moe.h"
+#include "ops/cpu/amx.h"
 #include "ops/cpu/dots.h"
 #include "ops/cpu/linear.h"
 
@@ -121,6 +122,64 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
   });
 }
 
+// Every expert on AMX tiles. Each active expert's tokens are packed into token blocks of its own
+// (block-aligned, so a block never mixes experts); pass 1 writes h straight into the packed layout
+// pass 2 reads.
+void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* x, float* y) {
+  const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
+  std::vector<std::size_t> first_block(E + 1, 0);
+  for (std::size_t e = 0; e < E; ++e)
+    first_block[e + 1] = first_block[e] + (g.begin[e + 1] - g.begin[e] + kAmxTokens - 1) / kAmxTokens;
+  const std::size_t slots = first_block[E] * kAmxTokens;
+  const AmxPacked xs = amx_alloc(s, slots, H);
+  const AmxPacked hs = amx_alloc(s, slots, I);
+  // Slot of assignment a: its expert's first block, then its place in the group.
+  const auto slot = [&](std::size_t e, std::size_t j) { return first_block[e] * kAmxTokens + j; };
+  tbb::parallel_for(std::size_t(0), E, [&](std::size_t e) {
+    for (std::size_t a = g.begin[e]; a < g.begin[e + 1]; ++a) amx_pack_token(xs, slot(e, a - g.begin[e]), x + g.token_of[a] * H);
+  });
+
+  // Pass 1: 32 gate and up rows at a time per token block, h = silu(gate) * up packed for pass 2.
+  const std::vector<Item> up_items = items(g, E, I);
+  tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
+    const Item& it = up_items[i];
+    const SwiGluMatrices& m = w.experts[it.expert];
+    const std::size_t n = g.begin[it.expert + 1] - g.begin[it.expert];
+    alignas(64) float gb[kAmxTokens * kRowsPerItem], ub[kAmxTokens * kRowsPerItem];
+    const std::size_t rows = it.r1 - it.r0;
+    for (std::size_t b = first_block[it.expert]; b < first_block[it.expert + 1]; ++b) {
+      const std::size_t j0 = (b - first_block[it.expert]) * kAmxTokens, nt = std::min(kAmxTokens, n - j0);
+      amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, b, b + 1, nt, gb, rows);
+      amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, b, b + 1, nt, ub, rows);
+      for (std::size_t j = 0; j < nt; ++j)
+        for (std::size_t r = 0; r < rows; ++r)
+          amx_pack_value(hs, slot(it.expert, j0 + j), it.r0 + r, silu(gb[j * rows + r]) * ub[j * rows + r]);
+    }
+  });
+
+  // Pass 2: y = down(h), 32 rows of every token of the expert per item.
+  const std::vector<Item> down_items = items(g, E, H);
+  tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
+    const Item& it = down_items[i];
+    const SwiGluMatrices& m = w.experts[it.expert];
+    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
+    amx_rows(reinterpret_cast<const bf16_t*>(m.down.data), I, it.r0, it.r1, hs, first_block[it.expert],
+             first_block[it.expert + 1], n, y + a0 * H + it.r0, H);
+  });
+}
+
+bool amx_experts_fit(CpuIsa isa, const MoeWeights& w) {
+  if (isa != CpuIsa::kAmxBf16 || !amx_usable()) return false;
+  for (const SwiGluMatrices& m : w.experts) {
+    for (const Matrix* x : {&m.gate, &m.up, &m.down}) {
+      if (x->dtype != DType::kBF16 || x->cols % int64_t(kAmxK) != 0 || x->rows % int64_t(kRowsPerItem) != 0 ||
+          x->row_bytes != std::size_t(x->cols) * sizeof(bf16_t))
+        return false;
+    }
+  }
+  return true;
+}
+
 // Experts in other dtypes: each expert in turn through the generic linear.
 void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden);
@@ -158,7 +217,9 @@ void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_
     return m.gate.dtype == DType::kBF16 && m.up.dtype == DType::kBF16 && m.down.dtype == DType::kBF16;
   });
   const DotsFn dots = all_bf16 ? dots_for(isa) : nullptr;
-  if (dots) {
+  if (amx_experts_fit(isa, w)) {
+    experts_amx(s, w, g, x, y);
+  } else if (dots) {
     const PreparedX px = prepare_x(s, isa, x, T, H);
     std::byte* xg = s.take<std::byte>(A * px.row_bytes);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * px.row_bytes, px.row(g.token_of[a]), px.row_bytes);

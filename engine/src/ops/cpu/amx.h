@@ -1,0 +1,51 @@
+// Matrix products on AMX tiles (Intel Sapphire Rapids and later), the CPU backend's path for
+// prefill-sized work and the rest when AMX is there.
+//
+// A tile product C[16 x 16] += A[16 x 32] . B[32 x 16] is set up so that A is sixteen weight rows
+// read straight from the checkpoint's row-major matrix (no repacking of weights), B is sixteen
+// tokens' activations packed in the pairwise ("VNNI") layout AMX wants, and C holds
+// [weight row][token]. Activations are bf16x2 as on the AVX512-BF16 path (dots.h): each block of
+// tokens is packed twice, high halves then low halves, and both products go into the same C,
+// high first, per 32 columns. Every C element accumulates over the columns in one fixed order,
+// independent of which other rows and tokens share its tiles, so results do not depend on T.
+#pragma once
+
+#include <cstddef>
+
+#include "ft/engine/bf16.h"
+#include "ft/engine/scratch.h"
+
+namespace ft::engine::cpu {
+
+inline constexpr std::size_t kAmxRows = 16;    // weight rows per tile
+inline constexpr std::size_t kAmxTokens = 16;  // tokens per tile
+inline constexpr std::size_t kAmxK = 32;       // columns per tile product
+
+// Whether AMX-BF16 can run here: the CPU has it and the kernel granted this process the tile state.
+bool amx_usable();
+
+// Tokens packed for B tiles: block b (tokens [16b, 16b + 16), missing ones zero) is K * 16 bf16
+// of high halves, then K * 16 of low halves, element (token j, column c) at (c / 2) * 32 + 2j + c % 2.
+struct AmxPacked {
+  bf16_t* data = nullptr;
+  std::size_t tokens = 0;
+  std::size_t K = 0;
+  std::size_t blocks() const { return (tokens + kAmxTokens - 1) / kAmxTokens; }
+  std::size_t block_elems() const { return 2 * K * kAmxTokens; }
+  bf16_t* block(std::size_t b) const { return data + b * block_elems(); }
+};
+
+// Room for `tokens` tokens of K columns (K a multiple of 32), zeroed, in `scratch`.
+AmxPacked amx_alloc(Scratch& scratch, std::size_t tokens, std::size_t K);
+// Packs token `t` of `packed` from n = K fp32 values (split into bf16 high and low halves).
+void amx_pack_token(const AmxPacked& packed, std::size_t t, const float* x);
+// Packs one value: column c of token t (for producers that write column by column).
+void amx_pack_value(const AmxPacked& packed, std::size_t t, std::size_t c, float v);
+
+// y[j * ldy + (r - r0)] = sum_c W[r, c] * x[t, c] for weight rows r in [r0, r1) (r1 - r0 a
+// multiple of 16) and tokens t = 16 * b0 + j of token blocks [b0, b1), j < `valid` (later tokens of
+// the blocks are computed and dropped). W is bf16, row r at w + r * row_elems.
+void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_t r1, const AmxPacked& x,
+              std::size_t b0, std::size_t b1, std::size_t valid, float* y, std::size_t ldy);
+
+}  // namespace ft::engine::cpu
