@@ -136,6 +136,18 @@ std::vector<int32_t> random_tokens(std::size_t n, int64_t vocab, std::uint64_t s
   return out;
 }
 
+// Where the timed passes spent their time, by op.
+void print_profile(const engine::OpProfile& p, double wall) {
+  std::printf("  ops          ");
+  double sum = 0;
+  for (int k = 0; k < engine::OpProfile::kCount; ++k) sum += p.seconds[k];
+  for (int k = 0; k < engine::OpProfile::kCount; ++k) {
+    if (p.calls[k] == 0) continue;
+    std::printf("%s %.0f%% ", engine::OpProfile::name(engine::OpProfile::Kind(k)), 100 * p.seconds[k] / wall);
+  }
+  std::printf("(other %.0f%%)\n", 100 * (wall - sum) / wall);
+}
+
 struct Loaded {
   std::unique_ptr<engine::Model> model;
   engine::Checkpoint ckpt;
@@ -204,11 +216,14 @@ int bench_decode(const Args& args) {
     if (Status s = step(nullptr); !s) return runtime_error(cmd, s.message());
   }
   engine::RoutingTrace trace;
+  engine::OpProfile profile;
+  m.set_profile(&profile);
   const auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) {
     if (Status s = step(&trace); !s) return runtime_error(cmd, s.message());
   }
   const double secs = seconds_since(t0);
+  m.set_profile(nullptr);
   const ModelBytes& b = l->bytes;
   const double ctx = double(prompt) + 2 + double(steps) / 2;  // mean positions attended per token
   const double bytes_step = b.dense + b.expert * distinct_experts(trace) / double(steps) +
@@ -223,6 +238,7 @@ int bench_decode(const Args& args) {
               double(batch) * (ctx * b.kv_per_token + b.linear_state) / 1e9);
   std::printf("  bound        %.1f ms/step = %.2f tok/s at %.1f GB/s; measured/bound %.2f\n", bound_step * 1e3,
               double(batch) / bound_step, l->bandwidth, bound_step / step_s);
+  print_profile(profile, secs);
   std::printf("  anon RSS     %.0f MB\n", double(rss_anon_kb()) / 1024.0);
   return 0;
 }
@@ -244,7 +260,9 @@ int bench_prefill(const Args& args) {
   }
   engine::SequenceState s = m.new_state();
   engine::RoutingTrace trace;
+  engine::OpProfile profile;
   m.set_routing_trace(&trace);
+  m.set_profile(&profile);
   const auto t0 = Clock::now();
   int chunks = 0;
   for (int at = 0; at < prompt; at += chunk, ++chunks) {
@@ -255,6 +273,7 @@ int bench_prefill(const Args& args) {
   }
   const double secs = seconds_since(t0);
   m.set_routing_trace(nullptr);
+  m.set_profile(nullptr);
   const ModelBytes& b = l->bytes;
   const engine::ModelConfig& c = m.config();
   // Arithmetic: 2 flops per weight per token for the dense weights and the chosen experts, plus
@@ -271,6 +290,7 @@ int bench_prefill(const Args& args) {
               dense_flops / 1e12, attn_flops / 1e12);
   std::printf("  bound        weights read once per chunk: %.2f s at %.1f GB/s (%.0f tok/s); measured/bound %.2f\n",
               weight_bound, l->bandwidth, double(prompt) / weight_bound, weight_bound / secs);
+  print_profile(profile, secs);
   std::printf("  anon RSS     %.0f MB\n", double(rss_anon_kb()) / 1024.0);
   return 0;
 }

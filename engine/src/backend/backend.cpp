@@ -13,6 +13,12 @@ const char* backend_name(BackendKind kind) {
   return "?";
 }
 
+const char* OpProfile::name(Kind k) {
+  static const char* const kNames[kCount] = {"linear",   "moe",  "attention",   "kv_write", "deltanet",
+                                             "rms_norm", "rope", "elementwise", "embedding"};
+  return k < kCount ? kNames[k] : "?";
+}
+
 Result<BackendKind> parse_backend(std::string_view name) {
   for (BackendKind k : {BackendKind::kReference, BackendKind::kCpu}) {
     if (name == backend_name(k)) return k;

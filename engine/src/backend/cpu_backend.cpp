@@ -11,6 +11,7 @@
 #include "ft/engine/ops_dense.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/deltanet.h"
+#include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/moe.h"
 
@@ -38,15 +39,23 @@ CpuBackend::CpuBackend(int threads, CpuIsa isa)
     : arena_(threads > 0 ? threads : tbb::task_arena::automatic), isa_(cpu_isa_supported(isa) ? isa : best_cpu_isa()) {}
 
 void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, float* out) {
+  const OpTimer timer(profile_, OpProfile::kEmbedding);
   for (std::size_t t = 0; t < ids.size(); ++t) matrix_row_f32(table, ids[t], out + t * std::size_t(table.cols));
 }
 
 void CpuBackend::linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) {
+  const OpTimer timer(profile_, OpProfile::kLinear);
   cpu::linear(scratch_, isa_, x, T, w, bias, y);
+}
+
+void CpuBackend::linears(const float* x, std::size_t T, std::span<const LinearOut> outs) {
+  const OpTimer timer(profile_, OpProfile::kLinear);
+  cpu::linears(scratch_, isa_, x, T, outs);
 }
 
 void CpuBackend::rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
                           float eps, bool zero_centered) {
+  const OpTimer timer(profile_, OpProfile::kNorm);
   // The reference per row (its double sum of squares is cheap next to everything else).
   for_range(rows, dim, [&](std::size_t a, std::size_t b) {
     ref::rms_norm(x + a * dim, weight, out + a * dim, b - a, dim, eps, zero_centered);
@@ -54,14 +63,17 @@ void CpuBackend::rms_norm(const float* x, const float* weight, float* out, std::
 }
 
 void CpuBackend::silu_mul(const float* gate, const float* up, float* out, std::size_t n) {
-  for_range(n, 1, [&](std::size_t a, std::size_t b) { ref::silu_mul(gate + a, up + a, out + a, b - a); });
+  const OpTimer timer(profile_, OpProfile::kElementwise);
+  for_range(n, 1, [&](std::size_t a, std::size_t b) { cpu::silu_mul(isa_, gate + a, up + a, out + a, b - a); });
 }
 
 void CpuBackend::mul_sigmoid(float* x, const float* gate, std::size_t n) {
+  const OpTimer timer(profile_, OpProfile::kElementwise);
   for_range(n, 1, [&](std::size_t a, std::size_t b) { ref::mul_sigmoid(x + a, gate + a, b - a); });
 }
 
 void CpuBackend::add(float* y, const float* x, std::size_t n) {
+  const OpTimer timer(profile_, OpProfile::kElementwise);
   for_range(n, 1, [&](std::size_t a, std::size_t b) { ref::add_inplace(y + a, x + a, b - a); });
 }
 
@@ -101,6 +113,7 @@ const CpuBackend::RopeTable& CpuBackend::rope_table(const float* inv_freq, std::
 
 void CpuBackend::rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
                       const int64_t* positions) {
+  const OpTimer timer(profile_, OpProfile::kRope);
   const std::size_t half = spec.rotary_dim / 2, D = spec.head_dim;
   if (half == 0 || T == 0) return;
   const int64_t max_pos = *std::max_element(positions, positions + T);
@@ -136,15 +149,18 @@ void CpuBackend::split_gated_query(const float* qg, std::size_t T, std::size_t h
 
 void CpuBackend::kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                           std::span<const AttentionSeq> seqs) {
+  const OpTimer timer(profile_, OpProfile::kKvWrite);
   cpu::kv_write(layout, layer, k, v, seqs);
 }
 
 void CpuBackend::attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                            std::span<const AttentionSeq> seqs, float* out) {
+  const OpTimer timer(profile_, OpProfile::kAttention);
   cpu::attention(scratch_, isa_, layout, layer, q, heads, scale, seqs, out);
 }
 
 void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+  const OpTimer timer(profile_, OpProfile::kMoe);
   if (!trace_) return cpu::moe(scratch_, isa_, w, x, T, out);
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
   cpu::moe(scratch_, isa_, w, x, T, out, chosen.data());
@@ -159,6 +175,7 @@ void CpuBackend::deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkv
 void CpuBackend::deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv,
                           const float* z, const float* b, const float* a, std::span<const DeltaNetSeq> seqs,
                           float* out) {
+  const OpTimer timer(profile_, OpProfile::kDeltaNet);
   cpu::deltanet(scratch_, isa_, dims, params, qkv, z, b, a, seqs, out);
 }
 

@@ -26,6 +26,7 @@ class CpuBackend final : public Backend {
 
   void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) override;
   void linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) override;
+  void linears(const float* x, std::size_t T, std::span<const LinearOut> outs) override;
   void rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim, float eps,
                 bool zero_centered) override;
   void silu_mul(const float* gate, const float* up, float* out, std::size_t n) override;

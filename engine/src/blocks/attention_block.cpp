@@ -31,16 +31,15 @@ void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, st
   float* k = s.floats(T * KV * D);
   float* v = s.floats(T * KV * D);
   float* gate = nullptr;
+  float* qg = spec_.gated ? s.floats(T * H * D * 2) : q;
+  const Backend::LinearOut qkv[] = {{&q_proj_.weight, q_proj_.bias_or_null(), qg},
+                                    {&k_proj_.weight, k_proj_.bias_or_null(), k},
+                                    {&v_proj_.weight, v_proj_.bias_or_null(), v}};
+  be.linears(x, T, qkv);
   if (spec_.gated) {
-    float* qg = s.floats(T * H * D * 2);
     gate = s.floats(T * H * D);
-    q_proj_.forward(be, x, qg, T);
     be.split_gated_query(qg, T, H, D, q, gate);
-  } else {
-    q_proj_.forward(be, x, q, T);
   }
-  k_proj_.forward(be, x, k, T);
-  v_proj_.forward(be, x, v, T);
 
   // Per-head RMSNorm on q and k (before RoPE, as HF does).
   if (spec_.qk_norm) {

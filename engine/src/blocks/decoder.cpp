@@ -88,6 +88,10 @@ class DecoderModel final : public Model {
     std::lock_guard lock(mu_);
     be_->set_routing_trace(trace);
   }
+  void set_profile(OpProfile* profile) const override {
+    std::lock_guard lock(mu_);
+    be_->set_profile(profile);
+  }
   int threads() const override { return be_->threads(); }
   KvPoolStats kv_stats() const override { return pool_ ? pool_->stats() : KvPoolStats{}; }
 

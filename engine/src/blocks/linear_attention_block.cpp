@@ -51,14 +51,12 @@ void LinearAttentionBlock::forward(Backend& be, const float* x, std::size_t T, s
   if (spec_.layout == ref::DeltaNetProjLayout::kQwen3NextFused) {
     float* qkvz = s.floats(T * std::size_t(qkvz_.rows));
     float* ba = s.floats(T * std::size_t(ba_.rows));
-    be.linear(x, T, qkvz_, nullptr, qkvz);
-    be.linear(x, T, ba_, nullptr, ba);
+    const Backend::LinearOut outs[] = {{&qkvz_, nullptr, qkvz}, {&ba_, nullptr, ba}};
+    be.linears(x, T, outs);
     be.deltanet_unfuse(d, qkvz, ba, T, qkv, z, b, a);
   } else {
-    be.linear(x, T, qkv_, nullptr, qkv);
-    be.linear(x, T, z_, nullptr, z);
-    be.linear(x, T, b_, nullptr, b);
-    be.linear(x, T, a_, nullptr, a);
+    const Backend::LinearOut outs[] = {{&qkv_, nullptr, qkv}, {&z_, nullptr, z}, {&b_, nullptr, b}, {&a_, nullptr, a}};
+    be.linears(x, T, outs);
   }
   float* core = s.floats(T * d.value_dim());
   const DeltaNetParams params{conv1d_.data(), dt_bias_.data(), a_log_.data(), norm_.data()};

@@ -7,8 +7,8 @@ void SwiGlu::forward(Backend& be, const float* x, float* out, std::size_t T) con
   const std::size_t n = T * std::size_t(w.inter());
   float* g = be.scratch().floats(n);
   float* u = be.scratch().floats(n);
-  be.linear(x, T, w.gate, nullptr, g);
-  be.linear(x, T, w.up, nullptr, u);
+  const Backend::LinearOut gate_up[] = {{&w.gate, nullptr, g}, {&w.up, nullptr, u}};
+  be.linears(x, T, gate_up);
   be.silu_mul(g, u, g, n);
   be.linear(g, T, w.down, nullptr, out);
 }

@@ -20,6 +20,7 @@ struct Linear {
   std::vector<float> bias;  // empty: no bias
 
   int64_t out() const { return weight.rows; }
+  const float* bias_or_null() const { return bias.empty() ? nullptr : bias.data(); }
   int64_t in() const { return weight.cols; }
   // y [T, out] = x [T, in] * W^T (+ b).
   void forward(Backend& be, const float* x, float* y, std::size_t T) const {

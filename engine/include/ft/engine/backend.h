@@ -16,6 +16,7 @@
 // a checkpoint plus a suffix (tests/engine/fast_path_test.cpp holds it to that).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -84,6 +85,15 @@ struct RoutingTrace {
   std::size_t top_k = 0;
 };
 
+// Where a forward pass spends its time, by kind of op (filled while a profile is set): what
+// `bench decode|prefill` prints to show which op to work on next.
+struct OpProfile {
+  enum Kind { kLinear, kMoe, kAttention, kKvWrite, kDeltaNet, kNorm, kRope, kElementwise, kEmbedding, kCount };
+  static const char* name(Kind k);
+  double seconds[kCount] = {};
+  std::uint64_t calls[kCount] = {};
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -96,12 +106,24 @@ class Backend {
   Scratch& scratch() { return scratch_; }
   // Records routing into `trace` (null: stop recording).
   void set_routing_trace(RoutingTrace* trace) { trace_ = trace; }
+  // Accumulates op times into `profile` (null: stop).
+  void set_profile(OpProfile* profile) { profile_ = profile; }
 
   // ---- Dense ----
   // out[t, :] = table[ids[t], :].
   virtual void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) = 0;
   // nn.Linear: y[T, w.rows] = x[T, w.cols] w^T (+ bias). y may not alias x.
   virtual void linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) = 0;
+  // Several products of the same input (q, k and v; gate and up): one pass where the backend can
+  // (the input prepared once, every matrix's rows in one parallel region), else one linear each.
+  struct LinearOut {
+    const Matrix* w = nullptr;
+    const float* bias = nullptr;
+    float* y = nullptr;
+  };
+  virtual void linears(const float* x, std::size_t T, std::span<const LinearOut> outs) {
+    for (const LinearOut& o : outs) linear(x, T, *o.w, o.bias, o.y);
+  }
   // RMSNorm over rows of `dim` (ops.h); out may alias x.
   virtual void rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
                         float eps, bool zero_centered) = 0;
@@ -151,8 +173,28 @@ class Backend {
     trace_->top_k = top_k;
     trace_->calls.emplace_back(chosen, chosen + T * top_k);
   }
+  // Times one op into the profile, when one is set.
+  class OpTimer {
+   public:
+    OpTimer(OpProfile* p, OpProfile::Kind k) : p_(p), k_(k) {
+      if (p_) t0_ = std::chrono::steady_clock::now();
+    }
+    ~OpTimer() {
+      if (!p_) return;
+      p_->seconds[k_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      ++p_->calls[k_];
+    }
+    OpTimer(const OpTimer&) = delete;
+    OpTimer& operator=(const OpTimer&) = delete;
+
+   private:
+    OpProfile* p_;
+    OpProfile::Kind k_;
+    std::chrono::steady_clock::time_point t0_;
+  };
   Scratch scratch_;
   RoutingTrace* trace_ = nullptr;
+  OpProfile* profile_ = nullptr;
 };
 
 struct BackendOptions {

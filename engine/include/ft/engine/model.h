@@ -51,6 +51,8 @@ class Model {
   // Records the experts every MoE layer chooses from now on (null: stop). Not thread-safe with
   // forward passes in flight.
   virtual void set_routing_trace(RoutingTrace* trace) const = 0;
+  // Accumulates the time of every op into `profile` from now on (null: stop); same caveat.
+  virtual void set_profile(OpProfile* profile) const = 0;
   virtual int threads() const = 0;
   // An empty state (position 0) with this model's layer layout.
   virtual SequenceState new_state() const = 0;

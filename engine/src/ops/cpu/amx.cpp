@@ -88,22 +88,70 @@ AmxPacked amx_alloc(Scratch& scratch, std::size_t tokens, std::size_t K) {
   AmxPacked p;
   p.tokens = tokens;
   p.K = K;
+  // Not zeroed: a token column of C depends on its own B column only, so the unused token slots of
+  // the last block produce outputs that are dropped and touch nothing else.
   p.data = scratch.take<bf16_t>(p.blocks() * p.block_elems());
-  std::memset(p.data, 0, p.blocks() * p.block_elems() * sizeof(bf16_t));
   return p;
 }
 
-void amx_pack_value(const AmxPacked& p, std::size_t t, std::size_t c, float v) {
+namespace {
+
+void pack_scalar(const AmxPacked& p, std::size_t t, std::size_t c0, const float* x, std::size_t n) {
   bf16_t* block = p.block(t / kAmxTokens);
-  const std::size_t at = (c / 2) * 32 + 2 * (t % kAmxTokens) + (c % 2);
-  const bf16_t hi = f32_to_bf16(v);
-  block[at] = hi;
-  block[p.K * kAmxTokens + at] = f32_to_bf16(v - bf16_to_f32(hi));
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t c = c0 + i, at = (c / 2) * 32 + 2 * (t % kAmxTokens) + (c % 2);
+    const bf16_t hi = f32_to_bf16(x[i]);
+    block[at] = hi;
+    block[p.K * kAmxTokens + at] = f32_to_bf16(x[i] - bf16_to_f32(hi));
+  }
 }
 
-void amx_pack_token(const AmxPacked& p, std::size_t t, const float* x) {
-  for (std::size_t c = 0; c < p.K; ++c) amx_pack_value(p, t, c, x[c]);
+#if FT_X86
+FT_SIMD_BEGIN
+// f32_to_bf16 of 16 values (round to nearest even, NaN kept a NaN) as 16-bit lanes.
+FT_TARGET_AMX __m256i bf16x16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(r);
 }
+
+// 32 columns at a time: their 16 (even, odd) pairs go to 16 rows of the block, 64 bytes apart.
+FT_TARGET_AMX void pack_avx512(const AmxPacked& p, std::size_t t, std::size_t c0, const float* x, std::size_t n) {
+  auto* block = reinterpret_cast<int*>(p.block(t / kAmxTokens));
+  int* lo_block = block + p.K * kAmxTokens / 2;
+  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(16));
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+    const __m256i ha = bf16x16(a), hb = bf16x16(b);
+    const __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(ha), 16)));
+    const __m512 rb = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hb), 16)));
+    const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(ha), hb, 1);
+    const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(bf16x16(ra)), bf16x16(rb), 1);
+    const __m512i at = _mm512_add_epi32(rows, _mm512_set1_epi32(int(((c0 + i) / 2) * 16 + t % kAmxTokens)));
+    _mm512_i32scatter_epi32(block, at, hi, 4);
+    _mm512_i32scatter_epi32(lo_block, at, lo, 4);
+  }
+  if (i < n) pack_scalar(p, t, c0 + i, x + i, n - i);
+}
+FT_SIMD_END
+#endif
+
+}  // namespace
+
+void amx_pack_span(const AmxPacked& p, std::size_t t, std::size_t c0, const float* x, std::size_t n) {
+#if FT_X86
+  if (amx_usable()) return pack_avx512(p, t, c0, x, n);
+#endif
+  pack_scalar(p, t, c0, x, n);
+}
+
+void amx_pack_token(const AmxPacked& p, std::size_t t, const float* x) { amx_pack_span(p, t, 0, x, p.K); }
 
 void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_t r1, const AmxPacked& x,
               std::size_t b0, std::size_t b1, std::size_t valid, float* y, std::size_t ldy) {

@@ -24,7 +24,7 @@ inline constexpr std::size_t kAmxK = 32;       // columns per tile product
 // Whether AMX-BF16 can run here: the CPU has it and the kernel granted this process the tile state.
 bool amx_usable();
 
-// Tokens packed for B tiles: block b (tokens [16b, 16b + 16), missing ones zero) is K * 16 bf16
+// Tokens packed for B tiles: block b (tokens [16b, 16b + 16)) is K * 16 bf16
 // of high halves, then K * 16 of low halves, element (token j, column c) at (c / 2) * 32 + 2j + c % 2.
 struct AmxPacked {
   bf16_t* data = nullptr;
@@ -35,12 +35,13 @@ struct AmxPacked {
   bf16_t* block(std::size_t b) const { return data + b * block_elems(); }
 };
 
-// Room for `tokens` tokens of K columns (K a multiple of 32), zeroed, in `scratch`.
+// Room for `tokens` tokens of K columns (K a multiple of 32) in `scratch` (the slots of the last
+// block beyond `tokens` are left as they are: their outputs are dropped).
 AmxPacked amx_alloc(Scratch& scratch, std::size_t tokens, std::size_t K);
 // Packs token `t` of `packed` from n = K fp32 values (split into bf16 high and low halves).
 void amx_pack_token(const AmxPacked& packed, std::size_t t, const float* x);
-// Packs one value: column c of token t (for producers that write column by column).
-void amx_pack_value(const AmxPacked& packed, std::size_t t, std::size_t c, float v);
+// Packs columns [c0, c0 + n) of token t from n fp32 values (c0 and n even).
+void amx_pack_span(const AmxPacked& packed, std::size_t t, std::size_t c0, const float* x, std::size_t n);
 
 // y[j * ldy + (r - r0)] = sum_c W[r, c] * x[t, c] for weight rows r in [r0, r1) (r1 - r0 a
 // multiple of 16) and tokens t = 16 * b0 + j of token blocks [b0, b1), j < `valid` (later tokens of

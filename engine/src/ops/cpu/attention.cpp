@@ -79,14 +79,56 @@ FT_TARGET_AVX512 void accum_avx512(float* const* o, const float* corr, std::size
 FT_SIMD_END
 #endif
 
+// Online softmax over one page's scores sc[0, n) (n <= 64): updates the running max and sum,
+// turns the scores into exp(score - max) and returns the factor the earlier output must be scaled by.
+using SoftmaxFn = float (*)(float* sc, std::size_t n, float& max, float& sum);
+
+float softmax_scalar(float* sc, std::size_t n, float& max, float& sum) {
+  float m = max;
+  for (std::size_t j = 0; j < n; ++j) m = std::max(m, sc[j]);
+  const float corr = std::exp(max - m);  // exp(-inf) = 0 on the first page
+  float s = 0.0f;
+  for (std::size_t j = 0; j < n; ++j) s += (sc[j] = std::exp(sc[j] - m));
+  sum = sum * corr + s;
+  max = m;
+  return corr;
+}
+
+#if FT_X86
+FT_SIMD_BEGIN
+FT_TARGET_AVX512 float softmax_avx512(float* sc, std::size_t n, float& max, float& sum) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 mv = ninf;
+  for (std::size_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1u);
+    mv = _mm512_max_ps(mv, _mm512_mask_loadu_ps(ninf, k, sc + j));
+  }
+  const float m = std::max(max, _mm512_reduce_max_ps(mv));
+  const float corr = std::exp(max - m);
+  __m512 acc = _mm512_setzero_ps();
+  const __m512 mm = _mm512_set1_ps(m);
+  for (std::size_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1u);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sc + j), mm)));
+    _mm512_mask_storeu_ps(sc + j, k, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  sum = sum * corr + hsum512(acc);
+  max = m;
+  return corr;
+}
+FT_SIMD_END
+#endif
+
 struct Kernels {
   ScoresFn scores = scores_scalar;
   AccumFn accum = accum_scalar;
+  SoftmaxFn softmax = softmax_scalar;
 };
 
 Kernels kernels_for(CpuIsa isa, std::size_t D) {
 #if FT_X86
-  if (isa != CpuIsa::kScalar && isa != CpuIsa::kAvx2 && D % 16 == 0) return {scores_avx512, accum_avx512};
+  if (isa != CpuIsa::kScalar && isa != CpuIsa::kAvx2 && D % 16 == 0) return {scores_avx512, accum_avx512, softmax_avx512};
 #endif
   (void)isa;
   (void)D;
@@ -183,16 +225,7 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
         const auto* kp = reinterpret_cast<const bf16_t*>(page + l.k_offset(layer, int64_t(it.kv_head)));
         const auto* vp = reinterpret_cast<const bf16_t*>(page + l.v_offset(layer, int64_t(it.kv_head)));
         kern.scores(qg, n_g, kp, n, D, scale, scores);
-        for (std::size_t g = 0; g < n_g; ++g) {
-          float* sc = scores + g * 64;
-          float m = pg[g]->max;
-          for (std::size_t j = 0; j < n; ++j) m = std::max(m, sc[j]);
-          corr[g] = std::exp(pg[g]->max - m);  // exp(-inf) = 0 on the first page
-          float sum = 0.0f;
-          for (std::size_t j = 0; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - m));
-          pg[g]->sum = pg[g]->sum * corr[g] + sum;
-          pg[g]->max = m;
-        }
+        for (std::size_t g = 0; g < n_g; ++g) corr[g] = kern.softmax(scores + g * 64, n, pg[g]->max, pg[g]->sum);
         kern.accum(og, corr, n_g, scores, vp, n, D);
       }
     }

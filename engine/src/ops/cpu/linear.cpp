@@ -3,6 +3,8 @@
 #include <tbb/blocked_range2d.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <vector>
@@ -13,9 +15,6 @@
 namespace ft::engine::cpu {
 namespace {
 
-// Rows per work item when the token count is small (decode): enough weight bytes per task that
-// scheduling costs little, small enough that 16 threads all get work on a 512-row projection.
-constexpr std::size_t kRowBlock = 32;
 // Tokens per work item when it is large (prefill): a 64-row x 64-token block keeps both operands
 // in L2 while every product of the block is formed.
 constexpr std::size_t kTokenBlock = 64;
@@ -61,11 +60,27 @@ void widened_block(const float* x, const Matrix& w, std::size_t r0, std::size_t 
   }
 }
 
+// Splits rows [r0, r1) into contiguous, equal, `align`-multiple pieces, a few per thread, handed out
+// statically: a decode-sized product is a weight stream, and long contiguous runs per thread keep
+// the hardware prefetchers streaming with the least scheduling between them.
+template <typename Fn>
+void for_row_pieces(std::size_t r0, std::size_t r1, std::size_t align, const Fn& fn) {
+  const std::size_t units = (r1 - r0 + align - 1) / align;
+  const std::size_t threads = std::size_t(tbb::this_task_arena::max_concurrency());
+  const std::size_t pieces = std::max<std::size_t>(1, std::min(units, 2 * threads));
+  tbb::parallel_for(
+      std::size_t(0), pieces,
+      [&](std::size_t i) {
+        const std::size_t a = r0 + units * i / pieces * align, b = std::min(r1, r0 + units * (i + 1) / pieces * align);
+        if (a < b) fn(a, b);
+      },
+      tbb::static_partitioner());
+}
+
 template <typename Block>
 void for_blocks(std::size_t T, std::size_t r0, std::size_t r1, const Block& block) {
   if (T <= kTokenBlock) {
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(r0, r1, kRowBlock),
-                      [&](const tbb::blocked_range<std::size_t>& rg) { block(rg.begin(), rg.end(), 0, T); });
+    for_row_pieces(r0, r1, kRowTile, [&](std::size_t a, std::size_t b) { block(a, b, 0, T); });
     return;
   }
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(r0, r1, 64, 0, T, kTokenBlock),
@@ -137,6 +152,12 @@ AmxPacked amx_pack(Scratch& scratch, const float* x, std::size_t T, std::size_t 
 void amx_linear(const AmxPacked& px, const Matrix& w, std::size_t rows, float* y, std::size_t ldy) {
   const auto* base = reinterpret_cast<const bf16_t*>(w.data);
   const std::size_t K = std::size_t(w.cols), blocks = px.blocks();
+  if (blocks == 1) {  // decode-sized: a weight stream, split like the dots path
+    for_row_pieces(0, rows, 2 * kAmxRows, [&](std::size_t r0, std::size_t r1) {
+      amx_rows(base, K, r0, r1, px, 0, 1, px.tokens, y + r0, ldy);
+    });
+    return;
+  }
   // Work items: 64 weight rows x 4 token blocks (both operands of an item stay in L2).
   constexpr std::size_t kRows = 64, kBlocks = 4;
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, (rows + kRows - 1) / kRows, 1, 0, blocks, kBlocks),
@@ -148,6 +169,52 @@ void amx_linear(const AmxPacked& px, const Matrix& w, std::size_t rows, float* y
                                  y + b0 * kAmxTokens * ldy + r0, ldy);
                       }
                     });
+}
+
+void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::span<const Backend::LinearOut> outs) {
+  // Decode-sized and every matrix on the path linear() would give it (all AMX with whole 32-row
+  // pieces, or all on the bf16 dots kernel), with the same number of columns: one region over the
+  // concatenated rows. Each output is then computed exactly as linear() computes it.
+  bool amx = T <= kAmxTokens, dots = T <= kTokenBlock && dots_for(isa) != nullptr;
+  std::size_t total = 0;
+  for (const Backend::LinearOut& o : outs) {
+    const bool on_amx = amx_fits(isa, *o.w);
+    amx = amx && on_amx && o.w->rows % int64_t(2 * kAmxRows) == 0;
+    dots = dots && !on_amx && o.w->dtype == DType::kBF16 && o.w->rows % int64_t(kRowTile) == 0;
+    if (o.w->cols != outs[0].w->cols) amx = dots = false;
+    total += std::size_t(o.w->rows);
+  }
+  if (outs.size() < 2 || !(amx || dots)) {
+    for (const Backend::LinearOut& o : outs) linear(scratch, isa, x, T, *o.w, o.bias, o.y);
+    return;
+  }
+  Scratch::Frame frame(scratch);
+  const std::size_t K = std::size_t(outs[0].w->cols);
+  const AmxPacked packed = amx ? amx_pack(scratch, x, T, K) : AmxPacked{};
+  const PreparedX prepared = amx ? PreparedX{} : prepare_x(scratch, isa, x, T, K);
+  const DotsFn kernel = dots_for(isa);
+  // Global row g of the concatenation -> (output, local row); a piece may span outputs.
+  for_row_pieces(0, total, amx ? 2 * kAmxRows : kRowTile, [&](std::size_t a, std::size_t b) {
+    std::size_t base = 0;
+    for (const Backend::LinearOut& o : outs) {
+      const std::size_t R = std::size_t(o.w->rows), lo = std::max(a, base), hi = std::min(b, base + R);
+      if (lo < hi) {
+        if (amx) {
+          amx_rows(reinterpret_cast<const bf16_t*>(o.w->data), K, lo - base, hi - base, packed, 0, 1, T,
+                   o.y + (lo - base), R);
+        } else {
+          bf16_block(kernel, prepared, *o.w, lo - base, hi - base, 0, T, o.y, R);
+        }
+      }
+      base += R;
+    }
+  });
+  for (const Backend::LinearOut& o : outs) {
+    if (!o.bias) continue;
+    const std::size_t R = std::size_t(o.w->rows);
+    for (std::size_t t = 0; t < T; ++t)
+      for (std::size_t r = 0; r < R; ++r) o.y[t * R + r] += o.bias[r];
+  }
 }
 
 void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias,

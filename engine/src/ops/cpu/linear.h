@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
+#include "ft/engine/backend.h"
 #include "ft/engine/expert_kernels.h"
 #include "ft/engine/matrix.h"
 #include "ft/engine/scratch.h"
@@ -23,6 +25,10 @@ PreparedX prepare_x(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T,
 // y[T, w.rows] = x[T, w.cols] w^T (+ bias). Weights BF16 (the fast kernels), F16 or F32 (rows
 // widened as they are read). Each output element is computed the same way whatever T is.
 void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias, float* y);
+
+// Backend::linears: every output's rows in one parallel region when T is decode-sized and the
+// matrices share a path; otherwise linear() for each.
+void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::span<const Backend::LinearOut> outs);
 
 // Whether `w` goes through the AMX tiles on this path (BF16, columns a multiple of 32, AMX usable).
 bool amx_fits(CpuIsa isa, const Matrix& w);

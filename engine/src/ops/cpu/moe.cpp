@@ -10,6 +10,7 @@
 #include "ft/engine/ops_moe.h"
 #include "ops/cpu/amx.h"
 #include "ops/cpu/dots.h"
+#include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
 
 namespace ft::engine::cpu {
@@ -19,6 +20,7 @@ constexpr std::size_t kRowsPerItem = 32;  // weight rows of one expert per work 
 
 float silu(float v) { return v / (1.0f + std::exp(-v)); }
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
 
 // The routing of a batch, grouped by expert: assignments [begin[e], begin[e+1]) belong to expert e
 // in token order; token_of[a] is the token of assignment a; slot_of[t * K + k] is where token t's
@@ -151,9 +153,8 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
       const std::size_t j0 = (b - first_block[it.expert]) * kAmxTokens, nt = std::min(kAmxTokens, n - j0);
       amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, b, b + 1, nt, gb, rows);
       amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, b, b + 1, nt, ub, rows);
-      for (std::size_t j = 0; j < nt; ++j)
-        for (std::size_t r = 0; r < rows; ++r)
-          amx_pack_value(hs, slot(it.expert, j0 + j), it.r0 + r, silu(gb[j * rows + r]) * ub[j * rows + r]);
+      silu_mul(CpuIsa::kAmxBf16, gb, ub, gb, nt * rows);
+      for (std::size_t j = 0; j < nt; ++j) amx_pack_span(hs, slot(it.expert, j0 + j), it.r0, gb + j * rows, rows);
     }
   });
 
@@ -193,7 +194,7 @@ void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& 
     float* up = s.floats(n * I);
     linear(s, isa, xg + a0 * H, n, m.gate, nullptr, gt);
     linear(s, isa, xg + a0 * H, n, m.up, nullptr, up);
-    for (std::size_t i = 0; i < n * I; ++i) gt[i] = silu(gt[i]) * up[i];
+    silu_mul(isa, gt, up, gt, n * I);
     linear(s, isa, gt, n, m.down, nullptr, y + a0 * H);
   }
 }
@@ -252,9 +253,9 @@ void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_
     float* up = s.floats(T * I);
     float* shared = s.floats(T * H);
     float* gate = s.floats(T);
-    linear(s, isa, x, T, w.shared.gate, nullptr, gt);
-    linear(s, isa, x, T, w.shared.up, nullptr, up);
-    for (std::size_t i = 0; i < T * I; ++i) gt[i] = silu(gt[i]) * up[i];
+    const Backend::LinearOut gate_up[] = {{&w.shared.gate, nullptr, gt}, {&w.shared.up, nullptr, up}};
+    linears(s, isa, x, T, gate_up);
+    silu_mul(isa, gt, up, gt, T * I);
     linear(s, isa, gt, T, w.shared.down, nullptr, shared);
     linear(s, isa, x, T, w.shared_gate, nullptr, gate);
     for (std::size_t t = 0; t < T; ++t) {

@@ -60,6 +60,35 @@ FT_TARGET_AVX512 inline __m512 load16_bf16(const bf16_t* p) {
   return widen16_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// e^x for 16 floats: x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-6 polynomial (Cephes'
+// expf coefficients), scaled by 2^n through the exponent bits. Relative error ~2e-7 over the
+// normal range; inputs below -87.3 give 0 (softmax feeds it x - max <= 0). Deterministic: the
+// same bits for the same input on every call.
+FT_TARGET_AVX512 inline __m512 exp512(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.37626f);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ), y, _mm512_setzero_ps());
+}
+
+// silu(x) = x / (1 + e^-x), with exp512.
+FT_TARGET_AVX512 inline __m512 silu512(__m512 x) {
+  const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+  return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
 FT_SIMD_END
 
 }  // namespace ft::engine::cpu
