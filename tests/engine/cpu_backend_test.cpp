@@ -148,36 +148,50 @@ TEST_P(CpuOps, MoeMatchesReferenceAndATokenIsTheSameInAnyBatch) {
   }
 }
 
-// A sequence's KV written through the CPU backend (bf16 pages), read by both backends.
+// A sequence's KV written through the CPU backend (bf16 pages), read by both backends; page sizes
+// 16 (the AVX-512 kernel everywhere) and 64 (AMX where the CPU has it), over two key chunks.
 TEST_P(CpuOps, PagedAttentionMatchesReferenceAndDecodeEqualsPrefill) {
-  engine::KvLayout l;
-  l.layers = 2;
-  l.kv_heads = 2;
-  l.head_dim = 32;
-  l.page_tokens = 16;
-  l.dtype = engine::KvDType::kBf16;
-  const std::size_t heads = 6, D = 32, KV = 2, T = 70, layer = 1;
-  auto pool = engine::KvPool::create(l, 16 * l.page_bytes());
-  ASSERT_TRUE(pool.is_ok());
-  std::vector<engine::KvPageRef> pages;
-  std::vector<std::byte*> table;
-  for (int64_t p = 0; p < l.pages_for(int64_t(T)); ++p) {
-    pages.push_back(*(*pool)->allocate());
-    table.push_back(pages.back()->data());
+  for (int64_t page_tokens : {16, 64}) {
+    SCOPED_TRACE("page " + std::to_string(page_tokens));
+    engine::KvLayout l;
+    l.layers = 2;
+    l.kv_heads = 2;
+    l.head_dim = 32;
+    l.page_tokens = page_tokens;
+    l.dtype = engine::KvDType::kBf16;
+    const std::size_t heads = 6, D = 32, KV = 2, T = 1100, layer = 1;  // 1100 > the 1024-key chunk
+    auto pool = engine::KvPool::create(l, std::uint64_t(l.pages_for(int64_t(T))) * l.page_bytes());
+    ASSERT_TRUE(pool.is_ok());
+    std::vector<engine::KvPageRef> pages;
+    std::vector<std::byte*> table;
+    for (int64_t p = 0; p < l.pages_for(int64_t(T)); ++p) {
+      pages.push_back(*(*pool)->allocate());
+      table.push_back(pages.back()->data());
+    }
+    const auto q = randn(T * heads * D, rng_), k = randn(T * KV * D, rng_), v = randn(T * KV * D, rng_);
+    const engine::AttentionSeq all{0, T, 0, table.data()};
+    on(*cpu_, [&] { cpu_->kv_write(l, layer, k.data(), v.data(), {&all, 1}); });
+    std::vector<float> got(T * heads * D), want(got.size());
+    const float scale = 1.0f / std::sqrt(float(D));
+    on(*cpu_, [&] { cpu_->attention(l, layer, q.data(), heads, scale, {&all, 1}, got.data()); });
+    on(*ref_, [&] { ref_->attention(l, layer, q.data(), heads, scale, {&all, 1}, want.data()); });
+    EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
+    // Single positions as decode steps (one query over the same pages), and a block of rows
+    // batched with another sequence: the same bits.
+    for (std::size_t t : {std::size_t(0), std::size_t(63), std::size_t(1023), std::size_t(1024), T - 1}) {
+      const engine::AttentionSeq one_seq{0, 1, int64_t(t), table.data()};
+      std::vector<float> one(heads * D);
+      on(*cpu_, [&] { cpu_->attention(l, layer, q.data() + t * heads * D, heads, scale, {&one_seq, 1}, one.data()); });
+      EXPECT_EQ(0, std::memcmp(one.data(), got.data() + t * heads * D, one.size() * sizeof(float))) << "position " << t;
+    }
+    const engine::AttentionSeq two[] = {{0, 1, 5, table.data()}, {1, 30, 700, table.data()}};
+    std::vector<float> q2(31 * heads * D), out2(q2.size());
+    std::memcpy(q2.data(), q.data() + 5 * heads * D, heads * D * sizeof(float));
+    std::memcpy(q2.data() + heads * D, q.data() + 700 * heads * D, 30 * heads * D * sizeof(float));
+    on(*cpu_, [&] { cpu_->attention(l, layer, q2.data(), heads, scale, two, out2.data()); });
+    EXPECT_EQ(0, std::memcmp(out2.data(), got.data() + 5 * heads * D, heads * D * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(out2.data() + heads * D, got.data() + 700 * heads * D, 30 * heads * D * sizeof(float)));
   }
-  const auto q = randn(T * heads * D, rng_), k = randn(T * KV * D, rng_), v = randn(T * KV * D, rng_);
-  const engine::AttentionSeq all{0, T, 0, table.data()};
-  on(*cpu_, [&] { cpu_->kv_write(l, layer, k.data(), v.data(), {&all, 1}); });
-  std::vector<float> got(T * heads * D), want(got.size());
-  const float scale = 1.0f / std::sqrt(float(D));
-  on(*cpu_, [&] { cpu_->attention(l, layer, q.data(), heads, scale, {&all, 1}, got.data()); });
-  on(*ref_, [&] { ref_->attention(l, layer, q.data(), heads, scale, {&all, 1}, want.data()); });
-  EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
-  // The last position as a decode step (one query over the same pages): the same bits.
-  const engine::AttentionSeq last{0, 1, int64_t(T - 1), table.data()};
-  std::vector<float> one(heads * D);
-  on(*cpu_, [&] { cpu_->attention(l, layer, q.data() + (T - 1) * heads * D, heads, scale, {&last, 1}, one.data()); });
-  EXPECT_EQ(0, std::memcmp(one.data(), got.data() + (T - 1) * heads * D, one.size() * sizeof(float)));
 }
 
 TEST_P(CpuOps, DeltaNetMatchesTheRecurrentReferenceAndAnySplit) {

@@ -311,11 +311,14 @@ TEST_F(PagedState, AReusedPageComesBackZeroed) {
   // Everything past position 0 of every layer and head is zero: no other sequence's keys.
   const engine::KvLayout l = *model_->kv_layout();
   const std::byte* page = t.pages()[0]->data();
-  const std::size_t row = std::size_t(l.head_dim) * l.elem_bytes();
-  for (int64_t layer = 0; layer < l.layers; ++layer)
-    for (int64_t h = 0; h < l.kv_heads; ++h)
-      for (std::size_t off : {l.k_offset(layer, h), l.v_offset(layer, h)})
-        for (std::size_t i = row; i < l.block_bytes(); ++i) ASSERT_EQ(page[off + i], std::byte{0});
+  const std::size_t e = l.elem_bytes(), D = std::size_t(l.head_dim), P = std::size_t(l.page_tokens);
+  for (int64_t layer = 0; layer < l.layers; ++layer) {
+    for (int64_t h = 0; h < l.kv_heads; ++h) {
+      for (std::size_t i = D * e; i < l.block_bytes(); ++i) ASSERT_EQ(page[l.k_offset(layer, h) + i], std::byte{0});
+      for (std::size_t d = 0; d < D; ++d)  // V blocks are [head_dim][page_tokens]: slot 0 of each row
+        for (std::size_t i = e; i < P * e; ++i) ASSERT_EQ(page[l.v_offset(layer, h) + d * P * e + i], std::byte{0});
+    }
+  }
 }
 
 TEST_F(PagedState, ACheckpointOfAnotherModelIsAMiss) {

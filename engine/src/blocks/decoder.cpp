@@ -145,7 +145,9 @@ class DecoderModel final : public Model {
       l.attention->set_kv_layer(kv.layers++);
     }
     if (kv.layers == 0) return Status::ok();
-    if (kv.page_tokens <= 0) return invalid_argument("KV page size must be positive");
+    // Attention kernels work a page at a time in 16-key tiles and at most 64 keys.
+    if (kv.page_tokens < 16 || kv.page_tokens > 64 || kv.page_tokens % 16 != 0)
+      return invalid_argument("KV page size must be 16, 32, 48 or 64 tokens");
     FT_ASSIGN_OR_RETURN(pool_, KvPool::create(kv, options.kv_budget_bytes ? options.kv_budget_bytes : default_kv_budget()));
     return Status::ok();
   }

@@ -59,7 +59,8 @@ bool same_layout(const store::ChunkDesc& want, std::uint32_t layer, ChunkKind ki
 ModelFingerprint store_fingerprint(const Model& model) {
   std::string text = model.fingerprint();
   if (const auto kv = model.kv_layout()) {
-    text += "|kv=" + std::string(kv_dtype_name(kv->dtype)) + "/page" + std::to_string(kv->page_tokens);
+    text += "|kv=" + std::string(kv_dtype_name(kv->dtype)) + "/page" + std::to_string(kv->page_tokens) + "/layout" +
+            std::to_string(KvLayout::kLayoutVersion);
   }
   text += "|linear=f32|format=" + std::to_string(store::kCheckpointFormatVersion);
   const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());

@@ -26,9 +26,11 @@ enum class KvDType : std::uint8_t {
 };
 const char* kv_dtype_name(KvDType dtype);  // "bf16", "f32"
 
-// Page layout, all attention layers together:  page = [layer][K | V][kv_head][page_tokens][head_dim]
-// Head-major inside a page: one kv head's keys of a page are one contiguous block, which is what
-// attention streams (each kv head read once for its whole query group).
+// Page layout, all attention layers together:  page = [layer][K | V][kv_head][block]
+//   K block: [page_tokens][head_dim]  (a key per row: the A operand of q.k on AMX, rows for AVX-512)
+//   V block: [head_dim][page_tokens]  (a dimension per row: the A operand of p.v on AMX)
+// Head-major inside a page: one kv head's keys (values) of a page are one contiguous block, which
+// is what attention streams (each kv head read once for its whole query group).
 struct KvLayout {
   int64_t layers = 0;  // attention layers (numbered 0.. in model order)
   int64_t kv_heads = 0;
@@ -48,6 +50,8 @@ struct KvLayout {
     return std::size_t(layer) * layer_bytes() + std::size_t(kv_heads + head) * block_bytes();
   }
   int64_t pages_for(int64_t tokens) const { return (tokens + page_tokens - 1) / page_tokens; }
+  // Bumped whenever the bytes of a page mean something else (checkpoints of another layout are misses).
+  static constexpr int kLayoutVersion = 2;
   // KV bytes one token adds across all layers (the budget's unit of account in messages).
   std::size_t token_bytes() const { return page_bytes() / std::size_t(page_tokens); }
 };

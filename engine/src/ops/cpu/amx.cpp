@@ -57,14 +57,25 @@ FT_TARGET_AMX void tile_pass(const bf16_t* w, std::size_t row_elems, std::size_t
   if constexpr (Blocks == 2) _tile_stored(1, c_out + 256, 64);
 }
 
+// Every AMX user here shares one configuration, so a thread loads it once (LDTILECFG is slow and
+// zeroes the tiles; the kernel keeps tile state across context switches).
 FT_TARGET_AMX void load_config() {
   static const TileConfig config = make_config();
+  thread_local bool loaded = false;
+  if (loaded) return;
   _tile_loadconfig(&config);
+  loaded = true;
 }
 FT_SIMD_END
 #endif
 
 }  // namespace
+
+void amx_load_tile_config() {
+#if FT_X86
+  load_config();
+#endif
+}
 
 bool amx_usable() {
 #if FT_X86
@@ -156,10 +167,13 @@ void amx_pack_token(const AmxPacked& p, std::size_t t, const float* x) { amx_pac
 void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_t r1, const AmxPacked& x,
               std::size_t b0, std::size_t b1, std::size_t valid, float* y, std::size_t ldy) {
 #if FT_X86
-  load_config();
+  amx_load_tile_config();
   alignas(64) float c[2 * 256];
+  // One token block (decode): a pure weight stream, one 16-row tile at a time (16 streams per core,
+  // within what the prefetchers follow). More blocks: two weight tiles per pass, each B tile used twice.
+  const bool stream = b1 - b0 == 1;
   for (std::size_t r = r0; r < r1;) {
-    const int blocks = r + 2 * kAmxRows <= r1 ? 2 : 1;
+    const int blocks = !stream && r + 2 * kAmxRows <= r1 ? 2 : 1;
     const bf16_t* wr = w + r * row_elems;
     for (std::size_t b = b0; b < b1; ++b) {
       const bf16_t* hi = x.block(b);

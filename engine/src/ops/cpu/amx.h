@@ -23,6 +23,9 @@ inline constexpr std::size_t kAmxK = 32;       // columns per tile product
 
 // Whether AMX-BF16 can run here: the CPU has it and the kernel granted this process the tile state.
 bool amx_usable();
+// Loads the tile configuration every AMX kernel here shares (tiles 0-5: 16 rows x 64 bytes) on the
+// calling thread, once (later calls return at once).
+void amx_load_tile_config();
 
 // Tokens packed for B tiles: block b (tokens [16b, 16b + 16)) is K * 16 bf16
 // of high halves, then K * 16 of low halves, element (token j, column c) at (c / 2) * 32 + 2j + c % 2.

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/cpu/attention_amx.h"
 #include "ops/cpu/dots.h"
 #include "ops/cpu/simd.h"
 
@@ -135,11 +136,7 @@ Kernels kernels_for(CpuIsa isa, std::size_t D) {
   return {};
 }
 
-// Partial softmax state of one (row, head) over one key chunk: running max, sum and output.
-struct Partial {
-  float max = -std::numeric_limits<float>::infinity();
-  float sum = 0.0f;
-};
+using Partial = AttentionPartial;
 
 struct Item {
   std::size_t seq, kv_head, g0, g1;  // query heads [g0, g1) of the kv head's group
@@ -150,16 +147,17 @@ struct Item {
 }  // namespace
 
 void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, std::span<const AttentionSeq> seqs) {
-  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim);
+  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), P = std::size_t(l.page_tokens);
   for (const AttentionSeq& s : seqs) {
     for (std::size_t t = 0; t < s.rows; ++t) {
       const int64_t pos = s.pos0 + int64_t(t);
       std::byte* page = s.pages[pos / l.page_tokens];
-      const std::size_t slot = std::size_t(pos % l.page_tokens) * D;
+      const std::size_t slot = std::size_t(pos % l.page_tokens);
       for (std::size_t h = 0; h < KV; ++h) {
         const std::size_t src = ((s.row0 + t) * KV + h) * D;
-        to_bf16(k + src, reinterpret_cast<bf16_t*>(page + l.k_offset(layer, int64_t(h))) + slot, D);
-        to_bf16(v + src, reinterpret_cast<bf16_t*>(page + l.v_offset(layer, int64_t(h))) + slot, D);
+        to_bf16(k + src, reinterpret_cast<bf16_t*>(page + l.k_offset(layer, int64_t(h))) + slot * D, D);
+        auto* vb = reinterpret_cast<bf16_t*>(page + l.v_offset(layer, int64_t(h)));  // [D][P]
+        for (std::size_t d = 0; d < D; ++d) vb[d * P + slot] = f32_to_bf16(v[src + d]);
       }
     }
   }
@@ -196,12 +194,17 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
     return (row * heads + head) * max_chunks + std::size_t(chunk);
   };
 
+  if (attention_amx_fits(isa, l)) {
+    attention_amx_partials(l, layer, q, heads, scale, seqs, part_out, part, max_chunks);
+    items.clear();
+  }
   tbb::parallel_for(std::size_t(0), items.size(), [&](std::size_t i) {
     const Item& it = items[i];
     const AttentionSeq& s = seqs[it.seq];
     const int64_t chunk_begin = it.chunk * kKeyChunk;
     float scores[kMaxGroup * 64];
     float corr[kMaxGroup];
+    bf16_t vrows[64 * kMaxDim];
     for (std::size_t r = it.row0; r < it.row0 + it.rows; ++r) {
       const std::size_t row = s.row0 + r;
       const int64_t pos = s.pos0 + int64_t(r);
@@ -217,13 +220,17 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
         og[g] = part_out + at(row, head, it.chunk) * D;
         pg[g] = part + at(row, head, it.chunk);
         std::fill(og[g], og[g] + D, 0.0f);
-        *pg[g] = Partial{};
+        *pg[g] = Partial{-std::numeric_limits<float>::infinity(), 0.0f};
       }
       for (int64_t p0 = chunk_begin; p0 < end; p0 += int64_t(P)) {
         const std::size_t n = std::size_t(std::min<int64_t>(int64_t(P), end - p0));
         const std::byte* page = s.pages[p0 / int64_t(P)];
         const auto* kp = reinterpret_cast<const bf16_t*>(page + l.k_offset(layer, int64_t(it.kv_head)));
-        const auto* vp = reinterpret_cast<const bf16_t*>(page + l.v_offset(layer, int64_t(it.kv_head)));
+        // The page's values as rows [n][D] (stored [D][P]) for the row-wise accumulation below.
+        const auto* vt = reinterpret_cast<const bf16_t*>(page + l.v_offset(layer, int64_t(it.kv_head)));
+        for (std::size_t d = 0; d < D; ++d)
+          for (std::size_t j = 0; j < n; ++j) vrows[j * D + d] = vt[d * P + j];
+        const bf16_t* vp = vrows;
         kern.scores(qg, n_g, kp, n, D, scale, scores);
         for (std::size_t g = 0; g < n_g; ++g) corr[g] = kern.softmax(scores + g * 64, n, pg[g]->max, pg[g]->sum);
         kern.accum(og, corr, n_g, scores, vp, n, D);

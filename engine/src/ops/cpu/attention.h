@@ -19,6 +19,12 @@ namespace ft::engine::cpu {
 
 inline constexpr int64_t kKeyChunk = 1024;
 
+// The softmax state of one (row, head) over one key chunk: running max and sum of exp(score - max).
+struct AttentionPartial {
+  float max;
+  float sum;
+};
+
 void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v, std::span<const AttentionSeq> seqs);
 
 void attention(Scratch& scratch, CpuIsa isa, const KvLayout& layout, int64_t layer, const float* q, std::size_t heads,

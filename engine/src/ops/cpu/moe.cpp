@@ -147,12 +147,14 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
     const Item& it = up_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t n = g.begin[it.expert + 1] - g.begin[it.expert];
-    alignas(64) float gb[kAmxTokens * kRowsPerItem], ub[kAmxTokens * kRowsPerItem];
+    constexpr std::size_t kBlocks = 4;  // token blocks per call: both weight tiles reused 4 times
+    alignas(64) float gb[kBlocks * kAmxTokens * kRowsPerItem], ub[kBlocks * kAmxTokens * kRowsPerItem];
     const std::size_t rows = it.r1 - it.r0;
-    for (std::size_t b = first_block[it.expert]; b < first_block[it.expert + 1]; ++b) {
-      const std::size_t j0 = (b - first_block[it.expert]) * kAmxTokens, nt = std::min(kAmxTokens, n - j0);
-      amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, b, b + 1, nt, gb, rows);
-      amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, b, b + 1, nt, ub, rows);
+    for (std::size_t b = first_block[it.expert]; b < first_block[it.expert + 1]; b += kBlocks) {
+      const std::size_t b1 = std::min(b + kBlocks, first_block[it.expert + 1]);
+      const std::size_t j0 = (b - first_block[it.expert]) * kAmxTokens, nt = std::min(kBlocks * kAmxTokens, n - j0);
+      amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, b, b1, nt, gb, rows);
+      amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, b, b1, nt, ub, rows);
       silu_mul(CpuIsa::kAmxBf16, gb, ub, gb, nt * rows);
       for (std::size_t j = 0; j < nt; ++j) amx_pack_span(hs, slot(it.expert, j0 + j), it.r0, gb + j * rows, rows);
     }

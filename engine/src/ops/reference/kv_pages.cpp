@@ -1,4 +1,5 @@
-// Moving K and V between token-major activations and the head-major KV pages of kv_pool.h.
+// Moving K and V between token-major activations and the KV pages of kv_pool.h (K blocks
+// [page_tokens][head_dim], V blocks [head_dim][page_tokens]).
 #include <cstring>
 
 #include "ft/engine/bf16.h"
@@ -6,48 +7,60 @@
 
 namespace ft::engine::ref {
 
+namespace {
+
+// Element (slot, d) of a K block is at slot * D + d, of a V block at d * P + slot.
+void put(const KvLayout& l, std::byte* block, std::size_t at, float v) {
+  if (l.dtype == KvDType::kF32) {
+    std::memcpy(block + at * 4, &v, 4);
+  } else {
+    const bf16_t b = f32_to_bf16(v);
+    std::memcpy(block + at * 2, &b, 2);
+  }
+}
+
+float get(const KvLayout& l, const std::byte* block, std::size_t at) {
+  if (l.dtype == KvDType::kF32) {
+    float v;
+    std::memcpy(&v, block + at * 4, 4);
+    return v;
+  }
+  bf16_t b;
+  std::memcpy(&b, block + at * 2, 2);
+  return bf16_to_f32(b);
+}
+
+}  // namespace
+
 void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, std::size_t rows, int64_t pos0,
               std::byte* const* pages) {
-  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), e = l.elem_bytes();
+  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), P = std::size_t(l.page_tokens);
   for (std::size_t t = 0; t < rows; ++t) {
     const int64_t pos = pos0 + int64_t(t);
     std::byte* page = pages[pos / l.page_tokens];
-    const std::size_t slot = std::size_t(pos % l.page_tokens) * D * e;
+    const std::size_t slot = std::size_t(pos % l.page_tokens);
     for (std::size_t h = 0; h < KV; ++h) {
-      const float* src[2] = {k + (t * KV + h) * D, v + (t * KV + h) * D};
-      std::byte* dst[2] = {page + l.k_offset(layer, int64_t(h)) + slot, page + l.v_offset(layer, int64_t(h)) + slot};
-      for (int kv = 0; kv < 2; ++kv) {
-        if (l.dtype == KvDType::kF32) {
-          std::memcpy(dst[kv], src[kv], D * sizeof(float));
-        } else {
-          for (std::size_t d = 0; d < D; ++d) {
-            const bf16_t b = f32_to_bf16(src[kv][d]);
-            std::memcpy(dst[kv] + 2 * d, &b, 2);
-          }
-        }
+      std::byte* kb = page + l.k_offset(layer, int64_t(h));
+      std::byte* vb = page + l.v_offset(layer, int64_t(h));
+      for (std::size_t d = 0; d < D; ++d) {
+        put(l, kb, slot * D + d, k[(t * KV + h) * D + d]);
+        put(l, vb, d * P + slot, v[(t * KV + h) * D + d]);
       }
     }
   }
 }
 
 void kv_gather(const KvLayout& l, int64_t layer, int64_t tokens, std::byte* const* pages, float* k, float* v) {
-  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), e = l.elem_bytes();
+  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), P = std::size_t(l.page_tokens);
   for (int64_t pos = 0; pos < tokens; ++pos) {
     const std::byte* page = pages[pos / l.page_tokens];
-    const std::size_t slot = std::size_t(pos % l.page_tokens) * D * e;
+    const std::size_t slot = std::size_t(pos % l.page_tokens);
     for (std::size_t h = 0; h < KV; ++h) {
-      const std::byte* src[2] = {page + l.k_offset(layer, int64_t(h)) + slot, page + l.v_offset(layer, int64_t(h)) + slot};
-      float* dst[2] = {k + (std::size_t(pos) * KV + h) * D, v + (std::size_t(pos) * KV + h) * D};
-      for (int kv = 0; kv < 2; ++kv) {
-        if (l.dtype == KvDType::kF32) {
-          std::memcpy(dst[kv], src[kv], D * sizeof(float));
-        } else {
-          for (std::size_t d = 0; d < D; ++d) {
-            bf16_t b;
-            std::memcpy(&b, src[kv] + 2 * d, 2);
-            dst[kv][d] = bf16_to_f32(b);
-          }
-        }
+      const std::byte* kb = page + l.k_offset(layer, int64_t(h));
+      const std::byte* vb = page + l.v_offset(layer, int64_t(h));
+      for (std::size_t d = 0; d < D; ++d) {
+        k[(std::size_t(pos) * KV + h) * D + d] = get(l, kb, slot * D + d);
+        v[(std::size_t(pos) * KV + h) * D + d] = get(l, vb, d * P + slot);
       }
     }
   }
