@@ -138,14 +138,20 @@ std::vector<int32_t> random_tokens(std::size_t n, int64_t vocab, std::uint64_t s
 
 // Where the timed passes spent their time, by op.
 void print_profile(const engine::OpProfile& p, double wall) {
+  using engine::OpProfile;
   std::printf("  ops          ");
   double sum = 0;
-  for (int k = 0; k < engine::OpProfile::kCount; ++k) sum += p.seconds[k];
-  for (int k = 0; k < engine::OpProfile::kCount; ++k) {
+  for (int k = 0; k < OpProfile::kMoeRoute; ++k) {  // the ops; the MoE phases after them are within kMoe
     if (p.calls[k] == 0) continue;
-    std::printf("%s %.0f%% ", engine::OpProfile::name(engine::OpProfile::Kind(k)), 100 * p.seconds[k] / wall);
+    sum += p.seconds[k];
+    std::printf("%s %.0f%% ", OpProfile::name(OpProfile::Kind(k)), 100 * p.seconds[k] / wall);
   }
-  std::printf("(other %.0f%%)\n", 100 * (wall - sum) / wall);
+  std::printf("other %.0f%%", 100 * (wall - sum) / wall);
+  if (p.calls[OpProfile::kMoeExperts] > 0) {
+    std::printf("; moe = route %.0f%% + experts %.0f%% + combine %.0f%%", 100 * p.seconds[OpProfile::kMoeRoute] / wall,
+                100 * p.seconds[OpProfile::kMoeExperts] / wall, 100 * p.seconds[OpProfile::kMoeCombine] / wall);
+  }
+  std::printf("\n");
 }
 
 struct Loaded {
@@ -280,7 +286,9 @@ int bench_prefill(const Args& args) {
   // attention (q.k and p.v over the positions each token sees).
   const double expert_flops = 2.0 * (b.expert / 2.0) * double(c.num_experts_per_tok) *
                               double(trace.calls.size()) / double(chunks) * double(prompt);
-  const double dense_flops = 2.0 * (b.dense / 2.0) * double(prompt);
+  // The lm_head runs for the last token only.
+  const double head = double(c.vocab_size * c.hidden_size);
+  const double dense_flops = 2.0 * (b.dense / 2.0 - head) * double(prompt) + 2.0 * head;
   const double attn_flops = 4.0 * double(c.num_attention_heads * c.head_dim) *
                             double(c.count_layers(engine::LayerKind::kFullAttention)) * double(prompt) * double(prompt) / 2;
   const double flops = expert_flops + dense_flops + attn_flops;

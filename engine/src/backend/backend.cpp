@@ -14,8 +14,9 @@ const char* backend_name(BackendKind kind) {
 }
 
 const char* OpProfile::name(Kind k) {
-  static const char* const kNames[kCount] = {"linear",   "moe",  "attention",   "kv_write", "deltanet",
-                                             "rms_norm", "rope", "elementwise", "embedding"};
+  static const char* const kNames[kCount] = {"linear",   "moe",  "attention",   "kv_write",  "deltanet",
+                                             "rms_norm", "rope", "elementwise", "embedding", "route",
+                                             "experts",  "combine"};
   return k < kCount ? kNames[k] : "?";
 }
 

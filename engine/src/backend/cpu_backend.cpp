@@ -161,9 +161,9 @@ void CpuBackend::attention(const KvLayout& layout, int64_t layer, const float* q
 
 void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {
   const OpTimer timer(profile_, OpProfile::kMoe);
-  if (!trace_) return cpu::moe(scratch_, isa_, w, x, T, out);
+  if (!trace_) return cpu::moe(scratch_, isa_, w, x, T, out, nullptr, profile_);
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
-  cpu::moe(scratch_, isa_, w, x, T, out, chosen.data());
+  cpu::moe(scratch_, isa_, w, x, T, out, chosen.data(), profile_);
   record_routing(chosen.data(), T, w.router_spec.top_k);
 }
 

@@ -88,7 +88,12 @@ struct RoutingTrace {
 // Where a forward pass spends its time, by kind of op (filled while a profile is set): what
 // `bench decode|prefill` prints to show which op to work on next.
 struct OpProfile {
-  enum Kind { kLinear, kMoe, kAttention, kKvWrite, kDeltaNet, kNorm, kRope, kElementwise, kEmbedding, kCount };
+  // kMoe is the whole MoE op; kMoeRoute / kMoeExperts / kMoeCombine are its phases (router and
+  // top-k; the routed experts' products; adding them up and the shared expert).
+  enum Kind {
+    kLinear, kMoe, kAttention, kKvWrite, kDeltaNet, kNorm, kRope, kElementwise, kEmbedding,
+    kMoeRoute, kMoeExperts, kMoeCombine, kCount
+  };
   static const char* name(Kind k);
   double seconds[kCount] = {};
   std::uint64_t calls[kCount] = {};
@@ -174,6 +179,7 @@ class Backend {
     trace_->calls.emplace_back(chosen, chosen + T * top_k);
   }
   // Times one op into the profile, when one is set.
+ public:
   class OpTimer {
    public:
     OpTimer(OpProfile* p, OpProfile::Kind k) : p_(p), k_(k) {
@@ -192,6 +198,8 @@ class Backend {
     OpProfile::Kind k_;
     std::chrono::steady_clock::time_point t0_;
   };
+
+ protected:
   Scratch scratch_;
   RoutingTrace* trace_ = nullptr;
   OpProfile* profile_ = nullptr;

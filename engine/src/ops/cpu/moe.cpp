@@ -1,8 +1,10 @@
 #include "ops/cpu/moe.h"
 
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -204,16 +206,21 @@ void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& 
 }  // namespace
 
 void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
-         int32_t* chosen_out) {
+         int32_t* chosen_out, OpProfile* profile) {
   Scratch::Frame frame(s);
   const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k, A = T * K;
+  std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeRoute);
   float* logits = s.floats(T * E);
   float* weights = s.floats(A);
   int32_t* chosen = s.take<int32_t>(A);
   linear(s, isa, x, T, w.router, nullptr, logits);
-  ref::route_top_k(logits, T, w.router_spec, chosen, weights);
+  // Top-k per token, tokens spread over the threads (each token's choice is its own).
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, T, 64), [&](const tbb::blocked_range<std::size_t>& r) {
+    ref::route_top_k(logits + r.begin() * E, r.size(), w.router_spec, chosen + r.begin() * K, weights + r.begin() * K);
+  });
   if (chosen_out) std::memcpy(chosen_out, chosen, A * sizeof(int32_t));
   const Groups g = group_by_expert(s, chosen, T, K, E);
+  phase.emplace(profile, OpProfile::kMoeExperts);
 
   float* y = s.floats(A * H);
   const bool all_bf16 = std::all_of(w.experts.begin(), w.experts.end(), [](const SwiGluMatrices& m) {
@@ -233,6 +240,7 @@ void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_
     experts_generic(s, isa, w, g, xg, y);
   }
 
+  phase.emplace(profile, OpProfile::kMoeCombine);
   // Each token's experts in ascending expert order (HF adds them in that order too).
   tbb::parallel_for(std::size_t(0), T, [&](std::size_t t) {
     std::size_t order[64];

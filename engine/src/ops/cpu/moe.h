@@ -13,7 +13,8 @@
 namespace ft::engine::cpu {
 
 // `chosen_out` (may be null) receives the chosen experts [T, top_k].
+// `profile` (may be null) gets the time of each phase.
 void moe(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
-         int32_t* chosen_out = nullptr);
+         int32_t* chosen_out = nullptr, OpProfile* profile = nullptr);
 
 }  // namespace ft::engine::cpu
