@@ -249,6 +249,41 @@ int bench_decode(const Args& args) {
   return 0;
 }
 
+int bench_gemm(const Args& args) {
+  const std::string cmd = "bench gemm";
+  const int64_t T = args.has("tokens") ? args.get_int("tokens") : 4096;
+  const int64_t rows = args.has("rows") ? args.get_int("rows") : 4096;
+  const int64_t cols = args.has("cols") ? args.get_int("cols") : 2048;
+  const int threads = args.has("threads") ? int(args.get_int("threads")) : 0;
+  if (T < 1 || rows < 1 || cols < 1) return usage_error(cmd, "--tokens, --rows and --cols must be positive");
+  std::vector<engine::bf16_t> w(std::size_t(rows * cols));
+  std::uint64_t seed = 1;
+  for (auto& v : w) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v = engine::f32_to_bf16(float(int((seed >> 40) % 2001) - 1000) * 1e-5f);
+  }
+  std::vector<float> x(std::size_t(T * cols), 0.5f), y(std::size_t(T * rows));
+  const engine::Matrix m{engine::DType::kBF16, rows, cols, reinterpret_cast<const std::byte*>(w.data()),
+                         std::size_t(cols) * 2};
+  std::printf("%s: y[%lld, %lld] = x[%lld, %lld] w^T, bf16 weights\n", cmd.c_str(), (long long)T, (long long)rows,
+              (long long)T, (long long)cols);
+  for (engine::CpuIsa isa : {engine::CpuIsa::kAvx512, engine::CpuIsa::kAvx512Bf16, engine::CpuIsa::kAmxBf16}) {
+    if (!engine::cpu_isa_supported(isa)) continue;
+    auto be = engine::make_backend({engine::BackendKind::kCpu, threads, isa});
+    if (!be) return runtime_error(cmd, be.status().message());
+    double best = 1e30;
+    for (int rep = 0; rep < 4; ++rep) {
+      const auto t0 = Clock::now();
+      (*be)->execute([&] { (*be)->linear(x.data(), std::size_t(T), m, nullptr, y.data()); });
+      if (rep > 0) best = std::min(best, seconds_since(t0));
+    }
+    const double flops = 2.0 * double(T) * double(rows) * double(cols);
+    std::printf("  %-11s %8.3f ms  %7.2f TFLOP/s  %7.1f GB/s of weights  (%d threads)\n", engine::cpu_isa_name(isa),
+                best * 1e3, flops / best / 1e12, double(w.size() * 2) / best / 1e9, (*be)->threads());
+  }
+  return 0;
+}
+
 int bench_prefill(const Args& args) {
   const std::string cmd = "bench prefill";
   const int prompt = args.has("prompt") ? int(args.get_int("prompt")) : 4096;

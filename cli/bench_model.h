@@ -8,5 +8,6 @@ namespace ft::cli {
 
 int bench_decode(const Args& args);
 int bench_prefill(const Args& args);
+int bench_gemm(const Args& args);
 
 }  // namespace ft::cli

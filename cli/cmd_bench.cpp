@@ -251,6 +251,7 @@ const Benchmark kBenchmarks[] = {
     {"restore", "checkpoint restore from disk vs disk bandwidth and recompute", bench_restore},
     {"decode", "a model's decode steps vs the bandwidth bound", bench_decode},
     {"prefill", "a model's prefill of a long prompt", bench_prefill},
+    {"gemm", "the CPU backend's bf16 linear on each kernel path, TFLOP/s", bench_gemm},
 };
 
 int run_bench(const Args& args) {
@@ -275,7 +276,7 @@ const Command kBenchCommand = {
     "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N]",
     {{"hidden", "N", "expert: hidden size (model dim)", "2048"},
      {"inter", "N", "expert: moe_intermediate_size", "768"},
-     {"tokens", "N", "expert: tokens routed to each expert per call [1]; restore: tokens in the checkpoint [30000]", ""},
+     {"tokens", "N", "expert: tokens routed to each expert per call [1]; restore: tokens in the checkpoint [30000]; gemm: rows of x [4096]", ""},
      {"experts", "N", "expert: distinct experts cycled (0: max(64, 4x last-level cache))", "0"},
      {"isa", "NAME", "expert: kernel path: auto, scalar, avx2, avx512, avx512bf16", "auto"},
      {"threads", "N", "worker threads [default: all cores]", ""},
@@ -289,6 +290,8 @@ const Command kBenchCommand = {
      {"prompt", "N", "decode: prompt tokens per sequence before timing [128]; prefill: prompt length [4096]", ""},
      {"steps", "N", "decode: timed decode steps [32]", ""},
      {"chunk", "N", "prefill: tokens per forward pass [2048]", ""},
+     {"rows", "N", "gemm: weight rows [4096]", ""},
+     {"cols", "N", "gemm: weight columns [2048]", ""},
      {"read-gb", "GB", "decode, prefill: mapped expert bytes read to measure the host read bandwidth", "8"},
      {"kv-budget", "GB", "decode, prefill: KV page memory (default: a quarter of RAM)", ""},
      {"reference", "", "decode, prefill: the fp32 reference ops instead of the runtime kernels", ""},
