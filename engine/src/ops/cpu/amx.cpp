@@ -12,8 +12,8 @@ namespace ft::engine::cpu {
 namespace {
 
 #if FT_X86
-// The palette-1 configuration every AMX caller loads: tiles 0-1 accumulate C (two 16-row weight
-// blocks), 2-3 hold A (those weight rows), 4-5 hold B (the tokens' high and low halves).
+// The palette-1 configuration every AMX caller loads: all eight tiles 16 rows x 64 bytes (which
+// tile holds what is each kernel's choice).
 struct alignas(64) TileConfig {
   std::uint8_t palette = 1;
   std::uint8_t start_row = 0;
@@ -24,7 +24,7 @@ struct alignas(64) TileConfig {
 
 TileConfig make_config() {
   TileConfig c;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 8; ++i) {
     c.rows[i] = 16;
     c.colsb[i] = 64;
   }
@@ -55,6 +55,72 @@ FT_TARGET_AMX void tile_pass(const bf16_t* w, std::size_t row_elems, std::size_t
   }
   _tile_stored(0, c_out, 64);
   if constexpr (Blocks == 2) _tile_stored(1, c_out + 256, 64);
+}
+
+// A pure weight stream (one token block, decode): one 16-row weight tile against the block, the A
+// and B tiles alternating between two registers each so the next k-step's loads need not wait for
+// the current products (tile registers are not renamed), and the weight rows prefetched ahead.
+// Per C element the products arrive in the same order as in the other kernels: k-steps in order,
+// high half then low half.
+FT_TARGET_AMX void stream_pass(const bf16_t* w, std::size_t row_elems, std::size_t K, const bf16_t* hi,
+                               const bf16_t* lo, float* c_out) {
+  const std::size_t stride = row_elems * sizeof(bf16_t);
+  constexpr std::size_t kAhead = 8 * kAmxK;  // prefetch distance, columns (512 bytes a row)
+  _tile_zero(0);
+  std::size_t k = 0;
+  for (; k + 2 * kAmxK <= K; k += 2 * kAmxK) {
+    if (k + kAhead < K)
+      for (std::size_t i = 0; i < kAmxRows; ++i) _mm_prefetch(reinterpret_cast<const char*>(w + i * row_elems + k + kAhead), _MM_HINT_T0);
+    _tile_loadd(2, w + k, stride);
+    _tile_loadd(4, hi + (k / 2) * 32, 64);
+    _tile_loadd(5, lo + (k / 2) * 32, 64);
+    _tile_loadd(3, w + k + kAmxK, stride);
+    _tile_loadd(6, hi + (k / 2 + 16) * 32, 64);
+    _tile_loadd(7, lo + (k / 2 + 16) * 32, 64);
+    _tile_dpbf16ps(0, 2, 4);
+    _tile_dpbf16ps(0, 2, 5);
+    _tile_dpbf16ps(0, 3, 6);
+    _tile_dpbf16ps(0, 3, 7);
+  }
+  for (; k < K; k += kAmxK) {
+    _tile_loadd(2, w + k, stride);
+    _tile_loadd(4, hi + (k / 2) * 32, 64);
+    _tile_loadd(5, lo + (k / 2) * 32, 64);
+    _tile_dpbf16ps(0, 2, 4);
+    _tile_dpbf16ps(0, 2, 5);
+  }
+  _tile_stored(0, c_out, 64);
+}
+
+// Two weight tiles x two token blocks: four independent accumulators (C0..3 = row tile r x block b
+// at 2r + b), so the products run at the units' throughput rather than one chain's latency.
+FT_TARGET_AMX void quad_pass(const bf16_t* w, std::size_t row_elems, std::size_t K, const bf16_t* hi0,
+                             const bf16_t* lo0, const bf16_t* hi1, const bf16_t* lo1, float* c_out /* [4][256] */) {
+  const std::size_t stride = row_elems * sizeof(bf16_t);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (std::size_t k = 0; k < K; k += kAmxK) {
+    _tile_loadd(4, w + k, stride);
+    _tile_loadd(5, w + kAmxRows * row_elems + k, stride);
+    _tile_loadd(6, hi0 + (k / 2) * 32, 64);
+    _tile_loadd(7, hi1 + (k / 2) * 32, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+    _tile_loadd(6, lo0 + (k / 2) * 32, 64);
+    _tile_loadd(7, lo1 + (k / 2) * 32, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c_out, 64);
+  _tile_stored(1, c_out + 256, 64);
+  _tile_stored(2, c_out + 512, 64);
+  _tile_stored(3, c_out + 768, 64);
 }
 
 // Every AMX user here shares one configuration, so a thread loads it once (LDTILECFG is slow and
@@ -168,26 +234,47 @@ void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_
               std::size_t b0, std::size_t b1, std::size_t valid, float* y, std::size_t ldy) {
 #if FT_X86
   amx_load_tile_config();
-  alignas(64) float c[2 * 256];
-  // One token block (decode): a pure weight stream, one 16-row tile at a time (16 streams per core,
-  // within what the prefetchers follow). More blocks: two weight tiles per pass, each B tile used twice.
-  const bool stream = b1 - b0 == 1;
-  for (std::size_t r = r0; r < r1;) {
-    const int blocks = !stream && r + 2 * kAmxRows <= r1 ? 2 : 1;
-    const bf16_t* wr = w + r * row_elems;
-    for (std::size_t b = b0; b < b1; ++b) {
-      const bf16_t* hi = x.block(b);
-      const bf16_t* lo = hi + x.K * kAmxTokens;
-      if (blocks == 2) tile_pass<2>(wr, row_elems, x.K, hi, lo, c);
-      else tile_pass<1>(wr, row_elems, x.K, hi, lo, c);
-      const std::size_t j0 = (b - b0) * kAmxTokens;
-      if (j0 >= valid) break;
-      const std::size_t nt = std::min(kAmxTokens, valid - j0);
-      for (int blk = 0; blk < blocks; ++blk)
-        for (std::size_t i = 0; i < kAmxRows; ++i)
-          for (std::size_t j = 0; j < nt; ++j) y[(j0 + j) * ldy + (r - r0) + blk * kAmxRows + i] = c[blk * 256 + i * 16 + j];
+  alignas(64) float c[4 * 256];
+  // C tile `tile` (16 weight rows from row r, the 16 tokens of block b) into y.
+  const auto put = [&](const float* tile, std::size_t r, std::size_t b) {
+    const std::size_t j0 = (b - b0) * kAmxTokens;
+    if (j0 >= valid) return;
+    const std::size_t nt = std::min(kAmxTokens, valid - j0);
+    for (std::size_t i = 0; i < kAmxRows; ++i)
+      for (std::size_t j = 0; j < nt; ++j) y[(j0 + j) * ldy + (r - r0) + i] = tile[i * 16 + j];
+  };
+  const auto block_hi = [&](std::size_t b) { return x.block(b); };
+  const auto block_lo = [&](std::size_t b) { return x.block(b) + x.K * kAmxTokens; };
+  if (b1 - b0 == 1) {  // decode: the weight stream
+    for (std::size_t r = r0; r < r1; r += kAmxRows) {
+      stream_pass(w + r * row_elems, row_elems, x.K, block_hi(b0), block_lo(b0), c);
+      put(c, r, b0);
     }
-    r += std::size_t(blocks) * kAmxRows;
+    return;
+  }
+  for (std::size_t r = r0; r < r1;) {
+    const bool two_rows = r + 2 * kAmxRows <= r1;
+    const bf16_t* wr = w + r * row_elems;
+    for (std::size_t b = b0; b < b1;) {
+      if (two_rows && b + 1 < b1) {
+        quad_pass(wr, row_elems, x.K, block_hi(b), block_lo(b), block_hi(b + 1), block_lo(b + 1), c);
+        put(c, r, b);
+        put(c + 256, r, b + 1);
+        put(c + 512, r + kAmxRows, b);
+        put(c + 768, r + kAmxRows, b + 1);
+        b += 2;
+      } else if (two_rows) {
+        tile_pass<2>(wr, row_elems, x.K, block_hi(b), block_lo(b), c);
+        put(c, r, b);
+        put(c + 256, r + kAmxRows, b);
+        b += 1;
+      } else {
+        tile_pass<1>(wr, row_elems, x.K, block_hi(b), block_lo(b), c);
+        put(c, r, b);
+        b += 1;
+      }
+    }
+    r += two_rows ? 2 * kAmxRows : kAmxRows;
   }
 #else
   (void)w, (void)row_elems, (void)r0, (void)r1, (void)x, (void)b0, (void)b1, (void)valid, (void)y, (void)ldy;
