@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <cstring>
 
 #include "ops/cpu/simd.h"
@@ -34,76 +36,51 @@ TileConfig make_config() {
 #define FT_TARGET_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 
 FT_SIMD_BEGIN
-// One or two 16-row weight blocks against one token block.
-template <int Blocks>
-FT_TARGET_AMX void tile_pass(const bf16_t* w, std::size_t row_elems, std::size_t K, const bf16_t* hi,
-                             const bf16_t* lo, float* c_out /* [Blocks][16][16] */) {
-  const std::size_t stride = row_elems * sizeof(bf16_t);
+// Weight tiles are read from "panels": a 16-row weight tile's rows copied so that the 16 x 32
+// slice of each k-step is one contiguous 1 KB block. Loaded straight from the matrix, a tile's
+// rows lie a whole row (often exactly 4 KB) apart, all in the same L1 set, and every tile load
+// misses; from a panel it is 16 consecutive lines. The copy reads each row front to back once.
+FT_TARGET_AMX void pack_panel(const bf16_t* w, std::size_t row_elems, std::size_t K, bf16_t* panel) {
+  for (std::size_t r = 0; r < kAmxRows; ++r) {
+    const bf16_t* src = w + r * row_elems;
+    for (std::size_t k = 0; k < K; k += kAmxK)
+      _mm512_store_si512(panel + k * kAmxRows + r * kAmxK, _mm512_loadu_si512(src + k));
+  }
+}
+
+// 1 or 2 weight tiles (panels a0, a1) against one token block.
+template <int Tiles>
+FT_TARGET_AMX void tile_pass(const bf16_t* a0, const bf16_t* a1, std::size_t K, const bf16_t* hi, const bf16_t* lo,
+                             float* c_out /* [Tiles][16][16] */) {
   _tile_zero(0);
-  if constexpr (Blocks == 2) _tile_zero(1);
+  if constexpr (Tiles == 2) _tile_zero(1);
   for (std::size_t k = 0; k < K; k += kAmxK) {
-    _tile_loadd(2, w + k, stride);
-    if constexpr (Blocks == 2) _tile_loadd(3, w + kAmxRows * row_elems + k, stride);
+    _tile_loadd(2, a0 + k * kAmxRows, 64);
+    if constexpr (Tiles == 2) _tile_loadd(3, a1 + k * kAmxRows, 64);
     _tile_loadd(4, hi + (k / 2) * 32, 64);
     _tile_loadd(5, lo + (k / 2) * 32, 64);
     _tile_dpbf16ps(0, 2, 4);
     _tile_dpbf16ps(0, 2, 5);
-    if constexpr (Blocks == 2) {
+    if constexpr (Tiles == 2) {
       _tile_dpbf16ps(1, 3, 4);
       _tile_dpbf16ps(1, 3, 5);
     }
   }
   _tile_stored(0, c_out, 64);
-  if constexpr (Blocks == 2) _tile_stored(1, c_out + 256, 64);
-}
-
-// A pure weight stream (one token block, decode): one 16-row weight tile against the block, the A
-// and B tiles alternating between two registers each so the next k-step's loads need not wait for
-// the current products (tile registers are not renamed), and the weight rows prefetched ahead.
-// Per C element the products arrive in the same order as in the other kernels: k-steps in order,
-// high half then low half.
-FT_TARGET_AMX void stream_pass(const bf16_t* w, std::size_t row_elems, std::size_t K, const bf16_t* hi,
-                               const bf16_t* lo, float* c_out) {
-  const std::size_t stride = row_elems * sizeof(bf16_t);
-  constexpr std::size_t kAhead = 8 * kAmxK;  // prefetch distance, columns (512 bytes a row)
-  _tile_zero(0);
-  std::size_t k = 0;
-  for (; k + 2 * kAmxK <= K; k += 2 * kAmxK) {
-    if (k + kAhead < K)
-      for (std::size_t i = 0; i < kAmxRows; ++i) _mm_prefetch(reinterpret_cast<const char*>(w + i * row_elems + k + kAhead), _MM_HINT_T0);
-    _tile_loadd(2, w + k, stride);
-    _tile_loadd(4, hi + (k / 2) * 32, 64);
-    _tile_loadd(5, lo + (k / 2) * 32, 64);
-    _tile_loadd(3, w + k + kAmxK, stride);
-    _tile_loadd(6, hi + (k / 2 + 16) * 32, 64);
-    _tile_loadd(7, lo + (k / 2 + 16) * 32, 64);
-    _tile_dpbf16ps(0, 2, 4);
-    _tile_dpbf16ps(0, 2, 5);
-    _tile_dpbf16ps(0, 3, 6);
-    _tile_dpbf16ps(0, 3, 7);
-  }
-  for (; k < K; k += kAmxK) {
-    _tile_loadd(2, w + k, stride);
-    _tile_loadd(4, hi + (k / 2) * 32, 64);
-    _tile_loadd(5, lo + (k / 2) * 32, 64);
-    _tile_dpbf16ps(0, 2, 4);
-    _tile_dpbf16ps(0, 2, 5);
-  }
-  _tile_stored(0, c_out, 64);
+  if constexpr (Tiles == 2) _tile_stored(1, c_out + 256, 64);
 }
 
 // Two weight tiles x two token blocks: four independent accumulators (C0..3 = row tile r x block b
 // at 2r + b), so the products run at the units' throughput rather than one chain's latency.
-FT_TARGET_AMX void quad_pass(const bf16_t* w, std::size_t row_elems, std::size_t K, const bf16_t* hi0,
+FT_TARGET_AMX void quad_pass(const bf16_t* a0, const bf16_t* a1, std::size_t K, const bf16_t* hi0,
                              const bf16_t* lo0, const bf16_t* hi1, const bf16_t* lo1, float* c_out /* [4][256] */) {
-  const std::size_t stride = row_elems * sizeof(bf16_t);
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
   for (std::size_t k = 0; k < K; k += kAmxK) {
-    _tile_loadd(4, w + k, stride);
-    _tile_loadd(5, w + kAmxRows * row_elems + k, stride);
+    _tile_loadd(4, a0 + k * kAmxRows, 64);
+    _tile_loadd(5, a1 + k * kAmxRows, 64);
     _tile_loadd(6, hi0 + (k / 2) * 32, 64);
     _tile_loadd(7, hi1 + (k / 2) * 32, 64);
     _tile_dpbf16ps(0, 4, 6);
@@ -245,31 +222,38 @@ void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_
   };
   const auto block_hi = [&](std::size_t b) { return x.block(b); };
   const auto block_lo = [&](std::size_t b) { return x.block(b) + x.K * kAmxTokens; };
-  if (b1 - b0 == 1) {  // decode: the weight stream
-    for (std::size_t r = r0; r < r1; r += kAmxRows) {
-      stream_pass(w + r * row_elems, row_elems, x.K, block_hi(b0), block_lo(b0), c);
-      put(c, r, b0);
-    }
-    return;
+  // Two weight-tile panels (16 x K each), per thread, 64-byte aligned.
+  struct Free {
+    void operator()(bf16_t* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<bf16_t[], Free> panels;
+  thread_local std::size_t panel_k = 0;
+  if (panel_k < x.K) {
+    panels.reset(static_cast<bf16_t*>(std::aligned_alloc(64, 2 * kAmxRows * x.K * sizeof(bf16_t))));
+    panel_k = x.K;
   }
+  bf16_t* const p0 = panels.get();
+  bf16_t* const p1 = p0 + kAmxRows * x.K;
   for (std::size_t r = r0; r < r1;) {
-    const bool two_rows = r + 2 * kAmxRows <= r1;
+    const bool two_rows = b1 - b0 > 1 && r + 2 * kAmxRows <= r1;  // one block (decode): one tile at a time
     const bf16_t* wr = w + r * row_elems;
+    pack_panel(wr, row_elems, x.K, p0);
+    if (two_rows) pack_panel(wr + kAmxRows * row_elems, row_elems, x.K, p1);
     for (std::size_t b = b0; b < b1;) {
       if (two_rows && b + 1 < b1) {
-        quad_pass(wr, row_elems, x.K, block_hi(b), block_lo(b), block_hi(b + 1), block_lo(b + 1), c);
+        quad_pass(p0, p1, x.K, block_hi(b), block_lo(b), block_hi(b + 1), block_lo(b + 1), c);
         put(c, r, b);
         put(c + 256, r, b + 1);
         put(c + 512, r + kAmxRows, b);
         put(c + 768, r + kAmxRows, b + 1);
         b += 2;
       } else if (two_rows) {
-        tile_pass<2>(wr, row_elems, x.K, block_hi(b), block_lo(b), c);
+        tile_pass<2>(p0, p1, x.K, block_hi(b), block_lo(b), c);
         put(c, r, b);
         put(c + 256, r + kAmxRows, b);
         b += 1;
       } else {
-        tile_pass<1>(wr, row_elems, x.K, block_hi(b), block_lo(b), c);
+        tile_pass<1>(p0, nullptr, x.K, block_hi(b), block_lo(b), c);
         put(c, r, b);
         b += 1;
       }

@@ -149,17 +149,16 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
     const Item& it = up_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t n = g.begin[it.expert + 1] - g.begin[it.expert];
-    constexpr std::size_t kBlocks = 4;  // token blocks per call: both weight tiles reused 4 times
-    alignas(64) float gb[kBlocks * kAmxTokens * kRowsPerItem], ub[kBlocks * kAmxTokens * kRowsPerItem];
+    // Every token block of the expert in one call (the weight panels are packed once per call).
+    thread_local std::vector<float> gb, ub;
     const std::size_t rows = it.r1 - it.r0;
-    for (std::size_t b = first_block[it.expert]; b < first_block[it.expert + 1]; b += kBlocks) {
-      const std::size_t b1 = std::min(b + kBlocks, first_block[it.expert + 1]);
-      const std::size_t j0 = (b - first_block[it.expert]) * kAmxTokens, nt = std::min(kBlocks * kAmxTokens, n - j0);
-      amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, b, b1, nt, gb, rows);
-      amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, b, b1, nt, ub, rows);
-      silu_mul(CpuIsa::kAmxBf16, gb, ub, gb, nt * rows);
-      for (std::size_t j = 0; j < nt; ++j) amx_pack_span(hs, slot(it.expert, j0 + j), it.r0, gb + j * rows, rows);
-    }
+    gb.resize(n * rows);
+    ub.resize(n * rows);
+    const std::size_t b0 = first_block[it.expert], b1 = first_block[it.expert + 1];
+    amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, b0, b1, n, gb.data(), rows);
+    amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, b0, b1, n, ub.data(), rows);
+    silu_mul(CpuIsa::kAmxBf16, gb.data(), ub.data(), gb.data(), n * rows);
+    for (std::size_t j = 0; j < n; ++j) amx_pack_span(hs, slot(it.expert, j), it.r0, gb.data() + j * rows, rows);
   });
 
   // Pass 2: y = down(h), 32 rows of every token of the expert per item.
