@@ -295,6 +295,7 @@ const Command kBenchCommand = {
      {"read-gb", "GB", "decode, prefill: mapped expert bytes read to measure the host read bandwidth", "8"},
      {"kv-budget", "GB", "decode, prefill: KV page memory (default: a quarter of RAM)", ""},
      {"reference", "", "decode, prefill: the fp32 reference ops instead of the runtime kernels", ""},
+     {"deterministic", "", "decode, prefill: one kernel family for every call size (see freetoken engine --help)", ""},
      {"prefill-tok-s", "LIST", "restore: prefill rates to compare with, tokens/s, comma-separated (llama.cpp, Qwen3-30B-A3B shape on the H200 box: experts on CPU, all on GPU)", "2700,11900"}},
     1,
     run_bench,

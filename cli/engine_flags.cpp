@@ -20,6 +20,7 @@ std::vector<Flag> engine_runtime_flags() {
        "while streams decode, cut prefill chunks so a step takes about this long (measured per row)", "500", false},
       threads_flag(),
       kv_budget_flag(),
+      deterministic_flag(),
   };
 }
 

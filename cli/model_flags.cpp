@@ -54,6 +54,7 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
     o.kv_budget_bytes = uint64_t(gb * double(1ull << 30));
   }
   if (args.has("reference")) o.backend = engine::BackendKind::kReference;
+  if (args.has("deterministic")) o.deterministic = true;
   return o;
 }
 
@@ -64,6 +65,12 @@ Flag threads_flag() { return {"threads", "N", "CPU threads for the model's ops (
 Flag kv_budget_flag() {
   return {"kv-budget", "GB", "memory for KV pages, GiB (reserved, committed as used; default: a quarter of RAM)", "",
           false};
+}
+Flag deterministic_flag() {
+  return {"deterministic", "",
+          "same bits for a sequence batched or alone, restored or recomputed, on every CPU (with AMX: decode on AMX "
+          "tiles too, slower)",
+          "", false};
 }
 Flag reference_flag() {
   return {"reference", "", "run the fp32 reference ops instead of the fast kernels (slow; for comparisons)", "", false};

@@ -20,7 +20,7 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text);
 // Opens --model DIR on --device (only "cpu" for now; "cuda" is reported as not available yet)
 // with the runtime flags below.
 Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args);
-// --threads, --kv-budget and --reference (those present) as load options.
+// --threads, --kv-budget, --reference and --deterministic (those present) as load options.
 Result<engine::LoadOptions> load_options_from_flags(const Args& args);
 
 // The flag definitions, so every model command spells them the same way.
@@ -30,5 +30,6 @@ Flag tokens_flag();
 Flag threads_flag();
 Flag kv_budget_flag();
 Flag reference_flag();
+Flag deterministic_flag();
 
 }  // namespace ft::cli

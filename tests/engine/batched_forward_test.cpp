@@ -17,7 +17,9 @@ using engine::SequenceState;
 
 std::unique_ptr<Model> tiny(ModelFamily family, const TempDir& dir) {
   EXPECT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(family, false)).is_ok());
-  auto m = engine::load_model(dir.path());
+  engine::LoadOptions o;
+  o.deterministic = true;  // batched == alone bit for bit on every CPU (AMX included)
+  auto m = engine::load_model(dir.path(), o);
   EXPECT_TRUE(m.is_ok()) << m.status().to_string();
   return m.is_ok() ? std::move(m).value() : nullptr;
 }

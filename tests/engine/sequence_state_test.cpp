@@ -29,6 +29,7 @@ std::unique_ptr<Model> load(const std::filesystem::path& dir, BackendKind backen
   engine::LoadOptions o;
   o.backend = backend;
   o.kv_budget_bytes = kv_budget;
+  o.deterministic = true;  // the bit-for-bit comparisons below hold on every CPU
   auto m = engine::load_model(dir, o);
   EXPECT_TRUE(m.is_ok()) << m.status().to_string();
   return m.is_ok() ? std::move(m).value() : nullptr;

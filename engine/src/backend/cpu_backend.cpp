@@ -35,8 +35,17 @@ void for_range(std::size_t n, std::size_t width, const Fn& fn) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads, CpuIsa isa)
-    : arena_(threads > 0 ? threads : tbb::task_arena::automatic), isa_(cpu_isa_supported(isa) ? isa : best_cpu_isa()) {}
+CpuBackend::CpuBackend(int threads, CpuIsa isa, bool deterministic)
+    : arena_(threads > 0 ? threads : tbb::task_arena::automatic),
+      isa_(cpu_isa_supported(isa) ? isa : best_cpu_isa()),
+      deterministic_(deterministic) {}
+
+CpuIsa CpuBackend::isa_for(std::size_t rows) const {
+  // AMX tiles pay for prefill-sized products; a decode-sized one is a weight stream, which the
+  // AVX-512 kernels run faster (measured: docs/perf-notes.md "CPU runtime").
+  if (isa_ == CpuIsa::kAmxBf16 && !deterministic_ && rows <= 16) return CpuIsa::kAvx512;
+  return isa_;
+}
 
 void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, float* out) {
   const OpTimer timer(profile_, OpProfile::kEmbedding);
@@ -45,12 +54,12 @@ void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, fl
 
 void CpuBackend::linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) {
   const OpTimer timer(profile_, OpProfile::kLinear);
-  cpu::linear(scratch_, isa_, x, T, w, bias, y);
+  cpu::linear(scratch_, isa_for(T), x, T, w, bias, y);
 }
 
 void CpuBackend::linears(const float* x, std::size_t T, std::span<const LinearOut> outs) {
   const OpTimer timer(profile_, OpProfile::kLinear);
-  cpu::linears(scratch_, isa_, x, T, outs);
+  cpu::linears(scratch_, isa_for(T), x, T, outs);
 }
 
 void CpuBackend::rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
@@ -156,14 +165,16 @@ void CpuBackend::kv_write(const KvLayout& layout, int64_t layer, const float* k,
 void CpuBackend::attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                            std::span<const AttentionSeq> seqs, float* out) {
   const OpTimer timer(profile_, OpProfile::kAttention);
-  cpu::attention(scratch_, isa_, layout, layer, q, heads, scale, seqs, out);
+  std::size_t rows = 0;
+  for (const AttentionSeq& s : seqs) rows += s.rows;
+  cpu::attention(scratch_, isa_for(rows), layout, layer, q, heads, scale, seqs, out);
 }
 
 void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {
   const OpTimer timer(profile_, OpProfile::kMoe);
-  if (!trace_) return cpu::moe(scratch_, isa_, w, x, T, out, nullptr, profile_);
+  if (!trace_) return cpu::moe(scratch_, isa_for(T), w, x, T, out, nullptr, profile_);
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
-  cpu::moe(scratch_, isa_, w, x, T, out, chosen.data(), profile_);
+  cpu::moe(scratch_, isa_for(T), w, x, T, out, chosen.data(), profile_);
   record_routing(chosen.data(), T, w.router_spec.top_k);
 }
 

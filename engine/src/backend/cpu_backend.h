@@ -16,13 +16,17 @@ namespace ft::engine {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads, CpuIsa isa = best_cpu_isa());
+  // deterministic: one kernel family for every call, so a row's bits never depend on how many rows
+  // share the call (with AMX, decode-sized calls then stay on AMX tiles instead of AVX-512).
+  explicit CpuBackend(int threads, CpuIsa isa = best_cpu_isa(), bool deterministic = false);
 
   BackendKind kind() const override { return BackendKind::kCpu; }
   KvDType kv_dtype() const override { return KvDType::kBf16; }
   int threads() const override { return arena_.max_concurrency(); }
   void execute(const std::function<void()>& fn) override { arena_.execute(fn); }
   CpuIsa isa() const { return isa_; }
+  // The kernels a call of `rows` rows runs on (see the constructor).
+  CpuIsa isa_for(std::size_t rows) const;
 
   void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) override;
   void linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) override;
@@ -59,6 +63,7 @@ class CpuBackend final : public Backend {
 
   tbb::task_arena arena_;
   CpuIsa isa_;
+  bool deterministic_;
   std::vector<RopeTable> rope_tables_;
 };
 

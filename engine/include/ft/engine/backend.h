@@ -10,10 +10,12 @@
 // Activations are fp32 row-major [rows, features] in the backend's memory (host for these two);
 // pointers passed to an op are from the backend's Scratch or the caller's own buffers.
 //
-// Determinism: every kCpu op computes each output row from that row's inputs alone, in an order
-// that depends on neither the number of rows in the call nor the thread count. A sequence
-// therefore gets the same bits whether it runs alone or batched, in one prefill or restored from
-// a checkpoint plus a suffix (tests/engine/fast_path_test.cpp holds it to that).
+// Determinism: every kCpu kernel computes each output row from that row's inputs alone, in an
+// order that depends on neither the number of rows in the call nor the thread count. With one
+// kernel family for every call a sequence therefore gets the same bits whether it runs alone or
+// batched, in one prefill or restored from a checkpoint plus a suffix (tests hold it to that). That
+// is always so without AMX; with AMX it takes BackendOptions::deterministic, because by default
+// decode-sized calls run on AVX-512 (faster there) and prefill-sized ones on AMX tiles.
 #pragma once
 
 #include <chrono>
@@ -209,6 +211,7 @@ struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
   int threads = 0;  // 0: every core
   std::optional<CpuIsa> cpu_isa;  // kCpu: the kernel path (default: the best this CPU runs)
+  bool deterministic = false;     // kCpu: one kernel family for every call size (see CpuBackend)
 };
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);

@@ -79,6 +79,7 @@ struct LoadOptions {
   int threads = 0;                   // 0: every core
   std::uint64_t kv_budget_bytes = 0;  // KV page pool; 0: a quarter of physical RAM (reserved, not committed)
   int64_t kv_page_tokens = 64;       // token positions per KV page
+  bool deterministic = false;        // same bits batched or alone on every CPU (backend.h)
 };
 
 // Reads config.json, picks the family and maps its weights as views into `checkpoint`, which the

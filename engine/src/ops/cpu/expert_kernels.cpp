@@ -70,7 +70,9 @@ CpuIsa best_cpu_isa() {
       CpuIsa want;
       if (parse_cpu_isa(env, &want) && cpu_isa_supported(want)) return want;
     }
-    for (CpuIsa isa : {CpuIsa::kAmxBf16, CpuIsa::kAvx512Bf16, CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+    // AVX-512 (bf16 weights widened, fp32 products) before AVX512-BF16: measured faster on the
+    // same host for decode and for prefill (docs/perf-notes.md "CPU runtime").
+    for (CpuIsa isa : {CpuIsa::kAmxBf16, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAvx2}) {
       if (cpu_isa_supported(isa)) return isa;
     }
     return CpuIsa::kScalar;
