@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ft/engine/ops.h"
+#include "ft/engine/ops_attention.h"
 #include "ft/engine/ops_dense.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/deltanet.h"
@@ -131,22 +132,7 @@ void CpuBackend::rope(float* x, std::size_t T, std::size_t heads, const ref::Rop
     for (std::size_t t = a; t < b; ++t) {
       const float* c = table.cos.data() + std::size_t(positions[t]) * half;
       const float* s = table.sin.data() + std::size_t(positions[t]) * half;
-      for (std::size_t h = 0; h < heads; ++h) {
-        float* v = x + (t * heads + h) * D;
-        if (spec.layout == ref::RopeLayout::kNeox) {
-          for (std::size_t i = 0; i < half; ++i) {
-            const float p = v[i], q = v[i + half];
-            v[i] = p * c[i] + (-q) * s[i];
-            v[i + half] = q * c[i] + p * s[i];
-          }
-        } else {
-          for (std::size_t i = 0; i < half; ++i) {
-            const float p = v[2 * i], q = v[2 * i + 1];
-            v[2 * i] = p * c[i] - q * s[i];
-            v[2 * i + 1] = q * c[i] + p * s[i];
-          }
-        }
-      }
+      for (std::size_t h = 0; h < heads; ++h) ref::rope_rotate(x + (t * heads + h) * D, c, s, spec);
     }
   });
 }

@@ -26,6 +26,10 @@ struct RopeSpec {
 // inv_freq[i] = 1 / theta^(2i / rotary_dim), i < rotary_dim/2, computed in fp32 as HF does.
 std::vector<float> rope_inv_freq(const RopeSpec& spec);
 
+// Rotates the first rotary_dim dims of one head vector v in place by the angles whose cos and sin
+// are given (rotary_dim / 2 of each): the rotation every RoPE path applies.
+void rope_rotate(float* v, const float* cos, const float* sin, const RopeSpec& spec);
+
 // Rotates the first rotary_dim dims of each head of x [T, heads, head_dim] in place; token t sits
 // at position pos0 + t. inv_freq from rope_inv_freq(spec).
 void apply_rope(float* x, std::size_t T, std::size_t heads, const RopeSpec& spec,

@@ -162,16 +162,6 @@ void pack_scalar(const AmxPacked& p, std::size_t t, std::size_t c0, const float*
 
 #if FT_X86
 FT_SIMD_BEGIN
-// f32_to_bf16 of 16 values (round to nearest even, NaN kept a NaN) as 16-bit lanes.
-FT_TARGET_AMX __m256i bf16x16(__m512 v) {
-  const __m512i bits = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-  const __mmask16 nan =
-      _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40)));
-  return _mm512_cvtepi32_epi16(r);
-}
 
 // 32 columns at a time: their 16 (even, odd) pairs go to 16 rows of the block, 64 bytes apart.
 FT_TARGET_AMX void pack_avx512(const AmxPacked& p, std::size_t t, std::size_t c0, const float* x, std::size_t n) {
@@ -182,11 +172,11 @@ FT_TARGET_AMX void pack_avx512(const AmxPacked& p, std::size_t t, std::size_t c0
   std::size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
-    const __m256i ha = bf16x16(a), hb = bf16x16(b);
+    const __m256i ha = bf16_round16(a), hb = bf16_round16(b);
     const __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(ha), 16)));
     const __m512 rb = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hb), 16)));
     const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(ha), hb, 1);
-    const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(bf16x16(ra)), bf16x16(rb), 1);
+    const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_round16(ra)), bf16_round16(rb), 1);
     const __m512i at = _mm512_add_epi32(rows, _mm512_set1_epi32(int(((c0 + i) / 2) * 16 + t % kAmxTokens)));
     _mm512_i32scatter_epi32(block, at, hi, 4);
     _mm512_i32scatter_epi32(lo_block, at, lo, 4);

@@ -39,16 +39,6 @@ struct Item {
 };
 
 FT_SIMD_BEGIN
-// f32 -> bf16 of 16 values (round to nearest even; NaN stays NaN) as 16-bit lanes.
-FT_TARGET_AMX inline __m256i bf16x16(__m512 v) {
-  const __m512i bits = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-  const __mmask16 nan =
-      _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40)));
-  return _mm512_cvtepi32_epi16(r);
-}
 
 FT_TARGET_AMX inline __m512 widen(__m256i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)); }
 
@@ -60,8 +50,8 @@ FT_TARGET_AMX inline __m512i join_pairs(__m256i a, __m256i b) {
 // Two rows of 16 values (rows 2i and 2i + 1 of a [keys][cols] or [d][cols] matrix) as one B-tile
 // row: for each column, the pair (even, odd). hi/lo: the bf16x2 halves.
 FT_TARGET_AMX inline void pair_row(__m512 even, __m512 odd, int* hi_row, int* lo_row) {
-  const __m256i he = bf16x16(even), ho = bf16x16(odd);
-  const __m256i le = bf16x16(_mm512_sub_ps(even, widen(he))), lo = bf16x16(_mm512_sub_ps(odd, widen(ho)));
+  const __m256i he = bf16_round16(even), ho = bf16_round16(odd);
+  const __m256i le = bf16_round16(_mm512_sub_ps(even, widen(he))), lo = bf16_round16(_mm512_sub_ps(odd, widen(ho)));
   _mm512_store_si512(hi_row, join_pairs(he, ho));
   _mm512_store_si512(lo_row, join_pairs(le, lo));
 }

@@ -188,19 +188,11 @@ DotsFn dots_for(CpuIsa isa) {
 
 #if FT_X86
 FT_SIMD_BEGIN
-// f32_to_bf16 sixteen at a time, the same integer rounding (nearest even, NaN stays NaN).
+// f32_to_bf16 sixteen at a time (bf16_round16: the same integer rounding).
 FT_TARGET_AVX512 static void to_bf16_avx512(const float* src, bf16_t* dst, std::size_t n) {
-  const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x0040);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i bits = _mm512_loadu_si512(src + i);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(round, lsb)), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, abs_mask), inf);
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(bits, 16), quiet));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
-  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bf16_round16(_mm512_loadu_ps(src + i)));
   for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 FT_SIMD_END

@@ -11,6 +11,7 @@
 
 #include "ops/cpu/amx.h"
 #include "ops/cpu/dots.h"
+#include "ops/reference/dot.h"
 
 namespace ft::engine::cpu {
 namespace {
@@ -19,16 +20,6 @@ namespace {
 // in L2 while every product of the block is formed.
 constexpr std::size_t kTokenBlock = 64;
 
-// fp32 dot product in a fixed order (eight lanes, then a fixed tree): the F16/F32 weight path.
-float dot_f32(const float* a, const float* b, std::size_t n) {
-  float acc[8] = {};
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (std::size_t l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  float tail = 0.f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
-}
 
 // Rows [r0, r1) x tokens [t0, t1) of a bf16 matrix through the dots kernel.
 void bf16_block(DotsFn dots, const PreparedX& x, const Matrix& w, std::size_t r0, std::size_t r1, std::size_t t0,
@@ -56,7 +47,7 @@ void widened_block(const float* x, const Matrix& w, std::size_t r0, std::size_t 
   row.resize(cols);
   for (std::size_t r = r0; r < r1; ++r) {
     matrix_row_f32(w, int64_t(r), row.data());
-    for (std::size_t t = t0; t < t1; ++t) y[t * ldy + r] = dot_f32(x + t * cols, row.data(), cols);
+    for (std::size_t t = t0; t < t1; ++t) y[t * ldy + r] = ref::dot8(x + t * cols, row.data(), cols);
   }
 }
 

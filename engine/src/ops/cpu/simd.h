@@ -60,6 +60,17 @@ FT_TARGET_AVX512 inline __m512 load16_bf16(const bf16_t* p) {
   return widen16_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// f32_to_bf16 of 16 values as 16-bit lanes: round to nearest even, a NaN stays a (quiet) NaN.
+FT_TARGET_AVX512 inline __m256i bf16_round16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(r);
+}
+
 // e^x for 16 floats: x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-6 polynomial (Cephes'
 // expf coefficients), scaled by 2^n through the exponent bits. Relative error ~2e-7 over the
 // normal range; inputs below -87.3 give 0 (softmax feeds it x - max <= 0). Deterministic: the

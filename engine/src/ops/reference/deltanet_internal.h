@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "ops/reference/dot.h"
+
 namespace ft::engine::ref::dn {
 
 // HF l2norm eps (use_qk_l2norm_in_kernel): x * rsqrt(sum(x^2) + 1e-6).
@@ -12,17 +14,7 @@ inline constexpr float kL2NormEps = 1e-6f;
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-// Dot product with eight independent partial sums, so the compiler can vectorise it without
-// -ffast-math (a single float accumulator is a serial dependency chain it may not reorder).
-inline float dot(const float* a, const float* b, std::size_t n) {
-  float acc[8] = {};
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (std::size_t l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  float tail = 0.f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
-}
+inline float dot(const float* a, const float* b, std::size_t n) { return dot8(a, b, n); }
 
 // y += a * x
 inline void axpy(float a, const float* x, float* y, std::size_t n) {

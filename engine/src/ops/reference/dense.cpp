@@ -7,24 +7,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/reference/dot.h"
+
 namespace ft::engine::ref {
-namespace {
-
-// Eight independent partial sums: lets the compiler use SIMD without -ffast-math (a single running
-// sum is a serial dependency it may not reorder) and keeps fp32 rounding error as small as a
-// blocked sum, which is what torch's CPU matmul does too.
-inline float dot(const float* a, const float* b, std::size_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  }
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-}  // namespace
 
 void embedding(const float* table, std::size_t hidden, const int32_t* tokens, std::size_t T, float* out) {
   for (std::size_t t = 0; t < T; ++t) {
@@ -45,7 +30,7 @@ void linear(const float* x, const float* w, const float* bias, float* y, std::si
       for (std::size_t o = r.begin(); o < r.end(); ++o) {
         const float* wr = w + o * in;
         const float b = bias ? bias[o] : 0.0f;
-        for (std::size_t t = t0; t < t1; ++t) y[t * out + o] = dot(x + t * in, wr, in) + b;
+        for (std::size_t t = t0; t < t1; ++t) y[t * out + o] = dot8(x + t * in, wr, in) + b;
       }
     }
   });

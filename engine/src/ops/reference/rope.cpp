@@ -15,6 +15,24 @@ std::vector<float> rope_inv_freq(const RopeSpec& spec) {
   return inv;
 }
 
+void rope_rotate(float* v, const float* cos_t, const float* sin_t, const RopeSpec& spec) {
+  const std::size_t half = spec.rotary_dim / 2;
+  if (spec.layout == RopeLayout::kNeox) {
+    // q*cos + rotate_half(q)*sin with rotate_half(q) = [-q2, q1].
+    for (std::size_t i = 0; i < half; ++i) {
+      const float a = v[i], b = v[i + half];
+      v[i] = a * cos_t[i] + (-b) * sin_t[i];
+      v[i + half] = b * cos_t[i] + a * sin_t[i];
+    }
+  } else {
+    for (std::size_t i = 0; i < half; ++i) {
+      const float a = v[2 * i], b = v[2 * i + 1];
+      v[2 * i] = a * cos_t[i] - b * sin_t[i];
+      v[2 * i + 1] = b * cos_t[i] + a * sin_t[i];
+    }
+  }
+}
+
 void apply_rope(float* x, std::size_t T, std::size_t heads, const RopeSpec& spec,
                 const std::vector<float>& inv_freq, int64_t pos0) {
   const std::size_t half = spec.rotary_dim / 2;
@@ -27,23 +45,8 @@ void apply_rope(float* x, std::size_t T, std::size_t heads, const RopeSpec& spec
       cos_t[i] = std::cos(angle);
       sin_t[i] = std::sin(angle);
     }
-    for (std::size_t h = 0; h < heads; ++h) {
-      float* v = x + (t * heads + h) * spec.head_dim;
-      if (spec.layout == RopeLayout::kNeox) {
-        // q*cos + rotate_half(q)*sin with rotate_half(q) = [-q2, q1].
-        for (std::size_t i = 0; i < half; ++i) {
-          const float a = v[i], b = v[i + half];
-          v[i] = a * cos_t[i] + (-b) * sin_t[i];
-          v[i + half] = b * cos_t[i] + a * sin_t[i];
-        }
-      } else {
-        for (std::size_t i = 0; i < half; ++i) {
-          const float a = v[2 * i], b = v[2 * i + 1];
-          v[2 * i] = a * cos_t[i] - b * sin_t[i];
-          v[2 * i + 1] = b * cos_t[i] + a * sin_t[i];
-        }
-      }
-    }
+    for (std::size_t h = 0; h < heads; ++h)
+      rope_rotate(x + (t * heads + h) * spec.head_dim, cos_t.data(), sin_t.data(), spec);
   }
 }
 
