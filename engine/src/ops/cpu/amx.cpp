@@ -212,43 +212,47 @@ void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_
   };
   const auto block_hi = [&](std::size_t b) { return x.block(b); };
   const auto block_lo = [&](std::size_t b) { return x.block(b) + x.K * kAmxTokens; };
-  // Two weight-tile panels (16 x K each), per thread, 64-byte aligned.
+  // Up to kGroup weight-tile panels (16 x K each), per thread, 64-byte aligned. A group of weight
+  // tiles is packed once; then every token block pair meets every tile pair of the group, so a B
+  // tile (activations, the bigger stream at prefill sizes) is reused by kGroup tiles from L2.
+  // One token block (decode): the weight stream, a tile packed and used at once.
+  constexpr std::size_t kGroup = 8;
   struct Free {
     void operator()(bf16_t* p) const { std::free(p); }
   };
   thread_local std::unique_ptr<bf16_t[], Free> panels;
   thread_local std::size_t panel_k = 0;
   if (panel_k < x.K) {
-    panels.reset(static_cast<bf16_t*>(std::aligned_alloc(64, 2 * kAmxRows * x.K * sizeof(bf16_t))));
+    panels.reset(static_cast<bf16_t*>(std::aligned_alloc(64, kGroup * kAmxRows * x.K * sizeof(bf16_t))));
     panel_k = x.K;
   }
-  bf16_t* const p0 = panels.get();
-  bf16_t* const p1 = p0 + kAmxRows * x.K;
-  for (std::size_t r = r0; r < r1;) {
-    const bool two_rows = b1 - b0 > 1 && r + 2 * kAmxRows <= r1;  // one block (decode): one tile at a time
-    const bf16_t* wr = w + r * row_elems;
-    pack_panel(wr, row_elems, x.K, p0);
-    if (two_rows) pack_panel(wr + kAmxRows * row_elems, row_elems, x.K, p1);
-    for (std::size_t b = b0; b < b1;) {
-      if (two_rows && b + 1 < b1) {
-        quad_pass(p0, p1, x.K, block_hi(b), block_lo(b), block_hi(b + 1), block_lo(b + 1), c);
-        put(c, r, b);
-        put(c + 256, r, b + 1);
-        put(c + 512, r + kAmxRows, b);
-        put(c + 768, r + kAmxRows, b + 1);
-        b += 2;
-      } else if (two_rows) {
-        tile_pass<2>(p0, p1, x.K, block_hi(b), block_lo(b), c);
-        put(c, r, b);
-        put(c + 256, r + kAmxRows, b);
-        b += 1;
-      } else {
-        tile_pass<1>(p0, nullptr, x.K, block_hi(b), block_lo(b), c);
-        put(c, r, b);
-        b += 1;
+  const auto panel = [&](std::size_t i) { return panels.get() + i * kAmxRows * x.K; };
+  const std::size_t group = b1 - b0 > 1 ? kGroup : 1;
+  for (std::size_t g0 = r0; g0 < r1; g0 += group * kAmxRows) {
+    const std::size_t tiles = std::min(group, (r1 - g0) / kAmxRows);
+    for (std::size_t i = 0; i < tiles; ++i) pack_panel(w + (g0 + i * kAmxRows) * row_elems, row_elems, x.K, panel(i));
+    for (std::size_t b = b0; b < b1; b += 2) {
+      const bool two_blocks = b + 1 < b1;
+      for (std::size_t i = 0; i < tiles; i += 2) {
+        const std::size_t r = g0 + i * kAmxRows;
+        if (i + 1 < tiles && two_blocks) {
+          quad_pass(panel(i), panel(i + 1), x.K, block_hi(b), block_lo(b), block_hi(b + 1), block_lo(b + 1), c);
+          put(c, r, b);
+          put(c + 256, r, b + 1);
+          put(c + 512, r + kAmxRows, b);
+          put(c + 768, r + kAmxRows, b + 1);
+        } else if (i + 1 < tiles) {
+          tile_pass<2>(panel(i), panel(i + 1), x.K, block_hi(b), block_lo(b), c);
+          put(c, r, b);
+          put(c + 256, r + kAmxRows, b);
+        } else {
+          for (std::size_t bb = b; bb < std::min(b + 2, b1); ++bb) {
+            tile_pass<1>(panel(i), nullptr, x.K, block_hi(bb), block_lo(bb), c);
+            put(c, r, bb);
+          }
+        }
       }
     }
-    r += two_rows ? 2 * kAmxRows : kAmxRows;
   }
 #else
   (void)w, (void)row_elems, (void)r0, (void)r1, (void)x, (void)b0, (void)b1, (void)valid, (void)y, (void)ldy;

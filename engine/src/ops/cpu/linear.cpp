@@ -149,9 +149,9 @@ void amx_linear(const AmxPacked& px, const Matrix& w, std::size_t rows, float* y
     });
     return;
   }
-  // Work items: 32 weight rows (two panels, packed once per item) x 8 token blocks (1 MB of
-  // activations): both stay in L2 while every product of the item is formed.
-  constexpr std::size_t kRows = 32, kBlocks = 8;
+  // Work items: 128 weight rows (a group of eight panels, 512 KB at 2,048 columns) x 8 token
+  // blocks (1 MB of activations): both stay in L2 while every product of the item is formed.
+  constexpr std::size_t kRows = 128, kBlocks = 8;
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, (rows + kRows - 1) / kRows, 1, 0, blocks, kBlocks),
                     [&](const tbb::blocked_range2d<std::size_t>& r) {
                       for (std::size_t i = r.rows().begin(); i < r.rows().end(); ++i) {

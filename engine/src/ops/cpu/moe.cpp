@@ -55,15 +55,18 @@ struct Item {
   std::size_t expert, r0, r1;
 };
 
-// Work items over `rows` rows of every active expert.
-std::vector<Item> items(const Groups& g, std::size_t E, std::size_t rows) {
+// Work items over `rows` rows of every active expert, `per_item` rows each.
+std::vector<Item> items(const Groups& g, std::size_t E, std::size_t rows, std::size_t per_item = kRowsPerItem) {
   std::vector<Item> out;
   for (std::size_t e = 0; e < E; ++e) {
     if (g.begin[e] == g.begin[e + 1]) continue;
-    for (std::size_t r = 0; r < rows; r += kRowsPerItem) out.push_back({e, r, std::min(rows, r + kRowsPerItem)});
+    for (std::size_t r = 0; r < rows; r += per_item) out.push_back({e, r, std::min(rows, r + per_item)});
   }
   return out;
 }
+
+// AMX items: 128 rows where the matrix allows (a B tile then serves eight weight tiles from L2).
+std::size_t amx_rows_per_item(std::size_t rows) { return rows % 128 == 0 ? 128 : kRowsPerItem; }
 
 // Every expert on the bf16 dots kernels. xg: the assignments' activations in group order.
 void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, const Groups& g, const PreparedX& xg,
@@ -144,7 +147,7 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
   });
 
   // Pass 1: 32 gate and up rows at a time per token block, h = silu(gate) * up packed for pass 2.
-  const std::vector<Item> up_items = items(g, E, I);
+  const std::vector<Item> up_items = items(g, E, I, amx_rows_per_item(I));
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
     const Item& it = up_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
@@ -161,8 +164,8 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
     for (std::size_t j = 0; j < n; ++j) amx_pack_span(hs, slot(it.expert, j), it.r0, gb.data() + j * rows, rows);
   });
 
-  // Pass 2: y = down(h), 32 rows of every token of the expert per item.
-  const std::vector<Item> down_items = items(g, E, H);
+  // Pass 2: y = down(h), a group of rows of every token of the expert per item.
+  const std::vector<Item> down_items = items(g, E, H, amx_rows_per_item(H));
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const Item& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
