@@ -176,8 +176,9 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
     total_rows = std::max(total_rows, s.row0 + s.rows);
     max_chunks = std::max<std::size_t>(max_chunks, std::size_t((s.pos0 + int64_t(s.rows) - 1) / kKeyChunk + 1));
   }
+  const bool amx = attention_amx_fits(isa, l);  // the AMX kernel makes its own items
   std::vector<Item> items;
-  for (std::size_t si = 0; si < seqs.size(); ++si) {
+  for (std::size_t si = 0; si < seqs.size() && !amx; ++si) {
     const AttentionSeq& s = seqs[si];
     for (std::size_t r0 = 0; r0 < s.rows; r0 += kRowBlock) {
       const std::size_t rows = std::min(kRowBlock, s.rows - r0);
@@ -193,47 +194,55 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
   const auto at = [&](std::size_t row, std::size_t head, int64_t chunk) {
     return (row * heads + head) * max_chunks + std::size_t(chunk);
   };
+  if (amx) attention_amx_partials(l, layer, q, heads, scale, seqs, part_out, part, max_chunks);
 
-  if (attention_amx_fits(isa, l)) {
-    attention_amx_partials(l, layer, q, heads, scale, seqs, part_out, part, max_chunks);
-    items.clear();
-  }
   tbb::parallel_for(std::size_t(0), items.size(), [&](std::size_t i) {
     const Item& it = items[i];
     const AttentionSeq& s = seqs[it.seq];
+    const std::size_t n_g = it.g1 - it.g0;
     const int64_t chunk_begin = it.chunk * kKeyChunk;
+    const int64_t chunk_end = std::min(chunk_begin + kKeyChunk, s.pos0 + int64_t(it.row0 + it.rows));
     float scores[kMaxGroup * 64];
     float corr[kMaxGroup];
     bf16_t vrows[64 * kMaxDim];
-    for (std::size_t r = it.row0; r < it.row0 + it.rows; ++r) {
+    const float* qg[kMaxGroup];
+    float* og[kMaxGroup];
+    Partial* pg[kMaxGroup];
+    // Row r's queries, chunk outputs and softmax states of the item's heads.
+    const auto bind = [&](std::size_t r) {
       const std::size_t row = s.row0 + r;
-      const int64_t pos = s.pos0 + int64_t(r);
-      if (pos < chunk_begin) continue;  // this chunk is beyond what the row sees: nothing to add
-      const int64_t end = std::min(pos + 1, chunk_begin + kKeyChunk);
-      const float* qg[kMaxGroup];
-      float* og[kMaxGroup];
-      Partial* pg[kMaxGroup];
-      const std::size_t n_g = it.g1 - it.g0;
       for (std::size_t g = 0; g < n_g; ++g) {
         const std::size_t head = it.kv_head * G + it.g0 + g;
         qg[g] = q + (row * heads + head) * D;
         og[g] = part_out + at(row, head, it.chunk) * D;
         pg[g] = part + at(row, head, it.chunk);
+      }
+    };
+    for (std::size_t r = it.row0; r < it.row0 + it.rows; ++r) {
+      if (s.pos0 + int64_t(r) < chunk_begin) continue;  // a chunk beyond what the row sees
+      bind(r);
+      for (std::size_t g = 0; g < n_g; ++g) {
         std::fill(og[g], og[g] + D, 0.0f);
         *pg[g] = Partial{-std::numeric_limits<float>::infinity(), 0.0f};
       }
-      for (int64_t p0 = chunk_begin; p0 < end; p0 += int64_t(P)) {
-        const std::size_t n = std::size_t(std::min<int64_t>(int64_t(P), end - p0));
-        const std::byte* page = s.pages[p0 / int64_t(P)];
-        const auto* kp = reinterpret_cast<const bf16_t*>(page + l.k_offset(layer, int64_t(it.kv_head)));
-        // The page's values as rows [n][D] (stored [D][P]) for the row-wise accumulation below.
-        const auto* vt = reinterpret_cast<const bf16_t*>(page + l.v_offset(layer, int64_t(it.kv_head)));
-        for (std::size_t d = 0; d < D; ++d)
-          for (std::size_t j = 0; j < n; ++j) vrows[j * D + d] = vt[d * P + j];
-        const bf16_t* vp = vrows;
+    }
+    // Page by page (each row still meets its pages in order), the page's values transposed once
+    // into rows [keys][D] (stored [D][P]) for the row-wise accumulation.
+    for (int64_t p0 = chunk_begin; p0 < chunk_end; p0 += int64_t(P)) {
+      const std::size_t n_page = std::size_t(std::min<int64_t>(int64_t(P), chunk_end - p0));
+      const std::byte* page = s.pages[p0 / int64_t(P)];
+      const auto* kp = reinterpret_cast<const bf16_t*>(page + l.k_offset(layer, int64_t(it.kv_head)));
+      const auto* vt = reinterpret_cast<const bf16_t*>(page + l.v_offset(layer, int64_t(it.kv_head)));
+      for (std::size_t d = 0; d < D; ++d)
+        for (std::size_t j = 0; j < n_page; ++j) vrows[j * D + d] = vt[d * P + j];
+      for (std::size_t r = it.row0; r < it.row0 + it.rows; ++r) {
+        const int64_t pos = s.pos0 + int64_t(r);
+        if (pos < p0) continue;  // the row's keys end before this page
+        const std::size_t n = std::size_t(std::min<int64_t>(int64_t(n_page), pos + 1 - p0));
+        bind(r);
         kern.scores(qg, n_g, kp, n, D, scale, scores);
         for (std::size_t g = 0; g < n_g; ++g) corr[g] = kern.softmax(scores + g * 64, n, pg[g]->max, pg[g]->sum);
-        kern.accum(og, corr, n_g, scores, vp, n, D);
+        kern.accum(og, corr, n_g, scores, vrows, n, D);
       }
     }
   });

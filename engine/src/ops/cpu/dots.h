@@ -38,6 +38,17 @@ inline bool wants_bf16_x(CpuIsa isa) { return isa == CpuIsa::kAvx512Bf16 || isa 
 inline std::size_t x_bytes_per_col(CpuIsa isa) { return wants_bf16_x(isa) ? 2 * sizeof(bf16_t) : sizeof(float); }
 // Writes one row of n activations in the path's format to dst (x_bytes_per_col(isa) * n bytes).
 void prepare_row(CpuIsa isa, const float* src, std::size_t n, void* dst);
+// Column c of a row of `cols` activations in the path's format, written one value at a time (for
+// producers such as silu(gate) * up that make a row column by column): what prepare_row writes.
+inline void put_activation(CpuIsa isa, std::byte* row, std::size_t cols, std::size_t c, float v) {
+  if (!wants_bf16_x(isa)) {
+    reinterpret_cast<float*>(row)[c] = v;
+    return;
+  }
+  auto* half = reinterpret_cast<bf16_t*>(row);
+  half[c] = f32_to_bf16(v);
+  half[cols + c] = f32_to_bf16(v - bf16_to_f32(half[c]));
+}
 void to_bf16(const float* src, bf16_t* dst, std::size_t n);
 // hi = bf16(src), lo = bf16(src - hi), both rounded to nearest even.
 void split_bf16(const float* src, bf16_t* hi, bf16_t* lo, std::size_t n);

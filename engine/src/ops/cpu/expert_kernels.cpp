@@ -191,15 +191,7 @@ void expert_swiglu(const ExpertWeights& w, const float* x, const float* routing_
       dots(w.up + r0 * H, nr, xt, H * per_col / elem, nt, H, u);
       for (std::size_t r = 0; r < nr; ++r) {
         for (std::size_t t = 0; t < nt; ++t) {
-          const float h = silu(g[r * nt + t]) * u[r * nt + t];
-          std::byte* row = s.h.data() + (t0 + t) * I * per_col;
-          if (bf16_x) {
-            auto* hb = reinterpret_cast<bf16_t*>(row);
-            hb[r0 + r] = f32_to_bf16(h);
-            hb[I + r0 + r] = f32_to_bf16(h - bf16_to_f32(hb[r0 + r]));
-          } else {
-            reinterpret_cast<float*>(row)[r0 + r] = h;
-          }
+          cpu::put_activation(isa, s.h.data() + (t0 + t) * I * per_col, I, r0 + r, silu(g[r * nt + t]) * u[r * nt + t]);
         }
       }
     }

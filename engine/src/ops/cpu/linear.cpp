@@ -20,7 +20,6 @@ namespace {
 // in L2 while every product of the block is formed.
 constexpr std::size_t kTokenBlock = 64;
 
-
 // Rows [r0, r1) x tokens [t0, t1) of a bf16 matrix through the dots kernel.
 void bf16_block(DotsFn dots, const PreparedX& x, const Matrix& w, std::size_t r0, std::size_t r1, std::size_t t0,
                 std::size_t t1, float* y, std::size_t ldy) {
@@ -49,6 +48,13 @@ void widened_block(const float* x, const Matrix& w, std::size_t r0, std::size_t 
     matrix_row_f32(w, int64_t(r), row.data());
     for (std::size_t t = t0; t < t1; ++t) y[t * ldy + r] = ref::dot8(x + t * cols, row.data(), cols);
   }
+}
+
+// y[t, r] += bias[r] over T rows of R.
+void add_bias(float* y, std::size_t T, std::size_t R, const float* bias) {
+  if (!bias) return;
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t r = 0; r < R; ++r) y[t * R + r] += bias[r];
 }
 
 // Splits rows [r0, r1) into contiguous, equal, `align`-multiple pieces, a few per thread, handed out
@@ -201,12 +207,7 @@ void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::s
       base += R;
     }
   });
-  for (const Backend::LinearOut& o : outs) {
-    if (!o.bias) continue;
-    const std::size_t R = std::size_t(o.w->rows);
-    for (std::size_t t = 0; t < T; ++t)
-      for (std::size_t r = 0; r < R; ++r) o.y[t * R + r] += o.bias[r];
-  }
+  for (const Backend::LinearOut& o : outs) add_bias(o.y, T, std::size_t(o.w->rows), o.bias);
 }
 
 void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias,
@@ -218,10 +219,7 @@ void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const M
     const std::size_t R = std::size_t(w.rows), full = R / kAmxRows * kAmxRows;
     amx_linear(amx_pack(scratch, x, T, std::size_t(w.cols)), w, full, y, R);
     if (full < R) linear_rows(isa, prepare_x(scratch, isa, x, T, std::size_t(w.cols)), T, w, full, R, y, R);
-    if (bias) {
-      for (std::size_t t = 0; t < T; ++t)
-        for (std::size_t r = 0; r < R; ++r) y[t * R + r] += bias[r];
-    }
+    add_bias(y, T, R, bias);
     return;
   }
   const bool bf16_kernel = w.dtype == DType::kBF16 && dots_for(isa);
@@ -229,10 +227,7 @@ void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const M
                                    : PreparedX{x, std::size_t(w.cols) * sizeof(float), sizeof(float)};
   const std::size_t R = std::size_t(w.rows);
   linear_rows(isa, px, T, w, 0, R, y, R);
-  if (bias) {
-    for (std::size_t t = 0; t < T; ++t)
-      for (std::size_t r = 0; r < R; ++r) y[t * R + r] += bias[r];
-  }
+  add_bias(y, T, R, bias);
 }
 
 }  // namespace ft::engine::cpu

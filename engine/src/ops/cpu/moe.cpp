@@ -4,8 +4,8 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
+#include <optional>
 #include <cstring>
 #include <vector>
 
@@ -22,7 +22,6 @@ constexpr std::size_t kRowsPerItem = 32;  // weight rows of one expert per work 
 
 float silu(float v) { return v / (1.0f + std::exp(-v)); }
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
-
 
 // The routing of a batch, grouped by expert: assignments [begin[e], begin[e+1]) belong to expert e
 // in token order; token_of[a] is the token of assignment a; slot_of[t * K + k] is where token t's
@@ -73,8 +72,7 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
                   std::size_t A, float* y) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   // h = silu(gate) * up in the path's activation format (bf16x2 or fp32), [hi | lo] per row.
-  const bool bf16_h = wants_bf16_x(isa);
-  const std::size_t h_row = I * x_bytes_per_col(isa), h_elem = bf16_h ? sizeof(bf16_t) : sizeof(float);
+  const std::size_t h_row = I * x_bytes_per_col(isa), h_elem = wants_bf16_x(isa) ? sizeof(bf16_t) : sizeof(float);
   std::byte* h = s.take<std::byte>(A * h_row);
 
   // Pass 1: gate and up rows of a tile together, h = silu(gate) * up.
@@ -93,16 +91,7 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
         dots(reinterpret_cast<const bf16_t*>(m.up.row(int64_t(r))), nr, xt, xg.ld(), nt, H, ub);
         for (std::size_t ri = 0; ri < nr; ++ri) {
           for (std::size_t j = 0; j < nt; ++j) {
-            const float v = silu(gb[ri * nt + j]) * ub[ri * nt + j];
-            std::byte* row = h + (a0 + t + j) * h_row;
-            if (bf16_h) {
-              auto* hb = reinterpret_cast<bf16_t*>(row);
-              const bf16_t hi = f32_to_bf16(v);
-              hb[r + ri] = hi;
-              hb[I + r + ri] = f32_to_bf16(v - bf16_to_f32(hi));
-            } else {
-              reinterpret_cast<float*>(row)[r + ri] = v;
-            }
+            put_activation(isa, h + (a0 + t + j) * h_row, I, r + ri, silu(gb[ri * nt + j]) * ub[ri * nt + j]);
           }
         }
       }
