@@ -87,12 +87,6 @@ void CpuBackend::add(float* y, const float* x, std::size_t n) {
   for_range(n, 1, [&](std::size_t a, std::size_t b) { ref::add_inplace(y + a, x + a, b - a); });
 }
 
-void CpuBackend::gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) {
-  for (std::size_t i = 0; i < rows.size(); ++i) std::memcpy(dst + i * width, src + rows[i] * width, width * sizeof(float));
-}
-
-void CpuBackend::to_host(const float* src, std::size_t n, float* dst) { std::memcpy(dst, src, n * sizeof(float)); }
-
 const CpuBackend::RopeTable& CpuBackend::rope_table(const float* inv_freq, std::size_t half, int64_t max_position) {
   RopeTable* table = nullptr;
   for (RopeTable& t : rope_tables_) {
@@ -137,11 +131,6 @@ void CpuBackend::rope(float* x, std::size_t T, std::size_t heads, const ref::Rop
   });
 }
 
-void CpuBackend::split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
-                                   float* gate) {
-  ref::split_gated_query(qg, T, heads, head_dim, q, gate);
-}
-
 void CpuBackend::kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                           std::span<const AttentionSeq> seqs) {
   const OpTimer timer(profile_, OpProfile::kKvWrite);
@@ -162,11 +151,6 @@ void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* 
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
   cpu::moe(scratch_, isa_for(T), w, x, T, out, chosen.data(), profile_);
   record_routing(chosen.data(), T, w.router_spec.top_k);
-}
-
-void CpuBackend::deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T,
-                                 float* qkv, float* z, float* b, float* a) {
-  ref::deltanet_unfuse(dims, qkvz, ba, T, qkv, z, b, a);
 }
 
 void CpuBackend::deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv,

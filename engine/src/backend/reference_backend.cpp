@@ -35,22 +35,10 @@ void ReferenceBackend::mul_sigmoid(float* x, const float* gate, std::size_t n) {
 
 void ReferenceBackend::add(float* y, const float* x, std::size_t n) { ref::add_inplace(y, x, n); }
 
-void ReferenceBackend::gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width,
-                                   float* dst) {
-  for (std::size_t i = 0; i < rows.size(); ++i) std::memcpy(dst + i * width, src + rows[i] * width, width * sizeof(float));
-}
-
-void ReferenceBackend::to_host(const float* src, std::size_t n, float* dst) { std::memcpy(dst, src, n * sizeof(float)); }
-
 void ReferenceBackend::rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec,
                             const float* inv_freq, const int64_t* positions) {
   const std::vector<float> inv(inv_freq, inv_freq + spec.rotary_dim / 2);
   for (std::size_t t = 0; t < T; ++t) ref::apply_rope(x + t * heads * spec.head_dim, 1, heads, spec, inv, positions[t]);
-}
-
-void ReferenceBackend::split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim,
-                                         float* q, float* gate) {
-  ref::split_gated_query(qg, T, heads, head_dim, q, gate);
 }
 
 void ReferenceBackend::kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
@@ -125,11 +113,6 @@ void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, f
       for (std::size_t d = 0; d < H; ++d) out[t * H + d] += g * shared[t * H + d];
     }
   }
-}
-
-void ReferenceBackend::deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba,
-                                       std::size_t T, float* qkv, float* z, float* b, float* a) {
-  ref::deltanet_unfuse(dims, qkvz, ba, T, qkv, z, b, a);
 }
 
 void ReferenceBackend::deltanet(const ref::DeltaNetDims& d, const DeltaNetParams& p, const float* qkv,

@@ -6,11 +6,11 @@
 
 #include <tbb/task_arena.h>
 
-#include "ft/engine/backend.h"
+#include "backend/host_backend.h"
 
 namespace ft::engine {
 
-class ReferenceBackend final : public Backend {
+class ReferenceBackend final : public HostBackend {
  public:
   explicit ReferenceBackend(int threads);
 
@@ -26,19 +26,13 @@ class ReferenceBackend final : public Backend {
   void silu_mul(const float* gate, const float* up, float* out, std::size_t n) override;
   void mul_sigmoid(float* x, const float* gate, std::size_t n) override;
   void add(float* y, const float* x, std::size_t n) override;
-  void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) override;
-  void to_host(const float* src, std::size_t n, float* dst) override;
   void rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
             const int64_t* positions) override;
-  void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
-                         float* gate) override;
   void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                 std::span<const AttentionSeq> seqs) override;
   void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                  std::span<const AttentionSeq> seqs, float* out) override;
   void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override;
-  void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T, float* qkv,
-                       float* z, float* b, float* a) override;
   void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;
 

@@ -1,0 +1,29 @@
+// The data-movement ops every backend whose activations live in host memory does the same way
+// (row gathers, copies out, the gated-query split, qwen3_next's projection reorder): written once
+// for the reference and CPU backends.
+#pragma once
+
+#include <cstring>
+
+#include "ft/engine/backend.h"
+
+namespace ft::engine {
+
+class HostBackend : public Backend {
+ public:
+  void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) override {
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::memcpy(dst + i * width, src + rows[i] * width, width * sizeof(float));
+  }
+  void to_host(const float* src, std::size_t n, float* dst) override { std::memcpy(dst, src, n * sizeof(float)); }
+  void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
+                         float* gate) override {
+    ref::split_gated_query(qg, T, heads, head_dim, q, gate);
+  }
+  void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T, float* qkv,
+                       float* z, float* b, float* a) override {
+    ref::deltanet_unfuse(dims, qkvz, ba, T, qkv, z, b, a);
+  }
+};
+
+}  // namespace ft::engine
