@@ -57,7 +57,8 @@ class DecoderModel final : public Model {
 
   static Result<std::unique_ptr<Model>> load(std::shared_ptr<const Checkpoint> ckpt, const ModelConfig& cfg,
                                              const DecoderRecipe& recipe, const LoadOptions& options) {
-    FT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_backend({options.backend, options.threads, std::nullopt, options.deterministic}));
+    FT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                        make_backend({options.backend, options.threads, std::nullopt, options.deterministic}));
     const Checkpoint& c = *ckpt;
     auto m = std::make_unique<DecoderModel>(ckpt, cfg, make_fingerprint(c, cfg), std::move(backend));
     const WeightLoader w(c, recipe.prefix);
@@ -65,6 +66,7 @@ class DecoderModel final : public Model {
     FT_ASSIGN_OR_RETURN(m->embed_, w.matrix("embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       FT_ASSIGN_OR_RETURN(DecoderLayer layer, recipe.build_layer(w, cfg, i));
+      if (layer.linear_attention) ++m->linear_layers_;
       m->layers_.push_back(std::move(layer));
     }
     FT_ASSIGN_OR_RETURN(m->norm_, w.rms_norm("norm.weight", cfg.hidden_size, cfg.rms_norm_eps,
@@ -135,7 +137,6 @@ class DecoderModel final : public Model {
     kv.page_tokens = options.kv_page_tokens;
     kv.dtype = be_->kv_dtype();
     for (DecoderLayer& l : layers_) {
-      if (l.linear_attention) ++linear_layers_;
       if (!l.attention) continue;
       const AttentionSpec& s = l.attention->spec();
       if (kv.layers > 0 && (s.kv_heads != kv.kv_heads || s.head_dim != kv.head_dim))
