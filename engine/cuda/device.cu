@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "ft/engine/device.h"
@@ -40,6 +41,36 @@ Result<CudaDeviceInfo> query_cuda_device(int index) {
   cudaDriverGetVersion(&info.driver_version);
   cudaRuntimeGetVersion(&info.runtime_version);
   return info;
+}
+
+Result<double> measure_device_copy_gbps(std::size_t bytes, int index) {
+  FT_ASSIGN_OR_RETURN(CudaDeviceInfo info, query_cuda_device(index));
+  (void)info;
+  void* a = nullptr;
+  void* b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    cudaFree(a);
+    return unavailable("no room for a " + std::to_string(bytes >> 20) + " MiB bandwidth probe");
+  }
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  float best_ms = 1e30f;
+  for (int i = 0; i < 5; ++i) {
+    cudaEventRecord(start);
+    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    if (i > 0) best_ms = std::min(best_ms, ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * double(bytes) / (double(best_ms) * 1e-3) / 1e9;
 }
 
 }  // namespace ft::engine

@@ -71,7 +71,7 @@ class CpuOps : public ::testing::TestWithParam<CpuIsa> {
   // Runs fn on the backend's threads, as a forward pass does.
   template <typename Fn>
   void on(Backend& b, const Fn& fn) {
-    b.execute(fn);
+    ASSERT_TRUE(b.execute(fn));
   }
   std::unique_ptr<Backend> cpu_, ref_;
   std::mt19937 rng_{1234};

@@ -3,6 +3,8 @@
 // stderr line with exit code 2.
 #include <gtest/gtest.h>
 
+#include "ft/engine/device.h"
+
 #include <fstream>
 
 #include "ft/engine/checkpoint.h"
@@ -94,9 +96,12 @@ TEST_F(ModelCli, MissingDirectoryExitsTwo) {
                         "/nonexistent/model");
 }
 
-TEST_F(ModelCli, CudaDeviceIsNotAvailableYet) {
+TEST_F(ModelCli, CudaWithoutAGpuAndUnknownDevicesExitTwoSayingWhy) {
+  expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "tpu"}),
+                        "--device must be auto, cpu or cuda");
+  if (engine::query_cuda_device()) GTEST_SKIP() << "this machine has a GPU: --device cuda runs";
   expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cuda"}),
-                        "not available yet");
+                        "--device cuda: ");
 }
 
 TEST_F(ModelCli, UnknownArchitectureExitsTwo) {

@@ -78,11 +78,14 @@ struct Case {
   BackendKind backend;
 };
 
-double tolerance(BackendKind b) { return b == BackendKind::kCpu ? 0.0 : 1e-4; }
+// The CPU runtime is bit-exact; the reference's DeltaNet forms round differently; on the GPU a
+// GEMM's summation order may depend on the number of rows (cuBLAS picks kernels by shape).
+double tolerance(BackendKind b) { return b == BackendKind::kCpu ? 0.0 : b == BackendKind::kCuda ? 1e-3 : 1e-4; }
 
 class TinyModelSplit : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TinyModelSplit, RestoredPrefixPlusSuffixEqualsFullSequence) {
+  FT_SKIP_UNLESS_RUNNABLE(GetParam().backend);
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam().family, GetParam().fused)).is_ok());
   auto model = load(dir.path(), GetParam().backend);
@@ -95,6 +98,7 @@ TEST_P(TinyModelSplit, RestoredPrefixPlusSuffixEqualsFullSequence) {
 }
 
 TEST_P(TinyModelSplit, TokenByTokenDecodeMatchesPrefill) {
+  FT_SKIP_UNLESS_RUNNABLE(GetParam().backend);
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam().family, GetParam().fused)).is_ok());
   auto model = load(dir.path(), GetParam().backend);
@@ -109,13 +113,14 @@ TEST_P(TinyModelSplit, TokenByTokenDecodeMatchesPrefill) {
     if (GetParam().backend == BackendKind::kCpu) {
       ASSERT_EQ(0, std::memcmp(last.data(), &full[t * V], V * sizeof(float))) << "position " << t;
     } else {
-      EXPECT_LT(rel_l2(last.data(), &full[t * V], V), 1e-4) << "position " << t;
+      EXPECT_LT(rel_l2(last.data(), &full[t * V], V), tolerance(GetParam().backend)) << "position " << t;
     }
   }
 }
 
 TEST_P(TinyModelSplit, LogitsAreNotDegenerate) {
   // Guards the init scale: near-constant logits would let most bugs pass the comparisons above.
+  FT_SKIP_UNLESS_RUNNABLE(GetParam().backend);
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam().family, GetParam().fused)).is_ok());
   auto model = load(dir.path(), GetParam().backend);
@@ -128,7 +133,7 @@ TEST_P(TinyModelSplit, LogitsAreNotDegenerate) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> out;
-  for (BackendKind b : {BackendKind::kReference, BackendKind::kCpu})
+  for (BackendKind b : {BackendKind::kReference, BackendKind::kCpu, BackendKind::kCuda})
     for (ModelFamily f : {ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next, ModelFamily::kQwen3_5Moe})
       for (bool fused : {false, true}) out.push_back({f, fused, b});
   return out;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "ft/engine/backend.h"
+#include "ft/engine/device.h"
 #include "ft/engine/model_config.h"
 #include "ft/engine/random_checkpoint.h"
 
@@ -57,9 +60,22 @@ inline const std::vector<std::string>& fixture_names() {
   return names;
 }
 
+// FT_FIXTURES_DIR in the environment points a copied test binary (the GPU bundle) at the fixtures.
 inline std::filesystem::path fixture_dir(const std::string& name) {
-  return std::filesystem::path(FT_FIXTURES_DIR) / "models" / name;
+  const char* moved = std::getenv("FT_FIXTURES_DIR");
+  return std::filesystem::path(moved && *moved ? moved : FT_FIXTURES_DIR) / "models" / name;
 }
+
+// Why `backend` cannot run on this machine (no GPU for kCuda), or empty when it can.
+inline std::string backend_unavailable(engine::BackendKind backend) {
+  if (backend != engine::BackendKind::kCuda) return {};
+  auto dev = engine::query_cuda_device();
+  return dev ? std::string() : "no GPU: " + dev.status().message();
+}
+#define FT_SKIP_UNLESS_RUNNABLE(backend)                                         \
+  do {                                                                           \
+    if (auto why = ::ft::test::backend_unavailable(backend); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
 
 // Whether tests/fixtures/models/<name>/{checkpoint/config.json, golden.safetensors} exist.
 inline bool fixture_present(const std::string& name) {

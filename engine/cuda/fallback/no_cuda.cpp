@@ -1,4 +1,5 @@
 // Stand-ins linked when the build has no CUDA: every GPU entry point reports why it cannot run.
+#include "backend/cuda_factory.h"
 #include "ft/engine/cuda_ops.h"
 #include "ft/engine/device.h"
 
@@ -9,7 +10,9 @@ Status no_cuda() { return unavailable("this build of freetoken has no CUDA suppo
 }  // namespace
 
 bool built_with_cuda() { return false; }
+Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions&) { return no_cuda(); }
 Result<CudaDeviceInfo> query_cuda_device(int) { return no_cuda(); }
+Result<double> measure_device_copy_gbps(std::size_t, int) { return no_cuda(); }
 
 namespace cuda {
 DeviceBuffer::~DeviceBuffer() = default;
@@ -20,7 +23,6 @@ Status DeviceBuffer::copy_from_host(const void*, std::size_t) { return no_cuda()
 Status DeviceBuffer::copy_to_host(void*, std::size_t) const { return no_cuda(); }
 Status DeviceBuffer::copy_from_host_at(std::size_t, const void*, std::size_t) { return no_cuda(); }
 Status DeviceBuffer::copy_to_host_at(std::size_t, void*, std::size_t) const { return no_cuda(); }
-Status rms_norm(const float*, const float*, float*, int, int, float, bool) { return no_cuda(); }
 }  // namespace cuda
 
 }  // namespace ft::engine

@@ -1,6 +1,7 @@
 #include "ft/engine/backend.h"
 
 #include "backend/cpu_backend.h"
+#include "backend/cuda_factory.h"
 #include "backend/reference_backend.h"
 
 namespace ft::engine {
@@ -9,6 +10,7 @@ const char* backend_name(BackendKind kind) {
   switch (kind) {
     case BackendKind::kReference: return "reference";
     case BackendKind::kCpu: return "cpu";
+    case BackendKind::kCuda: return "cuda";
   }
   return "?";
 }
@@ -21,10 +23,10 @@ const char* OpProfile::name(Kind k) {
 }
 
 Result<BackendKind> parse_backend(std::string_view name) {
-  for (BackendKind k : {BackendKind::kReference, BackendKind::kCpu}) {
+  for (BackendKind k : {BackendKind::kReference, BackendKind::kCpu, BackendKind::kCuda}) {
     if (name == backend_name(k)) return k;
   }
-  return invalid_argument("unknown backend '" + std::string(name) + "' (reference, cpu)");
+  return invalid_argument("unknown backend '" + std::string(name) + "' (reference, cpu, cuda)");
 }
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options) {
@@ -36,6 +38,7 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options) {
         return unsupported(std::string("this CPU cannot run the ") + cpu_isa_name(*options.cpu_isa) + " kernels");
       return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(
           options.threads, options.cpu_isa.value_or(best_cpu_isa()), options.deterministic));
+    case BackendKind::kCuda: return make_cuda_backend(options);
   }
   return invalid_argument("unknown backend");
 }

@@ -23,7 +23,10 @@ class CpuBackend final : public HostBackend {
   BackendKind kind() const override { return BackendKind::kCpu; }
   KvDType kv_dtype() const override { return KvDType::kBf16; }
   int threads() const override { return arena_.max_concurrency(); }
-  void execute(const std::function<void()>& fn) override { arena_.execute(fn); }
+  Status execute(const std::function<void()>& fn) override {
+    arena_.execute(fn);
+    return Status::ok();
+  }
   CpuIsa isa() const { return isa_; }
   // The kernels a call of `rows` rows runs on (see the constructor).
   CpuIsa isa_for(std::size_t rows) const;

@@ -17,7 +17,10 @@ class ReferenceBackend final : public HostBackend {
   BackendKind kind() const override { return BackendKind::kReference; }
   KvDType kv_dtype() const override { return KvDType::kF32; }
   int threads() const override { return arena_.max_concurrency(); }
-  void execute(const std::function<void()>& fn) override { arena_.execute(fn); }
+  Status execute(const std::function<void()>& fn) override {
+    arena_.execute(fn);
+    return Status::ok();
+  }
 
   void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) override;
   void linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) override;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <new>
 
 namespace ft::engine {
 
@@ -19,11 +20,22 @@ void* Scratch::bytes(std::size_t n) {
   }
   if (block_ == blocks_.size()) {
     const std::size_t size = std::max({n + kAlign, kMinBlock, blocks_.empty() ? 0 : 2 * blocks_.back().size});
-    blocks_.push_back({std::make_unique_for_overwrite<std::byte[]>(size), size});
+    Block block;
+    if (memory_) {
+      auto got = MemoryBlock::allocate(memory_, size);
+      if (!got) throw std::bad_alloc();  // the caller's pass cannot go on without its temporaries
+      block.device = std::move(got).value();
+      block.base = block.device.data();
+    } else {
+      block.host = std::make_unique_for_overwrite<std::byte[]>(size);
+      block.base = block.host.get();
+    }
+    block.size = size;
+    blocks_.push_back(std::move(block));
     used_ = 0;
   }
   Block& b = blocks_[block_];
-  const auto base = reinterpret_cast<std::uintptr_t>(b.data.get());
+  const auto base = reinterpret_cast<std::uintptr_t>(b.base);
   const std::size_t start = ((base + used_ + kAlign - 1) & ~std::uintptr_t(kAlign - 1)) - base;
   if (start + n > b.size) {  // alignment padding pushed it over: next block
     ++block_;
@@ -31,7 +43,7 @@ void* Scratch::bytes(std::size_t n) {
     return bytes(n);
   }
   used_ = start + n;
-  return b.data.get() + start;
+  return b.base + start;
 }
 
 std::size_t Scratch::capacity() const {

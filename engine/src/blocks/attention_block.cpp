@@ -18,7 +18,7 @@ Result<AttentionBlock> AttentionBlock::load(const WeightLoader& w, const std::st
     FT_ASSIGN_OR_RETURN(b.q_norm_, w.vector(prefix + "q_norm.weight", {spec.head_dim}));
     FT_ASSIGN_OR_RETURN(b.k_norm_, w.vector(prefix + "k_norm.weight", {spec.head_dim}));
   }
-  b.inv_freq_ = ref::rope_inv_freq(spec.rope);
+  FT_ASSIGN_OR_RETURN(b.inv_freq_, w.place(ref::rope_inv_freq(spec.rope)));
   return b;
 }
 

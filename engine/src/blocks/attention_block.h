@@ -43,8 +43,8 @@ class AttentionBlock {
   AttentionSpec spec_;
   int64_t kv_layer_ = 0;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
-  std::vector<float> q_norm_, k_norm_;
-  std::vector<float> inv_freq_;
+  Vector q_norm_, k_norm_;
+  Vector inv_freq_;
 };
 
 }  // namespace ft::engine::blocks

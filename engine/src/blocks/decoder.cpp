@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "ft/engine/checkpoint.h"
+#include "ft/engine/device.h"
 
 namespace ft::engine::blocks {
 namespace {
@@ -49,6 +50,12 @@ uint64_t default_kv_budget() {
   return ram / 4;
 }
 
+uint64_t default_device_kv_budget() {
+  // Half of what is free on the GPU once the weights are in: the rest stays for the workspace.
+  auto dev = query_cuda_device();
+  return dev ? dev->free_bytes / 2 : 0;
+}
+
 class DecoderModel final : public Model {
  public:
   DecoderModel(std::shared_ptr<const Checkpoint> ckpt, ModelConfig cfg, std::string fingerprint,
@@ -61,8 +68,8 @@ class DecoderModel final : public Model {
                         make_backend({options.backend, options.threads, std::nullopt, options.deterministic}));
     const Checkpoint& c = *ckpt;
     auto m = std::make_unique<DecoderModel>(ckpt, cfg, make_fingerprint(c, cfg), std::move(backend));
-    const WeightLoader w(c, recipe.prefix);
-    const WeightLoader top(c, "");
+    const WeightLoader w(c, recipe.prefix, *m->be_);
+    const WeightLoader top(c, "", *m->be_);
     FT_ASSIGN_OR_RETURN(m->embed_, w.matrix("embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       FT_ASSIGN_OR_RETURN(DecoderLayer layer, recipe.build_layer(w, cfg, i));
@@ -102,7 +109,7 @@ class DecoderModel final : public Model {
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       if (layers_[i].linear_attention) linear.push_back(layers_[i].linear_attention->empty_state(int64_t(i)));
     }
-    return SequenceState(fingerprint_, pool_, std::move(linear));
+    return SequenceState(fingerprint_, pool_, std::move(linear), be_->memory());
   }
 
   Status forward_batch(std::span<const BatchSlice> batch) const override {
@@ -127,8 +134,7 @@ class DecoderModel final : public Model {
     // One pass at a time: the backend's scratch and threads serve the whole pass.
     std::lock_guard lock(mu_);
     for (const BatchSlice& b : batch) FT_RETURN_IF_ERROR(b.state->reserve(int64_t(b.tokens.size())));
-    be_->execute([&] { run(batch); });
-    return Status::ok();
+    return be_->execute([&] { run(batch); });
   }
 
  private:
@@ -149,15 +155,20 @@ class DecoderModel final : public Model {
     // Attention kernels work a page at a time in 16-key tiles and at most 64 keys.
     if (kv.page_tokens < 16 || kv.page_tokens > 64 || kv.page_tokens % 16 != 0)
       return invalid_argument("KV page size must be 16, 32, 48 or 64 tokens");
-    FT_ASSIGN_OR_RETURN(pool_, KvPool::create(kv, options.kv_budget_bytes ? options.kv_budget_bytes : default_kv_budget()));
+    const std::shared_ptr<Memory> memory = be_->memory();
+    const uint64_t budget = options.kv_budget_bytes ? options.kv_budget_bytes
+                            : memory->is_host() ? default_kv_budget()
+                                                : default_device_kv_budget();
+    FT_ASSIGN_OR_RETURN(pool_, KvPool::create(kv, budget, memory));
     return Status::ok();
   }
 
   // The pass itself, on the backend's threads; states have their pages reserved.
   void run(std::span<const BatchSlice> batch) const {
     Backend& be = *be_;
-    Scratch& s = be.scratch();
+    Scratch& s = be.host_scratch();  // what the host writes: ids, positions, page tables
     Scratch::Frame frame(s);
+    Scratch::Frame device_frame(be.scratch());
     std::size_t T = 0;
     for (const BatchSlice& b : batch) T += b.tokens.size();
     const std::size_t H = std::size_t(cfg_.hidden_size), V = std::size_t(cfg_.vocab_size), n = batch.size();
@@ -175,7 +186,8 @@ class DecoderModel final : public Model {
       }
       attn[i] = {row, b.tokens.size(), pos0, b.state->page_data().data()};
     }
-    float* hidden = s.floats(T * H);
+    const int64_t* staged_positions = be.stage({positions, T});
+    float* hidden = be.scratch().floats(T * H);
     be.embedding(embed_, {ids, T}, hidden);
 
     const KvLayout* kv = pool_ ? &pool_->layout() : nullptr;
@@ -184,11 +196,11 @@ class DecoderModel final : public Model {
       if (layer.linear_attention) {
         for (std::size_t i = 0; i < n; ++i) {
           LinearState& st = batch[i].state->linear()[linear_index];
-          linear[i] = {attn[i].row0, attn[i].rows, st.conv.data(), st.recurrent.data()};
+          linear[i] = {attn[i].row0, attn[i].rows, st.conv_data(), st.recurrent_data()};
         }
         ++linear_index;
       }
-      layer.forward(be, hidden, T, {kv, {attn, n}, {linear, n}, positions});
+      layer.forward(be, hidden, T, {kv, {attn, n}, {linear, n}, staged_positions});
     }
 
     // The rows whose logits are wanted, then one lm_head pass over all of them.
@@ -201,8 +213,8 @@ class DecoderModel final : public Model {
       for (std::size_t r = first; r < attn[i].rows; ++r) rows[picked++] = attn[i].row0 + r;
     }
     if (picked == 0) return;
-    float* x = s.floats(picked * H);
-    float* logits = s.floats(picked * V);
+    float* x = be.scratch().floats(picked * H);
+    float* logits = be.scratch().floats(picked * V);
     be.gather_rows(hidden, {rows, picked}, H, x);
     norm_.forward(be, x, x, picked);
     be.linear(x, picked, lm_head_, nullptr, logits);

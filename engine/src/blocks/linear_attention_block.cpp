@@ -33,9 +33,6 @@ LinearState LinearAttentionBlock::empty_state(int64_t layer) const {
   s.layer = layer;
   s.conv_shape = {int64_t(d.conv_dim()), int64_t(d.conv_kernel) - 1};
   s.recurrent_shape = {int64_t(d.num_v_heads), int64_t(d.head_k_dim), int64_t(d.head_v_dim)};
-  const ref::DeltaNetStateSizes sizes = ref::deltanet_state_sizes(d);
-  s.conv.assign(sizes.conv_floats, 0.0f);
-  s.recurrent.assign(sizes.recurrent_floats, 0.0f);
   return s;
 }
 

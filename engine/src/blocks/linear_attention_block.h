@@ -24,7 +24,8 @@ class LinearAttentionBlock {
   static Result<LinearAttentionBlock> load(const WeightLoader& w, const std::string& prefix,
                                            const LinearAttentionSpec& spec);
 
-  // A zeroed state of the right shapes (the state before the first token) for model layer `layer`.
+  // The state of model layer `layer` before the first token: its shapes (the sequence gives it
+  // zeroed memory when it first runs).
   LinearState empty_state(int64_t layer) const;
 
   // x [T, hidden] (already normed) -> out [T, hidden], each sequence's rows advancing its state.
@@ -33,7 +34,7 @@ class LinearAttentionBlock {
  private:
   LinearAttentionSpec spec_;
   Matrix qkvz_, ba_, qkv_, z_, b_, a_, out_proj_;
-  std::vector<float> conv1d_, dt_bias_, a_log_, norm_;
+  Vector conv1d_, dt_bias_, a_log_, norm_;
 };
 
 }  // namespace ft::engine::blocks

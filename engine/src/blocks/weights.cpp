@@ -22,16 +22,28 @@ Result<TensorView> WeightLoader::float_tensor(const std::string& name, const std
   return view;
 }
 
-Result<std::vector<float>> WeightLoader::vector(const std::string& name, const std::vector<int64_t>& shape) const {
+Result<Vector> WeightLoader::place(std::vector<float> values) const {
+  Vector v;
+  v.host = std::move(values);
+  FT_ASSIGN_OR_RETURN(v.placed, be_.place(std::span<const float>(v.host)));
+  return v;
+}
+
+Result<Vector> WeightLoader::vector(const std::string& name, const std::vector<int64_t>& shape) const {
   FT_ASSIGN_OR_RETURN(TensorView view, float_tensor(name, shape));
   std::vector<float> out(std::size_t(view.numel()));
   FT_RETURN_IF_ERROR(to_f32(view, out.data(), 0, out.size()));
-  return out;
+  return place(std::move(out));
+}
+
+Result<Matrix> WeightLoader::placed(Matrix m) const {
+  FT_RETURN_IF_ERROR(be_.place(m));
+  return m;
 }
 
 Result<Matrix> WeightLoader::matrix(const std::string& name, const std::vector<int64_t>& shape) const {
   FT_ASSIGN_OR_RETURN(TensorView view, float_tensor(name, shape));
-  return matrix_view(view);
+  return placed(matrix_view(view));
 }
 
 Result<Linear> WeightLoader::linear(const std::string& name, int64_t out, int64_t in, bool bias) const {
@@ -62,7 +74,7 @@ Result<SwiGluMatrices> WeightLoader::swiglu(const std::string& prefix, int64_t h
 Result<Matrix> WeightLoader::slice(const std::string& name, const std::vector<int64_t>& shape, int64_t index,
                                    int64_t row0, int64_t rows) const {
   FT_ASSIGN_OR_RETURN(TensorView view, float_tensor(name, shape));
-  return matrix_view(view, index, row0, rows);
+  return placed(matrix_view(view, index, row0, rows));
 }
 
 }  // namespace ft::engine::blocks

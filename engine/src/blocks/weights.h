@@ -1,6 +1,7 @@
 // Weight containers the blocks are built from, and the loader that fills them from a checkpoint.
 // Matrices stay in the mapped file in their stored dtype (Matrix views); only the small vectors
-// (norm weights, biases, DeltaNet's per-head parameters) are converted to fp32 at load.
+// (norm weights, biases, DeltaNet's per-head parameters) are converted to fp32 at load. The loader
+// places everything where the model's backend reads it (Backend::place: VRAM for the GPU).
 #pragma once
 
 #include <cstdint>
@@ -14,17 +15,34 @@
 
 namespace ft::engine::blocks {
 
+// A small fp32 parameter: its values on the host and the pointer the backend's ops read (the host
+// values themselves, or their copy in VRAM). Moved, never copied: the pointer may be into `host`.
+struct Vector {
+  Vector() = default;
+  Vector(Vector&&) = default;
+  Vector& operator=(Vector&&) = default;
+  Vector(const Vector&) = delete;
+  Vector& operator=(const Vector&) = delete;
+
+  std::vector<float> host;
+  const float* placed = nullptr;
+
+  const float* data() const { return placed; }
+  std::size_t size() const { return host.size(); }
+  bool empty() const { return host.empty(); }
+};
+
 // nn.Linear: weight [out, in], optional bias [out].
 struct Linear {
   Matrix weight;
-  std::vector<float> bias;  // empty: no bias
+  Vector bias;  // empty: no bias
 
   int64_t out() const { return weight.rows; }
   const float* bias_or_null() const { return bias.empty() ? nullptr : bias.data(); }
   int64_t in() const { return weight.cols; }
   // y [T, out] = x [T, in] * W^T (+ b).
   void forward(Backend& be, const float* x, float* y, std::size_t T) const {
-    be.linear(x, T, weight, bias.empty() ? nullptr : bias.data(), y);
+    be.linear(x, T, weight, bias_or_null(), y);
   }
 };
 
@@ -39,7 +57,7 @@ struct SwiGlu {
 // RMSNorm over the last dimension; zero_centered: the stored weight is an offset from 1 (Qwen3-Next,
 // Qwen3.5).
 struct RmsNorm {
-  std::vector<float> weight;
+  Vector weight;
   float eps = 1e-6f;
   bool zero_centered = false;
 
@@ -48,18 +66,21 @@ struct RmsNorm {
   }
 };
 
-// Reads tensors named `prefix + name` (prefix e.g. "model." or "model.language_model.").
+// Reads tensors named `prefix + name` (prefix e.g. "model." or "model.language_model.") and places
+// them for `backend`.
 class WeightLoader {
  public:
-  WeightLoader(const Checkpoint& checkpoint, std::string prefix)
-      : ckpt_(checkpoint), prefix_(std::move(prefix)) {}
+  WeightLoader(const Checkpoint& checkpoint, std::string prefix, Backend& backend)
+      : ckpt_(checkpoint), prefix_(std::move(prefix)), be_(backend) {}
 
   const Checkpoint& checkpoint() const { return ckpt_; }
+  // Values computed at load (e.g. RoPE frequencies), placed like a loaded vector.
+  Result<Vector> place(std::vector<float> values) const;
   std::string full_name(const std::string& name) const { return prefix_ + name; }
   bool has(const std::string& name) const { return ckpt_.has(full_name(name)); }
 
   // A small tensor converted to fp32 (norm weights, biases, per-head parameters).
-  Result<std::vector<float>> vector(const std::string& name, const std::vector<int64_t>& shape) const;
+  Result<Vector> vector(const std::string& name, const std::vector<int64_t>& shape) const;
   // A matrix (2-D, or a 3-D tensor's [n * R, cols] rows) as a view in its stored dtype; F32, F16
   // and BF16 are accepted, anything else is kUnsupported naming the tensor.
   Result<Matrix> matrix(const std::string& name, const std::vector<int64_t>& shape) const;
@@ -75,8 +96,10 @@ class WeightLoader {
 
  private:
   Result<TensorView> float_tensor(const std::string& name, const std::vector<int64_t>& shape) const;
+  Result<Matrix> placed(Matrix m) const;
   const Checkpoint& ckpt_;
   std::string prefix_;
+  Backend& be_;
 };
 
 }  // namespace ft::engine::blocks

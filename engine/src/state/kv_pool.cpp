@@ -1,8 +1,5 @@
 #include "ft/engine/kv_pool.h"
 
-#include <sys/mman.h>
-
-#include <cerrno>
 #include <cstring>
 
 namespace ft::engine {
@@ -14,7 +11,8 @@ KvPage::KvPage(const Key&, std::shared_ptr<KvPool> pool, std::uint32_t index, st
 
 KvPage::~KvPage() { pool_->release(index_); }
 
-Result<std::shared_ptr<KvPool>> KvPool::create(const KvLayout& layout, std::uint64_t budget_bytes) {
+Result<std::shared_ptr<KvPool>> KvPool::create(const KvLayout& layout, std::uint64_t budget_bytes,
+                                               std::shared_ptr<Memory> memory) {
   const std::uint64_t page = layout.page_bytes();
   if (page == 0) return invalid_argument("KV pool: empty page layout");
   const std::uint64_t pages = budget_bytes / page;
@@ -24,23 +22,19 @@ Result<std::shared_ptr<KvPool>> KvPool::create(const KvLayout& layout, std::uint
                             " tokens of every attention layer)");
   }
   if (pages > UINT32_MAX) return invalid_argument("KV budget too large");
-  // Address space only: the kernel commits (zero-filled) memory as pages are first written.
-  void* base = ::mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                      -1, 0);
-  if (base == MAP_FAILED) {
-    return unavailable("KV pool: cannot reserve " + std::to_string((pages * page) >> 20) +
-                       " MiB of address space: " + std::strerror(errno));
-  }
-  return std::make_shared<KvPool>(Key{}, layout, static_cast<std::byte*>(base), pages);
+  // On the host this is address space only: memory is committed as pages are first written.
+  auto block = MemoryBlock::allocate(std::move(memory), pages * page);
+  if (!block) return unavailable("KV pool: " + block.status().message());
+  return std::make_shared<KvPool>(Key{}, layout, std::move(block).value(), pages);
 }
 
-KvPool::KvPool(const Key&, const KvLayout& layout, std::byte* base, std::uint64_t pages)
-    : layout_(layout), base_(base), pages_(pages) {
+KvPool::KvPool(const Key&, const KvLayout& layout, MemoryBlock block, std::uint64_t pages)
+    : layout_(layout), block_(std::move(block)), base_(block_.data()), pages_(pages) {
   counters_.page_bytes = layout.page_bytes();
   counters_.pages_total = pages;
 }
 
-KvPool::~KvPool() { ::munmap(base_, pages_ * layout_.page_bytes()); }
+KvPool::~KvPool() = default;
 
 Result<KvPageRef> KvPool::allocate() {
   const std::size_t page = layout_.page_bytes();
@@ -66,13 +60,13 @@ Result<KvPageRef> KvPool::allocate() {
   std::byte* data = base_ + std::size_t(index) * page;
   // A reused page is zeroed: its tail is stored with checkpoints and must not carry another
   // sequence's keys. Fresh pages are zero already.
-  if (reused) std::memset(data, 0, page);
+  if (reused) block_.memory()->zero(data, page);
   return std::make_shared<KvPage>(KvPage::Key{}, shared_from_this(), index, data);
 }
 
 Result<KvPageRef> KvPool::copy_of(const KvPage& source) {
   FT_ASSIGN_OR_RETURN(KvPageRef page, allocate());
-  std::memcpy(page->data(), source.data(), layout_.page_bytes());
+  block_.memory()->copy(page->data(), source.data(), layout_.page_bytes());
   std::lock_guard lock(mu_);
   ++counters_.copies;
   return page;

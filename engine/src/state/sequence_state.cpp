@@ -4,16 +4,39 @@
 
 namespace ft::engine {
 
-SequenceState::SequenceState(std::string fingerprint, std::shared_ptr<KvPool> pool, std::vector<LinearState> linear)
-    : fingerprint_(std::move(fingerprint)), pool_(std::move(pool)), linear_(std::move(linear)) {}
+namespace {
+std::size_t product(const std::vector<int64_t>& shape) {
+  std::size_t n = 1;
+  for (int64_t d : shape) n *= std::size_t(d);
+  return n;
+}
+}  // namespace
+
+std::size_t LinearState::conv_floats() const { return product(conv_shape); }
+std::size_t LinearState::recurrent_floats() const { return product(recurrent_shape); }
+
+SequenceState::SequenceState(std::string fingerprint, std::shared_ptr<KvPool> pool, std::vector<LinearState> linear,
+                             std::shared_ptr<Memory> memory)
+    : fingerprint_(std::move(fingerprint)), pool_(std::move(pool)), linear_(std::move(linear)),
+      memory_(std::move(memory)) {}
 
 std::size_t SequenceState::bytes() const {
   std::size_t n = pool_ ? pages_.size() * pool_->layout().page_bytes() : 0;
-  for (const LinearState& l : linear_) n += (l.conv.size() + l.recurrent.size()) * sizeof(float);
+  for (const LinearState& l : linear_) n += l.conv.size() + l.recurrent.size();
   return n;
 }
 
+Status SequenceState::allocate_linear() {
+  for (LinearState& l : linear_) {
+    if (l.allocated()) continue;
+    FT_ASSIGN_OR_RETURN(l.conv, MemoryBlock::allocate(memory_, l.conv_floats() * sizeof(float)));
+    FT_ASSIGN_OR_RETURN(l.recurrent, MemoryBlock::allocate(memory_, l.recurrent_floats() * sizeof(float)));
+  }
+  return Status::ok();
+}
+
 Status SequenceState::reserve(int64_t tokens) {
+  FT_RETURN_IF_ERROR(allocate_linear());
   if (!pool_ || tokens <= 0) return Status::ok();
   const KvLayout& layout = pool_->layout();
   // The page holding position() may be shared with a checkpoint taken at position(): copy it
@@ -38,8 +61,9 @@ void SequenceState::reset() {
   pages_.clear();
   page_data_.clear();
   for (LinearState& l : linear_) {
-    std::fill(l.conv.begin(), l.conv.end(), 0.0f);
-    std::fill(l.recurrent.begin(), l.recurrent.end(), 0.0f);
+    if (!l.allocated()) continue;
+    memory_->zero(l.conv.data(), l.conv.size());
+    memory_->zero(l.recurrent.data(), l.recurrent.size());
   }
 }
 

@@ -19,7 +19,7 @@ std::vector<std::uint64_t> page_shape(const KvLayout& l) {
 }
 
 // What each chunk of a checkpoint of `state` after `tokens` tokens must look like, and where its
-// bytes go when restored: the pages (allocated here) and the linear states.
+// bytes go when restored (in the state's memory): the pages (allocated here) and the linear states.
 struct Plan {
   std::vector<store::ChunkDesc> chunks;  // layer, kind, dtype, shape, bytes (no checksum)
   std::vector<std::byte*> dest;
@@ -28,6 +28,7 @@ struct Plan {
 
 Result<Plan> plan_restore(SequenceState& state, std::int64_t tokens, bool allocate_pages) {
   Plan plan;
+  FT_RETURN_IF_ERROR(state.allocate_linear());
   if (const KvPool* pool = state.pool()) {
     const KvLayout& l = pool->layout();
     for (std::int64_t p = 0; p < l.pages_for(tokens); ++p) {
@@ -40,11 +41,11 @@ Result<Plan> plan_restore(SequenceState& state, std::int64_t tokens, bool alloca
   }
   for (LinearState& l : state.linear()) {
     plan.chunks.push_back({std::uint32_t(l.layer), ChunkKind::kConv, store::DType::kF32, dims(l.conv_shape),
-                           l.conv.size() * sizeof(float), 0});
-    plan.dest.push_back(reinterpret_cast<std::byte*>(l.conv.data()));
+                           l.conv.size(), 0});
+    plan.dest.push_back(l.conv.data());
     plan.chunks.push_back({std::uint32_t(l.layer), ChunkKind::kRecurrent, store::DType::kF32,
-                           dims(l.recurrent_shape), l.recurrent.size() * sizeof(float), 0});
-    plan.dest.push_back(reinterpret_cast<std::byte*>(l.recurrent.data()));
+                           dims(l.recurrent_shape), l.recurrent.size(), 0});
+    plan.dest.push_back(l.recurrent.data());
   }
   return plan;
 }
@@ -71,18 +72,28 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
   store::ModelState out;
   out.tokens = std::uint64_t(state.position());
   out.model = fingerprint;
+  Memory& memory = state.memory();
   if (const KvPool* pool = state.pool()) {
     const KvLayout& l = pool->layout();
     for (std::int64_t p = 0; p < l.pages_for(state.position()); ++p) {
       const KvPageRef& page = state.pages()[std::size_t(p)];
-      out.chunks.push_back({std::uint32_t(p), ChunkKind::kKvPage, store_dtype(l.dtype), page_shape(l),
-                            store::ChunkBytes::shared({page->data(), l.page_bytes()}, page)});
+      if (memory.is_host()) {  // shared, not copied: later snapshots of the sequence reuse it
+        out.chunks.push_back({std::uint32_t(p), ChunkKind::kKvPage, store_dtype(l.dtype), page_shape(l),
+                              store::ChunkBytes::shared({page->data(), l.page_bytes()}, page)});
+      } else {
+        std::vector<std::byte> bytes(l.page_bytes());
+        memory.to_host(bytes.data(), page->data(), bytes.size());
+        out.chunks.push_back({std::uint32_t(p), ChunkKind::kKvPage, store_dtype(l.dtype), page_shape(l), std::move(bytes)});
+      }
     }
   }
   for (const LinearState& l : state.linear()) {
-    std::vector<std::byte> conv(l.conv.size() * sizeof(float)), rec(l.recurrent.size() * sizeof(float));
-    if (!conv.empty()) std::memcpy(conv.data(), l.conv.data(), conv.size());
-    if (!rec.empty()) std::memcpy(rec.data(), l.recurrent.data(), rec.size());
+    // A state that never ran has no memory yet: its values are zeros.
+    std::vector<std::byte> conv(l.conv_floats() * sizeof(float)), rec(l.recurrent_floats() * sizeof(float));
+    if (l.allocated()) {
+      memory.to_host(conv.data(), l.conv.data(), conv.size());
+      memory.to_host(rec.data(), l.recurrent.data(), rec.size());
+    }
     out.chunks.push_back({std::uint32_t(l.layer), ChunkKind::kConv, store::DType::kF32, dims(l.conv_shape), std::move(conv)});
     out.chunks.push_back(
         {std::uint32_t(l.layer), ChunkKind::kRecurrent, store::DType::kF32, dims(l.recurrent_shape), std::move(rec)});
@@ -108,7 +119,7 @@ Status restore_from_model_state(const store::ModelState& checkpoint, SequenceSta
     if (!same_layout(want, c.layer, c.kind, c.dtype, c.shape, c.data.size()))
       return fail(not_found("checkpoint has another state layout"));
     if (c.kind != ChunkKind::kKvPage) {
-      std::memcpy(plan->dest[linear_chunk++], c.data.data(), c.data.size());
+      state.memory().from_host(plan->dest[linear_chunk++], c.data.data(), c.data.size());
       continue;
     }
     // A page of this pool: share it (the sequence copies it before writing into it).
@@ -119,7 +130,7 @@ Status restore_from_model_state(const store::ModelState& checkpoint, SequenceSta
     }
     auto page = const_cast<KvPool*>(state.pool())->allocate();
     if (!page.is_ok()) return fail(page.status());
-    std::memcpy((*page)->data(), c.data.data(), c.data.size());
+    state.memory().from_host((*page)->data(), c.data.data(), c.data.size());
     pages.push_back(std::move(page).value());
   }
   state.set_kv(std::move(pages), n);
@@ -152,7 +163,7 @@ Status restore_model_state(store::StateTier& tier, const store::StoreKey& key, S
   }
   Status read = tier.read_chunks(key, header, [&](const store::ChunkPiece& p) -> Status {
     if (p.offset + p.bytes.size() > header.chunks[p.chunk_index].bytes) return corrupt("checkpoint piece beyond its chunk");
-    std::memcpy(plan->dest[p.chunk_index] + p.offset, p.bytes.data(), p.bytes.size());
+    state.memory().from_host(plan->dest[p.chunk_index] + p.offset, p.bytes.data(), p.bytes.size());
     return Status::ok();
   });
   if (!read) return fail(not_found("checkpoint " + key.prefix.to_hex() + ": " + read.message()));

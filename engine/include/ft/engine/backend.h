@@ -5,10 +5,13 @@
 //               they are read, fp32 KV. Tests compare everything else against it.
 //   kCpu        the runtime on the CPU: weights read in their stored dtype by AVX-512-BF16 /
 //               AVX-512 / AVX2 kernels picked at run time, bf16 KV pages, oneTBB threads.
-// A CUDA backend is one more implementation of this interface.
+//   kCuda       the runtime on a GPU (engine/cuda/): weights copied to VRAM in their stored dtype at
+//               load, cuBLAS GEMMs and kernels of our own, bf16 KV pages and state in VRAM.
 //
-// Activations are fp32 row-major [rows, features] in the backend's memory (host for these two);
-// pointers passed to an op are from the backend's Scratch or the caller's own buffers.
+// Activations are fp32 row-major [rows, features] in the backend's memory (memory(): host RAM for
+// the first two, VRAM for kCuda); pointers passed to an op are from the backend's Scratch or the
+// caller's buffers in that memory. Weights are placed at load (place()); per-pass values the host
+// computes (token ids, positions, page tables) are host memory from host_scratch().
 //
 // Determinism: every kCpu kernel computes each output row from that row's inputs alone, in an
 // order that depends on neither the number of rows in the call nor the thread count. With one
@@ -32,6 +35,7 @@
 #include "ft/engine/expert_kernels.h"
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/matrix.h"
+#include "ft/engine/memory.h"
 #include "ft/engine/ops_attention.h"
 #include "ft/engine/ops_deltanet.h"
 #include "ft/engine/ops_moe.h"
@@ -39,8 +43,8 @@
 
 namespace ft::engine {
 
-enum class BackendKind { kReference, kCpu };
-const char* backend_name(BackendKind kind);  // "reference", "cpu"
+enum class BackendKind { kReference, kCpu, kCuda };
+const char* backend_name(BackendKind kind);  // "reference", "cpu", "cuda"
 Result<BackendKind> parse_backend(std::string_view name);
 
 // A MoE feed-forward's weights: router -> top-k routed SwiGLU experts, plus an optional shared
@@ -60,18 +64,18 @@ struct AttentionSeq {
   std::size_t row0 = 0;                  // first row of this sequence in q / k / v / out
   std::size_t rows = 0;                  // its new tokens, at positions pos0 ..
   int64_t pos0 = 0;                      // tokens already in its KV
-  std::byte* const* pages = nullptr;     // page table covering [0, pos0 + rows)
+  std::byte* const* pages = nullptr;     // page table covering [0, pos0 + rows) (host array)
 };
 
 // One sequence's rows in a batched Gated DeltaNet call and its state (updated in place).
 struct DeltaNetSeq {
   std::size_t row0 = 0;
   std::size_t rows = 0;
-  float* conv = nullptr;       // [conv_dim, K-1]
-  float* recurrent = nullptr;  // [num_v_heads, head_k_dim, head_v_dim]
+  float* conv = nullptr;       // [conv_dim, K-1], backend memory
+  float* recurrent = nullptr;  // [num_v_heads, head_k_dim, head_v_dim], backend memory
 };
 
-// The small per-layer parameters of a Gated DeltaNet layer, fp32.
+// The small per-layer parameters of a Gated DeltaNet layer, fp32 (placed: see Backend::place).
 struct DeltaNetParams {
   const float* conv1d = nullptr;   // [conv_dim, K]
   const float* dt_bias = nullptr;  // [num_v_heads]
@@ -108,16 +112,36 @@ class Backend {
   virtual BackendKind kind() const = 0;
   virtual KvDType kv_dtype() const = 0;
   virtual int threads() const = 0;
-  // Runs `fn` (a forward pass) on this backend's threads; ops are called from inside it.
-  virtual void execute(const std::function<void()>& fn) = 0;
+  // Runs `fn` (a forward pass) on this backend's threads; ops are called from inside it. Returns
+  // when the pass's work is done (the GPU synchronised): an error the device reported, if any.
+  virtual Status execute(const std::function<void()>& fn) = 0;
+  // Temporaries in the backend's memory.
   Scratch& scratch() { return scratch_; }
+  // Temporaries the host writes and reads (per-pass ids, positions, row lists): host RAM.
+  virtual Scratch& host_scratch() { return scratch_; }
+  // Where activations, KV pages and linear-attention state live.
+  virtual std::shared_ptr<Memory> memory() const { return host_memory(); }
+
+  // ---- Placement (at load) ----
+  // Makes a weight readable by this backend's ops: the GPU backend copies its bytes to VRAM and
+  // sets m.device; the host backends read it where it is mapped.
+  virtual Status place(Matrix& m) {
+    (void)m;
+    return Status::ok();
+  }
+  // The same for a small fp32 parameter: a pointer this backend's ops read, valid for the
+  // backend's life (the host backends return the vector's own data).
+  virtual Result<const float*> place(std::span<const float> v) { return v.data(); }
+  // Host values one pass needs in backend memory (positions): valid until the pass ends.
+  virtual const int64_t* stage(std::span<const int64_t> host) { return host.data(); }
+
   // Records routing into `trace` (null: stop recording).
   void set_routing_trace(RoutingTrace* trace) { trace_ = trace; }
   // Accumulates op times into `profile` (null: stop).
   void set_profile(OpProfile* profile) { profile_ = profile; }
 
   // ---- Dense ----
-  // out[t, :] = table[ids[t], :].
+  // out[t, :] = table[ids[t], :] (ids: host memory).
   virtual void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) = 0;
   // nn.Linear: y[T, w.rows] = x[T, w.cols] w^T (+ bias). y may not alias x.
   virtual void linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) = 0;
@@ -137,14 +161,14 @@ class Backend {
   virtual void silu_mul(const float* gate, const float* up, float* out, std::size_t n) = 0;
   virtual void mul_sigmoid(float* x, const float* gate, std::size_t n) = 0;
   virtual void add(float* y, const float* x, std::size_t n) = 0;
-  // dst[i, :] = src[rows[i], :] for rows of `width` floats.
+  // dst[i, :] = src[rows[i], :] for rows of `width` floats (rows: host memory).
   virtual void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) = 0;
   // Copies n floats of backend memory to host memory.
   virtual void to_host(const float* src, std::size_t n, float* dst) = 0;
 
   // ---- Attention ----
   // Rotates the first rotary_dim dims of each head of x [T, heads, head_dim]; row t sits at
-  // positions[t]. inv_freq from ref::rope_inv_freq.
+  // positions[t] (from stage()). inv_freq from ref::rope_inv_freq (placed).
   virtual void rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
                     const int64_t* positions) = 0;
   // ref::split_gated_query: qg [T, heads, 2*head_dim] -> q [T, heads, head_dim], gate [T, heads*head_dim].
@@ -212,6 +236,7 @@ struct BackendOptions {
   int threads = 0;  // 0: every core
   std::optional<CpuIsa> cpu_isa;  // kCpu: the kernel path (default: the best this CPU runs)
   bool deterministic = false;     // kCpu: one kernel family for every call size (see CpuBackend)
+  int device = 0;                 // kCuda: which GPU
 };
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);

@@ -1,5 +1,6 @@
-// CUDA ops on device pointers, each the twin of a CPU reference in ops.h. This header needs no CUDA
-// headers, so CPU-only code can include it; in a build without CUDA every call returns kUnavailable.
+// Device memory for code outside the CUDA backend (the GPU checkpoint tier, tests). This header
+// needs no CUDA headers, so CPU-only code can include it; in a build without CUDA every call
+// returns kUnavailable. The ops themselves are reached through the Backend seam (backend.h).
 #pragma once
 
 #include <cstddef>
@@ -35,8 +36,5 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
-// ref::rms_norm on the device (one block per row). Synchronous: returns after the kernel ends.
-Status rms_norm(const float* x, const float* weight, float* out, int rows, int dim, float eps,
-                bool zero_centered);
 
 }  // namespace ft::engine::cuda

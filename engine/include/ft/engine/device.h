@@ -26,4 +26,8 @@ bool built_with_cuda();
 // Device 0's properties, or kUnavailable with the reason (built without CUDA, no driver, no device).
 Result<CudaDeviceInfo> query_cuda_device(int index = 0);
 
+// The device's memory bandwidth as a device-to-device copy of `bytes` moves it (read + written
+// bytes per second, best of a few copies), GB/s: the bound the GPU benchmarks print.
+Result<double> measure_device_copy_gbps(std::size_t bytes, int index = 0);
+
 }  // namespace ft::engine

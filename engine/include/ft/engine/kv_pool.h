@@ -5,8 +5,9 @@
 // restore from host RAM adopts the pages instead of copying them back. A page that a snapshot
 // still holds is never written again: the sequence copies it first (copy on write).
 //
-// Pages come from a budgeted pool (`--kv-budget`): address space is reserved once and memory is
-// committed as pages are first used, so an unused budget costs nothing.
+// Pages come from a budgeted pool (`--kv-budget`) in the backend's memory (host RAM or VRAM). On the
+// host, address space is reserved once and memory is committed as pages are first used, so an
+// unused budget costs nothing.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "ft/common/result.h"
+#include "ft/engine/memory.h"
 #include "ft/store/checkpoint_format.h"
 
 namespace ft::engine {
@@ -93,13 +95,16 @@ struct KvPoolStats {
 
 class KvPool : public std::enable_shared_from_this<KvPool> {
  public:
-  // Reserves address space for budget_bytes / page_bytes pages (at least one page must fit).
-  static Result<std::shared_ptr<KvPool>> create(const KvLayout& layout, std::uint64_t budget_bytes);
+  // Room for budget_bytes / page_bytes pages (at least one must fit) in `memory`.
+  static Result<std::shared_ptr<KvPool>> create(const KvLayout& layout, std::uint64_t budget_bytes,
+                                                std::shared_ptr<Memory> memory = host_memory());
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
 
   const KvLayout& layout() const { return layout_; }
+  // Where the pages live (page data() pointers are in this memory).
+  Memory& memory() const { return *block_.memory(); }
   // A zero-filled page; kUnavailable when every page of the budget is in use.
   Result<KvPageRef> allocate();
   // A new page with the bytes of `page` (copy on write).
@@ -110,13 +115,14 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
     friend class KvPool;
     Key() = default;
   };
-  KvPool(const Key&, const KvLayout& layout, std::byte* base, std::uint64_t pages);
+  KvPool(const Key&, const KvLayout& layout, MemoryBlock block, std::uint64_t pages);
 
  private:
   friend class KvPage;
   void release(std::uint32_t index);
 
   const KvLayout layout_;
+  MemoryBlock block_;
   std::byte* const base_;
   const std::uint64_t pages_;
   mutable std::mutex mu_;

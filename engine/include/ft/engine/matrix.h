@@ -18,12 +18,17 @@ struct Matrix {
   int64_t cols = 0;
   const std::byte* data = nullptr;  // row 0; not owned (the mapped checkpoint)
   std::size_t row_bytes = 0;        // stride between rows
+  // Row 0 of the same bytes in a GPU's memory, once a backend placed them there (Backend::place);
+  // the same layout and stride. Null while the matrix lives in host memory only.
+  const std::byte* device = nullptr;
 
   bool empty() const { return data == nullptr; }
   const std::byte* row(int64_t r) const { return data + std::size_t(r) * row_bytes; }
   std::size_t bytes() const { return std::size_t(rows) * row_bytes; }
   // Rows [r0, r0 + n) as a matrix of their own (the gate or up half of a fused expert tensor).
-  Matrix rows_slice(int64_t r0, int64_t n) const { return {dtype, n, cols, row(r0), row_bytes}; }
+  Matrix rows_slice(int64_t r0, int64_t n) const {
+    return {dtype, n, cols, row(r0), row_bytes, device ? device + std::size_t(r0) * row_bytes : nullptr};
+  }
 };
 
 // A view of a 2-D tensor, or of rows [row0, row0 + rows) of slice `index` of a 3-D one

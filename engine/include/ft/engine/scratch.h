@@ -1,16 +1,22 @@
 // Temporaries of a forward pass without allocating on the hot path: a bump allocator whose frames
 // return what they took when they end. Blocks of memory are kept between passes, so once a pass of
-// a given size has run, the next one allocates nothing.
+// a given size has run, the next one allocates nothing. The memory is host RAM, or a backend's
+// (a GPU's) when one is given: then the pointers are for that backend's ops only.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <vector>
 
+#include "ft/engine/memory.h"
+
 namespace ft::engine {
 
 class Scratch {
  public:
+  Scratch() = default;
+  explicit Scratch(std::shared_ptr<Memory> memory) : memory_(std::move(memory)) {}
+
   // Everything taken while a frame lives is given back when it ends (frames nest).
   class Frame {
    public:
@@ -39,9 +45,12 @@ class Scratch {
  private:
   void* bytes(std::size_t n);
   struct Block {
-    std::unique_ptr<std::byte[]> data;
+    std::unique_ptr<std::byte[]> host;
+    MemoryBlock device;
+    std::byte* base = nullptr;
     std::size_t size = 0;
   };
+  std::shared_ptr<Memory> memory_;  // null: host RAM
   std::vector<Block> blocks_;
   std::size_t block_ = 0;  // the block being filled
   std::size_t used_ = 0;   // bytes used in it

@@ -20,21 +20,29 @@
 namespace ft::engine {
 
 // One Gated DeltaNet layer: conv [conv_dim, K-1] and recurrent [num_v_heads, head_k_dim,
-// head_v_dim] (see ops_deltanet.h), for model layer `layer`.
+// head_v_dim] (see ops_deltanet.h), for model layer `layer`, fp32 in the backend's memory. The
+// memory is taken when the sequence first needs it (SequenceState::reserve or a restore), zeroed.
 struct LinearState {
   int64_t layer = 0;
   std::vector<int64_t> conv_shape;
   std::vector<int64_t> recurrent_shape;
-  std::vector<float> conv;
-  std::vector<float> recurrent;
+  MemoryBlock conv;       // conv_floats() floats once allocated
+  MemoryBlock recurrent;  // recurrent_floats() floats once allocated
+
+  std::size_t conv_floats() const;
+  std::size_t recurrent_floats() const;
+  float* conv_data() const { return conv.as<float>(); }
+  float* recurrent_data() const { return recurrent.as<float>(); }
+  bool allocated() const { return conv.data() != nullptr; }
 };
 
 class SequenceState {
  public:
   SequenceState() = default;
-  // An empty state (position 0). `pool` may be null for a model without attention layers; linear
-  // states must be zero-filled and sized.
-  SequenceState(std::string fingerprint, std::shared_ptr<KvPool> pool, std::vector<LinearState> linear);
+  // An empty state (position 0). `pool` may be null for a model without attention layers; the
+  // linear states carry their shapes and get their memory from `memory` when first needed.
+  SequenceState(std::string fingerprint, std::shared_ptr<KvPool> pool, std::vector<LinearState> linear,
+                std::shared_ptr<Memory> memory = host_memory());
 
   const std::string& fingerprint() const { return fingerprint_; }
   int64_t position() const { return position_; }  // tokens consumed so far
@@ -45,13 +53,18 @@ class SequenceState {
   std::span<std::byte* const> page_data() const { return page_data_; }
   std::vector<LinearState>& linear() { return linear_; }
   const std::vector<LinearState>& linear() const { return linear_; }
+  // The memory the state lives in (the KV pool's and the linear states').
+  Memory& memory() const { return *memory_; }
   // Memory this sequence holds: its pages (shared ones too) and linear states.
   std::size_t bytes() const;
 
   // For Model::forward. Makes positions [position(), position() + tokens) writable: allocates
   // the pages they need and replaces a page that a checkpoint still shares by a private copy (copy
-  // on write). kUnavailable when the KV budget is used up (the state is still valid).
+  // on write), and the linear states' memory. kUnavailable when the KV budget or the memory is
+  // used up (the state is still valid).
   Status reserve(int64_t tokens);
+  // Gives the linear states their (zeroed) memory if they have none yet.
+  Status allocate_linear();
   // Records that `tokens` more positions were written.
   void advance(int64_t tokens) { position_ += tokens; }
   // Back to the empty state (position 0, zero linear state, pages released); keeps the layout.
@@ -68,6 +81,7 @@ class SequenceState {
   std::vector<KvPageRef> pages_;
   std::vector<std::byte*> page_data_;
   std::vector<LinearState> linear_;
+  std::shared_ptr<Memory> memory_;
 };
 
 }  // namespace ft::engine

@@ -1,0 +1,668 @@
+// Attention kernels: RoPE, the gated-query split, the KV page write and causal GQA attention over
+// the bf16 KV pages of kv_pool.h. Each is the device twin of its CPU reference in ops_attention.h.
+//
+// paged_attention is one pass over the keys, no workspace: a block owns one query row and up to
+// eight query heads of one GQA group, so every K/V element it reads serves all of those heads. Its
+// warps split the row's keys in tiles of 32, each keeping its own online softmax state, and merge
+// in a fixed order at the end (results do not depend on scheduling). Where the grid is too small to
+// fill the GPU (decode of a few sequences) and the device has thread block clusters, a cluster of
+// blocks splits the keys of one row further and merges through distributed shared memory.
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels.h"
+
+// Thread block clusters (sm_90 and later): the merge across the blocks of a cluster.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FT_ATTN_CLUSTERS 1
+#else
+#define FT_ATTN_CLUSTERS 0
+#endif
+
+namespace ft::engine::cuda {
+namespace {
+
+constexpr int kThreads = 256;                    // elementwise kernels
+constexpr std::size_t kMaxGridBlocks = 1u << 20;  // grid-stride loops cover the rest
+
+unsigned grid_for(std::size_t n) {
+  return unsigned(std::clamp<std::size_t>((n + kThreads - 1) / kThreads, 1, kMaxGridBlocks));
+}
+
+// ---- bf16 -----------------------------------------------------------------------------------------
+
+// Bit for bit bf16.h's f32_to_bf16 (round to nearest even, a NaN stays a quiet NaN with its upper
+// payload), which cuda_bf16.h's conversion does not promise for NaNs.
+__device__ __forceinline__ std::uint16_t f32_to_bf16(float f) {
+  const std::uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((bits >> 16) | 0x0040u);
+  return std::uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// Eight bf16 (a 16-byte load, lowest address first) as floats.
+__device__ __forceinline__ void unpack_bf16x8(const uint4 w, float (&f)[8]) {
+  const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(words[i] << 16);
+    f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
+// ---- Rows of a batched call -----------------------------------------------------------------------
+
+// Where row r of the call sits: its sequence's page table and its position.
+struct RowPlace {
+  std::byte* const* table;  // pages of the row's sequence, position 0 first
+  int pos;
+};
+
+__device__ __forceinline__ RowPlace row_place(int r, const int32_t* row_seq, const AttnSeqDev* seqs,
+                                              std::byte* const* pages) {
+  const AttnSeqDev seq = seqs[row_seq[r]];
+  return {pages + seq.page0, seq.pos0 + (r - seq.row0)};
+}
+
+// ---- RoPE -----------------------------------------------------------------------------------------
+
+// One block per row: the row's cos/sin once in shared memory, then every head of the row.
+// The reference takes cos/sin of the fp32 angle with the fp32 libm functions, which are (all but)
+// correctly rounded; the double functions rounded to float give the same values, where CUDA's fp32
+// ones may be off by an ulp or two. The rotation itself is done without FMA contraction, as the
+// reference (built for plain x86-64) computes it.
+__global__ void rope_kernel(float* __restrict__ x, int heads, int head_dim, int half, bool neox,
+                            const float* __restrict__ inv_freq, const int64_t* __restrict__ positions) {
+  extern __shared__ float trig[];  // cos [half], then sin [half]
+  const std::size_t row = blockIdx.x;
+  const float pos = float(positions[row]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    double sn, cs;
+    sincos(double(__fmul_rn(inv_freq[i], pos)), &sn, &cs);
+    trig[i] = float(cs);
+    trig[half + i] = float(sn);
+  }
+  __syncthreads();
+  float* xr = x + row * std::size_t(heads) * std::size_t(head_dim);
+  for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
+    const int h = idx / half, i = idx % half;
+    float* v = xr + std::size_t(h) * std::size_t(head_dim);
+    const int ia = neox ? i : 2 * i;
+    const int ib = neox ? i + half : 2 * i + 1;
+    const float a = v[ia], b = v[ib], c = trig[i], s = trig[half + i];
+    v[ia] = __fadd_rn(__fmul_rn(a, c), -__fmul_rn(b, s));
+    v[ib] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+  }
+}
+
+// ---- Gated query split ----------------------------------------------------------------------------
+
+__global__ void split_gated_query_kernel(const float* __restrict__ qg, std::size_t n, int head_dim,
+                                         float* __restrict__ q, float* __restrict__ gate) {
+  const std::size_t D = std::size_t(head_dim);
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t th = i / D, d = i % D;
+    q[i] = qg[th * 2 * D + d];
+    gate[i] = qg[th * 2 * D + D + d];
+  }
+}
+
+// ---- KV write -------------------------------------------------------------------------------------
+
+// Byte offsets inside a page of one layer's K and V (KvLayout's, computed on the host).
+struct PageOffsets {
+  std::size_t k_base = 0;       // K block of kv head 0
+  std::size_t v_base = 0;       // V block of kv head 0
+  std::size_t block_bytes = 0;  // one kv head's block
+};
+
+// One thread per element of k/v [T, kv_heads, head_dim]. The K stores are coalesced; the V stores
+// stride by page_tokens (V blocks are dimension-major), which this small write can afford.
+__global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v, std::size_t n,
+                                int kv_heads, int head_dim, int page_tokens, PageOffsets off,
+                                const int32_t* __restrict__ row_seq, const AttnSeqDev* __restrict__ seqs,
+                                std::byte* const* __restrict__ pages) {
+  const std::size_t D = std::size_t(head_dim), P = std::size_t(page_tokens);
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t d = i % D, th = i / D;
+    const std::size_t h = th % std::size_t(kv_heads);
+    const int r = int(th / std::size_t(kv_heads));
+    const RowPlace at = row_place(r, row_seq, seqs, pages);
+    std::byte* page = at.table[at.pos / page_tokens];
+    const std::size_t slot = std::size_t(at.pos % page_tokens);
+    auto* kb = reinterpret_cast<std::uint16_t*>(page + off.k_base + h * off.block_bytes);
+    auto* vb = reinterpret_cast<std::uint16_t*>(page + off.v_base + h * off.block_bytes);
+    kb[slot * D + d] = f32_to_bf16(k[i]);
+    vb[d * P + slot] = f32_to_bf16(v[i]);
+  }
+}
+
+// ---- Paged attention ------------------------------------------------------------------------------
+
+constexpr int kTile = 32;        // keys per warp step: one key per lane for q.k
+constexpr int kMaxWarps = 4;     // per block
+constexpr int kMaxQueries = 8;   // query heads per block
+constexpr int kMaxCluster = 8;   // portable cluster size
+
+struct AttnParams {
+  const float* q;  // [T, heads, head_dim]
+  float* out;      // [T, heads, head_dim]
+  const int32_t* row_seq;
+  const AttnSeqDev* seqs;
+  std::byte* const* pages;
+  PageOffsets off;
+  int heads;
+  int group;        // query heads per kv head
+  int head_dim;
+  int page_tokens;
+  int slices;       // blocks per (row, kv head): the group's heads in slices of per_slice
+  int per_slice;
+  int cluster;      // blocks per (row, kv head, slice) splitting its keys
+  float scale;
+};
+
+// A warp's copy of one tile's K and V in shared memory. Lane = key reads K rows, lane = dim reads
+// V rows, 16 bytes at a time; eight lanes that share a bank cycle must hit distinct 16-byte bank
+// groups. K rows are padded by 16 bytes (head_dim / 8 + 1 chunks a row is odd); a V row is 32 keys
+// (four chunks) and its chunks are XOR-swizzled by the row instead.
+__host__ __device__ constexpr int k_row_bytes(int head_dim) { return head_dim * 2 + 16; }
+__host__ __device__ constexpr int tile_bytes(int head_dim) { return kTile * k_row_bytes(head_dim) + head_dim * kTile * 2; }
+__device__ __forceinline__ int v_chunk(int d, int kc) { return d * 4 + (kc ^ ((d >> 1) & 3)); }
+
+// Shared memory of a block: the queries, each warp's probabilities of its current tile, the merged
+// state (what other cluster ranks read), each warp's tile, then the merged max and sum.
+struct AttnSmem {
+  float* q;            // [MQ][head_dim]
+  float* p;            // [warps][MQ][kTile]
+  float* acc;          // [MQ][head_dim]: unnormalised output
+  std::byte* tiles;    // [warps][tile_bytes]
+  float* m;            // [MQ]: running max
+  float* l;            // [MQ]: running sum of exp(score - m)
+
+  __device__ AttnSmem(std::byte* base, int mq, int warps, int head_dim)
+      : q(reinterpret_cast<float*>(base)),
+        p(q + mq * head_dim),
+        acc(p + warps * mq * kTile),
+        tiles(reinterpret_cast<std::byte*>(acc + mq * head_dim)),
+        m(reinterpret_cast<float*>(tiles + std::size_t(warps) * tile_bytes(head_dim))),
+        l(m + mq) {}
+};
+
+std::size_t attn_smem_bytes(int mq, int warps, int head_dim) {
+  return sizeof(float) * std::size_t(2 * mq * head_dim + warps * mq * kTile + 2 * mq) +
+         std::size_t(warps) * tile_bytes(head_dim);
+}
+
+// One warp's online softmax state for its MQ queries. Lane owns output dims lane + 32 c; l holds
+// the lane's share of the sum (its own keys), reduced once at the end.
+template <int NC, int MQ>
+struct WarpState {
+  float m[MQ];
+  float l[MQ];
+  float acc[MQ][NC];
+
+  __device__ void init() {
+#pragma unroll
+    for (int qi = 0; qi < MQ; ++qi) {
+      m[qi] = -INFINITY;
+      l[qi] = 0.f;
+#pragma unroll
+      for (int c = 0; c < NC; ++c) acc[qi][c] = 0.f;
+    }
+  }
+};
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// ---- Tile staging (cp.async: global -> shared without registers, so the next tile's loads fly
+// while this one is computed)
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned dst = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most one of this thread's groups is still in flight.
+__device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+// The pages of a tile: 32 aligned keys span at most two (page_tokens is a multiple of 16).
+struct TilePages {
+  const std::byte* first;
+  const std::byte* second;
+  int first_page;
+  int page_tokens;
+
+  __device__ const std::byte* of(int j) const { return j / page_tokens == first_page ? first : second; }
+};
+
+__device__ __forceinline__ TilePages tile_pages(std::byte* const* table, int j0, int nkeys, int page_tokens) {
+  const int a = j0 / page_tokens, b = (min(j0 + kTile, nkeys) - 1) / page_tokens;
+  return {table[a], table[b], a, page_tokens};
+}
+
+// Keys past the row's last are not loaded (their page may not exist); their smem keeps stale
+// bytes that no lane reads.
+__device__ __forceinline__ void load_k_tile(std::byte* kbuf, const TilePages& tp, std::size_t k_head, int j0,
+                                            int nkeys, int head_dim, int lane) {
+  const int chunks = head_dim / 8;  // 16-byte chunks of a key row
+  for (int i = lane; i < kTile * chunks; i += 32) {
+    const int key = i / chunks, c = i % chunks, j = j0 + key;
+    if (j < nkeys)
+      cp_async16(kbuf + key * k_row_bytes(head_dim) + c * 16,
+                 tp.of(j) + k_head + (std::size_t(j % tp.page_tokens) * std::size_t(head_dim) + 8 * c) * 2);
+  }
+}
+
+// V rows: 8 keys a chunk, all in one page; a chunk holding the row's last key also brings up to
+// seven slots past it, which accumulate_values zeroes.
+__device__ __forceinline__ void load_v_tile(std::byte* vbuf, const TilePages& tp, std::size_t v_head, int j0,
+                                            int nkeys, int head_dim, int lane) {
+  for (int i = lane; i < head_dim * 4; i += 32) {
+    const int d = i / 4, kc = i % 4, j = j0 + 8 * kc;
+    if (j < nkeys)
+      cp_async16(vbuf + v_chunk(d, kc) * 16,
+                 tp.of(j) + v_head +
+                     (std::size_t(d) * std::size_t(tp.page_tokens) + std::size_t(j % tp.page_tokens)) * 2);
+  }
+}
+
+// ---- Tile compute
+
+// q.k of this lane's key row (shared memory) with each query, 16 dims a step.
+template <int MQ>
+__device__ __forceinline__ void score_key(const std::byte* krow, const float* __restrict__ qs, int head_dim,
+                                          float (&s)[MQ]) {
+#pragma unroll
+  for (int qi = 0; qi < MQ; ++qi) s[qi] = 0.f;
+  const uint4* k4 = reinterpret_cast<const uint4*>(krow);
+#pragma unroll 2
+  for (int d0 = 0; d0 < head_dim; d0 += 16) {
+    float k[2][8];
+    unpack_bf16x8(k4[d0 / 8], k[0]);
+    unpack_bf16x8(k4[d0 / 8 + 1], k[1]);
+#pragma unroll
+    for (int qi = 0; qi < MQ; ++qi) {
+      const float4* q4 = reinterpret_cast<const float4*>(qs + qi * head_dim + d0);
+      float acc = s[qi];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 qv = q4[j];
+        const float* kj = &k[j / 2][4 * (j % 2)];
+        acc = fmaf(qv.x, kj[0], acc);
+        acc = fmaf(qv.y, kj[1], acc);
+        acc = fmaf(qv.z, kj[2], acc);
+        acc = fmaf(qv.w, kj[3], acc);
+      }
+      s[qi] = acc;
+    }
+  }
+}
+
+// The online softmax step of a tile: lane's key score s (valid: the key is the row's), the
+// rescale of the running state, and the tile's probabilities to p_tile [MQ][kTile].
+template <int NC, int MQ>
+__device__ __forceinline__ void softmax_update(WarpState<NC, MQ>& st, const float (&s)[MQ], bool valid, float scale,
+                                               float* __restrict__ p_tile, int lane) {
+#pragma unroll
+  for (int qi = 0; qi < MQ; ++qi) {
+    const float sv = valid ? s[qi] * scale : -INFINITY;
+    // Every tile holds at least one key of the row, so m_new is finite and alpha is 0 on the first.
+    const float m_new = fmaxf(st.m[qi], warp_max(sv));
+    const float alpha = expf(st.m[qi] - m_new);
+    const float pj = expf(sv - m_new);
+    st.m[qi] = m_new;
+    st.l[qi] = st.l[qi] * alpha + pj;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) st.acc[qi][c] *= alpha;
+    p_tile[qi * kTile + lane] = pj;
+  }
+}
+
+// acc += p . V over the tile's first nk keys, eight keys (one chunk of a V row) at a time. Slots
+// past the row's last key are zeroed so that stale page contents cannot reach the sum (0 * NaN).
+template <int NC, int MQ>
+__device__ __forceinline__ void accumulate_values(WarpState<NC, MQ>& st, const float* __restrict__ p_tile,
+                                                  const std::byte* vbuf, int head_dim, int nk, int lane) {
+  const int nc = head_dim / 32;
+  for (int k0 = 0; k0 < nk; k0 += 8) {
+    float v[NC][8];
+#pragma unroll
+    for (int c = 0; c < NC; ++c)
+      if (c < nc) unpack_bf16x8(*reinterpret_cast<const uint4*>(vbuf + v_chunk(lane + 32 * c, k0 / 8) * 16), v[c]);
+    if (nk - k0 < 8) {
+#pragma unroll
+      for (int c = 0; c < NC; ++c)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          if (i >= nk - k0) v[c][i] = 0.f;
+    }
+#pragma unroll
+    for (int qi = 0; qi < MQ; ++qi) {
+      const float4 pa = *reinterpret_cast<const float4*>(p_tile + qi * kTile + k0);
+      const float4 pb = *reinterpret_cast<const float4*>(p_tile + qi * kTile + k0 + 4);
+      const float pr[8] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        if (c < nc) {
+          float a = st.acc[qi][c];
+#pragma unroll
+          for (int i = 0; i < 8; ++i) a = fmaf(pr[i], v[c][i], a);
+          st.acc[qi][c] = a;
+        }
+      }
+    }
+  }
+}
+
+// Where a block reads: the row's page table and key count, the kv head's blocks in a page.
+struct KeySource {
+  std::byte* const* table;
+  int nkeys;
+  std::size_t k_head;
+  std::size_t v_head;
+};
+
+// The warp's tiles first, first + stride, ... of the row. K of the next tile loads while this
+// tile's values are summed, V of the next while its scores are computed.
+template <int NC, int MQ>
+__device__ void attend_tiles(WarpState<NC, MQ>& st, const AttnSmem& sm, const AttnParams& p, const KeySource& src,
+                             int first, int stride, int warp, int lane) {
+  const int D = p.head_dim, P = p.page_tokens;
+  const int ntiles = (src.nkeys + kTile - 1) / kTile;
+  std::byte* kbuf = sm.tiles + std::size_t(warp) * tile_bytes(D);
+  std::byte* vbuf = kbuf + kTile * k_row_bytes(D);
+  float* p_tile = sm.p + warp * MQ * kTile;
+  if (first < ntiles) {
+    const TilePages tp = tile_pages(src.table, first * kTile, src.nkeys, P);
+    load_k_tile(kbuf, tp, src.k_head, first * kTile, src.nkeys, D, lane);
+    cp_async_commit();
+    load_v_tile(vbuf, tp, src.v_head, first * kTile, src.nkeys, D, lane);
+    cp_async_commit();
+  }
+  for (int t = first; t < ntiles; t += stride) {
+    const int j0 = t * kTile, nk = min(kTile, src.nkeys - j0);
+    const int next = t + stride, next_j0 = next * kTile;
+    const TilePages next_tp = next < ntiles ? tile_pages(src.table, next_j0, src.nkeys, P) : TilePages{};
+
+    cp_async_wait_all_but_one();  // this tile's K (its V may still fly)
+    __syncwarp();
+    float s[MQ];
+    if (lane < nk) score_key<MQ>(kbuf + lane * k_row_bytes(D), sm.q, D, s);
+    __syncwarp();  // kbuf is free
+    if (next < ntiles) load_k_tile(kbuf, next_tp, src.k_head, next_j0, src.nkeys, D, lane);
+    cp_async_commit();
+
+    softmax_update<NC, MQ>(st, s, lane < nk, p.scale, p_tile, lane);
+    cp_async_wait_all_but_one();  // this tile's V (the next K may still fly)
+    __syncwarp();
+    accumulate_values<NC, MQ>(st, p_tile, vbuf, D, nk, lane);
+    __syncwarp();  // vbuf and p_tile are free
+    if (next < ntiles) load_v_tile(vbuf, next_tp, src.v_head, next_j0, src.nkeys, D, lane);
+    cp_async_commit();
+  }
+  cp_async_wait_all();
+}
+
+// Folds the warps' states into the block's (sm.m, sm.l, sm.acc) one warp after another, warp 0
+// first: a fixed order, so the result does not depend on which warp finished first.
+template <int NC, int MQ>
+__device__ void merge_warps(const WarpState<NC, MQ>& st, const AttnSmem& sm, int head_dim, int active, int warp,
+                            int lane) {
+  const int nc = head_dim / 32;
+  for (int w = 0; w < max(active, 1); ++w) {
+    if (warp == w) {
+      float a[MQ], b[MQ];
+#pragma unroll
+      for (int qi = 0; qi < MQ; ++qi) {
+        if (w == 0) {
+          a[qi] = 0.f;
+          b[qi] = 1.f;
+        } else {
+          const float m_new = fmaxf(sm.m[qi], st.m[qi]);
+          a[qi] = expf(sm.m[qi] - m_new);
+          b[qi] = expf(st.m[qi] - m_new);
+        }
+      }
+      __syncwarp();  // every lane has read sm.m before lane 0 rewrites it
+#pragma unroll
+      for (int qi = 0; qi < MQ; ++qi) {
+        if (lane == 0) {
+          sm.m[qi] = w == 0 ? st.m[qi] : fmaxf(sm.m[qi], st.m[qi]);
+          sm.l[qi] = w == 0 ? st.l[qi] : sm.l[qi] * a[qi] + st.l[qi] * b[qi];
+        }
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+          if (c < nc) {
+            float& o = sm.acc[qi * head_dim + lane + 32 * c];
+            o = w == 0 ? st.acc[qi][c] : o * a[qi] + st.acc[qi][c] * b[qi];
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// out = acc / l of the states of `ranks` blocks (this block's alone without clusters), rank 0 first.
+template <typename RankSmem>
+__device__ void write_output(const AttnParams& p, int ranks, RankSmem rank_smem, int row, int h0, int count) {
+  const int D = p.head_dim;
+  for (int i = threadIdx.x; i < count * D; i += blockDim.x) {
+    const int qi = i / D, d = i % D;
+    float m = -INFINITY;
+    for (int r = 0; r < ranks; ++r) m = fmaxf(m, rank_smem(r).m[qi]);
+    float l = 0.f, acc = 0.f;
+    for (int r = 0; r < ranks; ++r) {
+      const AttnSmem other = rank_smem(r);
+      const float e = expf(other.m[qi] - m);  // 0 for a rank that had no keys (m = -inf)
+      l += other.l[qi] * e;
+      acc += other.acc[qi * D + d] * e;
+    }
+    p.out[(std::size_t(row) * std::size_t(p.heads) + std::size_t(h0 + qi)) * std::size_t(D) + std::size_t(d)] =
+        acc / l;
+  }
+}
+
+// Grid: x = row * cluster + cluster rank, y = kv head * slices + slice. Block: warps of 32.
+template <int NC, int MQ>
+__global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const AttnParams p) {
+  extern __shared__ uint4 smem_u4[];  // uint4: the 16-byte accesses need that alignment
+  std::byte* smem = reinterpret_cast<std::byte*>(smem_u4);
+  const int warps = int(blockDim.x / 32), warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  const int row = int(blockIdx.x) / p.cluster;
+  const int kvh = int(blockIdx.y) / p.slices, slice = int(blockIdx.y) % p.slices;
+  const int h0 = kvh * p.group + slice * p.per_slice;
+  const int count = min(p.per_slice, p.group - slice * p.per_slice);
+  if (count <= 0) return;  // the same for every block of a cluster
+#if FT_ATTN_CLUSTERS
+  const int rank = int(blockIdx.x) % p.cluster, ranks = p.cluster;
+#else
+  // Built without clusters but launched with them (PTX of an older arch on a newer GPU): rank 0
+  // does all of the row, the other blocks nothing.
+  if (int(blockIdx.x) % p.cluster != 0) return;
+  const int rank = 0, ranks = 1;
+#endif
+  const AttnSmem sm(smem, MQ, warps, p.head_dim);
+
+  // The queries; heads past `count` are zeros, computed along and never written.
+  for (int i = threadIdx.x; i < MQ * p.head_dim; i += blockDim.x) {
+    const int qi = i / p.head_dim, d = i % p.head_dim;
+    sm.q[i] = qi < count ? p.q[(std::size_t(row) * std::size_t(p.heads) + std::size_t(h0 + qi)) *
+                                   std::size_t(p.head_dim) + std::size_t(d)]
+                         : 0.f;
+  }
+  __syncthreads();
+
+  const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
+  const KeySource src{at.table, at.pos + 1, p.off.k_base + std::size_t(kvh) * p.off.block_bytes,
+                      p.off.v_base + std::size_t(kvh) * p.off.block_bytes};
+
+  // Tiles go round robin to the warps of all ranks: rank r's warps take tiles r*warps .. of every
+  // round of ranks*warps tiles.
+  WarpState<NC, MQ> st;
+  st.init();
+  attend_tiles<NC, MQ>(st, sm, p, src, rank * warps + warp, ranks * warps, warp, lane);
+#pragma unroll
+  for (int qi = 0; qi < MQ; ++qi) st.l[qi] = warp_sum(st.l[qi]);
+
+  const int ntiles = (src.nkeys + kTile - 1) / kTile;
+  const int active = min(max(ntiles - rank * warps, 0), warps);  // warps that had tiles
+  merge_warps<NC, MQ>(st, sm, p.head_dim, active, warp, lane);
+
+#if FT_ATTN_CLUSTERS
+  if (ranks > 1) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every rank's state is complete
+    if (rank == 0) {
+      const int hd = p.head_dim;
+      write_output(p, ranks,
+                   [&](int r) { return AttnSmem(cluster.map_shared_rank(smem, r), MQ, warps, hd); }, row, h0,
+                   count);
+    }
+    cluster.sync();  // the other ranks' shared memory stays alive until rank 0 has read it
+    return;
+  }
+#endif
+  write_output(p, 1, [&](int) { return sm; }, row, h0, count);
+}
+
+int pow2_ceil(int v) {
+  int r = 1;
+  while (r < v) r *= 2;
+  return r;
+}
+
+template <int NC, int MQ>
+void launch_attention(const AttnParams& p, dim3 grid, int warps, cudaStream_t s) {
+  const auto kernel = paged_attention_kernel<NC, MQ>;
+  const std::size_t smem = attn_smem_bytes(MQ, warps, p.head_dim);
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(unsigned(warps * 32));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1] = {};
+  if (p.cluster > 1) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(p.cluster);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  cudaLaunchKernelEx(&cfg, kernel, p);
+}
+
+template <int NC>
+void launch_attention_mq(int mq, const AttnParams& p, dim3 grid, int warps, cudaStream_t s) {
+  switch (mq) {
+    case 1: return launch_attention<NC, 1>(p, grid, warps, s);
+    case 2: return launch_attention<NC, 2>(p, grid, warps, s);
+    case 4: return launch_attention<NC, 4>(p, grid, warps, s);
+    default: return launch_attention<NC, kMaxQueries>(p, grid, warps, s);
+  }
+}
+
+}  // namespace
+
+void rope(float* x, int T, int heads, const ref::RopeSpec& spec, const float* inv_freq, const int64_t* positions,
+          cudaStream_t s) {
+  const int half = int(spec.rotary_dim / 2);
+  if (T <= 0 || heads <= 0 || half <= 0) return;
+  const int threads = std::min(kThreads, pow2_ceil(heads * half));
+  rope_kernel<<<unsigned(T), unsigned(threads), 2 * std::size_t(half) * sizeof(float), s>>>(
+      x, heads, int(spec.head_dim), half, spec.layout == ref::RopeLayout::kNeox, inv_freq, positions);
+}
+
+void split_gated_query(const float* qg, int T, int heads, int head_dim, float* q, float* gate, cudaStream_t s) {
+  const std::size_t n = std::size_t(T) * std::size_t(heads) * std::size_t(head_dim);
+  if (n == 0) return;
+  split_gated_query_kernel<<<grid_for(n), kThreads, 0, s>>>(qg, n, head_dim, q, gate);
+}
+
+void kv_write(const KvLayout& layout, int layer, const float* k, const float* v, int T, const int32_t* row_seq,
+              const AttnSeqDev* seqs, std::byte* const* pages, cudaStream_t s) {
+  const std::size_t n = std::size_t(T) * std::size_t(layout.kv_heads) * std::size_t(layout.head_dim);
+  if (n == 0) return;
+  const PageOffsets off{layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes()};
+  kv_write_kernel<<<grid_for(n), kThreads, 0, s>>>(k, v, n, int(layout.kv_heads), int(layout.head_dim),
+                                                   int(layout.page_tokens), off, row_seq, seqs, pages);
+}
+
+void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
+                     const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx, std::byte* const* pages, float* out,
+                     cudaStream_t s) {
+  if (T <= 0 || heads <= 0) return;
+  const int kv_heads = int(layout.kv_heads), head_dim = int(layout.head_dim);
+
+  AttnParams p{};
+  p.q = q;
+  p.out = out;
+  p.row_seq = row_seq;
+  p.seqs = seqs;
+  p.pages = pages;
+  p.off = {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes()};
+  p.heads = heads;
+  p.group = heads / kv_heads;
+  p.head_dim = head_dim;
+  p.page_tokens = int(layout.page_tokens);
+  p.scale = scale;
+  int dev = 0, sms = 1, clusters = 0, smem_optin = 48 << 10;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
+  cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+
+  // A group of up to kMaxQueries heads shares a block (each K/V element read serves them all);
+  // larger groups split into even slices. A grid that the largest clusters still leave mostly
+  // idle (decode of one or two sequences with few kv heads) splits the group further: the extra
+  // reads of the same K/V mostly hit L2, and more SMs pull from memory.
+  p.slices = (p.group + kMaxQueries - 1) / kMaxQueries;
+  p.per_slice = (p.group + p.slices - 1) / p.slices;
+  while (p.per_slice > 1 && long(T) * kv_heads * p.slices * kMaxCluster * 4 <= sms) {
+    p.per_slice = (p.per_slice + 1) / 2;
+    p.slices = (p.group + p.per_slice - 1) / p.per_slice;
+  }
+  const int mq = pow2_ceil(p.per_slice);
+
+  // Warps split a row's keys: as many as shared memory allows (each stages its own tile), two
+  // when the grid alone fills the GPU, never more than the longest row has tiles. Then clusters
+  // while the grid is still smaller than the GPU and every warp keeps a few tiles.
+  const long blocks = long(T) * kv_heads * p.slices;
+  const int tiles = std::max(1, (max_ctx + kTile - 1) / kTile);
+  int warps = std::min(blocks >= 2L * sms ? 2 : kMaxWarps, tiles);
+  while (warps > 1 && attn_smem_bytes(mq, warps, head_dim) > std::size_t(smem_optin)) --warps;
+  p.cluster = 1;
+  while (clusters && p.cluster < kMaxCluster && blocks * p.cluster * 2 <= sms &&
+         tiles >= p.cluster * 2 * warps * 2)
+    p.cluster *= 2;
+
+  const dim3 grid(unsigned(T) * unsigned(p.cluster), unsigned(kv_heads * p.slices));
+  switch (pow2_ceil(head_dim / 32)) {
+    case 1: return launch_attention_mq<1>(mq, p, grid, warps, s);
+    case 2: return launch_attention_mq<2>(mq, p, grid, warps, s);
+    case 4: return launch_attention_mq<4>(mq, p, grid, warps, s);
+    default: return launch_attention_mq<8>(mq, p, grid, warps, s);
+  }
+}
+
+}  // namespace ft::engine::cuda

@@ -1,0 +1,397 @@
+// The Backend on a GPU. Weights are copied to VRAM at load in their stored dtype (one arena for the
+// model's life); activations, KV pages and linear-attention state live in VRAM; every op enqueues
+// on one stream and a pass synchronises once, at its end (and once per MoE layer, for the routing
+// the host groups tokens by). Dense products are cuBLAS GEMMs with bf16 (f16) operands and fp32
+// accumulation and output; the other ops are kernels of our own (kernels.h).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "backend/cuda_factory.h"
+#include "device_memory.h"
+#include "ft/engine/device.h"
+#include "kernels.h"
+
+namespace ft::engine {
+namespace {
+
+using cuda::Arena;
+
+constexpr std::size_t kWeightChunk = std::size_t(1) << 30;
+constexpr std::size_t kPassChunk = std::size_t(16) << 20;
+
+const char* cublas_status_text(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "alloc failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "arch mismatch";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return "error";
+  }
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(std::shared_ptr<cuda::Stream> stream, cublasHandle_t blas)
+      : stream_(std::move(stream)),
+        blas_(blas),
+        memory_(std::make_shared<cuda::DeviceMemory>(stream_)),
+        weights_(memory_, kWeightChunk),
+        pass_device_(memory_, kPassChunk),
+        pass_host_(std::make_shared<cuda::PinnedMemory>(), kPassChunk) {
+    scratch_ = Scratch(memory_);
+  }
+  ~CudaBackend() override { cublasDestroy(blas_); }
+
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  KvDType kv_dtype() const override { return KvDType::kBf16; }
+  int threads() const override { return 1; }
+  Scratch& host_scratch() override { return host_scratch_; }
+  std::shared_ptr<Memory> memory() const override { return memory_; }
+
+  Status execute(const std::function<void()>& fn) override {
+    pass_device_.reset();
+    pass_host_.reset();
+    ++pass_;
+    failure_.clear();
+    try {
+      fn();
+    } catch (const std::bad_alloc&) {
+      fail("out of GPU memory for the pass's temporaries");
+    }
+    if (cudaError_t err = cudaStreamSynchronize(s()); err != cudaSuccess) fail(cuda::error_text("forward pass", err));
+    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) fail(cuda::error_text("kernel launch", err));
+    if (!failure_.empty()) return internal_error("GPU: " + failure_);
+    return Status::ok();
+  }
+
+  // ---- Placement ----
+  Status place(Matrix& m) override {
+    FT_ASSIGN_OR_RETURN(std::byte* dev, weights_.take(m.bytes()));
+    if (cudaError_t err = cudaMemcpy(dev, m.data, m.bytes(), cudaMemcpyHostToDevice); err != cudaSuccess) {
+      cudaGetLastError();
+      return internal_error(cuda::error_text("uploading a weight", err));
+    }
+    m.device = dev;
+    return Status::ok();
+  }
+  Result<const float*> place(std::span<const float> v) override {
+    FT_ASSIGN_OR_RETURN(std::byte* dev, weights_.take(v.size_bytes()));
+    if (cudaError_t err = cudaMemcpy(dev, v.data(), v.size_bytes(), cudaMemcpyHostToDevice); err != cudaSuccess) {
+      cudaGetLastError();
+      return internal_error(cuda::error_text("uploading a weight", err));
+    }
+    return reinterpret_cast<const float*>(dev);
+  }
+  const int64_t* stage(std::span<const int64_t> host) override { return upload(host.data(), host.size()); }
+
+  // ---- Dense ----
+  void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) override {
+    OpTimer timer(profile_, OpProfile::kEmbedding);
+    const int32_t* dev_ids = upload(ids.data(), ids.size());
+    cuda::embedding(weight(table), table.dtype, table.row_bytes, table.cols, dev_ids, int(ids.size()), out, s());
+  }
+
+  void linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) override {
+    const LinearOut one[] = {{&w, bias, y}};
+    linears(x, T, one);
+  }
+
+  // 16-bit weights multiply the input split in two 16-bit halves (x ~= hi + lo): one GEMM over
+  // 2T columns reads the weights once, and adding the halves gives fp32-grade activations, the
+  // precision the CPU backends have (bf16 activations alone drift ~1-2% from the fp32 logits).
+  // The input is split once for all the products.
+  void linears(const float* x, std::size_t T, std::span<const LinearOut> outs) override {
+    OpTimer timer(profile_, OpProfile::kLinear);
+    if (T == 0 || outs.empty()) return;
+    Scratch::Frame frame(scratch_);
+    const std::size_t K = std::size_t(outs[0].w->cols);
+    const std::uint16_t* split[2] = {nullptr, nullptr};  // bf16, f16
+    for (const LinearOut& o : outs) {
+      const DType dt = o.w->dtype;
+      if (dt == DType::kF32) {
+        gemm(x, T, *o.w, o.y);
+        if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(o.w->rows), s());
+        continue;
+      }
+      const bool f16 = dt == DType::kF16;
+      if (!split[f16]) {
+        auto* buf = scratch_.take<std::uint16_t>(2 * T * K);
+        cuda::split_16(x, T * K, f16, buf, s());
+        split[f16] = buf;
+      }
+      Scratch::Frame inner(scratch_);
+      float* y2 = scratch_.floats(2 * T * std::size_t(o.w->rows));
+      gemm(split[f16], 2 * T, *o.w, y2);
+      cuda::add_halves(y2, int(T), int(o.w->rows), o.bias, o.y, s());
+    }
+  }
+
+  void rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim, float eps,
+                bool zero_centered) override {
+    OpTimer timer(profile_, OpProfile::kNorm);
+    cuda::rms_norm(x, weight, out, int(rows), int(dim), eps, zero_centered, s());
+  }
+  void silu_mul(const float* gate, const float* up, float* out, std::size_t n) override {
+    OpTimer timer(profile_, OpProfile::kElementwise);
+    cuda::silu_mul(gate, up, out, n, s());
+  }
+  void mul_sigmoid(float* x, const float* gate, std::size_t n) override {
+    OpTimer timer(profile_, OpProfile::kElementwise);
+    cuda::mul_sigmoid(x, gate, n, s());
+  }
+  void add(float* y, const float* x, std::size_t n) override {
+    OpTimer timer(profile_, OpProfile::kElementwise);
+    cuda::add(y, x, n, s());
+  }
+  void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) override {
+    std::vector<int64_t> r(rows.begin(), rows.end());
+    cuda::gather_rows(src, upload(r.data(), r.size()), int(r.size()), int(width), dst, s());
+  }
+  void to_host(const float* src, std::size_t n, float* dst) override {
+    check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, s()), "copying to the host");
+    check(cudaStreamSynchronize(s()), "copying to the host");
+  }
+
+  // ---- Attention ----
+  void rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
+            const int64_t* positions) override {
+    OpTimer timer(profile_, OpProfile::kRope);
+    cuda::rope(x, int(T), int(heads), spec, inv_freq, positions, s());
+  }
+  void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
+                         float* gate) override {
+    cuda::split_gated_query(qg, int(T), int(heads), int(head_dim), q, gate, s());
+  }
+  void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
+                std::span<const AttentionSeq> seqs) override {
+    OpTimer timer(profile_, OpProfile::kKvWrite);
+    const AttnBatch& b = attention_batch(layout, seqs);
+    cuda::kv_write(layout, int(layer), k, v, b.rows, b.row_seq, b.seqs, b.pages, s());
+  }
+  void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                 std::span<const AttentionSeq> seqs, float* out) override {
+    OpTimer timer(profile_, OpProfile::kAttention);
+    const AttnBatch& b = attention_batch(layout, seqs);
+    cuda::paged_attention(layout, int(layer), q, b.rows, int(heads), scale, b.row_seq, b.seqs, b.max_ctx, b.pages, out,
+                          s());
+  }
+
+  // ---- Mixture of experts ----
+  // Router and top-k on the GPU; the choices come to the host (the one sync of the layer), which
+  // groups the tokens by expert; each expert with tokens runs its SwiGLU as GEMMs over its rows;
+  // a kernel adds each token's expert outputs in ascending expert order, then the shared expert.
+  void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override {
+    OpTimer timer(profile_, OpProfile::kMoe);
+    Scratch::Frame frame(scratch_);
+    const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k, H = std::size_t(w.hidden);
+    float* logits = scratch_.floats(T * E);
+    linear(x, T, w.router, nullptr, logits);
+    auto* chosen_dev = scratch_.take<int32_t>(T * K);
+    float* weights_dev = scratch_.floats(T * K);
+    cuda::route_top_k(logits, int(T), int(E), int(K), w.router_spec.scoring == ref::RouterScoring::kSigmoid,
+                      w.router_spec.renormalize, w.router_spec.scaling, chosen_dev, weights_dev, s());
+    std::vector<int32_t> chosen(T * K);
+    std::vector<float> weights(T * K);
+    check(cudaMemcpyAsync(chosen.data(), chosen_dev, chosen.size() * 4, cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaMemcpyAsync(weights.data(), weights_dev, weights.size() * 4, cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaStreamSynchronize(s()), "routing");
+    record_routing(chosen.data(), T, K);
+
+    // Rows of the grouped input, expert by expert (tokens ascending within one).
+    std::vector<int32_t> count(E + 1, 0);
+    for (int32_t e : chosen) ++count[std::size_t(e) + 1];
+    for (std::size_t e = 0; e < E; ++e) count[e + 1] += count[e];
+    std::vector<int64_t> token_of_row(T * K);
+    std::vector<int32_t> row_of_choice(T * K);
+    std::vector<int32_t> fill(count.begin(), count.end() - 1);
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t k = 0; k < K; ++k) {
+        const int32_t row = fill[std::size_t(chosen[t * K + k])]++;
+        token_of_row[std::size_t(row)] = int64_t(t);
+        row_of_choice[t * K + k] = row;
+      }
+    }
+    // Each token's choices in ascending expert order: the order the CPU backends add them in.
+    std::vector<std::pair<int32_t, std::size_t>> order(K);
+    std::vector<int32_t> rows(K);
+    std::vector<float> ws(K);
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t k = 0; k < K; ++k) order[k] = {chosen[t * K + k], k};
+      std::sort(order.begin(), order.end());
+      for (std::size_t k = 0; k < K; ++k) {
+        rows[k] = row_of_choice[t * K + order[k].second];
+        ws[k] = weights[t * K + order[k].second];
+      }
+      std::copy(rows.begin(), rows.end(), row_of_choice.begin() + std::ptrdiff_t(t * K));
+      std::copy(ws.begin(), ws.end(), weights.begin() + std::ptrdiff_t(t * K));
+    }
+
+    float* xg = scratch_.floats(T * K * H);
+    float* y = scratch_.floats(T * K * H);
+    cuda::gather_rows(x, upload(token_of_row.data(), token_of_row.size()), int(T * K), int(H), xg, s());
+    for (std::size_t e = 0; e < E; ++e) {
+      const std::size_t r0 = std::size_t(count[e]), n = std::size_t(count[e + 1]) - r0;
+      if (n == 0) continue;
+      swiglu(w.experts[e], xg + r0 * H, n, y + r0 * H);
+    }
+    cuda::moe_combine(y, upload(row_of_choice.data(), row_of_choice.size()), upload(weights.data(), weights.size()),
+                      int(T), int(K), int(H), out, s());
+    if (w.has_shared) {
+      float* shared = scratch_.floats(T * H);
+      float* gate = scratch_.floats(T);
+      swiglu(w.shared, x, T, shared);
+      linear(x, T, w.shared_gate, nullptr, gate);
+      cuda::add_sigmoid_scaled(shared, gate, int(T), int(H), out, s());
+    }
+  }
+
+  // ---- Gated DeltaNet ----
+  void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T, float* qkv,
+                       float* z, float* b, float* a) override {
+    cuda::deltanet_unfuse(dims, qkvz, ba, int(T), qkv, z, b, a, s());
+  }
+  void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
+                const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override {
+    OpTimer timer(profile_, OpProfile::kDeltaNet);
+    Scratch::Frame frame(scratch_);
+    std::vector<cuda::DeltaNetSeqDev> dev(seqs.size());
+    int T = 0, max_rows = 0;
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      dev[i] = {int32_t(seqs[i].row0), int32_t(seqs[i].rows), seqs[i].conv, seqs[i].recurrent};
+      T = std::max(T, int(seqs[i].row0 + seqs[i].rows));
+      max_rows = std::max(max_rows, int(seqs[i].rows));
+    }
+    float* work = scratch_.floats(cuda::deltanet_work_floats(dims, T));
+    const cuda::DeltaNetParamsDev p{params.conv1d, params.dt_bias, params.A_log, params.norm};
+    cuda::deltanet(dims, p, qkv, z, b, a, upload(dev.data(), dev.size()), int(dev.size()), T, max_rows, work, out, s());
+  }
+
+ private:
+  cudaStream_t s() const { return stream_->get(); }
+
+  void fail(std::string what) {
+    if (failure_.empty()) failure_ = std::move(what);
+  }
+  void check(cudaError_t err, const char* what) {
+    if (err != cudaSuccess) fail(cuda::error_text(what, err));
+  }
+
+  static const std::byte* weight(const Matrix& m) {
+    if (!m.device) {
+      std::fprintf(stderr, "freetoken: internal error: a weight was not placed on the GPU\n");
+      std::abort();
+    }
+    return m.device;
+  }
+
+  // Host values -> this pass's device memory (through pinned memory, asynchronously).
+  template <typename T>
+  const T* upload(const T* host, std::size_t n) {
+    const std::size_t bytes = std::max<std::size_t>(n, 1) * sizeof(T);
+    auto pinned = pass_host_.take(bytes);
+    auto dev = pass_device_.take(bytes);
+    if (!pinned || !dev) throw std::bad_alloc();
+    if (n) std::memcpy(*pinned, host, n * sizeof(T));
+    check(cudaMemcpyAsync(*dev, *pinned, bytes, cudaMemcpyHostToDevice, s()), "uploading pass data");
+    return reinterpret_cast<const T*>(*dev);
+  }
+
+  // y [T, w.rows] = x [T, w.cols] w^T: column-major C^T[rows, T] = W[cols, rows]^T X^T[cols, T].
+  void gemm(const void* x, std::size_t T, const Matrix& w, float* y) {
+    const float one = 1.f, zero = 0.f;
+    const std::size_t elem = dtype_size(w.dtype);
+    const int m = int(w.rows), n = int(T), k = int(w.cols), lda = int(w.row_bytes / elem);
+    const cudaDataType_t type = w.dtype == DType::kBF16 ? CUDA_R_16BF : w.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+    const cublasStatus_t st =
+        cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, weight(w), type, lda, x, type, k, &zero, y,
+                     CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmEx: ") + cublas_status_text(st));
+  }
+
+  void swiglu(const SwiGluMatrices& m, const float* x, std::size_t T, float* out) {
+    Scratch::Frame frame(scratch_);
+    const std::size_t n = T * std::size_t(m.inter());
+    float* g = scratch_.floats(n);
+    float* u = scratch_.floats(n);
+    const LinearOut gate_up[] = {{&m.gate, nullptr, g}, {&m.up, nullptr, u}};
+    linears(x, T, gate_up);
+    cuda::silu_mul(g, u, g, n, s());
+    linear(g, T, m.down, nullptr, out);
+  }
+
+  // The device view of a pass's sequences for attention: built by the first attention op of the
+  // pass and reused by every layer after it (the decoder passes the same span to each).
+  struct AttnBatch {
+    const AttentionSeq* key = nullptr;
+    std::size_t n = 0;
+    std::uint64_t pass = 0;
+    int rows = 0;
+    int max_ctx = 0;
+    const int32_t* row_seq = nullptr;
+    const cuda::AttnSeqDev* seqs = nullptr;
+    std::byte* const* pages = nullptr;
+  };
+  const AttnBatch& attention_batch(const KvLayout& layout, std::span<const AttentionSeq> seqs) {
+    if (attn_.pass == pass_ && attn_.key == seqs.data() && attn_.n == seqs.size()) return attn_;
+    std::vector<cuda::AttnSeqDev> dev(seqs.size());
+    std::vector<int32_t> row_seq;
+    std::vector<std::byte*> pages;
+    int max_ctx = 0;
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      const AttentionSeq& q = seqs[i];
+      const int64_t ctx = q.pos0 + int64_t(q.rows);
+      dev[i] = {int32_t(q.row0), int32_t(q.rows), int32_t(q.pos0), int32_t(pages.size())};
+      for (int64_t p = 0; p < layout.pages_for(ctx); ++p) pages.push_back(q.pages[p]);
+      if (row_seq.size() < q.row0 + q.rows) row_seq.resize(q.row0 + q.rows, 0);
+      for (std::size_t r = 0; r < q.rows; ++r) row_seq[q.row0 + r] = int32_t(i);
+      max_ctx = std::max(max_ctx, int(ctx));
+    }
+    attn_ = {seqs.data(), seqs.size(), pass_, int(row_seq.size()), max_ctx, upload(row_seq.data(), row_seq.size()),
+             upload(dev.data(), dev.size()), upload(pages.data(), pages.size())};
+    return attn_;
+  }
+
+  std::shared_ptr<cuda::Stream> stream_;
+  cublasHandle_t blas_;
+  std::shared_ptr<cuda::DeviceMemory> memory_;
+  Arena weights_;      // every placed weight, for the backend's life
+  Arena pass_device_;  // uploads of the current pass
+  Arena pass_host_;    // their pinned sources
+  Scratch host_scratch_;
+  std::uint64_t pass_ = 0;
+  AttnBatch attn_;
+  std::string failure_;  // the first error of the current pass
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options) {
+  FT_ASSIGN_OR_RETURN(CudaDeviceInfo info, query_cuda_device(options.device));
+  if (info.compute_major < 8)
+    return unsupported("GPU " + info.name + " (sm_" + std::to_string(info.compute_major * 10 + info.compute_minor) +
+                       ") is too old: the CUDA backend needs sm_80 or newer (bf16 tensor cores)");
+  if (cudaError_t err = cudaSetDevice(options.device); err != cudaSuccess) {
+    cudaGetLastError();
+    return unavailable(cuda::error_text("cudaSetDevice", err));
+  }
+  FT_ASSIGN_OR_RETURN(std::shared_ptr<cuda::Stream> stream, cuda::Stream::create());
+  cublasHandle_t blas = nullptr;
+  if (cublasStatus_t st = cublasCreate(&blas); st != CUBLAS_STATUS_SUCCESS)
+    return unavailable(std::string("cuBLAS: ") + cublas_status_text(st));
+  cublasSetStream(blas, stream->get());
+  // fp32 weights stay fp32 (no TF32): the reference-grade path for tiny tensors and tests.
+  cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(std::move(stream), blas));
+}
+
+}  // namespace ft::engine

@@ -1,0 +1,110 @@
+#include "device_memory.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace ft::engine::cuda {
+
+std::string error_text(const char* what, cudaError_t err) {
+  return std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+}
+
+Result<std::shared_ptr<Stream>> Stream::create() {
+  std::shared_ptr<Stream> s(new Stream());  // private constructor: make_shared cannot reach it
+  if (cudaError_t err = cudaStreamCreateWithFlags(&s->stream_, cudaStreamNonBlocking); err != cudaSuccess) {
+    cudaGetLastError();
+    return unavailable(error_text("cudaStreamCreate", err));
+  }
+  return s;
+}
+
+Stream::~Stream() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+// Copies and fills of state happen between passes (snapshots, restores, page reuse); a failure
+// there means the device is gone, which the engine cannot recover from.
+void DeviceMemory::sync(const char* what, cudaError_t launched) {
+  cudaError_t err = launched == cudaSuccess ? cudaStreamSynchronize(stream()) : launched;
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "freetoken: fatal GPU error in %s\n", error_text(what, err).c_str());
+    std::abort();
+  }
+}
+
+Result<std::byte*> DeviceMemory::allocate(std::size_t n) {
+  void* p = nullptr;
+  if (cudaError_t err = cudaMalloc(&p, std::max<std::size_t>(n, 256)); err != cudaSuccess) {
+    cudaGetLastError();
+    return unavailable("cannot allocate " + std::to_string((n + (1 << 20) - 1) >> 20) + " MiB of GPU memory (" +
+                       cudaGetErrorString(err) + ")");
+  }
+  auto* bytes = static_cast<std::byte*>(p);
+  zero(bytes, n);
+  return bytes;
+}
+
+void DeviceMemory::free(std::byte* p, std::size_t) { cudaFree(p); }
+
+void DeviceMemory::zero(std::byte* p, std::size_t n) { sync("cudaMemset", cudaMemsetAsync(p, 0, n, stream())); }
+
+void DeviceMemory::copy(std::byte* dst, const std::byte* src, std::size_t n) {
+  sync("cudaMemcpy D2D", cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream()));
+}
+
+void DeviceMemory::to_host(void* dst, const std::byte* src, std::size_t n) {
+  sync("cudaMemcpy D2H", cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream()));
+}
+
+void DeviceMemory::from_host(std::byte* dst, const void* src, std::size_t n) {
+  sync("cudaMemcpy H2D", cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream()));
+}
+
+Result<std::byte*> PinnedMemory::allocate(std::size_t n) {
+  void* p = nullptr;
+  if (cudaError_t err = cudaHostAlloc(&p, std::max<std::size_t>(n, 1), cudaHostAllocDefault); err != cudaSuccess) {
+    cudaGetLastError();
+    return unavailable("cannot allocate " + std::to_string(n >> 20) + " MiB of pinned host memory (" +
+                       cudaGetErrorString(err) + ")");
+  }
+  std::memset(p, 0, n);
+  return static_cast<std::byte*>(p);
+}
+
+void PinnedMemory::free(std::byte* p, std::size_t) { cudaFreeHost(p); }
+void PinnedMemory::zero(std::byte* p, std::size_t n) { std::memset(p, 0, n); }
+void PinnedMemory::copy(std::byte* dst, const std::byte* src, std::size_t n) { std::memcpy(dst, src, n); }
+void PinnedMemory::to_host(void* dst, const std::byte* src, std::size_t n) { std::memcpy(dst, src, n); }
+void PinnedMemory::from_host(std::byte* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); }
+
+Result<std::byte*> Arena::take(std::size_t bytes) {
+  constexpr std::size_t kAlign = 256;  // cuBLAS and vector loads want aligned operands
+  bytes = (std::max<std::size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  while (current_ < chunks_.size() && used_ + bytes > chunks_[current_].size()) {
+    ++current_;
+    used_ = 0;
+  }
+  if (current_ == chunks_.size()) {
+    FT_ASSIGN_OR_RETURN(MemoryBlock block, MemoryBlock::allocate(memory_, std::max(chunk_, bytes)));
+    chunks_.push_back(std::move(block));
+    used_ = 0;
+  }
+  std::byte* p = chunks_[current_].data() + used_;
+  used_ += bytes;
+  return p;
+}
+
+void Arena::reset() {
+  current_ = 0;
+  used_ = 0;
+}
+
+std::size_t Arena::bytes_held() const {
+  std::size_t n = 0;
+  for (const MemoryBlock& c : chunks_) n += c.size();
+  return n;
+}
+
+}  // namespace ft::engine::cuda

@@ -1,0 +1,78 @@
+// GPU memory for the CUDA backend: the Memory the state layer and scratch use (allocation, copies
+// ordered on the backend's stream), and the bump arenas that hold weights for the model's life and
+// per-pass uploads until the pass ends.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ft/engine/memory.h"
+
+namespace ft::engine::cuda {
+
+std::string error_text(const char* what, cudaError_t err);
+
+// A stream owned by a value (the Memory and the backend share it through a shared_ptr).
+class Stream {
+ public:
+  static Result<std::shared_ptr<Stream>> create();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  Stream() = default;
+  cudaStream_t stream_ = nullptr;
+};
+
+class DeviceMemory final : public Memory {
+ public:
+  explicit DeviceMemory(std::shared_ptr<Stream> stream) : stream_(std::move(stream)) {}
+  bool is_host() const override { return false; }
+  Result<std::byte*> allocate(std::size_t n) override;
+  void free(std::byte* p, std::size_t n) override;
+  void zero(std::byte* p, std::size_t n) override;
+  void copy(std::byte* dst, const std::byte* src, std::size_t n) override;
+  void to_host(void* dst, const std::byte* src, std::size_t n) override;
+  void from_host(std::byte* dst, const void* src, std::size_t n) override;
+  cudaStream_t stream() const { return stream_->get(); }
+
+ private:
+  void sync(const char* what, cudaError_t launched);
+  std::shared_ptr<Stream> stream_;
+};
+
+// Page-locked host memory (cudaHostAlloc), the source of asynchronous uploads.
+class PinnedMemory final : public Memory {
+ public:
+  bool is_host() const override { return true; }
+  Result<std::byte*> allocate(std::size_t n) override;
+  void free(std::byte* p, std::size_t n) override;
+  void zero(std::byte* p, std::size_t n) override;
+  void copy(std::byte* dst, const std::byte* src, std::size_t n) override;
+  void to_host(void* dst, const std::byte* src, std::size_t n) override;
+  void from_host(std::byte* dst, const void* src, std::size_t n) override;
+};
+
+// Bump allocation from chunks of a Memory: take() until reset(), which keeps the chunks.
+class Arena {
+ public:
+  Arena(std::shared_ptr<Memory> memory, std::size_t chunk_bytes) : memory_(std::move(memory)), chunk_(chunk_bytes) {}
+  Result<std::byte*> take(std::size_t bytes);
+  void reset();
+  std::size_t bytes_held() const;
+
+ private:
+  std::shared_ptr<Memory> memory_;
+  std::size_t chunk_;
+  std::vector<MemoryBlock> chunks_;
+  std::size_t current_ = 0;  // chunk being filled
+  std::size_t used_ = 0;     // bytes used in it
+};
+
+}  // namespace ft::engine::cuda

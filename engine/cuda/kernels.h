@@ -1,0 +1,114 @@
+// The CUDA backend's kernels, as host functions that enqueue work on a stream (never synchronise).
+// Each is the device twin of a CPU reference op (ops_*.h); tests/gpu compares them through the
+// Backend seam. Every pointer is device memory unless its comment says host. Activations are fp32,
+// weights in their stored dtype (bf16/f16/f32), KV pages bf16 in the layout of kv_pool.h.
+// Internal to engine/cuda (needs the CUDA headers); compiled only in CUDA builds.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ft/engine/checkpoint.h"
+#include "ft/engine/kv_pool.h"
+#include "ft/engine/ops_attention.h"
+#include "ft/engine/ops_deltanet.h"
+
+namespace ft::engine::cuda {
+
+// ---- Dense and elementwise (dense_kernels.cu) ----------------------------------------------------
+
+// out[t, :] = fp32(table[ids[t], :]); table [rows, cols] of `dtype` with row stride row_bytes.
+void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64_t cols, const int32_t* ids,
+               int T, float* out, cudaStream_t s);
+// x fp32 [n] as two 16-bit halves, x ~= hi + lo (each round to nearest even; `f16` picks the
+// type): hi into out[0, n), lo into out[n, 2n). A product of both with the same weights, added,
+// is as exact as fp32 activations (the CPU backends' "bf16x2").
+void split_16(const float* x, std::size_t n, bool f16, std::uint16_t* out, cudaStream_t s);
+// y[t, c] = y2[t, c] + y2[T + t, c] (+ bias[c]): the two halves of a split product added.
+void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s);
+// ref::rms_norm over `rows` rows of `dim`.
+void rms_norm(const float* x, const float* w, float* out, int rows, int dim, float eps, bool zero_centered,
+              cudaStream_t s);
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s);
+void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s);
+void add(float* y, const float* x, std::size_t n, cudaStream_t s);
+// y[t, :] += bias for T rows of n.
+void add_bias(float* y, const float* bias, int T, int n, cudaStream_t s);
+// dst[i, :] = src[rows[i], :]; rows is device memory.
+void gather_rows(const float* src, const int64_t* rows, int n, int width, float* dst, cudaStream_t s);
+
+// ---- Attention (attention_kernels.cu) ------------------------------------------------------------
+
+// One sequence of a batched attention call, in device memory. Its rows are row0 .. row0 + rows - 1
+// of q / k / v / out, at positions pos0 .. ; its page table is pages[page0 ..] (enough pages for
+// pos0 + rows positions).
+struct AttnSeqDev {
+  int32_t row0 = 0;
+  int32_t rows = 0;
+  int32_t pos0 = 0;
+  int32_t page0 = 0;
+};
+
+// Rotates the first rotary_dim dims of every head of x [T, heads, head_dim] in place (ref::apply_rope
+// with per-row positions[t]; NeoX or GPT-J pairing from spec.layout). inv_freq [rotary_dim / 2].
+void rope(float* x, int T, int heads, const ref::RopeSpec& spec, const float* inv_freq, const int64_t* positions,
+          cudaStream_t s);
+// ref::split_gated_query.
+void split_gated_query(const float* qg, int T, int heads, int head_dim, float* q, float* gate, cudaStream_t s);
+// ref::kv_write for every sequence: k, v [T, kv_heads, head_dim] fp32 -> the bf16 pages of layer
+// `layer`. row_seq [T]: the sequence of each row. layout.dtype must be kBf16.
+void kv_write(const KvLayout& layout, int layer, const float* k, const float* v, int T, const int32_t* row_seq,
+              const AttnSeqDev* seqs, std::byte* const* pages, cudaStream_t s);
+// Causal GQA attention (ref::causal_attention over the paged KV, the new rows already written):
+// q [T, heads, head_dim] -> out [T, heads, head_dim], softmax(q.k * scale) in fp32. max_ctx: the
+// longest pos0 + rows of any sequence (host value, for the launch shape).
+void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
+                     const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx, std::byte* const* pages, float* out,
+                     cudaStream_t s);
+
+// ---- Gated DeltaNet (deltanet_kernels.cu) --------------------------------------------------------
+
+// One sequence of a batched DeltaNet call, in device memory: rows row0 .. row0 + rows - 1 and its
+// state (conv [conv_dim, K-1], recurrent [num_v_heads, head_k_dim, head_v_dim], updated in place).
+struct DeltaNetSeqDev {
+  int32_t row0 = 0;
+  int32_t rows = 0;
+  float* conv = nullptr;
+  float* recurrent = nullptr;
+};
+// The layer's fp32 parameters, device memory (Backend::DeltaNetParams with device pointers).
+struct DeltaNetParamsDev {
+  const float* conv1d = nullptr;   // [conv_dim, K]
+  const float* dt_bias = nullptr;  // [num_v_heads]
+  const float* A_log = nullptr;    // [num_v_heads]
+  const float* norm = nullptr;     // [head_v_dim]
+};
+// ref::deltanet_unfuse.
+void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, int T, float* qkv, float* z,
+                     float* b, float* a, cudaStream_t s);
+// Backend::deltanet for `nseq` sequences (seqs in device memory, T rows in all, max_rows the
+// longest sequence's rows, host value): causal conv1d + SiLU with state, the gates, the gated delta
+// rule (recurrent form, state updated), the gated RMSNorm with z -> out [T, value_dim]. `work` is
+// device scratch of at least deltanet_work_floats(dims, T) floats.
+std::size_t deltanet_work_floats(const ref::DeltaNetDims& dims, int T);
+void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParamsDev& params, const float* qkv, const float* z,
+              const float* b, const float* a, const DeltaNetSeqDev* seqs, int nseq, int T, int max_rows, float* work,
+              float* out, cudaStream_t s);
+
+// ---- Mixture of experts (moe_kernels.cu) ---------------------------------------------------------
+
+// Router: logits [T, E] -> the top_k experts of each token and their weights (ref::route_top_k:
+// softmax over all E, or sigmoid scores; top-k with ties to the lower index; renormalised when
+// `renormalize`; times `scaling`). chosen [T, top_k] int32, weights [T, top_k] fp32. E <= 8192.
+void route_top_k(const float* logits, int T, int E, int top_k, bool sigmoid, bool renormalize, float scaling,
+                 int32_t* chosen, float* weights, cudaStream_t s);
+// out[t, :] = sum over i < top_k of weights[t * top_k + i] * y[rows[t * top_k + i], :], added in
+// i order (the caller orders each token's choices by expert id, as the CPU backends add them).
+void moe_combine(const float* y, const int32_t* rows, const float* weights, int T, int top_k, int width,
+                 float* out, cudaStream_t s);
+// out[t, :] += sigmoid(gate[t]) * y[t, :] (the shared expert).
+void add_sigmoid_scaled(const float* y, const float* gate, int T, int width, float* out, cudaStream_t s);
+
+}  // namespace ft::engine::cuda

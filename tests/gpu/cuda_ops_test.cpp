@@ -1,0 +1,328 @@
+// Every op of the CUDA backend against the fp32 reference backend, through the Backend seam the
+// models use: the same weights (bf16 bytes, placed in VRAM for the GPU), the same inputs. The GPU
+// computes its products from bf16 activations and keeps bf16 KV, hence relative tolerances of
+// 1e-2 where those roundings enter and 1e-5 where the math is plain fp32. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ft/engine/backend.h"
+#include "ft/engine/bf16.h"
+#include "ft/engine/kv_pool.h"
+#include "gpu_test_util.h"
+
+namespace ft::engine {
+namespace {
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FT_REQUIRE_GPU();
+    BackendOptions options;
+    options.kind = BackendKind::kCuda;
+    auto cuda = make_backend(options);
+    ASSERT_TRUE(cuda) << cuda.status().to_string();
+    cuda_ = std::move(cuda).value();
+    options.kind = BackendKind::kReference;
+    ref_ = std::move(make_backend(options)).value();
+  }
+
+  std::vector<float> random(std::size_t n, float scale = 1.f) {
+    std::normal_distribution<float> nd(0.f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = nd(rng_);
+    return v;
+  }
+  // A bf16 weight [rows, cols] ~ N(0, 1/cols), kept alive by the fixture; placed on the GPU.
+  Matrix weight(int64_t rows, int64_t cols) {
+    std::vector<bf16_t>& bytes = weights_.emplace_back(std::size_t(rows * cols));
+    for (bf16_t& b : bytes) b = f32_to_bf16(random(1, 1.f / std::sqrt(float(cols)))[0]);
+    Matrix m{DType::kBF16, rows, cols, reinterpret_cast<const std::byte*>(bytes.data()), std::size_t(cols) * 2};
+    EXPECT_TRUE(cuda_->place(m));
+    return m;
+  }
+  const float* param(const std::vector<float>& v) { return *cuda_->place(std::span<const float>(v)); }
+  // Device copies of host values, and back.
+  float* dev(const std::vector<float>& v) {
+    auto block = MemoryBlock::allocate(cuda_->memory(), std::max<std::size_t>(v.size(), 1) * 4);
+    EXPECT_TRUE(block) << block.status().to_string();
+    MemoryBlock& b = blocks_.emplace_back(std::move(block).value());
+    cuda_->memory()->from_host(b.data(), v.data(), v.size() * 4);
+    return b.as<float>();
+  }
+  float* dev_zeros(std::size_t n) { return dev(std::vector<float>(n, 0.f)); }
+  std::vector<float> host(const float* d, std::size_t n) {
+    std::vector<float> v(n);
+    cuda_->memory()->to_host(v.data(), reinterpret_cast<const std::byte*>(d), n * 4);
+    return v;
+  }
+  template <typename Fn>
+  void on(Backend& b, const Fn& fn) {
+    const Status st = b.execute(fn);
+    ASSERT_TRUE(st) << st.to_string();
+  }
+
+  std::unique_ptr<Backend> cuda_, ref_;
+  std::mt19937 rng_{99};
+  std::vector<std::vector<bf16_t>> weights_;
+  std::vector<MemoryBlock> blocks_;
+};
+
+TEST_F(CudaOps, LinearAndLinearsMatchTheReference) {
+  for (std::size_t T : {1, 5, 64, 300}) {
+    const Matrix w = weight(384, 256), w2 = weight(96, 256);
+    const std::vector<float> x = random(T * 256), bias = random(384);
+    std::vector<float> want(T * 384), want2(T * 96);
+    on(*ref_, [&] {
+      ref_->linear(x.data(), T, w, bias.data(), want.data());
+      ref_->linear(x.data(), T, w2, nullptr, want2.data());
+    });
+    float *y = dev_zeros(T * 384), *y2 = dev_zeros(T * 96);
+    const float* dx = dev(x);
+    const float* db = param(bias);
+    on(*cuda_, [&] {
+      const Backend::LinearOut outs[] = {{&w, db, y}, {&w2, nullptr, y2}};
+      cuda_->linears(dx, T, outs);
+    });
+    EXPECT_LT(rel_l2(host(y, T * 384), want), 1e-2) << "T " << T;
+    EXPECT_LT(rel_l2(host(y2, T * 96), want2), 1e-2) << "T " << T;
+  }
+}
+
+TEST_F(CudaOps, NormsElementwiseEmbeddingAndGathers) {
+  const std::size_t rows = 37, dim = 2048;
+  const std::vector<float> x = random(rows * dim), w = random(dim), g = random(rows * dim);
+  for (bool zero_centered : {false, true}) {
+    std::vector<float> want(x.size());
+    on(*ref_, [&] { ref_->rms_norm(x.data(), w.data(), want.data(), rows, dim, 1e-6f, zero_centered); });
+    float* out = dev_zeros(x.size());
+    const float* dx = dev(x);
+    const float* dw = param(w);
+    on(*cuda_, [&] { cuda_->rms_norm(dx, dw, out, rows, dim, 1e-6f, zero_centered); });
+    EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-5);
+  }
+  {
+    std::vector<float> want_silu(x.size()), want_sig = x, want_add = x;
+    on(*ref_, [&] {
+      ref_->silu_mul(x.data(), g.data(), want_silu.data(), x.size());
+      ref_->mul_sigmoid(want_sig.data(), g.data(), x.size());
+      ref_->add(want_add.data(), g.data(), x.size());
+    });
+    const float *dx = dev(x), *dg = dev(g);
+    float *silu = dev_zeros(x.size()), *sig = dev(x), *sum = dev(x);
+    on(*cuda_, [&] {
+      cuda_->silu_mul(dx, dg, silu, x.size());
+      cuda_->mul_sigmoid(sig, dg, x.size());
+      cuda_->add(sum, dg, x.size());
+    });
+    EXPECT_LT(rel_l2(host(silu, x.size()), want_silu), 1e-5);
+    EXPECT_LT(rel_l2(host(sig, x.size()), want_sig), 1e-5);
+    EXPECT_LT(rel_l2(host(sum, x.size()), want_add), 1e-6);
+  }
+  {
+    const Matrix table = weight(1000, 64);
+    const std::vector<int32_t> ids = {3, 999, 0, 3, 517};
+    const std::vector<std::size_t> pick = {4, 1, 1};
+    std::vector<float> want(ids.size() * 64), want_rows(pick.size() * 64);
+    on(*ref_, [&] {
+      ref_->embedding(table, ids, want.data());
+      ref_->gather_rows(want.data(), pick, 64, want_rows.data());
+    });
+    float *out = dev_zeros(want.size()), *picked = dev_zeros(want_rows.size());
+    on(*cuda_, [&] {
+      cuda_->embedding(table, ids, out);
+      cuda_->gather_rows(out, pick, 64, picked);
+    });
+    EXPECT_EQ(host(out, want.size()), want);
+    EXPECT_EQ(host(picked, want_rows.size()), want_rows);
+  }
+}
+
+TEST_F(CudaOps, RopeInEveryLayoutAndTheGatedQuerySplit) {
+  const std::size_t T = 19, heads = 6;
+  for (auto [head_dim, rotary, layout] :
+       {std::tuple{128, 128, ref::RopeLayout::kNeox}, {256, 64, ref::RopeLayout::kNeox}, {64, 64, ref::RopeLayout::kGptj}}) {
+    ref::RopeSpec spec{std::size_t(head_dim), std::size_t(rotary), 1e6, layout};
+    const std::vector<float> inv = ref::rope_inv_freq(spec), x = random(T * heads * std::size_t(head_dim));
+    std::vector<int64_t> positions(T);
+    for (std::size_t t = 0; t < T; ++t) positions[t] = int64_t(t * 997 % 40000);
+    std::vector<float> want = x;
+    on(*ref_, [&] { ref_->rope(want.data(), T, heads, spec, inv.data(), positions.data()); });
+    float* dx = dev(x);
+    const float* dinv = param(inv);
+    on(*cuda_, [&] { cuda_->rope(dx, T, heads, spec, dinv, cuda_->stage(positions)); });
+    EXPECT_LT(rel_l2(host(dx, x.size()), want), 1e-5) << "head_dim " << head_dim << " rotary " << rotary;
+  }
+  const std::size_t D = 128;
+  const std::vector<float> qg = random(T * heads * 2 * D);
+  std::vector<float> wq(T * heads * D), wg(T * heads * D);
+  on(*ref_, [&] { ref_->split_gated_query(qg.data(), T, heads, D, wq.data(), wg.data()); });
+  float *q = dev_zeros(wq.size()), *gate = dev_zeros(wg.size());
+  const float* dqg = dev(qg);
+  on(*cuda_, [&] { cuda_->split_gated_query(dqg, T, heads, D, q, gate); });
+  EXPECT_EQ(host(q, wq.size()), wq);
+  EXPECT_EQ(host(gate, wg.size()), wg);
+}
+
+// Three sequences in one call: decoding deep in its context, a fresh prefill, and a chunk in the
+// middle of a page; GQA; KV written by the same call, as a layer does.
+TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
+  for (auto [heads, kv_heads, D, page] : {std::tuple{8, 2, 128, 64}, {4, 4, 256, 16}, {16, 2, 128, 32}}) {
+    struct Seq {
+      std::size_t rows;
+      int64_t pos0;
+    };
+    const std::vector<Seq> shape = {{1, 700}, {45, 0}, {20, 50}};
+    std::size_t T = 0;
+    for (const Seq& q : shape) T += q.rows;
+    KvLayout lay{2, kv_heads, D, page, KvDType::kF32};
+    KvLayout dlay = lay;
+    dlay.dtype = KvDType::kBf16;
+    auto ref_pool = *KvPool::create(lay, 64ull << 20);
+    auto dev_pool = *KvPool::create(dlay, 64ull << 20, cuda_->memory());
+    // The earlier context of each sequence, then this call's rows.
+    std::vector<std::vector<KvPageRef>> keep(shape.size() * 2);
+    std::vector<std::vector<std::byte*>> ref_tables(shape.size()), dev_tables(shape.size());
+    std::vector<AttentionSeq> ref_seqs, dev_seqs;
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const int64_t ctx = shape[i].pos0 + int64_t(shape[i].rows);
+      for (int64_t p = 0; p < lay.pages_for(ctx); ++p) {
+        keep[2 * i].push_back(*ref_pool->allocate());
+        keep[2 * i + 1].push_back(*dev_pool->allocate());
+        ref_tables[i].push_back(keep[2 * i].back()->data());
+        dev_tables[i].push_back(keep[2 * i + 1].back()->data());
+      }
+      if (shape[i].pos0 > 0) {
+        const std::size_t n = std::size_t(shape[i].pos0) * std::size_t(kv_heads * D);
+        const std::vector<float> k = random(n), v = random(n);
+        const AttentionSeq r{0, std::size_t(shape[i].pos0), 0, ref_tables[i].data()};
+        const AttentionSeq d{0, std::size_t(shape[i].pos0), 0, dev_tables[i].data()};
+        on(*ref_, [&] { ref_->kv_write(lay, 1, k.data(), v.data(), {&r, 1}); });
+        const float *dk = dev(k), *dv = dev(v);
+        on(*cuda_, [&] { cuda_->kv_write(dlay, 1, dk, dv, {&d, 1}); });
+      }
+      ref_seqs.push_back({row, shape[i].rows, shape[i].pos0, ref_tables[i].data()});
+      dev_seqs.push_back({row, shape[i].rows, shape[i].pos0, dev_tables[i].data()});
+      row += shape[i].rows;
+    }
+    const std::vector<float> q = random(T * std::size_t(heads * D)), k = random(T * std::size_t(kv_heads * D)),
+                             v = random(k.size());
+    const float scale = 1.f / std::sqrt(float(D));
+    std::vector<float> want(q.size());
+    on(*ref_, [&] {
+      ref_->kv_write(lay, 1, k.data(), v.data(), ref_seqs);
+      ref_->attention(lay, 1, q.data(), std::size_t(heads), scale, ref_seqs, want.data());
+    });
+    const float *dq = dev(q), *dk = dev(k), *dv = dev(v);
+    float* out = dev_zeros(q.size());
+    on(*cuda_, [&] {
+      cuda_->kv_write(dlay, 1, dk, dv, dev_seqs);
+      cuda_->attention(dlay, 1, dq, std::size_t(heads), scale, dev_seqs, out);
+    });
+    EXPECT_LT(rel_l2(host(out, q.size()), want), 1e-2) << heads << "/" << kv_heads << " heads, D " << D;
+  }
+}
+
+TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {
+  const int64_t H = 256, I = 64, E = 16;
+  MoeWeights w;
+  w.router_spec = {std::size_t(E), 4, ref::RouterScoring::kSoftmax, true, 1.f};
+  w.hidden = H;
+  w.router = weight(E, H);
+  for (int64_t e = 0; e < E; ++e) w.experts.push_back({weight(I, H), weight(I, H), weight(H, I)});
+  w.has_shared = true;
+  w.shared = {weight(2 * I, H), weight(2 * I, H), weight(H, 2 * I)};
+  w.shared_gate = weight(1, H);
+  for (std::size_t T : {1, 3, 70}) {
+    const std::vector<float> x = random(T * std::size_t(H));
+    std::vector<float> want(x.size());
+    RoutingTrace ref_trace, gpu_trace;
+    ref_->set_routing_trace(&ref_trace);
+    on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data()); });
+    ref_->set_routing_trace(nullptr);
+    const float* dx = dev(x);
+    float* out = dev_zeros(x.size());
+    cuda_->set_routing_trace(&gpu_trace);
+    on(*cuda_, [&] { cuda_->moe(w, dx, T, out); });
+    cuda_->set_routing_trace(nullptr);
+    ASSERT_EQ(gpu_trace.calls.size(), 1u);
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < T * 4; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
+    EXPECT_GE(same * 20, T * 4 * 19) << "routing differs on more than 5% of the choices, T " << T;
+    if (same == T * 4) {
+      EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "T " << T;
+    }
+  }
+}
+
+TEST_F(CudaOps, DeltaNetUpdatesEachSequenceStateLikeTheReference) {
+  ref::DeltaNetDims d;
+  d.hidden = 64;
+  d.num_k_heads = 2;
+  d.num_v_heads = 4;
+  d.head_k_dim = 128;
+  d.head_v_dim = 128;
+  d.conv_kernel = 4;
+  const std::size_t C = d.conv_dim(), nv = d.num_v_heads, VD = d.value_dim();
+  const auto sizes = ref::deltanet_state_sizes(d);
+  const std::vector<float> conv1d = random(C * d.conv_kernel, 0.5f), dt_bias = random(nv), a_log = random(nv, 0.5f),
+                           norm = random(d.head_v_dim);
+  const DeltaNetParams rp{conv1d.data(), dt_bias.data(), a_log.data(), norm.data()};
+  const DeltaNetParams dp{param(conv1d), param(dt_bias), param(a_log), param(norm)};
+  const std::vector<std::size_t> rows = {1, 30, 70};
+  std::size_t T = 0;
+  for (std::size_t r : rows) T += r;
+  const std::vector<float> qkv = random(T * C), z = random(T * VD), b = random(T * nv), a = random(T * nv);
+  std::vector<std::vector<float>> conv, rec;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    conv.push_back(random(sizes.conv_floats));
+    rec.push_back(random(sizes.recurrent_floats, 0.1f));
+  }
+  std::vector<std::vector<float>> ref_conv = conv, ref_rec = rec;
+  std::vector<DeltaNetSeq> ref_seqs, dev_seqs;
+  std::vector<float*> dconv, drec;
+  for (std::size_t i = 0, row = 0; i < rows.size(); row += rows[i], ++i) {
+    ref_seqs.push_back({row, rows[i], ref_conv[i].data(), ref_rec[i].data()});
+    dconv.push_back(dev(conv[i]));
+    drec.push_back(dev(rec[i]));
+    dev_seqs.push_back({row, rows[i], dconv[i], drec[i]});
+  }
+  std::vector<float> want(T * VD);
+  on(*ref_, [&] { ref_->deltanet(d, rp, qkv.data(), z.data(), b.data(), a.data(), ref_seqs, want.data()); });
+  const float *dqkv = dev(qkv), *dz = dev(z), *db = dev(b), *da = dev(a);
+  float* out = dev_zeros(want.size());
+  on(*cuda_, [&] { cuda_->deltanet(d, dp, dqkv, dz, db, da, dev_seqs, out); });
+  EXPECT_LT(rel_l2(host(out, want.size()), want), 1e-4);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_LT(rel_l2(host(dconv[i], sizes.conv_floats), ref_conv[i]), 1e-6) << "sequence " << i;
+    EXPECT_LT(rel_l2(host(drec[i], sizes.recurrent_floats), ref_rec[i]), 1e-4) << "sequence " << i;
+  }
+
+  // qwen3_next's fused projections split the same way.
+  ref::DeltaNetDims f = d;
+  const std::vector<float> qkvz = random(T * (2 * d.key_dim() + 2 * VD)), ba = random(T * 2 * nv);
+  std::vector<float> wqkv(T * C), wz(T * VD), wb(T * nv), wa(T * nv);
+  on(*ref_, [&] { ref_->deltanet_unfuse(f, qkvz.data(), ba.data(), T, wqkv.data(), wz.data(), wb.data(), wa.data()); });
+  float *gq = dev_zeros(wqkv.size()), *gz = dev_zeros(wz.size()), *gb = dev_zeros(wb.size()), *ga = dev_zeros(wa.size());
+  const float *dqkvz = dev(qkvz), *dba = dev(ba);
+  on(*cuda_, [&] { cuda_->deltanet_unfuse(f, dqkvz, dba, T, gq, gz, gb, ga); });
+  EXPECT_EQ(host(gq, wqkv.size()), wqkv);
+  EXPECT_EQ(host(gz, wz.size()), wz);
+  EXPECT_EQ(host(gb, wb.size()), wb);
+  EXPECT_EQ(host(ga, wa.size()), wa);
+}
+
+}  // namespace
+}  // namespace ft::engine
