@@ -23,6 +23,7 @@
 
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/model.h"
+#include "ft/engine/device.h"
 #include "model_flags.h"
 
 namespace ft::cli {
@@ -174,6 +175,14 @@ Result<Loaded> load(const Args& args, const std::string& cmd) {
               (long long)c.num_hidden_layers, engine::backend_name(l.model->backend_kind()), l.model->threads());
   std::printf("  load         %.2f s; anonymous RSS %+.0f MB after load (weights are file-backed: %.2f GB)\n", load_s,
               double(rss_anon_kb() - anon0) / 1024.0, (l.bytes.dense + l.bytes.routed_all) / 1e9);
+  if (l.model->backend_kind() == engine::BackendKind::kCuda) {
+    // On the GPU every byte comes from its memory: the bound is a device copy's bandwidth.
+    constexpr std::size_t kProbe = std::size_t(2) << 30;
+    FT_ASSIGN_OR_RETURN(l.bandwidth, engine::measure_device_copy_gbps(kProbe));
+    std::printf("  device copy  %.0f GB/s (read + written, a %zu MiB device-to-device copy, best of 4)\n", l.bandwidth,
+                kProbe >> 20);
+    return l;
+  }
   const std::size_t limit = std::size_t(args.get_double("read-gb") * 1e9);
   l.bandwidth = read_bandwidth(l.bytes, l.model->threads(), limit);
   std::printf("  host read    %.1f GB/s (%d threads over %.1f GB of the mapped experts, best of 2 passes)\n",
@@ -223,7 +232,9 @@ int bench_decode(const Args& args) {
   }
   engine::RoutingTrace trace;
   engine::OpProfile profile;
-  m.set_profile(&profile);
+  // The op profile times the host's side of an op: on the GPU that is only the enqueue.
+  const bool profiled = m.backend_kind() != engine::BackendKind::kCuda;
+  if (profiled) m.set_profile(&profile);
   const auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) {
     if (Status s = step(&trace); !s) return runtime_error(cmd, s.message());
@@ -244,7 +255,7 @@ int bench_decode(const Args& args) {
               double(batch) * (ctx * b.kv_per_token + b.linear_state) / 1e9);
   std::printf("  bound        %.1f ms/step = %.2f tok/s at %.1f GB/s; measured/bound %.2f\n", bound_step * 1e3,
               double(batch) / bound_step, l->bandwidth, bound_step / step_s);
-  print_profile(profile, secs);
+  if (profiled) print_profile(profile, secs);
   std::printf("  anon RSS     %.0f MB\n", double(rss_anon_kb()) / 1024.0);
   return 0;
 }
@@ -303,7 +314,8 @@ int bench_prefill(const Args& args) {
   engine::RoutingTrace trace;
   engine::OpProfile profile;
   m.set_routing_trace(&trace);
-  m.set_profile(&profile);
+  const bool profiled = m.backend_kind() != engine::BackendKind::kCuda;  // see bench_decode
+  if (profiled) m.set_profile(&profile);
   const auto t0 = Clock::now();
   int chunks = 0;
   for (int at = 0; at < prompt; at += chunk, ++chunks) {
@@ -333,7 +345,7 @@ int bench_prefill(const Args& args) {
               dense_flops / 1e12, attn_flops / 1e12);
   std::printf("  bound        weights read once per chunk: %.2f s at %.1f GB/s (%.0f tok/s); measured/bound %.2f\n",
               weight_bound, l->bandwidth, double(prompt) / weight_bound, weight_bound / secs);
-  print_profile(profile, secs);
+  if (profiled) print_profile(profile, secs);
   std::printf("  anon RSS     %.0f MB\n", double(rss_anon_kb()) / 1024.0);
   return 0;
 }

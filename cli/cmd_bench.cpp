@@ -285,7 +285,7 @@ const Command kBenchCommand = {
      {"dir", "D", "restore: where the work directory goes (a fresh subdirectory, removed after) [default: the temp dir unless tmpfs]", ""},
      {"keep", "", "restore: keep the work directory (store + read file)", ""},
      {"model", "DIR", "decode, prefill: the checkpoint directory", ""},
-     {"device", "DEV", "decode, prefill: where to run (cpu)", "cpu"},
+     {"device", "DEV", "decode, prefill: where to run (auto, cpu, cuda)", "auto"},
      {"batch", "N", "decode: sequences decoded together [1]", ""},
      {"prompt", "N", "decode: prompt tokens per sequence before timing [128]; prefill: prompt length [4096]", ""},
      {"steps", "N", "decode: timed decode steps [32]", ""},

@@ -18,6 +18,7 @@ std::vector<Flag> engine_runtime_flags() {
        false},
       {"max-decode-stall-ms", "MS",
        "while streams decode, cut prefill chunks so a step takes about this long (measured per row)", "500", false},
+      device_flag(),
       threads_flag(),
       kv_budget_flag(),
       deterministic_flag(),

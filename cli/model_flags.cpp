@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "ft/engine/checkpoint.h"
+#include "ft/engine/device.h"
 
 namespace ft::cli {
 
@@ -30,19 +31,29 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text) {
 }
 
 Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args) {
-  const std::string device = args.get("device");
-  if (device == "cuda") {
-    return unavailable("--device cuda is not available yet (the CUDA runtime is not built); use --device cpu");
-  }
-  if (device != "cpu") return invalid_argument("--device must be cpu or cuda, got '" + device + "'");
   const std::filesystem::path dir = args.get("model");
   if (!std::filesystem::is_directory(dir)) return not_found("model directory " + dir.string() + " does not exist");
   FT_ASSIGN_OR_RETURN(engine::LoadOptions options, load_options_from_flags(args));
   return engine::load_model(dir, options);
 }
 
+Result<engine::BackendKind> backend_from_flags(const Args& args) {
+  const std::string device = args.has("device") ? args.get("device") : "auto";
+  const bool reference = args.has("reference");
+  if (device == "cpu" || (device == "auto" && reference)) {
+    return reference ? engine::BackendKind::kReference : engine::BackendKind::kCpu;
+  }
+  if (device != "auto" && device != "cuda") return invalid_argument("--device must be auto, cpu or cuda, got '" + device + "'");
+  auto gpu = engine::query_cuda_device();
+  if (device == "auto") return gpu ? engine::BackendKind::kCuda : engine::BackendKind::kCpu;
+  if (reference) return invalid_argument("--reference runs on the CPU; drop --device cuda");
+  if (!gpu) return unavailable("--device cuda: " + gpu.status().message());
+  return engine::BackendKind::kCuda;
+}
+
 Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
   engine::LoadOptions o;
+  FT_ASSIGN_OR_RETURN(o.backend, backend_from_flags(args));
   if (args.has("threads")) {
     const int64_t n = args.get_int("threads");
     if (n < 0 || n > 4096) return invalid_argument("--threads must be 0 (every core) or a thread count");
@@ -53,13 +64,14 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
     if (!(gb > 0) || gb > 1 << 20) return invalid_argument("--kv-budget must be a positive number of GB");
     o.kv_budget_bytes = uint64_t(gb * double(1ull << 30));
   }
-  if (args.has("reference")) o.backend = engine::BackendKind::kReference;
   if (args.has("deterministic")) o.deterministic = true;
   return o;
 }
 
 Flag model_flag() { return {"model", "DIR", "Hugging Face checkpoint directory (config.json + safetensors)", "", true}; }
-Flag device_flag() { return {"device", "DEV", "where to run: cpu (cuda: not available yet)", "cpu"}; }
+Flag device_flag() {
+  return {"device", "DEV", "where the model runs: auto (cuda when a usable GPU exists, else cpu), cpu or cuda", "auto"};
+}
 Flag tokens_flag() { return {"tokens", "IDS", "comma-separated input token ids, e.g. 1,2,3", "", true}; }
 Flag threads_flag() { return {"threads", "N", "CPU threads for the model's ops (0: every core)", "0", false}; }
 Flag kv_budget_flag() {

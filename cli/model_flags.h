@@ -17,10 +17,11 @@ namespace ft::cli {
 // negative ids or ids beyond int32.
 Result<std::vector<int32_t>> parse_token_list(const std::string& text);
 
-// Opens --model DIR on --device (only "cpu" for now; "cuda" is reported as not available yet)
-// with the runtime flags below.
+// Opens --model DIR with the runtime flags below.
 Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args);
-// --threads, --kv-budget, --reference and --deterministic (those present) as load options.
+// --device, --threads, --kv-budget, --reference and --deterministic (those present) as load
+// options. --device auto (the default) is cuda when a usable GPU exists, else cpu; --device cuda
+// without one is kUnavailable saying why.
 Result<engine::LoadOptions> load_options_from_flags(const Args& args);
 
 // The flag definitions, so every model command spells them the same way.

@@ -20,10 +20,12 @@ bins=("$BUILD/freetoken")
 for t in "$BUILD"/tests/ft_*_tests; do [ -x "$t" ] && bins+=("$t"); done
 cp "${bins[@]}" "$OUT/bin/"
 
-# Libraries the GPU machine provides itself (glibc, the C++ runtime, the driver) stay out.
+# Libraries the GPU machine provides itself (glibc, the C++ runtime, the driver, the CUDA toolkit's
+# runtime and cuBLAS: run.sh puts its toolkit on the library path) stay out.
 is_system() {
   case "$(basename "$1")" in
     linux-vdso*|ld-linux*|libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|libcuda.so*) return 0 ;;
+    libcudart.so*|libcublas.so*|libcublasLt.so*) return 0 ;;
   esac
   return 1
 }

@@ -6,6 +6,10 @@
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 export PATH="$HERE/bin:$PATH"
+# The CUDA runtime and cuBLAS come from the machine's toolkit (too large to carry).
+for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
 case "${1:-tests}" in
   tests)
     freetoken device --require || exit 1
