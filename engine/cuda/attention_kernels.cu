@@ -1,12 +1,14 @@
 // Attention kernels: RoPE, the gated-query split, the KV page write and causal GQA attention over
 // the bf16 KV pages of kv_pool.h. Each is the device twin of its CPU reference in ops_attention.h.
 //
-// paged_attention is one pass over the keys, no workspace: a block owns one query row and up to
-// eight query heads of one GQA group, so every K/V element it reads serves all of those heads. Its
-// warps split the row's keys in tiles of 32, each keeping its own online softmax state, and merge
-// in a fixed order at the end (results do not depend on scheduling). Where the grid is too small to
-// fill the GPU (decode of a few sequences) and the device has thread block clusters, a cluster of
-// blocks splits the keys of one row further and merges through distributed shared memory.
+// paged_attention is one pass over the keys with no workspace. A block owns one query row and up to
+// eight query heads of one GQA group, so each K/V element it reads serves all of those heads. Its
+// warps split the row's keys in tiles of 32: q.k with a key per lane, p.v with output dims per
+// lane, K and V read straight from the pages through L1 (staging the tiles in shared memory with
+// cp.async measured slower). Each warp keeps its own online softmax state and the warps merge in a
+// fixed order, so results do not depend on scheduling. A grid too small for the GPU (decode of a
+// few sequences) first spreads a GQA group over more blocks, then, where the device has thread
+// block clusters, splits a row's keys over a cluster that merges through distributed shared memory.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -71,10 +73,11 @@ __device__ __forceinline__ RowPlace row_place(int r, const int32_t* row_seq, con
 // ---- RoPE -----------------------------------------------------------------------------------------
 
 // One block per row: the row's cos/sin once in shared memory, then every head of the row.
-// The reference takes cos/sin of the fp32 angle with the fp32 libm functions, which are (all but)
-// correctly rounded; the double functions rounded to float give the same values, where CUDA's fp32
-// ones may be off by an ulp or two. The rotation itself is done without FMA contraction, as the
-// reference (built for plain x86-64) computes it.
+// The reference takes cos/sin of the fp32 angle with glibc's fp32 cosf/sinf, which are within
+// 0.56 ulp but not always correctly rounded. Here they are the double functions rounded to float:
+// correctly rounded, so equal to the reference's but for about 1% of angles where they are one ulp
+// apart (CUDA's fp32 functions may be off by two). The rotation is done without FMA contraction,
+// as the reference (built for plain x86-64) computes it.
 __global__ void rope_kernel(float* __restrict__ x, int heads, int head_dim, int half, bool neox,
                             const float* __restrict__ inv_freq, const int64_t* __restrict__ positions) {
   extern __shared__ float trig[];  // cos [half], then sin [half]
@@ -146,7 +149,7 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
 // ---- Paged attention ------------------------------------------------------------------------------
 
 constexpr int kTile = 32;        // keys per warp step: one key per lane for q.k
-constexpr int kMaxWarps = 4;     // per block
+constexpr int kMaxWarps = 8;     // per block
 constexpr int kMaxQueries = 8;   // query heads per block
 constexpr int kMaxCluster = 8;   // portable cluster size
 
@@ -167,36 +170,21 @@ struct AttnParams {
   float scale;
 };
 
-// A warp's copy of one tile's K and V in shared memory. Lane = key reads K rows, lane = dim reads
-// V rows, 16 bytes at a time; eight lanes that share a bank cycle must hit distinct 16-byte bank
-// groups. K rows are padded by 16 bytes (head_dim / 8 + 1 chunks a row is odd); a V row is 32 keys
-// (four chunks) and its chunks are XOR-swizzled by the row instead.
-__host__ __device__ constexpr int k_row_bytes(int head_dim) { return head_dim * 2 + 16; }
-__host__ __device__ constexpr int tile_bytes(int head_dim) { return kTile * k_row_bytes(head_dim) + head_dim * kTile * 2; }
-__device__ __forceinline__ int v_chunk(int d, int kc) { return d * 4 + (kc ^ ((d >> 1) & 3)); }
-
-// Shared memory of a block: the queries, each warp's probabilities of its current tile, the merged
-// state (what other cluster ranks read), each warp's tile, then the merged max and sum.
+// Shared memory of a block, in floats: the queries, each warp's probabilities of its current tile,
+// and the merged state (what other cluster ranks read).
 struct AttnSmem {
-  float* q;            // [MQ][head_dim]
-  float* p;            // [warps][MQ][kTile]
-  float* acc;          // [MQ][head_dim]: unnormalised output
-  std::byte* tiles;    // [warps][tile_bytes]
-  float* m;            // [MQ]: running max
-  float* l;            // [MQ]: running sum of exp(score - m)
+  float* q;    // [MQ][head_dim]
+  float* p;    // [warps][MQ][kTile]
+  float* acc;  // [MQ][head_dim]: unnormalised output
+  float* m;    // [MQ]: running max
+  float* l;    // [MQ]: running sum of exp(score - m)
 
-  __device__ AttnSmem(std::byte* base, int mq, int warps, int head_dim)
-      : q(reinterpret_cast<float*>(base)),
-        p(q + mq * head_dim),
-        acc(p + warps * mq * kTile),
-        tiles(reinterpret_cast<std::byte*>(acc + mq * head_dim)),
-        m(reinterpret_cast<float*>(tiles + std::size_t(warps) * tile_bytes(head_dim))),
-        l(m + mq) {}
+  __device__ AttnSmem(float* base, int mq, int warps, int head_dim)
+      : q(base), p(q + mq * head_dim), acc(p + warps * mq * kTile), m(acc + mq * head_dim), l(m + mq) {}
 };
 
 std::size_t attn_smem_bytes(int mq, int warps, int head_dim) {
-  return sizeof(float) * std::size_t(2 * mq * head_dim + warps * mq * kTile + 2 * mq) +
-         std::size_t(warps) * tile_bytes(head_dim);
+  return sizeof(float) * std::size_t(2 * mq * head_dim + warps * mq * kTile + 2 * mq);
 }
 
 // One warp's online softmax state for its MQ queries. Lane owns output dims lane + 32 c; l holds
@@ -230,73 +218,22 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// ---- Tile staging (cp.async: global -> shared without registers, so the next tile's loads fly
-// while this one is computed)
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned dst = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most one of this thread's groups is still in flight.
-__device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-
-// The pages of a tile: 32 aligned keys span at most two (page_tokens is a multiple of 16).
-struct TilePages {
-  const std::byte* first;
-  const std::byte* second;
-  int first_page;
-  int page_tokens;
-
-  __device__ const std::byte* of(int j) const { return j / page_tokens == first_page ? first : second; }
-};
-
-__device__ __forceinline__ TilePages tile_pages(std::byte* const* table, int j0, int nkeys, int page_tokens) {
-  const int a = j0 / page_tokens, b = (min(j0 + kTile, nkeys) - 1) / page_tokens;
-  return {table[a], table[b], a, page_tokens};
-}
-
-// Keys past the row's last are not loaded (their page may not exist); their smem keeps stale
-// bytes that no lane reads.
-__device__ __forceinline__ void load_k_tile(std::byte* kbuf, const TilePages& tp, std::size_t k_head, int j0,
-                                            int nkeys, int head_dim, int lane) {
-  const int chunks = head_dim / 8;  // 16-byte chunks of a key row
-  for (int i = lane; i < kTile * chunks; i += 32) {
-    const int key = i / chunks, c = i % chunks, j = j0 + key;
-    if (j < nkeys)
-      cp_async16(kbuf + key * k_row_bytes(head_dim) + c * 16,
-                 tp.of(j) + k_head + (std::size_t(j % tp.page_tokens) * std::size_t(head_dim) + 8 * c) * 2);
-  }
-}
-
-// V rows: 8 keys a chunk, all in one page; a chunk holding the row's last key also brings up to
-// seven slots past it, which accumulate_values zeroes.
-__device__ __forceinline__ void load_v_tile(std::byte* vbuf, const TilePages& tp, std::size_t v_head, int j0,
-                                            int nkeys, int head_dim, int lane) {
-  for (int i = lane; i < head_dim * 4; i += 32) {
-    const int d = i / 4, kc = i % 4, j = j0 + 8 * kc;
-    if (j < nkeys)
-      cp_async16(vbuf + v_chunk(d, kc) * 16,
-                 tp.of(j) + v_head +
-                     (std::size_t(d) * std::size_t(tp.page_tokens) + std::size_t(j % tp.page_tokens)) * 2);
-  }
-}
-
 // ---- Tile compute
 
-// q.k of this lane's key row (shared memory) with each query, 16 dims a step.
+// q.k of this lane's key (key row: head_dim bf16 in its page) with each query, 16 dims (one
+// 32-byte sector) a step. The key rows of a tile are 32 different rows; the row's other sectors
+// hit L1 on the next steps.
 template <int MQ>
-__device__ __forceinline__ void score_key(const std::byte* krow, const float* __restrict__ qs, int head_dim,
-                                          float (&s)[MQ]) {
+__device__ __forceinline__ void score_key(const std::uint16_t* __restrict__ krow, const float* __restrict__ qs,
+                                          int head_dim, float (&s)[MQ]) {
 #pragma unroll
   for (int qi = 0; qi < MQ; ++qi) s[qi] = 0.f;
   const uint4* k4 = reinterpret_cast<const uint4*>(krow);
 #pragma unroll 2
   for (int d0 = 0; d0 < head_dim; d0 += 16) {
     float k[2][8];
-    unpack_bf16x8(k4[d0 / 8], k[0]);
-    unpack_bf16x8(k4[d0 / 8 + 1], k[1]);
+    unpack_bf16x8(__ldg(k4 + d0 / 8), k[0]);
+    unpack_bf16x8(__ldg(k4 + d0 / 8 + 1), k[1]);
 #pragma unroll
     for (int qi = 0; qi < MQ; ++qi) {
       const float4* q4 = reinterpret_cast<const float4*>(qs + qi * head_dim + d0);
@@ -335,17 +272,32 @@ __device__ __forceinline__ void softmax_update(WarpState<NC, MQ>& st, const floa
   }
 }
 
-// acc += p . V over the tile's first nk keys, eight keys (one chunk of a V row) at a time. Slots
-// past the row's last key are zeroed so that stale page contents cannot reach the sum (0 * NaN).
+// Where a block reads: the row's page table and key count, the kv head's blocks in a page.
+struct KeySource {
+  std::byte* const* table;
+  int nkeys;
+  std::size_t k_head;
+  std::size_t v_head;
+  int head_dim;
+  int page_tokens;
+};
+
+// acc += p . V over the tile's keys j0 .. j0 + nk - 1, eight keys (16 bytes of a V row, all in one
+// page) at a time. Slots past the row's last key are zeroed so that stale page contents cannot
+// reach the sum (0 * NaN).
 template <int NC, int MQ>
 __device__ __forceinline__ void accumulate_values(WarpState<NC, MQ>& st, const float* __restrict__ p_tile,
-                                                  const std::byte* vbuf, int head_dim, int nk, int lane) {
-  const int nc = head_dim / 32;
+                                                  const KeySource& src, int j0, int nk, int lane) {
+  const int nc = src.head_dim / 32, P = src.page_tokens;
   for (int k0 = 0; k0 < nk; k0 += 8) {
+    const int j = j0 + k0;
+    const auto* vrow0 = reinterpret_cast<const std::uint16_t*>(src.table[j / P] + src.v_head) + j % P;
     float v[NC][8];
 #pragma unroll
     for (int c = 0; c < NC; ++c)
-      if (c < nc) unpack_bf16x8(*reinterpret_cast<const uint4*>(vbuf + v_chunk(lane + 32 * c, k0 / 8) * 16), v[c]);
+      if (c < nc)
+        unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(vrow0 + std::size_t(lane + 32 * c) * std::size_t(P))),
+                      v[c]);
     if (nk - k0 < 8) {
 #pragma unroll
       for (int c = 0; c < NC; ++c)
@@ -371,53 +323,27 @@ __device__ __forceinline__ void accumulate_values(WarpState<NC, MQ>& st, const f
   }
 }
 
-// Where a block reads: the row's page table and key count, the kv head's blocks in a page.
-struct KeySource {
-  std::byte* const* table;
-  int nkeys;
-  std::size_t k_head;
-  std::size_t v_head;
-};
-
-// The warp's tiles first, first + stride, ... of the row. K of the next tile loads while this
-// tile's values are summed, V of the next while its scores are computed.
+// The warp's tiles first, first + stride, ... of the row: per tile the scores (lane = key), the
+// online softmax step, then the values (lane = output dims).
 template <int NC, int MQ>
-__device__ void attend_tiles(WarpState<NC, MQ>& st, const AttnSmem& sm, const AttnParams& p, const KeySource& src,
+__device__ void attend_tiles(WarpState<NC, MQ>& st, const AttnSmem& sm, float scale, const KeySource& src,
                              int first, int stride, int warp, int lane) {
-  const int D = p.head_dim, P = p.page_tokens;
+  const int D = src.head_dim, P = src.page_tokens;
   const int ntiles = (src.nkeys + kTile - 1) / kTile;
-  std::byte* kbuf = sm.tiles + std::size_t(warp) * tile_bytes(D);
-  std::byte* vbuf = kbuf + kTile * k_row_bytes(D);
   float* p_tile = sm.p + warp * MQ * kTile;
-  if (first < ntiles) {
-    const TilePages tp = tile_pages(src.table, first * kTile, src.nkeys, P);
-    load_k_tile(kbuf, tp, src.k_head, first * kTile, src.nkeys, D, lane);
-    cp_async_commit();
-    load_v_tile(vbuf, tp, src.v_head, first * kTile, src.nkeys, D, lane);
-    cp_async_commit();
-  }
   for (int t = first; t < ntiles; t += stride) {
-    const int j0 = t * kTile, nk = min(kTile, src.nkeys - j0);
-    const int next = t + stride, next_j0 = next * kTile;
-    const TilePages next_tp = next < ntiles ? tile_pages(src.table, next_j0, src.nkeys, P) : TilePages{};
-
-    cp_async_wait_all_but_one();  // this tile's K (its V may still fly)
+    const int j0 = t * kTile, nk = min(kTile, src.nkeys - j0), j = j0 + lane;
+    float s[MQ] = {};
+    if (lane < nk) {
+      const auto* krow = reinterpret_cast<const std::uint16_t*>(src.table[j / P] + src.k_head) +
+                         std::size_t(j % P) * std::size_t(D);
+      score_key<MQ>(krow, sm.q, D, s);
+    }
+    softmax_update<NC, MQ>(st, s, lane < nk, scale, p_tile, lane);
     __syncwarp();
-    float s[MQ];
-    if (lane < nk) score_key<MQ>(kbuf + lane * k_row_bytes(D), sm.q, D, s);
-    __syncwarp();  // kbuf is free
-    if (next < ntiles) load_k_tile(kbuf, next_tp, src.k_head, next_j0, src.nkeys, D, lane);
-    cp_async_commit();
-
-    softmax_update<NC, MQ>(st, s, lane < nk, p.scale, p_tile, lane);
-    cp_async_wait_all_but_one();  // this tile's V (the next K may still fly)
-    __syncwarp();
-    accumulate_values<NC, MQ>(st, p_tile, vbuf, D, nk, lane);
-    __syncwarp();  // vbuf and p_tile are free
-    if (next < ntiles) load_v_tile(vbuf, next_tp, src.v_head, next_j0, src.nkeys, D, lane);
-    cp_async_commit();
+    accumulate_values<NC, MQ>(st, p_tile, src, j0, nk, lane);
+    __syncwarp();  // p_tile is rewritten by the next tile
   }
-  cp_async_wait_all();
 }
 
 // Folds the warps' states into the block's (sm.m, sm.l, sm.acc) one warp after another, warp 0
@@ -483,8 +409,8 @@ __device__ void write_output(const AttnParams& p, int ranks, RankSmem rank_smem,
 // Grid: x = row * cluster + cluster rank, y = kv head * slices + slice. Block: warps of 32.
 template <int NC, int MQ>
 __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const AttnParams p) {
-  extern __shared__ uint4 smem_u4[];  // uint4: the 16-byte accesses need that alignment
-  std::byte* smem = reinterpret_cast<std::byte*>(smem_u4);
+  extern __shared__ float4 smem_f4[];  // float4: the vector loads of q and p need 16-byte alignment
+  float* smem = reinterpret_cast<float*>(smem_f4);
   const int warps = int(blockDim.x / 32), warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   const int row = int(blockIdx.x) / p.cluster;
   const int kvh = int(blockIdx.y) / p.slices, slice = int(blockIdx.y) % p.slices;
@@ -511,14 +437,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
   __syncthreads();
 
   const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
-  const KeySource src{at.table, at.pos + 1, p.off.k_base + std::size_t(kvh) * p.off.block_bytes,
-                      p.off.v_base + std::size_t(kvh) * p.off.block_bytes};
+  const KeySource src{at.table,
+                      at.pos + 1,
+                      p.off.k_base + std::size_t(kvh) * p.off.block_bytes,
+                      p.off.v_base + std::size_t(kvh) * p.off.block_bytes,
+                      p.head_dim,
+                      p.page_tokens};
 
   // Tiles go round robin to the warps of all ranks: rank r's warps take tiles r*warps .. of every
   // round of ranks*warps tiles.
   WarpState<NC, MQ> st;
   st.init();
-  attend_tiles<NC, MQ>(st, sm, p, src, rank * warps + warp, ranks * warps, warp, lane);
+  attend_tiles<NC, MQ>(st, sm, p.scale, src, rank * warps + warp, ranks * warps, warp, lane);
 #pragma unroll
   for (int qi = 0; qi < MQ; ++qi) st.l[qi] = warp_sum(st.l[qi]);
 
@@ -553,8 +483,7 @@ int pow2_ceil(int v) {
 template <int NC, int MQ>
 void launch_attention(const AttnParams& p, dim3 grid, int warps, cudaStream_t s) {
   const auto kernel = paged_attention_kernel<NC, MQ>;
-  const std::size_t smem = attn_smem_bytes(MQ, warps, p.head_dim);
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  const std::size_t smem = attn_smem_bytes(MQ, warps, p.head_dim);  // at most 25 KB: no opt-in needed
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(unsigned(warps * 32));
@@ -626,11 +555,10 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   p.head_dim = head_dim;
   p.page_tokens = int(layout.page_tokens);
   p.scale = scale;
-  int dev = 0, sms = 1, clusters = 0, smem_optin = 48 << 10;
+  int dev = 0, sms = 1, clusters = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
-  cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
 
   // A group of up to kMaxQueries heads shares a block (each K/V element read serves them all);
   // larger groups split into even slices. A grid that the largest clusters still leave mostly
@@ -644,13 +572,12 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   }
   const int mq = pow2_ceil(p.per_slice);
 
-  // Warps split a row's keys: as many as shared memory allows (each stages its own tile), two
-  // when the grid alone fills the GPU, never more than the longest row has tiles. Then clusters
-  // while the grid is still smaller than the GPU and every warp keeps a few tiles.
+  // Warps split a row's keys: fewer per block when the grid alone fills the GPU, never more than
+  // the longest row has tiles. Then clusters while the grid is still smaller than the GPU and
+  // every warp keeps a few tiles.
   const long blocks = long(T) * kv_heads * p.slices;
   const int tiles = std::max(1, (max_ctx + kTile - 1) / kTile);
-  int warps = std::min(blocks >= 2L * sms ? 2 : kMaxWarps, tiles);
-  while (warps > 1 && attn_smem_bytes(mq, warps, head_dim) > std::size_t(smem_optin)) --warps;
+  const int warps = std::min(blocks >= 2L * sms ? 4 : kMaxWarps, tiles);
   p.cluster = 1;
   while (clusters && p.cluster < kMaxCluster && blocks * p.cluster * 2 <= sms &&
          tiles >= p.cluster * 2 * warps * 2)

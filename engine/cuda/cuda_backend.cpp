@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/cuda_factory.h"
@@ -25,6 +26,9 @@ using cuda::Arena;
 
 constexpr std::size_t kWeightChunk = std::size_t(1) << 30;
 constexpr std::size_t kPassChunk = std::size_t(16) << 20;
+// MoE calls of at most this many tokens keep the routing on the GPU (decode); larger ones group
+// the tokens by expert on the host and run GEMMs.
+constexpr std::size_t kFusedMoeTokens = 16;
 
 const char* cublas_status_text(cublasStatus_t s) {
   switch (s) {
@@ -40,6 +44,22 @@ const char* cublas_status_text(cublasStatus_t s) {
 }
 
 class CudaBackend final : public Backend {
+  // An op's time in the profile, when one is set: the GPU is synchronised at the op's end so the
+  // time is the op's own, not its enqueue (profiled passes are slower; benchmarks time apart).
+  class Timed {
+   public:
+    Timed(CudaBackend* be, OpProfile::Kind kind) : be_(be), timer_(be->profile_, kind) {}
+    ~Timed() {
+      if (be_->profile_) cudaStreamSynchronize(be_->s());
+    }
+    Timed(const Timed&) = delete;
+    Timed& operator=(const Timed&) = delete;
+
+   private:
+    CudaBackend* be_;
+    OpTimer timer_;  // destroyed after the synchronisation above
+  };
+
  public:
   CudaBackend(std::shared_ptr<cuda::Stream> stream, cublasHandle_t blas)
       : stream_(std::move(stream)),
@@ -63,6 +83,7 @@ class CudaBackend final : public Backend {
     pass_host_.reset();
     ++pass_;
     failure_.clear();
+    pending_traces_.clear();
     try {
       fn();
     } catch (const std::bad_alloc&) {
@@ -70,6 +91,8 @@ class CudaBackend final : public Backend {
     }
     if (cudaError_t err = cudaStreamSynchronize(s()); err != cudaSuccess) fail(cuda::error_text("forward pass", err));
     if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) fail(cuda::error_text("kernel launch", err));
+    for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
+    pending_traces_.clear();
     if (!failure_.empty()) return internal_error("GPU: " + failure_);
     return Status::ok();
   }
@@ -96,7 +119,7 @@ class CudaBackend final : public Backend {
 
   // ---- Dense ----
   void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) override {
-    OpTimer timer(profile_, OpProfile::kEmbedding);
+    Timed timer(this, OpProfile::kEmbedding);
     const int32_t* dev_ids = upload(ids.data(), ids.size());
     cuda::embedding(weight(table), table.dtype, table.row_bytes, table.cols, dev_ids, int(ids.size()), out, s());
   }
@@ -111,13 +134,18 @@ class CudaBackend final : public Backend {
   // precision the CPU backends have (bf16 activations alone drift ~1-2% from the fp32 logits).
   // The input is split once for all the products.
   void linears(const float* x, std::size_t T, std::span<const LinearOut> outs) override {
-    OpTimer timer(profile_, OpProfile::kLinear);
+    Timed timer(this, OpProfile::kLinear);
     if (T == 0 || outs.empty()) return;
     Scratch::Frame frame(scratch_);
     const std::size_t K = std::size_t(outs[0].w->cols);
     const std::uint16_t* split[2] = {nullptr, nullptr};  // bf16, f16
     for (const LinearOut& o : outs) {
       const DType dt = o.w->dtype;
+      if (dt == DType::kBF16 && T <= std::size_t(cuda::kGemvMaxRows) && cuda::gemv_fits(weight(*o.w), o.w->row_bytes, o.w->cols)) {
+        // Decode: read the weights once with fp32 activations, no split, one launch.
+        cuda::gemv_bf16(weight(*o.w), o.w->row_bytes, int(o.w->rows), int(o.w->cols), x, int(T), o.bias, o.y, s());
+        continue;
+      }
       if (dt == DType::kF32) {
         gemm(x, T, *o.w, o.y);
         if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(o.w->rows), s());
@@ -138,19 +166,19 @@ class CudaBackend final : public Backend {
 
   void rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim, float eps,
                 bool zero_centered) override {
-    OpTimer timer(profile_, OpProfile::kNorm);
+    Timed timer(this, OpProfile::kNorm);
     cuda::rms_norm(x, weight, out, int(rows), int(dim), eps, zero_centered, s());
   }
   void silu_mul(const float* gate, const float* up, float* out, std::size_t n) override {
-    OpTimer timer(profile_, OpProfile::kElementwise);
+    Timed timer(this, OpProfile::kElementwise);
     cuda::silu_mul(gate, up, out, n, s());
   }
   void mul_sigmoid(float* x, const float* gate, std::size_t n) override {
-    OpTimer timer(profile_, OpProfile::kElementwise);
+    Timed timer(this, OpProfile::kElementwise);
     cuda::mul_sigmoid(x, gate, n, s());
   }
   void add(float* y, const float* x, std::size_t n) override {
-    OpTimer timer(profile_, OpProfile::kElementwise);
+    Timed timer(this, OpProfile::kElementwise);
     cuda::add(y, x, n, s());
   }
   void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) override {
@@ -165,7 +193,7 @@ class CudaBackend final : public Backend {
   // ---- Attention ----
   void rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
             const int64_t* positions) override {
-    OpTimer timer(profile_, OpProfile::kRope);
+    Timed timer(this, OpProfile::kRope);
     cuda::rope(x, int(T), int(heads), spec, inv_freq, positions, s());
   }
   void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
@@ -174,13 +202,13 @@ class CudaBackend final : public Backend {
   }
   void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                 std::span<const AttentionSeq> seqs) override {
-    OpTimer timer(profile_, OpProfile::kKvWrite);
+    Timed timer(this, OpProfile::kKvWrite);
     const AttnBatch& b = attention_batch(layout, seqs);
     cuda::kv_write(layout, int(layer), k, v, b.rows, b.row_seq, b.seqs, b.pages, s());
   }
   void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                  std::span<const AttentionSeq> seqs, float* out) override {
-    OpTimer timer(profile_, OpProfile::kAttention);
+    Timed timer(this, OpProfile::kAttention);
     const AttnBatch& b = attention_batch(layout, seqs);
     cuda::paged_attention(layout, int(layer), q, b.rows, int(heads), scale, b.row_seq, b.seqs, b.max_ctx, b.pages, out,
                           s());
@@ -191,7 +219,7 @@ class CudaBackend final : public Backend {
   // groups the tokens by expert; each expert with tokens runs its SwiGLU as GEMMs over its rows;
   // a kernel adds each token's expert outputs in ascending expert order, then the shared expert.
   void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override {
-    OpTimer timer(profile_, OpProfile::kMoe);
+    Timed timer(this, OpProfile::kMoe);
     Scratch::Frame frame(scratch_);
     const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k, H = std::size_t(w.hidden);
     float* logits = scratch_.floats(T * E);
@@ -200,6 +228,15 @@ class CudaBackend final : public Backend {
     float* weights_dev = scratch_.floats(T * K);
     cuda::route_top_k(logits, int(T), int(E), int(K), w.router_spec.scoring == ref::RouterScoring::kSigmoid,
                       w.router_spec.renormalize, w.router_spec.scaling, chosen_dev, weights_dev, s());
+    if (const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr) {
+      // A few tokens: the choices stay on the GPU; two kernels read each chosen expert's rows.
+      if (trace_) trace_later(chosen_dev, T, K);
+      float* h = scratch_.floats(T * K * std::size_t(table->inter));
+      cuda::moe_gate_up(*table, x, int(T), int(K), chosen_dev, h, s());
+      cuda::moe_down_combine(*table, h, int(T), int(K), chosen_dev, weights_dev, out, s());
+      add_shared_expert(w, x, T, out);
+      return;
+    }
     std::vector<int32_t> chosen(T * K);
     std::vector<float> weights(T * K);
     check(cudaMemcpyAsync(chosen.data(), chosen_dev, chosen.size() * 4, cudaMemcpyDeviceToHost, s()), "routing");
@@ -246,13 +283,7 @@ class CudaBackend final : public Backend {
     }
     cuda::moe_combine(y, upload(row_of_choice.data(), row_of_choice.size()), upload(weights.data(), weights.size()),
                       int(T), int(K), int(H), out, s());
-    if (w.has_shared) {
-      float* shared = scratch_.floats(T * H);
-      float* gate = scratch_.floats(T);
-      swiglu(w.shared, x, T, shared);
-      linear(x, T, w.shared_gate, nullptr, gate);
-      cuda::add_sigmoid_scaled(shared, gate, int(T), int(H), out, s());
-    }
+    add_shared_expert(w, x, T, out);
   }
 
   // ---- Gated DeltaNet ----
@@ -262,7 +293,7 @@ class CudaBackend final : public Backend {
   }
   void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override {
-    OpTimer timer(profile_, OpProfile::kDeltaNet);
+    Timed timer(this, OpProfile::kDeltaNet);
     Scratch::Frame frame(scratch_);
     std::vector<cuda::DeltaNetSeqDev> dev(seqs.size());
     int T = 0, max_rows = 0;
@@ -318,6 +349,66 @@ class CudaBackend final : public Backend {
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmEx: ") + cublas_status_text(st));
   }
 
+  // out += sigmoid(shared_gate x) * shared_expert(x), when the layer has one.
+  void add_shared_expert(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+    if (!w.has_shared) return;
+    Scratch::Frame frame(scratch_);
+    const std::size_t H = std::size_t(w.hidden);
+    float* shared = scratch_.floats(T * H);
+    float* gate = scratch_.floats(T);
+    swiglu(w.shared, x, T, shared);
+    linear(x, T, w.shared_gate, nullptr, gate);
+    cuda::add_sigmoid_scaled(shared, gate, int(T), int(H), out, s());
+  }
+
+  // The device table of a MoE layer's experts for the fused few-token path, built once per layer
+  // (kept with the weights); null when the layer's experts do not fit it (not bf16, uneven
+  // strides, unaligned).
+  const cuda::ExpertTable* expert_table(const MoeWeights& w) {
+    if (auto it = tables_.find(&w); it != tables_.end()) return it->second.get();
+    std::unique_ptr<cuda::ExpertTable> table;
+    const SwiGluMatrices& first = w.experts.front();
+    bool fits = w.router_spec.top_k <= 32;
+    std::vector<const std::byte*> gate, up, down;
+    for (const SwiGluMatrices& e : w.experts) {
+      for (const Matrix* m : {&e.gate, &e.up, &e.down}) {
+        fits = fits && m->dtype == DType::kBF16 && m->device && cuda::gemv_fits(m->device, m->row_bytes, m->cols);
+      }
+      fits = fits && e.gate.row_bytes == first.gate.row_bytes && e.up.row_bytes == first.gate.row_bytes &&
+             e.down.row_bytes == first.down.row_bytes;
+      gate.push_back(e.gate.device);
+      up.push_back(e.up.device);
+      down.push_back(e.down.device);
+    }
+    if (fits) {
+      table = std::make_unique<cuda::ExpertTable>();
+      table->gate = place_pointers(gate);
+      table->up = place_pointers(up);
+      table->down = place_pointers(down);
+      fits = table->gate && table->up && table->down;
+      table->gate_up_row_bytes = first.gate.row_bytes;
+      table->down_row_bytes = first.down.row_bytes;
+      table->hidden = int(w.hidden);
+      table->inter = int(first.inter());
+    }
+    if (!fits) table.reset();
+    return (tables_[&w] = std::move(table)).get();
+  }
+  const std::byte* const* place_pointers(const std::vector<const std::byte*>& ptrs) {
+    auto dev = weights_.take(ptrs.size() * sizeof(void*));
+    if (!dev || cudaMemcpy(*dev, ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice) != cudaSuccess)
+      return nullptr;
+    return reinterpret_cast<const std::byte* const*>(*dev);
+  }
+
+  // Routing a trace asked for, copied out without stalling the pass: recorded when it ends.
+  void trace_later(const int32_t* chosen_dev, std::size_t T, std::size_t K) {
+    auto pinned = pass_host_.take(T * K * sizeof(int32_t));
+    if (!pinned) throw std::bad_alloc();
+    check(cudaMemcpyAsync(*pinned, chosen_dev, T * K * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "routing");
+    pending_traces_.push_back({reinterpret_cast<const int32_t*>(*pinned), T, K});
+  }
+
   void swiglu(const SwiGluMatrices& m, const float* x, std::size_t T, float* out) {
     Scratch::Frame frame(scratch_);
     const std::size_t n = T * std::size_t(m.inter());
@@ -371,6 +462,12 @@ class CudaBackend final : public Backend {
   std::uint64_t pass_ = 0;
   AttnBatch attn_;
   std::string failure_;  // the first error of the current pass
+  std::unordered_map<const MoeWeights*, std::unique_ptr<cuda::ExpertTable>> tables_;
+  struct PendingTrace {
+    const int32_t* chosen;  // pinned, filled by the end of the pass
+    std::size_t T, K;
+  };
+  std::vector<PendingTrace> pending_traces_;
 };
 
 }  // namespace

@@ -39,6 +39,39 @@ void add_bias(float* y, const float* bias, int T, int n, cudaStream_t s);
 // dst[i, :] = src[rows[i], :]; rows is device memory.
 void gather_rows(const float* src, const int64_t* rows, int n, int width, float* dst, cudaStream_t s);
 
+// ---- Small-batch products (gemv_kernels.cu) -------------------------------------------------------
+// The decode path: a few rows of fp32 activations against bf16 weights, one warp per output row
+// reading it once for every row of x (memory-bound, fp32 products and accumulation, no split).
+
+// Rows of x a gemv call takes at most.
+inline constexpr int kGemvMaxRows = 8;
+// Whether gemv_bf16 can read this weight (16-byte aligned rows of a multiple of 8 columns).
+bool gemv_fits(const std::byte* w, std::size_t row_bytes, int64_t cols);
+// y [T, rows] = x [T, cols] w^T (+ bias), w bf16 [rows, cols] with row stride row_bytes; T <= 8.
+void gemv_bf16(const std::byte* w, std::size_t row_bytes, int rows, int cols, const float* x, int T,
+               const float* bias, float* y, cudaStream_t s);
+
+// The routed experts of a few tokens without the host: the choices stay on the device.
+// Device arrays of the E experts' bf16 matrices (row 0 of each); all gate/up share a row stride,
+// as all downs do.
+struct ExpertTable {
+  const std::byte* const* gate = nullptr;
+  const std::byte* const* up = nullptr;
+  const std::byte* const* down = nullptr;
+  std::size_t gate_up_row_bytes = 0;
+  std::size_t down_row_bytes = 0;
+  int hidden = 0;  // H: gate/up columns, down rows
+  int inter = 0;   // I: gate/up rows, down columns
+};
+// h [T * top_k, inter]: for choice i of token t (row t * top_k + i), silu(gate_e x_t) * (up_e x_t)
+// with e = chosen[t * top_k + i].
+void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
+                 cudaStream_t s);
+// out [T, hidden] = sum over token t's choices in ascending expert order of
+// weights[t * top_k + i] * down_e h[t * top_k + i]. top_k <= 32.
+void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const int32_t* chosen,
+                      const float* weights, float* out, cudaStream_t s);
+
 // ---- Attention (attention_kernels.cu) ------------------------------------------------------------
 
 // One sequence of a batched attention call, in device memory. Its rows are row0 .. row0 + rows - 1

@@ -1,0 +1,142 @@
+// Small-batch products for decode (kernels.h): one warp per output row streams the row's bf16
+// weights once, 16 bytes per lane per step, against every row of x (fp32, from L1/L2), and keeps
+// one fp32 accumulator per row of x. Summation order is fixed by the row length alone, so a
+// token's result does not depend on how many tokens share the call.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels.h"
+
+namespace ft::engine::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // output rows per block
+
+__device__ __forceinline__ void unpack8(const uint4 raw, float (&w)[8]) {
+  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(p[i]);
+    w[2 * i] = f.x;
+    w[2 * i + 1] = f.y;
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// acc[t] += w_row . x_t over `cols` columns (cols % 8 == 0), this lane's share.
+template <int NT>
+__device__ __forceinline__ void dot_rows(const std::byte* row, int cols, const float* x, int T, float (&acc)[NT]) {
+  const uint4* w4 = reinterpret_cast<const uint4*>(row);
+  for (int c8 = threadIdx.x & 31; c8 < cols / 8; c8 += 32) {
+    float w[8];
+    unpack8(__ldg(w4 + c8), w);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t >= T) break;
+      const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(t) * cols) + 2 * c8;
+      const float4 a = xv[0], b = xv[1];
+      acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+    }
+  }
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const std::byte* w, std::size_t row_bytes, int rows,
+                                                           int cols, const float* x, int T, const float* bias,
+                                                           float* y) {
+  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  float acc[NT] = {};
+  dot_rows<NT>(w + std::size_t(row) * row_bytes, cols, x, T, acc);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    if (t >= T) break;
+    const float v = warp_sum(acc[t]);
+    if ((threadIdx.x & 31) == 0) y[std::size_t(t) * rows + row] = v + (bias ? bias[row] : 0.f);
+  }
+}
+
+// One (token, choice) pair per blockIdx.y; a warp per intermediate row computes the gate and up
+// dots together (x read once for both).
+__global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const ExpertTable e, const float* x, int top_k,
+                                                                  const int32_t* chosen, float* h) {
+  const int pair = blockIdx.y, row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (row >= e.inter) return;
+  const int expert = chosen[pair];
+  const float* xt = x + std::size_t(pair / top_k) * e.hidden;
+  float g[1] = {}, u[1] = {};
+  dot_rows<1>(e.gate[expert] + std::size_t(row) * e.gate_up_row_bytes, e.hidden, xt, 1, g);
+  dot_rows<1>(e.up[expert] + std::size_t(row) * e.gate_up_row_bytes, e.hidden, xt, 1, u);
+  const float gs = warp_sum(g[0]), us = warp_sum(u[0]);
+  if ((threadIdx.x & 31) == 0) h[std::size_t(pair) * e.inter + row] = gs / (1.f + expf(-gs)) * us;
+}
+
+// One token per blockIdx.y; its choices sorted by expert id in shared memory first, then a warp
+// per output row adds the weighted down products in that order.
+__global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable e, const float* h, int top_k,
+                                                               const int32_t* chosen, const float* weights,
+                                                               float* out) {
+  __shared__ int order[32];
+  const int t = blockIdx.y;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < top_k; ++i) order[i] = i;
+    for (int i = 1; i < top_k; ++i) {  // insertion sort: top_k is small
+      const int v = order[i];
+      int j = i - 1;
+      while (j >= 0 && chosen[t * top_k + order[j]] > chosen[t * top_k + v]) {
+        order[j + 1] = order[j];
+        --j;
+      }
+      order[j + 1] = v;
+    }
+  }
+  __syncthreads();
+  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (row >= e.hidden) return;
+  float acc = 0.f;
+  for (int i = 0; i < top_k; ++i) {
+    const int k = order[i], pair = t * top_k + k;
+    float d[1] = {};
+    dot_rows<1>(e.down[chosen[pair]] + std::size_t(row) * e.down_row_bytes, e.inter, h + std::size_t(pair) * e.inter,
+                1, d);
+    acc += weights[pair] * warp_sum(d[0]);
+  }
+  if ((threadIdx.x & 31) == 0) out[std::size_t(t) * e.hidden + row] = acc;
+}
+
+unsigned row_blocks(int rows) { return unsigned((rows + kWarps - 1) / kWarps); }
+
+}  // namespace
+
+bool gemv_fits(const std::byte* w, std::size_t row_bytes, int64_t cols) {
+  return cols % 8 == 0 && row_bytes % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+}
+
+void gemv_bf16(const std::byte* w, std::size_t row_bytes, int rows, int cols, const float* x, int T, const float* bias,
+               float* y, cudaStream_t s) {
+  const dim3 grid(row_blocks(rows)), block(kWarps * 32);
+  if (T <= 1) gemv_kernel<1><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, T, bias, y);
+  else if (T <= 2) gemv_kernel<2><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, T, bias, y);
+  else if (T <= 4) gemv_kernel<4><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, T, bias, y);
+  else gemv_kernel<8><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, T, bias, y);
+}
+
+void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
+                 cudaStream_t s) {
+  if (T > 0) moe_gate_up_kernel<<<dim3(row_blocks(experts.inter), unsigned(T * top_k)), kWarps * 32, 0, s>>>(experts, x, top_k, chosen, h);
+}
+
+void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const int32_t* chosen,
+                      const float* weights, float* out, cudaStream_t s) {
+  if (T > 0)
+    moe_down_kernel<<<dim3(row_blocks(experts.hidden), unsigned(T)), kWarps * 32, 0, s>>>(experts, h, top_k, chosen,
+                                                                                         weights, out);
+}
+
+}  // namespace ft::engine::cuda
