@@ -48,6 +48,7 @@ int run_engine(const Args& args) {
   if (!options) return usage_error("engine", options.status().message());
   auto model = engine::load_model(*model_dir, *options);
   if (!model) return usage_error("engine", model.status().message());
+  std::printf("freetoken engine: %s", (*model)->placement().to_text().c_str());
 
   // Checkpoints: RocksDB with a RAM tier in front, or (--no-store) the RAM tier alone.
   const uint64_t ram_bytes = uint64_t(args.get_double("checkpoint-ram-gb") * double(1ull << 30));

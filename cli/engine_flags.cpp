@@ -21,6 +21,7 @@ std::vector<Flag> engine_runtime_flags() {
       device_flag(),
       threads_flag(),
       kv_budget_flag(),
+      gpu_mem_flag(),
       deterministic_flag(),
   };
 }

@@ -1,6 +1,7 @@
 #include "model_flags.h"
 
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 
 #include "ft/engine/checkpoint.h"
@@ -34,7 +35,10 @@ Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args) {
   const std::filesystem::path dir = args.get("model");
   if (!std::filesystem::is_directory(dir)) return not_found("model directory " + dir.string() + " does not exist");
   FT_ASSIGN_OR_RETURN(engine::LoadOptions options, load_options_from_flags(args));
-  return engine::load_model(dir, options);
+  FT_ASSIGN_OR_RETURN(auto model, engine::load_model(dir, options));
+  // On the GPU, where everything went (stderr: stdout carries the command's output).
+  if (model->backend_kind() == engine::BackendKind::kCuda) std::fputs(model->placement().to_text().c_str(), stderr);
+  return model;
 }
 
 Result<engine::BackendKind> backend_from_flags(const Args& args) {
@@ -64,6 +68,12 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
     if (!(gb > 0) || gb > 1 << 20) return invalid_argument("--kv-budget must be a positive number of GB");
     o.kv_budget_bytes = uint64_t(gb * double(1ull << 30));
   }
+  if (args.has("gpu-mem")) {
+    const double gb = args.get_double("gpu-mem");
+    if (!(gb > 0) || gb > 1 << 20) return invalid_argument("--gpu-mem must be a positive number of GiB");
+    if (o.backend != engine::BackendKind::kCuda) return invalid_argument("--gpu-mem needs the GPU (--device cuda)");
+    o.gpu_mem_bytes = uint64_t(gb * double(1ull << 30));
+  }
   if (args.has("deterministic")) o.deterministic = true;
   return o;
 }
@@ -77,6 +87,12 @@ Flag threads_flag() { return {"threads", "N", "CPU threads for the model's ops (
 Flag kv_budget_flag() {
   return {"kv-budget", "GB", "memory for KV pages, GiB (reserved, committed as used; default: a quarter of RAM)", "",
           false};
+}
+Flag gpu_mem_flag() {
+  return {"gpu-mem", "GiB",
+          "GPU memory the model may use: weights, KV pages and workspace (default: all that is free; less emulates a "
+          "smaller GPU)",
+          "", false};
 }
 Flag deterministic_flag() {
   return {"deterministic", "",

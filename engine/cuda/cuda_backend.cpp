@@ -61,8 +61,9 @@ class CudaBackend final : public Backend {
   };
 
  public:
-  CudaBackend(std::shared_ptr<cuda::Stream> stream, cublasHandle_t blas)
-      : stream_(std::move(stream)),
+  CudaBackend(std::string name, std::shared_ptr<cuda::Stream> stream, cublasHandle_t blas)
+      : name_(std::move(name)),
+        stream_(std::move(stream)),
         blas_(blas),
         memory_(std::make_shared<cuda::DeviceMemory>(stream_)),
         weights_(memory_, kWeightChunk),
@@ -73,6 +74,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override { cublasDestroy(blas_); }
 
   BackendKind kind() const override { return BackendKind::kCuda; }
+  std::string device_name() const override { return name_; }
   KvDType kv_dtype() const override { return KvDType::kBf16; }
   int threads() const override { return 1; }
   Scratch& host_scratch() override { return host_scratch_; }
@@ -452,6 +454,7 @@ class CudaBackend final : public Backend {
     return attn_;
   }
 
+  std::string name_;
   std::shared_ptr<cuda::Stream> stream_;
   cublasHandle_t blas_;
   std::shared_ptr<cuda::DeviceMemory> memory_;
@@ -488,7 +491,9 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options
   cublasSetStream(blas, stream->get());
   // fp32 weights stay fp32 (no TF32): the reference-grade path for tiny tensors and tests.
   cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(std::move(stream), blas));
+  const std::string name = "cuda:" + std::to_string(options.device) + " " + info.name + " (sm_" +
+                           std::to_string(info.compute_major * 10 + info.compute_minor) + ")";
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(name, std::move(stream), blas));
 }
 
 }  // namespace ft::engine

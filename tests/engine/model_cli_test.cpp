@@ -99,6 +99,9 @@ TEST_F(ModelCli, MissingDirectoryExitsTwo) {
 TEST_F(ModelCli, CudaWithoutAGpuAndUnknownDevicesExitTwoSayingWhy) {
   expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "tpu"}),
                         "--device must be auto, cpu or cuda");
+  expect_one_line_error(
+      run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cpu", "--gpu-mem", "4"}),
+      "--gpu-mem needs the GPU");
   if (engine::query_cuda_device()) GTEST_SKIP() << "this machine has a GPU: --device cuda runs";
   expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cuda"}),
                         "--device cuda: ");

@@ -43,6 +43,13 @@ std::string make_fingerprint(const Checkpoint& ckpt, const ModelConfig& cfg) {
   return std::string(model_family_name(cfg.family)) + "-" + hex;
 }
 
+// One KV page of the model (every full-attention layer), before its layers are built: what the
+// GPU budget check needs to know.
+uint64_t recipe_kv_page_bytes(const ModelConfig& cfg, const LoadOptions& options) {
+  const uint64_t layers = uint64_t(cfg.count_layers(LayerKind::kFullAttention));
+  return layers * 2 * uint64_t(cfg.num_key_value_heads) * uint64_t(cfg.head_dim) * uint64_t(options.kv_page_tokens) * 2;
+}
+
 uint64_t default_kv_budget() {
   // A quarter of physical memory: reserved as address space only, committed as pages are used.
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
@@ -50,10 +57,52 @@ uint64_t default_kv_budget() {
   return ram / 4;
 }
 
-uint64_t default_device_kv_budget() {
-  // Half of what is free on the GPU once the weights are in: the rest stays for the workspace.
-  auto dev = query_cuda_device();
-  return dev ? dev->free_bytes / 2 : 0;
+// GPU memory kept free for a pass's temporaries (activations of a prefill chunk, the MoE's grouped
+// rows): a 4,096-token chunk of a 2,048-wide model takes about 1.5 GiB.
+constexpr uint64_t kGpuWorkspaceBytes = uint64_t(2) << 30;
+
+double gib(uint64_t bytes) { return double(bytes) / double(1ull << 30); }
+std::string gib_text(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", gib(bytes));
+  return buf;
+}
+
+// The checkpoint's weights by kind, from the HF tensor names.
+void weigh_checkpoint(const Checkpoint& ckpt, PlacementPlan& plan) {
+  for (const std::string& name : ckpt.tensor_names()) {
+    auto view = ckpt.tensor(name);
+    if (!view) continue;
+    const bool routed = name.find(".experts.") != std::string::npos || name.find(".experts_") != std::string::npos;
+    if (name.find("embed_tokens") != std::string::npos || name.find("lm_head") != std::string::npos) {
+      plan.embedding_bytes += view->nbytes;
+    } else if (routed && name.find("shared_expert") == std::string::npos) {
+      plan.routed_expert_bytes += view->nbytes;
+    } else {
+      plan.dense_bytes += view->nbytes;
+    }
+  }
+}
+
+// The GPU budget: --gpu-mem or what is free, and whether weights + workspace + a KV page fit.
+Result<uint64_t> gpu_budget(const PlacementPlan& plan, const LoadOptions& options) {
+  FT_ASSIGN_OR_RETURN(CudaDeviceInfo dev, query_cuda_device());
+  if (options.gpu_mem_bytes > dev.free_bytes) {
+    return unavailable("--gpu-mem " + gib_text(options.gpu_mem_bytes) + " is more than the GPU has free (" +
+                       gib_text(dev.free_bytes) + ")");
+  }
+  // Without --gpu-mem: what is free, less some room for what the CUDA libraries take on their own.
+  constexpr uint64_t kLibraryRoom = uint64_t(512) << 20;
+  const uint64_t budget =
+      options.gpu_mem_bytes ? options.gpu_mem_bytes : dev.free_bytes - std::min(dev.free_bytes, kLibraryRoom);
+  const uint64_t need = plan.weight_bytes() + kGpuWorkspaceBytes + plan.kv_page_bytes;
+  if (need > budget) {
+    return unavailable("the model needs " + gib_text(need) + " of GPU memory (weights " + gib_text(plan.weight_bytes()) +
+                       ", workspace " + gib_text(kGpuWorkspaceBytes) + ", a KV page); " +
+                       (options.gpu_mem_bytes ? "--gpu-mem allows " : "the GPU has free ") + gib_text(budget) +
+                       " (experts offloaded to host RAM are not supported yet: use --device cpu)");
+  }
+  return budget;
 }
 
 class DecoderModel final : public Model {
@@ -68,6 +117,14 @@ class DecoderModel final : public Model {
                         make_backend({options.backend, options.threads, std::nullopt, options.deterministic}));
     const Checkpoint& c = *ckpt;
     auto m = std::make_unique<DecoderModel>(ckpt, cfg, make_fingerprint(c, cfg), std::move(backend));
+    PlacementPlan& plan = m->plan_;
+    plan.device = m->be_->device_name();
+    weigh_checkpoint(c, plan);
+    if (options.backend == BackendKind::kCuda) {
+      plan.kv_page_bytes = recipe_kv_page_bytes(cfg, options);
+      FT_ASSIGN_OR_RETURN(plan.budget_bytes, gpu_budget(plan, options));
+      plan.workspace_bytes = kGpuWorkspaceBytes;
+    }
     const WeightLoader w(c, recipe.prefix, *m->be_);
     const WeightLoader top(c, "", *m->be_);
     FT_ASSIGN_OR_RETURN(m->embed_, w.matrix("embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
@@ -84,6 +141,11 @@ class DecoderModel final : public Model {
       FT_ASSIGN_OR_RETURN(m->lm_head_, top.matrix("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
     }
     FT_RETURN_IF_ERROR(m->make_kv_pool(options));
+    for (const DecoderLayer& l : m->layers_) {
+      if (!l.linear_attention) continue;
+      const LinearState st = l.linear_attention->empty_state(0);
+      m->plan_.linear_state_bytes += (st.conv_floats() + st.recurrent_floats()) * sizeof(float);
+    }
     return std::unique_ptr<Model>(std::move(m));
   }
 
@@ -93,6 +155,7 @@ class DecoderModel final : public Model {
     return pool_ ? std::optional<KvLayout>(pool_->layout()) : std::nullopt;
   }
   BackendKind backend_kind() const override { return be_->kind(); }
+  const PlacementPlan& placement() const override { return plan_; }
   void set_routing_trace(RoutingTrace* trace) const override {
     std::lock_guard lock(mu_);
     be_->set_routing_trace(trace);
@@ -156,10 +219,21 @@ class DecoderModel final : public Model {
     if (kv.page_tokens < 16 || kv.page_tokens > 64 || kv.page_tokens % 16 != 0)
       return invalid_argument("KV page size must be 16, 32, 48 or 64 tokens");
     const std::shared_ptr<Memory> memory = be_->memory();
-    const uint64_t budget = options.kv_budget_bytes ? options.kv_budget_bytes
-                            : memory->is_host() ? default_kv_budget()
-                                                : default_device_kv_budget();
+    uint64_t budget = options.kv_budget_bytes ? options.kv_budget_bytes : default_kv_budget();
+    if (!memory->is_host()) {
+      // What the GPU budget leaves once the weights are in and the workspace is set aside.
+      const uint64_t used = plan_.weight_bytes() + plan_.workspace_bytes;
+      const uint64_t room = plan_.budget_bytes > used ? plan_.budget_bytes - used : 0;
+      if (options.kv_budget_bytes > room) {
+        return unavailable("--kv-budget " + gib_text(options.kv_budget_bytes) + " does not fit: the GPU budget leaves " +
+                           gib_text(room) + " after weights and workspace");
+      }
+      if (!options.kv_budget_bytes) budget = room;
+    }
     FT_ASSIGN_OR_RETURN(pool_, KvPool::create(kv, budget, memory));
+    plan_.kv_page_bytes = kv.page_bytes();
+    plan_.kv_pages = pool_->stats().pages_total;
+    plan_.kv_tokens = plan_.kv_pages * uint64_t(kv.page_tokens);
     return Status::ok();
   }
 
@@ -238,6 +312,7 @@ class DecoderModel final : public Model {
   Matrix lm_head_;  // [vocab, hidden]; the embedding when tied
   std::shared_ptr<KvPool> pool_;
   std::size_t linear_layers_ = 0;
+  PlacementPlan plan_;
 };
 
 }  // namespace

@@ -41,6 +41,17 @@ json engine_status(const Scheduler& scheduler, const store::StateTier* store) {
   j["scheduler"]["max_running"] = scheduler.options().max_running;
   j["scheduler"]["max_waiting"] = scheduler.options().max_waiting;
   j["store"] = store ? json{{"tier", store->name()}, {"stats", tier_json(store->stats())}} : json(nullptr);
+  const PlacementPlan& p = m.placement();
+  j["placement"] = {{"device", p.device},
+                    {"budget_bytes", p.budget_bytes},
+                    {"weights", {{"embedding_bytes", p.embedding_bytes},
+                                 {"dense_bytes", p.dense_bytes},
+                                 {"routed_expert_bytes", p.routed_expert_bytes}}},
+                    {"kv", {{"page_bytes", p.kv_page_bytes}, {"pages", p.kv_pages}, {"tokens", p.kv_tokens},
+                            {"stats", {{"pages_used", m.kv_stats().pages_used}, {"pages_touched", m.kv_stats().pages_touched}}}}},
+                    {"linear_state_bytes_per_sequence", p.linear_state_bytes},
+                    {"workspace_bytes", p.workspace_bytes},
+                    {"total_bytes", p.total_bytes()}};
   return j;
 }
 

@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -110,6 +111,8 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual BackendKind kind() const = 0;
+  // Where it computes, for the placement plan: "cpu (host RAM)", "cuda:0 NVIDIA H200 (sm_90)".
+  virtual std::string device_name() const { return "cpu (host RAM)"; }
   virtual KvDType kv_dtype() const = 0;
   virtual int threads() const = 0;
   // Runs `fn` (a forward pass) on this backend's threads; ops are called from inside it. Returns

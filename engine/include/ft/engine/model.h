@@ -15,6 +15,7 @@
 #include "ft/common/result.h"
 #include "ft/engine/backend.h"
 #include "ft/engine/kv_pool.h"
+#include "ft/engine/placement.h"
 #include "ft/engine/model_config.h"
 #include "ft/engine/sequence_state.h"
 
@@ -48,6 +49,8 @@ class Model {
   virtual std::optional<KvLayout> kv_layout() const = 0;
   virtual KvPoolStats kv_stats() const = 0;
   virtual BackendKind backend_kind() const = 0;
+  // Where the weights, KV pages, state and workspace live (printed at load, in /v1/stats).
+  virtual const PlacementPlan& placement() const = 0;
   // Records the experts every MoE layer chooses from now on (null: stop). Not thread-safe with
   // forward passes in flight.
   virtual void set_routing_trace(RoutingTrace* trace) const = 0;
@@ -77,7 +80,9 @@ class Model {
 struct LoadOptions {
   BackendKind backend = BackendKind::kCpu;
   int threads = 0;                   // 0: every core
-  std::uint64_t kv_budget_bytes = 0;  // KV page pool; 0: a quarter of physical RAM (reserved, not committed)
+  std::uint64_t kv_budget_bytes = 0;  // KV page pool; 0: a quarter of physical RAM (reserved, not committed),
+                                      // on the GPU what the budget leaves after weights and workspace
+  std::uint64_t gpu_mem_bytes = 0;    // kCuda: GPU memory the model may use; 0: all that is free
   int64_t kv_page_tokens = 64;       // token positions per KV page
   bool deterministic = false;        // same bits batched or alone on every CPU (backend.h)
 };
@@ -85,7 +90,9 @@ struct LoadOptions {
 // Reads config.json, picks the family and maps its weights as views into `checkpoint`, which the
 // model keeps alive. Loading reads tensor headers only, never converts a matrix. Errors:
 // kUnsupported for an unknown architecture or a weight dtype without kernels; kNotFound for a
-// missing tensor; kInvalidArgument for a tensor of the wrong shape (both name the tensor).
+// missing tensor; kInvalidArgument for a tensor of the wrong shape (both name the tensor);
+// kUnavailable when the GPU's budget cannot hold the weights, the workspace and one KV page
+// (saying how much is needed).
 Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const Checkpoint> checkpoint, const LoadOptions& options = {});
 // Convenience: Checkpoint::open(dir) then load_model.
 Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir, const LoadOptions& options = {});

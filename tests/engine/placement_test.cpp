@@ -1,0 +1,92 @@
+// The placement plan a model reports at load: weights by kind add up to the checkpoint, the KV
+// pool's pages and tokens agree with its budget, and on the GPU a budget too small for the
+// weights is refused up front, saying how much is needed.
+#include <gtest/gtest.h>
+
+#include "ft/engine/checkpoint.h"
+#include "ft/engine/model.h"
+#include "test_support.h"
+#include "tiny_models.h"
+
+namespace ft::test {
+namespace {
+
+using engine::BackendKind;
+using engine::ModelFamily;
+
+uint64_t checkpoint_bytes(const std::filesystem::path& dir) {
+  auto ckpt = engine::Checkpoint::open(dir);
+  EXPECT_TRUE(ckpt.is_ok());
+  uint64_t n = 0;
+  for (const std::string& name : ckpt->tensor_names()) n += ckpt->tensor(name)->nbytes;
+  return n;
+}
+
+class Placement : public ::testing::TestWithParam<BackendKind> {
+ protected:
+  void SetUp() override { FT_SKIP_UNLESS_RUNNABLE(GetParam()); }
+};
+
+TEST_P(Placement, WeightsByKindAddUpAndTheKvPoolMatchesItsBudget) {
+  TempDir dir;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Next, false)).is_ok());
+  engine::LoadOptions o;
+  o.backend = GetParam();
+  o.kv_budget_bytes = 64ull << 20;
+  auto m = engine::load_model(dir.path(), o);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const engine::PlacementPlan& p = (*m)->placement();
+  EXPECT_EQ(p.weight_bytes(), checkpoint_bytes(dir.path()));
+  EXPECT_GT(p.embedding_bytes, 0u);
+  EXPECT_GT(p.dense_bytes, 0u);
+  EXPECT_GT(p.routed_expert_bytes, 0u);
+  const engine::KvLayout kv = *(*m)->kv_layout();
+  EXPECT_EQ(p.kv_page_bytes, kv.page_bytes());
+  EXPECT_EQ(p.kv_pages, (64ull << 20) / kv.page_bytes());
+  EXPECT_EQ(p.kv_tokens, p.kv_pages * uint64_t(kv.page_tokens));
+  EXPECT_GT(p.linear_state_bytes, 0u);  // qwen3_next has DeltaNet layers
+  const std::string text = p.to_text();
+  for (const char* row : {"embeddings", "dense weights", "routed experts", "KV pages", "linear state", "total"})
+    EXPECT_NE(text.find(row), std::string::npos) << row << " missing from:\n" << text;
+  if (GetParam() == BackendKind::kCuda) {
+    EXPECT_NE(p.device.find("cuda:0"), std::string::npos) << p.device;
+    EXPECT_GT(p.budget_bytes, p.total_bytes());
+    EXPECT_GT(p.workspace_bytes, 0u);
+  } else {
+    EXPECT_EQ(p.budget_bytes, 0u);
+  }
+}
+
+TEST_P(Placement, AGpuBudgetTooSmallIsRefusedSayingHowMuchIsNeeded) {
+  if (GetParam() != BackendKind::kCuda) GTEST_SKIP() << "a GPU budget only";
+  TempDir dir;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
+  engine::LoadOptions o;
+  o.backend = BackendKind::kCuda;
+  o.gpu_mem_bytes = 1ull << 30;  // below the 2 GiB workspace alone
+  auto m = engine::load_model(dir.path(), o);
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(m.status().message().find("the model needs"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("--gpu-mem allows 1.0 GiB"), std::string::npos) << m.status().message();
+
+  o.gpu_mem_bytes = 3ull << 30;
+  o.kv_budget_bytes = 2ull << 30;  // more than 3 GiB leaves after 2 GiB of workspace
+  auto k = engine::load_model(dir.path(), o);
+  ASSERT_FALSE(k.is_ok());
+  EXPECT_NE(k.status().message().find("--kv-budget"), std::string::npos) << k.status().message();
+
+  o.kv_budget_bytes = 0;  // the rest of the budget becomes KV pages
+  auto ok = engine::load_model(dir.path(), o);
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  const engine::PlacementPlan& p = (*ok)->placement();
+  EXPECT_EQ(p.budget_bytes, 3ull << 30);
+  EXPECT_LE(p.total_bytes(), p.budget_bytes);
+  EXPECT_GT(p.total_bytes() + p.kv_page_bytes, p.budget_bytes);  // the pages fill what is left
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Placement, ::testing::Values(BackendKind::kCpu, BackendKind::kCuda),
+                         [](const auto& info) { return std::string(engine::backend_name(info.param)); });
+
+}  // namespace
+}  // namespace ft::test
