@@ -117,6 +117,10 @@ class CudaBackend final : public Backend {
     }
     return reinterpret_cast<const float*>(dev);
   }
+  Status reserve_workspace(std::size_t bytes) override {
+    if (!scratch_.reserve(bytes)) return unavailable("cannot set aside " + std::to_string(bytes >> 20) + " MiB of GPU memory for the workspace");
+    return Status::ok();
+  }
   const int64_t* stage(std::span<const int64_t> host) override { return upload(host.data(), host.size()); }
 
   // ---- Dense ----
@@ -141,13 +145,23 @@ class CudaBackend final : public Backend {
     Scratch::Frame frame(scratch_);
     const std::size_t K = std::size_t(outs[0].w->cols);
     const std::uint16_t* split[2] = {nullptr, nullptr};  // bf16, f16
+    // Decode: the bf16 products read their weights once with fp32 activations, no split, all in
+    // one launch.
+    cuda::GemvOut gemv[cuda::kGemvMaxOuts];
+    int n_gemv = 0;
+    std::vector<const LinearOut*> rest;
     for (const LinearOut& o : outs) {
-      const DType dt = o.w->dtype;
-      if (dt == DType::kBF16 && T <= std::size_t(cuda::kGemvMaxRows) && cuda::gemv_fits(weight(*o.w), o.w->row_bytes, o.w->cols)) {
-        // Decode: read the weights once with fp32 activations, no split, one launch.
-        cuda::gemv_bf16(weight(*o.w), o.w->row_bytes, int(o.w->rows), int(o.w->cols), x, int(T), o.bias, o.y, s());
-        continue;
+      if (T <= std::size_t(cuda::kGemvMaxRows) && n_gemv < cuda::kGemvMaxOuts && o.w->dtype == DType::kBF16 &&
+          cuda::gemv_fits(weight(*o.w), o.w->row_bytes, o.w->cols)) {
+        gemv[n_gemv++] = {weight(*o.w), o.w->row_bytes, int(o.w->rows), o.bias, o.y};
+      } else {
+        rest.push_back(&o);
       }
+    }
+    if (n_gemv) cuda::gemv_bf16(gemv, n_gemv, int(K), x, int(T), s());
+    for (const LinearOut* op : rest) {
+      const LinearOut& o = *op;
+      const DType dt = o.w->dtype;
       if (dt == DType::kF32) {
         gemm(x, T, *o.w, o.y);
         if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(o.w->rows), s());
@@ -156,13 +170,13 @@ class CudaBackend final : public Backend {
       const bool f16 = dt == DType::kF16;
       if (!split[f16]) {
         auto* buf = scratch_.take<std::uint16_t>(2 * T * K);
-        cuda::split_16(x, T * K, f16, buf, s());
+        cuda::split_16(x, T * K, T * K, f16, buf, s());
         split[f16] = buf;
       }
       Scratch::Frame inner(scratch_);
       float* y2 = scratch_.floats(2 * T * std::size_t(o.w->rows));
       gemm(split[f16], 2 * T, *o.w, y2);
-      cuda::add_halves(y2, int(T), int(o.w->rows), o.bias, o.y, s());
+      cuda::add_halves(y2, 1, int(T), int(o.w->rows), o.bias, o.y, s());
     }
   }
 
@@ -275,16 +289,29 @@ class CudaBackend final : public Backend {
       std::copy(ws.begin(), ws.end(), weights.begin() + std::ptrdiff_t(t * K));
     }
 
-    float* xg = scratch_.floats(T * K * H);
-    float* y = scratch_.floats(T * K * H);
-    cuda::gather_rows(x, upload(token_of_row.data(), token_of_row.size()), int(T * K), int(H), xg, s());
+    // Padding every active expert to the busiest one's rows is cheap while routing is even; when it
+    // would more than double the rows (skewed routing), one GEMM trio per expert instead.
+    std::size_t active = 0, busiest = 0;
     for (std::size_t e = 0; e < E; ++e) {
-      const std::size_t r0 = std::size_t(count[e]), n = std::size_t(count[e + 1]) - r0;
-      if (n == 0) continue;
-      swiglu(w.experts[e], xg + r0 * H, n, y + r0 * H);
+      const std::size_t n = std::size_t(count[e + 1] - count[e]);
+      active += n > 0;
+      busiest = std::max(busiest, n);
     }
-    cuda::moe_combine(y, upload(row_of_choice.data(), row_of_choice.size()), upload(weights.data(), weights.size()),
-                      int(T), int(K), int(H), out, s());
+    const cuda::ExpertTable* table = expert_table(w);
+    if (table && active * busiest <= 2 * T * K) {
+      experts_batched(*table, w, x, T, K, count, token_of_row, row_of_choice, weights, out);
+    } else {
+      float* xg = scratch_.floats(T * K * H);
+      float* y = scratch_.floats(T * K * H);
+      cuda::gather_rows(x, upload(token_of_row.data(), token_of_row.size()), int(T * K), int(H), xg, s());
+      for (std::size_t e = 0; e < E; ++e) {
+        const std::size_t r0 = std::size_t(count[e]), n = std::size_t(count[e + 1]) - r0;
+        if (n == 0) continue;
+        swiglu(w.experts[e], xg + r0 * H, n, y + r0 * H);
+      }
+      cuda::moe_combine(y, upload(row_of_choice.data(), row_of_choice.size()), upload(weights.data(), weights.size()),
+                        int(T), int(K), int(H), out, s());
+    }
     add_shared_expert(w, x, T, out);
   }
 
@@ -349,6 +376,94 @@ class CudaBackend final : public Backend {
         cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, weight(w), type, lda, x, type, k, &zero, y,
                      CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmEx: ") + cublas_status_text(st));
+  }
+
+  // The routed experts of a prefill-sized call in a few launches: every active expert's rows padded
+  // to the longest group (P rows, zeros after its own), split in two bf16 halves, and one batched
+  // GEMM each for gate, up and down over all active experts; then the per-token combine.
+  // count: the prefix sums of rows per expert; rows of one expert in token order.
+  void experts_batched(const cuda::ExpertTable& table, const MoeWeights& w, const float* x, std::size_t T,
+                       std::size_t K, const std::vector<int32_t>& count, const std::vector<int64_t>& token_of_row,
+                       const std::vector<int32_t>& row_of_choice, const std::vector<float>& weights, float* out) {
+    const std::size_t E = w.experts.size(), H = std::size_t(table.hidden), I = std::size_t(table.inter);
+    std::vector<int32_t> slot(E, -1);  // expert -> its place among the active ones
+    std::vector<const void*> gate, up, down;
+    std::size_t P = 0;
+    for (std::size_t e = 0; e < E; ++e) {
+      const std::size_t n = std::size_t(count[e + 1] - count[e]);
+      if (n == 0) continue;
+      slot[e] = int32_t(gate.size());
+      gate.push_back(w.experts[e].gate.device);
+      up.push_back(w.experts[e].up.device);
+      down.push_back(w.experts[e].down.device);
+      P = std::max(P, n);
+    }
+    const std::size_t A = gate.size();
+    // Padded rows: active expert j's rows at [j P, j P + n), -1 (zeros) after.
+    std::vector<int64_t> padded(A * P, -1);
+    std::vector<int32_t> row_in_padded(T * K);
+    for (std::size_t e = 0, j = 0; e < E; ++e) {
+      if (slot[e] < 0) continue;
+      for (int32_t r = count[e]; r < count[e + 1]; ++r) padded[j * P + std::size_t(r - count[e])] = token_of_row[std::size_t(r)];
+      ++j;
+    }
+    for (std::size_t i = 0; i < T * K; ++i) {
+      // row_of_choice holds rows of the unpadded grouping: find the expert by its prefix sums.
+      const int32_t r = row_of_choice[i];
+      const std::size_t e = std::size_t(std::upper_bound(count.begin(), count.end(), r) - count.begin() - 1);
+      row_in_padded[i] = slot[e] * int32_t(P) + (r - count[e]);
+    }
+    // Frames end each stage's inputs once consumed (the stream orders the reuse), so the peak is
+    // the split input and the gate/up products, not every buffer at once.
+    Scratch::Frame frame(scratch_);
+    float* y = scratch_.floats(A * P * H);
+    float* g = scratch_.floats(A * P * I);
+    {
+      Scratch::Frame gate_up(scratch_);
+      auto* xs = scratch_.take<std::uint16_t>(2 * A * P * H);
+      {
+        Scratch::Frame gathered(scratch_);
+        float* xg = scratch_.floats(A * P * H);
+        cuda::gather_rows(x, upload(padded.data(), padded.size()), int(A * P), int(H), xg, s());
+        cuda::split_16(xg, A * P * H, P * H, false, xs, s());
+      }
+      float* u = scratch_.floats(A * P * I);
+      float* g2 = scratch_.floats(2 * A * P * I);
+      float* u2 = scratch_.floats(2 * A * P * I);
+      batched_gemm(gate.data(), table.gate_up_row_bytes, int(I), int(H), xs, 2 * P, g2, A);
+      batched_gemm(up.data(), table.gate_up_row_bytes, int(I), int(H), xs, 2 * P, u2, A);
+      cuda::add_halves(g2, int(A), int(P), int(I), nullptr, g, s());
+      cuda::add_halves(u2, int(A), int(P), int(I), nullptr, u, s());
+      cuda::silu_mul(g, u, g, A * P * I, s());
+    }
+    {
+      Scratch::Frame down_frame(scratch_);
+      auto* hs = scratch_.take<std::uint16_t>(2 * A * P * I);
+      cuda::split_16(g, A * P * I, P * I, false, hs, s());
+      float* y2 = scratch_.floats(2 * A * P * H);
+      batched_gemm(down.data(), table.down_row_bytes, int(H), int(I), hs, 2 * P, y2, A);
+      cuda::add_halves(y2, int(A), int(P), int(H), nullptr, y, s());
+    }
+    cuda::moe_combine(y, upload(row_in_padded.data(), row_in_padded.size()), upload(weights.data(), weights.size()),
+                      int(T), int(K), int(H), out, s());
+  }
+
+  // For each of `count` problems j: C_j [n, m] = B_j [n, k] W_j^T with W_j bf16 [m, k] (row stride
+  // row_bytes) at ws[j], B_j the j-th [n, k] bf16 block of `b` and C_j the j-th [n, m] block of c.
+  void batched_gemm(const void* const* ws, std::size_t row_bytes, int m, int k, const std::uint16_t* b, std::size_t n,
+                    float* c, std::size_t count) {
+    std::vector<const void*> bs(count);
+    std::vector<void*> cs(count);
+    for (std::size_t j = 0; j < count; ++j) {
+      bs[j] = b + j * n * std::size_t(k);
+      cs[j] = c + j * n * std::size_t(m);
+    }
+    const float one = 1.f, zero = 0.f;
+    const cublasStatus_t st = cublasGemmBatchedEx(
+        blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, int(n), k, &one, upload(ws, count), CUDA_R_16BF, int(row_bytes / 2),
+        upload(bs.data(), count), CUDA_R_16BF, k, &zero, const_cast<void* const*>(upload(cs.data(), count)), CUDA_R_32F,
+        m, int(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmBatchedEx: ") + cublas_status_text(st));
   }
 
   // out += sigmoid(shared_gate x) * shared_expert(x), when the layer has one.

@@ -29,24 +29,29 @@ __global__ void embedding_kernel(const std::byte* table, DType dtype, std::size_
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = load_weight(row, dtype, c);
 }
 
-__global__ void split_16_kernel(const float* x, std::size_t n, bool f16, std::uint16_t* out) {
+__global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
     const float v = x[i];
+    const std::size_t at = i / group * 2 * group + i % group;
     if (f16) {
       const __half hi = __float2half_rn(v);
-      out[i] = __half_as_ushort(hi);
-      out[n + i] = __half_as_ushort(__float2half_rn(v - __half2float(hi)));
+      out[at] = __half_as_ushort(hi);
+      out[at + group] = __half_as_ushort(__float2half_rn(v - __half2float(hi)));
     } else {
       const __nv_bfloat16 hi = __float2bfloat16_rn(v);
-      out[i] = __bfloat16_as_ushort(hi);
-      out[n + i] = __bfloat16_as_ushort(__float2bfloat16_rn(v - __bfloat162float(hi)));
+      out[at] = __bfloat16_as_ushort(hi);
+      out[at + group] = __bfloat16_as_ushort(__float2bfloat16_rn(v - __bfloat162float(hi)));
     }
   }
 }
 
-__global__ void add_halves_kernel(const float* y2, std::size_t half, int n, const float* bias, float* y) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < half; i += std::size_t(gridDim.x) * blockDim.x)
-    y[i] = y2[i] + y2[half + i] + (bias ? bias[i % std::size_t(n)] : 0.f);
+// y has groups x half elements, y2 groups x 2 half: each group's two halves added.
+__global__ void add_halves_kernel(const float* y2, std::size_t total, std::size_t half, int n, const float* bias,
+                                  float* y) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total; i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t at = i / half * 2 * half + i % half;
+    y[i] = y2[at] + y2[at + half] + (bias ? bias[i % std::size_t(n)] : 0.f);
+  }
 }
 
 // Block-wide sum: warp shuffles, then one warp over the warps' partials. Every thread gets it.
@@ -96,8 +101,13 @@ __global__ void add_bias_kernel(float* y, const float* bias, int n) {
 }
 
 __global__ void gather_rows_kernel(const float* src, const int64_t* rows, int width, float* dst) {
-  const float* s = src + std::size_t(rows[blockIdx.x]) * width;
+  const int64_t r = rows[blockIdx.x];
   float* d = dst + std::size_t(blockIdx.x) * width;
+  if (r < 0) {
+    for (int i = threadIdx.x; i < width; i += blockDim.x) d[i] = 0.f;
+    return;
+  }
+  const float* s = src + std::size_t(r) * width;
   for (int i = threadIdx.x; i < width; i += blockDim.x) d[i] = s[i];
 }
 
@@ -177,13 +187,13 @@ void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64
   if (T > 0) embedding_kernel<<<T, kBlock, 0, s>>>(table, dtype, row_bytes, cols, ids, out);
 }
 
-void split_16(const float* x, std::size_t n, bool f16, std::uint16_t* out, cudaStream_t s) {
-  if (n) split_16_kernel<<<std::min(blocks_for(n), 65535u), kBlock, 0, s>>>(x, n, f16, out);
+void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s) {
+  if (n) split_16_kernel<<<std::min(blocks_for(n), 65535u), kBlock, 0, s>>>(x, n, group, f16, out);
 }
 
-void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s) {
-  const std::size_t half = std::size_t(T) * std::size_t(n);
-  if (half) add_halves_kernel<<<std::min(blocks_for(half), 65535u), kBlock, 0, s>>>(y2, half, n, bias, y);
+void add_halves(const float* y2, int groups, int rows, int n, const float* bias, float* y, cudaStream_t s) {
+  const std::size_t half = std::size_t(rows) * std::size_t(n), total = half * std::size_t(groups);
+  if (total) add_halves_kernel<<<std::min(blocks_for(total), 65535u), kBlock, 0, s>>>(y2, total, half, n, bias, y);
 }
 
 void rms_norm(const float* x, const float* w, float* out, int rows, int dim, float eps, bool zero_centered,

@@ -46,19 +46,27 @@ __device__ __forceinline__ void dot_rows(const std::byte* row, int cols, const f
   }
 }
 
+// The products of one launch; block b works on product `out` where first_block[out] <= b.
+struct GemvBatch {
+  GemvOut outs[kGemvMaxOuts];
+  unsigned first_block[kGemvMaxOuts + 1];
+  int n_outs;
+};
+
 template <int NT>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const std::byte* w, std::size_t row_bytes, int rows,
-                                                           int cols, const float* x, int T, const float* bias,
-                                                           float* y) {
-  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  if (row >= rows) return;
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvBatch batch, int cols, const float* x, int T) {
+  int o = 0;
+  while (o + 1 < batch.n_outs && blockIdx.x >= batch.first_block[o + 1]) ++o;
+  const GemvOut& out = batch.outs[o];
+  const int row = int(blockIdx.x - batch.first_block[o]) * kWarps + (threadIdx.x >> 5);
+  if (row >= out.rows) return;
   float acc[NT] = {};
-  dot_rows<NT>(w + std::size_t(row) * row_bytes, cols, x, T, acc);
+  dot_rows<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= T) break;
     const float v = warp_sum(acc[t]);
-    if ((threadIdx.x & 31) == 0) y[std::size_t(t) * rows + row] = v + (bias ? bias[row] : 0.f);
+    if ((threadIdx.x & 31) == 0) out.y[std::size_t(t) * out.rows + row] = v + (out.bias ? out.bias[row] : 0.f);
   }
 }
 
@@ -118,13 +126,18 @@ bool gemv_fits(const std::byte* w, std::size_t row_bytes, int64_t cols) {
   return cols % 8 == 0 && row_bytes % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
 }
 
-void gemv_bf16(const std::byte* w, std::size_t row_bytes, int rows, int cols, const float* x, int T, const float* bias,
-               float* y, cudaStream_t s) {
-  const dim3 grid(row_blocks(rows)), block(kWarps * 32);
-  if (T <= 1) gemv_kernel<1><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, T, bias, y);
-  else if (T <= 2) gemv_kernel<2><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, T, bias, y);
-  else if (T <= 4) gemv_kernel<4><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, T, bias, y);
-  else gemv_kernel<8><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, T, bias, y);
+void gemv_bf16(const GemvOut* outs, int n_outs, int cols, const float* x, int T, cudaStream_t s) {
+  GemvBatch batch{};
+  batch.n_outs = n_outs;
+  for (int o = 0; o < n_outs; ++o) {
+    batch.outs[o] = outs[o];
+    batch.first_block[o + 1] = batch.first_block[o] + row_blocks(outs[o].rows);
+  }
+  const dim3 grid(batch.first_block[n_outs]), block(kWarps * 32);
+  if (T <= 1) gemv_kernel<1><<<grid, block, 0, s>>>(batch, cols, x, T);
+  else if (T <= 2) gemv_kernel<2><<<grid, block, 0, s>>>(batch, cols, x, T);
+  else if (T <= 4) gemv_kernel<4><<<grid, block, 0, s>>>(batch, cols, x, T);
+  else gemv_kernel<8><<<grid, block, 0, s>>>(batch, cols, x, T);
 }
 
 void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,

@@ -23,11 +23,13 @@ namespace ft::engine::cuda {
 void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64_t cols, const int32_t* ids,
                int T, float* out, cudaStream_t s);
 // x fp32 [n] as two 16-bit halves, x ~= hi + lo (each round to nearest even; `f16` picks the
-// type): hi into out[0, n), lo into out[n, 2n). A product of both with the same weights, added,
-// is as exact as fp32 activations (the CPU backends' "bf16x2").
-void split_16(const float* x, std::size_t n, bool f16, std::uint16_t* out, cudaStream_t s);
-// y[t, c] = y2[t, c] + y2[T + t, c] (+ bias[c]): the two halves of a split product added.
-void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s);
+// type), in groups of `group` elements: group j's hi into out[2j group ..], its lo right after.
+// A product of both halves with the same weights, added, is as exact as fp32 activations (the CPU
+// backends' "bf16x2"). group = n: one hi block, then one lo block.
+void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s);
+// For each of `groups` groups of `rows` rows of n: y[j][t, c] = y2[j][t, c] + y2[j][rows + t, c]
+// (+ bias[c]): the two halves of a split product added.
+void add_halves(const float* y2, int groups, int rows, int n, const float* bias, float* y, cudaStream_t s);
 // ref::rms_norm over `rows` rows of `dim`.
 void rms_norm(const float* x, const float* w, float* out, int rows, int dim, float eps, bool zero_centered,
               cudaStream_t s);
@@ -36,7 +38,7 @@ void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s);
 void add(float* y, const float* x, std::size_t n, cudaStream_t s);
 // y[t, :] += bias for T rows of n.
 void add_bias(float* y, const float* bias, int T, int n, cudaStream_t s);
-// dst[i, :] = src[rows[i], :]; rows is device memory.
+// dst[i, :] = src[rows[i], :], zeros where rows[i] < 0 (padding); rows is device memory.
 void gather_rows(const float* src, const int64_t* rows, int n, int width, float* dst, cudaStream_t s);
 
 // ---- Small-batch products (gemv_kernels.cu) -------------------------------------------------------
@@ -47,9 +49,19 @@ void gather_rows(const float* src, const int64_t* rows, int n, int width, float*
 inline constexpr int kGemvMaxRows = 8;
 // Whether gemv_bf16 can read this weight (16-byte aligned rows of a multiple of 8 columns).
 bool gemv_fits(const std::byte* w, std::size_t row_bytes, int64_t cols);
-// y [T, rows] = x [T, cols] w^T (+ bias), w bf16 [rows, cols] with row stride row_bytes; T <= 8.
-void gemv_bf16(const std::byte* w, std::size_t row_bytes, int rows, int cols, const float* x, int T,
-               const float* bias, float* y, cudaStream_t s);
+// One product of a gemv call: y [T, rows] = x [T, cols] w^T (+ bias), w bf16 [rows, cols] with
+// row stride row_bytes.
+struct GemvOut {
+  const std::byte* w = nullptr;
+  std::size_t row_bytes = 0;
+  int rows = 0;
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+inline constexpr int kGemvMaxOuts = 4;
+// Up to kGemvMaxOuts products of the same x [T, cols] (q, k and v; gate and up) in one launch;
+// T <= kGemvMaxRows.
+void gemv_bf16(const GemvOut* outs, int n_outs, int cols, const float* x, int T, cudaStream_t s);
 
 // The routed experts of a few tokens without the host: the choices stay on the device.
 // Device arrays of the E experts' bf16 matrices (row 0 of each); all gate/up share a row stride,

@@ -63,15 +63,15 @@ TEST_P(Placement, AGpuBudgetTooSmallIsRefusedSayingHowMuchIsNeeded) {
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
   engine::LoadOptions o;
   o.backend = BackendKind::kCuda;
-  o.gpu_mem_bytes = 1ull << 30;  // below the 2 GiB workspace alone
+  o.gpu_mem_bytes = 1ull << 30;  // below the 4 GiB workspace alone
   auto m = engine::load_model(dir.path(), o);
   ASSERT_FALSE(m.is_ok());
   EXPECT_EQ(m.status().code(), ErrorCode::kUnavailable);
   EXPECT_NE(m.status().message().find("the model needs"), std::string::npos) << m.status().message();
   EXPECT_NE(m.status().message().find("--gpu-mem allows 1.0 GiB"), std::string::npos) << m.status().message();
 
-  o.gpu_mem_bytes = 3ull << 30;
-  o.kv_budget_bytes = 2ull << 30;  // more than 3 GiB leaves after 2 GiB of workspace
+  o.gpu_mem_bytes = 5ull << 30;
+  o.kv_budget_bytes = 2ull << 30;  // more than 5 GiB leaves after 4 GiB of workspace
   auto k = engine::load_model(dir.path(), o);
   ASSERT_FALSE(k.is_ok());
   EXPECT_NE(k.status().message().find("--kv-budget"), std::string::npos) << k.status().message();
@@ -80,7 +80,7 @@ TEST_P(Placement, AGpuBudgetTooSmallIsRefusedSayingHowMuchIsNeeded) {
   auto ok = engine::load_model(dir.path(), o);
   ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
   const engine::PlacementPlan& p = (*ok)->placement();
-  EXPECT_EQ(p.budget_bytes, 3ull << 30);
+  EXPECT_EQ(p.budget_bytes, 5ull << 30);
   EXPECT_LE(p.total_bytes(), p.budget_bytes);
   EXPECT_GT(p.total_bytes() + p.kv_page_bytes, p.budget_bytes);  // the pages fill what is left
 }

@@ -46,6 +46,19 @@ void* Scratch::bytes(std::size_t n) {
   return b.base + start;
 }
 
+bool Scratch::reserve(std::size_t n) {
+  if (capacity() >= n) return true;
+  try {
+    blocks_.clear();
+    block_ = used_ = 0;
+    bytes(std::max(n, kMinBlock) - kAlign);  // allocates one block of that size
+    block_ = used_ = 0;
+    return true;
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+}
+
 std::size_t Scratch::capacity() const {
   std::size_t n = 0;
   for (const Block& b : blocks_) n += b.size;

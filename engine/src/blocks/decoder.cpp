@@ -57,9 +57,9 @@ uint64_t default_kv_budget() {
   return ram / 4;
 }
 
-// GPU memory kept free for a pass's temporaries (activations of a prefill chunk, the MoE's grouped
-// rows): a 4,096-token chunk of a 2,048-wide model takes about 1.5 GiB.
-constexpr uint64_t kGpuWorkspaceBytes = uint64_t(2) << 30;
+// GPU memory set aside at load for a pass's temporaries (activations of a prefill chunk, the MoE's
+// padded expert rows): a 4,096-token chunk of a 2,048-wide MoE takes about 2 GiB at its peak.
+constexpr uint64_t kGpuWorkspaceBytes = uint64_t(4) << 30;
 
 double gib(uint64_t bytes) { return double(bytes) / double(1ull << 30); }
 std::string gib_text(uint64_t bytes) {
@@ -140,6 +140,7 @@ class DecoderModel final : public Model {
     } else {
       FT_ASSIGN_OR_RETURN(m->lm_head_, top.matrix("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
     }
+    if (m->plan_.workspace_bytes) FT_RETURN_IF_ERROR(m->be_->reserve_workspace(m->plan_.workspace_bytes));
     FT_RETURN_IF_ERROR(m->make_kv_pool(options));
     for (const DecoderLayer& l : m->layers_) {
       if (!l.linear_attention) continue;

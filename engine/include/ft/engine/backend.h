@@ -135,6 +135,12 @@ class Backend {
   // The same for a small fp32 parameter: a pointer this backend's ops read, valid for the
   // backend's life (the host backends return the vector's own data).
   virtual Result<const float*> place(std::span<const float> v) { return v.data(); }
+  // Sets aside `bytes` of the backend's memory for passes' temporaries now, before the KV pool
+  // takes what is left (the GPU; host backends grow their scratch as passes need).
+  virtual Status reserve_workspace(std::size_t bytes) {
+    (void)bytes;
+    return Status::ok();
+  }
   // Host values one pass needs in backend memory (positions): valid until the pass ends.
   virtual const int64_t* stage(std::span<const int64_t> host) { return host.data(); }
 
