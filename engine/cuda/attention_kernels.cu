@@ -10,10 +10,8 @@
 // few sequences) first spreads a GQA group over more blocks, then, where the device has thread
 // block clusters, splits a row's keys over a cluster that merges through distributed shared memory.
 //
-// Prefill-sized calls (64 rows or more) first go through a tiled flash attention: a block takes a
-// tile of consecutive rows of one sequence for one kv head, streams the keys through shared memory
-// once for the whole tile and multiplies on the tensor cores with q and p split in two bf16 halves
-// (fp32-grade products). The per-row kernel then takes only the rows of tiles that span sequences.
+// Prefill-sized calls (64 rows or more) first go through the tiled flash attention of
+// attention_prefill.cu; the per-row kernel then takes only the rows of tiles that span sequences.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "attention_common.h"
 #include "kernels.h"
 
 // Thread block clusters (sm_90 and later): the merge across the blocks of a cluster.
@@ -76,14 +75,6 @@ __device__ __forceinline__ RowPlace row_place(int r, const int32_t* row_seq, con
   return {pages + seq.page0, seq.pos0 + (r - seq.row0)};
 }
 
-// Whether all rows of row tile `tile` ([tile * tile_rows, ...) of `rows`) belong to one sequence:
-// such tiles are the tiled kernel's, the rows of the others the per-row kernel's. A sequence's rows
-// are consecutive, so its first and last row tell.
-__device__ __forceinline__ bool tile_in_one_sequence(int tile, int tile_rows, int rows, const int32_t* row_seq) {
-  const int r0 = tile * tile_rows, r1 = min(r0 + tile_rows, rows) - 1;
-  return row_seq[r0] == row_seq[r1];
-}
-
 // ---- RoPE -----------------------------------------------------------------------------------------
 
 // One block per row: the row's cos/sin once in shared memory, then every head of the row.
@@ -130,13 +121,6 @@ __global__ void split_gated_query_kernel(const float* __restrict__ qg, std::size
 }
 
 // ---- KV write -------------------------------------------------------------------------------------
-
-// Byte offsets inside a page of one layer's K and V (KvLayout's, computed on the host).
-struct PageOffsets {
-  std::size_t k_base = 0;       // K block of kv head 0
-  std::size_t v_base = 0;       // V block of kv head 0
-  std::size_t block_bytes = 0;  // one kv head's block
-};
 
 // One thread per element of k/v [T, kv_heads, head_dim]. The K stores are coalesced; the V stores
 // stride by page_tokens (V blocks are dimension-major), which this small write can afford.
@@ -528,382 +512,6 @@ void launch_attention_mq(int mq, const AttnParams& p, dim3 grid, int warps, cuda
   }
 }
 
-// ---- Prefill: tiled flash attention on the tensor cores -------------------------------------------
-//
-// A block owns a tile of consecutive query rows of one sequence and one kv head. Its 16 * warps
-// query vectors are (row, head) pairs, row-major over the tile's rows and the heads of the GQA group
-// (or of a slice of it), 16 to a warp: one mma row each. The sequence's keys stream through shared
-// memory once per block, kKeyTile at a time (two buffers, cp.async), and every warp takes q.k and
-// p.v of each key tile on the tensor cores: mma m16n8k16, bf16 operands, fp32 accumulation. K and V
-// are bf16 already, so exact operands; q and p are fp32, so each enters as two bf16 halves
-// x = hi + lo whose two products are added: ~16 significant bits instead of 8, which keeps the
-// per-row kernel's fp32-grade precision. The page layout is what the B operands want: a K block is
-// [token][dim] (q.k's B, k = dim contiguous per key) and a V block [dim][token] (p.v's B, k = key
-// contiguous per dim), so fragments are plain 32-bit shared loads.
-
-constexpr int kTiledMinRows = 64;  // fewer rows: decode-sized, the per-row kernel alone
-constexpr int kKeyTile = 32;       // keys per shared-memory tile
-// Shared rows are padded by 16 bytes: a fragment load (8 rows x 4 consecutive words per warp) then
-// hits 32 different banks for any row length that is a multiple of 32 bf16.
-constexpr int kPad = 8;
-
-struct TiledParams {
-  const float* q;  // [T, heads, head_dim]
-  float* out;      // [T, heads, head_dim]
-  const int32_t* row_seq;
-  const AttnSeqDev* seqs;
-  std::byte* const* pages;
-  PageOffsets off;
-  int rows;  // T
-  int heads;
-  int kv_heads;
-  int group;  // query heads per kv head
-  int head_dim;
-  int page_tokens;
-  int slices;     // blocks per (row tile, kv head): the group's heads in slices of per_slice
-  int per_slice;
-  int tile_rows;  // query rows per block: 16 * warps / per_slice
-  int tiles;      // row tiles: ceil(rows / tile_rows)
-  float scale;
-};
-
-// q hi and lo [16 * warps][head_dim + kPad], then two buffers each of K [kKeyTile][head_dim + kPad]
-// and V [head_dim][kKeyTile + kPad], all bf16.
-std::size_t tiled_smem_bytes(int warps, int head_dim) {
-  const std::size_t m = 16 * std::size_t(warps), ld = std::size_t(head_dim + kPad);
-  return sizeof(std::uint16_t) * (2 * m * ld + 2 * kKeyTile * ld + 2 * std::size_t(head_dim) * (kKeyTile + kPad));
-}
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-
-// a = hi + lo and b = hi + lo in bf16 (round to nearest even), packed as the mma operands pack a
-// pair: the lower k (here a) in the low half.
-__device__ __forceinline__ void split_bf16x2(float a, float b, std::uint32_t& hi, std::uint32_t& lo) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  const __nv_bfloat162 l = __floats2bfloat162_rn(a - __low2float(h), b - __high2float(h));
-  hi = std::uint32_t(__bfloat16_as_ushort(h.x)) | (std::uint32_t(__bfloat16_as_ushort(h.y)) << 16);
-  lo = std::uint32_t(__bfloat16_as_ushort(l.x)) | (std::uint32_t(__bfloat16_as_ushort(l.y)) << 16);
-}
-
-// Two consecutive bf16 of shared memory (4-byte aligned) as one operand register.
-__device__ __forceinline__ std::uint32_t ld_pair(const std::uint16_t* p) {
-  return *reinterpret_cast<const std::uint32_t*>(p);
-}
-
-// d += a b for one m16n8k16 tile. Fragments (g = lane / 4, t = lane % 4; pairs low half first):
-//   a[0] = A[g][2t, 2t+1]  a[1] = A[g+8][2t, 2t+1]  a[2] = A[g][2t+8, 2t+9]  a[3] = A[g+8][2t+8, 2t+9]
-//   b0 = B[2t, 2t+1][g]    b1 = B[2t+8, 2t+9][g]
-//   d[0], d[1] = D[g][2t, 2t+1]   d[2], d[3] = D[g+8][2t, 2t+1]
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// 16 bytes global -> shared without a register round trip; bytes past src_bytes are zero-filled
-// (and not read).
-__device__ __forceinline__ void cp_async16(std::uint16_t* dst, const std::byte* src, int src_bytes) {
-  const auto d = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits for all of this thread's copy groups but the newest one.
-__device__ __forceinline__ void cp_async_wait_all_but_newest() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
-
-// Keys j0 .. j0 + kKeyTile - 1 of one kv head into a buffer pair: K as rows [key][dim] (stride
-// D + kPad), V as rows [dim][key] (stride kKeyTile + kPad), in 16-byte copies. In the page, key j
-// sits in page j / P at slot j % P: its K at element slot * D + d of the K block, its V at d * P +
-// slot of the V block. Keys from nkeys on become zeros, and their pages are not touched (past the
-// context they need not exist); zeroed V keeps stale page bytes out of p.v (0 * NaN).
-__device__ __forceinline__ void load_key_tile(std::uint16_t* ks, std::uint16_t* vs, std::byte* const* table,
-                                              std::size_t k_head, std::size_t v_head, int D, int P, int j0,
-                                              int nkeys) {
-  const int per_key = D / 8;  // 16-byte pieces of a key's K row
-  for (int u = int(threadIdx.x); u < kKeyTile * per_key; u += int(blockDim.x)) {
-    const int key = u / per_key, c = u % per_key, j = j0 + key;
-    std::uint16_t* dst = ks + key * (D + kPad) + 8 * c;
-    if (j < nkeys) {
-      const std::size_t elem = std::size_t(j % P) * std::size_t(D) + std::size_t(8 * c);
-      cp_async16(dst, table[j / P] + k_head + elem * sizeof(std::uint16_t), 16);
-    } else {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
-  constexpr int per_dim = kKeyTile / 8;  // 16-byte pieces (8 keys) of a dim's V row
-  for (int u = int(threadIdx.x); u < D * per_dim; u += int(blockDim.x)) {
-    const int d = u / per_dim, c = u % per_dim, j = j0 + 8 * c;
-    std::uint16_t* dst = vs + d * (kKeyTile + kPad) + 8 * c;
-    // The 8 keys j .. j + 7 share a page (j and P are multiples of 8).
-    const int valid = min(nkeys - j, 8);
-    if (valid > 0) {
-      const std::size_t elem = std::size_t(d) * std::size_t(P) + std::size_t(j % P);
-      cp_async16(dst, table[j / P] + v_head + elem * sizeof(std::uint16_t), 2 * valid);
-    } else {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
-}
-
-// One warp, one key tile (keys j0 ..): scores of its 16 vectors against the tile's keys, the online
-// softmax step, and o += p . V. Lane state: its vectors are fragment rows g (index 0) and g + 8
-// (index 1); lim[i] is the last key position vector i sees (-1: an unused vector); o[n] holds dims
-// 8n + 2t, 8n + 2t + 1 of both vectors (elements 0, 1 and 2, 3); m is the running max, l the lane's
-// share of the running sum (its keys only, summed over the quad at the end).
-template <int NC>
-__device__ __forceinline__ void attend_key_tile(float (&o)[4 * NC][4], float (&m)[2], float (&l)[2],
-                                                const std::uint16_t* qh, const std::uint16_t* ql,
-                                                const std::uint16_t* ks, const std::uint16_t* vs, int D, int j0,
-                                                const int (&lim)[2], float scale, int g, int t) {
-  const int ld = D + kPad, ldv = kKeyTile + kPad;
-  constexpr int kNT = kKeyTile / 8;  // key n-tiles of q.k
-
-  // s[n][e]: vector e / 2 against key j0 + 8n + 2t + e % 2. B = K^T: B[k = dim][n = key] is K row
-  // key at dim, so b0 is dims 2t, 2t+1 of key 8n + g.
-  float s[kNT][4] = {};
-#pragma unroll
-  for (int kc = 0; kc < 2 * NC; ++kc) {
-    if (kc < D / 16) {
-      const int k0 = 16 * kc + 2 * t;
-      const std::uint32_t ah[4] = {ld_pair(qh + g * ld + k0), ld_pair(qh + (g + 8) * ld + k0),
-                                   ld_pair(qh + g * ld + k0 + 8), ld_pair(qh + (g + 8) * ld + k0 + 8)};
-      const std::uint32_t al[4] = {ld_pair(ql + g * ld + k0), ld_pair(ql + (g + 8) * ld + k0),
-                                   ld_pair(ql + g * ld + k0 + 8), ld_pair(ql + (g + 8) * ld + k0 + 8)};
-#pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        const std::uint16_t* kr = ks + (8 * n + g) * ld + k0;
-        const std::uint32_t b0 = ld_pair(kr), b1 = ld_pair(kr + 8);
-        mma_bf16(s[n], ah, b0, b1);
-        mma_bf16(s[n], al, b0, b1);
-      }
-    }
-  }
-
-  // Causal mask and online softmax. A row's max and sum span the quad (t = 0..3) holding its keys.
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < kNT; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int j = j0 + 8 * n + 2 * t + (e & 1);
-      s[n][e] = j <= lim[e >> 1] ? s[n][e] * scale : -INFINITY;
-      mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
-    }
-  float ref[2], alpha[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-    const float m_new = fmaxf(m[i], mx[i]);
-    // A vector that has seen no key yet (all masked so far) keeps its zeros: exp(-inf - 0) = 0.
-    ref[i] = m_new == -INFINITY ? 0.f : m_new;
-    alpha[i] = expf(m[i] - ref[i]);
-    m[i] = m_new;
-  }
-  float sum[2] = {0.f, 0.f};
-#pragma unroll
-  for (int n = 0; n < kNT; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[n][e] = expf(s[n][e] - ref[e >> 1]);
-      sum[e >> 1] += s[n][e];
-    }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) l[i] = l[i] * alpha[i] + sum[i];
-#pragma unroll
-  for (int n = 0; n < 4 * NC; ++n) {
-    if (n < D / 8) {
-      o[n][0] *= alpha[0];
-      o[n][1] *= alpha[0];
-      o[n][2] *= alpha[1];
-      o[n][3] *= alpha[1];
-    }
-  }
-
-  // o += p V, 16 keys a step. A = p: its fragment is the score fragments of key n-tiles 2kc and
-  // 2kc + 1 as they are. B = V: B[k = key][n = dim] is V row dim at key, so b0 is keys 2t, 2t+1
-  // of dim 8n + g.
-#pragma unroll
-  for (int kc = 0; kc < kKeyTile / 16; ++kc) {
-    std::uint32_t ph[4], pl[4];
-    split_bf16x2(s[2 * kc][0], s[2 * kc][1], ph[0], pl[0]);
-    split_bf16x2(s[2 * kc][2], s[2 * kc][3], ph[1], pl[1]);
-    split_bf16x2(s[2 * kc + 1][0], s[2 * kc + 1][1], ph[2], pl[2]);
-    split_bf16x2(s[2 * kc + 1][2], s[2 * kc + 1][3], ph[3], pl[3]);
-#pragma unroll
-    for (int n = 0; n < 4 * NC; ++n) {
-      if (n < D / 8) {
-        const std::uint16_t* vr = vs + (8 * n + g) * ldv + 16 * kc + 2 * t;
-        const std::uint32_t b0 = ld_pair(vr), b1 = ld_pair(vr + 8);
-        mma_bf16(o[n], ph, b0, b1);
-        mma_bf16(o[n], pl, b0, b1);
-      }
-    }
-  }
-}
-
-#endif  // __CUDA_ARCH__ >= 800
-
-// Grid: one block per (row tile, kv head, slice), the last row tiles (the most keys) first.
-// Block: warps of 32, 16 query vectors each. head_dim <= 32 * NC, a multiple of 32.
-template <int NC>
-__global__ void __launch_bounds__(kMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_attention_kernel(const TiledParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  extern __shared__ uint4 tiled_smem[];
-  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
-  const int g = lane / 4, t = lane % 4;
-  const int head_slices = p.kv_heads * p.slices;
-  const int tile = p.tiles - 1 - int(blockIdx.x) / head_slices, hs = int(blockIdx.x) % head_slices;
-  // A tile spanning sequences is the per-row kernel's.
-  if (!tile_in_one_sequence(tile, p.tile_rows, p.rows, p.row_seq)) return;
-  const int kvh = hs / p.slices, slice = hs % p.slices;
-  const int h0 = kvh * p.group + slice * p.per_slice;
-  const int count = min(p.per_slice, p.group - slice * p.per_slice);
-  if (count <= 0) return;
-
-  // Row r0 + i of the tile sits at position pos0 + i and sees keys 0 .. pos0 + i; the block reads
-  // keys 0 .. nkeys - 1, those of its last row.
-  const int r0 = tile * p.tile_rows, nrows = min(p.tile_rows, p.rows - r0);
-  const AttnSeqDev seq = p.seqs[p.row_seq[r0]];
-  const int pos0 = seq.pos0 + (r0 - seq.row0);
-  const int nkeys = pos0 + nrows;
-  std::byte* const* table = p.pages + seq.page0;
-  const std::size_t k_head = p.off.k_base + std::size_t(kvh) * p.off.block_bytes;
-  const std::size_t v_head = p.off.v_base + std::size_t(kvh) * p.off.block_bytes;
-
-  const int D = p.head_dim, P = p.page_tokens, ld = D + kPad, m = 16 * int(blockDim.x / 32);
-  auto* qhi = reinterpret_cast<std::uint16_t*>(tiled_smem);
-  std::uint16_t* qlo = qhi + m * ld;
-  std::uint16_t* kbuf = qlo + m * ld;              // [2][kKeyTile][ld]
-  std::uint16_t* vbuf = kbuf + 2 * kKeyTile * ld;  // [2][D][kKeyTile + kPad]
-  const int kbuf_elems = kKeyTile * ld, vbuf_elems = D * (kKeyTile + kPad);
-
-  // The first key tile is on its way while the queries are read and split.
-  const int ntiles = (nkeys + kKeyTile - 1) / kKeyTile;
-  load_key_tile(kbuf, vbuf, table, k_head, v_head, D, P, 0, nkeys);
-  cp_async_commit();
-
-  // Vector v: row v / per_slice of the tile, head h0 + v % per_slice. Unused vectors are zeros.
-  for (int i = int(threadIdx.x); i < m * (D / 2); i += int(blockDim.x)) {
-    const int v = i / (D / 2), d = 2 * (i % (D / 2));
-    const int ri = v / p.per_slice, hi = v % p.per_slice;
-    float a = 0.f, b = 0.f;
-    if (ri < nrows && hi < count) {
-      const float* src =
-          p.q + (std::size_t(r0 + ri) * std::size_t(p.heads) + std::size_t(h0 + hi)) * std::size_t(D) + std::size_t(d);
-      a = src[0];
-      b = src[1];
-    }
-    std::uint32_t wh, wl;
-    split_bf16x2(a, b, wh, wl);
-    *reinterpret_cast<std::uint32_t*>(qhi + v * ld + d) = wh;
-    *reinterpret_cast<std::uint32_t*>(qlo + v * ld + d) = wl;
-  }
-
-  int lim[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int v = 16 * warp + g + 8 * i, ri = v / p.per_slice, hi = v % p.per_slice;
-    lim[i] = ri < nrows && hi < count ? pos0 + ri : -1;
-  }
-  // Key tiles past the warp's last row are skipped (warp-uniform).
-  const int warp_lim = __reduce_max_sync(0xffffffffu, max(lim[0], lim[1]));
-
-  float o[4 * NC][4] = {};
-  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
-  const std::uint16_t* qh = qhi + 16 * warp * ld;
-  const std::uint16_t* ql = qlo + 16 * warp * ld;
-  for (int kt = 0; kt < ntiles; ++kt) {
-    // Tile kt + 1 goes to the buffer that tile kt - 1 used: everyone left it at the last barrier.
-    const int nb = (kt + 1) & 1;
-    if (kt + 1 < ntiles)
-      load_key_tile(kbuf + nb * kbuf_elems, vbuf + nb * vbuf_elems, table, k_head, v_head, D, P, (kt + 1) * kKeyTile,
-                    nkeys);
-    cp_async_commit();  // possibly empty: the wait below then still means "tile kt has landed"
-    cp_async_wait_all_but_newest();
-    __syncthreads();  // every thread's copies (and zero stores, and the queries) are visible
-    const int j0 = kt * kKeyTile, cb = kt & 1;
-    if (j0 <= warp_lim)
-      attend_key_tile<NC>(o, mrow, lrow, qh, ql, kbuf + cb * kbuf_elems, vbuf + cb * vbuf_elems, D, j0, lim, p.scale,
-                          g, t);
-    __syncthreads();  // buffer cb is free for tile kt + 2
-  }
-
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    lrow[i] += __shfl_xor_sync(0xffffffffu, lrow[i], 1);
-    lrow[i] += __shfl_xor_sync(0xffffffffu, lrow[i], 2);
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if (lim[i] < 0) continue;  // every used vector sees key 0 at least, so lrow >= 1
-    const int v = 16 * warp + g + 8 * i, ri = v / p.per_slice, hi = v % p.per_slice;
-    float* dst = p.out + (std::size_t(r0 + ri) * std::size_t(p.heads) + std::size_t(h0 + hi)) * std::size_t(D);
-#pragma unroll
-    for (int n = 0; n < 4 * NC; ++n) {
-      if (n < D / 8) {
-        dst[8 * n + 2 * t] = o[n][2 * i] / lrow[i];
-        dst[8 * n + 2 * t + 1] = o[n][2 * i + 1] / lrow[i];
-      }
-    }
-  }
-#else
-  (void)p;  // never launched below sm_80 (mma.sync bf16, cp.async)
-#endif
-}
-
-// The tiled launch shape for `warps` warps a block.
-struct TiledShape {
-  int warps = 0;
-  int slices = 0;
-  int per_slice = 0;
-  int tile_rows = 0;
-  int tiles = 0;
-  long blocks = 0;
-  std::size_t smem = 0;
-};
-
-TiledShape tiled_shape(int warps, int T, int group, int kv_heads, int head_dim) {
-  TiledShape sh;
-  const int m = 16 * warps;
-  sh.warps = warps;
-  sh.slices = (group + m - 1) / m;
-  sh.per_slice = (group + sh.slices - 1) / sh.slices;
-  sh.tile_rows = m / sh.per_slice;
-  sh.tiles = (T + sh.tile_rows - 1) / sh.tile_rows;
-  sh.blocks = long(sh.tiles) * kv_heads * sh.slices;
-  sh.smem = tiled_smem_bytes(warps, head_dim);
-  return sh;
-}
-
-// The tiled shape for a call; warps == 0 where the tiled kernel does not apply. The most warps a
-// block (each K/V tile read serves more query vectors) whose grid still has a block for every SM,
-// within the device's shared memory; else the fewest warps that fit.
-TiledShape pick_tiled_shape(int T, int group, int kv_heads, int head_dim, int page_tokens, int dev, int sms) {
-  int major = 0, optin = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  TiledShape pick;
-  if (major < 8 || head_dim % 32 != 0 || head_dim > 256 || page_tokens % 8 != 0) return pick;
-  for (const int warps : {kMaxWarps, 4, 2}) {
-    const TiledShape sh = tiled_shape(warps, T, group, kv_heads, head_dim);
-    if (sh.smem > std::size_t(optin)) continue;
-    pick = sh;
-    if (sh.blocks >= sms) break;
-  }
-  return pick;
-}
-
-template <int NC>
-void launch_tiled(const TiledParams& p, const TiledShape& sh, cudaStream_t s) {
-  const auto kernel = tiled_attention_kernel<NC>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sh.smem));
-  kernel<<<unsigned(sh.blocks), unsigned(sh.warps * 32), sh.smem, s>>>(p);
-}
-
 }  // namespace
 
 void rope(float* x, int T, int heads, const ref::RopeSpec& spec, const float* inv_freq, const int64_t* positions,
@@ -981,36 +589,9 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   // that span sequences (and skips the others at once): decode rows batched with prefills, or a
   // batch of many short sequences, keep its parallelism over rows and keys.
   p.rows = T;
-  p.tile_rows = 0;
-  if (T >= kTiledMinRows) {
-    const TiledShape sh = pick_tiled_shape(T, p.group, kv_heads, head_dim, p.page_tokens, dev, sms);
-    if (sh.warps > 0) {
-      const TiledParams tp{.q = q,
-                           .out = out,
-                           .row_seq = row_seq,
-                           .seqs = seqs,
-                           .pages = pages,
-                           .off = p.off,
-                           .rows = T,
-                           .heads = heads,
-                           .kv_heads = kv_heads,
-                           .group = p.group,
-                           .head_dim = head_dim,
-                           .page_tokens = p.page_tokens,
-                           .slices = sh.slices,
-                           .per_slice = sh.per_slice,
-                           .tile_rows = sh.tile_rows,
-                           .tiles = sh.tiles,
-                           .scale = scale};
-      switch (pow2_ceil(head_dim / 32)) {
-        case 1: launch_tiled<1>(tp, sh, s); break;
-        case 2: launch_tiled<2>(tp, sh, s); break;
-        case 4: launch_tiled<4>(tp, sh, s); break;
-        default: launch_tiled<8>(tp, sh, s); break;
-      }
-      p.tile_rows = sh.tile_rows;
-    }
-  }
+  p.tile_rows = tiled_prefill_attention({q, out, row_seq, seqs, pages, p.off, T, heads, kv_heads, p.group, head_dim,
+                                         p.page_tokens, scale, dev, sms},
+                                        s);
 
   const dim3 grid(unsigned(T) * unsigned(p.cluster), unsigned(kv_heads * p.slices));
   switch (pow2_ceil(head_dim / 32)) {
