@@ -25,10 +25,12 @@ int run_proxy(const Args& args) {
   const bool demo = !args.has("model");
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("proxy", model_dir.status().message());
+  auto options = server_options_from(args, demo, *model_dir);
+  if (!options) return usage_error("proxy", options.status().message());
+  const proxy::ServerOptions& opts = *options;
 
   auto backend = proxy::make_remote_backend(engine_host, engine_port, args.get_int("engine-timeout") * 1000);
   if (!backend) return runtime_error("proxy", backend.status().message());
-  proxy::ServerOptions opts = server_options_from(args, demo, *model_dir);
   auto server = start_proxy_server(opts, std::move(backend).value(), *model_dir);
   if (!server) return runtime_error("proxy", server.status().message());
   std::printf("freetoken proxy: listening on http://%s:%d, engine at %s\n", opts.host.c_str(), (*server)->port(),

@@ -19,6 +19,9 @@ int run_serve(const Args& args) {
   const bool demo = !args.has("model");
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("serve", model_dir.status().message());
+  auto options = server_options_from(args, demo, *model_dir);
+  if (!options) return usage_error("serve", options.status().message());
+  const proxy::ServerOptions& opts = *options;
 
   std::vector<std::string> engine_args = {"--model", fs::absolute(*model_dir).string()};
   for (std::string& a : forward_engine_flags(args)) engine_args.push_back(std::move(a));
@@ -28,7 +31,6 @@ int run_serve(const Args& args) {
   auto backend = proxy::make_remote_backend("127.0.0.1", (*engine)->port());
   if (!backend) return runtime_error("serve", backend.status().message());
 
-  proxy::ServerOptions opts = server_options_from(args, demo, *model_dir);
   auto server = start_proxy_server(opts, std::move(backend).value(), *model_dir);
   if (!server) return runtime_error("serve", server.status().message());
   std::printf("freetoken: serving '%s'%s from %s\n", opts.model_id.c_str(),

@@ -25,7 +25,10 @@ std::vector<std::string> split_commas(const std::string& s) {
 std::vector<Flag> proxy_server_flags() {
   return {
       {"model-name", "NAME", "the model name clients send (default: the directory name, or freetoken-demo)", "", false},
-      {"alias", "A,B", "further model names to accept, comma-separated", "", false},
+      {"alias", "A,B", "further names for the model, comma-separated (with --strict-model-names)", "", false},
+      {"model-alias", "PATTERN=NAME,...", "requested names matching PATTERN (* and ?) are served by model NAME", "", false},
+      {"strict-model-names", "", "answer only the model's own name and its aliases (others: 404); by default every "
+       "requested model name is served by this model", "", false},
       {"host", "ADDR", "address to listen on", "127.0.0.1", false},
       {"port", "N", "TCP port (0: any free port, printed at start)", "1919", false},
       {"api-key", "KEY", "require this key (x-api-key or Authorization: Bearer)", "", false},
@@ -37,7 +40,7 @@ std::vector<Flag> proxy_server_flags() {
   };
 }
 
-proxy::ServerOptions server_options_from(const Args& args, bool demo, const fs::path& model_dir) {
+Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, const fs::path& model_dir) {
   proxy::ServerOptions opts;
   opts.host = args.get("host");
   opts.port = args.get_int("port");
@@ -45,6 +48,16 @@ proxy::ServerOptions server_options_from(const Args& args, bool demo, const fs::
                   : demo                 ? "freetoken-demo"
                                          : fs::absolute(model_dir).lexically_normal().filename().string();
   opts.model_aliases = split_commas(args.get("alias"));
+  for (const std::string& item : split_commas(args.get("model-alias"))) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return invalid_argument("--model-alias: '" + item + "' is not PATTERN=NAME");
+    if (item.substr(eq + 1) != opts.model_id)
+      return invalid_argument("--model-alias: this server serves one model, '" + opts.model_id + "', not '" +
+                              item.substr(eq + 1) + "'");
+    opts.model_aliases.push_back(item.substr(0, eq));
+  }
+  opts.strict_model_names = args.has("strict-model-names");
   opts.api_key = args.get("api-key");
   opts.max_output_tokens = args.get_int("max-output-tokens");
   opts.default_max_tokens = args.get_int("default-max-tokens");

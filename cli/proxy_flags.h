@@ -13,7 +13,8 @@ namespace ft::cli {
 
 std::vector<Flag> proxy_server_flags();
 
-proxy::ServerOptions server_options_from(const Args& args, bool demo, const std::filesystem::path& model_dir);
+// kInvalidArgument for a malformed --model-alias or one naming another model.
+Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, const std::filesystem::path& model_dir);
 
 // Loads tokenizer.json + chat template from `model_dir`, creates and starts the server.
 Result<std::unique_ptr<proxy::Server>> start_proxy_server(const proxy::ServerOptions& options,

@@ -173,12 +173,9 @@ Result<PreparedTurn> prepare_turn(const ChatContext& ctx, Dialect dialect, const
   PreparedTurn turn;
   turn.request = std::move(parsed).value();
   turn.tenant = tenant;
-  const auto& opts = ctx.options;
-  bool known = turn.request.model == opts.model_id;
-  for (const auto& a : opts.model_aliases) known = known || turn.request.model == a;
-  if (!known)
+  if (!ctx.names.serves(turn.request.model))
     return fail(ApiErrorKind::kNotFound, "model '" + turn.request.model + "' not found; this server serves '" +
-                                             opts.model_id + "'", "model");
+                                             ctx.options.model_id + "'", "model");
 
   auto rendered = ctx.chat_template.render_with_boundaries(protocol::to_template_json(turn.request));
   if (!rendered) return fail(ApiErrorKind::kInvalidRequest, "chat template: " + rendered.status().message());

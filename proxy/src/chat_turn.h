@@ -9,6 +9,7 @@
 #include <string>
 
 #include "checkpoint_plan.h"
+#include "model_names.h"
 #include "ft/protocol/api_error.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/client_requests.h"
@@ -24,6 +25,7 @@ struct ChatContext {
   const protocol::Tokenizer& tokenizer;
   const protocol::ChatTemplate& chat_template;
   PinLedger& pins;
+  ModelNames& names;
 };
 
 struct PreparedTurn {

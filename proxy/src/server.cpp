@@ -54,6 +54,7 @@ struct Server::Impl {
   std::atomic<uint64_t> requests_total{0}, errors_total{0}, streams_active{0}, streams_total{0};
 
   PinLedger pins;
+  ModelNames names{options};
   std::atomic<uint64_t> capture_seq{0};
   std::mutex capture_mu;
 
@@ -61,7 +62,7 @@ struct Server::Impl {
       : options(std::move(o)), backend(std::move(b)), tokenizer(std::move(t)), chat_template(std::move(c)),
         pins(options.checkpoints.max_pins_per_tenant) {}
 
-  ChatContext context() { return ChatContext{options, *backend, tokenizer, chat_template, pins}; }
+  ChatContext context() { return ChatContext{options, *backend, tokenizer, chat_template, pins, names}; }
 
   // One exchange as a replay fixture (see ServerOptions::capture_dir).
   void capture(const httplib::Request& req, int status, const std::string& text) {
@@ -176,7 +177,8 @@ struct Server::Impl {
     nlohmann::json data = nlohmann::json::array();
     for (const std::string& id : [&] {
            std::vector<std::string> ids{options.model_id};
-           ids.insert(ids.end(), options.model_aliases.begin(), options.model_aliases.end());
+           for (const std::string& a : options.model_aliases)  // the exact names, not the patterns
+             if (a.find_first_of("*?") == std::string::npos) ids.push_back(a);
            return ids;
          }()) {
       // One list both SDK families read: OpenAI's {object, owned_by}, Anthropic's {type, display_name}.

@@ -186,7 +186,7 @@ std::string agent_text(const std::string& stdout_text) {
 }
 
 struct Capture {
-  std::string name, path, response_text;
+  std::string name, path, response_text, model;  // model: what the request asked for
   int status = 0;
 };
 
@@ -198,7 +198,9 @@ std::vector<Capture> read_captures(const fs::path& dir) {
   for (const fs::path& f : files) {
     auto j = json::parse(read_file(f), nullptr, false);
     if (j.is_discarded()) continue;
-    out.push_back({f.filename().string(), j.value("path", ""), j.value("response_text", ""), j.value("status", 0)});
+    std::string model;
+    if (j.contains("request") && j["request"].is_object()) model = j["request"].value("model", "");
+    out.push_back({f.filename().string(), j.value("path", ""), j.value("response_text", ""), model, j.value("status", 0)});
   }
   return out;
 }
@@ -265,7 +267,18 @@ class AgentsE2E : public ::testing::Test {
   // `freetoken launch <agent> ... -- <args>` with a fresh HOME and XDG dirs and a work directory
   // holding one small file.
   AgentRun launch(const std::string& agent, const std::vector<std::string>& agent_args, int deadline_s) {
-    const fs::path run = root_->path() / agent;
+    // No --model: launch asks the server which model it serves.
+    std::vector<std::string> argv = {freetoken_binary(), "launch", agent, "--port", std::to_string(port_),
+                                     "--max-output-tokens", std::to_string(kOutputCap), "--"};
+    argv.insert(argv.end(), agent_args.begin(), agent_args.end());
+    return run_agent(agent, argv, {}, deadline_s);
+  }
+
+  // `argv` with a fresh HOME and XDG dirs (under `name`) and a work directory holding one small
+  // file, plus `env` on top of this process's environment.
+  AgentRun run_agent(const std::string& name, const std::vector<std::string>& argv,
+                     const std::vector<std::string>& extra_env, int deadline_s) {
+    const fs::path run = root_->path() / name;
     for (const char* d : {"home", "xdg-data", "xdg-config", "xdg-cache", "xdg-state", "work"})
       fs::create_directories(run / d);
     std::ofstream(run / "work/notes.txt") << "FreeToken end-to-end test workspace.\n";
@@ -275,11 +288,7 @@ class AgentsE2E : public ::testing::Test {
     fs::create_directories(oc / "node_modules");
     std::ofstream(oc / "package.json") << R"({"dependencies":{"@opencode-ai/plugin":"*"}})";
     std::ofstream(oc / "package-lock.json") << R"({"packages":{"":{"dependencies":{"@opencode-ai/plugin":"*"}}}})";
-    // No --model: launch asks the server which model it serves.
-    std::vector<std::string> argv = {freetoken_binary(), "launch", agent, "--port", std::to_string(port_),
-                                     "--max-output-tokens", std::to_string(kOutputCap), "--"};
-    argv.insert(argv.end(), agent_args.begin(), agent_args.end());
-    const std::vector<std::string> env = {
+    std::vector<std::string> env = {
         "HOME=" + (run / "home").string(),
         "XDG_DATA_HOME=" + (run / "xdg-data").string(),
         "XDG_CONFIG_HOME=" + (run / "xdg-config").string(),
@@ -290,6 +299,7 @@ class AgentsE2E : public ::testing::Test {
         "NO_PROXY=127.0.0.1,localhost",
         "no_proxy=127.0.0.1,localhost",
     };
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
     const auto start = Clock::now();
     Child child(argv, env, run / "work", run / "out", run / "err");
     AgentRun r;
@@ -350,6 +360,39 @@ class AgentsE2E : public ::testing::Test {
 TEST_F(AgentsE2E, ClaudeCodePrint) {
   expect_round_trip("claude", {"-p", "Say hello in five words.", "--output-format", "json", "--allowedTools", "Read"},
                     240, "/v1/messages");
+}
+
+// Claude Code as a user sets it up by hand: its base URL and a key, no model variables, no
+// `freetoken launch`. It asks for its own default models (an opus/sonnet name, haiku for side
+// calls); the server serves every one of them (no 404) and the answer reaches the output. The
+// other variables only keep it off the network in this sandbox and within the test's output cap.
+TEST_F(AgentsE2E, ClaudeCodeWithOnlyABaseUrlAndKey) {
+  auto program = integrations::find_agent_program(integrations::Agent::kClaudeCode, kNpmPrefix, "");
+  if (!program) GTEST_SKIP() << program.status().message();
+  const std::size_t before = read_captures(root_->path() / "capture").size();
+  AgentRun r = run_agent("claude-direct",
+                         {program->string(), "-p", "Say hello in five words.", "--output-format", "json"},
+                         {"ANTHROPIC_BASE_URL=http://127.0.0.1:" + std::to_string(port_), "ANTHROPIC_API_KEY=any-key",
+                          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+                          "CLAUDE_CODE_MAX_OUTPUT_TOKENS=" + std::to_string(kOutputCap)},
+                         240);
+  ASSERT_TRUE(r.exit_code) << "claude ran past its deadline\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
+  std::vector<Capture> all = read_captures(root_->path() / "capture");
+  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())));
+  std::set<std::string> models;
+  int answered = 0;
+  for (const Capture& c : all) {
+    if (c.path.rfind("/v1/messages", 0) != 0 || c.path.rfind("/v1/messages/count_tokens", 0) == 0) continue;
+    models.insert(c.model);
+    EXPECT_EQ(c.status, 200) << "a request for model '" << c.model << "' was refused (" << c.name << ")";
+    answered += c.status == 200;
+  }
+  std::string names;
+  for (const std::string& m : models) names += " " + m;
+  std::printf("[ agent    ] claude (base URL only): exit %d, models asked for:%s\n", *r.exit_code, names.c_str());
+  ASSERT_GT(answered, 0) << "no /v1/messages request was answered\nstderr:\n" << r.err;
+  for (const std::string& m : models) EXPECT_NE(m, kModel) << "Claude Code was not left to its own model names";
+  EXPECT_EQ(*r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
 }
 
 TEST_F(AgentsE2E, OpenCodeRun) {

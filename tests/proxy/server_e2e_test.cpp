@@ -183,7 +183,6 @@ TEST_F(ServerE2E, BadInputGetsTheApiErrorAndServerKeepsServing) {
   const Case cases[] = {
       {"/v1/messages", "{not json", 400, "invalid_request_error"},
       {"/v1/messages", R"({"model":"tiny","max_tokens":"many","messages":[]})", 400, "invalid_request_error"},
-      {"/v1/messages", anthropic_body(false, 4, "gpt-9"), 404, "not_found_error"},
       {"/v1/messages", R"({"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":")" + std::string(20000, 'a') + " " + std::string(20000, 'b') + R"("}]})", 400, "invalid_request_error"},
       {"/v1/messages", huge, 413, "request_too_large"},
       {"/v1/chat/completions", R"({"model":"tiny","messages":"hi"})", 400, "invalid_request_error"},
@@ -202,12 +201,64 @@ TEST_F(ServerE2E, BadInputGetsTheApiErrorAndServerKeepsServing) {
     }
   }
   // Context too long names the limit.
-  auto r = c.Post("/v1/messages", cases[3].body, "application/json");
+  auto r = c.Post("/v1/messages", cases[2].body, "application/json");
   EXPECT_NE(r->body.find("prompt is too long"), std::string::npos) << r->body;
   // Still serving.
   auto ok = c.Post("/v1/messages", anthropic_body(false, 2), "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
+}
+
+// An agent pointed at the server with only its base URL asks for its own default models (Claude
+// Code: an opus/sonnet name and a haiku name for side calls): each is served, and each response
+// carries the name that was asked for.
+TEST_F(ServerE2E, EveryRequestedModelNameIsServedAndReportedBack) {
+  auto c = client();
+  for (const std::string name : {"claude-opus-4-5-20251101", "claude-haiku-4-5", "gpt-9", "tiny"}) {
+    auto a = c.Post("/v1/messages", anthropic_body(false, 2, name), "application/json");
+    ASSERT_TRUE(a);
+    ASSERT_EQ(a->status, 200) << a->body;
+    EXPECT_EQ(json::parse(a->body)["model"], name);
+    json chat = {{"model", name}, {"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", "x"}}}}};
+    auto o = c.Post("/v1/chat/completions", chat.dump(), "application/json");
+    ASSERT_TRUE(o);
+    ASSERT_EQ(o->status, 200) << o->body;
+    EXPECT_EQ(json::parse(o->body)["model"], name);
+    json resp = {{"model", name}, {"max_output_tokens", 2}, {"input", "x"}};
+    auto r = c.Post("/v1/responses", resp.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["model"], name);
+  }
+}
+
+TEST_F(ServerE2E, StrictModelNamesRefuseOtherNamesInEachDialect) {
+  ServerOptions opts;
+  opts.strict_model_names = true;
+  opts.model_aliases = {"claude-*-4-5", "exact-alias"};
+  start_server(opts);
+  auto c = client();
+  EXPECT_EQ(c.Post("/v1/messages", anthropic_body(false, 2, "claude-haiku-4-5"), "application/json")->status, 200);
+  EXPECT_EQ(c.Post("/v1/messages", anthropic_body(false, 2, "exact-alias"), "application/json")->status, 200);
+  auto a = c.Post("/v1/messages", anthropic_body(false, 2, "claude-haiku-4-6"), "application/json");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->status, 404);
+  EXPECT_EQ(json::parse(a->body)["type"], "error");
+  EXPECT_EQ(json::parse(a->body)["error"]["type"], "not_found_error");
+  json chat = {{"model", "gpt-9"}, {"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", "x"}}}}};
+  auto o = c.Post("/v1/chat/completions", chat.dump(), "application/json");
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->status, 404);
+  EXPECT_EQ(json::parse(o->body)["error"]["param"], "model") << o->body;
+  json resp = {{"model", "gpt-9"}, {"max_output_tokens", 2}, {"input", "x"}};
+  auto r = c.Post("/v1/responses", resp.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_NE(r->body.find("model 'gpt-9' not found"), std::string::npos) << r->body;
+  // /v1/models lists the model and its exact aliases, not the patterns.
+  const json models = json::parse(c.Get("/v1/models")->body);
+  ASSERT_EQ(models["data"].size(), 2u) << models.dump();
+  EXPECT_EQ(models["data"][1]["id"], "exact-alias");
 }
 
 TEST_F(ServerE2E, ApiKeyIsEnforcedInTheCallersDialect) {

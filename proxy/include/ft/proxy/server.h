@@ -36,7 +36,12 @@ struct ServerOptions {
   std::string host = "127.0.0.1";     // listen address; loopback unless asked otherwise
   int port = 1919;                    // 0: any free port (see Server::port())
   std::string model_id = "freetoken";  // the model name clients send
-  std::vector<std::string> model_aliases;  // further accepted names (e.g. what an agent defaults to)
+  // Further names for the model: exact names or patterns with * and ? ("claude-*"). Only
+  // strict_model_names makes them matter (and /v1/models lists the exact ones).
+  std::vector<std::string> model_aliases;
+  // Off (the default): every requested model name is served by this model, and responses carry
+  // the name the client asked for. On: names other than model_id and the aliases get 404.
+  bool strict_model_names = false;
   std::string api_key;                // "" accepts any key; else x-api-key or Bearer must match
   std::size_t max_body_bytes = 8u << 20;  // bytes; larger bodies get 413
   int default_max_tokens = 4096;      // output tokens when the request names none
