@@ -46,6 +46,9 @@ int run_engine(const Args& args) {
   if (!model_dir) return usage_error("engine", model_dir.status().message());
   auto options = load_options_from_flags(args);
   if (!options) return usage_error("engine", options.status().message());
+  // The GPU checkpoint tier is created after the model: keep its memory out of the model's plan.
+  if (options->backend == engine::BackendKind::kCuda)
+    options->gpu_reserved_bytes = uint64_t(args.get_double("gpu-checkpoint-gb") * double(1ull << 30));
   auto model = engine::load_model(*model_dir, *options);
   if (!model) return usage_error("engine", model.status().message());
   std::printf("freetoken engine: %s", (*model)->placement().to_text().c_str());

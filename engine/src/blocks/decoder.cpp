@@ -87,14 +87,20 @@ void weigh_checkpoint(const Checkpoint& ckpt, PlacementPlan& plan) {
 // The GPU budget: --gpu-mem or what is free, and whether weights + workspace + a KV page fit.
 Result<uint64_t> gpu_budget(const PlacementPlan& plan, const LoadOptions& options) {
   FT_ASSIGN_OR_RETURN(CudaDeviceInfo dev, query_cuda_device());
-  if (options.gpu_mem_bytes > dev.free_bytes) {
-    return unavailable("--gpu-mem " + gib_text(options.gpu_mem_bytes) + " is more than the GPU has free (" +
-                       gib_text(dev.free_bytes) + ")");
-  }
-  // Without --gpu-mem: what is free, less some room for what the CUDA libraries take on their own.
+  // Without --gpu-mem: what is free, less some room for what the CUDA libraries take on their own
+  // and what is kept for others (the GPU checkpoint tier).
   constexpr uint64_t kLibraryRoom = uint64_t(512) << 20;
-  const uint64_t budget =
-      options.gpu_mem_bytes ? options.gpu_mem_bytes : dev.free_bytes - std::min(dev.free_bytes, kLibraryRoom);
+  const uint64_t kept = kLibraryRoom + options.gpu_reserved_bytes;
+  if (options.gpu_mem_bytes + options.gpu_reserved_bytes > dev.free_bytes) {
+    const std::string asked =
+        options.gpu_mem_bytes && options.gpu_reserved_bytes
+            ? "--gpu-mem " + gib_text(options.gpu_mem_bytes) + " and " + gib_text(options.gpu_reserved_bytes) +
+                  " kept for checkpoints are"
+        : options.gpu_mem_bytes ? "--gpu-mem " + gib_text(options.gpu_mem_bytes) + " is"
+                                : gib_text(options.gpu_reserved_bytes) + " kept for checkpoints is";
+    return unavailable(asked + " more than the GPU has free (" + gib_text(dev.free_bytes) + ")");
+  }
+  const uint64_t budget = options.gpu_mem_bytes ? options.gpu_mem_bytes : dev.free_bytes - std::min(dev.free_bytes, kept);
   const uint64_t need = plan.weight_bytes() + kGpuWorkspaceBytes + plan.kv_page_bytes;
   if (need > budget) {
     return unavailable("the model needs " + gib_text(need) + " of GPU memory (weights " + gib_text(plan.weight_bytes()) +
@@ -123,6 +129,7 @@ class DecoderModel final : public Model {
     if (options.backend == BackendKind::kCuda) {
       plan.kv_page_bytes = recipe_kv_page_bytes(cfg, options);
       FT_ASSIGN_OR_RETURN(plan.budget_bytes, gpu_budget(plan, options));
+      plan.reserved_bytes = options.gpu_reserved_bytes;
       plan.workspace_bytes = kGpuWorkspaceBytes;
     }
     const WeightLoader w(c, recipe.prefix, *m->be_);

@@ -51,6 +51,7 @@ json engine_status(const Scheduler& scheduler, const store::StateTier* store) {
                             {"stats", {{"pages_used", m.kv_stats().pages_used}, {"pages_touched", m.kv_stats().pages_touched}}}}},
                     {"linear_state_bytes_per_sequence", p.linear_state_bytes},
                     {"workspace_bytes", p.workspace_bytes},
+                    {"reserved_bytes", p.reserved_bytes},
                     {"total_bytes", p.total_bytes()}};
   return j;
 }

@@ -24,6 +24,7 @@ std::string PlacementPlan::to_text() const {
   if (linear_state_bytes) out += line("linear state", linear_state_bytes, "per sequence, taken as sequences start");
   if (workspace_bytes) out += line("workspace", workspace_bytes, "kept free for a pass's temporaries");
   out += line("total", total_bytes(), budget_bytes ? "of a " + std::to_string(budget_bytes >> 20) + " MiB budget" : "");
+  if (reserved_bytes) out += line("checkpoint tier", reserved_bytes, "outside the budget, for snapshots kept on the GPU");
   return out;
 }
 

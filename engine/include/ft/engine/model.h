@@ -83,6 +83,7 @@ struct LoadOptions {
   std::uint64_t kv_budget_bytes = 0;  // KV page pool; 0: a quarter of physical RAM (reserved, not committed),
                                       // on the GPU what the budget leaves after weights and workspace
   std::uint64_t gpu_mem_bytes = 0;    // kCuda: GPU memory the model may use; 0: all that is free
+  std::uint64_t gpu_reserved_bytes = 0;  // kCuda: GPU memory kept for others (the GPU checkpoint tier)
   int64_t kv_page_tokens = 64;       // token positions per KV page
   bool deterministic = false;        // same bits batched or alone on every CPU (backend.h)
 };

@@ -20,6 +20,7 @@ struct PlacementPlan {
   std::uint64_t kv_tokens = 0;         // positions those pages hold, over all sequences
   std::uint64_t linear_state_bytes = 0;  // DeltaNet conv + recurrent state of one sequence
   std::uint64_t workspace_bytes = 0;   // kept free for a pass's temporaries (GPU)
+  std::uint64_t reserved_bytes = 0;    // outside the budget, kept for the GPU checkpoint tier
 
   std::uint64_t weight_bytes() const { return embedding_bytes + dense_bytes + routed_expert_bytes; }
   std::uint64_t total_bytes() const { return weight_bytes() + kv_pages * kv_page_bytes + workspace_bytes; }
