@@ -17,6 +17,7 @@
 #include "ft/common/http_listen.h"
 #include "ft/common/log.h"
 #include "ft/protocol/chat_render.h"
+#include "ft/protocol/json_depth.h"
 #include "ft/protocol/tokenizer.h"
 
 namespace ft::proxy {
@@ -111,6 +112,12 @@ struct Server::Impl {
       send_error(res, d, {ApiErrorKind::kRequestTooLarge,
                           "request body is " + std::to_string(req.body.size()) + " bytes; the limit is " +
                               std::to_string(options.max_body_bytes),
+                          std::nullopt, ""});
+      return false;
+    }
+    if (!protocol::json_depth_within(req.body)) {
+      send_error(res, d, {ApiErrorKind::kInvalidRequest,
+                          "request body nests JSON deeper than " + std::to_string(protocol::kMaxJsonDepth) + " levels",
                           std::nullopt, ""});
       return false;
     }

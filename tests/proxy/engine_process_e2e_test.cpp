@@ -115,6 +115,9 @@ TEST_F(EngineProcessE2E, BadMessagesGetTheProtocolsErrorBody) {
       {"/engine/v1/lookup", R"({"tenant":"t","keys":["nothex"]})", true, 400, "invalid_request"},
       {"/engine/v1/cancel", R"({"nope":1})", true, 400, "invalid_request"},
       {"/engine/v1/teleport", "{}", true, 404, "invalid_request"},
+      // Nesting that would overflow the stack of code after the parse: refused before parsing.
+      {"/engine/v1/lookup", R"({"tenant":"t","keys":)" + std::string(200000, '[') + std::string(200000, ']') + "}",
+       true, 400, "invalid_request"},
   };
   g.tokens.assign(300, 1);  // past the 256-token context
   cases.push_back({"/engine/v1/generate", to_json(g).dump(), true, 400, "context_too_long"});

@@ -261,6 +261,28 @@ TEST_F(ServerE2E, StrictModelNamesRefuseOtherNamesInEachDialect) {
   EXPECT_EQ(models["data"][1]["id"], "exact-alias");
 }
 
+// JSON nested hundreds of thousands of levels deep would overflow the stack of the recursive code
+// after the parse (serialising, template values) and kill the server: it is refused up front, in
+// each dialect's error format, and the server keeps serving.
+TEST_F(ServerE2E, DeeplyNestedJsonIsRefusedAndTheServerKeepsServing) {
+  auto c = client();
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  for (const char* path : {"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses"}) {
+    const std::string body = R"({"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":"x"}],"extra":)" +
+                             deep + "}";
+    auto r = c.Post(path, body, "application/json");
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 400) << path;
+    EXPECT_NE(r->body.find("deeper than 256 levels"), std::string::npos) << path << ": " << r->body.substr(0, 200);
+    const json j = json::parse(r->body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded());
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error") << r->body;
+  }
+  auto ok = c.Post("/v1/messages", anthropic_body(false, 2), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
 TEST_F(ServerE2E, ApiKeyIsEnforcedInTheCallersDialect) {
   ServerOptions opts;
   opts.api_key = "secret";

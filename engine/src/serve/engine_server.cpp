@@ -9,6 +9,7 @@
 #include "ft/common/http_listen.h"
 #include "ft/common/log.h"
 #include "ft/engine/engine_status.h"
+#include "ft/protocol/json_depth.h"
 
 namespace ft::engine {
 namespace {
@@ -60,6 +61,11 @@ struct EngineServer::Impl {
 
   std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
     if (!version_ok(req, res)) return std::nullopt;
+    if (!protocol::json_depth_within(req.body)) {
+      send_error(res, wire::ErrorCode::kInvalidRequest,
+                 "body nests JSON deeper than " + std::to_string(protocol::kMaxJsonDepth) + " levels");
+      return std::nullopt;
+    }
     auto j = json::parse(req.body, nullptr, false);
     if (j.is_discarded()) {
       send_error(res, wire::ErrorCode::kInvalidRequest, "body is not valid JSON");
