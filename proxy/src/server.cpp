@@ -241,6 +241,29 @@ struct Server::Impl {
     const int threads = options.http_threads;
     // httplib's API takes ownership of a raw pointer here.
     http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+    // The body limit holds only for bodies whose length is declared: chunked and compressed bodies
+    // would be buffered (and inflated) without bound before any handler could refuse them. They
+    // are refused here, before the body is read; the real agents send plain bodies with a length.
+    http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+      const Dialect d = q.path.rfind("/v1/messages", 0) == 0 ? Dialect::kAnthropic : Dialect::kOpenAIChat;
+      const std::string te = q.get_header_value("Transfer-Encoding"), ce = q.get_header_value("Content-Encoding");
+      if (!te.empty() && te != "identity") {
+        send_error(r, d, {ApiErrorKind::kInvalidRequest,
+                          "Transfer-Encoding '" + te + "' is not accepted: send the body with a Content-Length",
+                          std::nullopt, ""});
+        r.status = 411;
+      } else if (!ce.empty() && ce != "identity") {
+        send_error(r, d, {ApiErrorKind::kInvalidRequest,
+                          "Content-Encoding '" + ce + "' is not accepted: send the body uncompressed", std::nullopt,
+                          ""});
+        r.status = 415;
+      } else {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      ++requests_total;
+      r.set_header("Connection", "close");  // the unread body must not be taken for the next request
+      return httplib::Server::HandlerResponse::Handled;
+    });
     http.Post("/v1/messages", [this](const auto& q, auto& r) { chat(q, r, Dialect::kAnthropic); });
     http.Post("/v1/messages/count_tokens", [this](const auto& q, auto& r) { count_tokens(q, r); });
     http.Post("/v1/chat/completions", [this](const auto& q, auto& r) { chat(q, r, Dialect::kOpenAIChat); });

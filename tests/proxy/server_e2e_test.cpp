@@ -283,6 +283,45 @@ TEST_F(ServerE2E, DeeplyNestedJsonIsRefusedAndTheServerKeepsServing) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// The body limit holds only for declared lengths: chunked or compressed bodies would be buffered
+// without bound before any check, so they are refused before the body is read.
+TEST_F(ServerE2E, ChunkedAndCompressedBodiesAreRefusedBeforeBeingRead) {
+  {
+    auto c = client();
+    std::size_t sent = 0;
+    // A chunked body far past the 1 MiB limit: the refusal comes before it is read.
+    auto r = c.Post(
+        "/v1/messages",
+        [&](size_t, httplib::DataSink& sink) {
+          const std::string piece(64 << 10, 'x');
+          if (sent >= (std::size_t(64) << 20)) {
+            sink.done();
+            return true;
+          }
+          sent += piece.size();
+          return sink.write(piece.data(), piece.size());
+        },
+        "application/json");
+    if (r) {  // the server may close the connection before the client finishes sending
+      EXPECT_EQ(r->status, 411);
+      EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error") << r->body;
+    }
+    EXPECT_LT(sent, std::size_t(64) << 20);
+  }
+  {
+    auto c = client();
+    httplib::Headers h = {{"Content-Encoding", "gzip"}};
+    auto r = c.Post("/v1/chat/completions", h, std::string(100, 'x'), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 415);
+    EXPECT_NE(r->body.find("Content-Encoding 'gzip'"), std::string::npos) << r->body;
+  }
+  auto c = client();
+  auto ok = c.Post("/v1/messages", anthropic_body(false, 2), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
 TEST_F(ServerE2E, ApiKeyIsEnforcedInTheCallersDialect) {
   ServerOptions opts;
   opts.api_key = "secret";
