@@ -9,6 +9,7 @@ const char* anthropic_type(ApiErrorKind kind) {
   switch (kind) {
     case ApiErrorKind::kInvalidRequest: return "invalid_request_error";
     case ApiErrorKind::kAuthentication: return "authentication_error";
+    case ApiErrorKind::kPermission: return "permission_error";
     case ApiErrorKind::kNotFound: return "not_found_error";
     case ApiErrorKind::kRequestTooLarge: return "request_too_large";
     case ApiErrorKind::kRateLimited: return "rate_limit_error";
@@ -25,6 +26,7 @@ const char* openai_type(ApiErrorKind kind) {
     case ApiErrorKind::kNotFound:
     case ApiErrorKind::kRequestTooLarge: return "invalid_request_error";
     case ApiErrorKind::kAuthentication: return "authentication_error";
+    case ApiErrorKind::kPermission: return "permission_error";
     case ApiErrorKind::kRateLimited:
     case ApiErrorKind::kOverloaded: return "rate_limit_exceeded";
     case ApiErrorKind::kInternal:
@@ -39,6 +41,7 @@ int http_status(Dialect dialect, ApiErrorKind kind) {
   switch (kind) {
     case ApiErrorKind::kInvalidRequest: return 400;
     case ApiErrorKind::kAuthentication: return 401;
+    case ApiErrorKind::kPermission: return 403;
     case ApiErrorKind::kNotFound: return 404;
     case ApiErrorKind::kRequestTooLarge: return 413;
     case ApiErrorKind::kRateLimited: return 429;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "chat_turn.h"
+#include "request_guard.h"
 #include "ft/common/http_listen.h"
 #include "ft/common/log.h"
 #include "ft/protocol/chat_render.h"
@@ -241,27 +242,17 @@ struct Server::Impl {
     const int threads = options.http_threads;
     // httplib's API takes ownership of a raw pointer here.
     http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    // The body limit holds only for bodies whose length is declared: chunked and compressed bodies
-    // would be buffered (and inflated) without bound before any handler could refuse them. They
-    // are refused here, before the body is read; the real agents send plain bodies with a length.
-    http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
-      const Dialect d = q.path.rfind("/v1/messages", 0) == 0 ? Dialect::kAnthropic : Dialect::kOpenAIChat;
-      const std::string te = q.get_header_value("Transfer-Encoding"), ce = q.get_header_value("Content-Encoding");
-      if (!te.empty() && te != "identity") {
-        send_error(r, d, {ApiErrorKind::kInvalidRequest,
-                          "Transfer-Encoding '" + te + "' is not accepted: send the body with a Content-Length",
-                          std::nullopt, ""});
-        r.status = 411;
-      } else if (!ce.empty() && ce != "identity") {
-        send_error(r, d, {ApiErrorKind::kInvalidRequest,
-                          "Content-Encoding '" + ce + "' is not accepted: send the body uncompressed", std::nullopt,
-                          ""});
-        r.status = 415;
-      } else {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
+    // Refusals that must come before the body is read (request_guard.h).
+    const bool loopback_only = loopback_host(options.host);
+    http.set_pre_routing_handler([this, loopback_only](const httplib::Request& q, httplib::Response& r) {
+      const auto refusal = refuse_early(q, loopback_only);
+      if (!refusal) return httplib::Server::HandlerResponse::Unhandled;
       ++requests_total;
-      r.set_header("Connection", "close");  // the unread body must not be taken for the next request
+      const Dialect d = q.path.rfind("/v1/messages", 0) == 0 ? Dialect::kAnthropic : Dialect::kOpenAIChat;
+      send_error(r, d, {refusal->status == 403 ? ApiErrorKind::kPermission : ApiErrorKind::kInvalidRequest,
+                        refusal->message, std::nullopt, ""});
+      r.status = refusal->status;
+      r.set_header("Connection", "close");  // an unread body must not be taken for the next request
       return httplib::Server::HandlerResponse::Handled;
     });
     http.Post("/v1/messages", [this](const auto& q, auto& r) { chat(q, r, Dialect::kAnthropic); });

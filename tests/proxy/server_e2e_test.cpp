@@ -322,6 +322,41 @@ TEST_F(ServerE2E, ChunkedAndCompressedBodiesAreRefusedBeforeBeingRead) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// Without an API key a page in the user's browser could drive a server on loopback: a cross-site
+// POST (text/plain needs no preflight) or a DNS name rebound to 127.0.0.1. Each is refused in the
+// caller's API format; the agents' own requests (JSON, loopback Host, no foreign Origin) pass.
+TEST_F(ServerE2E, BrowserForgedRequestsAreRefused) {
+  auto c = client();
+  const std::string body = anthropic_body(false, 2);
+  struct Case {
+    httplib::Headers headers;
+    std::string content_type;
+    int status;
+    std::string type, says;
+  };
+  const std::vector<Case> cases = {
+      {{{"Origin", "https://evil.example"}}, "application/json", 403, "permission_error", "Origin"},
+      {{{"Host", "rebound.example:1919"}}, "application/json", 403, "permission_error", "does not name this server"},
+      {{}, "text/plain", 415, "invalid_request_error", "Content-Type must be application/json"},
+      {{}, "application/x-www-form-urlencoded", 415, "invalid_request_error", "Content-Type"},
+  };
+  for (const Case& k : cases) {
+    auto r = c.Post("/v1/messages", k.headers, body, k.content_type.c_str());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, k.status) << k.says;
+    const json j = json::parse(r->body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r->body;
+    EXPECT_EQ(j["error"]["type"], k.type) << r->body;
+    EXPECT_NE(r->body.find(k.says), std::string::npos) << r->body;
+  }
+  // A rebound name cannot read the stats either; this server's own origin may post.
+  EXPECT_EQ(c.Get("/v1/stats", httplib::Headers{{"Host", "rebound.example"}})->status, 403);
+  httplib::Headers own = {{"Origin", "http://127.0.0.1:" + std::to_string(server_->port())}};
+  auto ok = c.Post("/v1/messages", own, body, "application/json; charset=utf-8");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
 TEST_F(ServerE2E, ApiKeyIsEnforcedInTheCallersDialect) {
   ServerOptions opts;
   opts.api_key = "secret";

@@ -15,6 +15,7 @@ namespace ft::protocol {
 enum class ApiErrorKind {
   kInvalidRequest,    // 400
   kAuthentication,    // 401
+  kPermission,        // 403: refused whatever the key (a forged browser request)
   kNotFound,          // 404
   kRequestTooLarge,   // 413
   kRateLimited,       // 429: queue full; retry after
