@@ -13,6 +13,7 @@
 #include "model_flags.h"
 #include "proxy_flags.h"
 #include "demo_model.h"
+#include "ft/common/loopback.h"
 #include "ft/engine/engine_server.h"
 #include "ft/engine/gpu_state_tier.h"
 #include "ft/engine/model.h"
@@ -42,6 +43,10 @@ int run_engine(const Args& args) {
   // First, before any thread exists (TBB, RocksDB): threads inherit the mask, and a stop signal
   // delivered to one that does not block it would kill the process without flushing the store.
   block_stop_signals();
+  if (!loopback_host(args.get("host")) && !args.has("allow-remote"))
+    return usage_error("engine", "--host " + args.get("host") +
+                                     ": the engine has no authentication and listens on loopback only (--allow-remote "
+                                     "to expose it anyway)");
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("engine", model_dir.status().message());
   auto options = load_options_from_flags(args);
@@ -111,7 +116,8 @@ int run_engine(const Args& args) {
 std::vector<Flag> engine_flags() {
   std::vector<Flag> flags = {
       {"model", "DIR", "HF checkpoint directory; default: the built-in demo model", "", false},
-      {"host", "ADDR", "address to listen on", "127.0.0.1", false},
+      {"host", "ADDR", "address to listen on (loopback unless --allow-remote)", "127.0.0.1", false},
+      {"allow-remote", "", "listen on a non-loopback --host although the engine has no authentication", "", false},
       {"port", "N", "TCP port (0: any free port; see --port-file)", "0", false},
       {"port-file", "FILE", "write the port listened on here once serving", "", false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};

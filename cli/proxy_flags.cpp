@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "ft/common/loopback.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/tokenizer.h"
 
@@ -29,7 +30,9 @@ std::vector<Flag> proxy_server_flags() {
       {"model-alias", "PATTERN=NAME,...", "requested names matching PATTERN (* and ?) are served by model NAME", "", false},
       {"strict-model-names", "", "answer only the model's own name and its aliases (others: 404); by default every "
        "requested model name is served by this model", "", false},
-      {"host", "ADDR", "address to listen on", "127.0.0.1", false},
+      {"host", "ADDR", "address to listen on (beyond loopback it needs --api-key or --allow-no-key)", "127.0.0.1", false},
+      {"allow-no-key", "", "listen on a non-loopback --host without --api-key (anyone who reaches it is served)", "",
+       false},
       {"port", "N", "TCP port (0: any free port, printed at start)", "1919", false},
       {"api-key", "KEY", "require this key (x-api-key or Authorization: Bearer)", "", false},
       {"default-max-tokens", "N", "output tokens when a request names none", "4096", false},
@@ -59,6 +62,9 @@ Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, co
   }
   opts.strict_model_names = args.has("strict-model-names");
   opts.api_key = args.get("api-key");
+  if (!loopback_host(opts.host) && opts.api_key.empty() && !args.has("allow-no-key"))
+    return invalid_argument("--host " + opts.host + " listens beyond this machine: set --api-key KEY (or --allow-no-key "
+                            "to serve anyone who can reach it)");
   opts.max_output_tokens = args.get_int("max-output-tokens");
   opts.default_max_tokens = args.get_int("default-max-tokens");
   opts.prefix_cache = !args.has("no-prefix-cache");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "ft/common/loopback.h"
+
 namespace ft::proxy {
 namespace {
 
@@ -19,16 +21,6 @@ std::string origin_authority(const std::string& origin) {
 }
 
 }  // namespace
-
-bool loopback_host(const std::string& host_header) {
-  std::string host = lower(host_header);
-  if (!host.empty() && host.front() == '[') {
-    host = host.substr(1, host.find(']') - 1);
-  } else if (const auto colon = host.find(':'); colon != std::string::npos && host.find(':', colon + 1) == std::string::npos) {
-    host = host.substr(0, colon);  // one colon: host:port (more: a bare IPv6 address)
-  }
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
 
 std::optional<Refusal> refuse_early(const httplib::Request& req, bool loopback_only) {
   if (loopback_only && req.has_header("Host") && !loopback_host(req.get_header_value("Host")))

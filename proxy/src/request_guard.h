@@ -16,9 +16,6 @@ struct Refusal {
   std::string message;
 };
 
-// Whether `host_header`'s host (the Host header, port stripped) names this machine's loopback.
-bool loopback_host(const std::string& host_header);
-
 // The refusal of `req`, or nothing. `loopback_only`: the server listens on loopback, so a Host
 // naming anything else is a rebound DNS name.
 std::optional<Refusal> refuse_early(const httplib::Request& req, bool loopback_only);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "chat_turn.h"
+#include "ft/common/loopback.h"
 #include "request_guard.h"
 #include "ft/common/http_listen.h"
 #include "ft/common/log.h"

@@ -1,9 +1,9 @@
-// Host names the loopback guard accepts as this machine.
+// Addresses and Host headers that name this machine's loopback.
 #include <gtest/gtest.h>
 
-#include "../../proxy/src/request_guard.h"
+#include "ft/common/loopback.h"
 
-namespace ft::proxy {
+namespace ft {
 namespace {
 
 TEST(LoopbackHost, LoopbackNamesWithAndWithoutPorts) {
@@ -14,4 +14,4 @@ TEST(LoopbackHost, LoopbackNamesWithAndWithoutPorts) {
 }
 
 }  // namespace
-}  // namespace ft::proxy
+}  // namespace ft
