@@ -74,10 +74,6 @@ Result<std::byte*> PinnedMemory::allocate(std::size_t n) {
 }
 
 void PinnedMemory::free(std::byte* p, std::size_t) { cudaFreeHost(p); }
-void PinnedMemory::zero(std::byte* p, std::size_t n) { std::memset(p, 0, n); }
-void PinnedMemory::copy(std::byte* dst, const std::byte* src, std::size_t n) { std::memcpy(dst, src, n); }
-void PinnedMemory::to_host(void* dst, const std::byte* src, std::size_t n) { std::memcpy(dst, src, n); }
-void PinnedMemory::from_host(std::byte* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); }
 
 Result<std::byte*> Arena::take(std::size_t bytes) {
   constexpr std::size_t kAlign = 256;  // cuBLAS and vector loads want aligned operands

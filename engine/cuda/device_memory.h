@@ -48,15 +48,10 @@ class DeviceMemory final : public Memory {
 };
 
 // Page-locked host memory (cudaHostAlloc), the source of asynchronous uploads.
-class PinnedMemory final : public Memory {
+class PinnedMemory final : public HostVisibleMemory {
  public:
-  bool is_host() const override { return true; }
   Result<std::byte*> allocate(std::size_t n) override;
   void free(std::byte* p, std::size_t n) override;
-  void zero(std::byte* p, std::size_t n) override;
-  void copy(std::byte* dst, const std::byte* src, std::size_t n) override;
-  void to_host(void* dst, const std::byte* src, std::size_t n) override;
-  void from_host(std::byte* dst, const void* src, std::size_t n) override;
 };
 
 // Bump allocation from chunks of a Memory: take() until reset(), which keeps the chunks.

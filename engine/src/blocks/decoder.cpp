@@ -46,8 +46,13 @@ std::string make_fingerprint(const Checkpoint& ckpt, const ModelConfig& cfg) {
 // One KV page of the model (every full-attention layer), before its layers are built: what the
 // GPU budget check needs to know.
 uint64_t recipe_kv_page_bytes(const ModelConfig& cfg, const LoadOptions& options) {
-  const uint64_t layers = uint64_t(cfg.count_layers(LayerKind::kFullAttention));
-  return layers * 2 * uint64_t(cfg.num_key_value_heads) * uint64_t(cfg.head_dim) * uint64_t(options.kv_page_tokens) * 2;
+  KvLayout kv;
+  kv.layers = cfg.count_layers(LayerKind::kFullAttention);
+  kv.kv_heads = cfg.num_key_value_heads;
+  kv.head_dim = cfg.head_dim;
+  kv.page_tokens = options.kv_page_tokens;
+  kv.dtype = KvDType::kBf16;  // the GPU's KV
+  return kv.page_bytes();
 }
 
 uint64_t default_kv_budget() {
@@ -61,10 +66,9 @@ uint64_t default_kv_budget() {
 // padded expert rows): a 4,096-token chunk of a 2,048-wide MoE takes about 2 GiB at its peak.
 constexpr uint64_t kGpuWorkspaceBytes = uint64_t(4) << 30;
 
-double gib(uint64_t bytes) { return double(bytes) / double(1ull << 30); }
 std::string gib_text(uint64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", gib(bytes));
+  std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(1ull << 30));
   return buf;
 }
 

@@ -11,9 +11,8 @@
 namespace ft::engine {
 namespace {
 
-class HostMemory final : public Memory {
+class HostMemory final : public HostVisibleMemory {
  public:
-  bool is_host() const override { return true; }
   Result<std::byte*> allocate(std::size_t n) override {
     // Address space only: the kernel commits (zero-filled) memory as it is first written.
     void* p = ::mmap(nullptr, std::max<std::size_t>(n, 1), PROT_READ | PROT_WRITE,
@@ -23,13 +22,14 @@ class HostMemory final : public Memory {
     return static_cast<std::byte*>(p);
   }
   void free(std::byte* p, std::size_t n) override { ::munmap(p, std::max<std::size_t>(n, 1)); }
-  void zero(std::byte* p, std::size_t n) override { std::memset(p, 0, n); }
-  void copy(std::byte* dst, const std::byte* src, std::size_t n) override { std::memcpy(dst, src, n); }
-  void to_host(void* dst, const std::byte* src, std::size_t n) override { std::memcpy(dst, src, n); }
-  void from_host(std::byte* dst, const void* src, std::size_t n) override { std::memcpy(dst, src, n); }
 };
 
 }  // namespace
+
+void HostVisibleMemory::zero(std::byte* p, std::size_t n) { std::memset(p, 0, n); }
+void HostVisibleMemory::copy(std::byte* dst, const std::byte* src, std::size_t n) { std::memcpy(dst, src, n); }
+void HostVisibleMemory::to_host(void* dst, const std::byte* src, std::size_t n) { std::memcpy(dst, src, n); }
+void HostVisibleMemory::from_host(std::byte* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); }
 
 std::shared_ptr<Memory> host_memory() {
   static const std::shared_ptr<Memory> memory = std::make_shared<HostMemory>();

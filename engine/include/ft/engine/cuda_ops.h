@@ -36,5 +36,4 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
-
 }  // namespace ft::engine::cuda

@@ -26,6 +26,17 @@ class Memory {
   virtual void from_host(std::byte* dst, const void* src, std::size_t n) = 0;
 };
 
+// Memory the CPU reads directly (host RAM, page-locked host memory): zeroing and copies are
+// memset/memcpy; subclasses say how it is allocated.
+class HostVisibleMemory : public Memory {
+ public:
+  bool is_host() const override { return true; }
+  void zero(std::byte* p, std::size_t n) override;
+  void copy(std::byte* dst, const std::byte* src, std::size_t n) override;
+  void to_host(void* dst, const std::byte* src, std::size_t n) override;
+  void from_host(std::byte* dst, const void* src, std::size_t n) override;
+};
+
 // Host RAM (anonymous mappings for allocate()); one shared instance.
 std::shared_ptr<Memory> host_memory();
 
