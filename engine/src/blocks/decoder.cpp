@@ -242,7 +242,18 @@ class DecoderModel final : public Model {
       }
       if (!options.kv_budget_bytes) budget = room;
     }
-    FT_ASSIGN_OR_RETURN(pool_, KvPool::create(kv, budget, memory));
+    Result<std::shared_ptr<KvPool>> pool = KvPool::create(kv, budget, memory);
+    if (!memory->is_host() && !options.kv_budget_bytes) {
+      // The driver's own bookkeeping takes a little of what it reports free, more for one huge
+      // block: step down a sixteenth at a time until the block is granted (the plan shows the result).
+      for (uint64_t step = budget / 16; !pool && pool.status().code() == ErrorCode::kUnavailable &&
+                                        budget > step + kv.page_bytes();) {
+        budget -= step;
+        pool = KvPool::create(kv, budget, memory);
+      }
+    }
+    if (!pool) return pool.status();
+    pool_ = std::move(pool).value();
     plan_.kv_page_bytes = kv.page_bytes();
     plan_.kv_pages = pool_->stats().pages_total;
     plan_.kv_tokens = plan_.kv_pages * uint64_t(kv.page_tokens);
