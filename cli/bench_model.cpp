@@ -155,6 +155,15 @@ void print_profile(const engine::OpProfile& p, double wall) {
   std::printf("\n");
 }
 
+// Whether the host or the GPU sets the pace: the host issues a pass's work ahead of the GPU,
+// so a pass that takes little longer than its issue is host-bound (kernel launches, uploads).
+void print_issue_time(const engine::OpProfile& p) {
+  if (p.passes == 0) return;
+  std::printf("  host         issues a pass's work in %.2f ms of its %.2f ms (%.0f%%; near 100%%: host-bound)\n",
+              p.issue_seconds / double(p.passes) * 1e3, p.pass_seconds / double(p.passes) * 1e3,
+              100 * p.issue_seconds / p.pass_seconds);
+}
+
 struct Loaded {
   std::unique_ptr<engine::Model> model;
   engine::Checkpoint ckpt;
@@ -238,9 +247,12 @@ int bench_decode(const Args& args) {
   }
   engine::RoutingTrace trace;
   engine::OpProfile profile;
-  // On the GPU the profile synchronises after every op: it is taken in steps of its own below.
+  // On the GPU op times synchronise after every op: they are taken in steps of their own below,
+  // and the timed steps record only how long the host takes to issue them.
   const bool profiled = m.backend_kind() != engine::BackendKind::kCuda;
-  if (profiled) m.set_profile(&profile);
+  engine::OpProfile passes;
+  passes.time_ops = false;
+  m.set_profile(profiled ? &profile : &passes);
   const auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) {
     if (Status s = step(&trace); !s) return runtime_error(cmd, s.message());
@@ -264,6 +276,7 @@ int bench_decode(const Args& args) {
   if (profiled) {
     print_profile(profile, secs);
   } else {
+    print_issue_time(passes);
     m.set_profile(&profile);
     const auto p0 = Clock::now();
     for (int i = 0; i < std::min(steps, 8); ++i) {
@@ -324,9 +337,12 @@ int bench_prefill(const Args& args) {
   const engine::Model& m = *l->model;
   const auto tokens = random_tokens(std::size_t(prompt), m.vocab_size(), 7);
   std::vector<float> logits(std::size_t(m.vocab_size()));
-  {  // warm-up on a short prompt: scratch, page faults of the weights
+  {  // warm-up: scratch, page faults of the weights; on the GPU a whole chunk, so the timed pass
+     // finds its kernels loaded and cuBLAS's plans for its shapes made
+    const bool gpu = m.backend_kind() == engine::BackendKind::kCuda;
     engine::SequenceState s = m.new_state();
-    if (Status st = m.forward(s, std::span(tokens).first(std::min(prompt, 64)), logits.data(), engine::LogitsMode::kLast); !st)
+    const std::size_t n = std::size_t(std::min(prompt, gpu ? chunk : 64));
+    if (Status st = m.forward(s, std::span(tokens).first(n), logits.data(), engine::LogitsMode::kLast); !st)
       return runtime_error(cmd, st.message());
   }
   engine::SequenceState s = m.new_state();
@@ -334,7 +350,9 @@ int bench_prefill(const Args& args) {
   engine::OpProfile profile;
   m.set_routing_trace(&trace);
   const bool profiled = m.backend_kind() != engine::BackendKind::kCuda;  // see bench_decode
-  if (profiled) m.set_profile(&profile);
+  engine::OpProfile passes;
+  passes.time_ops = false;
+  m.set_profile(profiled ? &profile : &passes);
   const auto t0 = Clock::now();
   int chunks = 0;
   for (int at = 0; at < prompt; at += chunk, ++chunks) {
@@ -367,6 +385,7 @@ int bench_prefill(const Args& args) {
   if (profiled) {
     print_profile(profile, secs);
   } else {  // the same prompt once more, every op timed on its own
+    print_issue_time(passes);
     engine::SequenceState again = m.new_state();
     m.set_profile(&profile);
     const auto p0 = Clock::now();

@@ -104,6 +104,12 @@ struct OpProfile {
   static const char* name(Kind k);
   double seconds[kCount] = {};
   std::uint64_t calls[kCount] = {};
+  // false: whole passes only. A GPU backend times an op by synchronising at its end, which slows
+  // the pass; without op times it adds nothing but two clock reads a pass.
+  bool time_ops = true;
+  double issue_seconds = 0;  // the host issuing the passes' work (on a GPU it runs ahead of it)
+  double pass_seconds = 0;   // the passes to their end, device work included
+  std::uint64_t passes = 0;
 };
 
 class Backend {
