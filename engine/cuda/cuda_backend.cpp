@@ -7,9 +7,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -44,19 +46,29 @@ const char* cublas_status_text(cublasStatus_t s) {
 }
 
 class CudaBackend final : public Backend {
-  // An op's time in the profile, when one is set: the GPU is synchronised at the op's end so the
-  // time is the op's own, not its enqueue (profiled passes are slower; benchmarks time apart).
+  // An op's time in the profile, when one is set and times ops: the GPU is synchronised at the
+  // op's end so the time is the op's own, not its enqueue (profiled passes are slower; benchmarks
+  // time apart). Ops called from inside another (the MoE's linears) count as the outer op's;
+  // `phase` marks the MoE's phases, which are timed within it.
   class Timed {
    public:
-    Timed(CudaBackend* be, OpProfile::Kind kind) : be_(be), timer_(be->profile_, kind) {}
+    Timed(CudaBackend* be, OpProfile::Kind kind, bool phase = false)
+        : be_(be),
+          on_(be->profile_ && be->profile_->time_ops && (phase || be->op_depth_ == 0)),
+          phase_(phase),
+          timer_(on_ ? be->profile_ : nullptr, kind) {
+      if (!phase_) ++be_->op_depth_;
+    }
     ~Timed() {
-      if (be_->profile_) cudaStreamSynchronize(be_->s());
+      if (!phase_) --be_->op_depth_;
+      if (on_) cudaStreamSynchronize(be_->s());
     }
     Timed(const Timed&) = delete;
     Timed& operator=(const Timed&) = delete;
 
    private:
     CudaBackend* be_;
+    bool on_, phase_;
     OpTimer timer_;  // destroyed after the synchronisation above
   };
 
@@ -86,12 +98,19 @@ class CudaBackend final : public Backend {
     ++pass_;
     failure_.clear();
     pending_traces_.clear();
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       fn();
     } catch (const std::bad_alloc&) {
       fail("out of GPU memory for the pass's temporaries");
     }
+    const auto t1 = std::chrono::steady_clock::now();
     if (cudaError_t err = cudaStreamSynchronize(s()); err != cudaSuccess) fail(cuda::error_text("forward pass", err));
+    if (profile_) {
+      profile_->issue_seconds += std::chrono::duration<double>(t1 - t0).count();
+      profile_->pass_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++profile_->passes;
+    }
     if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) fail(cuda::error_text("kernel launch", err));
     for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
     pending_traces_.clear();
@@ -135,10 +154,10 @@ class CudaBackend final : public Backend {
     linears(x, T, one);
   }
 
-  // 16-bit weights multiply the input split in two 16-bit halves (x ~= hi + lo): one GEMM over
-  // 2T columns reads the weights once, and adding the halves gives fp32-grade activations, the
-  // precision the CPU backends have (bf16 activations alone drift ~1-2% from the fp32 logits).
-  // The input is split once for all the products.
+  // 16-bit weights multiply the input split in two 16-bit halves (x ~= hi + lo): W hi, then W lo
+  // added in the second GEMM's epilogue, gives fp32-grade activations, the precision the CPU
+  // backends have (bf16 activations alone drift ~1-2% from the fp32 logits). The input is split
+  // once for all the products.
   void linears(const float* x, std::size_t T, std::span<const LinearOut> outs) override {
     Timed timer(this, OpProfile::kLinear);
     if (T == 0 || outs.empty()) return;
@@ -163,7 +182,7 @@ class CudaBackend final : public Backend {
       const LinearOut& o = *op;
       const DType dt = o.w->dtype;
       if (dt == DType::kF32) {
-        gemm(x, T, *o.w, o.y);
+        gemm(x, T, *o.w, o.y, 0.f);
         if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(o.w->rows), s());
         continue;
       }
@@ -173,10 +192,10 @@ class CudaBackend final : public Backend {
         cuda::split_16(x, T * K, T * K, f16, buf, s());
         split[f16] = buf;
       }
-      Scratch::Frame inner(scratch_);
-      float* y2 = scratch_.floats(2 * T * std::size_t(o.w->rows));
-      gemm(split[f16], 2 * T, *o.w, y2);
-      cuda::add_halves(y2, 1, int(T), int(o.w->rows), o.bias, o.y, s());
+      // y = W hi, then y += W lo: the second GEMM adds in its epilogue (no pass over a 2T output).
+      gemm(split[f16], T, *o.w, o.y, 0.f);
+      gemm(split[f16] + T * K, T, *o.w, o.y, 1.f);
+      if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(o.w->rows), s());
     }
   }
 
@@ -238,6 +257,8 @@ class CudaBackend final : public Backend {
     Timed timer(this, OpProfile::kMoe);
     Scratch::Frame frame(scratch_);
     const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k, H = std::size_t(w.hidden);
+    if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
+    std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     float* logits = scratch_.floats(T * E);
     linear(x, T, w.router, nullptr, logits);
     auto* chosen_dev = scratch_.take<int32_t>(T * K);
@@ -247,9 +268,11 @@ class CudaBackend final : public Backend {
     if (const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr) {
       // A few tokens: the choices stay on the GPU; two kernels read each chosen expert's rows.
       if (trace_) trace_later(chosen_dev, T, K);
+      phase.emplace(this, OpProfile::kMoeExperts, true);
       float* h = scratch_.floats(T * K * std::size_t(table->inter));
       cuda::moe_gate_up(*table, x, int(T), int(K), chosen_dev, h, s());
       cuda::moe_down_combine(*table, h, int(T), int(K), chosen_dev, weights_dev, out, s());
+      phase.emplace(this, OpProfile::kMoeCombine, true);
       add_shared_expert(w, x, T, out);
       return;
     }
@@ -297,6 +320,7 @@ class CudaBackend final : public Backend {
       active += n > 0;
       busiest = std::max(busiest, n);
     }
+    phase.emplace(this, OpProfile::kMoeExperts, true);  // the experts' products and their combine
     const cuda::ExpertTable* table = expert_table(w);
     if (table && active * busiest <= 2 * T * K) {
       experts_batched(*table, w, x, T, K, count, token_of_row, row_of_choice, weights, out);
@@ -312,6 +336,7 @@ class CudaBackend final : public Backend {
       cuda::moe_combine(y, upload(row_of_choice.data(), row_of_choice.size()), upload(weights.data(), weights.size()),
                         int(T), int(K), int(H), out, s());
     }
+    phase.emplace(this, OpProfile::kMoeCombine, true);
     add_shared_expert(w, x, T, out);
   }
 
@@ -366,14 +391,14 @@ class CudaBackend final : public Backend {
     return reinterpret_cast<const T*>(*dev);
   }
 
-  // y [T, w.rows] = x [T, w.cols] w^T: column-major C^T[rows, T] = W[cols, rows]^T X^T[cols, T].
-  void gemm(const void* x, std::size_t T, const Matrix& w, float* y) {
-    const float one = 1.f, zero = 0.f;
+  // y [T, w.rows] = x [T, w.cols] w^T + beta y: column-major C^T[rows, T] = W[cols, rows]^T X^T[cols, T].
+  void gemm(const void* x, std::size_t T, const Matrix& w, float* y, float beta) {
+    const float one = 1.f;
     const std::size_t elem = dtype_size(w.dtype);
     const int m = int(w.rows), n = int(T), k = int(w.cols), lda = int(w.row_bytes / elem);
     const cudaDataType_t type = w.dtype == DType::kBF16 ? CUDA_R_16BF : w.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
     const cublasStatus_t st =
-        cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, weight(w), type, lda, x, type, k, &zero, y,
+        cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, weight(w), type, lda, x, type, k, &beta, y,
                      CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmEx: ") + cublas_status_text(st));
   }
@@ -414,7 +439,8 @@ class CudaBackend final : public Backend {
       row_in_padded[i] = slot[e] * int32_t(P) + (r - count[e]);
     }
     // Frames end each stage's inputs once consumed (the stream orders the reuse), so the peak is
-    // the split input and the gate/up products, not every buffer at once.
+    // the split input and the gate/up products, not every buffer at once. Each product is two
+    // batched GEMMs, of the high halves and then of the low ones added in the GEMM's epilogue.
     Scratch::Frame frame(scratch_);
     float* y = scratch_.floats(A * P * H);
     float* g = scratch_.floats(A * P * I);
@@ -428,40 +454,42 @@ class CudaBackend final : public Backend {
         cuda::split_16(xg, A * P * H, P * H, false, xs, s());
       }
       float* u = scratch_.floats(A * P * I);
-      float* g2 = scratch_.floats(2 * A * P * I);
-      float* u2 = scratch_.floats(2 * A * P * I);
-      batched_gemm(gate.data(), table.gate_up_row_bytes, int(I), int(H), xs, 2 * P, g2, A);
-      batched_gemm(up.data(), table.gate_up_row_bytes, int(I), int(H), xs, 2 * P, u2, A);
-      cuda::add_halves(g2, int(A), int(P), int(I), nullptr, g, s());
-      cuda::add_halves(u2, int(A), int(P), int(I), nullptr, u, s());
+      for (int half = 0; half < 2; ++half) {
+        const std::uint16_t* b = xs + std::size_t(half) * P * H;
+        batched_gemm(gate.data(), table.gate_up_row_bytes, int(I), int(H), b, 2 * P * H, P, g, P * I, half, A);
+        batched_gemm(up.data(), table.gate_up_row_bytes, int(I), int(H), b, 2 * P * H, P, u, P * I, half, A);
+      }
       cuda::silu_mul(g, u, g, A * P * I, s());
     }
     {
       Scratch::Frame down_frame(scratch_);
       auto* hs = scratch_.take<std::uint16_t>(2 * A * P * I);
       cuda::split_16(g, A * P * I, P * I, false, hs, s());
-      float* y2 = scratch_.floats(2 * A * P * H);
-      batched_gemm(down.data(), table.down_row_bytes, int(H), int(I), hs, 2 * P, y2, A);
-      cuda::add_halves(y2, int(A), int(P), int(H), nullptr, y, s());
+      for (int half = 0; half < 2; ++half) {
+        batched_gemm(down.data(), table.down_row_bytes, int(H), int(I), hs + std::size_t(half) * P * I, 2 * P * I, P, y,
+                     P * H, half, A);
+      }
     }
     cuda::moe_combine(y, upload(row_in_padded.data(), row_in_padded.size()), upload(weights.data(), weights.size()),
                       int(T), int(K), int(H), out, s());
   }
 
-  // For each of `count` problems j: C_j [n, m] = B_j [n, k] W_j^T with W_j bf16 [m, k] (row stride
-  // row_bytes) at ws[j], B_j the j-th [n, k] bf16 block of `b` and C_j the j-th [n, m] block of c.
-  void batched_gemm(const void* const* ws, std::size_t row_bytes, int m, int k, const std::uint16_t* b, std::size_t n,
-                    float* c, std::size_t count) {
+  // For each of `count` problems j: C_j [n, m] = B_j [n, k] W_j^T (+ C_j when `accumulate`) with
+  // W_j bf16 [m, k] (row stride row_bytes) at ws[j], B_j bf16 at b + j b_stride and C_j fp32 at
+  // c + j c_stride.
+  void batched_gemm(const void* const* ws, std::size_t row_bytes, int m, int k, const std::uint16_t* b,
+                    std::size_t b_stride, std::size_t n, float* c, std::size_t c_stride, bool accumulate,
+                    std::size_t count) {
     std::vector<const void*> bs(count);
     std::vector<void*> cs(count);
     for (std::size_t j = 0; j < count; ++j) {
-      bs[j] = b + j * n * std::size_t(k);
-      cs[j] = c + j * n * std::size_t(m);
+      bs[j] = b + j * b_stride;
+      cs[j] = c + j * c_stride;
     }
-    const float one = 1.f, zero = 0.f;
+    const float one = 1.f, beta = accumulate ? 1.f : 0.f;
     const cublasStatus_t st = cublasGemmBatchedEx(
         blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, int(n), k, &one, upload(ws, count), CUDA_R_16BF, int(row_bytes / 2),
-        upload(bs.data(), count), CUDA_R_16BF, k, &zero, const_cast<void* const*>(upload(cs.data(), count)), CUDA_R_32F,
+        upload(bs.data(), count), CUDA_R_16BF, k, &beta, const_cast<void* const*>(upload(cs.data(), count)), CUDA_R_32F,
         m, int(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmBatchedEx: ") + cublas_status_text(st));
   }
@@ -578,6 +606,7 @@ class CudaBackend final : public Backend {
   Arena pass_host_;    // their pinned sources
   Scratch host_scratch_;
   std::uint64_t pass_ = 0;
+  int op_depth_ = 0;  // Timed ops in progress
   AttnBatch attn_;
   std::string failure_;  // the first error of the current pass
   std::unordered_map<const MoeWeights*, std::unique_ptr<cuda::ExpertTable>> tables_;

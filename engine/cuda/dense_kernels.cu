@@ -3,7 +3,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cfloat>
+#include <cstdint>
 
 #include "kernels.h"
 
@@ -45,15 +47,6 @@ __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group
   }
 }
 
-// y has groups x half elements, y2 groups x 2 half: each group's two halves added.
-__global__ void add_halves_kernel(const float* y2, std::size_t total, std::size_t half, int n, const float* bias,
-                                  float* y) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total; i += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t at = i / half * 2 * half + i % half;
-    y[i] = y2[at] + y2[at + half] + (bias ? bias[i % std::size_t(n)] : 0.f);
-  }
-}
-
 // Block-wide sum: warp shuffles, then one warp over the warps' partials. Every thread gets it.
 __device__ float block_sum(float v) {
   __shared__ float partial[32];
@@ -76,6 +69,38 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* out, int 
   for (int i = threadIdx.x; i < dim; i += blockDim.x) sum += xr[i] * xr[i];
   const float inv = rsqrtf(block_sum(sum) / float(dim) + eps);
   for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * inv * (zero_centered ? 1.f + w[i] : w[i]);
+}
+
+// The same for rows of float4s (dim % 4 == 0, 16-byte aligned) of at most V float4s a thread: the
+// row and the weight are read once, all loads issued before the reduction (a row of a few KB is
+// latency-bound: one round trip instead of one per strided step).
+template <int V>
+__global__ void rms_norm_vec_kernel(const float* x, const float* w, float* out, int dim, float eps,
+                                    bool zero_centered) {
+  const int n4 = dim / 4;
+  const float4* xr = reinterpret_cast<const float4*>(x + std::size_t(blockIdx.x) * dim);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  float4* o = reinterpret_cast<float4*>(out + std::size_t(blockIdx.x) * dim);
+  float4 v[V], g[V];
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int i = int(threadIdx.x) + j * int(blockDim.x);
+    if (i < n4) {
+      v[j] = xr[i];
+      g[j] = w4[i];
+      sum += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+    }
+  }
+  const float inv = rsqrtf(block_sum(sum) / float(dim) + eps);
+  const float c = zero_centered ? 1.f : 0.f;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int i = int(threadIdx.x) + j * int(blockDim.x);
+    if (i < n4)
+      o[i] = make_float4(v[j].x * inv * (c + g[j].x), v[j].y * inv * (c + g[j].y), v[j].z * inv * (c + g[j].z),
+                         v[j].w * inv * (c + g[j].w));
+  }
 }
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n) {
@@ -111,32 +136,54 @@ __global__ void gather_rows_kernel(const float* src, const int64_t* rows, int wi
   for (int i = threadIdx.x; i < width; i += blockDim.x) d[i] = s[i];
 }
 
+// A warp's pass over one token's E logits, lane e % 32 taking logit e: from NE registers a lane
+// (E <= 32 NE: fully unrolled, so the array stays in registers) or, with NE = 0, from memory.
+template <int NE, typename Fn>
+__device__ __forceinline__ void for_each_logit(const float* l, const float (&cached)[NE > 0 ? NE : 1], int E,
+                                               int lane, Fn&& fn) {
+  if constexpr (NE > 0) {
+#pragma unroll
+    for (int j = 0; j < NE; ++j)
+      if (lane + 32 * j < E) fn(lane + 32 * j, j, cached[j]);
+  } else {
+    for (int e = lane, j = 0; e < E; e += 32, ++j) fn(e, j, l[e]);
+  }
+}
+
 // One warp per token: softmax (or sigmoid) scores, then top_k rounds of an arg-max over the logits
-// (the scores are monotonic in them; ties to the lower index, as torch.topk on the CPU).
+// (the scores are monotonic in them; ties to the lower index, as torch.topk on the CPU). With
+// NE > 0 a lane's logits are read once into registers and the rounds cost shuffles only.
+template <int NE>
 __global__ void route_kernel(const float* logits, int T, int E, int top_k, bool sigmoid, bool renormalize,
                              float scaling, int32_t* chosen, float* weights) {
   const int t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (t >= T) return;
   const float* l = logits + std::size_t(t) * E;
+  float cached[NE > 0 ? NE : 1] = {};
+  if constexpr (NE > 0) {
+#pragma unroll
+    for (int j = 0; j < NE; ++j) cached[j] = lane + 32 * j < E ? l[lane + 32 * j] : -FLT_MAX;
+  }
   float mx = -FLT_MAX;
-  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+  for_each_logit<NE>(l, cached, E, lane, [&](int, int, float v) { mx = fmaxf(mx, v); });
   for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   float sum = 0.f;
-  for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+  for_each_logit<NE>(l, cached, E, lane, [&](int, int, float v) { sum += expf(v - mx); });
   for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   // Bit j: this lane's expert lane + 32 j is taken (8 words: E <= 8192).
   unsigned taken[8] = {};
-  float picked_sum = 0.f;
+  float picked_sum = 0.f, my_p = 0.f;  // lane k keeps choice k (top_k <= 32)
+  int my_e = 0;
   for (int k = 0; k < top_k; ++k) {
     float best = -FLT_MAX;
     int best_e = E;
-    for (int e = lane, j = 0; e < E; e += 32, ++j) {
+    for_each_logit<NE>(l, cached, E, lane, [&](int e, int j, float v) {
       const bool used = (taken[j >> 5] >> (j & 31)) & 1u;
-      if (!used && (l[e] > best || (l[e] == best && e < best_e))) {
-        best = l[e];
+      if (!used && (v > best || (v == best && e < best_e))) {
+        best = v;
         best_e = e;
       }
-    }
+    });
     for (int off = 16; off > 0; off >>= 1) {
       const float ob = __shfl_xor_sync(0xffffffffu, best, off);
       const int oe = __shfl_xor_sync(0xffffffffu, best_e, off);
@@ -151,14 +198,15 @@ __global__ void route_kernel(const float* logits, int T, int E, int top_k, bool 
     }
     const float p = sigmoid ? 1.f / (1.f + expf(-best)) : expf(best - mx) / sum;
     picked_sum += p;
-    if (lane == 0) {
-      chosen[t * top_k + k] = best_e;
-      weights[t * top_k + k] = p;
+    if (lane == k) {
+      my_p = p;
+      my_e = best_e;
     }
   }
-  if (lane == 0) {
-    for (int k = 0; k < top_k; ++k)
-      weights[t * top_k + k] = (renormalize ? weights[t * top_k + k] / picked_sum : weights[t * top_k + k]) * scaling;
+  // The sums above are the same on every lane.
+  if (lane < top_k) {
+    chosen[t * top_k + lane] = my_e;
+    weights[t * top_k + lane] = (renormalize ? my_p / picked_sum : my_p) * scaling;
   }
 }
 
@@ -191,14 +239,20 @@ void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::u
   if (n) split_16_kernel<<<std::min(blocks_for(n), 65535u), kBlock, 0, s>>>(x, n, group, f16, out);
 }
 
-void add_halves(const float* y2, int groups, int rows, int n, const float* bias, float* y, cudaStream_t s) {
-  const std::size_t half = std::size_t(rows) * std::size_t(n), total = half * std::size_t(groups);
-  if (total) add_halves_kernel<<<std::min(blocks_for(total), 65535u), kBlock, 0, s>>>(y2, total, half, n, bias, y);
-}
-
 void rms_norm(const float* x, const float* w, float* out, int rows, int dim, float eps, bool zero_centered,
               cudaStream_t s) {
-  if (rows > 0) rms_norm_kernel<<<rows, kBlock, 0, s>>>(x, w, out, dim, eps, zero_centered);
+  if (rows <= 0) return;
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(w) |
+                        reinterpret_cast<std::uintptr_t>(out)) % 16 == 0;
+  const int n4 = dim / 4;
+  if (dim % 4 == 0 && aligned && n4 <= 4 * 1024) {
+    const int threads = std::min(1024, (n4 + 31) / 32 * 32);
+    const int v = (n4 + threads - 1) / threads;
+    if (v == 1) return rms_norm_vec_kernel<1><<<rows, threads, 0, s>>>(x, w, out, dim, eps, zero_centered);
+    if (v == 2) return rms_norm_vec_kernel<2><<<rows, threads, 0, s>>>(x, w, out, dim, eps, zero_centered);
+    return rms_norm_vec_kernel<4><<<rows, threads, 0, s>>>(x, w, out, dim, eps, zero_centered);
+  }
+  rms_norm_kernel<<<rows, kBlock, 0, s>>>(x, w, out, dim, eps, zero_centered);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s) {
@@ -224,9 +278,13 @@ void gather_rows(const float* src, const int64_t* rows, int n, int width, float*
 void route_top_k(const float* logits, int T, int E, int top_k, bool sigmoid, bool renormalize, float scaling,
                  int32_t* chosen, float* weights, cudaStream_t s) {
   constexpr int kWarps = 4;
-  if (T > 0)
-    route_kernel<<<(T + kWarps - 1) / kWarps, 32 * kWarps, 0, s>>>(logits, T, E, top_k, sigmoid, renormalize, scaling,
-                                                                  chosen, weights);
+  if (T <= 0) return;
+  const unsigned blocks = unsigned((T + kWarps - 1) / kWarps);
+  if (E <= 32 * 8) {
+    route_kernel<8><<<blocks, 32 * kWarps, 0, s>>>(logits, T, E, top_k, sigmoid, renormalize, scaling, chosen, weights);
+  } else {
+    route_kernel<0><<<blocks, 32 * kWarps, 0, s>>>(logits, T, E, top_k, sigmoid, renormalize, scaling, chosen, weights);
+  }
 }
 
 void moe_combine(const float* y, const int32_t* rows, const float* weights, int T, int top_k, int width, float* out,

@@ -27,9 +27,6 @@ void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64
 // A product of both halves with the same weights, added, is as exact as fp32 activations (the CPU
 // backends' "bf16x2"). group = n: one hi block, then one lo block.
 void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s);
-// For each of `groups` groups of `rows` rows of n: y[j][t, c] = y2[j][t, c] + y2[j][rows + t, c]
-// (+ bias[c]): the two halves of a split product added.
-void add_halves(const float* y2, int groups, int rows, int n, const float* bias, float* y, cudaStream_t s);
 // ref::rms_norm over `rows` rows of `dim`.
 void rms_norm(const float* x, const float* w, float* out, int rows, int dim, float eps, bool zero_centered,
               cudaStream_t s);
@@ -142,11 +139,12 @@ void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParamsDev& params, co
               const float* b, const float* a, const DeltaNetSeqDev* seqs, int nseq, int T, int max_rows, float* work,
               float* out, cudaStream_t s);
 
-// ---- Mixture of experts (moe_kernels.cu) ---------------------------------------------------------
+// ---- Mixture of experts (dense_kernels.cu, gemv_kernels.cu) -------------------------------------
 
 // Router: logits [T, E] -> the top_k experts of each token and their weights (ref::route_top_k:
 // softmax over all E, or sigmoid scores; top-k with ties to the lower index; renormalised when
-// `renormalize`; times `scaling`). chosen [T, top_k] int32, weights [T, top_k] fp32. E <= 8192.
+// `renormalize`; times `scaling`). chosen [T, top_k] int32, weights [T, top_k] fp32. E <= 8192,
+// top_k <= 32.
 void route_top_k(const float* logits, int T, int E, int top_k, bool sigmoid, bool renormalize, float scaling,
                  int32_t* chosen, float* weights, cudaStream_t s);
 // out[t, :] = sum over i < top_k of weights[t * top_k + i] * y[rows[t * top_k + i], :], added in
