@@ -223,17 +223,29 @@ __device__ __forceinline__ float warp_sum(float v) {
 // q.k of this lane's key (key row: head_dim bf16 in its page) with each query, 16 dims (one
 // 32-byte sector) a step. The key rows of a tile are 32 different rows; the row's other sectors
 // hit L1 on the next steps.
-template <int MQ>
+// All of the row's loads are issued before the first product (head_dim <= 32 NC): one round trip
+// per key instead of one per 16 dims.
+template <int NC, int MQ>
 __device__ __forceinline__ void score_key(const std::uint16_t* __restrict__ krow, const float* __restrict__ qs,
                                           int head_dim, float (&s)[MQ]) {
 #pragma unroll
   for (int qi = 0; qi < MQ; ++qi) s[qi] = 0.f;
   const uint4* k4 = reinterpret_cast<const uint4*>(krow);
-#pragma unroll 2
-  for (int d0 = 0; d0 < head_dim; d0 += 16) {
+  // 16-byte loads in flight at once: 128 dims while the warp state is small, else fewer (spills).
+  constexpr int kBatch = NC * MQ <= 16 ? 16 : 2;
+  constexpr int kLoads = 4 * NC < kBatch ? 4 * NC : kBatch;
+  uint4 raw[kLoads];
+#pragma unroll
+  for (int d0 = 0; d0 < 32 * NC; d0 += 16) {
+    if (d0 >= head_dim) break;
+    if ((d0 / 8) % kLoads == 0) {
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i)
+        if (d0 + i * 8 < head_dim) raw[i] = __ldg(k4 + d0 / 8 + i);
+    }
     float k[2][8];
-    unpack_bf16x8(__ldg(k4 + d0 / 8), k[0]);
-    unpack_bf16x8(__ldg(k4 + d0 / 8 + 1), k[1]);
+    unpack_bf16x8(raw[(d0 / 8) % kLoads], k[0]);
+    unpack_bf16x8(raw[(d0 / 8) % kLoads + 1], k[1]);
 #pragma unroll
     for (int qi = 0; qi < MQ; ++qi) {
       const float4* q4 = reinterpret_cast<const float4*>(qs + qi * head_dim + d0);
@@ -282,22 +294,60 @@ struct KeySource {
   int page_tokens;
 };
 
-// acc += p . V over the tile's keys j0 .. j0 + nk - 1, eight keys (16 bytes of a V row, all in one
-// page) at a time. Slots past the row's last key are zeroed so that stale page contents cannot
-// reach the sum (0 * NaN).
+// This lane's V of a tile (output dims lane + 32 c of keys j0 .. j0 + nk - 1, eight keys = 16 bytes
+// of a V row, all in one page, per load), loaded before the tile's scores are known so that the
+// loads overlap q.k and the softmax step.
+// Preloaded while it and the warp state are small (NC <= 4, NC * MQ <= 16); otherwise loaded as it
+// goes, as a preloaded tile would spill.
+template <int NC, int MQ>
+struct ValueTile {
+  static constexpr bool kPreload = NC <= 4 && NC * MQ <= 16;
+  uint4 raw[kTile / 8][kPreload ? NC : 1];
+
+  __device__ __forceinline__ void load(const KeySource& src, int j0, int nk, int lane) {
+    if constexpr (kPreload) fetch(src, j0, nk, lane);
+  }
+  __device__ __forceinline__ void fetch(const KeySource& src, int j0, int nk, int lane) {
+    const int nc = src.head_dim / 32, P = src.page_tokens;
+#pragma unroll
+    for (int g = 0; g < kTile / 8; ++g) {
+      const int j = j0 + 8 * g;
+      if (8 * g < nk) {
+        const auto* vrow0 = reinterpret_cast<const std::uint16_t*>(src.table[j / P] + src.v_head) + j % P;
+#pragma unroll
+        for (int c = 0; c < NC; ++c)
+          if (c < nc)
+            raw[g][c] = __ldg(reinterpret_cast<const uint4*>(vrow0 + std::size_t(lane + 32 * c) * std::size_t(P)));
+      }
+    }
+  }
+  // Group g's 16 bytes for output dims lane + 32 c.
+  __device__ __forceinline__ uint4 at(const KeySource& src, int j0, int g, int c, int lane) const {
+    if constexpr (kPreload) {
+      return raw[g][c];
+    } else {
+      const int j = j0 + 8 * g, P = src.page_tokens;
+      const auto* vrow0 = reinterpret_cast<const std::uint16_t*>(src.table[j / P] + src.v_head) + j % P;
+      return __ldg(reinterpret_cast<const uint4*>(vrow0 + std::size_t(lane + 32 * c) * std::size_t(P)));
+    }
+  }
+};
+
+// acc += p . V over the tile's keys. Slots past the row's last key are zeroed so that stale page
+// contents cannot reach the sum (0 * NaN).
 template <int NC, int MQ>
 __device__ __forceinline__ void accumulate_values(WarpState<NC, MQ>& st, const float* __restrict__ p_tile,
-                                                  const KeySource& src, int j0, int nk, int lane) {
-  const int nc = src.head_dim / 32, P = src.page_tokens;
-  for (int k0 = 0; k0 < nk; k0 += 8) {
-    const int j = j0 + k0;
-    const auto* vrow0 = reinterpret_cast<const std::uint16_t*>(src.table[j / P] + src.v_head) + j % P;
+                                                  const ValueTile<NC, MQ>& vt, const KeySource& src, int j0, int nk,
+                                                  int lane) {
+  const int nc = src.head_dim / 32;
+#pragma unroll
+  for (int g = 0; g < kTile / 8; ++g) {
+    const int k0 = 8 * g;
+    if (k0 >= nk) break;
     float v[NC][8];
 #pragma unroll
     for (int c = 0; c < NC; ++c)
-      if (c < nc)
-        unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(vrow0 + std::size_t(lane + 32 * c) * std::size_t(P))),
-                      v[c]);
+      if (c < nc) unpack_bf16x8(vt.at(src, j0, g, c, lane), v[c]);
     if (nk - k0 < 8) {
 #pragma unroll
       for (int c = 0; c < NC; ++c)
@@ -333,15 +383,17 @@ __device__ void attend_tiles(WarpState<NC, MQ>& st, const AttnSmem& sm, float sc
   float* p_tile = sm.p + warp * MQ * kTile;
   for (int t = first; t < ntiles; t += stride) {
     const int j0 = t * kTile, nk = min(kTile, src.nkeys - j0), j = j0 + lane;
+    ValueTile<NC, MQ> vt;
+    vt.load(src, j0, nk, lane);
     float s[MQ] = {};
     if (lane < nk) {
       const auto* krow = reinterpret_cast<const std::uint16_t*>(src.table[j / P] + src.k_head) +
                          std::size_t(j % P) * std::size_t(D);
-      score_key<MQ>(krow, sm.q, D, s);
+      score_key<NC, MQ>(krow, sm.q, D, s);
     }
     softmax_update<NC, MQ>(st, s, lane < nk, scale, p_tile, lane);
     __syncwarp();
-    accumulate_values<NC, MQ>(st, p_tile, src, j0, nk, lane);
+    accumulate_values<NC, MQ>(st, p_tile, vt, src, j0, nk, lane);
     __syncwarp();  // p_tile is rewritten by the next tile
   }
 }

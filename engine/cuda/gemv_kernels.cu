@@ -33,6 +33,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <int NT>
 __device__ __forceinline__ void dot_rows(const std::byte* row, int cols, const float* x, int T, float (&acc)[NT]) {
   const uint4* w4 = reinterpret_cast<const uint4*>(row);
+  // Unrolled so that several 16-byte loads are in flight before the first is used: a row is a
+  // few steps long (2048 columns: 8), and one load at a time would wait out the latency each step.
+#pragma unroll 8
   for (int c8 = threadIdx.x & 31; c8 < cols / 8; c8 += 32) {
     float w[8];
     unpack8(__ldg(w4 + c8), w);
@@ -71,51 +74,109 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvBatch batch
 }
 
 // One (token, choice) pair per blockIdx.y; a warp per intermediate row computes the gate and up
-// dots together (x read once for both).
+// dots together (x read once for both, both rows' loads in flight at once).
 __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const ExpertTable e, const float* x, int top_k,
                                                                   const int32_t* chosen, float* h) {
-  const int pair = blockIdx.y, row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const int pair = blockIdx.y, row = blockIdx.x * kWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= e.inter) return;
   const int expert = chosen[pair];
   const float* xt = x + std::size_t(pair / top_k) * e.hidden;
-  float g[1] = {}, u[1] = {};
-  dot_rows<1>(e.gate[expert] + std::size_t(row) * e.gate_up_row_bytes, e.hidden, xt, 1, g);
-  dot_rows<1>(e.up[expert] + std::size_t(row) * e.gate_up_row_bytes, e.hidden, xt, 1, u);
-  const float gs = warp_sum(g[0]), us = warp_sum(u[0]);
-  if ((threadIdx.x & 31) == 0) h[std::size_t(pair) * e.inter + row] = gs / (1.f + expf(-gs)) * us;
+  const uint4* g4 = reinterpret_cast<const uint4*>(e.gate[expert] + std::size_t(row) * e.gate_up_row_bytes);
+  const uint4* u4 = reinterpret_cast<const uint4*>(e.up[expert] + std::size_t(row) * e.gate_up_row_bytes);
+  float g = 0.f, u = 0.f;
+#pragma unroll 8
+  for (int c8 = lane; c8 < e.hidden / 8; c8 += 32) {
+    float wg[8], wu[8];
+    unpack8(__ldg(g4 + c8), wg);
+    unpack8(__ldg(u4 + c8), wu);
+    const float4* xv = reinterpret_cast<const float4*>(xt) + 2 * c8;
+    const float4 a = xv[0], b = xv[1];
+    g += wg[0] * a.x + wg[1] * a.y + wg[2] * a.z + wg[3] * a.w + wg[4] * b.x + wg[5] * b.y + wg[6] * b.z + wg[7] * b.w;
+    u += wu[0] * a.x + wu[1] * a.y + wu[2] * a.z + wu[3] * a.w + wu[4] * b.x + wu[5] * b.y + wu[6] * b.z + wu[7] * b.w;
+  }
+  const float gs = warp_sum(g), us = warp_sum(u);
+  if (lane == 0) h[std::size_t(pair) * e.inter + row] = gs / (1.f + expf(-gs)) * us;
 }
 
-// One token per blockIdx.y; its choices sorted by expert id in shared memory first, then a warp
-// per output row adds the weighted down products in that order.
-__global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable e, const float* h, int top_k,
-                                                               const int32_t* chosen, const float* weights,
-                                                               float* out) {
-  __shared__ int order[32];
-  const int t = blockIdx.y;
+// The block's token's choices sorted by expert id (ties keep their order), with their rows of the
+// down table and their weights: read by top_k threads at once, sorted by one in shared memory.
+struct SortedChoices {
+  const std::byte* down[32];
+  int pair[32];
+  float weight[32];
+};
+
+__device__ void sort_choices(const ExpertTable& e, int t, int top_k, const int32_t* chosen, const float* weights,
+                             SortedChoices& c) {
+  __shared__ int expert[32];
+  if (int(threadIdx.x) < top_k) {
+    c.pair[threadIdx.x] = t * top_k + int(threadIdx.x);
+    expert[threadIdx.x] = chosen[t * top_k + int(threadIdx.x)];
+  }
+  __syncthreads();
   if (threadIdx.x == 0) {
-    for (int i = 0; i < top_k; ++i) order[i] = i;
     for (int i = 1; i < top_k; ++i) {  // insertion sort: top_k is small
-      const int v = order[i];
+      const int v = expert[i], pv = c.pair[i];
       int j = i - 1;
-      while (j >= 0 && chosen[t * top_k + order[j]] > chosen[t * top_k + v]) {
-        order[j + 1] = order[j];
+      while (j >= 0 && expert[j] > v) {
+        expert[j + 1] = expert[j];
+        c.pair[j + 1] = c.pair[j];
         --j;
       }
-      order[j + 1] = v;
+      expert[j + 1] = v;
+      c.pair[j + 1] = pv;
     }
   }
   __syncthreads();
+  if (int(threadIdx.x) < top_k) {
+    c.down[threadIdx.x] = e.down[expert[threadIdx.x]];
+    c.weight[threadIdx.x] = weights[c.pair[threadIdx.x]];
+  }
+  __syncthreads();
+}
+
+// One token per blockIdx.y, a warp per output row: the weighted down products of the token's
+// choices added in ascending expert order. Up to 8 choices (kMaxK) keep a dot each and read all
+// their rows' next 16 bytes in one step; each dot sums in the order of dot_rows either way. (A
+// warp per (row, choice), with the dots added through shared memory, measured slower.)
+constexpr int kMaxK = 8;
+__global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable e, const float* h, int top_k,
+                                                               const int32_t* chosen, const float* weights,
+                                                               float* out) {
+  __shared__ SortedChoices c;
+  const int t = blockIdx.y, lane = threadIdx.x & 31;
+  sort_choices(e, t, top_k, chosen, weights, c);
   const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
   if (row >= e.hidden) return;
+  const std::size_t row_off = std::size_t(row) * e.down_row_bytes;
   float acc = 0.f;
-  for (int i = 0; i < top_k; ++i) {
-    const int k = order[i], pair = t * top_k + k;
-    float d[1] = {};
-    dot_rows<1>(e.down[chosen[pair]] + std::size_t(row) * e.down_row_bytes, e.inter, h + std::size_t(pair) * e.inter,
-                1, d);
-    acc += weights[pair] * warp_sum(d[0]);
+  if (top_k <= kMaxK) {
+    float d[kMaxK] = {};
+#pragma unroll 2
+    for (int c8 = lane; c8 < e.inter / 8; c8 += 32) {
+#pragma unroll
+      for (int i = 0; i < kMaxK; ++i) {
+        if (i >= top_k) break;
+        float w[8];
+        unpack8(__ldg(reinterpret_cast<const uint4*>(c.down[i] + row_off) + c8), w);
+        const float4* xv = reinterpret_cast<const float4*>(h + std::size_t(c.pair[i]) * e.inter) + 2 * c8;
+        const float4 a = xv[0], b = xv[1];
+        d[i] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxK; ++i) {
+      if (i >= top_k) break;
+      acc += c.weight[i] * warp_sum(d[i]);
+    }
+  } else {
+    for (int i = 0; i < top_k; ++i) {
+      float d[1] = {};
+      dot_rows<1>(c.down[i] + row_off, e.inter, h + std::size_t(c.pair[i]) * e.inter, 1, d);
+      acc += c.weight[i] * warp_sum(d[0]);
+    }
   }
-  if ((threadIdx.x & 31) == 0) out[std::size_t(t) * e.hidden + row] = acc;
+  if (lane == 0) out[std::size_t(t) * e.hidden + row] = acc;
 }
 
 unsigned row_blocks(int rows) { return unsigned((rows + kWarps - 1) / kWarps); }
@@ -147,9 +208,9 @@ void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, c
 
 void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const int32_t* chosen,
                       const float* weights, float* out, cudaStream_t s) {
-  if (T > 0)
-    moe_down_kernel<<<dim3(row_blocks(experts.hidden), unsigned(T)), kWarps * 32, 0, s>>>(experts, h, top_k, chosen,
-                                                                                         weights, out);
+  if (T <= 0) return;
+  moe_down_kernel<<<dim3(row_blocks(experts.hidden), unsigned(T)), kWarps * 32, 0, s>>>(experts, h, top_k, chosen,
+                                                                                      weights, out);
 }
 
 }  // namespace ft::engine::cuda

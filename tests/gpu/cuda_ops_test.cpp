@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <random>
 #include <vector>
 
@@ -103,14 +104,19 @@ TEST_F(CudaOps, LinearAndLinearsMatchTheReference) {
 TEST_F(CudaOps, NormsElementwiseEmbeddingAndGathers) {
   const std::size_t rows = 37, dim = 2048;
   const std::vector<float> x = random(rows * dim), w = random(dim), g = random(rows * dim);
-  for (bool zero_centered : {false, true}) {
-    std::vector<float> want(x.size());
-    on(*ref_, [&] { ref_->rms_norm(x.data(), w.data(), want.data(), rows, dim, 1e-6f, zero_centered); });
-    float* out = dev_zeros(x.size());
-    const float* dx = dev(x);
-    const float* dw = param(w);
-    on(*cuda_, [&] { cuda_->rms_norm(dx, dw, out, rows, dim, 1e-6f, zero_centered); });
-    EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-5);
+  // Rows of one float4 a thread, of two, of four (the widest vector kernel), and of a width that
+  // is no multiple of 4 (the scalar kernel).
+  for (std::size_t d : {std::size_t(128), dim, std::size_t(5120), std::size_t(16384), std::size_t(36)}) {
+    const std::vector<float> xd = random(rows * d), wd = random(d);
+    for (bool zero_centered : {false, true}) {
+      std::vector<float> want(xd.size());
+      on(*ref_, [&] { ref_->rms_norm(xd.data(), wd.data(), want.data(), rows, d, 1e-6f, zero_centered); });
+      float* out = dev_zeros(xd.size());
+      const float* dx = dev(xd);
+      const float* dw = param(wd);
+      on(*cuda_, [&] { cuda_->rms_norm(dx, dw, out, rows, d, 1e-6f, zero_centered); });
+      EXPECT_LT(rel_l2(host(out, xd.size()), want), 1e-5) << "dim " << d;
+    }
   }
   {
     std::vector<float> want_silu(x.size()), want_sig = x, want_add = x;
@@ -236,33 +242,38 @@ TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
 }
 
 TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {
-  const int64_t H = 256, I = 64, E = 16;
-  MoeWeights w;
-  w.router_spec = {std::size_t(E), 4, ref::RouterScoring::kSoftmax, true, 1.f};
-  w.hidden = H;
-  w.router = weight(E, H);
-  for (int64_t e = 0; e < E; ++e) w.experts.push_back({weight(I, H), weight(I, H), weight(H, I)});
-  w.has_shared = true;
-  w.shared = {weight(2 * I, H), weight(2 * I, H), weight(H, 2 * I)};
-  w.shared_gate = weight(1, H);
-  for (std::size_t T : {1, 3, 70}) {
-    const std::vector<float> x = random(T * std::size_t(H));
-    std::vector<float> want(x.size());
-    RoutingTrace ref_trace, gpu_trace;
-    ref_->set_routing_trace(&ref_trace);
-    on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data()); });
-    ref_->set_routing_trace(nullptr);
-    const float* dx = dev(x);
-    float* out = dev_zeros(x.size());
-    cuda_->set_routing_trace(&gpu_trace);
-    on(*cuda_, [&] { cuda_->moe(w, dx, T, out); });
-    cuda_->set_routing_trace(nullptr);
-    ASSERT_EQ(gpu_trace.calls.size(), 1u);
-    std::size_t same = 0;
-    for (std::size_t i = 0; i < T * 4; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
-    EXPECT_GE(same * 20, T * 4 * 19) << "routing differs on more than 5% of the choices, T " << T;
-    if (same == T * 4) {
-      EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "T " << T;
+  // 16 experts: the router keeps a token's logits in registers; 300: it reads them from memory.
+  // The layers live as long as the backend, as a model's do (it keeps a table per layer).
+  std::deque<MoeWeights> layers;
+  for (const auto& [E, K] : {std::pair<int64_t, std::size_t>{16, 4}, {300, 8}}) {
+    const int64_t H = 256, I = 64;
+    MoeWeights& w = layers.emplace_back();
+    w.router_spec = {std::size_t(E), K, ref::RouterScoring::kSoftmax, true, 1.f};
+    w.hidden = H;
+    w.router = weight(E, H);
+    for (int64_t e = 0; e < E; ++e) w.experts.push_back({weight(I, H), weight(I, H), weight(H, I)});
+    w.has_shared = true;
+    w.shared = {weight(2 * I, H), weight(2 * I, H), weight(H, 2 * I)};
+    w.shared_gate = weight(1, H);
+    for (std::size_t T : {1, 3, 16, 70}) {
+      const std::vector<float> x = random(T * std::size_t(H));
+      std::vector<float> want(x.size());
+      RoutingTrace ref_trace, gpu_trace;
+      ref_->set_routing_trace(&ref_trace);
+      on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data()); });
+      ref_->set_routing_trace(nullptr);
+      const float* dx = dev(x);
+      float* out = dev_zeros(x.size());
+      cuda_->set_routing_trace(&gpu_trace);
+      on(*cuda_, [&] { cuda_->moe(w, dx, T, out); });
+      cuda_->set_routing_trace(nullptr);
+      ASSERT_EQ(gpu_trace.calls.size(), 1u);
+      std::size_t same = 0;
+      for (std::size_t i = 0; i < T * K; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
+      EXPECT_GE(same * 20, T * K * 19) << "routing differs on more than 5% of the choices, E " << E << " T " << T;
+      if (same == T * K) {
+        EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "E " << E << " T " << T;
+      }
     }
   }
 }
