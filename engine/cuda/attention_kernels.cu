@@ -96,6 +96,7 @@ __global__ void rope_kernel(float* __restrict__ x, int heads, int head_dim, int 
   }
   __syncthreads();
   float* xr = x + row * std::size_t(heads) * std::size_t(head_dim);
+#pragma unroll 4
   for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
     const int h = idx / half, i = idx % half;
     float* v = xr + std::size_t(h) * std::size_t(head_dim);
@@ -480,7 +481,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
 #endif
   const AttnSmem sm(smem, MQ, warps, p.head_dim);
 
+  // Where the row's keys are (a chain of dependent loads) is asked first, so that it overlaps
+  // the queries' loads.
+  const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
   // The queries; heads past `count` are zeros, computed along and never written.
+#pragma unroll 4
   for (int i = threadIdx.x; i < MQ * p.head_dim; i += blockDim.x) {
     const int qi = i / p.head_dim, d = i % p.head_dim;
     sm.q[i] = qi < count ? p.q[(std::size_t(row) * std::size_t(p.heads) + std::size_t(h0 + qi)) *
@@ -489,7 +494,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
   }
   __syncthreads();
 
-  const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
   const KeySource src{at.table,
                       at.pos + 1,
                       p.off.k_base + std::size_t(kvh) * p.off.block_bytes,
@@ -570,7 +574,7 @@ void rope(float* x, int T, int heads, const ref::RopeSpec& spec, const float* in
           cudaStream_t s) {
   const int half = int(spec.rotary_dim / 2);
   if (T <= 0 || heads <= 0 || half <= 0) return;
-  const int threads = std::min(kThreads, pow2_ceil(heads * half));
+  const int threads = std::min(1024, pow2_ceil(heads * half));  // a decode row: one pass of the block
   rope_kernel<<<unsigned(T), unsigned(threads), 2 * std::size_t(half) * sizeof(float), s>>>(
       x, heads, int(spec.head_dim), half, spec.layout == ref::RopeLayout::kNeox, inv_freq, positions);
 }

@@ -1,7 +1,7 @@
 // The Backend on a GPU. Weights are copied to VRAM at load in their stored dtype (one arena for the
 // model's life); activations, KV pages and linear-attention state live in VRAM; every op enqueues
-// on one stream and a pass synchronises once, at its end (and once per MoE layer, for the routing
-// the host groups tokens by). Dense products are cuBLAS GEMMs with bf16 (f16) operands and fp32
+// on one stream and a pass synchronises once, at its end (and, in prefill-sized passes, once per
+// MoE layer for the experts' row counts that size its GEMMs). Dense products are cuBLAS GEMMs with bf16 (f16) operands and fp32
 // accumulation and output; the other ops are kernels of our own (kernels.h).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -250,13 +250,14 @@ class CudaBackend final : public Backend {
   }
 
   // ---- Mixture of experts ----
-  // Router and top-k on the GPU; the choices come to the host (the one sync of the layer), which
-  // groups the tokens by expert; each expert with tokens runs its SwiGLU as GEMMs over its rows;
-  // a kernel adds each token's expert outputs in ascending expert order, then the shared expert.
+  // Router and top-k on the GPU. A few tokens (decode) stay on the GPU throughout; larger calls
+  // group the choices by expert on the GPU, bring the experts' row counts to the host (the one
+  // sync of the layer) and run batched GEMMs; a kernel adds each token's expert outputs in
+  // ascending expert order, then the shared expert.
   void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override {
     Timed timer(this, OpProfile::kMoe);
     Scratch::Frame frame(scratch_);
-    const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k, H = std::size_t(w.hidden);
+    const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     float* logits = scratch_.floats(T * E);
@@ -276,65 +277,24 @@ class CudaBackend final : public Backend {
       add_shared_expert(w, x, T, out);
       return;
     }
-    std::vector<int32_t> chosen(T * K);
-    std::vector<float> weights(T * K);
-    check(cudaMemcpyAsync(chosen.data(), chosen_dev, chosen.size() * 4, cudaMemcpyDeviceToHost, s()), "routing");
-    check(cudaMemcpyAsync(weights.data(), weights_dev, weights.size() * 4, cudaMemcpyDeviceToHost, s()), "routing");
+    // Prefill-sized: the choices are grouped by expert on the device; only each expert's row count
+    // comes to the host (the layer's one synchronisation), to size the GEMMs.
+    if (trace_) trace_later(chosen_dev, T, K);
+    auto* counts_dev = scratch_.take<int32_t>(E);
+    check(cudaMemsetAsync(counts_dev, 0, E * sizeof(int32_t), s()), "routing");
+    cuda::moe_count(chosen_dev, int(T * K), counts_dev, s());
+    auto counts_pinned = pass_host_.take(E * sizeof(int32_t));
+    if (!counts_pinned) throw std::bad_alloc();
+    check(cudaMemcpyAsync(*counts_pinned, counts_dev, E * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "routing");
     check(cudaStreamSynchronize(s()), "routing");
-    record_routing(chosen.data(), T, K);
+    if (!failure_.empty()) return;
+    const std::span<const int32_t> counts(reinterpret_cast<const int32_t*>(*counts_pinned), E);
 
-    // Rows of the grouped input, expert by expert (tokens ascending within one).
-    std::vector<int32_t> count(E + 1, 0);
-    for (int32_t e : chosen) ++count[std::size_t(e) + 1];
-    for (std::size_t e = 0; e < E; ++e) count[e + 1] += count[e];
-    std::vector<int64_t> token_of_row(T * K);
-    std::vector<int32_t> row_of_choice(T * K);
-    std::vector<int32_t> fill(count.begin(), count.end() - 1);
-    for (std::size_t t = 0; t < T; ++t) {
-      for (std::size_t k = 0; k < K; ++k) {
-        const int32_t row = fill[std::size_t(chosen[t * K + k])]++;
-        token_of_row[std::size_t(row)] = int64_t(t);
-        row_of_choice[t * K + k] = row;
-      }
-    }
-    // Each token's choices in ascending expert order: the order the CPU backends add them in.
-    std::vector<std::pair<int32_t, std::size_t>> order(K);
-    std::vector<int32_t> rows(K);
-    std::vector<float> ws(K);
-    for (std::size_t t = 0; t < T; ++t) {
-      for (std::size_t k = 0; k < K; ++k) order[k] = {chosen[t * K + k], k};
-      std::sort(order.begin(), order.end());
-      for (std::size_t k = 0; k < K; ++k) {
-        rows[k] = row_of_choice[t * K + order[k].second];
-        ws[k] = weights[t * K + order[k].second];
-      }
-      std::copy(rows.begin(), rows.end(), row_of_choice.begin() + std::ptrdiff_t(t * K));
-      std::copy(ws.begin(), ws.end(), weights.begin() + std::ptrdiff_t(t * K));
-    }
-
-    // Padding every active expert to the busiest one's rows is cheap while routing is even; when it
-    // would more than double the rows (skewed routing), one GEMM trio per expert instead.
-    std::size_t active = 0, busiest = 0;
-    for (std::size_t e = 0; e < E; ++e) {
-      const std::size_t n = std::size_t(count[e + 1] - count[e]);
-      active += n > 0;
-      busiest = std::max(busiest, n);
-    }
     phase.emplace(this, OpProfile::kMoeExperts, true);  // the experts' products and their combine
-    const cuda::ExpertTable* table = expert_table(w);
-    if (table && active * busiest <= 2 * T * K) {
-      experts_batched(*table, w, x, T, K, count, token_of_row, row_of_choice, weights, out);
+    if (const cuda::ExpertTable* table = expert_table(w)) {
+      experts_batched(*table, w, x, T, K, counts, chosen_dev, weights_dev, out);
     } else {
-      float* xg = scratch_.floats(T * K * H);
-      float* y = scratch_.floats(T * K * H);
-      cuda::gather_rows(x, upload(token_of_row.data(), token_of_row.size()), int(T * K), int(H), xg, s());
-      for (std::size_t e = 0; e < E; ++e) {
-        const std::size_t r0 = std::size_t(count[e]), n = std::size_t(count[e + 1]) - r0;
-        if (n == 0) continue;
-        swiglu(w.experts[e], xg + r0 * H, n, y + r0 * H);
-      }
-      cuda::moe_combine(y, upload(row_of_choice.data(), row_of_choice.size()), upload(weights.data(), weights.size()),
-                        int(T), int(K), int(H), out, s());
+      experts_one_by_one(w, x, T, K, chosen_dev, weights_dev, out);
     }
     phase.emplace(this, OpProfile::kMoeCombine, true);
     add_shared_expert(w, x, T, out);
@@ -403,74 +363,139 @@ class CudaBackend final : public Backend {
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmEx: ") + cublas_status_text(st));
   }
 
-  // The routed experts of a prefill-sized call in a few launches: every active expert's rows padded
-  // to the longest group (P rows, zeros after its own), split in two bf16 halves, and one batched
-  // GEMM each for gate, up and down over all active experts; then the per-token combine.
-  // count: the prefix sums of rows per expert; rows of one expert in token order.
+  // The routed experts of a prefill-sized call in a few launches. The active experts, busiest
+  // first, fall into buckets whose experts have more than half the rows of the bucket's first;
+  // each expert's rows are padded to that first one's (P: zeros after its own), so padding at most
+  // doubles the rows however skewed the routing is. The rows are grouped on the device
+  // (moe_scatter), split in two bf16 halves, and every bucket runs batched GEMMs for gate, up and
+  // down over its experts; then the per-token combine. counts: each expert's rows.
   void experts_batched(const cuda::ExpertTable& table, const MoeWeights& w, const float* x, std::size_t T,
-                       std::size_t K, const std::vector<int32_t>& count, const std::vector<int64_t>& token_of_row,
-                       const std::vector<int32_t>& row_of_choice, const std::vector<float>& weights, float* out) {
+                       std::size_t K, std::span<const int32_t> counts, const int32_t* chosen_dev,
+                       const float* weights_dev, float* out) {
     const std::size_t E = w.experts.size(), H = std::size_t(table.hidden), I = std::size_t(table.inter);
-    std::vector<int32_t> slot(E, -1);  // expert -> its place among the active ones
-    std::vector<const void*> gate, up, down;
-    std::size_t P = 0;
-    for (std::size_t e = 0; e < E; ++e) {
-      const std::size_t n = std::size_t(count[e + 1] - count[e]);
-      if (n == 0) continue;
-      slot[e] = int32_t(gate.size());
-      gate.push_back(w.experts[e].gate.device);
-      up.push_back(w.experts[e].up.device);
-      down.push_back(w.experts[e].down.device);
-      P = std::max(P, n);
+    struct Bucket {
+      std::size_t row0 = 0, P = 0;
+      std::vector<const void*> gate, up, down;
+    };
+    std::vector<int32_t> by_rows;
+    for (std::size_t e = 0; e < E; ++e)
+      if (counts[e] > 0) by_rows.push_back(int32_t(e));
+    std::stable_sort(by_rows.begin(), by_rows.end(), [&](int32_t a, int32_t b) { return counts[a] > counts[b]; });
+    std::vector<Bucket> buckets;
+    std::vector<int32_t> row0(E, 0);  // expert -> its first padded row
+    std::size_t R = 0;                // padded rows in all
+    for (const int32_t e : by_rows) {
+      if (buckets.empty() || 2 * std::size_t(counts[e]) <= buckets.back().P)
+        buckets.push_back({R, std::size_t(counts[e]), {}, {}, {}});
+      Bucket& b = buckets.back();
+      row0[std::size_t(e)] = int32_t(R);
+      R += b.P;
+      b.gate.push_back(w.experts[std::size_t(e)].gate.device);
+      b.up.push_back(w.experts[std::size_t(e)].up.device);
+      b.down.push_back(w.experts[std::size_t(e)].down.device);
     }
-    const std::size_t A = gate.size();
-    // Padded rows: active expert j's rows at [j P, j P + n), -1 (zeros) after.
-    std::vector<int64_t> padded(A * P, -1);
-    std::vector<int32_t> row_in_padded(T * K);
-    for (std::size_t e = 0, j = 0; e < E; ++e) {
-      if (slot[e] < 0) continue;
-      for (int32_t r = count[e]; r < count[e + 1]; ++r) padded[j * P + std::size_t(r - count[e])] = token_of_row[std::size_t(r)];
-      ++j;
-    }
-    for (std::size_t i = 0; i < T * K; ++i) {
-      // row_of_choice holds rows of the unpadded grouping: find the expert by its prefix sums.
-      const int32_t r = row_of_choice[i];
-      const std::size_t e = std::size_t(std::upper_bound(count.begin(), count.end(), r) - count.begin() - 1);
-      row_in_padded[i] = slot[e] * int32_t(P) + (r - count[e]);
-    }
+    auto* cursor = scratch_.take<int32_t>(E);
+    auto* padded = scratch_.take<int64_t>(R);
+    auto* rows = scratch_.take<int32_t>(T * K);
+    float* sorted_weights = scratch_.floats(T * K);
+    check(cudaMemsetAsync(cursor, 0, E * sizeof(int32_t), s()), "grouping");
+    check(cudaMemsetAsync(padded, 0xff, R * sizeof(int64_t), s()), "grouping");  // -1: a padding row
+    cuda::moe_scatter(chosen_dev, weights_dev, int(T), int(K), upload(row0.data(), E), cursor, padded, rows,
+                      sorted_weights, s());
     // Frames end each stage's inputs once consumed (the stream orders the reuse), so the peak is
     // the split input and the gate/up products, not every buffer at once. Each product is two
     // batched GEMMs, of the high halves and then of the low ones added in the GEMM's epilogue.
     Scratch::Frame frame(scratch_);
-    float* y = scratch_.floats(A * P * H);
-    float* g = scratch_.floats(A * P * I);
+    float* y = scratch_.floats(R * H);
+    float* g = scratch_.floats(R * I);
     {
       Scratch::Frame gate_up(scratch_);
-      auto* xs = scratch_.take<std::uint16_t>(2 * A * P * H);
+      auto* xs = scratch_.take<std::uint16_t>(2 * R * H);
       {
         Scratch::Frame gathered(scratch_);
-        float* xg = scratch_.floats(A * P * H);
-        cuda::gather_rows(x, upload(padded.data(), padded.size()), int(A * P), int(H), xg, s());
-        cuda::split_16(xg, A * P * H, P * H, false, xs, s());
+        float* xg = scratch_.floats(R * H);
+        cuda::gather_rows(x, padded, int(R), int(H), xg, s());
+        for (const Bucket& b : buckets)
+          cuda::split_16(xg + b.row0 * H, b.gate.size() * b.P * H, b.P * H, false, xs + 2 * b.row0 * H, s());
       }
-      float* u = scratch_.floats(A * P * I);
-      for (int half = 0; half < 2; ++half) {
-        const std::uint16_t* b = xs + std::size_t(half) * P * H;
-        batched_gemm(gate.data(), table.gate_up_row_bytes, int(I), int(H), b, 2 * P * H, P, g, P * I, half, A);
-        batched_gemm(up.data(), table.gate_up_row_bytes, int(I), int(H), b, 2 * P * H, P, u, P * I, half, A);
+      float* u = scratch_.floats(R * I);
+      for (const Bucket& b : buckets) {
+        for (int half = 0; half < 2; ++half) {
+          const std::uint16_t* in = xs + (2 * b.row0 + std::size_t(half) * b.P) * H;
+          batched_gemm(b.gate.data(), table.gate_up_row_bytes, int(I), int(H), in, 2 * b.P * H, b.P, g + b.row0 * I,
+                       b.P * I, half, b.gate.size());
+          batched_gemm(b.up.data(), table.gate_up_row_bytes, int(I), int(H), in, 2 * b.P * H, b.P, u + b.row0 * I,
+                       b.P * I, half, b.up.size());
+        }
       }
-      cuda::silu_mul(g, u, g, A * P * I, s());
+      cuda::silu_mul(g, u, g, R * I, s());
     }
     {
       Scratch::Frame down_frame(scratch_);
-      auto* hs = scratch_.take<std::uint16_t>(2 * A * P * I);
-      cuda::split_16(g, A * P * I, P * I, false, hs, s());
-      for (int half = 0; half < 2; ++half) {
-        batched_gemm(down.data(), table.down_row_bytes, int(H), int(I), hs + std::size_t(half) * P * I, 2 * P * I, P, y,
-                     P * H, half, A);
+      auto* hs = scratch_.take<std::uint16_t>(2 * R * I);
+      for (const Bucket& b : buckets) {
+        cuda::split_16(g + b.row0 * I, b.down.size() * b.P * I, b.P * I, false, hs + 2 * b.row0 * I, s());
+        for (int half = 0; half < 2; ++half) {
+          const std::uint16_t* in = hs + (2 * b.row0 + std::size_t(half) * b.P) * I;
+          batched_gemm(b.down.data(), table.down_row_bytes, int(H), int(I), in, 2 * b.P * I, b.P, y + b.row0 * H,
+                       b.P * H, half, b.down.size());
+        }
       }
     }
-    cuda::moe_combine(y, upload(row_in_padded.data(), row_in_padded.size()), upload(weights.data(), weights.size()),
+    cuda::moe_combine(y, rows, sorted_weights, int(T), int(K), int(H), out, s());
+  }
+
+  // Experts the batched kernels do not take (not bf16, uneven strides): the choices come to the
+  // host, which groups the tokens by expert; each expert with tokens runs its SwiGLU as GEMMs over
+  // its rows.
+  void experts_one_by_one(const MoeWeights& w, const float* x, std::size_t T, std::size_t K, const int32_t* chosen_dev,
+                          const float* weights_dev, float* out) {
+    const std::size_t E = w.experts.size(), H = std::size_t(w.hidden);
+    std::vector<int32_t> chosen(T * K);
+    std::vector<float> weights(T * K);
+    check(cudaMemcpyAsync(chosen.data(), chosen_dev, chosen.size() * 4, cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaMemcpyAsync(weights.data(), weights_dev, weights.size() * 4, cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaStreamSynchronize(s()), "routing");
+    if (!failure_.empty()) return;
+
+    // Rows of the grouped input, expert by expert (tokens ascending within one).
+    std::vector<int32_t> count(E + 1, 0);
+    for (int32_t e : chosen) ++count[std::size_t(e) + 1];
+    for (std::size_t e = 0; e < E; ++e) count[e + 1] += count[e];
+    std::vector<int64_t> token_of_row(T * K);
+    std::vector<int32_t> row_of_choice(T * K);
+    std::vector<int32_t> fill(count.begin(), count.end() - 1);
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t k = 0; k < K; ++k) {
+        const int32_t row = fill[std::size_t(chosen[t * K + k])]++;
+        token_of_row[std::size_t(row)] = int64_t(t);
+        row_of_choice[t * K + k] = row;
+      }
+    }
+    // Each token's choices in ascending expert order: the order the CPU backends add them in.
+    std::vector<std::pair<int32_t, std::size_t>> order(K);
+    std::vector<int32_t> rows(K);
+    std::vector<float> ws(K);
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t k = 0; k < K; ++k) order[k] = {chosen[t * K + k], k};
+      std::sort(order.begin(), order.end());
+      for (std::size_t k = 0; k < K; ++k) {
+        rows[k] = row_of_choice[t * K + order[k].second];
+        ws[k] = weights[t * K + order[k].second];
+      }
+      std::copy(rows.begin(), rows.end(), row_of_choice.begin() + std::ptrdiff_t(t * K));
+      std::copy(ws.begin(), ws.end(), weights.begin() + std::ptrdiff_t(t * K));
+    }
+    Scratch::Frame frame(scratch_);
+    float* xg = scratch_.floats(T * K * H);
+    float* y = scratch_.floats(T * K * H);
+    cuda::gather_rows(x, upload(token_of_row.data(), token_of_row.size()), int(T * K), int(H), xg, s());
+    for (std::size_t e = 0; e < E; ++e) {
+      const std::size_t r0 = std::size_t(count[e]), n = std::size_t(count[e + 1]) - r0;
+      if (n == 0) continue;
+      swiglu(w.experts[e], xg + r0 * H, n, y + r0 * H);
+    }
+    cuda::moe_combine(y, upload(row_of_choice.data(), row_of_choice.size()), upload(weights.data(), weights.size()),
                       int(T), int(K), int(H), out, s());
   }
 

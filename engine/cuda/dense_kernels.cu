@@ -210,6 +210,36 @@ __global__ void route_kernel(const float* logits, int T, int E, int top_k, bool 
   }
 }
 
+__global__ void moe_count_kernel(const int32_t* chosen, int n, int32_t* counts) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&counts[chosen[i]], 1);
+}
+
+// One thread per token: its choices sorted by expert id (stable: top_k is small), each given the
+// next free row of its expert.
+__global__ void moe_scatter_kernel(const int32_t* chosen, const float* weights, int T, int top_k, const int32_t* row0,
+                                   int32_t* cursor, int64_t* padded, int32_t* rows, float* sorted_weights) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= T) return;
+  int order[32];
+  for (int i = 0; i < top_k; ++i) {
+    const int e = chosen[t * top_k + i];
+    int j = i - 1;
+    while (j >= 0 && chosen[t * top_k + order[j]] > e) {
+      order[j + 1] = order[j];
+      --j;
+    }
+    order[j + 1] = i;
+  }
+  for (int i = 0; i < top_k; ++i) {
+    const int k = order[i], e = chosen[t * top_k + k];
+    const int row = row0[e] + atomicAdd(&cursor[e], 1);
+    padded[row] = t;
+    rows[t * top_k + i] = row;
+    sorted_weights[t * top_k + i] = weights[t * top_k + k];
+  }
+}
+
 __global__ void moe_combine_kernel(const float* y, const int32_t* rows, const float* weights, int top_k, int width,
                                    float* out) {
   const int t = blockIdx.x;
@@ -285,6 +315,18 @@ void route_top_k(const float* logits, int T, int E, int top_k, bool sigmoid, boo
   } else {
     route_kernel<0><<<blocks, 32 * kWarps, 0, s>>>(logits, T, E, top_k, sigmoid, renormalize, scaling, chosen, weights);
   }
+}
+
+void moe_count(const int32_t* chosen, int n, int32_t* counts, cudaStream_t s) {
+  if (n > 0) moe_count_kernel<<<blocks_for(std::size_t(n)), kBlock, 0, s>>>(chosen, n, counts);
+}
+
+void moe_scatter(const int32_t* chosen, const float* weights, int T, int top_k, const int32_t* row0, int32_t* cursor,
+                 int64_t* padded, int32_t* rows, float* sorted_weights, cudaStream_t s) {
+  constexpr int kThreads = 128;
+  if (T > 0)
+    moe_scatter_kernel<<<(T + kThreads - 1) / kThreads, kThreads, 0, s>>>(chosen, weights, T, top_k, row0, cursor,
+                                                                        padded, rows, sorted_weights);
 }
 
 void moe_combine(const float* y, const int32_t* rows, const float* weights, int T, int top_k, int width, float* out,

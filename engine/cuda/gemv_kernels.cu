@@ -29,22 +29,38 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// acc[t] += w_row . x_t over `cols` columns (cols % 8 == 0), this lane's share.
+// 8 weights . 8 activations (two float4s), in the order every product here sums them.
+__device__ __forceinline__ float dot8(const float (&w)[8], const float4 a, const float4 b) {
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+}
+
+// Weight loads are issued kBatch steps at a time with no branch between them (an index past the
+// row's end is clamped to its last 16 bytes, loaded and not used): a row is a few steps long
+// (2048 columns: 8 per lane), and a load behind a bounds check would wait out the previous one's
+// latency before it could issue.
+constexpr int kBatch = 4;
+
+// acc[t] += w_row . x_t over `cols` columns (cols % 8 == 0), this lane's share, steps ascending.
 template <int NT>
 __device__ __forceinline__ void dot_rows(const std::byte* row, int cols, const float* x, int T, float (&acc)[NT]) {
   const uint4* w4 = reinterpret_cast<const uint4*>(row);
-  // Unrolled so that several 16-byte loads are in flight before the first is used: a row is a
-  // few steps long (2048 columns: 8), and one load at a time would wait out the latency each step.
-#pragma unroll 8
-  for (int c8 = threadIdx.x & 31; c8 < cols / 8; c8 += 32) {
-    float w[8];
-    unpack8(__ldg(w4 + c8), w);
+  const int n8 = cols / 8;
+  for (int base = threadIdx.x & 31; base < n8; base += 32 * kBatch) {
+    uint4 raw[kBatch];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= T) break;
-      const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(t) * cols) + 2 * c8;
-      const float4 a = xv[0], b = xv[1];
-      acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+    for (int b = 0; b < kBatch; ++b) raw[b] = __ldg(w4 + min(base + 32 * b, n8 - 1));
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int c8 = base + 32 * b;
+      if (c8 >= n8) break;
+      float w[8];
+      unpack8(raw[b], w);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t >= T) break;
+        const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(t) * cols) + 2 * c8;
+        acc[t] += dot8(w, xv[0], xv[1]);
+      }
     }
   }
 }
@@ -84,15 +100,27 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const ExpertTa
   const uint4* g4 = reinterpret_cast<const uint4*>(e.gate[expert] + std::size_t(row) * e.gate_up_row_bytes);
   const uint4* u4 = reinterpret_cast<const uint4*>(e.up[expert] + std::size_t(row) * e.gate_up_row_bytes);
   float g = 0.f, u = 0.f;
-#pragma unroll 8
-  for (int c8 = lane; c8 < e.hidden / 8; c8 += 32) {
-    float wg[8], wu[8];
-    unpack8(__ldg(g4 + c8), wg);
-    unpack8(__ldg(u4 + c8), wu);
-    const float4* xv = reinterpret_cast<const float4*>(xt) + 2 * c8;
-    const float4 a = xv[0], b = xv[1];
-    g += wg[0] * a.x + wg[1] * a.y + wg[2] * a.z + wg[3] * a.w + wg[4] * b.x + wg[5] * b.y + wg[6] * b.z + wg[7] * b.w;
-    u += wu[0] * a.x + wu[1] * a.y + wu[2] * a.z + wu[3] * a.w + wu[4] * b.x + wu[5] * b.y + wu[6] * b.z + wu[7] * b.w;
+  const int n8 = e.hidden / 8;
+  for (int base = lane; base < n8; base += 32 * kBatch) {
+    uint4 rg[kBatch], ru[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int c8 = min(base + 32 * b, n8 - 1);
+      rg[b] = __ldg(g4 + c8);
+      ru[b] = __ldg(u4 + c8);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int c8 = base + 32 * b;
+      if (c8 >= n8) break;
+      float wg[8], wu[8];
+      unpack8(rg[b], wg);
+      unpack8(ru[b], wu);
+      const float4* xv = reinterpret_cast<const float4*>(xt) + 2 * c8;
+      const float4 a = xv[0], bv = xv[1];
+      g += dot8(wg, a, bv);
+      u += dot8(wu, a, bv);
+    }
   }
   const float gs = warp_sum(g), us = warp_sum(u);
   if (lane == 0) h[std::size_t(pair) * e.inter + row] = gs / (1.f + expf(-gs)) * us;
@@ -151,17 +179,21 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable
   const std::size_t row_off = std::size_t(row) * e.down_row_bytes;
   float acc = 0.f;
   if (top_k <= kMaxK) {
+    // Every choice's next 16 bytes in one step, no branch between the loads (choices past top_k
+    // load choice 0's again, unused).
     float d[kMaxK] = {};
-#pragma unroll 2
     for (int c8 = lane; c8 < e.inter / 8; c8 += 32) {
+      uint4 raw[kMaxK];
+#pragma unroll
+      for (int i = 0; i < kMaxK; ++i)
+        raw[i] = __ldg(reinterpret_cast<const uint4*>(c.down[i < top_k ? i : 0] + row_off) + c8);
 #pragma unroll
       for (int i = 0; i < kMaxK; ++i) {
         if (i >= top_k) break;
         float w[8];
-        unpack8(__ldg(reinterpret_cast<const uint4*>(c.down[i] + row_off) + c8), w);
+        unpack8(raw[i], w);
         const float4* xv = reinterpret_cast<const float4*>(h + std::size_t(c.pair[i]) * e.inter) + 2 * c8;
-        const float4 a = xv[0], b = xv[1];
-        d[i] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+        d[i] += dot8(w, xv[0], xv[1]);
       }
     }
 #pragma unroll

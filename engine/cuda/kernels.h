@@ -147,6 +147,15 @@ void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParamsDev& params, co
 // top_k <= 32.
 void route_top_k(const float* logits, int T, int E, int top_k, bool sigmoid, bool renormalize, float scaling,
                  int32_t* chosen, float* weights, cudaStream_t s);
+// Grouping a prefill's choices by expert on the device. moe_count: counts[e] += the choices of
+// expert e (counts zeroed by the caller). moe_scatter: with row0[e] the first of the padded rows
+// set aside for expert e, each token's choices in ascending expert order get the next free row of
+// their expert (cursor: zeroed, one per expert): padded[row] = t, and rows / weights [T, top_k]
+// list each token's padded rows and weights in that order (moe_combine's input). Which free row a
+// token gets depends on scheduling; a GEMM row's result does not, so neither does the output.
+void moe_count(const int32_t* chosen, int n, int32_t* counts, cudaStream_t s);
+void moe_scatter(const int32_t* chosen, const float* weights, int T, int top_k, const int32_t* row0, int32_t* cursor,
+                 int64_t* padded, int32_t* rows, float* sorted_weights, cudaStream_t s);
 // out[t, :] = sum over i < top_k of weights[t * top_k + i] * y[rows[t * top_k + i], :], added in
 // i order (the caller orders each token's choices by expert id, as the CPU backends add them).
 void moe_combine(const float* y, const int32_t* rows, const float* weights, int T, int top_k, int width,
