@@ -28,9 +28,12 @@ using cuda::Arena;
 
 constexpr std::size_t kWeightChunk = std::size_t(1) << 30;
 constexpr std::size_t kPassChunk = std::size_t(16) << 20;
-// MoE calls of at most this many tokens keep the routing on the GPU (decode); larger ones group
-// the tokens by expert on the host and run GEMMs.
+// MoE calls of at most this many tokens run each (token, choice) pair's expert rows with kernels
+// of their own (decode); larger ones group the tokens by expert and run batched GEMMs.
 constexpr std::size_t kFusedMoeTokens = 16;
+// Up to this many rows a 16-bit product is bound by its weight reads, above it by arithmetic (a
+// 2-byte weight feeds 4T flops over the 2T split columns; an H200 does ~200 flops per byte read).
+constexpr std::size_t kOneGemmTokens = 96;
 
 const char* cublas_status_text(cublasStatus_t s) {
   switch (s) {
@@ -154,10 +157,9 @@ class CudaBackend final : public Backend {
     linears(x, T, one);
   }
 
-  // 16-bit weights multiply the input split in two 16-bit halves (x ~= hi + lo): W hi, then W lo
-  // added in the second GEMM's epilogue, gives fp32-grade activations, the precision the CPU
-  // backends have (bf16 activations alone drift ~1-2% from the fp32 logits). The input is split
-  // once for all the products.
+  // 16-bit weights multiply the input split in two 16-bit halves (x ~= hi + lo): W hi + W lo gives
+  // fp32-grade activations, the precision the CPU backends have (bf16 activations alone drift
+  // ~1-2% from the fp32 logits). The input is split once for all the products.
   void linears(const float* x, std::size_t T, std::span<const LinearOut> outs) override {
     Timed timer(this, OpProfile::kLinear);
     if (T == 0 || outs.empty()) return;
@@ -192,10 +194,20 @@ class CudaBackend final : public Backend {
         cuda::split_16(x, T * K, T * K, f16, buf, s());
         split[f16] = buf;
       }
-      // y = W hi, then y += W lo: the second GEMM adds in its epilogue (no pass over a 2T output).
-      gemm(split[f16], T, *o.w, o.y, 0.f);
-      gemm(split[f16] + T * K, T, *o.w, o.y, 1.f);
-      if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(o.w->rows), s());
+      if (T <= kOneGemmTokens) {
+        // Few rows: the product streams the weights, so one GEMM over both halves (2T columns)
+        // reads them once; the halves are added after.
+        Scratch::Frame inner(scratch_);
+        float* y2 = scratch_.floats(2 * T * std::size_t(o.w->rows));
+        gemm(split[f16], 2 * T, *o.w, y2, 0.f);
+        cuda::add_halves(y2, int(T), int(o.w->rows), o.bias, o.y, s());
+      } else {
+        // Many: the product is compute-bound; y = W hi, then y += W lo in the second GEMM's
+        // epilogue spares a pass over a 2T-row output.
+        gemm(split[f16], T, *o.w, o.y, 0.f);
+        gemm(split[f16] + T * K, T, *o.w, o.y, 1.f);
+        if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(o.w->rows), s());
+      }
     }
   }
 
@@ -271,6 +283,8 @@ class CudaBackend final : public Backend {
       if (trace_) trace_later(chosen_dev, T, K);
       phase.emplace(this, OpProfile::kMoeExperts, true);
       float* h = scratch_.floats(T * K * std::size_t(table->inter));
+      // Pair by pair: an expert two tokens chose is read from memory once and then from L2 (grouping
+      // the pairs by expert measured no faster at 16 tokens).
       cuda::moe_gate_up(*table, x, int(T), int(K), chosen_dev, h, s());
       cuda::moe_down_combine(*table, h, int(T), int(K), chosen_dev, weights_dev, out, s());
       phase.emplace(this, OpProfile::kMoeCombine, true);

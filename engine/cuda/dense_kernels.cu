@@ -47,6 +47,13 @@ __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group
   }
 }
 
+// y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias): the halves of a product over 2T columns added.
+__global__ void add_halves_kernel(const float* y2, std::size_t total, int n, const float* bias, float* y) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    y[i] = y2[i] + y2[total + i] + (bias ? bias[i % std::size_t(n)] : 0.f);
+}
+
 // Block-wide sum: warp shuffles, then one warp over the warps' partials. Every thread gets it.
 __device__ float block_sum(float v) {
   __shared__ float partial[32];
@@ -267,6 +274,11 @@ void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64
 
 void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s) {
   if (n) split_16_kernel<<<std::min(blocks_for(n), 65535u), kBlock, 0, s>>>(x, n, group, f16, out);
+}
+
+void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s) {
+  const std::size_t total = std::size_t(T) * std::size_t(n);
+  if (total) add_halves_kernel<<<std::min(blocks_for(total), 65535u), kBlock, 0, s>>>(y2, total, n, bias, y);
 }
 
 void rms_norm(const float* x, const float* w, float* out, int rows, int dim, float eps, bool zero_centered,

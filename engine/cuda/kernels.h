@@ -27,6 +27,8 @@ void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64
 // A product of both halves with the same weights, added, is as exact as fp32 activations (the CPU
 // backends' "bf16x2"). group = n: one hi block, then one lo block.
 void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s);
+// y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias[c]): the two halves of a product over 2T columns.
+void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s);
 // ref::rms_norm over `rows` rows of `dim`.
 void rms_norm(const float* x, const float* w, float* out, int rows, int dim, float eps, bool zero_centered,
               cudaStream_t s);

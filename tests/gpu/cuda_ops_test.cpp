@@ -1,7 +1,8 @@
 // Every op of the CUDA backend against the fp32 reference backend, through the Backend seam the
 // models use: the same weights (bf16 bytes, placed in VRAM for the GPU), the same inputs. The GPU
-// computes its products from bf16 activations and keeps bf16 KV, hence relative tolerances of
-// 1e-2 where those roundings enter and 1e-5 where the math is plain fp32. Skips without a GPU.
+// multiplies fp32-grade activations (split in two bf16 halves) but keeps KV in bf16 where the
+// reference keeps fp32, hence relative tolerances of 1e-4 for products, 1e-2 where KV rounding
+// enters (and for whole MoE layers) and 1e-5 where the math is plain fp32. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,8 +97,10 @@ TEST_F(CudaOps, LinearAndLinearsMatchTheReference) {
       const Backend::LinearOut outs[] = {{&w, db, y}, {&w2, nullptr, y2}};
       cuda_->linears(dx, T, outs);
     });
-    EXPECT_LT(rel_l2(host(y, T * 384), want), 1e-2) << "T " << T;
-    EXPECT_LT(rel_l2(host(y2, T * 96), want2), 1e-2) << "T " << T;
+    // fp32-grade: plain bf16 activations would be ~3e-3 off (the split's second half is what
+    // this holds to account, at every T: gemv, one GEMM over 2T columns, two GEMMs).
+    EXPECT_LT(rel_l2(host(y, T * 384), want), 1e-4) << "T " << T;
+    EXPECT_LT(rel_l2(host(y2, T * 96), want2), 1e-4) << "T " << T;
   }
 }
 
