@@ -1,6 +1,8 @@
 // Typed access to request JSON fields with errors that name the field path. Private to protocol/.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -33,8 +35,19 @@ Status get_number(const Json& obj, const char* key, const std::string& path, std
   if constexpr (std::is_integral_v<T>) {
     if (!it->is_number_integer() && !it->is_number_unsigned())
       return field_error(path + "." + key, "expected an integer");
+    // get<T>() would wrap (4294967297 -> 1 for an int): a value T cannot hold is refused.
+    const bool fits = it->is_number_unsigned()
+                          ? it->template get<std::uint64_t>() <= std::uint64_t(std::numeric_limits<T>::max())
+                          : std::numeric_limits<T>::is_signed
+                                ? it->template get<std::int64_t>() >= std::int64_t(std::numeric_limits<T>::min()) &&
+                                      it->template get<std::int64_t>() <= std::int64_t(std::numeric_limits<T>::max())
+                                : it->template get<std::int64_t>() >= 0;
+    if (!fits) {
+      return field_error(path + "." + key, "out of range [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+                                               std::to_string(std::numeric_limits<T>::max()) + "]");
+    }
   }
-  out = it->get<T>();
+  out = it->template get<T>();
   return {};
 }
 

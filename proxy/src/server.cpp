@@ -18,6 +18,7 @@
 #include "request_guard.h"
 #include "ft/common/http_listen.h"
 #include "ft/common/log.h"
+#include "ft/common/secret_compare.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/json_depth.h"
 #include "ft/protocol/tokenizer.h"
@@ -99,8 +100,15 @@ struct Server::Impl {
 
   bool authorised(const httplib::Request& req) const {
     if (options.api_key.empty()) return true;
-    if (req.get_header_value("x-api-key") == options.api_key) return true;
-    return req.get_header_value("Authorization") == "Bearer " + options.api_key;
+    if (secrets_equal(req.get_header_value("x-api-key"), options.api_key)) return true;
+    const std::string bearer = req.get_header_value("Authorization");
+    return bearer.rfind("Bearer ", 0) == 0 && secrets_equal(std::string_view(bearer).substr(7), options.api_key);
+  }
+  // GET routes that disclose what the server holds (stats, metrics) need the key as the POSTs do.
+  bool admit_get(const httplib::Request& req, httplib::Response& res) {
+    if (authorised(req)) return true;
+    send_error(res, Dialect::kOpenAIChat, {ApiErrorKind::kAuthentication, "invalid API key", std::nullopt, ""});
+    return false;
   }
 
   // Shared front of every POST: auth and size checks in the caller's dialect.
@@ -262,8 +270,12 @@ struct Server::Impl {
     http.Post("/v1/responses", [this](const auto& q, auto& r) { chat(q, r, Dialect::kOpenAIResponses); });
     http.Get("/v1/models", [this](const auto&, auto& r) { models(r); });
     http.Get("/health", [](const auto&, auto& r) { r.set_content(R"({"status":"ok"})", "application/json"); });
-    http.Get("/v1/stats", [this](const auto&, auto& r) { r.set_content(stats_json().dump(), "application/json"); });
-    http.Get("/metrics", [this](const auto&, auto& r) { r.set_content(metrics_text(), "text/plain; version=0.0.4"); });
+    http.Get("/v1/stats", [this](const auto& q, auto& r) {
+      if (admit_get(q, r)) r.set_content(stats_json().dump(), "application/json");
+    });
+    http.Get("/metrics", [this](const auto& q, auto& r) {
+      if (admit_get(q, r)) r.set_content(metrics_text(), "text/plain; version=0.0.4");
+    });
     http.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
       if (!r.body.empty()) return;
       const Dialect d = q.path.rfind("/v1/messages", 0) == 0 ? Dialect::kAnthropic : Dialect::kOpenAIChat;

@@ -69,6 +69,11 @@ TEST(AnthropicRequest, RejectsBadInputNamingTheField) {
       {R"({"max_tokens":5,"messages":[{"role":"user","content":"x"}]})", "model: missing", ErrorCode::kInvalidArgument},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}]})", "max_tokens: missing", ErrorCode::kInvalidArgument},
       {R"({"model":"m","max_tokens":"5","messages":[]})", "max_tokens: expected a number", ErrorCode::kInvalidArgument},
+      // 2^32 + 1 once wrapped to an int of 1.
+      {R"({"model":"m","max_tokens":4294967297,"messages":[{"role":"user","content":"x"}]})",
+       "max_tokens: out of range", ErrorCode::kInvalidArgument},
+      {R"({"model":"m","max_tokens":-4294967295,"messages":[{"role":"user","content":"x"}]})",
+       "max_tokens: out of range", ErrorCode::kInvalidArgument},
       {R"({"model":"m","max_tokens":5,"messages":[]})", "at least one message", ErrorCode::kInvalidArgument},
       {R"({"model":"m","max_tokens":5,"messages":[{"role":"bot","content":"x"}]})", "messages[0].role", ErrorCode::kInvalidArgument},
       {R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})",
@@ -118,6 +123,9 @@ TEST(OpenAIChatRequest, RejectsBadInput) {
   auto img = parse_openai_chat(R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})");
   EXPECT_EQ(img.status().code(), ErrorCode::kUnsupported);
   EXPECT_FALSE(parse_openai_chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0})"));
+  auto wide = parse_openai_chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":4294967297})");
+  ASSERT_FALSE(wide);
+  EXPECT_NE(wide.status().message().find("max_tokens: out of range"), std::string::npos) << wide.status().message();
 }
 
 TEST(OpenAIResponsesRequest, ItemsBecomeTurns) {
@@ -144,6 +152,10 @@ TEST(OpenAIResponsesRequest, ItemsBecomeTurns) {
   EXPECT_EQ(r->tools.size(), 1u);
   EXPECT_EQ(r->max_tokens, 50);
   EXPECT_EQ(parse_openai_responses(R"({"model":"m"})").status().message(), "input: missing");
+  auto wide = parse_openai_responses(R"({"model":"m","input":"x","max_output_tokens":18446744073709551615})");
+  ASSERT_FALSE(wide);
+  EXPECT_NE(wide.status().message().find("max_output_tokens: out of range"), std::string::npos)
+      << wide.status().message();
 }
 
 TEST(ApiError, BodiesFollowEachSchema) {

@@ -371,6 +371,19 @@ TEST_F(ServerE2E, ApiKeyIsEnforcedInTheCallersDialect) {
   httplib::Headers b = {{"Authorization", "Bearer secret"}};
   json chat = {{"model", "tiny"}, {"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", "x"}}}}};
   EXPECT_EQ(c.Post("/v1/chat/completions", b, chat.dump(), "application/json")->status, 200);
+  // A key that only starts like the right one, or the right one without "Bearer ", is refused.
+  EXPECT_EQ(c.Post("/v1/messages", {{"x-api-key", "secre"}}, anthropic_body(false, 2), "application/json")->status, 401);
+  EXPECT_EQ(c.Post("/v1/chat/completions", {{"Authorization", "secret"}}, chat.dump(), "application/json")->status,
+            401);
+  // What the server holds (stats, metrics) is behind the key too; liveness is not.
+  for (const char* path : {"/v1/stats", "/metrics"}) {
+    auto shut = c.Get(path);
+    ASSERT_TRUE(shut);
+    EXPECT_EQ(shut->status, 401) << path;
+    EXPECT_EQ(json::parse(shut->body)["error"]["type"], "authentication_error") << shut->body;
+    EXPECT_EQ(c.Get(path, h)->status, 200) << path;
+  }
+  EXPECT_EQ(c.Get("/health")->status, 200);
 }
 
 TEST_F(ServerE2E, ClientDisconnectMidStreamStopsTheWorkAndServerKeepsServing) {
