@@ -5,8 +5,8 @@
 
 namespace ft::cli {
 
-// $XDG_DATA_HOME/freetoken, else ~/.local/share/freetoken (XDG base-directory spec), else
-// <temp dir>/freetoken when neither variable is set.
+// $XDG_DATA_HOME/freetoken, else ~/.local/share/freetoken (XDG base-directory spec; without HOME
+// the home directory the user database gives), else <temp dir>/freetoken-<uid>.
 std::filesystem::path freetoken_data_dir();
 
 // The checkpoint store (a RocksDB directory): freetoken_data_dir()/store.

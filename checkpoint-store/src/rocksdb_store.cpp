@@ -29,6 +29,7 @@
 
 #include "eviction_policy.h"
 #include "ft/common/log.h"
+#include "ft/common/private_dir.h"
 #include "ft/store/store_key.h"
 #include "write_behind.h"
 
@@ -444,8 +445,8 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(StoreOptions options) {
       {kMetaCf, meta_opt},
       {kBlobsCf, blob_opt}};
   auto impl = std::make_unique<Impl>(std::move(options));
-  std::error_code ec;
-  std::filesystem::create_directories(impl->opt.path, ec);
+  // Owner-only: the store holds model state, from which the prompts behind it can be recovered.
+  if (Status st = make_private_dir(impl->opt.path); !st) return io_error("checkpoint store: " + st.message());
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(db_opt, impl->opt.path.string(), cfs, &impl->handles, &raw);
   if (!s.ok()) return io_error("checkpoint store: opening " + impl->opt.path.string() + ": " + s.ToString());

@@ -18,6 +18,7 @@
 #include "request_guard.h"
 #include "ft/common/http_listen.h"
 #include "ft/common/log.h"
+#include "ft/common/private_dir.h"
 #include "ft/common/secret_compare.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/json_depth.h"
@@ -61,6 +62,7 @@ struct Server::Impl {
   ModelNames names{options};
   std::atomic<uint64_t> capture_seq{0};
   std::mutex capture_mu;
+  std::atomic<bool> capture_refused{false};  // warned once that the capture dir is not ours
 
   Impl(ServerOptions o, std::unique_ptr<GenerationBackend> b, protocol::Tokenizer t, protocol::ChatTemplate c)
       : options(std::move(o)), backend(std::move(b)), tokenizer(std::move(t)), chat_template(std::move(c)),
@@ -86,8 +88,11 @@ struct Server::Impl {
     char name[32];
     std::snprintf(name, sizeof name, "%06llu.json", static_cast<unsigned long long>(++capture_seq));
     std::lock_guard lock(capture_mu);
-    std::error_code ec;
-    std::filesystem::create_directories(options.capture_dir, ec);
+    // Captures hold whole prompts: owner-only like the store.
+    if (const Status st = make_private_dir(options.capture_dir); !st) {
+      if (!capture_refused.exchange(true)) FT_WARN("not capturing requests: " << st.message());
+      return;
+    }
     std::ofstream(options.capture_dir / name) << j.dump(1) << "\n";
   }
 

@@ -2,6 +2,7 @@
 // Qwen3 tokenizer, requests in all three client dialects, and the bad inputs a server must survive.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <filesystem>
@@ -384,6 +385,19 @@ TEST_F(ServerE2E, ApiKeyIsEnforcedInTheCallersDialect) {
     EXPECT_EQ(c.Get(path, h)->status, 200) << path;
   }
   EXPECT_EQ(c.Get("/health")->status, 200);
+}
+
+// Captures hold whole prompts: their directory is made owner-only, whatever the umask.
+TEST_F(ServerE2E, CapturesGoToAnOwnerOnlyDirectory) {
+  test::TempDir tmp;
+  ServerOptions opts;
+  opts.capture_dir = tmp.path() / "captures";
+  start_server(opts);
+  ASSERT_EQ(client().Post("/v1/messages", anthropic_body(false, 2), "application/json")->status, 200);
+  struct stat st {};
+  ASSERT_EQ(::stat(opts.capture_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_FALSE(std::filesystem::is_empty(opts.capture_dir));
 }
 
 TEST_F(ServerE2E, ClientDisconnectMidStreamStopsTheWorkAndServerKeepsServing) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -158,6 +159,22 @@ TEST(RocksDbStore, PersistsAcrossReopen) {
   auto back = read_all(*store, key("t", 3, 1));
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_TRUE(same(*back, s));
+}
+
+// Model state gives back the prompts it came from: the store's directory is its owner's alone,
+// and a store path that is a link to elsewhere is refused.
+TEST(RocksDbStore, ItsDirectoryIsOwnerOnly) {
+  test::TempDir dir;
+  const auto path = dir.path() / "new" / "store";
+  { auto store = open_store(small_options(path)); }
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const auto link = dir.path() / "link";
+  std::filesystem::create_directory_symlink(path, link);
+  auto refused = RocksDbStore::open(small_options(link));
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("symbolic link"), std::string::npos) << refused.status().message();
 }
 
 TEST(RocksDbStore, ClosingFlushesIntoBlobFilesNotJustTheWal) {
