@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "data_dirs.h"
 #include "engine_flags.h"
+#include "key_file.h"
 #include "model_flags.h"
 #include "proxy_flags.h"
 #include "demo_model.h"
@@ -43,10 +44,16 @@ int run_engine(const Args& args) {
   // First, before any thread exists (TBB, RocksDB): threads inherit the mask, and a stop signal
   // delivered to one that does not block it would kill the process without flushing the store.
   block_stop_signals();
-  if (!loopback_host(args.get("host")) && !args.has("allow-remote"))
+  std::string key;
+  if (args.has("key-file")) {
+    auto k = read_key_file(args.get("key-file"));
+    if (!k) return usage_error("engine", k.status().message());
+    key = std::move(k).value();
+  }
+  if (!loopback_host(args.get("host")) && key.empty() && !args.has("allow-remote"))
     return usage_error("engine", "--host " + args.get("host") +
-                                     ": the engine has no authentication and listens on loopback only (--allow-remote "
-                                     "to expose it anyway)");
+                                     ": without --key-file the engine has no authentication and listens on loopback "
+                                     "only (--allow-remote to expose it anyway)");
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("engine", model_dir.status().message());
   auto options = load_options_from_flags(args);
@@ -100,6 +107,7 @@ int run_engine(const Args& args) {
   engine::EngineServerOptions eo;
   eo.host = args.get("host");
   eo.port = args.get_int("port");
+  eo.key = key;
   engine::EngineServer server(eo, scheduler, store.get());
   if (Status s = server.start(); !s) return runtime_error("engine", s.message());
   if (args.has("port-file")) {
@@ -117,7 +125,9 @@ std::vector<Flag> engine_flags() {
   std::vector<Flag> flags = {
       {"model", "DIR", "HF checkpoint directory; default: the built-in demo model", "", false},
       {"host", "ADDR", "address to listen on (loopback unless --allow-remote)", "127.0.0.1", false},
-      {"allow-remote", "", "listen on a non-loopback --host although the engine has no authentication", "", false},
+      {"allow-remote", "", "listen on a non-loopback --host without a --key-file (no authentication)", "", false},
+      {"key-file", "FILE", "require the key in FILE (mode 600) on every request, as Authorization: Bearer KEY", "",
+       false},
       {"port", "N", "TCP port (0: any free port; see --port-file)", "0", false},
       {"port-file", "FILE", "write the port listened on here once serving", "", false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "key_file.h"
 #include "demo_model.h"
 #include "ft/proxy/backend.h"
 #include "proxy_flags.h"
@@ -29,7 +30,14 @@ int run_proxy(const Args& args) {
   if (!options) return usage_error("proxy", options.status().message());
   const proxy::ServerOptions& opts = *options;
 
-  auto backend = proxy::make_remote_backend(engine_host, engine_port, args.get_int("engine-timeout") * 1000);
+  std::string engine_key;
+  if (args.has("engine-key-file")) {
+    auto k = read_key_file(args.get("engine-key-file"));
+    if (!k) return usage_error("proxy", k.status().message());
+    engine_key = std::move(k).value();
+  }
+  auto backend =
+      proxy::make_remote_backend(engine_host, engine_port, args.get_int("engine-timeout") * 1000, engine_key);
   if (!backend) return runtime_error("proxy", backend.status().message());
   auto server = start_proxy_server(opts, std::move(backend).value(), *model_dir);
   if (!server) return runtime_error("proxy", server.status().message());
@@ -46,6 +54,7 @@ std::vector<Flag> proxy_flags() {
       {"engine", "HOST:PORT", "the engine process (freetoken engine)", "", true},
       {"model", "DIR", "the engine's model directory (tokenizer + chat template); default: the demo model", "", false},
       {"engine-timeout", "SECONDS", "how long to wait for the engine to answer", "60", false},
+      {"engine-key-file", "FILE", "the engine's key (its --key-file), sent on every request", "", false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};
   for (Flag& f : proxy_server_flags()) flags.push_back(std::move(f));
   return flags;

@@ -28,7 +28,7 @@ int run_serve(const Args& args) {
 
   auto engine = EngineSupervisor::start(engine_args, args.get_int("engine-timeout"));
   if (!engine) return runtime_error("serve", engine.status().message());
-  auto backend = proxy::make_remote_backend("127.0.0.1", (*engine)->port());
+  auto backend = proxy::make_remote_backend("127.0.0.1", (*engine)->port(), 30000, (*engine)->key());
   if (!backend) return runtime_error("serve", backend.status().message());
 
   auto server = start_proxy_server(opts, std::move(backend).value(), *model_dir);

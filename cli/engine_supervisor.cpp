@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "key_file.h"
+
 namespace ft::cli {
 namespace fs = std::filesystem;
 namespace {
@@ -32,6 +34,7 @@ Result<std::unique_ptr<EngineSupervisor>> EngineSupervisor::start(std::vector<st
   std::string tmpl = (fs::temp_directory_path() / "freetoken-serve-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) return io_error("cannot create a temporary directory");
   std::unique_ptr<EngineSupervisor> s(new EngineSupervisor(std::move(engine_args), tmpl));
+  FT_ASSIGN_OR_RETURN(s->key_, write_new_key_file(s->dir_ / "engine.key"));
   const pid_t pid = s->spawn(0);
   if (pid < 0) return unavailable("cannot start the engine process");
   {
@@ -78,7 +81,8 @@ pid_t EngineSupervisor::spawn(int port) {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   std::vector<std::string> argv = {exe.string(), "engine"};
   argv.insert(argv.end(), args_.begin(), args_.end());
-  argv.insert(argv.end(), {"--port", std::to_string(port), "--port-file", (dir_ / "engine.port").string()});
+  argv.insert(argv.end(), {"--port", std::to_string(port), "--port-file", (dir_ / "engine.port").string(),
+                           "--key-file", (dir_ / "engine.key").string()});
   fs::remove(dir_ / "engine.port", ec);
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());

@@ -1,6 +1,6 @@
 // `serve` runs the engine as a child process (`freetoken engine`) and keeps it alive: if it dies,
-// it is started again on the same port with the same flags (its checkpoints persist in the
-// store). The child is killed with its parent (PR_SET_PDEATHSIG), so a killed `serve` never
+// it is started again on the same port with the same flags and key (its checkpoints persist in
+// the store). The engine requires a key `serve` makes at start, so only this proxy can use it. The child is killed with its parent (PR_SET_PDEATHSIG), so a killed `serve` never
 // leaves an engine holding the store's lock.
 #pragma once
 
@@ -28,6 +28,8 @@ class EngineSupervisor {
   EngineSupervisor& operator=(const EngineSupervisor&) = delete;
 
   int port() const { return port_; }
+  // The key the engine requires (fresh each `serve`, in a file only this user can read).
+  const std::string& key() const { return key_; }
   int restarts() const { return restarts_.load(); }
 
  private:
@@ -37,8 +39,9 @@ class EngineSupervisor {
   void watch();
 
   std::vector<std::string> args_;
-  std::filesystem::path dir_;  // holds the port file
+  std::filesystem::path dir_;  // holds the port file and the key file (mkdtemp: owner-only)
   int port_ = 0;
+  std::string key_;
   std::mutex mu_;
   pid_t child_ = -1;
   bool stopping_ = false;

@@ -17,8 +17,11 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-httplib::Headers protocol_headers() {
-  return {{wire::kVersionHeader, std::to_string(wire::kProtocolVersion)}};
+// The protocol version, and the engine's key when it has one.
+httplib::Headers protocol_headers(const std::string& key) {
+  httplib::Headers h = {{wire::kVersionHeader, std::to_string(wire::kProtocolVersion)}};
+  if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+  return h;
 }
 
 Status engine_unavailable(const std::string& why) { return unavailable("engine unavailable: " + why); }
@@ -34,8 +37,8 @@ Status status_from_reply(int http_status, const std::string& body) {
 
 class RemoteGeneration final : public Generation {
  public:
-  RemoteGeneration(std::string host, int port, std::string id, std::string body)
-      : host_(std::move(host)), port_(port), id_(std::move(id)) {
+  RemoteGeneration(std::string host, int port, std::string key, std::string id, std::string body)
+      : host_(std::move(host)), port_(port), key_(std::move(key)), id_(std::move(id)) {
     thread_ = std::thread([this, body = std::move(body)] { run(host_, port_, body); });
   }
   ~RemoteGeneration() override {
@@ -65,7 +68,7 @@ class RemoteGeneration final : public Generation {
     httplib::Client c(host_, port_);
     c.set_connection_timeout(1, 0);
     c.set_read_timeout(2, 0);
-    c.Post("/engine/v1/cancel", protocol_headers(), json{{"id", id_}}.dump(), "application/json");
+    c.Post("/engine/v1/cancel", protocol_headers(key_), json{{"id", id_}}.dump(), "application/json");
   }
 
  private:
@@ -76,7 +79,7 @@ class RemoteGeneration final : public Generation {
     httplib::Request req;
     req.method = "POST";
     req.path = "/engine/v1/generate";
-    req.headers = protocol_headers();
+    req.headers = protocol_headers(key_);
     req.body = body;
     req.set_header("Content-Type", "application/json");
     std::string pending;
@@ -123,6 +126,7 @@ class RemoteGeneration final : public Generation {
 
   const std::string host_;
   const int port_;
+  const std::string key_;
   const std::string id_;
   engine::RequestHandle events_;  // the queue the reader fills and next() drains
   std::atomic<bool> cancelled_{false};
@@ -136,13 +140,14 @@ class RemoteGeneration final : public Generation {
 
 class RemoteBackend final : public GenerationBackend {
  public:
-  RemoteBackend(std::string host, int port, ModelInfo info) : host_(std::move(host)), port_(port), info_(std::move(info)) {}
+  RemoteBackend(std::string host, int port, std::string key, ModelInfo info)
+      : host_(std::move(host)), port_(port), key_(std::move(key)), info_(std::move(info)) {}
 
   Result<wire::LookupReply> lookup(const wire::LookupRequest& request) override {
     httplib::Client c(host_, port_);
     c.set_connection_timeout(5, 0);
     c.set_read_timeout(60, 0);
-    auto r = c.Post("/engine/v1/lookup", protocol_headers(), to_json(request).dump(), "application/json");
+    auto r = c.Post("/engine/v1/lookup", protocol_headers(key_), to_json(request).dump(), "application/json");
     if (!r) return engine_unavailable(httplib::to_string(r.error()));
     if (r->status != 200) return status_from_reply(r->status, r->body);
     auto j = json::parse(r->body, nullptr, false);
@@ -151,7 +156,7 @@ class RemoteBackend final : public GenerationBackend {
   }
 
   Result<std::unique_ptr<Generation>> start(const wire::GenerateRequest& request) override {
-    auto g = std::make_unique<RemoteGeneration>(host_, port_, request.id, to_json(request).dump());
+    auto g = std::make_unique<RemoteGeneration>(host_, port_, key_, request.id, to_json(request).dump());
     FT_RETURN_IF_ERROR(g->admitted());
     return std::unique_ptr<Generation>(std::move(g));
   }
@@ -162,7 +167,7 @@ class RemoteBackend final : public GenerationBackend {
     httplib::Client c(host_, port_);
     c.set_connection_timeout(2, 0);
     c.set_read_timeout(5, 0);
-    auto r = c.Get("/engine/v1/status");
+    auto r = c.Get("/engine/v1/status", protocol_headers(key_));
     if (!r || r->status != 200) return {{"error", "engine unavailable"}};
     auto j = json::parse(r->body, nullptr, false);
     return j.is_discarded() ? json{{"error", "engine status is not JSON"}} : j;
@@ -171,27 +176,31 @@ class RemoteBackend final : public GenerationBackend {
  private:
   std::string host_;
   int port_;
+  std::string key_;
   ModelInfo info_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
-                                                               int connect_timeout_ms) {
+                                                               int connect_timeout_ms, const std::string& key) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(connect_timeout_ms);
   std::string last_error = "no answer";
   for (;;) {
     httplib::Client c(host, port);
     c.set_connection_timeout(1, 0);
     c.set_read_timeout(10, 0);
-    if (auto r = c.Get("/engine/v1/status")) {
+    if (auto r = c.Get("/engine/v1/status", protocol_headers(key))) {
+      if (r->status == 401)
+        return unavailable("engine at " + host + ":" + std::to_string(port) + " needs a key this proxy does not have");
       auto j = json::parse(r->body, nullptr, false);
       if (r->status != 200 || j.is_discarded() || !j.contains("model"))
         return unavailable("engine at " + host + ":" + std::to_string(port) + " answered a bad status");
       if (j.value("version", 0) != wire::kProtocolVersion)
         return unsupported("engine at " + host + ":" + std::to_string(port) + " speaks " +
                            j.value("protocol", std::string("?")) + "; this proxy speaks " + wire::kProtocolName);
-      return std::unique_ptr<GenerationBackend>(std::make_unique<RemoteBackend>(host, port, model_info_from_status(j)));
+      return std::unique_ptr<GenerationBackend>(
+          std::make_unique<RemoteBackend>(host, port, key, model_info_from_status(j)));
     } else {
       last_error = httplib::to_string(r.error());
     }

@@ -98,7 +98,9 @@ TEST(EngineProtocol, EventsAndRepliesRoundTrip) {
   error.type = Event::Type::kError;
   error.code = ErrorCode::kRestoreMiss;
   error.message = "gone";
-  for (const Event& e : {started, tokens, ckpt, done, error}) {
+  Event refused = error;
+  refused.code = ErrorCode::kUnauthorized;
+  for (const Event& e : {started, tokens, ckpt, done, error, refused}) {
     auto back = event_from_json(json::parse(to_json(e).dump()));
     ASSERT_TRUE(back.is_ok()) << back.status().to_string();
     EXPECT_EQ(back->type, e.type);

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "ft/engine/random_checkpoint.h"
 #include "ft/protocol/engine_protocol.h"
+#include "ft/proxy/backend.h"
 #include "serve_process.h"
 #include "test_support.h"
 
@@ -133,6 +136,66 @@ TEST_F(EngineProcessE2E, BadMessagesGetTheProtocolsErrorBody) {
   // Still serving.
   httplib::Client c("127.0.0.1", engine_->port());
   EXPECT_EQ(c.Get("/engine/v1/status")->status, 200);
+}
+
+// An engine started with --key-file answers nothing without the key: not its status, not the
+// tenants' memory, not a lookup or a generation (serve starts its engine this way, with a fresh
+// key each time). The proxy's client sends the key; without it, it says the engine needs one.
+TEST(EngineKey, EveryRouteNeedsTheKeyAndTheProxyClientSendsIt) {
+  TempDir dir;
+  engine::RandomCheckpointSpec spec;
+  spec.family = engine::ModelFamily::kQwen3Moe;
+  spec.vocab_size = 512;
+  spec.hidden_size = 32;
+  spec.num_layers = 2;
+  spec.head_dim = 16;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path() / "model", spec));
+  const auto key_file = dir.path() / "key";
+  { std::ofstream(key_file) << "s3cret-engine-key\n"; }
+  std::filesystem::permissions(key_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::string log;
+  auto e = ServeProcess::start({"engine", "--model", (dir.path() / "model").string(), "--port", "0", "--no-store",
+                                "--ctx", "256", "--key-file", key_file.string()},
+                               dir.path() / "engine.log", 60, &log, "freetoken engine: ");
+  ASSERT_TRUE(e) << log;
+  httplib::Client c("127.0.0.1", e->port());
+  const httplib::Headers version = {{wire::kVersionHeader, "1"}};
+  httplib::Headers keyed = version;
+  keyed.emplace("Authorization", "Bearer s3cret-engine-key");
+  httplib::Headers wrong = version;
+  wrong.emplace("Authorization", "Bearer s3cret-engine-kez");
+  for (const char* path : {"/engine/v1/status", "/engine/v1/memory"}) {
+    auto r = c.Get(path, version);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << path;
+    EXPECT_EQ(json::parse(r->body)["code"], "unauthorized") << r->body;
+    EXPECT_EQ(c.Get(path, wrong)->status, 401) << path;
+    EXPECT_EQ(c.Get(path, keyed)->status, 200) << path;
+  }
+  wire::LookupRequest l;
+  l.tenant = "t";
+  const std::string lookup = to_json(l).dump();
+  EXPECT_EQ(c.Post("/engine/v1/lookup", version, lookup, "application/json")->status, 401);
+  EXPECT_EQ(c.Post("/engine/v1/lookup", keyed, lookup, "application/json")->status, 200);
+  EXPECT_EQ(c.Post("/engine/v1/generate", version, "{}", "application/json")->status, 401);
+
+  auto anonymous = proxy::make_remote_backend("127.0.0.1", e->port(), 5000);
+  ASSERT_FALSE(anonymous);
+  EXPECT_NE(anonymous.status().message().find("needs a key"), std::string::npos) << anonymous.status().message();
+  auto client = proxy::make_remote_backend("127.0.0.1", e->port(), 5000, "s3cret-engine-key");
+  ASSERT_TRUE(client) << client.status().to_string();
+  EXPECT_FALSE((*client)->status().contains("error")) << (*client)->status().dump();
+}
+
+TEST(EngineKey, AKeyFileOthersCanReadIsRefused) {
+  TempDir dir;
+  const auto key_file = dir.path() / "key";
+  { std::ofstream(key_file) << "k\n"; }
+  std::filesystem::permissions(key_file, std::filesystem::perms::owner_read | std::filesystem::perms::group_read |
+                                             std::filesystem::perms::others_read);
+  const CommandResult r = run_freetoken({"engine", "--no-store", "--port", "0", "--key-file", key_file.string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("chmod 600"), std::string::npos) << r.err;
 }
 
 }  // namespace

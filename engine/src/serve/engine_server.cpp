@@ -8,6 +8,7 @@
 
 #include "ft/common/http_listen.h"
 #include "ft/common/log.h"
+#include "ft/common/secret_compare.h"
 #include "ft/engine/engine_status.h"
 #include "ft/protocol/json_depth.h"
 
@@ -28,6 +29,8 @@ int http_status(wire::ErrorCode code) {
       return 503;
     case wire::ErrorCode::kInternal:
       return 500;
+    case wire::ErrorCode::kUnauthorized:
+      return 401;
   }
   return 500;
 }
@@ -114,6 +117,16 @@ struct EngineServer::Impl {
   }
 
   void routes() {
+    if (!options.key.empty()) {
+      http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+        const std::string auth = q.get_header_value("Authorization");
+        if (auth.rfind("Bearer ", 0) == 0 && secrets_equal(std::string_view(auth).substr(7), options.key))
+          return httplib::Server::HandlerResponse::Unhandled;
+        send_error(r, wire::ErrorCode::kUnauthorized, "this engine needs its key (Authorization: Bearer ...)");
+        r.set_header("Connection", "close");  // an unread body must not be taken for the next request
+        return httplib::Server::HandlerResponse::Handled;
+      });
+    }
     http.set_payload_max_length(options.max_body_bytes);
     const int threads = options.http_threads;
     // httplib's API takes ownership of a raw pointer here.

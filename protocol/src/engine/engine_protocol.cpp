@@ -8,12 +8,13 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<ErrorCode, const char*>, 5> kErrorNames = {{
+constexpr std::array<std::pair<ErrorCode, const char*>, 6> kErrorNames = {{
     {ErrorCode::kInvalidRequest, "invalid_request"},
     {ErrorCode::kContextTooLong, "context_too_long"},
     {ErrorCode::kOverloaded, "overloaded"},
     {ErrorCode::kRestoreMiss, "restore_miss"},
     {ErrorCode::kInternal, "internal"},
+    {ErrorCode::kUnauthorized, "unauthorized"},
 }};
 constexpr std::array<std::pair<Finish, const char*>, 3> kFinishNames = {{
     {Finish::kStop, "stop"},
@@ -316,6 +317,8 @@ Status to_status(const ErrorReply& e) {
       return invalid_argument(e.message);
     case ErrorCode::kRestoreMiss:
       return not_found(e.message);
+    case ErrorCode::kUnauthorized:
+      return internal_error("the engine refused this proxy's key: " + e.message);
     case ErrorCode::kInternal:
       break;
   }

@@ -1,7 +1,7 @@
 // The engine process's HTTP face: protocol::engine (protocol/ENGINE-PROTOCOL.md) over cpp-httplib
 // on loopback. Routes: GET /engine/v1/status, GET /engine/v1/memory, POST /engine/v1/lookup,
 // POST /engine/v1/generate (NDJSON event stream), POST /engine/v1/cancel. A client that goes away
-// mid-stream cancels its request.
+// mid-stream cancels its request. With a key (EngineServerOptions::key) every route needs it.
 #pragma once
 
 #include <memory>
@@ -17,6 +17,10 @@ struct EngineServerOptions {
   int port = 0;                          // 0: any free port (see port())
   std::size_t max_body_bytes = 64u << 20;  // a 30k-token suffix is ~200 KB of JSON
   int http_threads = 64;                 // concurrent generate streams + control calls
+  // Non-empty: every request must carry "Authorization: Bearer <key>" (else 401, before routing).
+  // `serve` hands its engine a fresh key each start, so no other local process can restore,
+  // overwrite or list another tenant's checkpoints through the engine's port.
+  std::string key;
 };
 
 class EngineServer {

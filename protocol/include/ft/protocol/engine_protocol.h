@@ -75,6 +75,7 @@ enum class ErrorCode {
   kOverloaded,      // admission queue full: retry later (proxy: 529/429 + retry-after)
   kRestoreMiss,     // the restore key is gone or failed its checksum: resend without restore
   kInternal,        // anything else (500)
+  kUnauthorized,    // the request lacks the engine's key (401): a misconfigured or foreign client
 };
 
 struct Usage {

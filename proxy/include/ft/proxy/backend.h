@@ -65,8 +65,10 @@ Result<std::unique_ptr<GenerationBackend>> make_local_backend(const std::filesys
                                                               const LocalBackendOptions& options = {});
 
 // An engine process at host:port. Fails unless it answers GET /engine/v1/status in the protocol
-// version this proxy speaks (waits up to `connect_timeout_ms` for it to come up).
+// version this proxy speaks (waits up to `connect_timeout_ms` for it to come up). `key`: the
+// engine's key (EngineServerOptions::key), sent on every request; empty for an engine without.
 Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
-                                                               int connect_timeout_ms = 30000);
+                                                               int connect_timeout_ms = 30000,
+                                                               const std::string& key = "");
 
 }  // namespace ft::proxy
