@@ -274,7 +274,18 @@ struct Server::Impl {
     http.Post("/v1/chat/completions", [this](const auto& q, auto& r) { chat(q, r, Dialect::kOpenAIChat); });
     http.Post("/v1/responses", [this](const auto& q, auto& r) { chat(q, r, Dialect::kOpenAIResponses); });
     http.Get("/v1/models", [this](const auto&, auto& r) { models(r); });
-    http.Get("/health", [](const auto&, auto& r) { r.set_content(R"({"status":"ok"})", "application/json"); });
+    // Liveness of the whole pair: 503 while the engine does not answer (restarting, hung), so a
+    // probe or `freetoken launch` does not send work to a server that cannot do it.
+    http.Get("/health", [this](const auto&, auto& r) {
+      const nlohmann::json engine = backend->status();
+      if (engine.contains("error")) {
+        r.status = 503;
+        r.set_header("Retry-After", "1");
+        r.set_content(nlohmann::json{{"status", "unavailable"}, {"reason", engine["error"]}}.dump(), "application/json");
+        return;
+      }
+      r.set_content(R"({"status":"ok"})", "application/json");
+    });
     http.Get("/v1/stats", [this](const auto& q, auto& r) {
       if (admit_get(q, r)) r.set_content(stats_json().dump(), "application/json");
     });

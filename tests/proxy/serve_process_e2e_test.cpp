@@ -227,8 +227,24 @@ TEST_F(ServeProcessE2E, EngineDeathMidStreamIsACleanErrorAndTheEngineComesBack) 
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(status, 200);
+  EXPECT_GT(s->child_pid(), 0);
   EXPECT_NE(s->child_pid(), engine);
   EXPECT_NE(s->log().find("restarting"), std::string::npos);
+
+  // /health speaks for the pair: a hung engine (stopped, so not restarted) makes it 503 with
+  // Retry-After, and it is 200 again once the engine answers.
+  httplib::Client h("127.0.0.1", s->port());
+  h.set_read_timeout(30, 0);
+  EXPECT_EQ(h.Get("/health")->status, 200);
+  const pid_t again = s->child_pid();
+  ASSERT_GT(again, 0);  // kill(-1, ...) would signal every process
+  kill(again, SIGSTOP);
+  auto hung = h.Get("/health");
+  kill(again, SIGCONT);
+  ASSERT_TRUE(hung);
+  EXPECT_EQ(hung->status, 503) << hung->body;
+  EXPECT_EQ(hung->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(h.Get("/health")->status, 200);
 }
 
 // Through the real process pair: a 10 MB body is a 413 in the API's schema, a full engine queue

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -58,9 +59,14 @@ ServeProcess::~ServeProcess() {
 }
 
 pid_t ServeProcess::child_pid() const {
-  std::ifstream in("/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) + "/children");
-  pid_t child = -1;
-  return in >> child ? child : -1;
+  // Each thread lists the children it forked: a restarted engine is the supervisor thread's.
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/task", ec)) {
+    std::ifstream in(task.path() / "children");
+    pid_t child = -1;
+    if (in >> child && child > 0) return child;
+  }
+  return -1;
 }
 
 void ServeProcess::signal(int sig) {
