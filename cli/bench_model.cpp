@@ -25,6 +25,7 @@
 #include "ft/engine/model.h"
 #include "ft/engine/device.h"
 #include "model_flags.h"
+#include "model_locator.h"
 
 namespace ft::cli {
 namespace {
@@ -184,7 +185,8 @@ Result<Loaded> load(const Args& args, const std::string& cmd) {
   const auto t0 = Clock::now();
   FT_ASSIGN_OR_RETURN(auto model, load_model_from_flags(args));
   const double load_s = seconds_since(t0);
-  FT_ASSIGN_OR_RETURN(engine::Checkpoint ckpt, engine::Checkpoint::open(args.get("model")));
+  FT_ASSIGN_OR_RETURN(const std::filesystem::path dir, resolve_model_dir(args.get("model")));
+  FT_ASSIGN_OR_RETURN(engine::Checkpoint ckpt, engine::Checkpoint::open(dir));
   Loaded l{std::move(model), std::move(ckpt), {}, 0};
   l.bytes = model_bytes(l.ckpt, *l.model);
   const engine::ModelConfig& c = l.model->config();

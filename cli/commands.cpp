@@ -6,7 +6,7 @@ const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> kCommands = {
       &kServeCommand,          &kEngineCommand,   &kProxyCommand,  &kGenerateCommand, &kLogitsCommand, &kMakeDemoModelCommand,
       &kMakeSyntheticModelCommand, &kTokenizeCommand,       &kRenderCommand,   &kBenchCommand,  &kDeviceCommand,
-      &kCtlCommand,            &kLaunchCommand,   &kVersionCommand,
+      &kCtlCommand,            &kLaunchCommand,   &kModelsCommand,   &kVersionCommand,
   };
   return kCommands;
 }

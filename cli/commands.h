@@ -22,6 +22,7 @@ extern const Command kGenerateCommand;
 extern const Command kLaunchCommand;
 extern const Command kMakeDemoModelCommand;
 extern const Command kMakeSyntheticModelCommand;
+extern const Command kModelsCommand;
 extern const Command kServeCommand;
 extern const Command kTokenizeCommand;
 

@@ -4,6 +4,7 @@
 
 #include "data_dirs.h"
 #include "ft/engine/random_checkpoint.h"
+#include "model_locator.h"
 
 namespace ft::cli {
 namespace fs = std::filesystem;
@@ -17,7 +18,7 @@ fs::path default_demo_tokenizer_dir() {
 }
 
 Result<fs::path> model_dir_or_demo(const std::string& model_flag, const std::string& tokenizer_from) {
-  if (!model_flag.empty()) return fs::path(model_flag);
+  if (!model_flag.empty()) return resolve_model_dir(model_flag);
   const fs::path dir = default_demo_model_dir();
   if (fs::exists(dir / "config.json") && fs::exists(dir / "tokenizer.json")) return dir;
   std::printf("freetoken: creating the demo model (random weights) in %s ...\n", dir.c_str());

@@ -6,6 +6,7 @@
 
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
+#include "model_locator.h"
 
 namespace ft::cli {
 
@@ -32,8 +33,7 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text) {
 }
 
 Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args) {
-  const std::filesystem::path dir = args.get("model");
-  if (!std::filesystem::is_directory(dir)) return not_found("model directory " + dir.string() + " does not exist");
+  FT_ASSIGN_OR_RETURN(const std::filesystem::path dir, resolve_model_dir(args.get("model")));
   FT_ASSIGN_OR_RETURN(engine::LoadOptions options, load_options_from_flags(args));
   FT_ASSIGN_OR_RETURN(auto model, engine::load_model(dir, options));
   // On the GPU, where everything went (stderr: stdout carries the command's output).

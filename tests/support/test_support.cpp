@@ -38,7 +38,8 @@ std::string read_file(const std::filesystem::path& path) {
   return os.str();
 }
 
-CommandResult run_freetoken(const std::vector<std::string>& args) {
+CommandResult run_freetoken(const std::vector<std::string>& args,
+                            const std::vector<std::pair<std::string, std::string>>& env) {
   TempDir tmp;
   const auto out_path = tmp.path() / "out", err_path = tmp.path() / "err";
   CommandResult result;
@@ -48,6 +49,13 @@ CommandResult run_freetoken(const std::vector<std::string>& args) {
     int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(out, 1);
     dup2(err, 2);
+    for (const auto& [name, value] : env) {
+      if (value.empty()) {
+        unsetenv(name.c_str());
+      } else {
+        setenv(name.c_str(), value.c_str(), 1);
+      }
+    }
     std::vector<std::string> storage = {freetoken_binary()};
     storage.insert(storage.end(), args.begin(), args.end());
     std::vector<char*> argv;

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ft::test {
@@ -27,7 +28,9 @@ struct CommandResult {
 };
 
 // Runs the built `freetoken` binary with these arguments (no shell); captures stdout and stderr.
-CommandResult run_freetoken(const std::vector<std::string>& args);
+// `env`: variables set (or, with an empty value, unset) in the child only.
+CommandResult run_freetoken(const std::vector<std::string>& args,
+                            const std::vector<std::pair<std::string, std::string>>& env = {});
 
 // Path of the built freetoken binary.
 std::string freetoken_binary();

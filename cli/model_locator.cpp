@@ -1,0 +1,93 @@
+#include "model_locator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include "data_dirs.h"
+
+namespace ft::cli {
+namespace fs = std::filesystem;
+namespace {
+
+// The snapshot of `repo_dir` for `revision` ("" = main, or the only snapshot).
+Result<fs::path> snapshot_of(const fs::path& repo_dir, const std::string& revision, const std::string& repo) {
+  const fs::path snapshots = repo_dir / "snapshots";
+  const std::string branch = revision.empty() ? "main" : revision;
+  std::string commit;
+  if (std::ifstream ref(repo_dir / "refs" / branch); ref >> commit) {
+    if (fs::is_directory(snapshots / commit)) return snapshots / commit;
+    return not_found(repo + ": refs/" + branch + " names " + commit + ", which is not in " + snapshots.string());
+  }
+  if (!revision.empty()) {
+    if (fs::is_directory(snapshots / revision)) return snapshots / revision;
+    return not_found(repo + ": no branch or snapshot '" + revision + "' in " + repo_dir.string());
+  }
+  std::vector<fs::path> all;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(snapshots, ec))
+    if (e.is_directory()) all.push_back(e.path());
+  if (all.size() == 1) return all.front();
+  if (all.empty()) return not_found(repo + ": no snapshot in " + snapshots.string());
+  return invalid_argument(repo + ": " + std::to_string(all.size()) + " snapshots and no refs/main; name one as " + repo +
+                          "@COMMIT");
+}
+
+}  // namespace
+
+fs::path hub_cache_dir() {
+  if (const char* v = std::getenv("HF_HUB_CACHE"); v && *v) return v;
+  if (const char* v = std::getenv("HF_HOME"); v && *v) return fs::path(v) / "hub";
+  if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v) return fs::path(v) / "huggingface/hub";
+  if (const char* v = std::getenv("HOME"); v && *v) return fs::path(v) / ".cache/huggingface/hub";
+  return freetoken_data_dir().parent_path() / "huggingface/hub";
+}
+
+Result<fs::path> resolve_model_dir(const std::string& spec) {
+  if (spec.empty()) return invalid_argument("--model: empty");
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) return fs::path(spec);
+  // ORG/NAME[@REV]: one slash, not a path that merely does not exist.
+  const std::size_t at = spec.find('@');
+  const std::string repo = spec.substr(0, at), revision = at == std::string::npos ? "" : spec.substr(at + 1);
+  const std::size_t slash = repo.find('/');
+  const bool repo_id = slash != std::string::npos && slash > 0 && slash + 1 < repo.size() &&
+                       repo.find('/', slash + 1) == std::string::npos && repo[0] != '.' && repo[0] != '~';
+  if (!repo_id) return not_found("model directory " + spec + " does not exist");
+  const fs::path hub = hub_cache_dir();
+  const fs::path repo_dir = hub / ("models--" + repo.substr(0, slash) + "--" + repo.substr(slash + 1));
+  if (!fs::is_directory(repo_dir, ec))
+    return not_found(spec + " is neither a directory nor a model in the Hugging Face cache (" + repo_dir.string() +
+                     " does not exist; nothing is downloaded)");
+  FT_ASSIGN_OR_RETURN(fs::path dir, snapshot_of(repo_dir, revision, repo));
+  if (!fs::exists(dir / "config.json")) return not_found(spec + ": " + dir.string() + " has no config.json");
+  return dir;
+}
+
+std::vector<CachedModel> list_hub_cache(const fs::path& hub) {
+  std::vector<CachedModel> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(hub, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.rfind("models--", 0) != 0) continue;
+    const std::string rest = name.substr(8);
+    const std::size_t sep = rest.find("--");
+    if (sep == std::string::npos) continue;
+    CachedModel m;
+    m.repo = rest.substr(0, sep) + "/" + rest.substr(sep + 2);
+    auto snap = snapshot_of(e.path(), "", m.repo);
+    if (!snap || !fs::exists(*snap / "config.json")) continue;
+    m.dir = *snap;
+    m.revision = snap->filename().string();
+    for (const auto& f : fs::directory_iterator(m.dir, ec)) {
+      std::error_code size_ec;
+      const auto size = fs::file_size(f.path(), size_ec);  // follows the symlink into blobs/
+      if (!size_ec) m.bytes += size;
+    }
+    out.push_back(std::move(m));
+  }
+  std::sort(out.begin(), out.end(), [](const CachedModel& a, const CachedModel& b) { return a.repo < b.repo; });
+  return out;
+}
+
+}  // namespace ft::cli

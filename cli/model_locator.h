@@ -1,0 +1,36 @@
+// Where `--model` finds a checkpoint: a directory as given, or a Hugging Face repo id ("ORG/NAME",
+// "ORG/NAME@REVISION") resolved in the local hub cache the way the hub client lays it out:
+//   <hub>/models--ORG--NAME/refs/<branch>          the commit a branch points at
+//   <hub>/models--ORG--NAME/snapshots/<commit>/    the files, symlinks into ../../blobs/<hash>
+// <hub> is $HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+// ~/.cache/huggingface/hub. Nothing is downloaded: a repo not in the cache is an error saying where
+// it was looked for.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ft/common/result.h"
+
+namespace ft::cli {
+
+std::filesystem::path hub_cache_dir();
+
+// `spec` as a checkpoint directory (one holding config.json): an existing directory is returned as
+// is; "ORG/NAME[@REV]" is looked up in hub_cache_dir() (REV: a branch under refs/, or a commit;
+// default main, or the only snapshot when there is no refs/main).
+Result<std::filesystem::path> resolve_model_dir(const std::string& spec);
+
+// A checkpoint found in the hub cache.
+struct CachedModel {
+  std::string repo;                   // ORG/NAME
+  std::string revision;               // the snapshot's commit
+  std::filesystem::path dir;          // the snapshot directory
+  std::uint64_t bytes = 0;            // weights on disk (the blobs the snapshot's files point at)
+};
+// Every repo in the hub cache whose resolved snapshot has a config.json, by repo name.
+std::vector<CachedModel> list_hub_cache(const std::filesystem::path& hub);
+
+}  // namespace ft::cli
