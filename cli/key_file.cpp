@@ -26,6 +26,28 @@ Result<std::string> read_key_file(const std::filesystem::path& path) {
   return key;
 }
 
+Result<std::vector<TenantKey>> read_api_keys_file(const std::filesystem::path& path) {
+  FT_ASSIGN_OR_RETURN(const std::string text, read_key_file(path));
+  std::vector<TenantKey> keys;
+  std::istringstream lines(text);
+  std::string line;
+  for (int n = 1; std::getline(lines, line); ++n) {
+    std::istringstream fields(line);
+    TenantKey k;
+    std::string extra;
+    if (!(fields >> k.tenant) || k.tenant[0] == '#') continue;
+    const std::string where = path.string() + ":" + std::to_string(n) + ": ";
+    if (!(fields >> k.key) || (fields >> extra)) return invalid_argument(where + "expected TENANT KEY");
+    if (k.tenant.size() > 64 || k.tenant.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                            "0123456789._-") != std::string::npos)
+      return invalid_argument(where + "tenant '" + k.tenant + "': letters, digits, '.', '_' and '-' only (64 at most)");
+    for (const TenantKey& other : keys)
+      if (other.key == k.key) return invalid_argument(where + "this key is already listed (for '" + other.tenant + "')");
+    keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
 Result<std::string> write_new_key_file(const std::filesystem::path& path) {
   unsigned char bytes[32];
   if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes))

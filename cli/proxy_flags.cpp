@@ -8,6 +8,7 @@
 #include "ft/common/loopback.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/tokenizer.h"
+#include "key_file.h"
 
 namespace ft::cli {
 namespace fs = std::filesystem;
@@ -35,6 +36,8 @@ std::vector<Flag> proxy_server_flags() {
        false},
       {"port", "N", "TCP port (0: any free port, printed at start)", "1919", false},
       {"api-key", "KEY", "require this key (x-api-key or Authorization: Bearer)", "", false},
+      {"api-keys", "FILE", "accept only the keys in FILE (mode 600), one 'TENANT KEY' a line: each tenant's "
+       "checkpoints serve its own keys alone", "", false},
       {"default-max-tokens", "N", "output tokens when a request names none", "4096", false},
       {"max-output-tokens", "N", "server-side cap on output tokens per request (0: none)", "0", false},
       {"no-prefix-cache", "", "compute every prompt in full (no checkpoint restore or save)", "", false},
@@ -62,7 +65,13 @@ Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, co
   }
   opts.strict_model_names = args.has("strict-model-names");
   opts.api_key = args.get("api-key");
-  if (!loopback_host(opts.host) && opts.api_key.empty() && !args.has("allow-no-key"))
+  if (args.has("api-keys")) {
+    if (!opts.api_key.empty()) return invalid_argument("--api-key and --api-keys: give one of them");
+    FT_ASSIGN_OR_RETURN(const auto keys, read_api_keys_file(args.get("api-keys")));
+    if (keys.empty()) return invalid_argument("--api-keys " + args.get("api-keys") + ": no TENANT KEY lines");
+    for (const TenantKey& k : keys) opts.api_keys.push_back({k.tenant, k.key});
+  }
+  if (!loopback_host(opts.host) && opts.api_key.empty() && opts.api_keys.empty() && !args.has("allow-no-key"))
     return invalid_argument("--host " + opts.host + " listens beyond this machine: set --api-key KEY (or --allow-no-key "
                             "to serve anyone who can reach it)");
   opts.max_output_tokens = args.get_int("max-output-tokens");

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -32,15 +33,12 @@ using protocol::Dialect;
 
 namespace {
 
-// The checkpoint namespace of a request: a hash of its API key (keys never reach the store).
-std::string tenant_of(const httplib::Request& req) {
+// The API key a request presents: x-api-key, else a Bearer token ("" for none).
+std::string presented_key(const httplib::Request& req) {
   std::string key = req.get_header_value("x-api-key");
   const std::string auth = req.get_header_value("Authorization");
   if (key.empty() && auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
-  if (key.empty()) return "anonymous";
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
-  return std::string("key-") + hex;
+  return key;
 }
 
 }  // namespace
@@ -103,12 +101,27 @@ struct Server::Impl {
     res.set_content(protocol::error_body(d, e), "application/json");
   }
 
-  bool authorised(const httplib::Request& req) const {
-    if (options.api_key.empty()) return true;
-    if (secrets_equal(req.get_header_value("x-api-key"), options.api_key)) return true;
-    const std::string bearer = req.get_header_value("Authorization");
-    return bearer.rfind("Bearer ", 0) == 0 && secrets_equal(std::string_view(bearer).substr(7), options.api_key);
+  // The tenant a request belongs to, or nothing when its key is refused. Named keys (api_keys)
+  // give their tenant's name; otherwise the tenant is a hash of the presented key (keys never
+  // reach the store), "anonymous" without one. Keys are compared in constant time, every one of
+  // the named keys each time.
+  std::optional<std::string> caller(const httplib::Request& req) const {
+    const std::string key = presented_key(req);
+    if (!options.api_keys.empty()) {
+      const ServerOptions::NamedKey* match = nullptr;
+      for (const ServerOptions::NamedKey& k : options.api_keys)
+        if (secrets_equal(key, k.key) && !match) match = &k;
+      if (!match) return std::nullopt;
+      return "tenant:" + match->tenant;
+    }
+    if (!options.api_key.empty() && !secrets_equal(key, options.api_key)) return std::nullopt;
+    if (key.empty()) return std::string("anonymous");
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
+    return std::string("key-") + hex;
   }
+  bool authorised(const httplib::Request& req) const { return caller(req).has_value(); }
+  std::string tenant_of(const httplib::Request& req) const { return caller(req).value_or("anonymous"); }
   // GET routes that disclose what the server holds (stats, metrics) need the key as the POSTs do.
   bool admit_get(const httplib::Request& req, httplib::Response& res) {
     if (authorised(req)) return true;

@@ -478,6 +478,33 @@ TEST_F(ServerE2E, LaterTurnsRestoreTheSharedPrefixAndMatchNoCache) {
   }
 }
 
+// Named keys (--api-keys): only the listed keys get in, each tenant's checkpoints serve all of its
+// keys (a team's members share a system prompt's state) and no other tenant's.
+TEST_F(ServerE2E, NamedKeysMapCallersToTenants) {
+  ServerOptions opts;
+  opts.api_keys = {{"team-a", "ka-1"}, {"team-a", "ka-2"}, {"team-b", "kb-1"}};
+  start_server(opts);
+  auto post = [&](const std::string& key, const json& body) {
+    httplib::Headers h = {{"x-api-key", key}};
+    auto r = client().Post("/v1/messages", h, body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    return r;
+  };
+  const json body = conversation({}, std::string(600, 'x'));
+  EXPECT_EQ(post("", body)->status, 401);
+  EXPECT_EQ(post("ka-3", body)->status, 401);
+  auto cached = [&](const std::string& key) {
+    auto r = post(key, body);
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body)["usage"]["cache_read_input_tokens"].get<int>();
+  };
+  EXPECT_EQ(cached("ka-1"), 0);
+  EXPECT_GT(cached("ka-2"), 0) << "another key of the same tenant restores its checkpoints";
+  EXPECT_EQ(cached("kb-1"), 0) << "another tenant computes the same prompt again";
+  httplib::Headers bearer = {{"Authorization", "Bearer kb-1"}};
+  EXPECT_EQ(client().Get("/v1/stats", bearer)->status, 200);
+}
+
 // Tenants are API keys: one key's checkpoints never serve another's, while sessions of the same
 // key with the same system prompt share one checkpoint of it: one write, then a hit per session.
 TEST_F(ServerE2E, TenantsDoNotShareButSessionsOfOneTenantDo) {

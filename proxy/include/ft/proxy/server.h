@@ -43,6 +43,13 @@ struct ServerOptions {
   // the name the client asked for. On: names other than model_id and the aliases get 404.
   bool strict_model_names = false;
   std::string api_key;                // "" accepts any key; else x-api-key or Bearer must match
+  // Several keys, each naming the tenant its callers belong to (`--api-keys FILE`): only these are
+  // accepted, and a tenant's checkpoints serve only its own keys' requests. Exclusive with api_key.
+  struct NamedKey {
+    std::string tenant;
+    std::string key;
+  };
+  std::vector<NamedKey> api_keys;
   std::size_t max_body_bytes = 8u << 20;  // bytes; larger bodies get 413
   int default_max_tokens = 4096;      // output tokens when the request names none
   int max_output_tokens = 0;          // server-side cap on output tokens; 0: none
