@@ -52,6 +52,23 @@ void MemoryTier::evict_locked(std::uint64_t incoming) {
     erase_locked(victim);
     ++counters_.evictions;
   }
+  if (bytes_ + incoming <= budget_) return;
+  // Only pinned entries are left to make room. Pins are honoured up to half the budget: beyond
+  // that, pins a client never released (a session abandoned, keys cycled) would hold the tier
+  // forever, so the least recently used pinned entries go too.
+  std::uint64_t pinned = 0;
+  for (const auto& [key, entry] : entries_)
+    if (pins_.count(key)) pinned += entry.bytes;
+  for (auto it = lru_.end(); bytes_ + incoming > budget_ && pinned > budget_ / 2 && it != lru_.begin();) {
+    --it;
+    auto victim = entries_.find(*it);
+    if (!pins_.count(*it)) continue;
+    it = std::next(it);
+    pinned -= victim->second.bytes;
+    pins_.erase(victim->first);
+    erase_locked(victim);
+    ++counters_.evictions;
+  }
 }
 
 Result<ModelStateHeader> MemoryTier::lookup_header(const StoreKey& key) {
@@ -112,6 +129,11 @@ Status MemoryTier::erase(const StoreKey& key) {
 
 void MemoryTier::pin(const StoreKey& key) {
   std::lock_guard lock(mu_);
+  // Pins of keys no longer held mean nothing; past a bound they are forgotten, so a client that
+  // pins and never unpins cannot grow the set without end.
+  constexpr std::size_t kMaxPins = 1 << 16;
+  if (pins_.size() >= kMaxPins)
+    std::erase_if(pins_, [&](const std::string& k) { return !entries_.count(k); });
   pins_.insert(encode_store_key(key));
 }
 

@@ -43,7 +43,18 @@ std::vector<PrefixKey> PinLedger::update(const std::string& tenant, const std::o
   std::vector<PrefixKey> unpin;
   if (pinned.empty()) return unpin;  // nothing new: whatever it restored stays pinned
   std::lock_guard lock(mu_);
-  auto& groups = groups_[tenant];
+  auto [entry, fresh] = tenants_.try_emplace(tenant);
+  if (fresh) {
+    recent_.push_front(tenant);
+    entry->second.recent = recent_.begin();
+  } else {
+    recent_.splice(recent_.begin(), recent_, entry->second.recent);
+  }
+  if (tenants_.size() > max_tenants_) {
+    tenants_.erase(recent_.back());
+    recent_.pop_back();
+  }
+  auto& groups = entry->second.groups;
   auto release = [&](std::deque<std::vector<PrefixKey>>::iterator g) {
     for (const PrefixKey& k : *g)
       if (std::find(pinned.begin(), pinned.end(), k) == pinned.end()) unpin.push_back(k);
@@ -57,6 +68,11 @@ std::vector<PrefixKey> PinLedger::update(const std::string& tenant, const std::o
   groups.push_back(pinned);
   while (groups.size() > max_) release(groups.begin());
   return unpin;
+}
+
+std::size_t PinLedger::tenants() const {
+  std::lock_guard lock(mu_);
+  return tenants_.size();
 }
 
 }  // namespace ft::proxy

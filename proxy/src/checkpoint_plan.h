@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -40,17 +41,27 @@ std::vector<protocol::engine::SnapshotRequest> plan_snapshots(std::span<const Pr
 
 class PinLedger {
  public:
-  explicit PinLedger(std::size_t max_sessions_per_tenant) : max_(max_sessions_per_tenant) {}
+  // At most `max_tenants` tenants are remembered: the least recently active beyond that is
+  // forgotten (its pins then give way in the engine's tiers, which honour pins only up to half
+  // their budget), so callers cycling through keys cannot grow the ledger without end.
+  explicit PinLedger(std::size_t max_sessions_per_tenant, std::size_t max_tenants = 4096)
+      : max_(max_sessions_per_tenant), max_tenants_(max_tenants) {}
   // Records the request's pinned snapshots (one session's group) and returns the keys to unpin
   // with it: the group the restored key belongs to when this request pins a newer one (the
   // session moved on), and the tenant's oldest groups beyond the cap.
   std::vector<PrefixKey> update(const std::string& tenant, const std::optional<PrefixKey>& restored,
                                 const std::vector<PrefixKey>& pinned);
+  std::size_t tenants() const;
 
  private:
-  std::size_t max_;
-  std::mutex mu_;
-  std::map<std::string, std::deque<std::vector<PrefixKey>>> groups_;  // per tenant, oldest first
+  struct Tenant {
+    std::deque<std::vector<PrefixKey>> groups;  // oldest first
+    std::list<std::string>::iterator recent;    // its place in recent_
+  };
+  std::size_t max_, max_tenants_;
+  mutable std::mutex mu_;
+  std::map<std::string, Tenant> tenants_;
+  std::list<std::string> recent_;  // front: the most recently active tenant
 };
 
 }  // namespace ft::proxy

@@ -66,5 +66,20 @@ TEST(PinLedger, SupersedesTheRestoredGroupAndCapsSessionsPerTenant) {
   EXPECT_TRUE(ledger.update("t", d, {d}).empty());
 }
 
+// Callers cycling through keys (each a tenant) cannot grow the ledger without end: the least
+// recently active tenants are forgotten, a recently active one is kept.
+TEST(PinLedger, RemembersABoundedNumberOfTenants) {
+  PinLedger ledger(4, 8);
+  ledger.update("kept", std::nullopt, {PrefixKey{9, 9}});
+  for (std::uint64_t i = 0; i < 1000; ++i) {
+    ledger.update("key-" + std::to_string(i), std::nullopt, {PrefixKey{1, i}});
+    if (i % 4 == 0) ledger.update("kept", std::nullopt, {PrefixKey{9, 100 + i}});
+    EXPECT_LE(ledger.tenants(), 8u);
+  }
+  // "kept" is still known: its next group supersedes the one it restores.
+  const auto moved = ledger.update("kept", PrefixKey{9, 100 + 996}, {PrefixKey{9, 1}});
+  EXPECT_EQ(moved, (std::vector<PrefixKey>{PrefixKey{9, 100 + 996}}));
+}
+
 }  // namespace
 }  // namespace ft::proxy

@@ -36,6 +36,28 @@ TEST(HostRamTier, EvictsLeastRecentlyUsedByBytesButNeverPinned) {
   EXPECT_TRUE(same(*back, make_state(testing::model(1), 1, {1000}, 4)));
 }
 
+// Pins a client never releases (abandoned sessions, cycled keys) cannot hold the tier over its
+// budget: while pinned entries exceed half of it, the least recently used pinned ones make room.
+TEST(HostRamTier, PinsBeyondHalfTheBudgetGiveWayOldestFirst) {
+  HostRamTier ram(4000);
+  for (std::uint64_t id = 1; id <= 4; ++id) {
+    ASSERT_TRUE(ram.save(key("t", 1, id), make_state(testing::model(1), 1, {1000}, id)).is_ok());
+    ram.pin(key("t", 1, id));
+  }
+  ASSERT_TRUE(ram.save(key("t", 1, 5), make_state(testing::model(1), 1, {1000}, 5)).is_ok());
+  EXPECT_TRUE(ram.contains(key("t", 1, 5)));
+  EXPECT_FALSE(ram.contains(key("t", 1, 1))) << "the oldest pinned entry made room";
+  EXPECT_TRUE(ram.contains(key("t", 1, 2)) && ram.contains(key("t", 1, 3)) && ram.contains(key("t", 1, 4)));
+  EXPECT_LE(ram.stats().bytes, 4000u);
+  // Within half the budget pins hold: with 2 and 3 released, 4 is the only pin left and stays.
+  ram.unpin(key("t", 1, 2));
+  ram.unpin(key("t", 1, 3));
+  for (std::uint64_t id = 6; id <= 9; ++id)
+    ASSERT_TRUE(ram.save(key("t", 1, id), make_state(testing::model(1), 1, {1000}, id)).is_ok());
+  EXPECT_TRUE(ram.contains(key("t", 1, 4)));
+  EXPECT_LE(ram.stats().bytes, 4000u);
+}
+
 TEST(TieredStore, DiskHitIsPromotedToRam) {
   test::TempDir dir;
   auto store = TieredStore::open(testing::small_options(dir.path()));

@@ -1,6 +1,7 @@
 // The host-RAM tier: checkpoints kept as shared, immutable ModelStates (no copy: the engine's
 // snapshot is the stored value), evicted least recently used first by bytes. Nothing here is
-// persisted; pinned keys are never evicted. (A MemoryTier whose payload is the state itself.)
+// persisted; pinned keys are kept while pins hold at most half the budget (MemoryTier). (A
+// MemoryTier whose payload is the state itself.)
 #pragma once
 
 #include <cstdint>

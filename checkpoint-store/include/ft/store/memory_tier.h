@@ -1,5 +1,6 @@
 // Checkpoints held in some memory (host RAM, GPU memory), evicted least recently used first by
-// bytes; pinned keys are never evicted; nothing is persisted. The bookkeeping (LRU, pins, tenant
+// bytes; pinned keys are evicted only when pins alone would hold more than half the budget (then
+// the least recently used pinned ones); nothing is persisted. The bookkeeping (LRU, pins, tenant
 // ranges, stats) is here once; where the bytes live is the Payload a tier makes of each state.
 #pragma once
 
@@ -60,7 +61,8 @@ class MemoryTier : public StateTier {
   };
   void erase_locked(std::map<std::string, Entry>::iterator it);
   void drop_prefix_locked(const std::string& prefix);
-  // Evicts unpinned entries, least recently used first, until `incoming` more bytes fit.
+  // Evicts unpinned entries, least recently used first, until `incoming` more bytes fit; then, while
+  // pinned entries hold more than half the budget, pinned ones likewise.
   void evict_locked(std::uint64_t incoming = 0);
 
   const char* const name_;

@@ -105,8 +105,9 @@ class StateTier {
 
   virtual Status erase(const StoreKey& key) = 0;
 
-  // A pinned key is never evicted (e.g. the newest checkpoint of a live session). Pins live in
-  // memory only and may name keys not stored yet.
+  // A pinned key is kept ahead of unpinned ones (e.g. the newest checkpoint of a live session);
+  // memory tiers honour pins up to half their budget, so forgotten pins cannot fill them. Pins
+  // live in memory only and may name keys not stored yet.
   virtual void pin(const StoreKey& key) = 0;
   virtual void unpin(const StoreKey& key) = 0;
 
