@@ -395,8 +395,89 @@ TEST_F(AgentsE2E, ClaudeCodeWithOnlyABaseUrlAndKey) {
   EXPECT_EQ(*r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
 }
 
+// OpenCode as its documentation sets up a local OpenAI-compatible server: a provider with a base
+// URL in the user's own global config, a model name of the user's choosing — no `launch`, no
+// OPENCODE_CONFIG. The server serves that name and the answer reaches the output.
+TEST_F(AgentsE2E, OpenCodeWithOnlyABaseUrlInItsOwnConfig) {
+  auto program = integrations::find_agent_program(integrations::Agent::kOpenCode, kNpmPrefix, "");
+  if (!program) GTEST_SKIP() << program.status().message();
+  const fs::path config_dir = root_->path() / "opencode-direct" / "xdg-config" / "opencode";
+  fs::create_directories(config_dir);
+  std::ofstream(config_dir / "opencode.json") << R"({
+  "$schema": "https://opencode.ai/config.json",
+  "provider": {
+    "local": {
+      "npm": "@ai-sdk/openai-compatible",
+      "name": "My local server",
+      "options": {"baseURL": "http://127.0.0.1:)" + std::to_string(port_) + R"(/v1", "apiKey": "any-key"},
+      "models": {"qwen3-coder-local": {}}
+    }
+  },
+  "model": "local/qwen3-coder-local"
+})";
+  const std::size_t before = read_captures(root_->path() / "capture").size();
+  AgentRun r = run_agent("opencode-direct", {program->string(), "run", "--format", "json", "Say hello in five words."},
+                         {"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1"}, 240);
+  ASSERT_TRUE(r.exit_code) << "opencode ran past its deadline\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
+  std::vector<Capture> all = read_captures(root_->path() / "capture");
+  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())));
+  int answered = 0;
+  for (const Capture& c : all) {
+    if (c.path != "/v1/chat/completions") continue;
+    EXPECT_EQ(c.model, "qwen3-coder-local");
+    EXPECT_EQ(c.status, 200) << "a request for model '" << c.model << "' was refused (" << c.name << ")";
+    answered += c.status == 200;
+  }
+  std::printf("[ agent    ] opencode (base URL in its own config): exit %d, %d requests answered\n", *r.exit_code,
+              answered);
+  ASSERT_GT(answered, 0) << "no /v1/chat/completions request was answered\nstdout:\n" << r.out << "\nstderr:\n"
+                         << r.err;
+  EXPECT_EQ(*r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+}
+
 TEST_F(AgentsE2E, OpenCodeRun) {
   expect_round_trip("opencode", {"run", "--format", "json", "Say hello in five words."}, 240, "/v1/chat/completions");
+}
+
+// OpenClaw as a user points it at a local server: a provider with a base URL and key in its own
+// ~/.openclaw/openclaw.json, a model id of the user's choosing — no `launch`, no config variables.
+TEST_F(AgentsE2E, OpenClawWithOnlyABaseUrlInItsOwnConfig) {
+  auto program = integrations::find_agent_program(integrations::Agent::kOpenClaw, kNpmPrefix, "");
+  if (!program) GTEST_SKIP() << program.status().message();
+  const fs::path config_dir = root_->path() / "openclaw-direct" / "home" / ".openclaw";
+  fs::create_directories(config_dir);
+  std::ofstream(config_dir / "openclaw.json") << R"({
+  "models": {"providers": {"local": {
+    "baseUrl": "http://127.0.0.1:)" + std::to_string(port_) + R"(/v1", "apiKey": "any-key",
+    "api": "openai-completions",
+    "models": [{"id": "my-local-model", "name": "My local model"}]
+  }}},
+  "agents": {"defaults": {"model": {"primary": "local/my-local-model"}}}
+})";
+  // OpenClaw itself needs Node 24 (node:sqlite): the one setup.sh installs, first on PATH.
+  const fs::path node = integrations::bundled_node_bin_dir(kNpmPrefix);
+  if (node.empty()) GTEST_SKIP() << "no Node 24 under " << kNpmPrefix << " (scripts/setup.sh installs it)";
+  const char* path = std::getenv("PATH");
+  const std::size_t before = read_captures(root_->path() / "capture").size();
+  AgentRun r = run_agent("openclaw-direct",
+                         {program->string(), "agent", "--local", "--session-id", "ft-direct", "--message",
+                          "Say hello in five words.", "--json", "--timeout", "300"},
+                         {"PATH=" + node.string() + ":" + (path ? path : "/usr/bin:/bin")}, 360);
+  ASSERT_TRUE(r.exit_code) << "openclaw ran past its deadline\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
+  std::vector<Capture> all = read_captures(root_->path() / "capture");
+  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())));
+  int answered = 0;
+  for (const Capture& c : all) {
+    if (c.path != "/v1/chat/completions") continue;
+    EXPECT_EQ(c.model, "my-local-model");
+    EXPECT_EQ(c.status, 200) << "a request for model '" << c.model << "' was refused (" << c.name << ")";
+    answered += c.status == 200;
+  }
+  std::printf("[ agent    ] openclaw (base URL in its own config): exit %d, %d requests answered\n", *r.exit_code,
+              answered);
+  ASSERT_GT(answered, 0) << "no /v1/chat/completions request was answered\nstdout:\n" << r.out << "\nstderr:\n"
+                         << r.err;
+  EXPECT_EQ(*r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
 }
 
 TEST_F(AgentsE2E, OpenClawLocalAgent) {
