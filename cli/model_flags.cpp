@@ -6,6 +6,7 @@
 
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
+#include "load_progress.h"
 #include "model_locator.h"
 
 namespace ft::cli {
@@ -75,6 +76,7 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
     o.gpu_mem_bytes = uint64_t(gb * double(1ull << 30));
   }
   if (args.has("deterministic")) o.deterministic = true;
+  o.progress = load_progress_printer();
   return o;
 }
 

@@ -57,6 +57,37 @@ TEST_P(Placement, WeightsByKindAddUpAndTheKvPoolMatchesItsBudget) {
   }
 }
 
+// Loading reports its progress: after each layer, bytes placed never going back, then once done;
+// the matrices are nearly all of the checkpoint (the rest are norms and small vectors).
+TEST_P(Placement, LoadingReportsProgressLayerByLayer) {
+  TempDir dir;
+  const auto spec = tiny_spec(ModelFamily::kQwen3Moe, false);
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), spec).is_ok());
+  struct Call {
+    std::uint64_t placed, total;
+    bool done;
+  };
+  std::vector<Call> calls;
+  engine::LoadOptions o;
+  o.backend = GetParam();
+  o.kv_budget_bytes = 64ull << 20;
+  o.progress = [&](std::uint64_t placed, std::uint64_t total, bool done) { calls.push_back({placed, total, done}); };
+  auto m = engine::load_model(dir.path(), o);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  ASSERT_EQ(calls.size(), std::size_t(spec.num_layers) + 1);
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].total, checkpoint_bytes(dir.path()));
+    EXPECT_EQ(calls[i].done, i + 1 == calls.size());
+    if (i > 0 && !calls[i].done) {
+      EXPECT_GT(calls[i].placed, calls[i - 1].placed) << "call " << i;  // a layer adds its weights
+    } else if (i > 0) {
+      EXPECT_GE(calls[i].placed, calls[i - 1].placed);  // the head, unless tied to the embedding
+    }
+  }
+  EXPECT_LE(calls.back().placed, calls.back().total);
+  EXPECT_GT(double(calls.back().placed), 0.9 * double(calls.back().total));
+}
+
 TEST_P(Placement, AGpuBudgetTooSmallIsRefusedSayingHowMuchIsNeeded) {
   if (GetParam() != BackendKind::kCuda) GTEST_SKIP() << "a GPU budget only";
   TempDir dir;

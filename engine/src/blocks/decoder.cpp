@@ -136,13 +136,18 @@ class DecoderModel final : public Model {
       plan.reserved_bytes = options.gpu_reserved_bytes;
       plan.workspace_bytes = kGpuWorkspaceBytes;
     }
-    const WeightLoader w(c, recipe.prefix, *m->be_);
-    const WeightLoader top(c, "", *m->be_);
+    std::uint64_t placed = 0;
+    const WeightLoader w(c, recipe.prefix, *m->be_, &placed);
+    const WeightLoader top(c, "", *m->be_, &placed);
+    const auto progress = [&](bool done) {
+      if (options.progress) options.progress(placed, plan.weight_bytes(), done);
+    };
     FT_ASSIGN_OR_RETURN(m->embed_, w.matrix("embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       FT_ASSIGN_OR_RETURN(DecoderLayer layer, recipe.build_layer(w, cfg, i));
       if (layer.linear_attention) ++m->linear_layers_;
       m->layers_.push_back(std::move(layer));
+      progress(false);
     }
     FT_ASSIGN_OR_RETURN(m->norm_, w.rms_norm("norm.weight", cfg.hidden_size, cfg.rms_norm_eps,
                                              recipe.zero_centered_norms));
@@ -151,6 +156,7 @@ class DecoderModel final : public Model {
     } else {
       FT_ASSIGN_OR_RETURN(m->lm_head_, top.matrix("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
     }
+    progress(true);
     if (m->plan_.workspace_bytes) FT_RETURN_IF_ERROR(m->be_->reserve_workspace(m->plan_.workspace_bytes));
     FT_RETURN_IF_ERROR(m->make_kv_pool(options));
     for (const DecoderLayer& l : m->layers_) {

@@ -38,6 +38,7 @@ Result<Vector> WeightLoader::vector(const std::string& name, const std::vector<i
 
 Result<Matrix> WeightLoader::placed(Matrix m) const {
   FT_RETURN_IF_ERROR(be_.place(m));
+  if (placed_bytes_) *placed_bytes_ += m.bytes();
   return m;
 }
 

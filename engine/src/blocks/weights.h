@@ -70,8 +70,10 @@ struct RmsNorm {
 // them for `backend`.
 class WeightLoader {
  public:
-  WeightLoader(const Checkpoint& checkpoint, std::string prefix, Backend& backend)
-      : ckpt_(checkpoint), prefix_(std::move(prefix)), be_(backend) {}
+  // `placed_bytes` (optional) counts the bytes of every matrix placed through this loader.
+  WeightLoader(const Checkpoint& checkpoint, std::string prefix, Backend& backend,
+               std::uint64_t* placed_bytes = nullptr)
+      : ckpt_(checkpoint), prefix_(std::move(prefix)), be_(backend), placed_bytes_(placed_bytes) {}
 
   const Checkpoint& checkpoint() const { return ckpt_; }
   // Values computed at load (e.g. RoPE frequencies), placed like a loaded vector.
@@ -100,6 +102,7 @@ class WeightLoader {
   const Checkpoint& ckpt_;
   std::string prefix_;
   Backend& be_;
+  std::uint64_t* placed_bytes_;
 };
 
 }  // namespace ft::engine::blocks

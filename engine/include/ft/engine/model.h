@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -86,6 +87,9 @@ struct LoadOptions {
   std::uint64_t gpu_reserved_bytes = 0;  // kCuda: GPU memory kept for others (the GPU checkpoint tier)
   int64_t kv_page_tokens = 64;       // token positions per KV page
   bool deterministic = false;        // same bits batched or alone on every CPU (backend.h)
+  // Called as weights are placed (mapped in place, or copied to the GPU): bytes so far of the
+  // model's total, after each layer and once more with done = true.
+  std::function<void(std::uint64_t placed, std::uint64_t total, bool done)> progress = nullptr;
 };
 
 // Reads config.json, picks the family and maps its weights as views into `checkpoint`, which the
