@@ -238,7 +238,16 @@ TEST_F(ServeProcessE2E, EngineDeathMidStreamIsACleanErrorAndTheEngineComesBack) 
   EXPECT_EQ(h.Get("/health")->status, 200);
   const pid_t again = s->child_pid();
   ASSERT_GT(again, 0);  // kill(-1, ...) would signal every process
+  ASSERT_NE(read_file("/proc/" + std::to_string(again) + "/cmdline").find("engine"), std::string::npos);
   kill(again, SIGSTOP);
+  // The signal is asynchronous: ask only once the engine is seen stopped (state T).
+  const auto stopped = [&] {
+    const std::string stat = read_file("/proc/" + std::to_string(again) + "/stat");
+    const auto paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
+  };
+  for (int i = 0; i < 200 && !stopped(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(stopped());
   auto hung = h.Get("/health");
   kill(again, SIGCONT);
   ASSERT_TRUE(hung);
