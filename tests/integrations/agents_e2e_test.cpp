@@ -310,6 +310,33 @@ class AgentsE2E : public ::testing::Test {
     return r;
   }
 
+  std::size_t captures_so_far() { return read_captures(root_->path() / "capture").size(); }
+  // The exchanges captured after the first `before` (what one agent run sent).
+  std::vector<Capture> captures_since(std::size_t before) {
+    std::vector<Capture> all = read_captures(root_->path() / "capture");
+    all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())));
+    return all;
+  }
+
+  // An agent set up by hand with only a base URL (no launch): it ended, exit 0, every chat
+  // completion it sent after `before` asked for `model` and was answered, and at least one was.
+  void expect_served_as_asked(const std::string& agent, const AgentRun& r, std::size_t before,
+                              const std::string& model) {
+    ASSERT_TRUE(r.exit_code) << agent << " ran past its deadline\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
+    int answered = 0;
+    for (const Capture& c : captures_since(before)) {
+      if (c.path != "/v1/chat/completions") continue;
+      EXPECT_EQ(c.model, model);
+      EXPECT_EQ(c.status, 200) << "a request for model '" << c.model << "' was refused (" << c.name << ")";
+      answered += c.status == 200;
+    }
+    std::printf("[ agent    ] %s (base URL in its own config): exit %d, %d requests answered\n", agent.c_str(),
+                *r.exit_code, answered);
+    ASSERT_GT(answered, 0) << "no /v1/chat/completions request was answered\nstdout:\n" << r.out << "\nstderr:\n"
+                           << r.err;
+    EXPECT_EQ(*r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  }
+
   // Runs one agent and checks: exit 0, at least one successful exchange on `api_path`, and the
   // text of one of them in the agent's output. A noise model may end an answer at its first token;
   // when an empty answer leaves nothing to find, the run is repeated once.
@@ -318,7 +345,7 @@ class AgentsE2E : public ::testing::Test {
     if (auto program = integrations::find_agent_program(*integrations::parse_agent(agent), kNpmPrefix, ""); !program)
       GTEST_SKIP() << program.status().message();
     for (int attempt = 1; attempt <= 2; ++attempt) {
-      const size_t before = read_captures(root_->path() / "capture").size();
+      const size_t before = captures_so_far();
       AgentRun r = launch(agent, args, deadline_s);
       std::printf("[ agent    ] %s: %.1f s, exit %s\n", agent.c_str(), r.seconds,
                   r.exit_code ? std::to_string(*r.exit_code).c_str() : "none (killed at the deadline)");
@@ -327,8 +354,7 @@ class AgentsE2E : public ::testing::Test {
                                << r.out << "\nstderr:\n" << r.err;
       ASSERT_EQ(*r.exit_code, 0) << agent << " failed\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
 
-      std::vector<Capture> all = read_captures(root_->path() / "capture");
-      all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())));
+      const std::vector<Capture> all = captures_since(before);
       const std::string output = agent_text(r.out);
       int answered = 0;
       bool found = false, empty_answer = false;
@@ -369,7 +395,7 @@ TEST_F(AgentsE2E, ClaudeCodePrint) {
 TEST_F(AgentsE2E, ClaudeCodeWithOnlyABaseUrlAndKey) {
   auto program = integrations::find_agent_program(integrations::Agent::kClaudeCode, kNpmPrefix, "");
   if (!program) GTEST_SKIP() << program.status().message();
-  const std::size_t before = read_captures(root_->path() / "capture").size();
+  const std::size_t before = captures_so_far();
   AgentRun r = run_agent("claude-direct",
                          {program->string(), "-p", "Say hello in five words.", "--output-format", "json"},
                          {"ANTHROPIC_BASE_URL=http://127.0.0.1:" + std::to_string(port_), "ANTHROPIC_API_KEY=any-key",
@@ -377,8 +403,7 @@ TEST_F(AgentsE2E, ClaudeCodeWithOnlyABaseUrlAndKey) {
                           "CLAUDE_CODE_MAX_OUTPUT_TOKENS=" + std::to_string(kOutputCap)},
                          240);
   ASSERT_TRUE(r.exit_code) << "claude ran past its deadline\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
-  std::vector<Capture> all = read_captures(root_->path() / "capture");
-  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())));
+  const std::vector<Capture> all = captures_since(before);
   std::set<std::string> models;
   int answered = 0;
   for (const Capture& c : all) {
@@ -415,24 +440,11 @@ TEST_F(AgentsE2E, OpenCodeWithOnlyABaseUrlInItsOwnConfig) {
   },
   "model": "local/qwen3-coder-local"
 })";
-  const std::size_t before = read_captures(root_->path() / "capture").size();
-  AgentRun r = run_agent("opencode-direct", {program->string(), "run", "--format", "json", "Say hello in five words."},
-                         {"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1"}, 240);
-  ASSERT_TRUE(r.exit_code) << "opencode ran past its deadline\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
-  std::vector<Capture> all = read_captures(root_->path() / "capture");
-  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())));
-  int answered = 0;
-  for (const Capture& c : all) {
-    if (c.path != "/v1/chat/completions") continue;
-    EXPECT_EQ(c.model, "qwen3-coder-local");
-    EXPECT_EQ(c.status, 200) << "a request for model '" << c.model << "' was refused (" << c.name << ")";
-    answered += c.status == 200;
-  }
-  std::printf("[ agent    ] opencode (base URL in its own config): exit %d, %d requests answered\n", *r.exit_code,
-              answered);
-  ASSERT_GT(answered, 0) << "no /v1/chat/completions request was answered\nstdout:\n" << r.out << "\nstderr:\n"
-                         << r.err;
-  EXPECT_EQ(*r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  const std::size_t before = captures_so_far();
+  const AgentRun r = run_agent("opencode-direct",
+                               {program->string(), "run", "--format", "json", "Say hello in five words."},
+                               {"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1"}, 240);
+  expect_served_as_asked("opencode", r, before, "qwen3-coder-local");
 }
 
 TEST_F(AgentsE2E, OpenCodeRun) {
@@ -458,26 +470,12 @@ TEST_F(AgentsE2E, OpenClawWithOnlyABaseUrlInItsOwnConfig) {
   const fs::path node = integrations::bundled_node_bin_dir(kNpmPrefix);
   if (node.empty()) GTEST_SKIP() << "no Node 24 under " << kNpmPrefix << " (scripts/setup.sh installs it)";
   const char* path = std::getenv("PATH");
-  const std::size_t before = read_captures(root_->path() / "capture").size();
-  AgentRun r = run_agent("openclaw-direct",
-                         {program->string(), "agent", "--local", "--session-id", "ft-direct", "--message",
-                          "Say hello in five words.", "--json", "--timeout", "300"},
-                         {"PATH=" + node.string() + ":" + (path ? path : "/usr/bin:/bin")}, 360);
-  ASSERT_TRUE(r.exit_code) << "openclaw ran past its deadline\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
-  std::vector<Capture> all = read_captures(root_->path() / "capture");
-  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())));
-  int answered = 0;
-  for (const Capture& c : all) {
-    if (c.path != "/v1/chat/completions") continue;
-    EXPECT_EQ(c.model, "my-local-model");
-    EXPECT_EQ(c.status, 200) << "a request for model '" << c.model << "' was refused (" << c.name << ")";
-    answered += c.status == 200;
-  }
-  std::printf("[ agent    ] openclaw (base URL in its own config): exit %d, %d requests answered\n", *r.exit_code,
-              answered);
-  ASSERT_GT(answered, 0) << "no /v1/chat/completions request was answered\nstdout:\n" << r.out << "\nstderr:\n"
-                         << r.err;
-  EXPECT_EQ(*r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  const std::size_t before = captures_so_far();
+  const AgentRun r = run_agent("openclaw-direct",
+                               {program->string(), "agent", "--local", "--session-id", "ft-direct", "--message",
+                                "Say hello in five words.", "--json", "--timeout", "300"},
+                               {"PATH=" + node.string() + ":" + (path ? path : "/usr/bin:/bin")}, 360);
+  expect_served_as_asked("openclaw", r, before, "my-local-model");
 }
 
 TEST_F(AgentsE2E, OpenClawLocalAgent) {

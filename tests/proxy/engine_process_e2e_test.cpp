@@ -20,16 +20,21 @@ namespace {
 using nlohmann::json;
 namespace wire = protocol::engine;
 
+// The small model every engine here runs (context 256 at the command line).
+Status write_model(const std::filesystem::path& dir) {
+  engine::RandomCheckpointSpec spec;
+  spec.family = engine::ModelFamily::kQwen3_5Moe;
+  spec.vocab_size = 512;
+  spec.hidden_size = 32;
+  spec.num_layers = 4;
+  spec.head_dim = 16;
+  return engine::write_random_checkpoint(dir, spec);
+}
+
 class EngineProcessE2E : public ::testing::Test {
  protected:
   void SetUp() override {
-    engine::RandomCheckpointSpec spec;
-    spec.family = engine::ModelFamily::kQwen3_5Moe;
-    spec.vocab_size = 512;
-    spec.hidden_size = 32;
-    spec.num_layers = 4;
-    spec.head_dim = 16;
-    ASSERT_TRUE(engine::write_random_checkpoint(dir_.path() / "model", spec));
+    ASSERT_TRUE(write_model(dir_.path() / "model"));
     std::string log;
     engine_ = ServeProcess::start({"engine", "--model", (dir_.path() / "model").string(), "--port", "0", "--no-store",
                                    "--ctx", "256"},
@@ -143,13 +148,7 @@ TEST_F(EngineProcessE2E, BadMessagesGetTheProtocolsErrorBody) {
 // key each time). The proxy's client sends the key; without it, it says the engine needs one.
 TEST(EngineKey, EveryRouteNeedsTheKeyAndTheProxyClientSendsIt) {
   TempDir dir;
-  engine::RandomCheckpointSpec spec;
-  spec.family = engine::ModelFamily::kQwen3Moe;
-  spec.vocab_size = 512;
-  spec.hidden_size = 32;
-  spec.num_layers = 2;
-  spec.head_dim = 16;
-  ASSERT_TRUE(engine::write_random_checkpoint(dir.path() / "model", spec));
+  ASSERT_TRUE(write_model(dir.path() / "model"));
   const auto key_file = dir.path() / "key";
   { std::ofstream(key_file) << "s3cret-engine-key\n"; }
   std::filesystem::permissions(key_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
