@@ -1,5 +1,6 @@
-// What the two attention kernels (the per-row one in attention_kernels.cu, the tiled prefill one in
-// attention_prefill.cu) share: page offsets, the test that splits row tiles between them, and the
+// What the attention kernels (the per-row one in attention_kernels.cu, the tiled prefill one in
+// attention_prefill.cu, the inputs pass in attention_inputs.cu) share: page offsets, where a row
+// sits, bf16 rounding, the test that splits row tiles between the two attention kernels, and the
 // prefill entry point. Internal to engine/cuda.
 #pragma once
 
@@ -18,6 +19,26 @@ struct PageOffsets {
   std::size_t v_base = 0;       // V block of kv head 0
   std::size_t block_bytes = 0;  // one kv head's block
 };
+
+// Bit for bit bf16.h's f32_to_bf16 (round to nearest even, a NaN stays a quiet NaN with its upper
+// payload), which cuda_bf16.h's conversion does not promise for NaNs.
+__device__ __forceinline__ std::uint16_t f32_to_bf16(float f) {
+  const std::uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((bits >> 16) | 0x0040u);
+  return std::uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// Where row r of a batched call sits: its sequence's page table and its position.
+struct RowPlace {
+  std::byte* const* table;  // pages of the row's sequence, position 0 first
+  int pos;
+};
+
+__device__ __forceinline__ RowPlace row_place(int r, const int32_t* row_seq, const AttnSeqDev* seqs,
+                                              std::byte* const* pages) {
+  const AttnSeqDev seq = seqs[row_seq[r]];
+  return {pages + seq.page0, seq.pos0 + (r - seq.row0)};
+}
 
 // Whether all rows of row tile `tile` ([tile * tile_rows, ...) of `rows`) belong to one sequence:
 // such tiles are the tiled kernel's, the rows of the others the per-row kernel's. A sequence's rows

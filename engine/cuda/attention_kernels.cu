@@ -23,6 +23,7 @@
 
 #include "attention_common.h"
 #include "kernels.h"
+#include "launch.h"
 
 // Thread block clusters (sm_90 and later): the merge across the blocks of a cluster.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -43,14 +44,6 @@ unsigned grid_for(std::size_t n) {
 
 // ---- bf16 -----------------------------------------------------------------------------------------
 
-// Bit for bit bf16.h's f32_to_bf16 (round to nearest even, a NaN stays a quiet NaN with its upper
-// payload), which cuda_bf16.h's conversion does not promise for NaNs.
-__device__ __forceinline__ std::uint16_t f32_to_bf16(float f) {
-  const std::uint32_t bits = __float_as_uint(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((bits >> 16) | 0x0040u);
-  return std::uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
 // Eight bf16 (a 16-byte load, lowest address first) as floats.
 __device__ __forceinline__ void unpack_bf16x8(const uint4 w, float (&f)[8]) {
   const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
@@ -59,20 +52,6 @@ __device__ __forceinline__ void unpack_bf16x8(const uint4 w, float (&f)[8]) {
     f[2 * i] = __uint_as_float(words[i] << 16);
     f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
   }
-}
-
-// ---- Rows of a batched call -----------------------------------------------------------------------
-
-// Where row r of the call sits: its sequence's page table and its position.
-struct RowPlace {
-  std::byte* const* table;  // pages of the row's sequence, position 0 first
-  int pos;
-};
-
-__device__ __forceinline__ RowPlace row_place(int r, const int32_t* row_seq, const AttnSeqDev* seqs,
-                                              std::byte* const* pages) {
-  const AttnSeqDev seq = seqs[row_seq[r]];
-  return {pages + seq.page0, seq.pos0 + (r - seq.row0)};
 }
 
 // ---- RoPE -----------------------------------------------------------------------------------------
@@ -85,6 +64,7 @@ __device__ __forceinline__ RowPlace row_place(int r, const int32_t* row_seq, con
 // as the reference (built for plain x86-64) computes it.
 __global__ void rope_kernel(float* __restrict__ x, int heads, int head_dim, int half, bool neox,
                             const float* __restrict__ inv_freq, const int64_t* __restrict__ positions) {
+  pdl_enter();
   extern __shared__ float trig[];  // cos [half], then sin [half]
   const std::size_t row = blockIdx.x;
   const float pos = float(positions[row]);
@@ -112,6 +92,7 @@ __global__ void rope_kernel(float* __restrict__ x, int heads, int head_dim, int 
 
 __global__ void split_gated_query_kernel(const float* __restrict__ qg, std::size_t n, int head_dim,
                                          float* __restrict__ q, float* __restrict__ gate) {
+  pdl_enter();
   const std::size_t D = std::size_t(head_dim);
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x) {
@@ -129,6 +110,7 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
                                 int kv_heads, int head_dim, int page_tokens, PageOffsets off,
                                 const int32_t* __restrict__ row_seq, const AttnSeqDev* __restrict__ seqs,
                                 std::byte* const* __restrict__ pages) {
+  pdl_enter();
   const std::size_t D = std::size_t(head_dim), P = std::size_t(page_tokens);
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x) {
@@ -462,6 +444,7 @@ __device__ void write_output(const AttnParams& p, int ranks, RankSmem rank_smem,
 // Grid: x = row * cluster + cluster rank, y = kv head * slices + slice. Block: warps of 32.
 template <int NC, int MQ>
 __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const AttnParams p) {
+  pdl_enter();
   extern __shared__ float4 smem_f4[];  // float4: the vector loads of q and p need 16-byte alignment
   float* smem = reinterpret_cast<float*>(smem_f4);
   const int warps = int(blockDim.x / 32), warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
@@ -539,23 +522,14 @@ int pow2_ceil(int v) {
 
 template <int NC, int MQ>
 void launch_attention(const AttnParams& p, dim3 grid, int warps, cudaStream_t s) {
-  const auto kernel = paged_attention_kernel<NC, MQ>;
   const std::size_t smem = attn_smem_bytes(MQ, warps, p.head_dim);  // at most 25 KB: no opt-in needed
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(unsigned(warps * 32));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1] = {};
-  if (p.cluster > 1) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(p.cluster);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  cudaLaunchKernelEx(&cfg, kernel, p);
+  cudaLaunchAttribute cluster[1] = {};
+  cluster[0].id = cudaLaunchAttributeClusterDimension;
+  cluster[0].val.clusterDim.x = unsigned(p.cluster);
+  cluster[0].val.clusterDim.y = 1;
+  cluster[0].val.clusterDim.z = 1;
+  launch_with(cluster, p.cluster > 1 ? 1 : 0, paged_attention_kernel<NC, MQ>, grid, dim3(unsigned(warps * 32)), smem,
+              s, p);
 }
 
 template <int NC>
@@ -575,14 +549,14 @@ void rope(float* x, int T, int heads, const ref::RopeSpec& spec, const float* in
   const int half = int(spec.rotary_dim / 2);
   if (T <= 0 || heads <= 0 || half <= 0) return;
   const int threads = std::min(1024, pow2_ceil(heads * half));  // a decode row: one pass of the block
-  rope_kernel<<<unsigned(T), unsigned(threads), 2 * std::size_t(half) * sizeof(float), s>>>(
-      x, heads, int(spec.head_dim), half, spec.layout == ref::RopeLayout::kNeox, inv_freq, positions);
+  launch(rope_kernel, unsigned(T), unsigned(threads), 2 * std::size_t(half) * sizeof(float), s, x, heads,
+         int(spec.head_dim), half, spec.layout == ref::RopeLayout::kNeox, inv_freq, positions);
 }
 
 void split_gated_query(const float* qg, int T, int heads, int head_dim, float* q, float* gate, cudaStream_t s) {
   const std::size_t n = std::size_t(T) * std::size_t(heads) * std::size_t(head_dim);
   if (n == 0) return;
-  split_gated_query_kernel<<<grid_for(n), kThreads, 0, s>>>(qg, n, head_dim, q, gate);
+  launch(split_gated_query_kernel, grid_for(n), kThreads, 0, s, qg, n, head_dim, q, gate);
 }
 
 void kv_write(const KvLayout& layout, int layer, const float* k, const float* v, int T, const int32_t* row_seq,
@@ -590,8 +564,8 @@ void kv_write(const KvLayout& layout, int layer, const float* k, const float* v,
   const std::size_t n = std::size_t(T) * std::size_t(layout.kv_heads) * std::size_t(layout.head_dim);
   if (n == 0) return;
   const PageOffsets off{layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes()};
-  kv_write_kernel<<<grid_for(n), kThreads, 0, s>>>(k, v, n, int(layout.kv_heads), int(layout.head_dim),
-                                                   int(layout.page_tokens), off, row_seq, seqs, pages);
+  launch(kv_write_kernel, grid_for(n), kThreads, 0, s, k, v, n, int(layout.kv_heads), int(layout.head_dim),
+         int(layout.page_tokens), off, row_seq, seqs, pages);
 }
 
 void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
@@ -618,12 +592,19 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
 
   // A group of up to kMaxQueries heads shares a block (each K/V element read serves them all);
-  // larger groups split into even slices. A grid that the largest clusters still leave mostly
-  // idle (decode of one or two sequences with few kv heads) splits the group further: the extra
-  // reads of the same K/V mostly hit L2, and more SMs pull from memory.
+  // larger groups split into even slices. A grid with fewer blocks than the GPU has SMs, counting
+  // the cluster ranks its rows' keys could be split over (decode of a few sequences with few kv
+  // heads), splits the group further: the extra reads of the same K/V mostly hit L1/L2, and more
+  // SMs pull from memory. A row's keys can go to a cluster only if every warp of every rank keeps
+  // two tiles or more (a short context, as in most decode steps, gets none).
+  const int tiles = std::max(1, (max_ctx + kTile - 1) / kTile);
+  int max_cluster = 1;
+  while (clusters && max_cluster < kMaxCluster && tiles >= max_cluster * 2 * kMaxWarps * 2) max_cluster *= 2;
+  // Halving the slice also halves each block's queries, so its warps hold less state (8 queries
+  // of 128 dims took 190-255 registers and a ninth of the SM's warps) and keep more loads in flight.
   p.slices = (p.group + kMaxQueries - 1) / kMaxQueries;
   p.per_slice = (p.group + p.slices - 1) / p.slices;
-  while (p.per_slice > 1 && long(T) * kv_heads * p.slices * kMaxCluster * 4 <= sms) {
+  while (p.per_slice > 1 && long(T) * kv_heads * p.slices * max_cluster < sms) {
     p.per_slice = (p.per_slice + 1) / 2;
     p.slices = (p.group + p.per_slice - 1) / p.per_slice;
   }
@@ -633,7 +614,6 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   // the longest row has tiles. Then clusters while the grid is still smaller than the GPU and
   // every warp keeps a few tiles.
   const long blocks = long(T) * kv_heads * p.slices;
-  const int tiles = std::max(1, (max_ctx + kTile - 1) / kTile);
   const int warps = std::min(blocks >= 2L * sms ? 4 : kMaxWarps, tiles);
   p.cluster = 1;
   while (clusters && p.cluster < kMaxCluster && blocks * p.cluster * 2 <= sms &&

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "attention_common.h"
+#include "launch.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -236,6 +237,7 @@ __device__ __forceinline__ void attend_key_tile(float (&o)[4 * NC][4], float (&m
 // Block: warps of 32, 16 query vectors each. head_dim <= 32 * NC, a multiple of 32.
 template <int NC>
 __global__ void __launch_bounds__(kTiledMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_attention_kernel(const TiledParams p) {
+  pdl_enter();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   extern __shared__ uint4 tiled_smem[];
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
@@ -386,7 +388,7 @@ template <int NC>
 void launch_tiled(const TiledParams& p, const TiledShape& sh, cudaStream_t s) {
   const auto kernel = tiled_attention_kernel<NC>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sh.smem));
-  kernel<<<unsigned(sh.blocks), unsigned(sh.warps * 32), sh.smem, s>>>(p);
+  launch(kernel, unsigned(sh.blocks), unsigned(sh.warps * 32), sh.smem, s, p);
 }
 
 }  // namespace

@@ -216,6 +216,11 @@ class CudaBackend final : public Backend {
     Timed timer(this, OpProfile::kNorm);
     cuda::rms_norm(x, weight, out, int(rows), int(dim), eps, zero_centered, s());
   }
+  void add_rms_norm(float* hidden, const float* delta, const float* weight, float* out, std::size_t rows,
+                    std::size_t dim, float eps, bool zero_centered) override {
+    Timed timer(this, OpProfile::kNorm);
+    cuda::add_rms_norm(hidden, delta, weight, out, int(rows), int(dim), eps, zero_centered, s());
+  }
   void silu_mul(const float* gate, const float* up, float* out, std::size_t n) override {
     Timed timer(this, OpProfile::kElementwise);
     cuda::silu_mul(gate, up, out, n, s());
@@ -253,6 +258,20 @@ class CudaBackend final : public Backend {
     const AttnBatch& b = attention_batch(layout, seqs);
     cuda::kv_write(layout, int(layer), k, v, b.rows, b.row_seq, b.seqs, b.pages, s());
   }
+  void attention_inputs(const KvLayout& layout, int64_t layer, float* q, float* k, const float* v, std::size_t T,
+                        std::size_t heads, const QkNorm* norm, const ref::RopeSpec& rope, const float* inv_freq,
+                        const int64_t* positions, std::span<const AttentionSeq> seqs) override {
+    {
+      Timed timer(this, OpProfile::kRope);  // norms, RoPE and the KV write, timed as one
+      const AttnBatch& b = attention_batch(layout, seqs);
+      const cuda::QkNormDev dn = norm ? cuda::QkNormDev{norm->q, norm->k, norm->eps, norm->zero_centered}
+                                      : cuda::QkNormDev{};
+      if (cuda::attention_inputs(layout, int(layer), q, k, v, int(T), int(heads), norm ? &dn : nullptr, rope,
+                                 inv_freq, positions, b.row_seq, b.seqs, b.pages, s()))
+        return;
+    }
+    Backend::attention_inputs(layout, layer, q, k, v, T, heads, norm, rope, inv_freq, positions, seqs);
+  }
   void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                  std::span<const AttentionSeq> seqs, float* out) override {
     Timed timer(this, OpProfile::kAttention);
@@ -273,12 +292,24 @@ class CudaBackend final : public Backend {
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     float* logits = scratch_.floats(T * E);
-    linear(x, T, w.router, nullptr, logits);
     auto* chosen_dev = scratch_.take<int32_t>(T * K);
     float* weights_dev = scratch_.floats(T * K);
-    cuda::route_top_k(logits, int(T), int(E), int(K), w.router_spec.scoring == ref::RouterScoring::kSigmoid,
-                      w.router_spec.renormalize, w.router_spec.scaling, chosen_dev, weights_dev, s());
-    if (const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr) {
+    const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr;
+    cuda::RouteSpec route{int(E), int(K), w.router_spec.scoring == ref::RouterScoring::kSigmoid,
+                          w.router_spec.renormalize, w.router_spec.scaling, chosen_dev, weights_dev, {}};
+    if (table) {  // the down kernel's view of the choices
+      route.by_expert = {scratch_.take<int32_t>(T * K), scratch_.take<int32_t>(T * K), scratch_.floats(T * K)};
+    }
+    if (T <= std::size_t(cuda::kGemvMaxRows) && w.router.dtype == DType::kBF16 &&
+        cuda::gemv_fits(weight(w.router), w.router.row_bytes, w.router.cols) && route_counter()) {
+      // Decode: the router's product and its top-k in one launch.
+      const cuda::GemvOut router{weight(w.router), w.router.row_bytes, int(E), nullptr, logits};
+      cuda::gemv_route(router, int(w.router.cols), x, int(T), route, route_done_, s());
+    } else {
+      linear(x, T, w.router, nullptr, logits);
+      cuda::route_top_k(logits, int(T), route, s());
+    }
+    if (table) {
       // A few tokens: the choices stay on the GPU; two kernels read each chosen expert's rows.
       if (trace_) trace_later(chosen_dev, T, K);
       phase.emplace(this, OpProfile::kMoeExperts, true);
@@ -286,7 +317,7 @@ class CudaBackend final : public Backend {
       // Pair by pair: an expert two tokens chose is read from memory once and then from L2 (grouping
       // the pairs by expert measured no faster at 16 tokens).
       cuda::moe_gate_up(*table, x, int(T), int(K), chosen_dev, h, s());
-      cuda::moe_down_combine(*table, h, int(T), int(K), chosen_dev, weights_dev, out, s());
+      cuda::moe_down_combine(*table, h, int(T), int(K), route.by_expert, out, s());
       phase.emplace(this, OpProfile::kMoeCombine, true);
       add_shared_expert(w, x, T, out);
       return;
@@ -585,6 +616,15 @@ class CudaBackend final : public Backend {
     return reinterpret_cast<const std::byte* const*>(*dev);
   }
 
+  // The counter gemv_route's blocks count themselves done on (zero between launches), set up once.
+  bool route_counter() {
+    if (route_done_) return true;
+    auto dev = weights_.take(sizeof(unsigned));
+    if (!dev || cudaMemset(*dev, 0, sizeof(unsigned)) != cudaSuccess) return false;
+    route_done_ = reinterpret_cast<unsigned*>(*dev);
+    return true;
+  }
+
   // Routing a trace asked for, copied out without stalling the pass: recorded when it ends.
   void trace_later(const int32_t* chosen_dev, std::size_t T, std::size_t K) {
     auto pinned = pass_host_.take(T * K * sizeof(int32_t));
@@ -649,6 +689,7 @@ class CudaBackend final : public Backend {
   AttnBatch attn_;
   std::string failure_;  // the first error of the current pass
   std::unordered_map<const MoeWeights*, std::unique_ptr<cuda::ExpertTable>> tables_;
+  unsigned* route_done_ = nullptr;  // gemv_route's counter (device)
   struct PendingTrace {
     const int32_t* chosen;  // pinned, filled by the end of the pass
     std::size_t T, K;

@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "kernels.h"
+#include "launch.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -100,6 +101,7 @@ constexpr int kUnfuseThreads = 256;
 __global__ void __launch_bounds__(kUnfuseThreads)
     unfuse_kernel(Shape sh, const float* __restrict__ qkvz, const float* __restrict__ ba, int T,
                   float* __restrict__ qkv, float* __restrict__ z, float* __restrict__ b, float* __restrict__ a) {
+  pdl_enter();
   const int r = sh.v_per_k, dk = sh.dk, rdv = r * sh.dv;
   const int qkvz_group = 2 * dk + 2 * rdv, ba_group = 2 * r;
   const int qkvz_dim = sh.nk * qkvz_group, ba_dim = sh.nk * ba_group;
@@ -143,6 +145,7 @@ __global__ void __launch_bounds__(kConvThreads)
     conv1d_silu_kernel(const float* __restrict__ qkv, const float* __restrict__ weight,
                        const DeltaNetSeqDev* __restrict__ seqs, int channels, int taps, int tile,
                        float* __restrict__ mixed) {
+  pdl_enter();
   const DeltaNetSeqDev seq = seqs[blockIdx.z];
   const int c = static_cast<int>(blockIdx.y) * kConvThreads + static_cast<int>(threadIdx.x);
   const int t0 = static_cast<int>(blockIdx.x) * tile;
@@ -174,9 +177,9 @@ void launch_conv1d_silu(const Shape& sh, const float* qkv, const float* weight, 
   const int tile = conv_tile_rows(sh.taps);
   const dim3 grid(ceil_div(max_rows, tile), ceil_div(sh.conv_dim, kConvThreads), static_cast<unsigned>(nseq));
   if (sh.taps == 4)
-    conv1d_silu_kernel<4><<<grid, kConvThreads, 0, s>>>(qkv, weight, seqs, sh.conv_dim, sh.taps, tile, mixed);
+    launch(conv1d_silu_kernel<4>, grid, kConvThreads, 0, s, qkv, weight, seqs, sh.conv_dim, sh.taps, tile, mixed);
   else
-    conv1d_silu_kernel<0><<<grid, kConvThreads, 0, s>>>(qkv, weight, seqs, sh.conv_dim, sh.taps, tile, mixed);
+    launch(conv1d_silu_kernel<0>, grid, kConvThreads, 0, s, qkv, weight, seqs, sh.conv_dim, sh.taps, tile, mixed);
 }
 
 // ---- 2. q/k normalisation and gates --------------------------------------------------------------
@@ -199,6 +202,7 @@ __global__ void __launch_bounds__(kPrepWarps * kWarp)
                    const float* __restrict__ A_log, const float* __restrict__ dt_bias,
                    const DeltaNetSeqDev* __restrict__ seqs, float* __restrict__ mixed, float* __restrict__ decay,
                    float* __restrict__ beta) {
+  pdl_enter();
   const DeltaNetSeqDev seq = seqs[blockIdx.y];
   if (static_cast<int>(blockIdx.x) >= seq.rows) return;
   const std::size_t row = static_cast<std::size_t>(seq.row0) + blockIdx.x;
@@ -396,6 +400,7 @@ __global__ void __launch_bounds__(kRuleWarps * kWarp)
     delta_rule_kernel(Shape sh, const float* __restrict__ mixed, const float* __restrict__ decay,
                       const float* __restrict__ beta, const DeltaNetSeqDev* __restrict__ seqs,
                       float* __restrict__ out) {
+  pdl_enter();
   constexpr int kColLanes = kWarp / kRowLanes;
   constexpr int kCols = kWarpCols / kColLanes;  // columns per lane
   constexpr int kDkPad = kRowLanes * kRowsPerLane;
@@ -483,6 +488,7 @@ __global__ void __launch_bounds__(kGenericThreads)
     delta_rule_generic_kernel(Shape sh, const float* __restrict__ mixed, const float* __restrict__ decay,
                               const float* __restrict__ beta, const DeltaNetSeqDev* __restrict__ seqs,
                               float* __restrict__ out) {
+  pdl_enter();
   const DeltaNetSeqDev seq = seqs[blockIdx.z];
   const int h = static_cast<int>(blockIdx.y);
   const int j = static_cast<int>(blockIdx.x) * kGenericThreads + static_cast<int>(threadIdx.x);
@@ -510,7 +516,8 @@ __global__ void __launch_bounds__(kGenericThreads)
 template <int kRowLanes, int kRowsPerLane>
 void launch_rule(const Shape& sh, const Work& w, const DeltaNetSeqDev* seqs, int nseq, float* out, cudaStream_t s) {
   const dim3 grid(ceil_div(sh.dv, kRuleWarps * kWarpCols), static_cast<unsigned>(sh.nv), static_cast<unsigned>(nseq));
-  delta_rule_kernel<kRowLanes, kRowsPerLane><<<grid, kRuleWarps * kWarp, 0, s>>>(sh, w.mixed, w.decay, w.beta, seqs, out);
+  launch(delta_rule_kernel<kRowLanes, kRowsPerLane>, grid, kRuleWarps * kWarp, 0, s, sh, w.mixed, w.decay, w.beta,
+         seqs, out);
 }
 
 // Picks the lane layout from dk: 8 row lanes for dk <= 128 (up to 16 rows each), 16 row lanes up to
@@ -523,7 +530,7 @@ void launch_delta_rule(const Shape& sh, const Work& w, const DeltaNetSeqDev* seq
   else if (sh.dk <= 256) launch_rule<16, 16>(sh, w, seqs, nseq, out, s);
   else {
     const dim3 grid(ceil_div(sh.dv, kGenericThreads), static_cast<unsigned>(sh.nv), static_cast<unsigned>(nseq));
-    delta_rule_generic_kernel<<<grid, kGenericThreads, 0, s>>>(sh, w.mixed, w.decay, w.beta, seqs, out);
+    launch(delta_rule_generic_kernel, grid, kGenericThreads, 0, s, sh, w.mixed, w.decay, w.beta, seqs, out);
   }
 }
 
@@ -535,6 +542,7 @@ constexpr int kNormWarps = 8;
 __global__ void __launch_bounds__(kNormWarps * kWarp)
     gated_norm_kernel(Shape sh, const float* __restrict__ z, const float* __restrict__ weight, float eps,
                       const DeltaNetSeqDev* __restrict__ seqs, float* __restrict__ out) {
+  pdl_enter();
   const DeltaNetSeqDev seq = seqs[blockIdx.y];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const long long item = static_cast<long long>(blockIdx.x) * kNormWarps + warp;
@@ -561,7 +569,7 @@ void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const flo
   if (T <= 0) return;
   const Shape sh = shape_of(dims);
   const long long width = static_cast<long long>(sh.nk) * (2 * sh.dk + 2 * sh.v_per_k * sh.dv + 2 * sh.v_per_k);
-  unfuse_kernel<<<ceil_div(width * T, kUnfuseThreads), kUnfuseThreads, 0, s>>>(sh, qkvz, ba, T, qkv, z, b, a);
+  launch(unfuse_kernel, ceil_div(width * T, kUnfuseThreads), kUnfuseThreads, 0, s, sh, qkvz, ba, T, qkv, z, b, a);
 }
 
 std::size_t deltanet_work_floats(const ref::DeltaNetDims& dims, int T) {
@@ -578,11 +586,11 @@ void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParamsDev& params, co
 
   launch_conv1d_silu(sh, qkv, params.conv1d, seqs, nseq, max_rows, w.mixed, s);
   const dim3 prep_grid(static_cast<unsigned>(max_rows), n, ceil_div(2 * sh.nk, kPrepWarps));
-  prepare_kernel<<<prep_grid, kPrepWarps * kWarp, 0, s>>>(sh, a, b, params.A_log, params.dt_bias, seqs, w.mixed,
-                                                          w.decay, w.beta);
+  launch(prepare_kernel, prep_grid, kPrepWarps * kWarp, 0, s, sh, a, b, params.A_log, params.dt_bias, seqs, w.mixed,
+         w.decay, w.beta);
   launch_delta_rule(sh, w, seqs, nseq, out, s);
   const dim3 norm_grid(ceil_div(static_cast<long long>(max_rows) * sh.nv, kNormWarps), n);
-  gated_norm_kernel<<<norm_grid, kNormWarps * kWarp, 0, s>>>(sh, z, params.norm, dims.norm_eps, seqs, out);
+  launch(gated_norm_kernel, norm_grid, kNormWarps * kWarp, 0, s, sh, z, params.norm, dims.norm_eps, seqs, out);
 }
 
 }  // namespace ft::engine::cuda

@@ -8,6 +8,8 @@
 #include <cstdint>
 
 #include "kernels.h"
+#include "launch.h"
+#include "route_device.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -26,13 +28,16 @@ __device__ float load_weight(const std::byte* row, DType dtype, int64_t c) {
 
 __global__ void embedding_kernel(const std::byte* table, DType dtype, std::size_t row_bytes, int64_t cols,
                                  const int32_t* ids, float* out) {
+  pdl_enter();
   const std::byte* row = table + std::size_t(ids[blockIdx.x]) * row_bytes;
   float* o = out + std::size_t(blockIdx.x) * cols;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = load_weight(row, dtype, c);
 }
 
 __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+  pdl_enter();
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     const float v = x[i];
     const std::size_t at = i / group * 2 * group + i % group;
     if (f16) {
@@ -49,6 +54,7 @@ __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group
 
 // y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias): the halves of a product over 2T columns added.
 __global__ void add_halves_kernel(const float* y2, std::size_t total, int n, const float* bias, float* y) {
+  pdl_enter();
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
        i += std::size_t(gridDim.x) * blockDim.x)
     y[i] = y2[i] + y2[total + i] + (bias ? bias[i % std::size_t(n)] : 0.f);
@@ -70,6 +76,7 @@ __device__ float block_sum(float v) {
 // One block per row. The sum of squares is in a fixed order, so a row's result does not depend on
 // how many rows the call has.
 __global__ void rms_norm_kernel(const float* x, const float* w, float* out, int dim, float eps, bool zero_centered) {
+  pdl_enter();
   const float* xr = x + std::size_t(blockIdx.x) * dim;
   float* o = out + std::size_t(blockIdx.x) * dim;
   float sum = 0.f;
@@ -80,12 +87,15 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* out, int 
 
 // The same for rows of float4s (dim % 4 == 0, 16-byte aligned) of at most V float4s a thread: the
 // row and the weight are read once, all loads issued before the reduction (a row of a few KB is
-// latency-bound: one round trip instead of one per strided step).
-template <int V>
-__global__ void rms_norm_vec_kernel(const float* x, const float* w, float* out, int dim, float eps,
+// latency-bound: one round trip instead of one per strided step). kAdd: x += delta first (the
+// residual add before a norm), the sum written back to x.
+template <int V, bool kAdd>
+__global__ void rms_norm_vec_kernel(float* x, const float* delta, const float* w, float* out, int dim, float eps,
                                     bool zero_centered) {
+  pdl_enter();
   const int n4 = dim / 4;
-  const float4* xr = reinterpret_cast<const float4*>(x + std::size_t(blockIdx.x) * dim);
+  float4* xr = reinterpret_cast<float4*>(x + std::size_t(blockIdx.x) * dim);
+  const float4* dr = reinterpret_cast<const float4*>(delta + (kAdd ? std::size_t(blockIdx.x) * dim : 0));
   const float4* w4 = reinterpret_cast<const float4*>(w);
   float4* o = reinterpret_cast<float4*>(out + std::size_t(blockIdx.x) * dim);
   float4 v[V], g[V];
@@ -96,6 +106,11 @@ __global__ void rms_norm_vec_kernel(const float* x, const float* w, float* out, 
     if (i < n4) {
       v[j] = xr[i];
       g[j] = w4[i];
+      if constexpr (kAdd) {
+        const float4 d = dr[i];
+        v[j] = make_float4(v[j].x + d.x, v[j].y + d.y, v[j].z + d.z, v[j].w + d.w);
+        xr[i] = v[j];
+      }
       sum += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
     }
   }
@@ -111,6 +126,7 @@ __global__ void rms_norm_vec_kernel(const float* x, const float* w, float* out, 
 }
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n) {
+  pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float g = gate[i];
@@ -118,21 +134,25 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
 }
 
 __global__ void mul_sigmoid_kernel(float* x, const float* gate, std::size_t n) {
+  pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   if (i < n) x[i] *= 1.f / (1.f + expf(-gate[i]));
 }
 
 __global__ void add_kernel(float* y, const float* x, std::size_t n) {
+  pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   if (i < n) y[i] += x[i];
 }
 
 __global__ void add_bias_kernel(float* y, const float* bias, int n) {
+  pdl_enter();
   float* row = y + std::size_t(blockIdx.x) * n;
   for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] += bias[i];
 }
 
 __global__ void gather_rows_kernel(const float* src, const int64_t* rows, int width, float* dst) {
+  pdl_enter();
   const int64_t r = rows[blockIdx.x];
   float* d = dst + std::size_t(blockIdx.x) * width;
   if (r < 0) {
@@ -143,81 +163,16 @@ __global__ void gather_rows_kernel(const float* src, const int64_t* rows, int wi
   for (int i = threadIdx.x; i < width; i += blockDim.x) d[i] = s[i];
 }
 
-// A warp's pass over one token's E logits, lane e % 32 taking logit e: from NE registers a lane
-// (E <= 32 NE: fully unrolled, so the array stays in registers) or, with NE = 0, from memory.
-template <int NE, typename Fn>
-__device__ __forceinline__ void for_each_logit(const float* l, const float (&cached)[NE > 0 ? NE : 1], int E,
-                                               int lane, Fn&& fn) {
-  if constexpr (NE > 0) {
-#pragma unroll
-    for (int j = 0; j < NE; ++j)
-      if (lane + 32 * j < E) fn(lane + 32 * j, j, cached[j]);
-  } else {
-    for (int e = lane, j = 0; e < E; e += 32, ++j) fn(e, j, l[e]);
-  }
-}
-
-// One warp per token: softmax (or sigmoid) scores, then top_k rounds of an arg-max over the logits
-// (the scores are monotonic in them; ties to the lower index, as torch.topk on the CPU). With
-// NE > 0 a lane's logits are read once into registers and the rounds cost shuffles only.
+// One warp per token (route_device.h).
 template <int NE>
-__global__ void route_kernel(const float* logits, int T, int E, int top_k, bool sigmoid, bool renormalize,
-                             float scaling, int32_t* chosen, float* weights) {
-  const int t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-  if (t >= T) return;
-  const float* l = logits + std::size_t(t) * E;
-  float cached[NE > 0 ? NE : 1] = {};
-  if constexpr (NE > 0) {
-#pragma unroll
-    for (int j = 0; j < NE; ++j) cached[j] = lane + 32 * j < E ? l[lane + 32 * j] : -FLT_MAX;
-  }
-  float mx = -FLT_MAX;
-  for_each_logit<NE>(l, cached, E, lane, [&](int, int, float v) { mx = fmaxf(mx, v); });
-  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  float sum = 0.f;
-  for_each_logit<NE>(l, cached, E, lane, [&](int, int, float v) { sum += expf(v - mx); });
-  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  // Bit j: this lane's expert lane + 32 j is taken (8 words: E <= 8192).
-  unsigned taken[8] = {};
-  float picked_sum = 0.f, my_p = 0.f;  // lane k keeps choice k (top_k <= 32)
-  int my_e = 0;
-  for (int k = 0; k < top_k; ++k) {
-    float best = -FLT_MAX;
-    int best_e = E;
-    for_each_logit<NE>(l, cached, E, lane, [&](int e, int j, float v) {
-      const bool used = (taken[j >> 5] >> (j & 31)) & 1u;
-      if (!used && (v > best || (v == best && e < best_e))) {
-        best = v;
-        best_e = e;
-      }
-    });
-    for (int off = 16; off > 0; off >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, off);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, off);
-      if (ob > best || (ob == best && oe < best_e)) {
-        best = ob;
-        best_e = oe;
-      }
-    }
-    if (best_e % 32 == lane) {
-      const int j = best_e / 32;
-      taken[j >> 5] |= 1u << (j & 31);
-    }
-    const float p = sigmoid ? 1.f / (1.f + expf(-best)) : expf(best - mx) / sum;
-    picked_sum += p;
-    if (lane == k) {
-      my_p = p;
-      my_e = best_e;
-    }
-  }
-  // The sums above are the same on every lane.
-  if (lane < top_k) {
-    chosen[t * top_k + lane] = my_e;
-    weights[t * top_k + lane] = (renormalize ? my_p / picked_sum : my_p) * scaling;
-  }
+__global__ void route_kernel(const float* logits, int T, const RouteSpec r) {
+  pdl_enter();
+  const int t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (t < T) route_token<NE>(logits + std::size_t(t) * r.E, t, r, int(threadIdx.x & 31));
 }
 
 __global__ void moe_count_kernel(const int32_t* chosen, int n, int32_t* counts) {
+  pdl_enter();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) atomicAdd(&counts[chosen[i]], 1);
 }
@@ -226,6 +181,7 @@ __global__ void moe_count_kernel(const int32_t* chosen, int n, int32_t* counts) 
 // next free row of its expert.
 __global__ void moe_scatter_kernel(const int32_t* chosen, const float* weights, int T, int top_k, const int32_t* row0,
                                    int32_t* cursor, int64_t* padded, int32_t* rows, float* sorted_weights) {
+  pdl_enter();
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= T) return;
   int order[32];
@@ -249,6 +205,7 @@ __global__ void moe_scatter_kernel(const int32_t* chosen, const float* weights, 
 
 __global__ void moe_combine_kernel(const float* y, const int32_t* rows, const float* weights, int top_k, int width,
                                    float* out) {
+  pdl_enter();
   const int t = blockIdx.x;
   float* o = out + std::size_t(t) * width;
   for (int i = threadIdx.x; i < width; i += blockDim.x) {
@@ -259,6 +216,7 @@ __global__ void moe_combine_kernel(const float* y, const int32_t* rows, const fl
 }
 
 __global__ void add_sigmoid_scaled_kernel(const float* y, const float* gate, int width, float* out) {
+  pdl_enter();
   const float g = 1.f / (1.f + expf(-gate[blockIdx.x]));
   const float* yr = y + std::size_t(blockIdx.x) * width;
   float* o = out + std::size_t(blockIdx.x) * width;
@@ -269,85 +227,108 @@ __global__ void add_sigmoid_scaled_kernel(const float* y, const float* gate, int
 
 void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64_t cols, const int32_t* ids, int T,
                float* out, cudaStream_t s) {
-  if (T > 0) embedding_kernel<<<T, kBlock, 0, s>>>(table, dtype, row_bytes, cols, ids, out);
+  if (T > 0) launch(embedding_kernel, T, kBlock, 0, s, table, dtype, row_bytes, cols, ids, out);
 }
 
 void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s) {
-  if (n) split_16_kernel<<<std::min(blocks_for(n), 65535u), kBlock, 0, s>>>(x, n, group, f16, out);
+  if (n) launch(split_16_kernel, std::min(blocks_for(n), 65535u), kBlock, 0, s, x, n, group, f16, out);
 }
 
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s) {
   const std::size_t total = std::size_t(T) * std::size_t(n);
-  if (total) add_halves_kernel<<<std::min(blocks_for(total), 65535u), kBlock, 0, s>>>(y2, total, n, bias, y);
+  if (total) launch(add_halves_kernel, std::min(blocks_for(total), 65535u), kBlock, 0, s, y2, total, n, bias, y);
 }
+
+namespace {
+
+// The vector kernel for rows of `dim` when the pointers allow it; false: they do not.
+template <bool kAdd>
+bool rms_norm_vec(float* x, const float* delta, const float* w, float* out, int rows, int dim, float eps,
+                  bool zero_centered, cudaStream_t s) {
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(delta) |
+                        reinterpret_cast<std::uintptr_t>(w) | reinterpret_cast<std::uintptr_t>(out)) % 16 == 0;
+  const int n4 = dim / 4;
+  if (dim % 4 != 0 || !aligned || n4 > 4 * 1024) return false;
+  const int threads = std::min(1024, (n4 + 31) / 32 * 32);
+  const int v = (n4 + threads - 1) / threads;
+  if (v == 1) {
+    launch(rms_norm_vec_kernel<1, kAdd>, rows, threads, 0, s, x, delta, w, out, dim, eps, zero_centered);
+  } else if (v == 2) {
+    launch(rms_norm_vec_kernel<2, kAdd>, rows, threads, 0, s, x, delta, w, out, dim, eps, zero_centered);
+  } else {
+    launch(rms_norm_vec_kernel<4, kAdd>, rows, threads, 0, s, x, delta, w, out, dim, eps, zero_centered);
+  }
+  return true;
+}
+
+}  // namespace
 
 void rms_norm(const float* x, const float* w, float* out, int rows, int dim, float eps, bool zero_centered,
               cudaStream_t s) {
   if (rows <= 0) return;
-  const bool aligned = (reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(w) |
-                        reinterpret_cast<std::uintptr_t>(out)) % 16 == 0;
-  const int n4 = dim / 4;
-  if (dim % 4 == 0 && aligned && n4 <= 4 * 1024) {
-    const int threads = std::min(1024, (n4 + 31) / 32 * 32);
-    const int v = (n4 + threads - 1) / threads;
-    if (v == 1) return rms_norm_vec_kernel<1><<<rows, threads, 0, s>>>(x, w, out, dim, eps, zero_centered);
-    if (v == 2) return rms_norm_vec_kernel<2><<<rows, threads, 0, s>>>(x, w, out, dim, eps, zero_centered);
-    return rms_norm_vec_kernel<4><<<rows, threads, 0, s>>>(x, w, out, dim, eps, zero_centered);
-  }
-  rms_norm_kernel<<<rows, kBlock, 0, s>>>(x, w, out, dim, eps, zero_centered);
+  // The plain kernel never writes x (kAdd is off).
+  if (rms_norm_vec<false>(const_cast<float*>(x), nullptr, w, out, rows, dim, eps, zero_centered, s)) return;
+  launch(rms_norm_kernel, rows, kBlock, 0, s, x, w, out, dim, eps, zero_centered);
+}
+
+void add_rms_norm(float* x, const float* delta, const float* w, float* out, int rows, int dim, float eps,
+                  bool zero_centered, cudaStream_t s) {
+  if (rows <= 0) return;
+  if (rms_norm_vec<true>(x, delta, w, out, rows, dim, eps, zero_centered, s)) return;
+  add(x, delta, std::size_t(rows) * std::size_t(dim), s);
+  launch(rms_norm_kernel, rows, kBlock, 0, s, x, w, out, dim, eps, zero_centered);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s) {
-  if (n) silu_mul_kernel<<<blocks_for(n), kBlock, 0, s>>>(gate, up, out, n);
+  if (n) launch(silu_mul_kernel, blocks_for(n), kBlock, 0, s, gate, up, out, n);
 }
 
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s) {
-  if (n) mul_sigmoid_kernel<<<blocks_for(n), kBlock, 0, s>>>(x, gate, n);
+  if (n) launch(mul_sigmoid_kernel, blocks_for(n), kBlock, 0, s, x, gate, n);
 }
 
 void add(float* y, const float* x, std::size_t n, cudaStream_t s) {
-  if (n) add_kernel<<<blocks_for(n), kBlock, 0, s>>>(y, x, n);
+  if (n) launch(add_kernel, blocks_for(n), kBlock, 0, s, y, x, n);
 }
 
 void add_bias(float* y, const float* bias, int T, int n, cudaStream_t s) {
-  if (T > 0) add_bias_kernel<<<T, kBlock, 0, s>>>(y, bias, n);
+  if (T > 0) launch(add_bias_kernel, T, kBlock, 0, s, y, bias, n);
 }
 
 void gather_rows(const float* src, const int64_t* rows, int n, int width, float* dst, cudaStream_t s) {
-  if (n > 0) gather_rows_kernel<<<n, kBlock, 0, s>>>(src, rows, width, dst);
+  if (n > 0) launch(gather_rows_kernel, n, kBlock, 0, s, src, rows, width, dst);
 }
 
-void route_top_k(const float* logits, int T, int E, int top_k, bool sigmoid, bool renormalize, float scaling,
-                 int32_t* chosen, float* weights, cudaStream_t s) {
+void route_top_k(const float* logits, int T, const RouteSpec& r, cudaStream_t s) {
   constexpr int kWarps = 4;
   if (T <= 0) return;
   const unsigned blocks = unsigned((T + kWarps - 1) / kWarps);
-  if (E <= 32 * 8) {
-    route_kernel<8><<<blocks, 32 * kWarps, 0, s>>>(logits, T, E, top_k, sigmoid, renormalize, scaling, chosen, weights);
+  if (r.E <= 32 * kRouteRegisters) {
+    launch(route_kernel<kRouteRegisters>, blocks, 32 * kWarps, 0, s, logits, T, r);
   } else {
-    route_kernel<0><<<blocks, 32 * kWarps, 0, s>>>(logits, T, E, top_k, sigmoid, renormalize, scaling, chosen, weights);
+    launch(route_kernel<0>, blocks, 32 * kWarps, 0, s, logits, T, r);
   }
 }
 
 void moe_count(const int32_t* chosen, int n, int32_t* counts, cudaStream_t s) {
-  if (n > 0) moe_count_kernel<<<blocks_for(std::size_t(n)), kBlock, 0, s>>>(chosen, n, counts);
+  if (n > 0) launch(moe_count_kernel, blocks_for(std::size_t(n)), kBlock, 0, s, chosen, n, counts);
 }
 
 void moe_scatter(const int32_t* chosen, const float* weights, int T, int top_k, const int32_t* row0, int32_t* cursor,
                  int64_t* padded, int32_t* rows, float* sorted_weights, cudaStream_t s) {
   constexpr int kThreads = 128;
   if (T > 0)
-    moe_scatter_kernel<<<(T + kThreads - 1) / kThreads, kThreads, 0, s>>>(chosen, weights, T, top_k, row0, cursor,
-                                                                        padded, rows, sorted_weights);
+    launch(moe_scatter_kernel, (T + kThreads - 1) / kThreads, kThreads, 0, s, chosen, weights, T, top_k, row0, cursor,
+           padded, rows, sorted_weights);
 }
 
 void moe_combine(const float* y, const int32_t* rows, const float* weights, int T, int top_k, int width, float* out,
                  cudaStream_t s) {
-  if (T > 0) moe_combine_kernel<<<T, kBlock, 0, s>>>(y, rows, weights, top_k, width, out);
+  if (T > 0) launch(moe_combine_kernel, T, kBlock, 0, s, y, rows, weights, top_k, width, out);
 }
 
 void add_sigmoid_scaled(const float* y, const float* gate, int T, int width, float* out, cudaStream_t s) {
-  if (T > 0) add_sigmoid_scaled_kernel<<<T, kBlock, 0, s>>>(y, gate, width, out);
+  if (T > 0) launch(add_sigmoid_scaled_kernel, T, kBlock, 0, s, y, gate, width, out);
 }
 
 }  // namespace ft::engine::cuda

@@ -7,6 +7,8 @@
 #include <cstdint>
 
 #include "kernels.h"
+#include "launch.h"
+#include "route_device.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -72,8 +74,9 @@ struct GemvBatch {
   int n_outs;
 };
 
+// Block b's rows of the launch's products (a warp per row; warps past a product's rows idle).
 template <int NT>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvBatch batch, int cols, const float* x, int T) {
+__device__ __forceinline__ void gemv_rows(const GemvBatch& batch, int cols, const float* x, int T) {
   int o = 0;
   while (o + 1 < batch.n_outs && blockIdx.x >= batch.first_block[o + 1]) ++o;
   const GemvOut& out = batch.outs[o];
@@ -89,10 +92,42 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvBatch batch
   }
 }
 
+template <int NT>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvBatch batch, int cols, const float* x, int T) {
+  pdl_enter();
+  gemv_rows<NT>(batch, cols, x, T);
+}
+
+// The router's logits, then routing by the block that finishes last: every block counts itself
+// done after its rows are visible (fence, then the counter), so the last one reads all the logits.
+template <int NT>
+__global__ void __launch_bounds__(kWarps * 32) gemv_route_kernel(const GemvBatch batch, int cols, const float* x,
+                                                                 int T, const RouteSpec r, unsigned* done) {
+  pdl_enter();
+  gemv_rows<NT>(batch, cols, x, T);
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // the other blocks' logits, seen after their count
+  const float* logits = batch.outs[0].y;
+  for (int t = int(threadIdx.x >> 5); t < T; t += kWarps) {
+    if (r.E <= 32 * kRouteRegisters) {
+      route_token<kRouteRegisters>(logits + std::size_t(t) * r.E, t, r, int(threadIdx.x & 31));
+    } else {
+      route_token<0>(logits + std::size_t(t) * r.E, t, r, int(threadIdx.x & 31));
+    }
+  }
+  if (threadIdx.x == 0) *done = 0;  // for the next launch, which the stream orders after this one
+}
+
 // One (token, choice) pair per blockIdx.y; a warp per intermediate row computes the gate and up
 // dots together (x read once for both, both rows' loads in flight at once).
 __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const ExpertTable e, const float* x, int top_k,
                                                                   const int32_t* chosen, float* h) {
+  pdl_enter();
   const int pair = blockIdx.y, row = blockIdx.x * kWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= e.inter) return;
   const int expert = chosen[pair];
@@ -126,86 +161,69 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const ExpertTa
   if (lane == 0) h[std::size_t(pair) * e.inter + row] = gs / (1.f + expf(-gs)) * us;
 }
 
-// The block's token's choices sorted by expert id (ties keep their order), with their rows of the
-// down table and their weights: read by top_k threads at once, sorted by one in shared memory.
-struct SortedChoices {
-  const std::byte* down[32];
-  int pair[32];
-  float weight[32];
-};
-
-__device__ void sort_choices(const ExpertTable& e, int t, int top_k, const int32_t* chosen, const float* weights,
-                             SortedChoices& c) {
-  __shared__ int expert[32];
-  if (int(threadIdx.x) < top_k) {
-    c.pair[threadIdx.x] = t * top_k + int(threadIdx.x);
-    expert[threadIdx.x] = chosen[t * top_k + int(threadIdx.x)];
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int i = 1; i < top_k; ++i) {  // insertion sort: top_k is small
-      const int v = expert[i], pv = c.pair[i];
-      int j = i - 1;
-      while (j >= 0 && expert[j] > v) {
-        expert[j + 1] = expert[j];
-        c.pair[j + 1] = c.pair[j];
-        --j;
-      }
-      expert[j + 1] = v;
-      c.pair[j + 1] = pv;
-    }
-  }
-  __syncthreads();
-  if (int(threadIdx.x) < top_k) {
-    c.down[threadIdx.x] = e.down[expert[threadIdx.x]];
-    c.weight[threadIdx.x] = weights[c.pair[threadIdx.x]];
-  }
-  __syncthreads();
-}
-
 // One token per blockIdx.y, a warp per output row: the weighted down products of the token's
-// choices added in ascending expert order. Up to 8 choices (kMaxK) keep a dot each and read all
-// their rows' next 16 bytes in one step; each dot sums in the order of dot_rows either way. (A
-// warp per (row, choice), with the dots added through shared memory, measured slower.)
+// choices added in ascending expert order (by_expert, as the router wrote it). Lane i holds choice
+// i's matrix, row of h and weight, and the warp passes them round by shuffles: no shared memory, no
+// block barrier before the weight loads. Up to 8 choices (kMaxK) keep a dot each and read all their
+// rows' next 16 bytes in one step; each dot sums in the order of dot_rows either way. (A warp per
+// (row, choice), with the dots added through shared memory, measured slower.)
 constexpr int kMaxK = 8;
 __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable e, const float* h, int top_k,
-                                                               const int32_t* chosen, const float* weights,
-                                                               float* out) {
-  __shared__ SortedChoices c;
+                                                               const ChoicesByExpert by_expert, float* out) {
+  pdl_enter();
   const int t = blockIdx.y, lane = threadIdx.x & 31;
-  sort_choices(e, t, top_k, chosen, weights, c);
   const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
   if (row >= e.hidden) return;
+  unsigned long long my_down = 0;
+  int my_pair = 0;
+  float my_weight = 0.f;
+  if (lane < top_k) {
+    const int i = t * top_k + lane;
+    my_down = reinterpret_cast<unsigned long long>(e.down[by_expert.expert[i]]);
+    my_pair = by_expert.pair[i];
+    my_weight = by_expert.weight[i];
+  }
   const std::size_t row_off = std::size_t(row) * e.down_row_bytes;
+  const auto down_of = [&](int i) {
+    return reinterpret_cast<const std::byte*>(__shfl_sync(0xffffffffu, my_down, i)) + row_off;
+  };
   float acc = 0.f;
   if (top_k <= kMaxK) {
     // Every choice's next 16 bytes in one step, no branch between the loads (choices past top_k
     // load choice 0's again, unused).
+    const uint4* down[kMaxK];
+    const float* hrow[kMaxK];
+#pragma unroll
+    for (int i = 0; i < kMaxK; ++i) {
+      const int src = i < top_k ? i : 0;
+      down[i] = reinterpret_cast<const uint4*>(down_of(src));
+      hrow[i] = h + std::size_t(__shfl_sync(0xffffffffu, my_pair, src)) * e.inter;
+    }
     float d[kMaxK] = {};
     for (int c8 = lane; c8 < e.inter / 8; c8 += 32) {
       uint4 raw[kMaxK];
 #pragma unroll
-      for (int i = 0; i < kMaxK; ++i)
-        raw[i] = __ldg(reinterpret_cast<const uint4*>(c.down[i < top_k ? i : 0] + row_off) + c8);
+      for (int i = 0; i < kMaxK; ++i) raw[i] = __ldg(down[i] + c8);
 #pragma unroll
       for (int i = 0; i < kMaxK; ++i) {
         if (i >= top_k) break;
         float w[8];
         unpack8(raw[i], w);
-        const float4* xv = reinterpret_cast<const float4*>(h + std::size_t(c.pair[i]) * e.inter) + 2 * c8;
+        const float4* xv = reinterpret_cast<const float4*>(hrow[i]) + 2 * c8;
         d[i] += dot8(w, xv[0], xv[1]);
       }
     }
 #pragma unroll
     for (int i = 0; i < kMaxK; ++i) {
       if (i >= top_k) break;
-      acc += c.weight[i] * warp_sum(d[i]);
+      acc += __shfl_sync(0xffffffffu, my_weight, i) * warp_sum(d[i]);
     }
   } else {
     for (int i = 0; i < top_k; ++i) {
       float d[1] = {};
-      dot_rows<1>(c.down[i] + row_off, e.inter, h + std::size_t(c.pair[i]) * e.inter, 1, d);
-      acc += c.weight[i] * warp_sum(d[0]);
+      const int pair = __shfl_sync(0xffffffffu, my_pair, i);
+      dot_rows<1>(down_of(i), e.inter, h + std::size_t(pair) * e.inter, 1, d);
+      acc += __shfl_sync(0xffffffffu, my_weight, i) * warp_sum(d[0]);
     }
   }
   if (lane == 0) out[std::size_t(t) * e.hidden + row] = acc;
@@ -219,30 +237,51 @@ bool gemv_fits(const std::byte* w, std::size_t row_bytes, int64_t cols) {
   return cols % 8 == 0 && row_bytes % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
 }
 
-void gemv_bf16(const GemvOut* outs, int n_outs, int cols, const float* x, int T, cudaStream_t s) {
+namespace {
+
+GemvBatch make_batch(const GemvOut* outs, int n_outs) {
   GemvBatch batch{};
   batch.n_outs = n_outs;
   for (int o = 0; o < n_outs; ++o) {
     batch.outs[o] = outs[o];
     batch.first_block[o + 1] = batch.first_block[o] + row_blocks(outs[o].rows);
   }
+  return batch;
+}
+
+}  // namespace
+
+void gemv_bf16(const GemvOut* outs, int n_outs, int cols, const float* x, int T, cudaStream_t s) {
+  const GemvBatch batch = make_batch(outs, n_outs);
   const dim3 grid(batch.first_block[n_outs]), block(kWarps * 32);
-  if (T <= 1) gemv_kernel<1><<<grid, block, 0, s>>>(batch, cols, x, T);
-  else if (T <= 2) gemv_kernel<2><<<grid, block, 0, s>>>(batch, cols, x, T);
-  else if (T <= 4) gemv_kernel<4><<<grid, block, 0, s>>>(batch, cols, x, T);
-  else gemv_kernel<8><<<grid, block, 0, s>>>(batch, cols, x, T);
+  if (T <= 1) launch(gemv_kernel<1>, grid, block, 0, s, batch, cols, x, T);
+  else if (T <= 2) launch(gemv_kernel<2>, grid, block, 0, s, batch, cols, x, T);
+  else if (T <= 4) launch(gemv_kernel<4>, grid, block, 0, s, batch, cols, x, T);
+  else launch(gemv_kernel<8>, grid, block, 0, s, batch, cols, x, T);
+}
+
+void gemv_route(const GemvOut& router, int cols, const float* x, int T, const RouteSpec& r, unsigned* done,
+                cudaStream_t s) {
+  const GemvBatch batch = make_batch(&router, 1);
+  const dim3 grid(batch.first_block[1]), block(kWarps * 32);
+  if (T <= 1) launch(gemv_route_kernel<1>, grid, block, 0, s, batch, cols, x, T, r, done);
+  else if (T <= 2) launch(gemv_route_kernel<2>, grid, block, 0, s, batch, cols, x, T, r, done);
+  else if (T <= 4) launch(gemv_route_kernel<4>, grid, block, 0, s, batch, cols, x, T, r, done);
+  else launch(gemv_route_kernel<8>, grid, block, 0, s, batch, cols, x, T, r, done);
 }
 
 void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
                  cudaStream_t s) {
-  if (T > 0) moe_gate_up_kernel<<<dim3(row_blocks(experts.inter), unsigned(T * top_k)), kWarps * 32, 0, s>>>(experts, x, top_k, chosen, h);
+  if (T <= 0) return;
+  launch(moe_gate_up_kernel, dim3(row_blocks(experts.inter), unsigned(T * top_k)), kWarps * 32, 0, s, experts, x,
+         top_k, chosen, h);
 }
 
-void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const int32_t* chosen,
-                      const float* weights, float* out, cudaStream_t s) {
+void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const ChoicesByExpert& by_expert,
+                      float* out, cudaStream_t s) {
   if (T <= 0) return;
-  moe_down_kernel<<<dim3(row_blocks(experts.hidden), unsigned(T)), kWarps * 32, 0, s>>>(experts, h, top_k, chosen,
-                                                                                      weights, out);
+  launch(moe_down_kernel, dim3(row_blocks(experts.hidden), unsigned(T)), kWarps * 32, 0, s, experts, h, top_k,
+         by_expert, out);
 }
 
 }  // namespace ft::engine::cuda

@@ -32,6 +32,9 @@ void add_halves(const float* y2, int T, int n, const float* bias, float* y, cuda
 // ref::rms_norm over `rows` rows of `dim`.
 void rms_norm(const float* x, const float* w, float* out, int rows, int dim, float eps, bool zero_centered,
               cudaStream_t s);
+// x += delta, then out = rms_norm(x) (out may alias x), in one pass where the rows allow.
+void add_rms_norm(float* x, const float* delta, const float* w, float* out, int rows, int dim, float eps,
+                  bool zero_centered, cudaStream_t s);
 void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s);
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s);
 void add(float* y, const float* x, std::size_t n, cudaStream_t s);
@@ -62,6 +65,34 @@ inline constexpr int kGemvMaxOuts = 4;
 // T <= kGemvMaxRows.
 void gemv_bf16(const GemvOut* outs, int n_outs, int cols, const float* x, int T, cudaStream_t s);
 
+// A token's choices in ascending expert order (the order the down kernel adds them in, as the CPU
+// backends do): the expert, the (token, choice) pair whose row of h it reads, and its weight;
+// [T, top_k] each.
+struct ChoicesByExpert {
+  int32_t* expert = nullptr;
+  int32_t* pair = nullptr;
+  float* weight = nullptr;
+};
+// What the router's top-k does (ref::route_top_k: softmax over all E, or sigmoid scores; top-k with
+// ties to the lower index; renormalised when `renormalize`; times `scaling`) and where its results
+// go: chosen [T, top_k] int32 and weights [T, top_k] fp32 in rank order, and by_expert when its
+// pointers are set. E <= 8192, top_k <= 32.
+struct RouteSpec {
+  int E = 0;
+  int top_k = 0;
+  bool sigmoid = false;
+  bool renormalize = false;
+  float scaling = 1.f;
+  int32_t* chosen = nullptr;
+  float* weights = nullptr;
+  ChoicesByExpert by_expert;
+};
+// The router of a decode step in one launch: logits = router.w x (gemv_bf16's product, T <=
+// kGemvMaxRows, router.y [T, router.rows] with router.rows = r.E), then the last of its blocks to
+// finish routes every token. `done`: a device counter at zero, left at zero.
+void gemv_route(const GemvOut& router, int cols, const float* x, int T, const RouteSpec& r, unsigned* done,
+                cudaStream_t s);
+
 // The routed experts of a few tokens without the host: the choices stay on the device.
 // Device arrays of the E experts' bf16 matrices (row 0 of each); all gate/up share a row stride,
 // as all downs do.
@@ -78,10 +109,10 @@ struct ExpertTable {
 // with e = chosen[t * top_k + i].
 void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
                  cudaStream_t s);
-// out [T, hidden] = sum over token t's choices in ascending expert order of
-// weights[t * top_k + i] * down_e h[t * top_k + i]. top_k <= 32.
-void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const int32_t* chosen,
-                      const float* weights, float* out, cudaStream_t s);
+// out [T, hidden] = sum over token t's choices in ascending expert order (by_expert, as the router
+// wrote it) of weight * down_e h[pair]. top_k <= 32.
+void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const ChoicesByExpert& by_expert,
+                      float* out, cudaStream_t s);
 
 // ---- Attention (attention_kernels.cu) ------------------------------------------------------------
 
@@ -105,6 +136,19 @@ void split_gated_query(const float* qg, int T, int heads, int head_dim, float* q
 // `layer`. row_seq [T]: the sequence of each row. layout.dtype must be kBf16.
 void kv_write(const KvLayout& layout, int layer, const float* k, const float* v, int T, const int32_t* row_seq,
               const AttnSeqDev* seqs, std::byte* const* pages, cudaStream_t s);
+// Backend::attention_inputs in one launch: per-head RMSNorm of q and k (when norm is given), RoPE,
+// then k, v into the pages as kv_write does. false (nothing enqueued): a shape it does not take
+// (head_dim > 256, rope.head_dim != head_dim, KV not bf16), for the caller to do op by op.
+struct QkNormDev {
+  const float* q;  // [head_dim]
+  const float* k;
+  float eps;
+  bool zero_centered;
+};
+bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, const float* v, int T, int heads,
+                      const QkNormDev* norm, const ref::RopeSpec& rope, const float* inv_freq,
+                      const int64_t* positions, const int32_t* row_seq, const AttnSeqDev* seqs,
+                      std::byte* const* pages, cudaStream_t s);
 // Causal GQA attention (ref::causal_attention over the paged KV, the new rows already written):
 // q [T, heads, head_dim] -> out [T, heads, head_dim], softmax(q.k * scale) in fp32. max_ctx: the
 // longest pos0 + rows of any sequence (host value, for the launch shape).
@@ -143,12 +187,8 @@ void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParamsDev& params, co
 
 // ---- Mixture of experts (dense_kernels.cu, gemv_kernels.cu) -------------------------------------
 
-// Router: logits [T, E] -> the top_k experts of each token and their weights (ref::route_top_k:
-// softmax over all E, or sigmoid scores; top-k with ties to the lower index; renormalised when
-// `renormalize`; times `scaling`). chosen [T, top_k] int32, weights [T, top_k] fp32. E <= 8192,
-// top_k <= 32.
-void route_top_k(const float* logits, int T, int E, int top_k, bool sigmoid, bool renormalize, float scaling,
-                 int32_t* chosen, float* weights, cudaStream_t s);
+// Router: logits [T, E] -> each token's top_k experts and their weights (RouteSpec), one warp a token.
+void route_top_k(const float* logits, int T, const RouteSpec& r, cudaStream_t s);
 // Grouping a prefill's choices by expert on the device. moe_count: counts[e] += the choices of
 // expert e (counts zeroed by the caller). moe_scatter: with row0[e] the first of the padded rows
 // set aside for expert e, each token's choices in ascending expert order get the next free row of

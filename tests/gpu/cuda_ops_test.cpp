@@ -8,6 +8,7 @@
 #include <cmath>
 #include <deque>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ft/engine/backend.h"
@@ -241,6 +242,93 @@ TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
       cuda_->attention(dlay, 1, dq, std::size_t(heads), scale, dev_seqs, out);
     });
     EXPECT_LT(rel_l2(host(out, q.size()), want), 1e-2) << heads << "/" << kv_heads << " heads, D " << D;
+  }
+}
+
+// The fused inputs of an attention layer (q/k norms, RoPE, the KV write: one launch on the GPU)
+// against the reference doing them op by op: q and k as left, then attention over the KV written.
+TEST_F(CudaOps, AttentionInputsNormRotateAndWriteLikeTheReference) {
+  struct Case {
+    int heads, kv_heads, D, rotary;
+    ref::RopeLayout layout;
+    bool norm, zero_centered;
+  };
+  for (const Case c : {Case{8, 2, 128, 128, ref::RopeLayout::kNeox, true, false},
+                       Case{4, 2, 256, 64, ref::RopeLayout::kNeox, true, true},
+                       Case{4, 4, 64, 64, ref::RopeLayout::kGptj, false, false}}) {
+    const std::size_t D = std::size_t(c.D), heads = std::size_t(c.heads), KV = std::size_t(c.kv_heads);
+    KvLayout lay{1, int64_t(KV), int64_t(D), 32, KvDType::kF32};
+    KvLayout dlay = lay;
+    dlay.dtype = KvDType::kBf16;
+    auto ref_pool = *KvPool::create(lay, 16ull << 20);
+    auto dev_pool = *KvPool::create(dlay, 16ull << 20, cuda_->memory());
+    // A decode row deep in a page and a 20-row prefill, in one call.
+    const std::vector<std::pair<std::size_t, int64_t>> shape = {{1, 45}, {20, 0}};
+    std::vector<KvPageRef> keep;
+    std::vector<std::vector<std::byte*>> ref_tables(2), dev_tables(2);
+    std::vector<AttentionSeq> ref_seqs, dev_seqs;
+    std::vector<int64_t> positions;
+    std::size_t T = 0;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const auto [rows, pos0] = shape[i];
+      for (int64_t p = 0; p < lay.pages_for(pos0 + int64_t(rows)); ++p) {
+        keep.push_back(*ref_pool->allocate());
+        ref_tables[i].push_back(keep.back()->data());
+        keep.push_back(*dev_pool->allocate());
+        dev_tables[i].push_back(keep.back()->data());
+      }
+      if (pos0 > 0) {
+        const std::vector<float> k = random(std::size_t(pos0) * KV * D), v = random(k.size());
+        const AttentionSeq r{0, std::size_t(pos0), 0, ref_tables[i].data()};
+        const AttentionSeq d{0, std::size_t(pos0), 0, dev_tables[i].data()};
+        on(*ref_, [&] { ref_->kv_write(lay, 0, k.data(), v.data(), {&r, 1}); });
+        const float *dk = dev(k), *dv = dev(v);
+        on(*cuda_, [&] { cuda_->kv_write(dlay, 0, dk, dv, {&d, 1}); });
+      }
+      ref_seqs.push_back({T, rows, pos0, ref_tables[i].data()});
+      dev_seqs.push_back({T, rows, pos0, dev_tables[i].data()});
+      for (std::size_t r = 0; r < rows; ++r) positions.push_back(pos0 + int64_t(r));
+      T += rows;
+    }
+    const ref::RopeSpec rope{D, std::size_t(c.rotary), 1e6, c.layout};
+    const std::vector<float> inv = ref::rope_inv_freq(rope), qn = random(D), kn = random(D);
+    const std::vector<float> q = random(T * heads * D), k = random(T * KV * D), v = random(k.size());
+    std::vector<float> wq = q, wk = k, want(q.size());
+    const float scale = 1.f / std::sqrt(float(D));
+    on(*ref_, [&] {
+      const Backend::QkNorm norm{qn.data(), kn.data(), 1e-6f, c.zero_centered};
+      ref_->attention_inputs(lay, 0, wq.data(), wk.data(), v.data(), T, heads, c.norm ? &norm : nullptr, rope,
+                             inv.data(), positions.data(), ref_seqs);
+      ref_->attention(lay, 0, wq.data(), heads, scale, ref_seqs, want.data());
+    });
+    float *dq = dev(q), *dk = dev(k), *out = dev_zeros(q.size());
+    const float* dv = dev(v);
+    const Backend::QkNorm dnorm{param(qn), param(kn), 1e-6f, c.zero_centered};
+    const float* dinv = param(inv);
+    on(*cuda_, [&] {
+      cuda_->attention_inputs(dlay, 0, dq, dk, dv, T, heads, c.norm ? &dnorm : nullptr, rope, dinv,
+                              cuda_->stage(positions), dev_seqs);
+      cuda_->attention(dlay, 0, dq, heads, scale, dev_seqs, out);
+    });
+    const std::string what = "D " + std::to_string(D) + " rotary " + std::to_string(c.rotary);
+    EXPECT_LT(rel_l2(host(dq, q.size()), wq), 1e-5) << what;
+    EXPECT_LT(rel_l2(host(dk, k.size()), wk), 1e-5) << what;
+    EXPECT_LT(rel_l2(host(out, q.size()), want), 1e-2) << what;
+  }
+}
+
+// The residual add and the norm after it, fused, against the two ops.
+TEST_F(CudaOps, AddRmsNormAddsTheResidualThenNorms) {
+  const std::size_t rows = 5;
+  for (std::size_t d : {std::size_t(2048), std::size_t(36)}) {  // the vector kernel; the fallback
+    const std::vector<float> x = random(rows * d), delta = random(rows * d), w = random(d);
+    std::vector<float> want_x = x, want(x.size());
+    on(*ref_, [&] { ref_->add_rms_norm(want_x.data(), delta.data(), w.data(), want.data(), rows, d, 1e-6f, true); });
+    float *dx = dev(x), *out = dev_zeros(x.size());
+    const float *dd = dev(delta), *dw = param(w);
+    on(*cuda_, [&] { cuda_->add_rms_norm(dx, dd, dw, out, rows, d, 1e-6f, true); });
+    EXPECT_EQ(host(dx, x.size()), want_x) << "dim " << d;
+    EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-5) << "dim " << d;
   }
 }
 

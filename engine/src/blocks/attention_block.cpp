@@ -41,15 +41,10 @@ void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, st
     be.split_gated_query(qg, T, H, D, q, gate);
   }
 
-  // Per-head RMSNorm on q and k (before RoPE, as HF does).
-  if (spec_.qk_norm) {
-    be.rms_norm(q, q_norm_.data(), q, T * H, D, spec_.eps, spec_.zero_centered_qk_norm);
-    be.rms_norm(k, k_norm_.data(), k, T * KV, D, spec_.eps, spec_.zero_centered_qk_norm);
-  }
-  be.rope(q, T, H, spec_.rope, inv_freq_.data(), positions);
-  be.rope(k, T, KV, spec_.rope, inv_freq_.data(), positions);
-
-  be.kv_write(kv, kv_layer_, k, v, seqs);
+  // Per-head RMSNorm on q and k (before RoPE, as HF does), RoPE, and K/V into the pages.
+  const Backend::QkNorm norm{q_norm_.data(), k_norm_.data(), spec_.eps, spec_.zero_centered_qk_norm};
+  be.attention_inputs(kv, kv_layer_, q, k, v, T, H, spec_.qk_norm ? &norm : nullptr, spec_.rope, inv_freq_.data(),
+                      positions, seqs);
   float* attn = s.floats(T * H * D);
   be.attention(kv, kv_layer_, q, H, 1.0f / std::sqrt(float(D)), seqs, attn);
   if (spec_.gated) be.mul_sigmoid(attn, gate, T * H * D);

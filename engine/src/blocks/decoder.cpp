@@ -295,6 +295,8 @@ class DecoderModel final : public Model {
 
     const KvLayout* kv = pool_ ? &pool_->layout() : nullptr;
     std::size_t linear_index = 0;
+    float* delta = be.scratch().floats(T * H);  // a layer's last residual, added by the next one
+    bool delta_pending = false;
     for (const DecoderLayer& layer : layers_) {
       if (layer.linear_attention) {
         for (std::size_t i = 0; i < n; ++i) {
@@ -303,8 +305,10 @@ class DecoderModel final : public Model {
         }
         ++linear_index;
       }
-      layer.forward(be, hidden, T, {kv, {attn, n}, {linear, n}, staged_positions});
+      layer.forward(be, hidden, delta, delta_pending, T, {kv, {attn, n}, {linear, n}, staged_positions});
+      delta_pending = true;
     }
+    if (delta_pending) be.add(hidden, delta, T * H);
 
     // The rows whose logits are wanted, then one lm_head pass over all of them.
     std::size_t* rows = s.take<std::size_t>(T);
@@ -346,26 +350,27 @@ class DecoderModel final : public Model {
 
 }  // namespace
 
-void DecoderLayer::forward(Backend& be, float* hidden, std::size_t T, const LayerBatch& batch) const {
+void DecoderLayer::forward(Backend& be, float* hidden, float* delta, bool delta_pending, std::size_t T,
+                           const LayerBatch& batch) const {
   const std::size_t H = input_norm.weight.size(), n = T * H;
   Scratch::Frame frame(be.scratch());
   float* normed = be.scratch().floats(n);
-  float* delta = be.scratch().floats(n);
-  input_norm.forward(be, hidden, normed, T);
+  if (delta_pending) {
+    input_norm.add_forward(be, hidden, delta, normed, T);
+  } else {
+    input_norm.forward(be, hidden, normed, T);
+  }
   if (linear_attention) {
     linear_attention->forward(be, normed, T, batch.linear, delta);
   } else {
     attention->forward(be, *batch.kv, normed, T, batch.attention, batch.positions, delta);
   }
-  be.add(hidden, delta, n);
-
-  post_norm.forward(be, hidden, normed, T);
+  post_norm.add_forward(be, hidden, delta, normed, T);
   if (moe) {
     moe->forward(be, normed, delta, T);
   } else {
     mlp->forward(be, normed, delta, T);
   }
-  be.add(hidden, delta, n);
 }
 
 Result<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const Checkpoint> ckpt, const ModelConfig& cfg,

@@ -37,8 +37,11 @@ struct DecoderLayer {
   std::optional<MoeBlock> moe;
   std::optional<SwiGlu> mlp;
 
-  // hidden [T, hidden] in place: h += mixer(norm(h)); h += ffn(norm(h)).
-  void forward(Backend& be, float* hidden, std::size_t T, const LayerBatch& batch) const;
+  // hidden [T, hidden] in place: h += mixer(norm(h)); h += ffn(norm(h)) — but the last add is left
+  // to the caller: ffn(...) goes to `delta`, which the next layer adds as it norms its input (one
+  // op, add_rms_norm). delta_pending: `delta` holds the previous layer's, not yet added.
+  void forward(Backend& be, float* hidden, float* delta, bool delta_pending, std::size_t T,
+               const LayerBatch& batch) const;
 };
 
 using LayerBuilder = std::function<Result<DecoderLayer>(const WeightLoader&, const ModelConfig&, int64_t layer)>;

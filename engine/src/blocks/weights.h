@@ -64,6 +64,10 @@ struct RmsNorm {
   void forward(Backend& be, const float* x, float* out, std::size_t rows) const {  // out may alias x
     be.rms_norm(x, weight.data(), out, rows, weight.size(), eps, zero_centered);
   }
+  // hidden += delta, then out = norm(hidden): a residual add and the norm after it.
+  void add_forward(Backend& be, float* hidden, const float* delta, float* out, std::size_t rows) const {
+    be.add_rms_norm(hidden, delta, weight.data(), out, rows, weight.size(), eps, zero_centered);
+  }
 };
 
 // Reads tensors named `prefix + name` (prefix e.g. "model." or "model.language_model.") and places

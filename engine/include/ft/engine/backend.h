@@ -173,6 +173,13 @@ class Backend {
   // RMSNorm over rows of `dim` (ops.h); out may alias x.
   virtual void rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
                         float eps, bool zero_centered) = 0;
+  // The residual add and the norm after it: hidden += delta, then out = rms_norm(hidden). One pass
+  // where the backend can (a decode step has two a layer; each is a few KB: its cost is the launch).
+  virtual void add_rms_norm(float* hidden, const float* delta, const float* weight, float* out, std::size_t rows,
+                            std::size_t dim, float eps, bool zero_centered) {
+    add(hidden, delta, rows * dim);
+    rms_norm(hidden, weight, out, rows, dim, eps, zero_centered);
+  }
   virtual void silu_mul(const float* gate, const float* up, float* out, std::size_t n) = 0;
   virtual void mul_sigmoid(float* x, const float* gate, std::size_t n) = 0;
   virtual void add(float* y, const float* x, std::size_t n) = 0;
@@ -192,6 +199,28 @@ class Backend {
   // Writes k, v [rows, kv_heads, head_dim] of each sequence into its pages at pos0 ...
   virtual void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                         std::span<const AttentionSeq> seqs) = 0;
+  // What an attention layer does between its projections and attention, for q [T, heads,
+  // head_dim], k, v [T, kv_heads, head_dim] (layout's): per-head RMSNorm of q and k when `norm` is
+  // given, RoPE on both, then kv_write. q and k are left normed and rotated. One pass where the
+  // backend can.
+  struct QkNorm {
+    const float* q = nullptr;  // [head_dim] (placed)
+    const float* k = nullptr;
+    float eps = 1e-6f;
+    bool zero_centered = false;
+  };
+  virtual void attention_inputs(const KvLayout& layout, int64_t layer, float* q, float* k, const float* v,
+                                std::size_t T, std::size_t heads, const QkNorm* norm, const ref::RopeSpec& rope,
+                                const float* inv_freq, const int64_t* positions, std::span<const AttentionSeq> seqs) {
+    const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads);
+    if (norm) {
+      rms_norm(q, norm->q, q, T * heads, D, norm->eps, norm->zero_centered);
+      rms_norm(k, norm->k, k, T * KV, D, norm->eps, norm->zero_centered);
+    }
+    this->rope(q, T, heads, rope, inv_freq, positions);
+    this->rope(k, T, KV, rope, inv_freq, positions);
+    kv_write(layout, layer, k, v, seqs);
+  }
   // Causal GQA attention of each sequence's rows of q [T, heads, head_dim] over its KV [0, pos0 +
   // rows) (the new tokens already written), out [T, heads, head_dim]; softmax(q.k * scale).
   virtual void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,

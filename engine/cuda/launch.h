@@ -1,0 +1,61 @@
+// Every kernel of the backend is launched through launch(), with programmatic dependent launch where
+// the GPU has it (sm_90 and newer): the next kernel on the stream is launched while this one runs,
+// its blocks are placed on the SMs and wait in pdl_enter() until this one has finished and its
+// writes are visible. A decode step is ~15 short kernels a layer, each of which used to pay its
+// launch and block placement after the previous one ended.
+//
+// The rule that keeps this correct: every kernel launched by launch() calls pdl_enter() first, on
+// every path, before it reads anything an earlier kernel wrote and before it returns. A kernel that
+// returned without waiting could finish before its predecessor, and the kernel after it, which
+// waits only for its immediate predecessor, would then read unfinished results. Internal to
+// engine/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+namespace ft::engine::cuda {
+
+// Waits for the previous kernel on the stream (and so, transitively, every earlier one) and then
+// lets the next one be launched.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether the current device takes programmatic dependent launches (asked once per device).
+bool pdl_supported();
+
+// kernel<<<grid, block, smem, s>>>(args...), as a programmatic dependent launch where supported.
+// `extra`: further launch attributes (a cluster shape), at most 2.
+template <typename... Params, typename... Args>
+void launch_with(const cudaLaunchAttribute* extra, int n_extra, void (*kernel)(Params...), dim3 grid, dim3 block,
+                 std::size_t smem, cudaStream_t s, Args&&... args) {
+  cudaLaunchAttribute attrs[3] = {};
+  int n = 0;
+  for (int i = 0; i < n_extra && i < 2; ++i) attrs[n++] = extra[i];
+  if (pdl_supported()) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attrs;
+  cfg.numAttrs = unsigned(n);
+  cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t s, Args&&... args) {
+  launch_with(nullptr, 0, kernel, grid, block, smem, s, std::forward<Args>(args)...);
+}
+
+}  // namespace ft::engine::cuda

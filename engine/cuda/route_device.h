@@ -1,0 +1,100 @@
+// The router's top-k for one token, as a warp-level device function: the route kernel runs it one
+// warp per token, and the decode router product runs it in its last block (gemv_kernels.cu), so a
+// decode step's routing costs no launch of its own. Internal to engine/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "kernels.h"
+
+namespace ft::engine::cuda {
+
+// E <= 32 * kRouteRegisters: a lane keeps its logits in registers.
+inline constexpr int kRouteRegisters = 8;
+
+// A warp's pass over one token's E logits, lane e % 32 taking logit e: from NE registers a lane
+// (E <= 32 NE: fully unrolled, so the array stays in registers) or, with NE = 0, from memory.
+template <int NE, typename Fn>
+__device__ __forceinline__ void for_each_logit(const float* l, const float (&cached)[NE > 0 ? NE : 1], int E,
+                                               int lane, Fn&& fn) {
+  if constexpr (NE > 0) {
+#pragma unroll
+    for (int j = 0; j < NE; ++j)
+      if (lane + 32 * j < E) fn(lane + 32 * j, j, cached[j]);
+  } else {
+    for (int e = lane, j = 0; e < E; e += 32, ++j) fn(e, j, l[e]);
+  }
+}
+
+// Token t's logits l [E] -> its choices (ref::route_top_k): softmax (or sigmoid) scores, then top_k
+// rounds of an arg-max over the logits (the scores are monotonic in them; ties to the lower index,
+// as torch.topk on the CPU). With NE > 0 a lane's logits are read once into registers and the
+// rounds cost shuffles only. Every lane of the warp calls it.
+template <int NE>
+__device__ __forceinline__ void route_token(const float* l, int t, const RouteSpec& r, int lane) {
+  const int E = r.E, top_k = r.top_k;
+  float cached[NE > 0 ? NE : 1] = {};
+  if constexpr (NE > 0) {
+#pragma unroll
+    for (int j = 0; j < NE; ++j) cached[j] = lane + 32 * j < E ? l[lane + 32 * j] : -FLT_MAX;
+  }
+  float mx = -FLT_MAX;
+  for_each_logit<NE>(l, cached, E, lane, [&](int, int, float v) { mx = fmaxf(mx, v); });
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  float sum = 0.f;
+  for_each_logit<NE>(l, cached, E, lane, [&](int, int, float v) { sum += expf(v - mx); });
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  // Bit j: this lane's expert lane + 32 j is taken (8 words: E <= 8192).
+  unsigned taken[8] = {};
+  float picked_sum = 0.f, my_p = 0.f;  // lane k keeps choice k (top_k <= 32)
+  int my_e = 0;
+  for (int k = 0; k < top_k; ++k) {
+    float best = -FLT_MAX;
+    int best_e = E;
+    for_each_logit<NE>(l, cached, E, lane, [&](int e, int j, float v) {
+      const bool used = (taken[j >> 5] >> (j & 31)) & 1u;
+      if (!used && (v > best || (v == best && e < best_e))) {
+        best = v;
+        best_e = e;
+      }
+    });
+    for (int off = 16; off > 0; off >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, off);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, off);
+      if (ob > best || (ob == best && oe < best_e)) {
+        best = ob;
+        best_e = oe;
+      }
+    }
+    if (best_e % 32 == lane) {
+      const int j = best_e / 32;
+      taken[j >> 5] |= 1u << (j & 31);
+    }
+    const float p = r.sigmoid ? 1.f / (1.f + expf(-best)) : expf(best - mx) / sum;
+    picked_sum += p;
+    if (lane == k) {
+      my_p = p;
+      my_e = best_e;
+    }
+  }
+  // The sums above are the same on every lane.
+  const float weight = (r.renormalize ? my_p / picked_sum : my_p) * r.scaling;
+  // This choice's place in ascending expert order (the experts are distinct).
+  int rank = 0;
+  for (int j = 0; j < top_k; ++j) rank += __shfl_sync(0xffffffffu, my_e, j) < my_e ? 1 : 0;
+  if (lane < top_k) {
+    const int i = t * top_k + lane, sorted = t * top_k + rank;
+    r.chosen[i] = my_e;
+    r.weights[i] = weight;
+    if (r.by_expert.expert) {
+      r.by_expert.expert[sorted] = my_e;
+      r.by_expert.pair[sorted] = i;
+      r.by_expert.weight[sorted] = weight;
+    }
+  }
+}
+
+}  // namespace ft::engine::cuda
