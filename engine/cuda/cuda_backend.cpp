@@ -102,12 +102,14 @@ class CudaBackend final : public Backend {
     failure_.clear();
     pending_traces_.clear();
     const auto t0 = std::chrono::steady_clock::now();
+    issued_.reset();
     try {
       fn();
     } catch (const std::bad_alloc&) {
       fail("out of GPU memory for the pass's temporaries");
     }
-    const auto t1 = std::chrono::steady_clock::now();
+    // Issued: when the pass first waited for its results (the logits' copy), else now.
+    const auto t1 = issued_.value_or(std::chrono::steady_clock::now());
     if (cudaError_t err = cudaStreamSynchronize(s()); err != cudaSuccess) fail(cuda::error_text("forward pass", err));
     if (profile_) {
       profile_->issue_seconds += std::chrono::duration<double>(t1 - t0).count();
@@ -238,6 +240,7 @@ class CudaBackend final : public Backend {
     cuda::gather_rows(src, upload(r.data(), r.size()), int(r.size()), int(width), dst, s());
   }
   void to_host(const float* src, std::size_t n, float* dst) override {
+    if (!issued_) issued_ = std::chrono::steady_clock::now();
     check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, s()), "copying to the host");
     check(cudaStreamSynchronize(s()), "copying to the host");
   }
@@ -690,6 +693,7 @@ class CudaBackend final : public Backend {
   std::string failure_;  // the first error of the current pass
   std::unordered_map<const MoeWeights*, std::unique_ptr<cuda::ExpertTable>> tables_;
   unsigned* route_done_ = nullptr;  // gemv_route's counter (device)
+  std::optional<std::chrono::steady_clock::time_point> issued_;  // the pass's first wait for results
   struct PendingTrace {
     const int32_t* chosen;  // pinned, filled by the end of the pass
     std::size_t T, K;

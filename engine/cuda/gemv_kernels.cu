@@ -43,6 +43,43 @@ __device__ __forceinline__ float dot8(const float (&w)[8], const float4 a, const
 constexpr int kBatch = 4;
 
 // acc[t] += w_row . x_t over `cols` columns (cols % 8 == 0), this lane's share, steps ascending.
+// The first batch of the row's weights is loaded before pdl_enter (weights are no kernel's output),
+// so the row streams while the previous kernel finishes; each later batch is loaded while the one
+// before it is multiplied.
+template <int NT>
+__device__ __forceinline__ void dot_rows_after_wait(const std::byte* row, int cols, const float* x, int T,
+                                                    float (&acc)[NT]) {
+  const uint4* w4 = reinterpret_cast<const uint4*>(row);
+  const int n8 = cols / 8, lane = int(threadIdx.x & 31);
+  uint4 next[kBatch];
+#pragma unroll
+  for (int b = 0; b < kBatch; ++b) next[b] = __ldg(w4 + min(lane + 32 * b, n8 - 1));
+  pdl_enter();
+  for (int base = lane; base < n8; base += 32 * kBatch) {
+    uint4 raw[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) raw[b] = next[b];
+    if (base + 32 * kBatch < n8) {
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) next[b] = __ldg(w4 + min(base + 32 * (kBatch + b), n8 - 1));
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int c8 = base + 32 * b;
+      if (c8 >= n8) break;
+      float w[8];
+      unpack8(raw[b], w);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t >= T) break;
+        const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(t) * cols) + 2 * c8;
+        acc[t] += dot8(w, xv[0], xv[1]);
+      }
+    }
+  }
+}
+
+// The same, for calls from kernels that have already passed pdl_enter.
 template <int NT>
 __device__ __forceinline__ void dot_rows(const std::byte* row, int cols, const float* x, int T, float (&acc)[NT]) {
   const uint4* w4 = reinterpret_cast<const uint4*>(row);
@@ -74,16 +111,20 @@ struct GemvBatch {
   int n_outs;
 };
 
-// Block b's rows of the launch's products (a warp per row; warps past a product's rows idle).
+// Block b's rows of the launch's products (a warp per row; warps past a product's rows idle). Passes
+// pdl_enter on every path.
 template <int NT>
 __device__ __forceinline__ void gemv_rows(const GemvBatch& batch, int cols, const float* x, int T) {
   int o = 0;
   while (o + 1 < batch.n_outs && blockIdx.x >= batch.first_block[o + 1]) ++o;
   const GemvOut& out = batch.outs[o];
   const int row = int(blockIdx.x - batch.first_block[o]) * kWarps + (threadIdx.x >> 5);
-  if (row >= out.rows) return;
+  if (row >= out.rows) {
+    pdl_enter();
+    return;
+  }
   float acc[NT] = {};
-  dot_rows<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
+  dot_rows_after_wait<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= T) break;
@@ -94,8 +135,7 @@ __device__ __forceinline__ void gemv_rows(const GemvBatch& batch, int cols, cons
 
 template <int NT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvBatch batch, int cols, const float* x, int T) {
-  pdl_enter();
-  gemv_rows<NT>(batch, cols, x, T);
+  gemv_rows<NT>(batch, cols, x, T);  // waits for the previous kernel inside
 }
 
 // The router's logits, then routing by the block that finishes last: every block counts itself
@@ -103,7 +143,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvBatch batch
 template <int NT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_route_kernel(const GemvBatch batch, int cols, const float* x,
                                                                  int T, const RouteSpec r, unsigned* done) {
-  pdl_enter();
   gemv_rows<NT>(batch, cols, x, T);
   __shared__ bool last;
   __threadfence();

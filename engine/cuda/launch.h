@@ -4,11 +4,16 @@
 // writes are visible. A decode step is ~15 short kernels a layer, each of which used to pay its
 // launch and block placement after the previous one ended.
 //
-// The rule that keeps this correct: every kernel launched by launch() calls pdl_enter() first, on
-// every path, before it reads anything an earlier kernel wrote and before it returns. A kernel that
+// The rule that keeps this correct: every kernel launched by launch() calls pdl_enter() on every
+// path before it returns, and before it reads anything its predecessor wrote. A kernel that
 // returned without waiting could finish before its predecessor, and the kernel after it, which
-// waits only for its immediate predecessor, would then read unfinished results. Internal to
-// engine/cuda.
+// waits only for its immediate predecessor, would then read unfinished results.
+//
+// What a kernel may read before pdl_enter(): what no kernel writes (weights, expert tables) and what
+// kernels two or more launches back wrote. Its predecessor lets it launch only after having waited
+// itself, so by the time it runs, every kernel before its predecessor has finished. The decode
+// products use this to start streaming their weights while the previous kernel still runs.
+// Internal to engine/cuda.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -336,8 +336,9 @@ TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {
   // 16 experts: the router keeps a token's logits in registers; 300: it reads them from memory.
   // The layers live as long as the backend, as a model's do (it keeps a table per layer).
   std::deque<MoeWeights> layers;
-  for (const auto& [E, K] : {std::pair<int64_t, std::size_t>{16, 4}, {300, 8}}) {
-    const int64_t H = 256, I = 64;
+  // 1,280 intermediate rows: more than the decode down kernel's staged rows take (the general one).
+  for (const auto& [E, K, I] : {std::tuple<int64_t, std::size_t, int64_t>{16, 4, 64}, {300, 8, 64}, {16, 4, 1280}}) {
+    const int64_t H = 256;
     MoeWeights& w = layers.emplace_back();
     w.router_spec = {std::size_t(E), K, ref::RouterScoring::kSoftmax, true, 1.f};
     w.hidden = H;
