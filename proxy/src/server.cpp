@@ -16,6 +16,7 @@
 
 #include "chat_turn.h"
 #include "client_activity.h"
+#include "dashboard.h"
 #include "ft/common/loopback.h"
 #include "request_guard.h"
 #include "ft/common/http_listen.h"
@@ -330,6 +331,7 @@ struct Server::Impl {
       r.set_header("Cache-Control", "no-store");
       r.set_content(stats_json(tenant).dump(), "application/json");
     });
+    add_dashboard_routes(http);
     http.Get("/metrics", [this](const auto& q, auto& r) {
       if (admit_get(q, r)) r.set_content(metrics_text(), "text/plain; version=0.0.4");
     });

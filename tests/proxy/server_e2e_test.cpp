@@ -628,5 +628,39 @@ TEST_F(ServerE2E, StatsShowEachClientAndNamedTenantsOnlyTheirOwn) {
   EXPECT_EQ(b["clients"][0]["tenant"], "tenant:team-b");
 }
 
+// GET / is the dashboard: the page loads without a key (its data comes from /v1/stats, which
+// needs one) under a policy that admits only this origin's script, style and fetches, and is as
+// closed to rebound DNS names as every other route.
+TEST_F(ServerE2E, DashboardIsServedUnderAStrictContentSecurityPolicy) {
+  ServerOptions opts;
+  opts.api_key = "secret";
+  start_server(opts);
+  auto c = client();
+  const std::vector<std::pair<std::string, std::string>> assets = {{"/", "text/html"},
+                                                                   {"/dashboard.js", "text/javascript"},
+                                                                   {"/dashboard.css", "text/css"},
+                                                                   {"/favicon.svg", "image/svg+xml"}};
+  for (const auto& [path, type] : assets) {
+    auto r = c.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path;
+    const std::string content_type = r->get_header_value("Content-Type");
+    EXPECT_EQ(content_type.rfind(type, 0), 0u) << path << ": " << content_type;
+    const std::string csp = r->get_header_value("Content-Security-Policy");
+    EXPECT_EQ(csp.rfind("default-src 'self';", 0), 0u) << csp;
+    EXPECT_NE(csp.find("frame-ancestors 'none'"), std::string::npos) << csp;
+    EXPECT_EQ(csp.find("unsafe"), std::string::npos) << csp;
+    EXPECT_EQ(r->get_header_value("X-Content-Type-Options"), "nosniff");
+    EXPECT_FALSE(r->body.empty());
+  }
+  const std::string page = c.Get("/")->body;
+  EXPECT_NE(page.find("<script src=\"/dashboard.js\""), std::string::npos);
+  EXPECT_EQ(page.find("http://"), std::string::npos) << "the page loads nothing from elsewhere";
+  EXPECT_EQ(page.find("https://"), std::string::npos) << "the page loads nothing from elsewhere";
+  EXPECT_EQ(c.Get("/", httplib::Headers{{"Host", "rebound.example:1919"}})->status, 403);
+  EXPECT_EQ(c.Get("/v1/stats")->status, 401);
+  EXPECT_EQ(c.Get("/dashboard.jsx")->status, 404);
+}
+
 }  // namespace
 }  // namespace ft::proxy
