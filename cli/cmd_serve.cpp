@@ -37,6 +37,7 @@ int run_serve(const Args& args) {
               demo ? " (DEMO model with RANDOM weights: its output is noise)" : "", model_dir->c_str());
   std::printf("freetoken: listening on http://%s:%d  (Anthropic /v1/messages, OpenAI /v1/chat/completions "
               "and /v1/responses)\n", opts.host.c_str(), (*server)->port());
+  std::printf("freetoken: dashboard at http://%s:%d/\n", opts.host.c_str(), (*server)->port());
   std::fflush(stdout);
   const int sig = wait_for_stop_signal();
   std::printf("freetoken: stopping (signal %d)\n", sig);

@@ -50,6 +50,7 @@ class LocalBackend final : public GenerationBackend {
   const ModelInfo& info() const override { return info_; }
 
   nlohmann::json status() override { return engine::engine_status(*scheduler_, store_.get()); }
+  nlohmann::json memory() override { return engine::engine_memory(store_.get()); }
 
  private:
   std::unique_ptr<engine::Model> model_;

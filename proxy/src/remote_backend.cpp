@@ -163,17 +163,21 @@ class RemoteBackend final : public GenerationBackend {
 
   const ModelInfo& info() const override { return info_; }
 
-  json status() override {
+  json status() override { return get_document("/engine/v1/status"); }
+  json memory() override { return get_document("/engine/v1/memory"); }
+
+ private:
+  // A JSON document the engine serves, or {"error": ...}: short timeouts, a stats page must not hang.
+  json get_document(const char* path) {
     httplib::Client c(host_, port_);
     c.set_connection_timeout(2, 0);
     c.set_read_timeout(5, 0);
-    auto r = c.Get("/engine/v1/status", protocol_headers(key_));
+    auto r = c.Get(path, protocol_headers(key_));
     if (!r || r->status != 200) return {{"error", "engine unavailable"}};
     auto j = json::parse(r->body, nullptr, false);
-    return j.is_discarded() ? json{{"error", "engine status is not JSON"}} : j;
+    return j.is_discarded() ? json{{"error", std::string("engine answered ") + path + " with something not JSON"}} : j;
   }
 
- private:
   std::string host_;
   int port_;
   std::string key_;

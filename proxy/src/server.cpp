@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "chat_turn.h"
+#include "client_activity.h"
+#include "dashboard.h"
 #include "ft/common/loopback.h"
 #include "request_guard.h"
 #include "ft/common/http_listen.h"
@@ -55,6 +57,7 @@ struct Server::Impl {
 
   // Counters for /metrics and /v1/stats.
   std::atomic<uint64_t> requests_total{0}, errors_total{0}, streams_active{0}, streams_total{0};
+  ClientActivity clients;  // per tenant and agent, for /v1/stats (the dashboard's clients table)
 
   PinLedger pins;
   ModelNames names{options};
@@ -154,9 +157,14 @@ struct Server::Impl {
 
   void chat(const httplib::Request& req, httplib::Response& res, Dialect d) {
     if (!admit(req, res, d)) return capture(req, res.status > 0 ? res.status : 200, "");
+    const std::string tenant = tenant_of(req);
+    // Shared: a streaming request stays in flight until its stream ends, after this handler.
+    auto activity = std::make_shared<ClientActivity::Request>(
+        clients.begin(tenant, agent_name(req.get_header_value("User-Agent"))));
     ApiError error;
-    auto turn = prepare_turn(context(), d, req.body, tenant_of(req), error);
+    auto turn = prepare_turn(context(), d, req.body, tenant, error);
     if (!turn) {
+      activity->failed();
       send_error(res, d, error);
       return capture(req, res.status > 0 ? res.status : 200, "");
     }
@@ -164,14 +172,20 @@ struct Server::Impl {
     // still gets its proper HTTP status even on a streaming request.
     auto launched = launch_turn(context(), *turn, error);
     if (!launched) {
+      activity->failed();
       send_error(res, d, error);
       return capture(req, res.status > 0 ? res.status : 200, "");
     }
+    activity->tokens(turn->prompt.size(), std::size_t(launched->cached_tokens));
     if (!turn->request.stream) {
       std::string text;
       auto body = run_turn(context(), *turn, std::move(launched).value(), error, &text);
-      if (!body) send_error(res, d, error);
-      else res.set_content(*body, "application/json");
+      if (!body) {
+        activity->failed();
+        send_error(res, d, error);
+      } else {
+        res.set_content(*body, "application/json");
+      }
       return capture(req, res.status > 0 ? res.status : 200, text);
     }
     auto shared_turn = std::make_shared<PreparedTurn>(std::move(turn).value());
@@ -179,7 +193,7 @@ struct Server::Impl {
     res.set_header("Cache-Control", "no-cache");
     // The request outlives this handler only for --capture; do not copy every body otherwise.
     auto captured = options.capture_dir.empty() ? nullptr : std::make_shared<const httplib::Request>(req);
-    res.set_chunked_content_provider("text/event-stream", [this, captured, shared_turn, shared_launch](
+    res.set_chunked_content_provider("text/event-stream", [this, captured, shared_turn, shared_launch, activity](
                                                               size_t, httplib::DataSink& sink) {
       ++streams_active;
       ++streams_total;
@@ -225,15 +239,25 @@ struct Server::Impl {
     res.set_content(body.dump(), "application/json");
   }
 
-  nlohmann::json stats_json() {
+  // `tenant`: show only this tenant's clients and checkpoints (see the /v1/stats route).
+  nlohmann::json stats_json(const std::optional<std::string>& tenant) {
     nlohmann::json engine = backend->status();
+    nlohmann::json memory = backend->memory();
+    if (tenant && memory.contains("checkpoints") && memory["checkpoints"].contains("tenants")) {
+      nlohmann::json own = nlohmann::json::array();
+      for (const auto& t : memory["checkpoints"]["tenants"])
+        if (t.value("tenant", "") == *tenant) own.push_back(t);
+      memory["checkpoints"]["tenants"] = own;
+    }
     return {{"model", options.model_id},
             {"uptime_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
             {"requests_total", requests_total.load()},
             {"errors_total", errors_total.load()},
             {"streams_active", streams_active.load()},
             {"prefix_cache", options.prefix_cache},
-            {"engine", engine}};
+            {"engine", engine},
+            {"memory", memory},
+            {"clients", clients.to_json(tenant)}};
   }
 
   std::string metrics_text() {
@@ -300,8 +324,14 @@ struct Server::Impl {
       r.set_content(R"({"status":"ok"})", "application/json");
     });
     http.Get("/v1/stats", [this](const auto& q, auto& r) {
-      if (admit_get(q, r)) r.set_content(stats_json().dump(), "application/json");
+      if (!admit_get(q, r)) return;
+      // With named keys (api_keys) each caller sees only its own tenant's rows: tenants do not
+      // learn of each other's activity.
+      const std::optional<std::string> tenant = options.api_keys.empty() ? std::nullopt : caller(q);
+      r.set_header("Cache-Control", "no-store");
+      r.set_content(stats_json(tenant).dump(), "application/json");
     });
+    add_dashboard_routes(http);
     http.Get("/metrics", [this](const auto& q, auto& r) {
       if (admit_get(q, r)) r.set_content(metrics_text(), "text/plain; version=0.0.4");
     });

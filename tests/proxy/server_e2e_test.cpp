@@ -588,5 +588,79 @@ TEST_F(ServerE2E, OverloadIsA529WithRetryAfter) {
   EXPECT_EQ(r->get_header_value("Retry-After"), "1");
 }
 
+// /v1/stats shows each client (tenant and agent) and what the engine holds in memory; with named
+// keys each tenant sees only its own rows.
+TEST_F(ServerE2E, StatsShowEachClientAndNamedTenantsOnlyTheirOwn) {
+  ServerOptions opts;
+  opts.api_keys = {{"team-a", "ka-1"}, {"team-b", "kb-1"}};
+  start_server(opts);
+  auto post = [&](const std::string& key, const std::string& agent) {
+    httplib::Headers h = {{"x-api-key", key}, {"User-Agent", agent}};
+    auto r = client().Post("/v1/messages", h, conversation({}, std::string(600, 'x')).dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  };
+  post("ka-1", "claude-cli/2.1.332 (external, sdk-cli)");
+  post("ka-1", "claude-cli/2.1.332 (external, sdk-cli)");
+  post("ka-1", "opencode/1.18.33 ai-sdk/provider-utils/4.0.23");
+  post("kb-1", "codex_exec/0.171.0 (Debian 12.0.0; x86_64)");
+
+  const json a = json::parse(client().Get("/v1/stats", {{"x-api-key", "ka-1"}})->body);
+  ASSERT_EQ(a["clients"].size(), 2u) << a["clients"].dump();
+  for (const json& row : a["clients"]) {
+    EXPECT_EQ(row["tenant"], "tenant:team-a");
+    EXPECT_EQ(row["in_flight"], 0);
+    EXPECT_GT(row["prompt_tokens"].get<int>(), 0);
+    if (row["agent"] == "claude-cli") {
+      EXPECT_EQ(row["requests"], 2);
+      EXPECT_GT(row["restored_tokens"].get<int>(), 0) << "the second request restored the first's prefix";
+    } else {
+      EXPECT_EQ(row["agent"], "opencode");
+      EXPECT_EQ(row["requests"], 1);
+    }
+  }
+  EXPECT_GT(a["memory"]["resident_bytes"].get<uint64_t>(), 0u);
+  for (const json& t : a["memory"]["checkpoints"]["tenants"]) EXPECT_EQ(t["tenant"], "tenant:team-a");
+
+  const json b = json::parse(client().Get("/v1/stats", {{"x-api-key", "kb-1"}})->body);
+  ASSERT_EQ(b["clients"].size(), 1u) << b["clients"].dump();
+  EXPECT_EQ(b["clients"][0]["agent"], "codex_exec");
+  EXPECT_EQ(b["clients"][0]["tenant"], "tenant:team-b");
+}
+
+// GET / is the dashboard: the page loads without a key (its data comes from /v1/stats, which
+// needs one) under a policy that admits only this origin's script, style and fetches, and is as
+// closed to rebound DNS names as every other route.
+TEST_F(ServerE2E, DashboardIsServedUnderAStrictContentSecurityPolicy) {
+  ServerOptions opts;
+  opts.api_key = "secret";
+  start_server(opts);
+  auto c = client();
+  const std::vector<std::pair<std::string, std::string>> assets = {{"/", "text/html"},
+                                                                   {"/dashboard.js", "text/javascript"},
+                                                                   {"/dashboard.css", "text/css"},
+                                                                   {"/favicon.svg", "image/svg+xml"}};
+  for (const auto& [path, type] : assets) {
+    auto r = c.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path;
+    const std::string content_type = r->get_header_value("Content-Type");
+    EXPECT_EQ(content_type.rfind(type, 0), 0u) << path << ": " << content_type;
+    const std::string csp = r->get_header_value("Content-Security-Policy");
+    EXPECT_EQ(csp.rfind("default-src 'self';", 0), 0u) << csp;
+    EXPECT_NE(csp.find("frame-ancestors 'none'"), std::string::npos) << csp;
+    EXPECT_EQ(csp.find("unsafe"), std::string::npos) << csp;
+    EXPECT_EQ(r->get_header_value("X-Content-Type-Options"), "nosniff");
+    EXPECT_FALSE(r->body.empty());
+  }
+  const std::string page = c.Get("/")->body;
+  EXPECT_NE(page.find("<script src=\"/dashboard.js\""), std::string::npos);
+  EXPECT_EQ(page.find("http://"), std::string::npos) << "the page loads nothing from elsewhere";
+  EXPECT_EQ(page.find("https://"), std::string::npos) << "the page loads nothing from elsewhere";
+  EXPECT_EQ(c.Get("/", httplib::Headers{{"Host", "rebound.example:1919"}})->status, 403);
+  EXPECT_EQ(c.Get("/v1/stats")->status, 401);
+  EXPECT_EQ(c.Get("/dashboard.jsx")->status, 404);
+}
+
 }  // namespace
 }  // namespace ft::proxy

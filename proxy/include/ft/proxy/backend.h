@@ -51,6 +51,9 @@ class GenerationBackend {
   virtual const ModelInfo& info() const = 0;
   // The engine's status document (GET /engine/v1/status), for /v1/stats and /metrics.
   virtual nlohmann::json status() = 0;
+  // The engine's memory document (GET /engine/v1/memory: resident bytes, checkpoint bytes per
+  // tenant), for /v1/stats; {"error": ...} while the engine does not answer.
+  virtual nlohmann::json memory() = 0;
 };
 
 struct LocalBackendOptions {

@@ -1,6 +1,7 @@
 // The HTTP server agents talk to: Anthropic Messages, OpenAI Chat Completions and Responses, plus
-// /v1/models, /health, /metrics (Prometheus text) and /v1/stats (JSON). Every error is returned in
-// the calling API's own schema and status code; a bad request never stops the server.
+// /v1/models, /health, /metrics (Prometheus text), /v1/stats (JSON) and the live dashboard at GET /.
+// Every error is returned in the calling API's own schema and status code; a bad request never
+// stops the server.
 //
 // Tenants: each API key (x-api-key or Bearer) is its own checkpoint namespace (keyed by a hash of
 // the key, never the key itself); requests without a key share the "anonymous" tenant.
