@@ -24,6 +24,9 @@ int32_t argmax(std::span<const float> logits);
 // The distribution sample() draws from: softmax(logits / temperature) with the masked tokens at
 // 0, renormalised. At least one token always survives. Greedy params give a one-hot at argmax.
 std::vector<float> sampling_distribution(std::span<const float> logits, const SamplingParams& params);
+// The same from a full sort of the vocabulary, as HF's warpers do it: the definition the one above
+// is held to, bit for bit (it selects and sorts only the top tokens).
+std::vector<float> sampling_distribution_reference(std::span<const float> logits, const SamplingParams& params);
 
 class Sampler {
  public:
