@@ -306,6 +306,34 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(s()), "copying to the host");
   }
 
+  // On the GPU: only the tokens come back (after the pass when it is recorded or replayed).
+  void sample(const float* logits, std::size_t vocab, std::span<const std::size_t> rows,
+              std::span<const SampleRequest> requests, std::span<int32_t* const> tokens) override {
+    const std::size_t n = requests.size();
+    if (n == 0) return;
+    std::vector<cuda::SampleRowDev> params(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const SamplingParams& p = requests[i].params;
+      params[i] = {int(rows[i]), p.temperature, p.top_k, p.top_p, p.min_p, p.greedy ? 1 : 0, requests[i].u};
+    }
+    const cuda::SampleRowDev* dev = upload(params.data(), n);
+    auto* picked = scratch_.take<int32_t>(n);
+    auto pinned = pass_host_.take(n * sizeof(int32_t));
+    if (!pinned) throw std::bad_alloc();
+    const auto* host = reinterpret_cast<const int32_t*>(*pinned);
+    if (!replaying()) {
+      cuda::sample_rows(logits, int(n), int(vocab), dev, picked, s());
+      check(cudaMemcpyAsync(*pinned, picked, n * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "copying tokens");
+    }
+    if (mode_ == cuda::PassGraphs::Mode::kRun) {
+      if (!issued_) issued_ = std::chrono::steady_clock::now();
+      check(cudaStreamSynchronize(s()), "copying tokens");
+      for (std::size_t i = 0; i < n; ++i) *tokens[i] = host[i];
+      return;
+    }
+    for (std::size_t i = 0; i < n; ++i) graphs_.log_copy(tokens[i], host + i, sizeof(int32_t));
+  }
+
   // ---- Attention ----
   void rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
             const int64_t* positions) override {

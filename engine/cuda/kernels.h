@@ -114,6 +114,22 @@ void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, c
 void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const ChoicesByExpert& by_expert,
                       float* out, cudaStream_t s);
 
+// ---- Sampling (sample_kernels.cu) -----------------------------------------------------------------
+
+// One row's sampling parameters and the host's uniform draw u in [0, 1) (SamplingParams + u).
+struct SampleRowDev {
+  int row;  // of the logits
+  float temperature;
+  int top_k;
+  float top_p;
+  float min_p;
+  int greedy;
+  double u;
+};
+// tokens[i] = the token drawn from logits row params[i].row ([.., vocab]) per params[i] (Backend::sample).
+void sample_rows(const float* logits, int rows, int vocab, const SampleRowDev* params, int32_t* tokens,
+                 cudaStream_t s);
+
 // ---- Attention (attention_kernels.cu) ------------------------------------------------------------
 
 // One sequence of a batched attention call, in device memory. Its rows are row0 .. row0 + rows - 1

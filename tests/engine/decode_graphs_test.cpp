@@ -57,16 +57,22 @@ TEST_P(DecodeGraphs, ReplayedStepsEqualStepsRunOpByOp) {
     ASSERT_TRUE(m->forward(states[states.size() - 2], prompt, nullptr, LogitsMode::kNone).is_ok());
     ASSERT_TRUE(m->forward(states.back(), std::span(prompt).first(40), nullptr, LogitsMode::kNone).is_ok());
   }
+  // The second sequence also draws its next token on the GPU (the draw's u changes every step).
+  engine::SampleRequest draw{{.temperature = 0.9f, .top_k = 50, .top_p = 0.95f}, 0.0};
   for (std::size_t step = 0; step < steps.size(); ++step) {
     std::vector<float> want(2 * V), got(2 * V);
+    int32_t want_token = -1, got_token = -1;
+    draw.u = double(step) / double(steps.size());
     const int32_t a[1] = {steps[step]}, b[1] = {steps[(step + 5) % steps.size()]};
     const BatchSlice p[] = {{&states[0], a, want.data(), LogitsMode::kLast},
-                            {&states[1], b, want.data() + V, LogitsMode::kLast}};
+                            {&states[1], b, want.data() + V, LogitsMode::kLast, &draw, &want_token}};
     const BatchSlice g[] = {{&states[2], a, got.data(), LogitsMode::kLast},
-                            {&states[3], b, got.data() + V, LogitsMode::kLast}};
+                            {&states[3], b, got.data() + V, LogitsMode::kLast, &draw, &got_token}};
     ASSERT_TRUE(plain->forward_batch(p).is_ok());
     ASSERT_TRUE(graphed->forward_batch(g).is_ok());
     ASSERT_EQ(got, want) << "step " << step << " at " << states[2].position() << " tokens";
+    ASSERT_GE(want_token, 0);
+    ASSERT_EQ(got_token, want_token) << "step " << step;
   }
   graphed->set_profile(nullptr);
   plain->set_routing_trace(nullptr);

@@ -14,6 +14,7 @@
 #include "ft/engine/backend.h"
 #include "ft/engine/bf16.h"
 #include "ft/engine/kv_pool.h"
+#include "ft/engine/sampling.h"
 #include "gpu_test_util.h"
 
 namespace ft::engine {
@@ -330,6 +331,49 @@ TEST_F(CudaOps, AddRmsNormAddsTheResidualThenNorms) {
     EXPECT_EQ(host(dx, x.size()), want_x) << "dim " << d;
     EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-5) << "dim " << d;
   }
+}
+
+// Tokens drawn on the GPU (only they come back) against the host sampler with the same draws:
+// greedy exactly; sampled ones from the same kept set and almost always the same token (fp32 sums
+// against the host's doubles can move a draw that falls on a boundary).
+TEST_F(CudaOps, SamplingOnTheGpuDrawsWhatTheHostSamplerDraws) {
+  const std::size_t V = 6000, rows = 6;
+  std::vector<float> logits = random(rows * V, 3.f);
+  for (std::size_t i = 0; i < V; i += 7) logits[i] = std::round(logits[i]);  // ties
+  const float* dl = dev(logits);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  std::size_t same = 0, total = 0;
+  for (const SamplingParams& p :
+       {SamplingParams{.greedy = true}, SamplingParams{.temperature = 0.8f},
+        SamplingParams{.temperature = 0.7f, .top_k = 40}, SamplingParams{.temperature = 1.0f, .top_p = 0.9f},
+        SamplingParams{.temperature = 1.2f, .top_k = 100, .top_p = 0.8f, .min_p = 0.02f},
+        SamplingParams{.temperature = 0.9f, .min_p = 0.1f}}) {
+    for (int round = 0; round < 20; ++round) {
+      std::vector<SampleRequest> reqs;
+      std::vector<std::size_t> picked_rows;
+      std::vector<int32_t> got(rows, -1);
+      std::vector<int32_t*> outs;
+      for (std::size_t r = 0; r < rows; ++r) {
+        reqs.push_back({p, uni(rng_)});
+        picked_rows.push_back((r * 5 + std::size_t(round)) % rows);
+        outs.push_back(&got[r]);
+      }
+      on(*cuda_, [&] { cuda_->sample(dl, V, picked_rows, reqs, outs); });
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::span<const float> row(logits.data() + picked_rows[r] * V, V);
+        const int32_t want = Sampler::pick(row, reqs[r]);
+        if (p.greedy) {
+          EXPECT_EQ(got[r], want);
+          continue;
+        }
+        ASSERT_GE(got[r], 0);
+        EXPECT_GT(sampling_distribution(row, p)[std::size_t(got[r])], 0.f) << "a token the warpers drop";
+        same += got[r] == want;
+        ++total;
+      }
+    }
+  }
+  EXPECT_GE(same * 100, total * 97) << same << " of " << total << " draws agree";
 }
 
 TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {

@@ -207,7 +207,10 @@ class DecoderModel final : public Model {
           b.state->linear().size() != linear_layers_) {
         return invalid_argument("forward: the sequence state belongs to another model");
       }
-      if (b.mode != LogitsMode::kNone && !b.logits_out) return invalid_argument("forward: logits_out is null");
+      if (b.mode != LogitsMode::kNone && !b.logits_out && !b.sample)
+        return invalid_argument("forward: logits_out is null");
+      if (b.sample && (b.mode != LogitsMode::kLast || !b.token_out))
+        return invalid_argument("forward: sampling takes the last row's logits and a token_out");
       for (const BatchSlice& other : batch) {
         if (&other != &b && other.state == b.state) return invalid_argument("forward: a state appears twice");
       }
@@ -280,7 +283,7 @@ class DecoderModel final : public Model {
     shape.key.push_back(int64_t(batch.size()));
     for (const BatchSlice& b : batch) {
       if (b.tokens.size() != 1) return std::nullopt;
-      shape.key.push_back(int64_t(b.mode));
+      shape.key.push_back(int64_t(b.mode) * 4 + (b.logits_out ? 2 : 0) + (b.sample ? 1 : 0));
       ctx = std::max(ctx, b.state->position() + 1);
     }
     shape.kv_tokens = 256;
@@ -348,12 +351,21 @@ class DecoderModel final : public Model {
     norm_.forward(be, x, x, picked);
     be.linear(x, picked, lm_head_, nullptr, logits);
     std::size_t at = 0;
+    std::vector<std::size_t> sample_rows;
+    std::vector<SampleRequest> requests;
+    std::vector<int32_t*> tokens;
     for (const BatchSlice& b : batch) {
       if (b.mode == LogitsMode::kNone) continue;
       const std::size_t k = b.mode == LogitsMode::kLast ? 1 : b.tokens.size();
-      be.to_host(logits + at * V, k * V, b.logits_out);
+      if (b.logits_out) be.to_host(logits + at * V, k * V, b.logits_out);
+      if (b.sample) {
+        sample_rows.push_back(at);
+        requests.push_back(*b.sample);
+        tokens.push_back(b.token_out);
+      }
       at += k;
     }
+    if (!requests.empty()) be.sample(logits, V, sample_rows, requests, tokens);
   }
 
   std::shared_ptr<const Checkpoint> ckpt_;  // mapped for the model's whole life: the weights live there

@@ -189,20 +189,26 @@ std::vector<float> sampling_distribution(std::span<const float> logits, const Sa
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), state_(params.seed ^ 0x6a09e667f3bcc909ull) {}
 
-int32_t Sampler::sample(std::span<const float> logits) {
-  if (is_greedy(params_)) return argmax(logits);
-  thread_local Kept k;
-  keep(logits, params_, k);
+SampleRequest Sampler::request() {
+  SampleRequest r{params_, 0.0};
+  if (is_greedy(params_)) return r;
   // splitmix64 step -> uniform in [0, 1).
   uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
-  const double u = double(z >> 11) * (1.0 / 9007199254740992.0);
+  r.u = double(z >> 11) * (1.0 / 9007199254740992.0);
+  return r;
+}
+
+int32_t Sampler::pick(std::span<const float> logits, const SampleRequest& request) {
+  if (is_greedy(request.params)) return argmax(logits);
+  thread_local Kept k;
+  keep(logits, request.params, k);
   // The walk over the distribution in index order, its zeros left out (they change no sum).
   double total = 0;
   for (float v : k.p) total += v;
-  double cum = 0, target = u * total;
+  double cum = 0, target = request.u * total;
   int32_t last_nonzero = 0;
   for (std::size_t j = 0; j < k.index.size(); ++j) {
     if (k.p[j] <= 0.0f) continue;
@@ -212,6 +218,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
   }
   return last_nonzero;  // rounding left target at the very top
 }
+
+int32_t Sampler::sample(std::span<const float> logits) { return pick(logits, request()); }
 
 bool is_stop_token(int32_t token, std::span<const int32_t> stop_ids) {
   return std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();

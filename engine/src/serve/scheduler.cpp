@@ -108,14 +108,16 @@ struct Scheduler::Sequence {
   int32_t next_input = 0;  // decode: the token fed next step
   int64_t generated = 0;
   int64_t cached = 0;
-  std::vector<float> logits;
+  // The pass that ends the prompt, and each decode step, draws the next token on the model's
+  // device: the request (the sampler's draw) goes with the slice, the token comes back here.
+  SampleRequest next_request;
+  int32_t next_token = 0;
   Clock::time_point started = Clock::now();
   double prefill_ms = 0;
   Clock::time_point first_token;
 
   Sequence(wire::GenerateRequest r, std::shared_ptr<RequestHandle> h, const Model& m)
-      : req(std::move(r)), handle(std::move(h)), state(m.new_state()), sampler(sampling_params(req.sampling)),
-        logits(std::size_t(m.vocab_size())) {}
+      : req(std::move(r)), handle(std::move(h)), state(m.new_state()), sampler(sampling_params(req.sampling)) {}
 };
 
 Scheduler::Scheduler(const Model& model, store::StateTier* store, SchedulerOptions options)
@@ -269,7 +271,8 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
   // Decode first: one row each keeps every stream moving while long prompts prefill.
   for (auto& s : running) {
     if (s->done || s->prefilling) continue;
-    slices.push_back({&s->state, {&s->next_input, 1}, s->logits.data(), LogitsMode::kLast});
+    s->next_request = s->sampler.request();
+    slices.push_back({&s->state, {&s->next_input, 1}, nullptr, LogitsMode::kLast, &s->next_request, &s->next_token});
     members.push_back(s.get());
     chunk.push_back(0);
     --budget;
@@ -289,10 +292,12 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
       const int64_t until = s->req.snapshots[s->next_snapshot].position - s->state.position();
       n = std::min<std::size_t>(n, std::size_t(until));
     }
-    const bool last = s->consumed + n == s->req.tokens.size();
-    slices.push_back({&s->state,
-                      std::span<const int32_t>(s->req.tokens).subspan(s->consumed, n),
-                      last ? s->logits.data() : nullptr, last ? LogitsMode::kLast : LogitsMode::kNone});
+    // The prompt's last chunk draws the first token (unless none is wanted).
+    const bool sample = s->consumed + n == s->req.tokens.size() && s->req.max_new_tokens > 0;
+    if (sample) s->next_request = s->sampler.request();
+    slices.push_back({&s->state, std::span<const int32_t>(s->req.tokens).subspan(s->consumed, n), nullptr,
+                      sample ? LogitsMode::kLast : LogitsMode::kNone, sample ? &s->next_request : nullptr,
+                      sample ? &s->next_token : nullptr});
     members.push_back(s.get());
     chunk.push_back(n);
     budget -= int(n);
@@ -357,7 +362,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
       finish(s, wire::Finish::kLength);
       continue;
     }
-    const int32_t token = s.sampler.sample(s.logits);
+    const int32_t token = s.next_token;
     if (is_stop_token(token, s.req.stop_ids)) {
       finish(s, wire::Finish::kStop);
       continue;

@@ -40,6 +40,7 @@
 #include "ft/engine/ops_attention.h"
 #include "ft/engine/ops_deltanet.h"
 #include "ft/engine/ops_moe.h"
+#include "ft/engine/sampling.h"
 #include "ft/engine/scratch.h"
 
 namespace ft::engine {
@@ -201,6 +202,18 @@ class Backend {
   virtual void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) = 0;
   // Copies n floats of backend memory to host memory.
   virtual void to_host(const float* src, std::size_t n, float* dst) = 0;
+  // Draws a token for each request from row rows[i] of logits [.., vocab] (Sampler::pick's
+  // semantics) into *tokens[i] (host memory; written by the time the pass ends). By default on the
+  // host, from the rows copied out; a GPU backend samples on the GPU.
+  virtual void sample(const float* logits, std::size_t vocab, std::span<const std::size_t> rows,
+                      std::span<const SampleRequest> requests, std::span<int32_t* const> tokens) {
+    thread_local std::vector<float> row;
+    row.resize(vocab);
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      to_host(logits + rows[i] * vocab, vocab, row.data());
+      *tokens[i] = Sampler::pick(row, requests[i]);
+    }
+  }
 
   // ---- Attention ----
   // Rotates the first rotary_dim dims of each head of x [T, heads, head_dim]; row t sits at

@@ -17,6 +17,7 @@
 #include "ft/engine/backend.h"
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/placement.h"
+#include "ft/engine/sampling.h"
 #include "ft/engine/model_config.h"
 #include "ft/engine/sequence_state.h"
 
@@ -35,8 +36,12 @@ enum class LogitsMode {
 struct BatchSlice {
   SequenceState* state = nullptr;
   std::span<const int32_t> tokens;  // appended at state->position()
-  float* logits_out = nullptr;      // rows per `mode`; may be null for kNone
+  float* logits_out = nullptr;      // rows per `mode`; null: not copied out (kNone, or only sampled)
   LogitsMode mode = LogitsMode::kLast;
+  // With kLast: the next token drawn from the last row's logits, written to *token_out, on the
+  // backend's device where it has one (only the token crosses to the host).
+  const SampleRequest* sample = nullptr;
+  int32_t* token_out = nullptr;
 };
 
 class Model {

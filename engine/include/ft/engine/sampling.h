@@ -28,11 +28,23 @@ std::vector<float> sampling_distribution(std::span<const float> logits, const Sa
 // is held to, bit for bit (it selects and sorts only the top tokens).
 std::vector<float> sampling_distribution_reference(std::span<const float> logits, const SamplingParams& params);
 
+// One token to draw from a row of logits: the parameters and the draw u in [0, 1) the sampler made
+// for it (a backend that samples on its own device needs only these).
+struct SampleRequest {
+  SamplingParams params;
+  double u = 0;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   // One token from `logits`; advances the RNG by exactly one draw when sampling.
   int32_t sample(std::span<const float> logits);
+  // The same in two halves: the request for the next token (the RNG advanced by one draw when
+  // sampling, none when greedy), and the token a request picks from `logits`. sample(l) ==
+  // pick(l, request()) with the same RNG state.
+  SampleRequest request();
+  static int32_t pick(std::span<const float> logits, const SampleRequest& request);
   const SamplingParams& params() const { return params_; }
 
  private:
