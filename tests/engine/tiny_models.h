@@ -63,8 +63,14 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
   return s;
 }
 
+// One golden fixture per supported family, named by its model_type: a family without one fails the
+// golden tests rather than passing unchecked.
 inline const std::vector<std::string>& fixture_names() {
-  static const std::vector<std::string> names = {"qwen3_moe", "qwen3_next", "qwen3_5_moe"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (engine::ModelFamily f : engine::model_families()) out.push_back(engine::model_family_name(f));
+    return out;
+  }();
   return names;
 }
 
