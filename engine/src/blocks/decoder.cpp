@@ -215,6 +215,9 @@ class DecoderModel final : public Model {
     // One pass at a time: the backend's scratch and threads serve the whole pass.
     std::lock_guard lock(mu_);
     for (const BatchSlice& b : batch) FT_RETURN_IF_ERROR(b.state->reserve(int64_t(b.tokens.size())));
+    if (const std::optional<Backend::PassShape> shape = decode_shape(batch)) {
+      return be_->execute([&] { run(batch); }, *shape);
+    }
     return be_->execute([&] { run(batch); });
   }
 
@@ -264,6 +267,25 @@ class DecoderModel final : public Model {
     plan_.kv_pages = pool_->stats().pages_total;
     plan_.kv_tokens = plan_.kv_pages * uint64_t(kv.page_tokens);
     return Status::ok();
+  }
+
+  // A decode step's shape (every sequence one token, a few sequences): the sequences' logits modes
+  // and the context its attention is shaped for, the longest one's rounded up to a power of two
+  // (at least 256), so one recording serves many steps.
+  static std::optional<Backend::PassShape> decode_shape(std::span<const BatchSlice> batch) {
+    constexpr std::size_t kMaxSequences = 16;
+    if (batch.size() > kMaxSequences) return std::nullopt;
+    Backend::PassShape shape;
+    int64_t ctx = 0;
+    shape.key.push_back(int64_t(batch.size()));
+    for (const BatchSlice& b : batch) {
+      if (b.tokens.size() != 1) return std::nullopt;
+      shape.key.push_back(int64_t(b.mode));
+      ctx = std::max(ctx, b.state->position() + 1);
+    }
+    shape.kv_tokens = 256;
+    while (shape.kv_tokens < ctx) shape.kv_tokens *= 2;
+    return shape;
   }
 
   // The pass itself, on the backend's threads; states have their pages reserved.

@@ -11,6 +11,16 @@ KvPage::KvPage(const Key&, std::shared_ptr<KvPool> pool, std::uint32_t index, st
 
 KvPage::~KvPage() { pool_->release(index_); }
 
+std::shared_ptr<const KvPageMirror> KvPage::mirror() const {
+  std::lock_guard lock(mirror_mu_);
+  return mirror_;
+}
+
+void KvPage::set_mirror(std::shared_ptr<const KvPageMirror> mirror) {
+  std::lock_guard lock(mirror_mu_);
+  mirror_ = std::move(mirror);
+}
+
 Result<std::shared_ptr<KvPool>> KvPool::create(const KvLayout& layout, std::uint64_t budget_bytes,
                                                std::shared_ptr<Memory> memory) {
   const std::uint64_t page = layout.page_bytes();
@@ -76,6 +86,11 @@ void KvPool::release(std::uint32_t index) {
   std::lock_guard lock(mu_);
   free_.push_back(index);
   --counters_.pages_used;
+}
+
+void KvPool::count_mirror() {
+  std::lock_guard lock(mu_);
+  ++counters_.mirrored;
 }
 
 KvPoolStats KvPool::stats() const {

@@ -1,5 +1,6 @@
 #include "ft/engine/state_checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <xxhash.h>
 
@@ -80,11 +81,20 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
       if (memory.is_host()) {  // shared, not copied: later snapshots of the sequence reuse it
         out.chunks.push_back({std::uint32_t(p), ChunkKind::kKvPage, store_dtype(l.dtype), page_shape(l),
                               store::ChunkBytes::shared({page->data(), l.page_bytes()}, page)});
-      } else {
+        continue;
+      }
+      // Off the host: the page's host copy, made once its tokens are all there (KvPageMirror).
+      const std::int64_t tokens = std::min<std::int64_t>(l.page_tokens, state.position() - p * l.page_tokens);
+      std::shared_ptr<const KvPageMirror> mirror = page->mirror();
+      if (!mirror || mirror->tokens() < tokens) {
         std::vector<std::byte> bytes(l.page_bytes());
         memory.to_host(bytes.data(), page->data(), bytes.size());
-        out.chunks.push_back({std::uint32_t(p), ChunkKind::kKvPage, store_dtype(l.dtype), page_shape(l), std::move(bytes)});
+        mirror = std::make_shared<const KvPageMirror>(std::move(bytes), tokens, page);
+        page->set_mirror(mirror);
+        const_cast<KvPool*>(pool)->count_mirror();
       }
+      out.chunks.push_back({std::uint32_t(p), ChunkKind::kKvPage, store_dtype(l.dtype), page_shape(l),
+                            store::ChunkBytes::shared(mirror->bytes(), mirror)});
     }
   }
   for (const LinearState& l : state.linear()) {
@@ -127,6 +137,14 @@ Status restore_from_model_state(const store::ModelState& checkpoint, SequenceSta
     if (own && own->pool() == state.pool() && own->data() == c.data.data()) {
       pages.push_back(std::const_pointer_cast<KvPage>(std::move(own)));
       continue;
+    }
+    // The host copy of a page of this pool that still lives: the page itself, no copy back (its
+    // mirrored positions cannot have changed since).
+    if (auto mirror = std::dynamic_pointer_cast<const KvPageMirror>(c.data.owner())) {
+      if (KvPageRef page = mirror->page(); page && page->pool() == state.pool()) {
+        pages.push_back(std::move(page));
+        continue;
+      }
     }
     auto page = const_cast<KvPool*>(state.pool())->allocate();
     if (!page.is_ok()) return fail(page.status());

@@ -110,6 +110,7 @@ struct OpProfile {
   double issue_seconds = 0;  // the host issuing the passes' work (on a GPU it runs ahead of it)
   double pass_seconds = 0;   // the passes to their end, device work included
   std::uint64_t passes = 0;
+  std::uint64_t replayed_passes = 0;  // of them, replays of a recorded pass (a CUDA graph)
 };
 
 class Backend {
@@ -124,6 +125,19 @@ class Backend {
   // Runs `fn` (a forward pass) on this backend's threads; ops are called from inside it. Returns
   // when the pass's work is done (the GPU synchronised): an error the device reported, if any.
   virtual Status execute(const std::function<void()>& fn) = 0;
+  // What a pass's work depends on besides the values it uploads (token ids, positions, page tables,
+  // state pointers): two passes of one shape issue the same ops with the same sizes, so a backend
+  // may record the pass once and replay the recording for the next ones (CUDA graphs), running `fn`
+  // for its host side only. kv_tokens: the context the pass's attention is shaped for (at least
+  // every sequence's). The decoder gives one for decode steps.
+  struct PassShape {
+    std::vector<int64_t> key;
+    int64_t kv_tokens = 0;
+  };
+  virtual Status execute(const std::function<void()>& fn, const PassShape& shape) {
+    (void)shape;
+    return execute(fn);
+  }
   // Temporaries in the backend's memory.
   Scratch& scratch() { return scratch_; }
   // Temporaries the host writes and reads (per-pass ids, positions, row lists): host RAM.

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "ft/common/result.h"
@@ -59,6 +60,28 @@ struct KvLayout {
 };
 
 class KvPool;
+class KvPage;
+
+// A page's bytes copied to host memory, for checkpoints of a page that lives where the host cannot
+// read it (VRAM): its first `tokens` positions are valid. A position once written never changes in
+// any page (sequences write only at their end, and copy a shared page first), so a mirror stays
+// true for its tokens for the page's whole life: checkpoints of a growing sequence share the
+// mirrors of its full pages and copy only the page they end in. The mirror is the owner of the
+// bytes those checkpoints hold, and it remembers its page, so that a restore into the same pool
+// can take the page itself while it lives instead of copying the bytes back.
+class KvPageMirror final : public store::ChunkOwner {
+ public:
+  KvPageMirror(std::vector<std::byte> bytes, int64_t tokens, std::weak_ptr<KvPage> page)
+      : bytes_(std::move(bytes)), tokens_(tokens), page_(std::move(page)) {}
+  std::span<const std::byte> bytes() const { return bytes_; }
+  int64_t tokens() const { return tokens_; }
+  std::shared_ptr<KvPage> page() const { return page_.lock(); }  // null once the page is gone
+
+ private:
+  std::vector<std::byte> bytes_;
+  int64_t tokens_;
+  std::weak_ptr<KvPage> page_;
+};
 
 // One page. Its memory goes back to the pool when the last holder lets go; holders are the
 // sequences using it and the checkpoints sharing it (hence a store::ChunkOwner: a restore can tell
@@ -76,11 +99,16 @@ class KvPage final : public store::ChunkOwner {
 
   std::byte* data() const { return data_; }
   const KvPool* pool() const { return pool_.get(); }
+  // The newest host copy of this page's bytes, if one was made (see KvPageMirror).
+  std::shared_ptr<const KvPageMirror> mirror() const;
+  void set_mirror(std::shared_ptr<const KvPageMirror> mirror);
 
  private:
   std::shared_ptr<KvPool> pool_;  // the pool outlives every page (a checkpoint may hold one late)
   std::uint32_t index_;
   std::byte* data_;
+  mutable std::mutex mirror_mu_;
+  std::shared_ptr<const KvPageMirror> mirror_;
 };
 using KvPageRef = std::shared_ptr<KvPage>;
 
@@ -90,6 +118,7 @@ struct KvPoolStats {
   std::uint64_t pages_used = 0;   // held by sequences or checkpoints
   std::uint64_t pages_touched = 0;  // ever used: memory committed
   std::uint64_t copies = 0;       // copy-on-write page copies
+  std::uint64_t mirrored = 0;     // pages copied to the host for checkpoints (pools off the host)
   std::uint64_t exhausted = 0;    // allocations refused for want of budget
 };
 
@@ -110,6 +139,8 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   // A new page with the bytes of `page` (copy on write).
   Result<KvPageRef> copy_of(const KvPage& page);
   KvPoolStats stats() const;
+  // Counts a page copied to the host for a checkpoint.
+  void count_mirror();
 
   class Key {  // only create() makes pools
     friend class KvPool;

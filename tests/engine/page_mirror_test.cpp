@@ -1,0 +1,138 @@
+// Checkpoints of KV pages that live off the host (VRAM): each page is copied to the host once its
+// tokens are all there and shared by every later checkpoint of the sequence (KvPageMirror), only
+// the page a checkpoint ends in is copied again; a restore into the same pool takes the live page
+// itself, and copy on write keeps both sequences right. The "device" here is host RAM behind the
+// Memory interface with is_host() false, so the off-host path runs in CI.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "ft/engine/kv_pool.h"
+#include "ft/engine/sequence_state.h"
+#include "ft/engine/state_checkpoint.h"
+
+namespace ft::engine {
+namespace {
+
+// Host RAM that the code under test must treat as device memory: reads and writes only through
+// to_host / from_host (counted).
+class OffHostMemory final : public Memory {
+ public:
+  bool is_host() const override { return false; }
+  Result<std::byte*> allocate(std::size_t n) override { return host_->allocate(n); }
+  void free(std::byte* p, std::size_t n) override { host_->free(p, n); }
+  void zero(std::byte* p, std::size_t n) override { std::memset(p, 0, n); }
+  void copy(std::byte* dst, const std::byte* src, std::size_t n) override { std::memcpy(dst, src, n); }
+  void to_host(void* dst, const std::byte* src, std::size_t n) override {
+    std::memcpy(dst, src, n);
+    read_bytes += n;
+  }
+  void from_host(std::byte* dst, const void* src, std::size_t n) override { std::memcpy(dst, src, n); }
+  std::size_t read_bytes = 0;
+
+ private:
+  std::shared_ptr<Memory> host_ = host_memory();
+};
+
+constexpr int64_t kPage = 16;
+
+// Writes position `pos` of `state` (every layer, head and dim of K and V) with values derived from
+// `tag` and the position, as a forward pass would: reserve, write, advance.
+void append(SequenceState& state, Memory& mem, int64_t n, uint16_t tag) {
+  ASSERT_TRUE(state.reserve(n).is_ok());
+  const KvLayout& l = state.pool()->layout();
+  for (int64_t pos = state.position(); pos < state.position() + n; ++pos) {
+    std::byte* page = state.page_data()[std::size_t(pos / kPage)];
+    const int64_t slot = pos % kPage;
+    for (int64_t layer = 0; layer < l.layers; ++layer) {
+      for (int64_t h = 0; h < l.kv_heads; ++h) {
+        for (int64_t d = 0; d < l.head_dim; ++d) {
+          const uint16_t v = uint16_t(tag * 1000 + pos * 7 + layer * 3 + h + d);
+          mem.from_host(page + l.k_offset(layer, h) + std::size_t((slot * l.head_dim + d) * 2), &v, 2);
+          mem.from_host(page + l.v_offset(layer, h) + std::size_t((d * kPage + slot) * 2), &v, 2);
+        }
+      }
+    }
+  }
+  state.advance(n);
+}
+
+// K and V of position `pos` of `state`, as bytes.
+std::vector<std::byte> token_bytes(const SequenceState& state, int64_t pos) {
+  const KvLayout& l = state.pool()->layout();
+  const std::byte* page = state.pages()[std::size_t(pos / kPage)]->data();
+  std::vector<std::byte> out;
+  for (int64_t layer = 0; layer < l.layers; ++layer) {
+    for (int64_t h = 0; h < l.kv_heads; ++h) {
+      for (int64_t d = 0; d < l.head_dim; ++d) {
+        const std::byte* k = page + l.k_offset(layer, h) + std::size_t(((pos % kPage) * l.head_dim + d) * 2);
+        const std::byte* v = page + l.v_offset(layer, h) + std::size_t((d * kPage + pos % kPage) * 2);
+        out.insert(out.end(), k, k + 2);
+        out.insert(out.end(), v, v + 2);
+      }
+    }
+  }
+  return out;
+}
+
+struct Pools {
+  std::shared_ptr<OffHostMemory> mem = std::make_shared<OffHostMemory>();
+  KvLayout layout{2, 2, 8, kPage, KvDType::kBf16};
+  std::shared_ptr<KvPool> pool = *KvPool::create(layout, 64 * layout.page_bytes(), mem);
+  SequenceState fresh() { return SequenceState("m", pool, {}, mem); }
+};
+
+TEST(PageMirrors, CheckpointsOfAGrowingSequenceCopyOnlyThePageTheyEndIn) {
+  Pools p;
+  const ModelFingerprint fp{1, 2};
+  SequenceState s = p.fresh();
+  append(s, *p.mem, 40, 1);  // pages 0, 1 full, page 2 holds 8 tokens
+  const store::ModelState first = to_model_state(s, fp);
+  EXPECT_EQ(p.pool->stats().mirrored, 3u);
+  EXPECT_EQ(p.mem->read_bytes, 3 * p.layout.page_bytes());
+
+  append(s, *p.mem, 30, 1);  // page 2 fills, page 3 full, page 4 holds 6 tokens
+  const store::ModelState second = to_model_state(s, fp);
+  EXPECT_EQ(p.pool->stats().mirrored, 6u) << "pages 0 and 1 are shared, not copied again";
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(second.chunks[i].data.owner(), first.chunks[i].data.owner());
+  EXPECT_NE(second.chunks[2].data.owner(), first.chunks[2].data.owner());
+  const store::ModelState again = to_model_state(s, fp);  // nothing new: nothing copied
+  EXPECT_EQ(p.pool->stats().mirrored, 6u);
+  EXPECT_EQ(again.chunks[4].data.owner(), second.chunks[4].data.owner());
+
+  // Into another pool: the bytes come back, the first 40 positions as they were written.
+  Pools other;
+  SequenceState r = other.fresh();
+  ASSERT_TRUE(restore_from_model_state(first, r).is_ok());
+  EXPECT_EQ(r.position(), 40);
+  for (int64_t pos = 0; pos < 40; ++pos) ASSERT_EQ(token_bytes(r, pos), token_bytes(s, pos)) << pos;
+}
+
+TEST(PageMirrors, ARestoreIntoTheSamePoolTakesTheLivePagesAndCopiesOnWrite) {
+  Pools p;
+  const ModelFingerprint fp{1, 2};
+  SequenceState s = p.fresh();
+  append(s, *p.mem, 40, 1);
+  const store::ModelState at40 = to_model_state(s, fp);
+  append(s, *p.mem, 10, 1);  // the original goes on writing into page 2
+  const uint64_t used = p.pool->stats().pages_used;
+
+  SequenceState r = p.fresh();
+  ASSERT_TRUE(restore_from_model_state(at40, r).is_ok());
+  EXPECT_EQ(p.pool->stats().pages_used, used) << "no page allocated: the live ones are shared";
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(r.pages()[i]->data(), s.pages()[i]->data());
+
+  // The restored sequence diverges at position 40, inside shared page 2: it writes into a copy.
+  append(r, *p.mem, 5, 2);
+  EXPECT_NE(r.pages()[2]->data(), s.pages()[2]->data());
+  for (int64_t pos = 0; pos < 40; ++pos) ASSERT_EQ(token_bytes(r, pos), token_bytes(s, pos)) << pos;
+  Pools check;  // the original's positions 40..49 are still its own
+  SequenceState o = check.fresh();
+  ASSERT_TRUE(restore_from_model_state(to_model_state(s, fp), o).is_ok());
+  for (int64_t pos = 40; pos < 50; ++pos) EXPECT_EQ(token_bytes(o, pos), token_bytes(s, pos)) << pos;
+  for (int64_t pos = 40; pos < 45; ++pos) EXPECT_NE(token_bytes(r, pos), token_bytes(s, pos)) << pos;
+}
+
+}  // namespace
+}  // namespace ft::engine
