@@ -356,7 +356,7 @@ class CudaBackend final : public Backend {
   void attention_inputs(const KvLayout& layout, int64_t layer, float* q, float* k, const float* v, std::size_t T,
                         std::size_t heads, const QkNorm* norm, const ref::RopeSpec& rope, const float* inv_freq,
                         const int64_t* positions, std::span<const AttentionSeq> seqs) override {
-    {
+    if (!norm || norm->per_head) {  // the kernel norms per head; OLMoE's whole-width norm composes
       Timed timer(this, OpProfile::kRope);  // norms, RoPE and the KV write, timed as one
       const AttnBatch& b = attention_batch(layout, seqs);
       if (replaying() && cuda::attention_inputs_fit(layout, rope)) return;

@@ -10,7 +10,10 @@ continuation.
 Writes OUT/<name>/checkpoint/{config.json,generation_config.json,model.safetensors} and
 OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]), greedy_ids (I64 [G]).
 
-  python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models [--only qwen3_moe]
+  python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models [--only qwen3_moe olmoe ...]
+
+The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe (the
+engine's golden test expects a fixture for every family it supports).
 """
 import argparse
 import json
@@ -68,7 +71,44 @@ def qwen3_5_moe():
     return cfg, transformers.Qwen3_5MoeForConditionalGeneration
 
 
-ARCHS = {"qwen3_moe": qwen3_moe, "qwen3_next": qwen3_next, "qwen3_5_moe": qwen3_5_moe}
+def mixtral():
+    # Mixtral-8x7B's shape in small: 8 experts top-2, experts intermediate_size wide, no sliding window.
+    cfg = transformers.MixtralConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, num_local_experts=8,
+        num_experts_per_tok=2, sliding_window=None, rms_norm_eps=1e-5, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0)
+    return cfg, transformers.MixtralForCausalLM
+
+
+def qwen2_moe():
+    # Qwen1.5-MoE's shape in small: q/k/v biases (qkv_bias defaults on), a gated shared expert,
+    # norm_topk_prob off, a dense layer. head_dim is hidden_size / num_attention_heads (no key).
+    cfg = transformers.Qwen2MoeConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+        shared_expert_intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, num_experts=16, num_experts_per_tok=4, norm_topk_prob=False,
+        decoder_sparse_step=1, mlp_only_layers=[2], use_sliding_window=False, rms_norm_eps=1e-6,
+        max_position_embeddings=4096, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0)
+    return cfg, transformers.Qwen2MoeForCausalLM
+
+
+def olmoe():
+    # OLMoE's shape in small: q_norm / k_norm over the whole q and k projections (GQA here, so the two
+    # widths differ), experts intermediate_size wide, norm_topk_prob off, no clip_qkv.
+    cfg = transformers.OlmoeConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=64, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, num_experts=16, num_experts_per_tok=4,
+        norm_topk_prob=False, attention_bias=False, clip_qkv=None, rms_norm_eps=1e-5,
+        max_position_embeddings=4096, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0, pad_token_id=None)
+    return cfg, transformers.OlmoeForCausalLM
+
+
+ARCHS = {"qwen3_moe": qwen3_moe, "qwen3_next": qwen3_next, "qwen3_5_moe": qwen3_5_moe,
+         "mixtral": mixtral, "qwen2_moe": qwen2_moe, "olmoe": olmoe}
 
 
 @torch.no_grad()

@@ -112,5 +112,30 @@ TEST_F(HubCache, ModelsListsWhatTheCacheHoldsAndWhetherItRuns) {
   EXPECT_NE(table.out.find("qwen3_moe"), std::string::npos) << table.out;
 }
 
+TEST(HubCacheFamilies, ModelsReportsACheckpointOfEveryFamilyAsSupported) {
+  TempDir dir;
+  const fs::path hub = dir.path() / "hub";
+  for (engine::ModelFamily family : engine::model_families()) {
+    engine::RandomCheckpointSpec spec;
+    spec.family = family;
+    spec.vocab_size = 64;
+    spec.hidden_size = 32;
+    spec.num_layers = 2;
+    spec.head_dim = 8;  // hidden / heads, as OLMoE requires
+    const std::string name = engine::model_family_name(family);
+    ASSERT_TRUE(engine::write_random_checkpoint(dir.path() / name, spec));
+    add_snapshot(hub / ("models--acme--" + name), dir.path() / name, "3333333333333333333333333333333333333333");
+  }
+  const CommandResult r = run_freetoken({"models", "--json"}, {{"HF_HUB_CACHE", hub.string()}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json list = json::parse(r.out);
+  ASSERT_EQ(list.size(), engine::model_families().size()) << r.out;
+  for (const json& m : list) {
+    const std::string name = m["name"].get<std::string>();
+    EXPECT_EQ("acme/" + m["architecture"].get<std::string>(), name);
+    EXPECT_EQ(m["supported"], true) << name << ": " << m["support"];
+  }
+}
+
 }  // namespace
 }  // namespace ft::test

@@ -102,7 +102,7 @@ TEST_P(BatchedForward, ABadSliceFailsTheBatchBeforeAnyStateMoves) {
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (engine::BackendKind b : {engine::BackendKind::kCpu, engine::BackendKind::kCuda})  // kCuda: skipped without a GPU
-    for (ModelFamily f : {ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next, ModelFamily::kQwen3_5Moe}) out.push_back({f, b});
+    for (ModelFamily f : engine::model_families()) out.push_back({f, b});
   return out;
 }
 

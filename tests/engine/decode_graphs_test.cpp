@@ -83,8 +83,7 @@ TEST_P(DecodeGraphs, ReplayedStepsEqualStepsRunOpByOp) {
   EXPECT_FALSE(plain_routes.calls.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, DecodeGraphs,
-                         ::testing::Values(ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next, ModelFamily::kQwen3_5Moe),
+INSTANTIATE_TEST_SUITE_P(Families, DecodeGraphs, ::testing::ValuesIn(engine::model_families()),
                          [](const auto& info) { return std::string(engine::model_family_name(info.param)); });
 
 }  // namespace

@@ -2,6 +2,9 @@
 // layer selection, stop tokens, and the errors for unknown architectures.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 #include "ft/engine/model_config.h"
 
 namespace ft::engine {
@@ -99,7 +102,100 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   ASSERT_FALSE(c.is_ok());
   EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
   EXPECT_EQ(c.status().message(),
-            "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe)");
+            "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
+            "qwen2_moe, olmoe)");
+}
+
+// Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
+// num_local_experts; no rope_theta or rms_norm_eps here takes MixtralConfig's defaults.
+const char* kMixtral = R"({
+  "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 100, "hidden_size": 64,
+  "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "head_dim": null, "num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": null,
+  "router_jitter_noise": 0.0, "eos_token_id": 2, "bos_token_id": 1})";
+
+TEST(ModelConfig, ParsesMixtral) {
+  auto c = parse_model_config(kMixtral);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kMixtral);
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->num_experts, 8);
+  EXPECT_EQ(c->moe_intermediate_size, 96);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  EXPECT_TRUE(c->norm_topk_prob);  // Mixtral's router always renormalises
+  EXPECT_FALSE(c->attention_bias || c->qkv_bias);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 0);
+  EXPECT_TRUE(c->is_moe_layer(0) && c->is_moe_layer(1));
+}
+
+TEST(ModelConfig, MixtralWithASlidingWindowIsRefusedNamingIt) {
+  std::string text = kMixtral;
+  const std::string from = "\"sliding_window\": null";
+  text.replace(text.find(from), from.size(), "\"sliding_window\": 4096");
+  auto c = parse_model_config(text);
+  EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(c.status().message().find("sliding_window"), std::string::npos) << c.status().message();
+}
+
+TEST(ModelConfig, ParsesQwen2MoeWithItsDefaults) {
+  // Qwen1.5-MoE-A2.7B's keys: no qkv_bias (always on), no norm_topk_prob (off), a shared expert.
+  auto c = parse_model_config(R"({"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
+      "num_attention_heads": 4, "num_key_value_heads": 4, "moe_intermediate_size": 16,
+      "shared_expert_intermediate_size": 32, "num_experts": 6, "num_experts_per_tok": 2,
+      "decoder_sparse_step": 1, "mlp_only_layers": [2], "rope_theta": 1000000.0, "sliding_window": 32768,
+      "use_sliding_window": false, "max_window_layers": 21})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kQwen2Moe);
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_FALSE(c->attention_bias);  // o_proj has none
+  EXPECT_FALSE(c->norm_topk_prob);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 32);
+  EXPECT_EQ(c->moe_intermediate_size, 16);
+  EXPECT_TRUE(c->is_moe_layer(1));
+  EXPECT_FALSE(c->is_moe_layer(2));
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-6f);
+}
+
+TEST(ModelConfig, Qwen2MoeSlidingLayersAreRefused) {
+  auto c = parse_model_config(R"({"model_type": "qwen2_moe", "vocab_size": 10, "hidden_size": 8,
+      "num_hidden_layers": 2, "num_attention_heads": 2, "moe_intermediate_size": 4, "num_experts": 4,
+      "num_experts_per_tok": 2, "shared_expert_intermediate_size": 4,
+      "layer_types": ["sliding_attention", "full_attention"]})");
+  EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(c.status().message().find("sliding_attention"), std::string::npos) << c.status().message();
+}
+
+const char* kOlmoe = R"({
+  "architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "vocab_size": 100, "hidden_size": 64,
+  "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+  "num_experts": 8, "num_experts_per_tok": 2, "clip_qkv": null, "attention_bias": false,
+  "rope_theta": 10000.0, "pad_token_id": 1, "eos_token_id": 50279})";
+
+TEST(ModelConfig, ParsesOlmoe) {
+  auto c = parse_model_config(kOlmoe);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kOlmoe);
+  EXPECT_EQ(c->moe_intermediate_size, 32);  // the experts are intermediate_size wide
+  EXPECT_FALSE(c->norm_topk_prob);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 0);
+  EXPECT_TRUE(c->is_moe_layer(0) && c->is_moe_layer(1));
+}
+
+TEST(ModelConfig, OlmoeFeaturesNotImplementedAreRefusedNamingTheirField) {
+  const std::string from = "\"clip_qkv\": null";
+  const std::pair<std::string, std::string> cases[] = {{"\"clip_qkv\": 8.0", "clip_qkv"},
+                                                       {"\"sliding_window\": 128", "sliding_window"},
+                                                       {"\"head_dim\": 32", "head_dim"}};
+  for (const auto& [to, field] : cases) {
+    std::string text = kOlmoe;
+    text.replace(text.find(from), from.size(), to);
+    auto c = parse_model_config(text);
+    EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported) << field;
+    EXPECT_NE(c.status().message().find(field), std::string::npos) << c.status().message();
+  }
 }
 
 TEST(ModelConfig, UnsupportedRopeTypeAndBadJson) {

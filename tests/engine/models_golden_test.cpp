@@ -9,7 +9,8 @@
 // two experts' scores nearly tie (a discontinuity: that position's logits then move by far more
 // than the rounding); such positions are found by comparing the two backends' routing, counted
 // and bounded (at most 5% of positions), and held to the tolerance only where routing agrees.
-// A missing fixture skips its test, naming the directory.
+// Every supported family has a fixture (tiny_models.h: fixture_names); a missing one fails its
+// tests, saying how to make it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,14 +27,18 @@ struct Case {
   engine::BackendKind backend;
   double tolerance;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.fixture << " on " << engine::backend_name(c.backend); }
 
 class Golden : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     FT_SKIP_UNLESS_RUNNABLE(GetParam().backend);
     if (!fixture_present(GetParam().fixture)) {
-      GTEST_SKIP() << "fixture " << fixture_dir(GetParam().fixture).string()
-                   << " missing (needs checkpoint/config.json and golden.safetensors)";
+      FAIL() << "fixture " << fixture_dir(GetParam().fixture).string()
+             << " missing (needs checkpoint/config.json and golden.safetensors); make it on a machine with torch "
+                "and transformers 5.x: python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models "
+                "--only "
+             << GetParam().fixture;
     }
     engine::LoadOptions options;
     options.backend = GetParam().backend;

@@ -189,8 +189,8 @@ TEST_P(SchedulerTest, GenerationStopsAtTheContextLength) {
   EXPECT_EQ(o.tokens.size(), 5u);  // positions 20..23 fed, the 5th token is emitted but not fed
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, SchedulerTest,
-                         ::testing::Values(ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next, ModelFamily::kQwen3_5Moe));
+INSTANTIATE_TEST_SUITE_P(Families, SchedulerTest, ::testing::ValuesIn(engine::model_families()),
+                         [](const auto& info) { return std::string(engine::model_family_name(info.param)); });
 
 // The store form of a state: every layer round-trips exactly, another layout is a miss.
 TEST(StateCheckpoint, RoundTripThroughATierIsExactAndLayoutIsChecked) {

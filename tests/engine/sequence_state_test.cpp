@@ -158,7 +158,7 @@ TEST_P(TinyModelSplit, LogitsAreNotDegenerate) {
 std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (BackendKind b : {BackendKind::kReference, BackendKind::kCpu, BackendKind::kCuda})
-    for (ModelFamily f : {ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next, ModelFamily::kQwen3_5Moe})
+    for (ModelFamily f : engine::model_families())
       for (bool fused : {false, true}) out.push_back({f, fused, b});
   return out;
 }
@@ -169,7 +169,8 @@ INSTANTIATE_TEST_SUITE_P(Families, TinyModelSplit, ::testing::ValuesIn(all_cases
 });
 
 // Rewrites a per-expert checkpoint with fused 3-D expert tensors (gate_up_proj [E, 2I, H] with the
-// gate rows first, down_proj [E, H, I]), the way HF 5.x's conversion mapping stacks them.
+// gate rows first, down_proj [E, H, I]), the way HF 5.x's conversion mapping stacks them; Mixtral's
+// block_sparse_moe becomes mlp, its w1 the gate, w3 the up and w2 the down projection.
 void fuse_experts(const std::filesystem::path& from, const std::filesystem::path& to, const std::string& root,
                   int64_t layers, int64_t E) {
   auto ckpt = engine::Checkpoint::open(from);
@@ -180,29 +181,42 @@ void fuse_experts(const std::filesystem::path& from, const std::filesystem::path
     EXPECT_TRUE(v.is_ok()) << name;
     return std::vector<std::byte>(v->data, v->data + v->nbytes);
   };
-  for (const std::string& name : ckpt->tensor_names()) {
-    if (name.find(".mlp.experts.") != std::string::npos) continue;
+  const std::string mixtral_block = ".block_sparse_moe.";
+  for (std::string name : ckpt->tensor_names()) {
+    if (name.find(".mlp.experts.") != std::string::npos || name.find(".block_sparse_moe.experts.") != std::string::npos)
+      continue;
     auto v = ckpt->tensor(name);
-    out.push_back({name, v->dtype, v->shape, bytes_of(name)});
-  }
-  for (int64_t l = 0; l < layers; ++l) {
-    const std::string p = root + "layers." + std::to_string(l) + ".mlp.experts.";
-    if (!ckpt->has(p + "0.gate_proj.weight")) continue;  // a dense layer
-    const auto gate0 = ckpt->tensor(p + "0.gate_proj.weight");
-    const int64_t I = gate0->shape[0], H = gate0->shape[1];
-    engine::OwnedTensor gate_up{p + "gate_up_proj", gate0->dtype, {E, 2 * I, H}, {}};
-    engine::OwnedTensor down{p + "down_proj", gate0->dtype, {E, H, I}, {}};
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string x = p + std::to_string(e) + ".";
-      for (const char* part : {"gate_proj.weight", "up_proj.weight"}) {
-        const auto b = bytes_of(x + part);
-        gate_up.data.insert(gate_up.data.end(), b.begin(), b.end());
-      }
-      const auto b = bytes_of(x + "down_proj.weight");
-      down.data.insert(down.data.end(), b.begin(), b.end());
+    const auto bytes = bytes_of(name);
+    if (const auto at = name.find(mixtral_block); at != std::string::npos) {
+      name.replace(at, mixtral_block.size(), ".mlp.");
     }
-    out.push_back(std::move(gate_up));
-    out.push_back(std::move(down));
+    out.push_back({name, v->dtype, v->shape, bytes});
+  }
+  struct Names {
+    const char *block, *gate, *up, *down;
+  };
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string layer = root + "layers." + std::to_string(l) + ".";
+    for (const Names& n :
+         {Names{"mlp.", "gate_proj", "up_proj", "down_proj"}, Names{"block_sparse_moe.", "w1", "w3", "w2"}}) {
+      const std::string p = layer + n.block + "experts.";
+      if (!ckpt->has(p + "0." + n.gate + ".weight")) continue;  // a dense layer, or the other layout
+      const auto gate0 = ckpt->tensor(p + "0." + n.gate + ".weight");
+      const int64_t I = gate0->shape[0], H = gate0->shape[1];
+      engine::OwnedTensor gate_up{layer + "mlp.experts.gate_up_proj", gate0->dtype, {E, 2 * I, H}, {}};
+      engine::OwnedTensor down{layer + "mlp.experts.down_proj", gate0->dtype, {E, H, I}, {}};
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = p + std::to_string(e) + ".";
+        for (const char* part : {n.gate, n.up}) {
+          const auto b = bytes_of(x + part + ".weight");
+          gate_up.data.insert(gate_up.data.end(), b.begin(), b.end());
+        }
+        const auto b = bytes_of(x + n.down + ".weight");
+        down.data.insert(down.data.end(), b.begin(), b.end());
+      }
+      out.push_back(std::move(gate_up));
+      out.push_back(std::move(down));
+    }
   }
   std::filesystem::copy_file(from / "config.json", to / "config.json");
   std::filesystem::copy_file(from / "generation_config.json", to / "generation_config.json");
@@ -210,7 +224,7 @@ void fuse_experts(const std::filesystem::path& from, const std::filesystem::path
 }
 
 TEST(ExpertLayouts, FusedAndPerExpertTensorsGiveIdenticalLogits) {
-  for (ModelFamily family : {ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next, ModelFamily::kQwen3_5Moe}) {
+  for (ModelFamily family : engine::model_families()) {
     SCOPED_TRACE(engine::model_family_name(family));
     TempDir per_expert, fused;
     const auto spec = tiny_spec(family, false);
@@ -240,7 +254,7 @@ TEST(SequenceStateFixtures, RestoredPrefixPlusSuffixEqualsFullSequence) {
     }
     ++ran;
   }
-  if (ran == 0) GTEST_SKIP() << "no fixtures in tests/fixtures/models/{qwen3_moe,qwen3_next,qwen3_5_moe}";
+  if (ran == 0) GTEST_SKIP() << "no fixtures in tests/fixtures/models/";
 }
 
 // ---- Paged KV -------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@
 namespace ft::test {
 
 // Small but structurally complete: GQA, partial RoPE, several experts, 2 linear + 1 full layer
-// in the hybrids (interval 3), a dense layer in the families that allow one.
+// in the hybrids (interval 3), a dense layer in the families that allow one, attention biases where
+// the family has them.
 inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool fused_experts, uint64_t seed = 7) {
   engine::RandomCheckpointSpec s;
   s.family = family;
@@ -51,12 +52,25 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.norm_topk_prob = false;
   } else if (family == engine::ModelFamily::kQwen3Next) {
     s.mlp_only_layers = {0};
+  } else if (family == engine::ModelFamily::kQwen2Moe) {
+    s.mlp_only_layers = {1};
+    s.norm_topk_prob = false;  // as Qwen1.5-MoE
+  } else if (family == engine::ModelFamily::kOlmoe) {
+    s.head_dim = s.hidden_size / s.num_heads;  // OLMoE's whole-width q_norm needs heads * head_dim == hidden
+    s.attention_bias = true;
+    s.norm_topk_prob = false;  // as OLMoE-1B-7B
   }
   return s;
 }
 
+// One golden fixture per supported family, named by its model_type: a family without one fails the
+// golden tests rather than passing unchecked.
 inline const std::vector<std::string>& fixture_names() {
-  static const std::vector<std::string> names = {"qwen3_moe", "qwen3_next", "qwen3_5_moe"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (engine::ModelFamily f : engine::model_families()) out.push_back(engine::model_family_name(f));
+    return out;
+  }();
   return names;
 }
 

@@ -253,10 +253,12 @@ TEST_F(CudaOps, AttentionInputsNormRotateAndWriteLikeTheReference) {
     int heads, kv_heads, D, rotary;
     ref::RopeLayout layout;
     bool norm, zero_centered;
+    bool per_head = true;  // false: one norm over all heads (OLMoE), the default composition
   };
   for (const Case c : {Case{8, 2, 128, 128, ref::RopeLayout::kNeox, true, false},
                        Case{4, 2, 256, 64, ref::RopeLayout::kNeox, true, true},
-                       Case{4, 4, 64, 64, ref::RopeLayout::kGptj, false, false}}) {
+                       Case{4, 4, 64, 64, ref::RopeLayout::kGptj, false, false},
+                       Case{8, 2, 64, 64, ref::RopeLayout::kNeox, true, false, false}}) {
     const std::size_t D = std::size_t(c.D), heads = std::size_t(c.heads), KV = std::size_t(c.kv_heads);
     KvLayout lay{1, int64_t(KV), int64_t(D), 32, KvDType::kF32};
     KvLayout dlay = lay;
@@ -292,19 +294,20 @@ TEST_F(CudaOps, AttentionInputsNormRotateAndWriteLikeTheReference) {
       T += rows;
     }
     const ref::RopeSpec rope{D, std::size_t(c.rotary), 1e6, c.layout};
-    const std::vector<float> inv = ref::rope_inv_freq(rope), qn = random(D), kn = random(D);
+    const std::vector<float> inv = ref::rope_inv_freq(rope), qn = random(c.per_head ? D : heads * D),
+                             kn = random(c.per_head ? D : KV * D);
     const std::vector<float> q = random(T * heads * D), k = random(T * KV * D), v = random(k.size());
     std::vector<float> wq = q, wk = k, want(q.size());
     const float scale = 1.f / std::sqrt(float(D));
     on(*ref_, [&] {
-      const Backend::QkNorm norm{qn.data(), kn.data(), 1e-6f, c.zero_centered};
+      const Backend::QkNorm norm{qn.data(), kn.data(), 1e-6f, c.zero_centered, c.per_head};
       ref_->attention_inputs(lay, 0, wq.data(), wk.data(), v.data(), T, heads, c.norm ? &norm : nullptr, rope,
                              inv.data(), positions.data(), ref_seqs);
       ref_->attention(lay, 0, wq.data(), heads, scale, ref_seqs, want.data());
     });
     float *dq = dev(q), *dk = dev(k), *out = dev_zeros(q.size());
     const float* dv = dev(v);
-    const Backend::QkNorm dnorm{param(qn), param(kn), 1e-6f, c.zero_centered};
+    const Backend::QkNorm dnorm{param(qn), param(kn), 1e-6f, c.zero_centered, c.per_head};
     const float* dinv = param(inv);
     on(*cuda_, [&] {
       cuda_->attention_inputs(dlay, 0, dq, dk, dv, T, heads, c.norm ? &dnorm : nullptr, rope, dinv,

@@ -10,13 +10,15 @@ Result<AttentionBlock> AttentionBlock::load(const WeightLoader& w, const std::st
   b.spec_ = spec;
   const int64_t q_out = spec.heads * spec.head_dim * (spec.gated ? 2 : 1);
   const int64_t kv_out = spec.kv_heads * spec.head_dim;
-  FT_ASSIGN_OR_RETURN(b.q_proj_, w.linear(prefix + "q_proj", q_out, spec.hidden, spec.bias));
-  FT_ASSIGN_OR_RETURN(b.k_proj_, w.linear(prefix + "k_proj", kv_out, spec.hidden, spec.bias));
-  FT_ASSIGN_OR_RETURN(b.v_proj_, w.linear(prefix + "v_proj", kv_out, spec.hidden, spec.bias));
-  FT_ASSIGN_OR_RETURN(b.o_proj_, w.linear(prefix + "o_proj", spec.hidden, spec.heads * spec.head_dim, spec.bias));
+  FT_ASSIGN_OR_RETURN(b.q_proj_, w.linear(prefix + "q_proj", q_out, spec.hidden, spec.qkv_bias));
+  FT_ASSIGN_OR_RETURN(b.k_proj_, w.linear(prefix + "k_proj", kv_out, spec.hidden, spec.qkv_bias));
+  FT_ASSIGN_OR_RETURN(b.v_proj_, w.linear(prefix + "v_proj", kv_out, spec.hidden, spec.qkv_bias));
+  FT_ASSIGN_OR_RETURN(b.o_proj_, w.linear(prefix + "o_proj", spec.hidden, spec.heads * spec.head_dim, spec.o_bias));
   if (spec.qk_norm) {
-    FT_ASSIGN_OR_RETURN(b.q_norm_, w.vector(prefix + "q_norm.weight", {spec.head_dim}));
-    FT_ASSIGN_OR_RETURN(b.k_norm_, w.vector(prefix + "k_norm.weight", {spec.head_dim}));
+    const int64_t q_width = spec.qk_norm_per_head ? spec.head_dim : spec.heads * spec.head_dim;
+    const int64_t k_width = spec.qk_norm_per_head ? spec.head_dim : kv_out;
+    FT_ASSIGN_OR_RETURN(b.q_norm_, w.vector(prefix + "q_norm.weight", {q_width}));
+    FT_ASSIGN_OR_RETURN(b.k_norm_, w.vector(prefix + "k_norm.weight", {k_width}));
   }
   FT_ASSIGN_OR_RETURN(b.inv_freq_, w.place(ref::rope_inv_freq(spec.rope)));
   return b;
@@ -41,8 +43,9 @@ void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, st
     be.split_gated_query(qg, T, H, D, q, gate);
   }
 
-  // Per-head RMSNorm on q and k (before RoPE, as HF does), RoPE, and K/V into the pages.
-  const Backend::QkNorm norm{q_norm_.data(), k_norm_.data(), spec_.eps, spec_.zero_centered_qk_norm};
+  // RMSNorm on q and k (before RoPE, as HF does), RoPE, and K/V into the pages.
+  const Backend::QkNorm norm{q_norm_.data(), k_norm_.data(), spec_.eps, spec_.zero_centered_qk_norm,
+                             spec_.qk_norm_per_head};
   be.attention_inputs(kv, kv_layer_, q, k, v, T, H, spec_.qk_norm ? &norm : nullptr, spec_.rope, inv_freq_.data(),
                       positions, seqs);
   float* attn = s.floats(T * H * D);

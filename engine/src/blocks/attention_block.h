@@ -1,6 +1,7 @@
-// Softmax self-attention with RoPE, q/k per-head RMSNorm, GQA and an optional output gate: the
-// full-attention token mixer of Qwen3-MoE (plain) and Qwen3-Next / Qwen3.5 (gated query). Its K
-// and V go to layer `kv_layer` of each sequence's KV pages.
+// Softmax self-attention with RoPE, GQA, an optional q/k RMSNorm (per head, or over all heads at
+// once) and an optional output gate: the full-attention token mixer of every family — Qwen3-MoE
+// (per-head norm), Qwen3-Next / Qwen3.5 (gated query), Mixtral and Qwen2-MoE (no norm), OLMoE
+// (whole-width norm). Its K and V go to layer `kv_layer` of each sequence's KV pages.
 #pragma once
 
 #include <span>
@@ -17,9 +18,13 @@ struct AttentionSpec {
   int64_t heads = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  bool bias = false;                   // attention_bias: q/k/v/o carry biases
+  bool qkv_bias = false;               // q/k/v carry biases (attention_bias, Qwen2's qkv_bias)
+  bool o_bias = false;                 // o_proj carries one (attention_bias)
   bool gated = false;                  // q_proj also writes a sigmoid output gate per head
-  bool qk_norm = true;                 // q_norm / k_norm over head_dim
+  bool qk_norm = true;                 // q_norm / k_norm
+  // true: over each head's head_dim (Qwen3); false: over the whole projection, heads * head_dim
+  // for q and kv_heads * head_dim for k (OLMoE).
+  bool qk_norm_per_head = true;
   bool zero_centered_qk_norm = false;  // those norms use (1 + w)
   float eps = 1e-6f;
   ref::RopeSpec rope;

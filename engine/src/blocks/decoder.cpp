@@ -418,7 +418,8 @@ AttentionSpec attention_spec(const ModelConfig& cfg) {
   s.heads = cfg.num_attention_heads;
   s.kv_heads = cfg.num_key_value_heads;
   s.head_dim = cfg.head_dim;
-  s.bias = cfg.attention_bias;
+  s.qkv_bias = cfg.attention_bias || cfg.qkv_bias;
+  s.o_bias = cfg.attention_bias;
   s.eps = cfg.rms_norm_eps;
   s.rope.head_dim = std::size_t(cfg.head_dim);
   s.rope.rotary_dim = std::size_t(cfg.rotary_dim());

@@ -18,6 +18,14 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
       FT_ASSIGN_OR_RETURN(x.up, w.slice(gate_up, {E, 2 * I, H}, e, I, I));
       FT_ASSIGN_OR_RETURN(x.down, w.slice(down, {E, H, I}, e, 0, H));
     }
+  } else if (w.has(prefix + "experts.0.w1.weight")) {  // Mixtral's names: w1 gate, w3 up, w2 down
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = prefix + "experts." + std::to_string(e) + ".";
+      SwiGluMatrices& m_e = m.experts[std::size_t(e)];
+      FT_ASSIGN_OR_RETURN(m_e.gate, w.matrix(x + "w1.weight", {I, H}));
+      FT_ASSIGN_OR_RETURN(m_e.up, w.matrix(x + "w3.weight", {I, H}));
+      FT_ASSIGN_OR_RETURN(m_e.down, w.matrix(x + "w2.weight", {H, I}));
+    }
   } else {
     for (int64_t e = 0; e < E; ++e) {
       FT_ASSIGN_OR_RETURN(m.experts[std::size_t(e)], w.swiglu(prefix + "experts." + std::to_string(e) + ".", H, I));

@@ -3,11 +3,13 @@
 // is its own addressable unit (three matrix views into the mapped checkpoint), so a runtime can
 // place each in host RAM or a GPU slot.
 //
-// Reads both expert layouts found in real checkpoints, in place:
-//   per expert: mlp.experts.N.{gate,up}_proj.weight [inter, hidden], mlp.experts.N.down_proj.weight
-//               [hidden, inter]   (Qwen3-MoE / Qwen3-Next releases; HF 4.x save_pretrained)
-//   fused 3-D:  mlp.experts.gate_up_proj [E, 2*inter, hidden] (gate rows first, then up: HF
-//               `linear(x, gate_up_proj[e]).chunk(2)`) and mlp.experts.down_proj [E, hidden, inter]
+// Reads the expert layouts found in real checkpoints, in place (prefix is the block's, "mlp." or
+// Mixtral's "block_sparse_moe."):
+//   per expert: experts.N.{gate,up}_proj.weight [inter, hidden], experts.N.down_proj.weight
+//               [hidden, inter]   (Qwen releases, OLMoE; what HF save_pretrained writes for them)
+//               or experts.N.{w1,w3}.weight (gate, up) and experts.N.w2.weight (down) (Mixtral)
+//   fused 3-D:  experts.gate_up_proj [E, 2*inter, hidden] (gate rows first, then up: HF
+//               `linear(x, gate_up_proj[e]).chunk(2)`) and experts.down_proj [E, hidden, inter]
 //               (HF 5.x modules, Qwen3.5 releases)
 #pragma once
 
@@ -26,7 +28,7 @@ struct MoeSpec {
 
 class MoeBlock {
  public:
-  // prefix: e.g. "layers.3.mlp." (relative to the loader's prefix).
+  // prefix: e.g. "layers.3.mlp." (relative to the loader's prefix); the router is prefix + "gate.weight".
   static Result<MoeBlock> load(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
 
   // out [T, hidden] = moe(x [T, hidden]); out may not alias x.

@@ -1,6 +1,7 @@
 // config.json -> ModelConfig. Defaults follow the HF 5.x config classes of each family
-// (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig), because save_pretrained may omit keys
-// equal to their defaults and older checkpoints predate newer keys.
+// (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
+// OlmoeConfig), because save_pretrained may omit keys equal to their defaults and older checkpoints
+// predate newer keys.
 #include "ft/engine/model_config.h"
 
 #include <nlohmann/json.hpp>
@@ -12,12 +13,17 @@ namespace {
 
 using nlohmann::json;
 
-const char* kSupported = "supported: qwen3_moe, qwen3_next, qwen3_5_moe";
+std::string supported_list() {
+  std::string out = "supported:";
+  for (ModelFamily f : model_families()) out += std::string(out.back() == ':' ? " " : ", ") + model_family_name(f);
+  return out;
+}
 
 std::optional<ModelFamily> family_from_model_type(const std::string& t) {
-  if (t == "qwen3_moe") return ModelFamily::kQwen3Moe;
-  if (t == "qwen3_next") return ModelFamily::kQwen3Next;
-  if (t == "qwen3_5_moe" || t == "qwen3_5_moe_text") return ModelFamily::kQwen3_5Moe;
+  if (t == "qwen3_5_moe_text") return ModelFamily::kQwen3_5Moe;
+  for (ModelFamily f : model_families()) {
+    if (t == model_family_name(f)) return f;
+  }
   return std::nullopt;
 }
 
@@ -27,7 +33,29 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "Qwen3_5MoeForConditionalGeneration" || a == "Qwen3_5MoeForCausalLM") {
     return ModelFamily::kQwen3_5Moe;
   }
+  if (a == "MixtralForCausalLM") return ModelFamily::kMixtral;
+  if (a == "Qwen2MoeForCausalLM") return ModelFamily::kQwen2Moe;
+  if (a == "OlmoeForCausalLM") return ModelFamily::kOlmoe;
   return std::nullopt;
+}
+
+// What a family's HF config class defaults differently from the Qwen3 ones.
+struct FamilyDefaults {
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool norm_topk_prob = false;
+};
+
+FamilyDefaults family_defaults(ModelFamily f) {
+  switch (f) {
+    case ModelFamily::kQwen3Next:
+    case ModelFamily::kQwen3_5Moe: return {10000.0, 1e-6, true};
+    case ModelFamily::kMixtral: return {1000000.0, 1e-5, true};  // MixtralConfig.default_theta
+    case ModelFamily::kOlmoe: return {10000.0, 1e-5, false};
+    case ModelFamily::kQwen3Moe:
+    case ModelFamily::kQwen2Moe: break;
+  }
+  return {};
 }
 
 // Typed lookups that name the key in their error, so a bad config.json is fixable from the message.
@@ -95,7 +123,7 @@ Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) 
     params = &params->at("full_attention");
   }
   const json* scaling = text.object("rope_scaling");
-  FT_ASSIGN_OR_RETURN(cfg.rope_theta, text.number_or("rope_theta", 10000.0));
+  FT_ASSIGN_OR_RETURN(cfg.rope_theta, text.number_or("rope_theta", family_defaults(cfg.family).rope_theta));
   FT_ASSIGN_OR_RETURN(cfg.partial_rotary_factor, text.number_or("partial_rotary_factor", default_partial));
   std::string rope_type = "default";
   for (const json* dict : {scaling, params}) {  // later wins: rope_parameters over rope_scaling
@@ -205,6 +233,15 @@ Status validate(const ModelConfig& c) {
     }
   }
   if (any_dense) FT_RETURN_IF_ERROR(positive(c.intermediate_size, "intermediate_size"));
+  // Qwen2MoeSparseMoeBlock always builds its shared expert.
+  if (any_moe && c.family == ModelFamily::kQwen2Moe) {
+    FT_RETURN_IF_ERROR(positive(c.shared_expert_intermediate_size, "shared_expert_intermediate_size"));
+  }
+  // OLMoE's q_norm is hidden_size wide and normalises the whole q_proj output: HF builds that model
+  // only when heads * head_dim == hidden_size.
+  if (c.family == ModelFamily::kOlmoe && c.num_attention_heads * c.head_dim != c.hidden_size) {
+    return unsupported("config.json: head_dim must be hidden_size / num_attention_heads for olmoe");
+  }
   if (c.count_layers(LayerKind::kLinearAttention) > 0) {
     FT_RETURN_IF_ERROR(positive(c.linear_conv_kernel_dim, "linear_conv_kernel_dim"));
     FT_RETURN_IF_ERROR(positive(c.linear_key_head_dim, "linear_key_head_dim"));
@@ -233,7 +270,7 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     const std::string name = !cfg.architecture.empty() ? cfg.architecture
                              : !cfg.model_type.empty()  ? cfg.model_type
                                                         : "(none given)";
-    return unsupported("unsupported architecture '" + name + "' (" + kSupported + ")");
+    return unsupported("unsupported architecture '" + name + "' (" + supported_list() + ")");
   }
   cfg.family = *family;
 
@@ -241,12 +278,20 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   cfg.nested_text_config = text_json != nullptr;
   if (!text_json) text_json = &root;
   Fields text(*text_json);
-  const bool hybrid = cfg.family != ModelFamily::kQwen3Moe;
+  const bool hybrid = is_hybrid_family(cfg.family);
+  const FamilyDefaults defaults = family_defaults(cfg.family);
+  const bool mixtral = cfg.family == ModelFamily::kMixtral, olmoe = cfg.family == ModelFamily::kOlmoe;
 
   FT_ASSIGN_OR_RETURN(std::string act, text.string_or("hidden_act", "silu"));
   if (act != "silu") return unsupported("hidden_act '" + act + "' is not supported (only 'silu')");
   FT_ASSIGN_OR_RETURN(bool sliding, text.boolean_or("use_sliding_window", false));
   if (sliding) return unsupported("sliding-window attention (use_sliding_window) is not supported yet");
+  // Mixtral and OLMoE attend within "sliding_window" whenever it is set (Qwen configs carry one that
+  // only use_sliding_window switches on).
+  if ((mixtral || olmoe) && text.has("sliding_window")) {
+    return unsupported("sliding-window attention (sliding_window) is not supported yet");
+  }
+  if (olmoe && text.has("clip_qkv")) return unsupported("clip_qkv is not supported yet (only null)");
 
   FT_ASSIGN_OR_RETURN(cfg.vocab_size, text.integer("vocab_size"));
   FT_ASSIGN_OR_RETURN(cfg.hidden_size, text.integer("hidden_size"));
@@ -256,9 +301,15 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   const int64_t default_head_dim = cfg.num_attention_heads > 0 ? cfg.hidden_size / cfg.num_attention_heads : 0;
   FT_ASSIGN_OR_RETURN(cfg.head_dim, text.integer_or("head_dim", default_head_dim));
   FT_ASSIGN_OR_RETURN(cfg.intermediate_size, text.integer_or("intermediate_size", 0));
-  FT_ASSIGN_OR_RETURN(double eps, text.number_or("rms_norm_eps", 1e-6));
+  FT_ASSIGN_OR_RETURN(double eps, text.number_or("rms_norm_eps", defaults.rms_norm_eps));
   cfg.rms_norm_eps = float(eps);
-  FT_ASSIGN_OR_RETURN(cfg.attention_bias, text.boolean_or("attention_bias", false));
+  // Mixtral's attention has no biases; Qwen2-MoE's q/k/v always have (qkv_bias, default true), its
+  // o_proj never; the others follow attention_bias for all four.
+  if (cfg.family == ModelFamily::kQwen2Moe) {
+    FT_ASSIGN_OR_RETURN(cfg.qkv_bias, text.boolean_or("qkv_bias", true));
+  } else if (!mixtral) {
+    FT_ASSIGN_OR_RETURN(cfg.attention_bias, text.boolean_or("attention_bias", false));
+  }
   // The wrapper's flag decides for multimodal checkpoints (it owns lm_head); else the text config's.
   FT_ASSIGN_OR_RETURN(bool text_tie, text.boolean_or("tie_word_embeddings", false));
   FT_ASSIGN_OR_RETURN(cfg.tie_word_embeddings, top.boolean_or("tie_word_embeddings", text_tie));
@@ -267,19 +318,23 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   FT_RETURN_IF_ERROR(parse_rope(text, cfg, hybrid ? 0.25 : 1.0));
   FT_RETURN_IF_ERROR(parse_layers(*text_json, text, cfg, hybrid));
 
-  // transformers 5.x writes Qwen3-MoE's expert count as "num_local_experts" (an attribute_map alias).
+  // transformers 5.x writes Qwen3-MoE's expert count as "num_local_experts" (an attribute_map alias),
+  // as Mixtral always has.
   FT_ASSIGN_OR_RETURN(int64_t local_experts, text.integer_or("num_local_experts", 0));
   FT_ASSIGN_OR_RETURN(cfg.num_experts, text.integer_or("num_experts", local_experts));
   FT_ASSIGN_OR_RETURN(cfg.num_experts_per_tok, text.integer_or("num_experts_per_tok", 0));
   FT_ASSIGN_OR_RETURN(cfg.moe_intermediate_size, text.integer_or("moe_intermediate_size", 0));
+  // Mixtral's and OLMoE's experts are intermediate_size wide, and they have no dense layers.
+  if (mixtral || olmoe) cfg.moe_intermediate_size = cfg.intermediate_size;
   FT_ASSIGN_OR_RETURN(cfg.shared_expert_intermediate_size, text.integer_or("shared_expert_intermediate_size", 0));
-  if (cfg.family == ModelFamily::kQwen3Moe) cfg.shared_expert_intermediate_size = 0;  // no shared expert
-  // Qwen3MoeConfig defaults norm_topk_prob to False, Qwen3NextConfig to True; Qwen3_5MoeTopKRouter
-  // always renormalises whatever the config says.
-  FT_ASSIGN_OR_RETURN(cfg.norm_topk_prob, text.boolean_or("norm_topk_prob", cfg.family != ModelFamily::kQwen3Moe));
-  if (cfg.family == ModelFamily::kQwen3_5Moe) cfg.norm_topk_prob = true;
-  // Qwen3.5 has no decoder_sparse_step / mlp_only_layers: every layer is MoE.
-  if (cfg.family != ModelFamily::kQwen3_5Moe) {
+  // Only the Qwen3-Next / Qwen3.5 / Qwen2-MoE blocks have a shared expert.
+  if (!hybrid && cfg.family != ModelFamily::kQwen2Moe) cfg.shared_expert_intermediate_size = 0;
+  // norm_topk_prob defaults per config class; Mixtral's and Qwen3.5's routers always renormalise
+  // whatever the config says.
+  FT_ASSIGN_OR_RETURN(cfg.norm_topk_prob, text.boolean_or("norm_topk_prob", defaults.norm_topk_prob));
+  if (cfg.family == ModelFamily::kQwen3_5Moe || mixtral) cfg.norm_topk_prob = true;
+  // Qwen3.5, Mixtral and OLMoE have no decoder_sparse_step / mlp_only_layers: every layer is MoE.
+  if (cfg.family != ModelFamily::kQwen3_5Moe && !mixtral && !olmoe) {
     FT_ASSIGN_OR_RETURN(cfg.decoder_sparse_step, text.integer_or("decoder_sparse_step", 1));
     FT_ASSIGN_OR_RETURN(cfg.mlp_only_layers, text.int_list_or_empty("mlp_only_layers"));
     if (cfg.decoder_sparse_step <= 0) return invalid_argument("config.json: decoder_sparse_step must be positive");
@@ -319,8 +374,22 @@ const char* model_family_name(ModelFamily family) {
     case ModelFamily::kQwen3Moe: return "qwen3_moe";
     case ModelFamily::kQwen3Next: return "qwen3_next";
     case ModelFamily::kQwen3_5Moe: return "qwen3_5_moe";
+    case ModelFamily::kMixtral: return "mixtral";
+    case ModelFamily::kQwen2Moe: return "qwen2_moe";
+    case ModelFamily::kOlmoe: return "olmoe";
   }
   return "?";
+}
+
+const std::vector<ModelFamily>& model_families() {
+  static const std::vector<ModelFamily> all = {ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next,
+                                               ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
+                                               ModelFamily::kQwen2Moe, ModelFamily::kOlmoe};
+  return all;
+}
+
+bool is_hybrid_family(ModelFamily family) {
+  return family == ModelFamily::kQwen3Next || family == ModelFamily::kQwen3_5Moe;
 }
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {

@@ -12,6 +12,9 @@ Recipe recipe_for(ModelFamily family) {
     case ModelFamily::kQwen3Moe: return models::qwen3_moe;
     case ModelFamily::kQwen3Next: return models::qwen3_next;
     case ModelFamily::kQwen3_5Moe: return models::qwen3_5_moe;
+    case ModelFamily::kMixtral: return models::mixtral;
+    case ModelFamily::kQwen2Moe: return models::qwen2_moe;
+    case ModelFamily::kOlmoe: return models::olmoe;
   }
   return nullptr;
 }

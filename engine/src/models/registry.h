@@ -12,5 +12,8 @@ namespace ft::engine::models {
 blocks::DecoderRecipe qwen3_moe(const Checkpoint& ckpt);
 blocks::DecoderRecipe qwen3_next(const Checkpoint& ckpt);
 blocks::DecoderRecipe qwen3_5_moe(const Checkpoint& ckpt);
+blocks::DecoderRecipe mixtral(const Checkpoint& ckpt);
+blocks::DecoderRecipe qwen2_moe(const Checkpoint& ckpt);
+blocks::DecoderRecipe olmoe(const Checkpoint& ckpt);
 
 }  // namespace ft::engine::models

@@ -24,7 +24,27 @@ json eos_json(const RandomCheckpointSpec& s) {
   return eos.size() == 1 ? json(eos[0]) : json(eos);
 }
 
+// Mixtral and OLMoE: no dense layers, the experts' width is "intermediate_size", and each has its
+// own keys beside the common ones.
+void mixtral_or_olmoe_keys(const RandomCheckpointSpec& s, json& c) {
+  c.erase("moe_intermediate_size");
+  c["intermediate_size"] = s.moe_intermediate_size;
+  c["rms_norm_eps"] = 1e-5;
+  c["sliding_window"] = nullptr;
+  if (s.family == ModelFamily::kMixtral) {
+    c.erase("num_experts");
+    c.erase("attention_bias");
+    c["num_local_experts"] = s.num_experts;
+    c["router_jitter_noise"] = 0.0;
+  } else {
+    c.erase("sliding_window");  // OlmoeConfig has none
+    c["norm_topk_prob"] = s.norm_topk_prob;
+    c["clip_qkv"] = nullptr;
+  }
+}
+
 json text_config(const RandomCheckpointSpec& s) {
+  const bool all_bias = s.family == ModelFamily::kQwen3Moe || s.family == ModelFamily::kOlmoe;
   json c = {
       {"vocab_size", s.vocab_size},
       {"hidden_size", s.hidden_size},
@@ -36,7 +56,7 @@ json text_config(const RandomCheckpointSpec& s) {
       {"max_position_embeddings", s.max_position_embeddings},
       {"initializer_range", 0.02},
       {"rms_norm_eps", 1e-6},
-      {"attention_bias", s.attention_bias && !is_hybrid(s)},
+      {"attention_bias", s.attention_bias && all_bias},
       {"attention_dropout", 0.0},
       {"tie_word_embeddings", s.tie_word_embeddings},
       {"num_experts", s.num_experts},
@@ -47,13 +67,24 @@ json text_config(const RandomCheckpointSpec& s) {
       {"dtype", "bfloat16"},
   };
   json rope = {{"rope_type", "default"}, {"rope_theta", s.rope_theta}};
+  if (s.family == ModelFamily::kMixtral || s.family == ModelFamily::kOlmoe) {
+    mixtral_or_olmoe_keys(s, c);
+    c["rope_parameters"] = rope;
+    return c;
+  }
   if (s.family != ModelFamily::kQwen3_5Moe) {
     c["intermediate_size"] = s.intermediate_size;
     c["decoder_sparse_step"] = s.decoder_sparse_step;
     c["mlp_only_layers"] = s.mlp_only_layers;
     c["norm_topk_prob"] = s.norm_topk_prob;
   }
-  if (s.family == ModelFamily::kQwen3Moe) {
+  if (s.family == ModelFamily::kQwen2Moe) {
+    c.erase("attention_bias");
+    c["qkv_bias"] = true;  // every Qwen2-MoE release has q/k/v biases
+    c["shared_expert_intermediate_size"] = s.shared_expert_intermediate_size;
+    c["layer_types"] = std::vector<std::string>(std::size_t(s.num_layers), "full_attention");
+  }
+  if (!is_hybrid(s)) {
     c["use_sliding_window"] = false;
     c["sliding_window"] = nullptr;
   } else {
@@ -99,6 +130,15 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
       c = text;
       c["architectures"] = {"Qwen3NextForCausalLM"};
       c["model_type"] = "qwen3_next";
+      break;
+    case ModelFamily::kMixtral:
+    case ModelFamily::kQwen2Moe:
+    case ModelFamily::kOlmoe:
+      c = text;
+      c["architectures"] = {s.family == ModelFamily::kMixtral    ? "MixtralForCausalLM"
+                            : s.family == ModelFamily::kQwen2Moe ? "Qwen2MoeForCausalLM"
+                                                                 : "OlmoeForCausalLM"};
+      c["model_type"] = model_family_name(s.family);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

@@ -9,6 +9,8 @@ namespace ft::engine {
 
 // qwen3_next and qwen3_5_moe: linear + full attention, zero-centred norms, gated attention.
 bool is_hybrid(const RandomCheckpointSpec& s);
+// Whether the MoE blocks have a shared expert (the hybrids and qwen2_moe).
+bool has_shared_expert(const RandomCheckpointSpec& s);
 bool is_linear_layer(const RandomCheckpointSpec& s, int64_t layer);
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t layer);
 

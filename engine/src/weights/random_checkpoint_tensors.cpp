@@ -59,21 +59,27 @@ void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::s
   const int64_t H = s.hidden_size, D = s.head_dim;
   // The hybrids' q_proj also produces the output gate: twice the query width.
   const int64_t q_out = s.num_heads * D * (is_hybrid(s) ? 2 : 1), kv_out = s.num_kv_heads * D;
-  const bool bias = s.attention_bias && !is_hybrid(s);
+  const bool all_bias = s.attention_bias && (s.family == ModelFamily::kQwen3Moe || s.family == ModelFamily::kOlmoe);
+  const bool qkv_bias = all_bias || s.family == ModelFamily::kQwen2Moe;
   const double norm_offset = is_hybrid(s) ? 0.0 : 1.0;  // zero-centred RMSNorm weights
   w.matrix(a + "q_proj.weight", {q_out, H});
-  if (bias) w.normal(a + "q_proj.bias", {q_out}, 0.1);
+  if (qkv_bias) w.normal(a + "q_proj.bias", {q_out}, 0.1);
   w.matrix(a + "k_proj.weight", {kv_out, H});
-  if (bias) w.normal(a + "k_proj.bias", {kv_out}, 0.1);
+  if (qkv_bias) w.normal(a + "k_proj.bias", {kv_out}, 0.1);
   w.matrix(a + "v_proj.weight", {kv_out, H});
-  if (bias) w.normal(a + "v_proj.bias", {kv_out}, 0.1);
+  if (qkv_bias) w.normal(a + "v_proj.bias", {kv_out}, 0.1);
   w.matrix(a + "o_proj.weight", {H, s.num_heads * D});
-  if (bias) w.normal(a + "o_proj.bias", {H}, 0.1);
-  w.normal(a + "q_norm.weight", {D}, 0.1, norm_offset);
-  w.normal(a + "k_norm.weight", {D}, 0.1, norm_offset);
+  if (all_bias) w.normal(a + "o_proj.bias", {H}, 0.1);
+  if (s.family == ModelFamily::kMixtral || s.family == ModelFamily::kQwen2Moe) return;  // no q/k norms
+  // OLMoE normalises the whole q and k projections, the Qwen3 families each head.
+  const bool whole = s.family == ModelFamily::kOlmoe;
+  w.normal(a + "q_norm.weight", {whole ? s.num_heads * D : D}, 0.1, norm_offset);
+  w.normal(a + "k_norm.weight", {whole ? kv_out : D}, 0.1, norm_offset);
 }
 
-void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const std::string& m) {
+// The feed-forward of the layer whose tensors start with `p`.
+void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const std::string& p) {
+  const std::string m = p + "mlp.";
   const int64_t H = s.hidden_size;
   if (!is_moe_layer(s, layer)) {
     w.matrix(m + "gate_proj.weight", {s.intermediate_size, H});
@@ -82,6 +88,18 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
     return;
   }
   const int64_t E = s.num_experts, I = s.moe_intermediate_size;
+  if (s.family == ModelFamily::kMixtral && !s.fused_experts) {
+    // The released layout (and HF 5.x save_pretrained's): block_sparse_moe, w1 gate, w3 up, w2 down.
+    const std::string b = p + "block_sparse_moe.";
+    w.matrix(b + "gate.weight", {E, H});
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = b + "experts." + std::to_string(e) + ".";
+      w.matrix(x + "w1.weight", {I, H});
+      w.matrix(x + "w2.weight", {H, I});
+      w.matrix(x + "w3.weight", {I, H});
+    }
+    return;
+  }
   w.matrix(m + "gate.weight", {E, H});
   if (s.fused_experts) {
     w.matrix(m + "experts.gate_up_proj", {E, 2 * I, H});
@@ -94,7 +112,7 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
       w.matrix(x + "down_proj.weight", {H, I});
     }
   }
-  if (is_hybrid(s)) {
+  if (has_shared_expert(s)) {
     const int64_t S = s.shared_expert_intermediate_size;
     w.matrix(m + "shared_expert.gate_proj.weight", {S, H});
     w.matrix(m + "shared_expert.up_proj.weight", {S, H});
@@ -105,14 +123,18 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
 
 }  // namespace
 
-bool is_hybrid(const RandomCheckpointSpec& s) { return s.family != ModelFamily::kQwen3Moe; }
+bool is_hybrid(const RandomCheckpointSpec& s) { return is_hybrid_family(s.family); }
+
+bool has_shared_expert(const RandomCheckpointSpec& s) { return is_hybrid(s) || s.family == ModelFamily::kQwen2Moe; }
 
 bool is_linear_layer(const RandomCheckpointSpec& s, int64_t i) {
   return is_hybrid(s) && (i + 1) % s.full_attention_interval != 0;
 }
 
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
-  if (s.family == ModelFamily::kQwen3_5Moe) return true;
+  if (s.family == ModelFamily::kQwen3_5Moe || s.family == ModelFamily::kMixtral || s.family == ModelFamily::kOlmoe) {
+    return true;  // no dense layers in these
+  }
   for (int64_t m : s.mlp_only_layers) {
     if (m == i) return false;
   }
@@ -149,7 +171,7 @@ std::vector<PlannedTensor> random_checkpoint_tensors(const RandomCheckpointSpec&
     } else {
       plan_full_attention(w, s, p + "self_attn.");
     }
-    plan_mlp(w, s, i, p + "mlp.");
+    plan_mlp(w, s, i, p);
   }
   w.normal(root + "norm.weight", {H}, 0.1, norm_offset);
   if (!s.tie_word_embeddings) w.matrix("lm_head.weight", {s.vocab_size, H});

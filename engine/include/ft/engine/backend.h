@@ -227,22 +227,27 @@ class Backend {
   virtual void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                         std::span<const AttentionSeq> seqs) = 0;
   // What an attention layer does between its projections and attention, for q [T, heads,
-  // head_dim], k, v [T, kv_heads, head_dim] (layout's): per-head RMSNorm of q and k when `norm` is
-  // given, RoPE on both, then kv_write. q and k are left normed and rotated. One pass where the
-  // backend can.
+  // head_dim], k, v [T, kv_heads, head_dim] (layout's): RMSNorm of q and k when `norm` is given,
+  // RoPE on both, then kv_write. q and k are left normed and rotated. One pass where the backend can.
   struct QkNorm {
-    const float* q = nullptr;  // [head_dim] (placed)
-    const float* k = nullptr;
+    const float* q = nullptr;  // [head_dim], or [heads * head_dim] when !per_head (placed)
+    const float* k = nullptr;  // [head_dim], or [kv_heads * head_dim] when !per_head
     float eps = 1e-6f;
     bool zero_centered = false;
+    // true: each head's head_dim values are one RMSNorm row (Qwen3); false: a token's whole q and
+    // whole k are (OLMoE).
+    bool per_head = true;
   };
   virtual void attention_inputs(const KvLayout& layout, int64_t layer, float* q, float* k, const float* v,
                                 std::size_t T, std::size_t heads, const QkNorm* norm, const ref::RopeSpec& rope,
                                 const float* inv_freq, const int64_t* positions, std::span<const AttentionSeq> seqs) {
     const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads);
-    if (norm) {
+    if (norm && norm->per_head) {
       rms_norm(q, norm->q, q, T * heads, D, norm->eps, norm->zero_centered);
       rms_norm(k, norm->k, k, T * KV, D, norm->eps, norm->zero_centered);
+    } else if (norm) {
+      rms_norm(q, norm->q, q, T, heads * D, norm->eps, norm->zero_centered);
+      rms_norm(k, norm->k, k, T, KV * D, norm->eps, norm->zero_centered);
     }
     this->rope(q, T, heads, rope, inv_freq, positions);
     this->rope(k, T, KV, rope, inv_freq, positions);

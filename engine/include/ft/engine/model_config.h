@@ -7,7 +7,9 @@
 //  - RoPE given as "rope_parameters" (transformers 5.x) or as the legacy top-level "rope_theta",
 //    "rope_scaling" and "partial_rotary_factor" keys;
 //  - "layer_types" given explicitly (with the legacy names "attention"/"mamba") or derived from
-//    "full_attention_interval", as the HF config classes do.
+//    "full_attention_interval", as the HF config classes do;
+//  - each family's own name for a quantity, mapped to one field (Mixtral's and OLMoE's experts are
+//    "intermediate_size" wide; Mixtral counts them in "num_local_experts").
 #pragma once
 
 #include <cstdint>
@@ -21,8 +23,13 @@
 namespace ft::engine {
 
 // The model families this engine implements; each has one file in engine/src/models/.
-enum class ModelFamily { kQwen3Moe, kQwen3Next, kQwen3_5Moe };
-const char* model_family_name(ModelFamily family);  // "qwen3_moe", "qwen3_next", "qwen3_5_moe"
+enum class ModelFamily { kQwen3Moe, kQwen3Next, kQwen3_5Moe, kMixtral, kQwen2Moe, kOlmoe };
+// "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe" (the HF model_type).
+const char* model_family_name(ModelFamily family);
+// Every family, in the order above.
+const std::vector<ModelFamily>& model_families();
+// Whether the family mixes linear-attention (Gated DeltaNet) layers with full attention.
+bool is_hybrid_family(ModelFamily family);
 
 // The token mixer of one decoder layer.
 enum class LayerKind { kFullAttention, kLinearAttention };
@@ -40,9 +47,10 @@ struct ModelConfig {
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;  // GQA: query heads per kv head = heads / kv_heads
   int64_t head_dim = 0;             // "head_dim", or hidden_size / num_attention_heads
-  int64_t intermediate_size = 0;    // dense (non-MoE) MLP width
+  int64_t intermediate_size = 0;    // dense (non-MoE) MLP width (Mixtral / OLMoE: the experts' width)
   float rms_norm_eps = 1e-6f;
-  bool attention_bias = false;
+  bool attention_bias = false;     // q/k/v/o projections carry biases
+  bool qkv_bias = false;           // only q/k/v do (Qwen2-MoE's "qkv_bias")
   bool tie_word_embeddings = false;
   std::vector<LayerKind> layer_types;  // one per layer
 
@@ -57,7 +65,7 @@ struct ModelConfig {
   // MoE.
   int64_t num_experts = 0;
   int64_t num_experts_per_tok = 0;
-  int64_t moe_intermediate_size = 0;
+  int64_t moe_intermediate_size = 0;  // the routed experts' width (Mixtral / OLMoE: intermediate_size)
   int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
   bool norm_topk_prob = true;
   int64_t decoder_sparse_step = 1;
@@ -82,9 +90,9 @@ struct ModelConfig {
 
 // Parses config.json text (and generation_config.json text, "" when absent). Errors:
 //  kInvalidArgument  malformed JSON or a missing/ill-typed required field (names it);
-//  kUnsupported      "unsupported architecture 'X' (supported: qwen3_moe, qwen3_next, qwen3_5_moe)",
-//                    or a feature of a supported family we do not implement (rope_type, activation,
-//                    sliding window), naming it.
+//  kUnsupported      "unsupported architecture 'X' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral,
+//                    qwen2_moe, olmoe)", or a feature of a supported family we do not implement
+//                    (rope_type, activation, sliding window, clip_qkv), naming its field.
 Result<ModelConfig> parse_model_config(std::string_view config_json,
                                        std::string_view generation_config_json = {});
 

@@ -33,12 +33,14 @@ struct RandomCheckpointSpec {
   int64_t intermediate_size = 96;  // dense MLP layers (mlp_only_layers / decoder_sparse_step)
   int64_t num_experts = 8;
   int64_t top_k = 2;
-  int64_t moe_intermediate_size = 32;
-  int64_t shared_expert_intermediate_size = 48;  // qwen3_next / qwen3_5_moe only
-  int64_t decoder_sparse_step = 1;               // qwen3_moe / qwen3_next only
-  std::vector<int64_t> mlp_only_layers;          // qwen3_moe / qwen3_next only
-  bool norm_topk_prob = true;
-  bool attention_bias = false;                   // qwen3_moe only (the others have none)
+  int64_t moe_intermediate_size = 32;  // the experts' width (config.json's intermediate_size for
+                                       // mixtral and olmoe, which have no dense layers)
+  int64_t shared_expert_intermediate_size = 48;  // qwen3_next / qwen3_5_moe / qwen2_moe only
+  int64_t decoder_sparse_step = 1;               // qwen3_moe / qwen3_next / qwen2_moe only
+  std::vector<int64_t> mlp_only_layers;          // qwen3_moe / qwen3_next / qwen2_moe only
+  bool norm_topk_prob = true;                    // not mixtral's (it always renormalises)
+  bool attention_bias = false;                   // q/k/v/o biases: qwen3_moe and olmoe only (qwen2_moe
+                                                 // always has q/k/v biases, the others none)
   bool tie_word_embeddings = false;
   int64_t max_position_embeddings = 32768;
   double rope_theta = 1000000.0;
@@ -51,7 +53,8 @@ struct RandomCheckpointSpec {
   int64_t linear_key_head_dim = 16;
   int64_t linear_value_head_dim = 16;
   int64_t linear_conv_kernel_dim = 4;
-  // Expert tensors: per expert (mlp.experts.N.*_proj.weight) or fused 3-D (gate_up_proj/down_proj).
+  // Expert tensors: per expert (mlp.experts.N.*_proj.weight; mixtral: block_sparse_moe.experts.N.w1/w2/w3)
+  // or fused 3-D (mlp.experts.gate_up_proj / down_proj).
   bool fused_experts = false;
   std::vector<int32_t> eos_token_ids;  // empty: {vocab_size - 1}
   int32_t bos_token_id = 0;
