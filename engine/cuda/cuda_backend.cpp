@@ -362,8 +362,9 @@ class CudaBackend final : public Backend {
       if (replaying() && cuda::attention_inputs_fit(layout, rope)) return;
       const cuda::QkNormDev dn = norm ? cuda::QkNormDev{norm->q, norm->k, norm->eps, norm->zero_centered}
                                       : cuda::QkNormDev{};
-      if (!replaying() && cuda::attention_inputs(layout, int(layer), q, k, v, int(T), int(heads), norm ? &dn : nullptr, rope,
-                                 inv_freq, positions, b.row_seq, b.seqs, b.pages, s()))
+      if (!replaying() && cuda::attention_inputs(layout, int(layer), q, k, v, int(T), int(heads),
+                                                 norm ? &dn : nullptr, rope, inv_freq, positions, b.row_seq,
+                                                 b.seqs, b.pages, s()))
         return;
     }
     Backend::attention_inputs(layout, layer, q, k, v, T, heads, norm, rope, inv_freq, positions, seqs);

@@ -80,7 +80,9 @@ struct Case {
 
 // The CPU runtime is bit-exact; the reference's DeltaNet forms round differently; on the GPU a
 // GEMM's summation order may depend on the number of rows (cuBLAS picks kernels by shape).
-double tolerance(BackendKind b) { return b == BackendKind::kCpu ? 0.0 : b == BackendKind::kCuda ? 1e-3 : 1e-4; }
+// On the GPU prefill multiplies split bf16 halves in GEMMs and decode fp32 rows in gemv kernels:
+// up to 1.3e-3 apart on the tiny OLMoE (biases, whole-width q/k norms), ~5e-4 on the others.
+double tolerance(BackendKind b) { return b == BackendKind::kCpu ? 0.0 : b == BackendKind::kCuda ? 2e-3 : 1e-4; }
 
 class TinyModelSplit : public ::testing::TestWithParam<Case> {};
 

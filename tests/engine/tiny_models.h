@@ -56,7 +56,10 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.mlp_only_layers = {1};
     s.norm_topk_prob = false;  // as Qwen1.5-MoE
   } else if (family == engine::ModelFamily::kOlmoe) {
-    s.head_dim = s.hidden_size / s.num_heads;  // OLMoE's whole-width q_norm needs heads * head_dim == hidden
+    // OLMoE's whole-width q_norm needs heads * head_dim == hidden; 32 dims a head, as the GPU's
+    // attention kernels take (multiples of 32).
+    s.num_heads = 2;
+    s.head_dim = s.hidden_size / s.num_heads;
     s.attention_bias = true;
     s.norm_topk_prob = false;  // as OLMoE-1B-7B
   }

@@ -242,6 +242,10 @@ class DecoderModel final : public Model {
     // Attention kernels work a page at a time in 16-key tiles and at most 64 keys.
     if (kv.page_tokens < 16 || kv.page_tokens > 64 || kv.page_tokens % 16 != 0)
       return invalid_argument("KV page size must be 16, 32, 48 or 64 tokens");
+    // The GPU's attention kernels give each lane 32-dim slices of a head.
+    if (be_->kind() == BackendKind::kCuda && (kv.head_dim % 32 != 0 || kv.head_dim > 256))
+      return unsupported("attention with head_dim " + std::to_string(kv.head_dim) +
+                         " on the GPU (it takes multiples of 32 up to 256): use --device cpu");
     const std::shared_ptr<Memory> memory = be_->memory();
     uint64_t budget = options.kv_budget_bytes ? options.kv_budget_bytes : default_kv_budget();
     if (!memory->is_host()) {
