@@ -37,7 +37,8 @@ int run_proxy(const Args& args) {
     engine_key = std::move(k).value();
   }
   auto backend =
-      proxy::make_remote_backend(engine_host, engine_port, args.get_int("engine-timeout") * 1000, engine_key);
+      proxy::make_remote_backend(engine_host, engine_port, args.get_int("engine-timeout") * 1000, engine_key,
+                                 args.get_int("engine-stall-timeout"));
   if (!backend) return runtime_error("proxy", backend.status().message());
   auto server = start_proxy_server(opts, std::move(backend).value(), *model_dir);
   if (!server) return runtime_error("proxy", server.status().message());
@@ -54,6 +55,8 @@ std::vector<Flag> proxy_flags() {
       {"engine", "HOST:PORT", "the engine process (freetoken engine)", "", true},
       {"model", "DIR", "the engine's model directory (tokenizer + chat template); default: the demo model", "", false},
       {"engine-timeout", "SECONDS", "how long to wait for the engine to answer", "60", false},
+      {"engine-stall-timeout", "SECONDS",
+       "a generation that hears nothing from the engine this long fails as unavailable (503, retry)", "60", false},
       {"engine-key-file", "FILE", "the engine's key (its --key-file), sent on every request", "", false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};
   for (Flag& f : proxy_server_flags()) flags.push_back(std::move(f));

@@ -28,7 +28,8 @@ int run_serve(const Args& args) {
 
   auto engine = EngineSupervisor::start(engine_args, args.get_int("engine-timeout"));
   if (!engine) return runtime_error("serve", engine.status().message());
-  auto backend = proxy::make_remote_backend("127.0.0.1", (*engine)->port(), 30000, (*engine)->key());
+  auto backend = proxy::make_remote_backend("127.0.0.1", (*engine)->port(), 30000, (*engine)->key(),
+                                            args.get_int("engine-stall-timeout"));
   if (!backend) return runtime_error("serve", backend.status().message());
 
   auto server = start_proxy_server(opts, std::move(backend).value(), *model_dir);
@@ -53,6 +54,8 @@ std::vector<Flag> serve_flags() {
   for (Flag& f : engine_runtime_flags()) flags.push_back(std::move(f));
   std::vector<Flag> more = {
       {"engine-timeout", "SECONDS", "how long to wait for the engine to load the model", "600", false},
+      {"engine-stall-timeout", "SECONDS",
+       "a generation that hears nothing from the engine this long fails as unavailable (503, retry)", "60", false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};
   flags.insert(flags.end(), more.begin(), more.end());
   return flags;

@@ -139,6 +139,7 @@ Result<GenerateResult> pump(LaunchedTurn& launched, const PreparedTurn& turn,
         return out;
       case wire::Event::Type::kError:
         if (e->code == wire::ErrorCode::kOverloaded) return unavailable("overloaded: " + e->message);
+        if (e->code == wire::ErrorCode::kUnavailable) return unavailable("engine: " + e->message);
         return internal_error("engine: " + e->message);
       case wire::Event::Type::kStarted:
       case wire::Event::Type::kCheckpoint:

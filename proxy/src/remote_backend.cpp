@@ -37,8 +37,8 @@ Status status_from_reply(int http_status, const std::string& body) {
 
 class RemoteGeneration final : public Generation {
  public:
-  RemoteGeneration(std::string host, int port, std::string key, std::string id, std::string body)
-      : host_(std::move(host)), port_(port), key_(std::move(key)), id_(std::move(id)) {
+  RemoteGeneration(std::string host, int port, std::string key, std::string id, std::string body, int stall_s)
+      : host_(std::move(host)), port_(port), key_(std::move(key)), id_(std::move(id)), stall_s_(stall_s) {
     thread_ = std::thread([this, body = std::move(body)] { run(host_, port_, body); });
   }
   ~RemoteGeneration() override {
@@ -75,7 +75,9 @@ class RemoteGeneration final : public Generation {
   void run(const std::string& host, int port, const std::string& body) {
     httplib::Client client(host, port);
     client.set_connection_timeout(5, 0);
-    client.set_read_timeout(24 * 3600, 0);  // a long prefill sends nothing for a while
+    // The engine writes a keepalive line every few seconds while it has nothing to say (a long
+    // prefill): silence longer than this means it hangs, and the request fails to be retried.
+    client.set_read_timeout(stall_s_, 0);
     httplib::Request req;
     req.method = "POST";
     req.path = "/engine/v1/generate";
@@ -114,8 +116,8 @@ class RemoteGeneration final : public Generation {
     if (!saw_end && http_status_ == 200) {
       wire::Event e;
       e.type = wire::Event::Type::kError;
-      e.code = wire::ErrorCode::kInternal;
-      e.message = cancelled_.load() ? "cancelled" : "engine connection lost mid-generation";
+      e.code = cancelled_.load() ? wire::ErrorCode::kInternal : wire::ErrorCode::kUnavailable;
+      e.message = cancelled_.load() ? "cancelled" : "engine connection lost or silent mid-generation";
       events_.push(std::move(e));
     }
     std::lock_guard lock(mu_);
@@ -128,6 +130,7 @@ class RemoteGeneration final : public Generation {
   const int port_;
   const std::string key_;
   const std::string id_;
+  const int stall_s_;
   engine::RequestHandle events_;  // the queue the reader fills and next() drains
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
@@ -140,13 +143,13 @@ class RemoteGeneration final : public Generation {
 
 class RemoteBackend final : public GenerationBackend {
  public:
-  RemoteBackend(std::string host, int port, std::string key, ModelInfo info)
-      : host_(std::move(host)), port_(port), key_(std::move(key)), info_(std::move(info)) {}
+  RemoteBackend(std::string host, int port, std::string key, ModelInfo info, int stall_s)
+      : host_(std::move(host)), port_(port), key_(std::move(key)), info_(std::move(info)), stall_s_(stall_s) {}
 
   Result<wire::LookupReply> lookup(const wire::LookupRequest& request) override {
     httplib::Client c(host_, port_);
     c.set_connection_timeout(5, 0);
-    c.set_read_timeout(60, 0);
+    c.set_read_timeout(stall_s_, 0);  // a lookup is quick: an engine this slow to answer hangs
     auto r = c.Post("/engine/v1/lookup", protocol_headers(key_), to_json(request).dump(), "application/json");
     if (!r) return engine_unavailable(httplib::to_string(r.error()));
     if (r->status != 200) return status_from_reply(r->status, r->body);
@@ -156,7 +159,7 @@ class RemoteBackend final : public GenerationBackend {
   }
 
   Result<std::unique_ptr<Generation>> start(const wire::GenerateRequest& request) override {
-    auto g = std::make_unique<RemoteGeneration>(host_, port_, key_, request.id, to_json(request).dump());
+    auto g = std::make_unique<RemoteGeneration>(host_, port_, key_, request.id, to_json(request).dump(), stall_s_);
     FT_RETURN_IF_ERROR(g->admitted());
     return std::unique_ptr<Generation>(std::move(g));
   }
@@ -182,12 +185,14 @@ class RemoteBackend final : public GenerationBackend {
   int port_;
   std::string key_;
   ModelInfo info_;
+  int stall_s_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
-                                                               int connect_timeout_ms, const std::string& key) {
+                                                               int connect_timeout_ms, const std::string& key,
+                                                               int stall_timeout_s) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(connect_timeout_ms);
   std::string last_error = "no answer";
   for (;;) {
@@ -204,7 +209,7 @@ Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string
         return unsupported("engine at " + host + ":" + std::to_string(port) + " speaks " +
                            j.value("protocol", std::string("?")) + "; this proxy speaks " + wire::kProtocolName);
       return std::unique_ptr<GenerationBackend>(
-          std::make_unique<RemoteBackend>(host, port, key, model_info_from_status(j)));
+          std::make_unique<RemoteBackend>(host, port, key, model_info_from_status(j), stall_timeout_s));
     } else {
       last_error = httplib::to_string(r.error());
     }

@@ -95,6 +95,18 @@ class ServeProcessE2E : public ::testing::Test {
   int started_ = 0;
 };
 
+// SIGSTOPs `pid` and waits until it is seen stopped (state T): the signal is asynchronous.
+bool stop_process(pid_t pid) {
+  kill(pid, SIGSTOP);
+  const auto stopped = [&] {
+    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
+  };
+  for (int i = 0; i < 200 && !stopped(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return stopped();
+}
+
 TEST_F(ServeProcessE2E, RestartAfterSigkillResumesFromTheStore) {
   const std::string store = (work_.path() / "store").string();
   std::vector<std::string> replies;
@@ -239,21 +251,38 @@ TEST_F(ServeProcessE2E, EngineDeathMidStreamIsACleanErrorAndTheEngineComesBack) 
   const pid_t again = s->child_pid();
   ASSERT_GT(again, 0);  // kill(-1, ...) would signal every process
   ASSERT_NE(read_file("/proc/" + std::to_string(again) + "/cmdline").find("engine"), std::string::npos);
-  kill(again, SIGSTOP);
-  // The signal is asynchronous: ask only once the engine is seen stopped (state T).
-  const auto stopped = [&] {
-    const std::string stat = read_file("/proc/" + std::to_string(again) + "/stat");
-    const auto paren = stat.rfind(')');
-    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
-  };
-  for (int i = 0; i < 200 && !stopped(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(stopped());
+  ASSERT_TRUE(stop_process(again));
   auto hung = h.Get("/health");
   kill(again, SIGCONT);
   ASSERT_TRUE(hung);
   EXPECT_EQ(hung->status, 503) << hung->body;
   EXPECT_EQ(hung->get_header_value("Retry-After"), "1");
   EXPECT_EQ(h.Get("/health")->status, 200);
+}
+
+// A hung engine (stopped, so alive and not restarted) fails a request within the stall timeout
+// as a 503 with Retry-After, not after hours; once it answers again, so does the server.
+TEST_F(ServeProcessE2E, AHungEngineIsA503WithinTheStallTimeout) {
+  auto s = serve({"--no-store", "--engine-stall-timeout", "2"});
+  ASSERT_TRUE(s);
+  int status = 0;
+  ask(s->port(), conversation({}), &status);
+  ASSERT_EQ(status, 200);
+  const pid_t engine = s->child_pid();
+  ASSERT_GT(engine, 0);  // kill(-1, ...) would signal every process
+  ASSERT_TRUE(stop_process(engine));
+  httplib::Client c("127.0.0.1", s->port());
+  c.set_read_timeout(60, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto hung = c.Post("/v1/messages", conversation({}).dump(), "application/json");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  kill(engine, SIGCONT);
+  ASSERT_TRUE(hung);
+  EXPECT_EQ(hung->status, 503) << hung->body;
+  EXPECT_EQ(hung->get_header_value("Retry-After"), "1");
+  EXPECT_LT(waited, 20.0);
+  ask(s->port(), conversation({}), &status);
+  EXPECT_EQ(status, 200);
 }
 
 // Through the real process pair: a 10 MB body is a 413 in the API's schema, a full engine queue

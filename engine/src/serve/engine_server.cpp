@@ -18,6 +18,9 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// How often a generate stream with nothing to say sends a keepalive line.
+constexpr auto kKeepalive = std::chrono::seconds(5);
+
 int http_status(wire::ErrorCode code) {
   switch (code) {
     case wire::ErrorCode::kInvalidRequest:
@@ -26,6 +29,7 @@ int http_status(wire::ErrorCode code) {
     case wire::ErrorCode::kRestoreMiss:
       return 409;
     case wire::ErrorCode::kOverloaded:
+    case wire::ErrorCode::kUnavailable:
       return 503;
     case wire::ErrorCode::kInternal:
       return 500;
@@ -92,6 +96,7 @@ struct EngineServer::Impl {
     res.set_chunked_content_provider(
         "application/x-ndjson",
         [h](size_t, httplib::DataSink& sink) {
+          auto last_write = Clock::now();
           for (;;) {
             auto e = h->next_until(Clock::now() + std::chrono::milliseconds(200));
             if (!e) {
@@ -100,6 +105,15 @@ struct EngineServer::Impl {
                 h->cancel();
                 return false;
               }
+              // A long prefill sends nothing for a while: a blank line now and then tells the proxy
+              // the engine is alive (it gives up on an engine silent for longer than its timeout).
+              if (Clock::now() - last_write >= kKeepalive) {
+                if (!sink.write("\n", 1)) {
+                  h->cancel();
+                  return false;
+                }
+                last_write = Clock::now();
+              }
               continue;
             }
             const std::string line = to_json(*e).dump() + "\n";
@@ -107,6 +121,7 @@ struct EngineServer::Impl {
               h->cancel();
               return false;
             }
+            last_write = Clock::now();
           }
           sink.done();
           return true;

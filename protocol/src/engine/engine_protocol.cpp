@@ -8,13 +8,14 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<ErrorCode, const char*>, 6> kErrorNames = {{
+constexpr std::array<std::pair<ErrorCode, const char*>, 7> kErrorNames = {{
     {ErrorCode::kInvalidRequest, "invalid_request"},
     {ErrorCode::kContextTooLong, "context_too_long"},
     {ErrorCode::kOverloaded, "overloaded"},
     {ErrorCode::kRestoreMiss, "restore_miss"},
     {ErrorCode::kInternal, "internal"},
     {ErrorCode::kUnauthorized, "unauthorized"},
+    {ErrorCode::kUnavailable, "unavailable"},
 }};
 constexpr std::array<std::pair<Finish, const char*>, 3> kFinishNames = {{
     {Finish::kStop, "stop"},
@@ -319,6 +320,8 @@ Status to_status(const ErrorReply& e) {
       return not_found(e.message);
     case ErrorCode::kUnauthorized:
       return internal_error("the engine refused this proxy's key: " + e.message);
+    case ErrorCode::kUnavailable:
+      return unavailable("engine: " + e.message);
     case ErrorCode::kInternal:
       break;
   }

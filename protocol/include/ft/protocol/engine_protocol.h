@@ -76,6 +76,7 @@ enum class ErrorCode {
   kRestoreMiss,     // the restore key is gone or failed its checksum: resend without restore
   kInternal,        // anything else (500)
   kUnauthorized,    // the request lacks the engine's key (401): a misconfigured or foreign client
+  kUnavailable,     // the engine went away or stopped answering mid-request: a retry can succeed (503)
 };
 
 struct Usage {

@@ -70,8 +70,11 @@ Result<std::unique_ptr<GenerationBackend>> make_local_backend(const std::filesys
 // An engine process at host:port. Fails unless it answers GET /engine/v1/status in the protocol
 // version this proxy speaks (waits up to `connect_timeout_ms` for it to come up). `key`: the
 // engine's key (EngineServerOptions::key), sent on every request; empty for an engine without.
+// stall_timeout_s: how long a generation may hear nothing from the engine (which sends a keepalive
+// every few seconds) before it fails as unavailable, to be retried.
 Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
                                                                int connect_timeout_ms = 30000,
-                                                               const std::string& key = "");
+                                                               const std::string& key = "",
+                                                               int stall_timeout_s = 60);
 
 }  // namespace ft::proxy
