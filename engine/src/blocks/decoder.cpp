@@ -416,6 +416,26 @@ Result<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const Checkpoi
   return DecoderModel::load(std::move(ckpt), cfg, recipe, options);
 }
 
+Result<DecoderLayer> layer_with_norms(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, bool zero_centered) {
+  const std::string p = layer_prefix(layer);
+  DecoderLayer out;
+  FT_ASSIGN_OR_RETURN(out.input_norm,
+                      w.rms_norm(p + "input_layernorm.weight", cfg.hidden_size, cfg.rms_norm_eps, zero_centered));
+  FT_ASSIGN_OR_RETURN(out.post_norm, w.rms_norm(p + "post_attention_layernorm.weight", cfg.hidden_size,
+                                                cfg.rms_norm_eps, zero_centered));
+  return out;
+}
+
+Status load_feed_forward(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, DecoderLayer& out) {
+  const std::string p = layer_prefix(layer) + "mlp.";
+  if (cfg.is_moe_layer(layer)) {
+    FT_ASSIGN_OR_RETURN(out.moe, MoeBlock::load(w, p, moe_spec(cfg)));
+  } else {
+    FT_ASSIGN_OR_RETURN(out.mlp, w.swiglu(p, cfg.hidden_size, cfg.intermediate_size));
+  }
+  return Status::ok();
+}
+
 AttentionSpec attention_spec(const ModelConfig& cfg) {
   AttentionSpec s;
   s.hidden = cfg.hidden_size;

@@ -60,6 +60,13 @@ Result<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const Checkpoi
 
 // Specs derived from the config, shared by the model files; each file adjusts what its family
 // does differently (gated attention, zero-centred norms, projection layout).
+// A layer with its two pre-norms loaded (input_layernorm, post_attention_layernorm, hidden wide;
+// zero_centered: the stored weight is an offset from 1): the model file adds the token mixer and
+// the feed-forward.
+Result<DecoderLayer> layer_with_norms(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, bool zero_centered);
+// The feed-forward at layers.<layer>.mlp.: the MoE on MoE layers (ModelConfig::is_moe_layer), else
+// a dense SwiGLU of intermediate_size.
+Status load_feed_forward(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, DecoderLayer& out);
 AttentionSpec attention_spec(const ModelConfig& cfg);
 MoeSpec moe_spec(const ModelConfig& cfg);
 LinearAttentionSpec linear_attention_spec(const ModelConfig& cfg, ref::DeltaNetProjLayout layout);

@@ -12,11 +12,7 @@ using namespace blocks;
 
 Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
   const std::string p = layer_prefix(i);
-  DecoderLayer layer;
-  FT_ASSIGN_OR_RETURN(layer.input_norm,
-                      w.rms_norm(p + "input_layernorm.weight", cfg.hidden_size, cfg.rms_norm_eps, false));
-  FT_ASSIGN_OR_RETURN(layer.post_norm,
-                      w.rms_norm(p + "post_attention_layernorm.weight", cfg.hidden_size, cfg.rms_norm_eps, false));
+  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/false));
   AttentionSpec spec = attention_spec(cfg);
   spec.qk_norm_per_head = false;
   FT_ASSIGN_OR_RETURN(layer.attention, AttentionBlock::load(w, p + "self_attn.", spec));

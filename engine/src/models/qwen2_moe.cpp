@@ -12,19 +12,11 @@ using namespace blocks;
 
 Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
   const std::string p = layer_prefix(i);
-  DecoderLayer layer;
-  FT_ASSIGN_OR_RETURN(layer.input_norm,
-                      w.rms_norm(p + "input_layernorm.weight", cfg.hidden_size, cfg.rms_norm_eps, false));
-  FT_ASSIGN_OR_RETURN(layer.post_norm,
-                      w.rms_norm(p + "post_attention_layernorm.weight", cfg.hidden_size, cfg.rms_norm_eps, false));
+  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/false));
   AttentionSpec spec = attention_spec(cfg);  // biases from ModelConfig::qkv_bias
   spec.qk_norm = false;
   FT_ASSIGN_OR_RETURN(layer.attention, AttentionBlock::load(w, p + "self_attn.", spec));
-  if (cfg.is_moe_layer(i)) {
-    FT_ASSIGN_OR_RETURN(layer.moe, MoeBlock::load(w, p + "mlp.", moe_spec(cfg)));  // with the shared expert
-  } else {
-    FT_ASSIGN_OR_RETURN(layer.mlp, w.swiglu(p + "mlp.", cfg.hidden_size, cfg.intermediate_size));
-  }
+  FT_RETURN_IF_ERROR(load_feed_forward(w, cfg, i, layer));  // with the shared expert where the config has one
   return layer;
 }
 

@@ -14,10 +14,7 @@ using namespace blocks;
 
 Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
   const std::string p = layer_prefix(i);
-  DecoderLayer layer;
-  FT_ASSIGN_OR_RETURN(layer.input_norm, w.rms_norm(p + "input_layernorm.weight", cfg.hidden_size, cfg.rms_norm_eps, true));
-  FT_ASSIGN_OR_RETURN(layer.post_norm,
-                      w.rms_norm(p + "post_attention_layernorm.weight", cfg.hidden_size, cfg.rms_norm_eps, true));
+  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/true));
   if (cfg.layer_types[std::size_t(i)] == LayerKind::kLinearAttention) {
     const auto spec = linear_attention_spec(cfg, ref::DeltaNetProjLayout::kQwen3_5Split);
     FT_ASSIGN_OR_RETURN(layer.linear_attention, LinearAttentionBlock::load(w, p + "linear_attn.", spec));
