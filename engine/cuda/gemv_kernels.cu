@@ -42,6 +42,26 @@ __device__ __forceinline__ float dot8(const float (&w)[8], const float4 a, const
 // latency before it could issue.
 constexpr int kBatch = 4;
 
+// acc[t] += this lane's batch of a row's weights (raw[b]: the 16 bytes of step base + 32 b) . x_t,
+// steps ascending; steps past the row's end (n8 steps of 8 columns) are not counted.
+template <int NT>
+__device__ __forceinline__ void multiply_batch(const uint4 (&raw)[kBatch], int base, int n8, int cols,
+                                               const float* x, int T, float (&acc)[NT]) {
+#pragma unroll
+  for (int b = 0; b < kBatch; ++b) {
+    const int c8 = base + 32 * b;
+    if (c8 >= n8) break;
+    float w[8];
+    unpack8(raw[b], w);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t >= T) break;
+      const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(t) * cols) + 2 * c8;
+      acc[t] += dot8(w, xv[0], xv[1]);
+    }
+  }
+}
+
 // acc[t] += w_row . x_t over `cols` columns (cols % 8 == 0), this lane's share, steps ascending.
 // The first batch of the row's weights is loaded before pdl_enter (weights are no kernel's output),
 // so the row streams while the previous kernel finishes; each later batch is loaded while the one
@@ -63,19 +83,7 @@ __device__ __forceinline__ void dot_rows_after_wait(const std::byte* row, int co
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) next[b] = __ldg(w4 + min(base + 32 * (kBatch + b), n8 - 1));
     }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int c8 = base + 32 * b;
-      if (c8 >= n8) break;
-      float w[8];
-      unpack8(raw[b], w);
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if (t >= T) break;
-        const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(t) * cols) + 2 * c8;
-        acc[t] += dot8(w, xv[0], xv[1]);
-      }
-    }
+    multiply_batch<NT>(raw, base, n8, cols, x, T, acc);
   }
 }
 
@@ -88,19 +96,7 @@ __device__ __forceinline__ void dot_rows(const std::byte* row, int cols, const f
     uint4 raw[kBatch];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) raw[b] = __ldg(w4 + min(base + 32 * b, n8 - 1));
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int c8 = base + 32 * b;
-      if (c8 >= n8) break;
-      float w[8];
-      unpack8(raw[b], w);
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if (t >= T) break;
-        const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(t) * cols) + 2 * c8;
-        acc[t] += dot8(w, xv[0], xv[1]);
-      }
-    }
+    multiply_batch<NT>(raw, base, n8, cols, x, T, acc);
   }
 }
 
