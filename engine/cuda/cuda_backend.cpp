@@ -569,20 +569,21 @@ class CudaBackend final : public Backend {
     // Frames end each stage's inputs once consumed (the stream orders the reuse), so the peak is
     // the split input and the gate/up products, not every buffer at once. Each product is two
     // batched GEMMs, of the high halves and then of the low ones added in the GEMM's epilogue.
+    // The GEMMs' inputs are gathered and split (and SwiGLU'd) in one pass each, straight into the
+    // buckets' layout: no fp32 copy of the gathered rows or of the SwiGLU output.
+    std::vector<cuda::SplitBucket> layout;
+    for (const Bucket& b : buckets)
+      layout.push_back({int64_t(b.row0), int64_t(b.gate.size() * b.P), int64_t(b.P)});
+    const cuda::SplitBucket* layout_dev = upload(layout.data(), layout.size());
+    const int n_buckets = int(layout.size());
     Scratch::Frame frame(scratch_);
     float* y = scratch_.floats(R * H);
     float* g = scratch_.floats(R * I);
+    float* u = scratch_.floats(R * I);
     {
       Scratch::Frame gate_up(scratch_);
       auto* xs = scratch_.take<std::uint16_t>(2 * R * H);
-      {
-        Scratch::Frame gathered(scratch_);
-        float* xg = scratch_.floats(R * H);
-        cuda::gather_rows(x, padded, int(R), int(H), xg, s());
-        for (const Bucket& b : buckets)
-          cuda::split_16(xg + b.row0 * H, b.gate.size() * b.P * H, b.P * H, false, xs + 2 * b.row0 * H, s());
-      }
-      float* u = scratch_.floats(R * I);
+      cuda::gather_split(x, padded, int(R), int(H), layout_dev, n_buckets, xs, s());
       for (const Bucket& b : buckets) {
         for (int half = 0; half < 2; ++half) {
           const std::uint16_t* in = xs + (2 * b.row0 + std::size_t(half) * b.P) * H;
@@ -592,13 +593,12 @@ class CudaBackend final : public Backend {
                        b.P * I, half, b.up.size());
         }
       }
-      cuda::silu_mul(g, u, g, R * I, s());
     }
     {
       Scratch::Frame down_frame(scratch_);
       auto* hs = scratch_.take<std::uint16_t>(2 * R * I);
+      cuda::silu_mul_split(g, u, int(R), int(I), layout_dev, n_buckets, hs, s());
       for (const Bucket& b : buckets) {
-        cuda::split_16(g + b.row0 * I, b.down.size() * b.P * I, b.P * I, false, hs + 2 * b.row0 * I, s());
         for (int half = 0; half < 2; ++half) {
           const std::uint16_t* in = hs + (2 * b.row0 + std::size_t(half) * b.P) * I;
           batched_gemm(b.down.data(), table.down_row_bytes, int(H), int(I), in, 2 * b.P * I, b.P, y + b.row0 * H,

@@ -52,6 +52,49 @@ __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group
   }
 }
 
+// Where row r's high halves start in the buckets' split layout, and how far after them its low
+// ones are (P rows of `width`).
+struct SplitPlace {
+  std::size_t hi;
+  std::size_t lo_step;
+};
+__device__ __forceinline__ SplitPlace split_place(int64_t r, int width, const SplitBucket* b, int nb) {
+  int i = 0;
+  while (i + 1 < nb && r >= b[i + 1].row0) ++i;
+  const int64_t local = r - b[i].row0, slot = local / b[i].P, within = local % b[i].P;
+  return {std::size_t(2 * (b[i].row0 + slot * b[i].P) + within) * std::size_t(width),
+          std::size_t(b[i].P) * std::size_t(width)};
+}
+
+__device__ __forceinline__ void store_halves(std::uint16_t* out, std::size_t hi, std::size_t lo_step, float v) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(v);
+  out[hi] = __bfloat16_as_ushort(h);
+  out[hi + lo_step] = __bfloat16_as_ushort(__float2bfloat16_rn(v - __bfloat162float(h)));
+}
+
+// One block per row of the output.
+__global__ void gather_split_kernel(const float* src, const int64_t* rows, int width, const SplitBucket* buckets,
+                                    int n_buckets, std::uint16_t* out) {
+  pdl_enter();
+  const int64_t r = blockIdx.x, from = rows[r];
+  const SplitPlace at = split_place(r, width, buckets, n_buckets);
+  const float* s = src + std::size_t(from < 0 ? 0 : from) * std::size_t(width);
+  for (int c = threadIdx.x; c < width; c += blockDim.x) store_halves(out, at.hi + c, at.lo_step, from < 0 ? 0.f : s[c]);
+}
+
+__global__ void silu_mul_split_kernel(const float* gate, const float* up, int width, const SplitBucket* buckets,
+                                      int n_buckets, std::uint16_t* out) {
+  pdl_enter();
+  const int64_t r = blockIdx.x;
+  const SplitPlace at = split_place(r, width, buckets, n_buckets);
+  const float* g = gate + std::size_t(r) * std::size_t(width);
+  const float* u = up + std::size_t(r) * std::size_t(width);
+  for (int c = threadIdx.x; c < width; c += blockDim.x) {
+    const float gv = g[c];
+    store_halves(out, at.hi + c, at.lo_step, gv / (1.f + expf(-gv)) * u[c]);
+  }
+}
+
 // y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias): the halves of a product over 2T columns added.
 __global__ void add_halves_kernel(const float* y2, std::size_t total, int n, const float* bias, float* y) {
   pdl_enter();
@@ -232,6 +275,16 @@ void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64
 
 void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s) {
   if (n) launch(split_16_kernel, std::min(blocks_for(n), 65535u), kBlock, 0, s, x, n, group, f16, out);
+}
+
+void gather_split(const float* src, const int64_t* rows, int R, int width, const SplitBucket* buckets, int n_buckets,
+                  std::uint16_t* out, cudaStream_t s) {
+  if (R > 0) launch(gather_split_kernel, unsigned(R), kBlock, 0, s, src, rows, width, buckets, n_buckets, out);
+}
+
+void silu_mul_split(const float* gate, const float* up, int R, int width, const SplitBucket* buckets, int n_buckets,
+                    std::uint16_t* out, cudaStream_t s) {
+  if (R > 0) launch(silu_mul_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, buckets, n_buckets, out);
 }
 
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s) {

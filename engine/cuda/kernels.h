@@ -27,6 +27,21 @@ void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64
 // A product of both halves with the same weights, added, is as exact as fp32 activations (the CPU
 // backends' "bf16x2"). group = n: one hi block, then one lo block.
 void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s);
+// The layout the batched expert GEMMs read (moe in cuda_backend.cpp): rows row0 .. row0 + rows of a
+// bucket are slots of P rows, each slot split as split_16 does with group P * width: the slot's
+// high halves, then its low ones.
+struct SplitBucket {
+  int64_t row0;
+  int64_t rows;  // slots x P
+  int64_t P;
+};
+// gather_rows and split_16 in one pass: row r of the split output is src[rows[r], :] (zeros where
+// rows[r] < 0), bf16 halves, in the buckets' layout. Bit for bit the two passes' output.
+void gather_split(const float* src, const int64_t* rows, int R, int width, const SplitBucket* buckets, int n_buckets,
+                  std::uint16_t* out, cudaStream_t s);
+// silu_mul and split_16 in one pass: row r of the split output is silu(gate[r, :]) * up[r, :].
+void silu_mul_split(const float* gate, const float* up, int R, int width, const SplitBucket* buckets, int n_buckets,
+                    std::uint16_t* out, cudaStream_t s);
 // y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias[c]): the two halves of a product over 2T columns.
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s);
 // ref::rms_norm over `rows` rows of `dim`.
