@@ -37,11 +37,13 @@ Groups group_by_expert(Scratch& s, const int32_t* chosen, std::size_t T, std::si
   g.begin.assign(E + 1, 0);
   g.token_of = s.take<std::size_t>(T * K);
   g.slot_of = s.take<std::size_t>(T * K);
-  for (std::size_t i = 0; i < T * K; ++i) ++g.begin[std::size_t(chosen[i]) + 1];
+  for (std::size_t i = 0; i < T * K; ++i)
+    if (chosen[i] >= 0) ++g.begin[std::size_t(chosen[i]) + 1];
   for (std::size_t e = 0; e < E; ++e) g.begin[e + 1] += g.begin[e];
   std::vector<std::size_t> fill(g.begin.begin(), g.begin.end() - 1);
   for (std::size_t t = 0; t < T; ++t) {
     for (std::size_t k = 0; k < K; ++k) {
+      if (chosen[t * K + k] < 0) continue;  // computed elsewhere
       const std::size_t a = fill[std::size_t(chosen[t * K + k])]++;
       g.token_of[a] = t;
       g.slot_of[t * K + k] = a;
@@ -196,29 +198,21 @@ void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& 
 
 }  // namespace
 
-void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
-         int32_t* chosen_out, OpProfile* profile) {
+void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
+                 const int32_t* chosen, const float* weights, float* out, OpProfile* profile) {
   Scratch::Frame frame(s);
-  const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k, A = T * K;
-  std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeRoute);
-  float* logits = s.floats(T * E);
-  float* weights = s.floats(A);
-  int32_t* chosen = s.take<int32_t>(A);
-  linear(s, isa, x, T, w.router, nullptr, logits);
-  // Top-k per token, tokens spread over the threads (each token's choice is its own).
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, T, 64), [&](const tbb::blocked_range<std::size_t>& r) {
-    ref::route_top_k(logits + r.begin() * E, r.size(), w.router_spec, chosen + r.begin() * K, weights + r.begin() * K);
-  });
-  if (chosen_out) std::memcpy(chosen_out, chosen, A * sizeof(int32_t));
+  const std::size_t H = std::size_t(w.hidden), E = w.experts.size();
   const Groups g = group_by_expert(s, chosen, T, K, E);
-  phase.emplace(profile, OpProfile::kMoeExperts);
-
-  float* y = s.floats(A * H);
+  const std::size_t A = g.begin[E];  // assignments computed here
+  std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeExperts);
+  float* y = s.floats(std::max<std::size_t>(A, 1) * H);
   const bool all_bf16 = std::all_of(w.experts.begin(), w.experts.end(), [](const SwiGluMatrices& m) {
     return m.gate.dtype == DType::kBF16 && m.up.dtype == DType::kBF16 && m.down.dtype == DType::kBF16;
   });
   const DotsFn dots = all_bf16 ? dots_for(isa) : nullptr;
-  if (amx_experts_fit(isa, w)) {
+  if (A == 0) {
+    // nothing to compute: every choice is another device's
+  } else if (amx_experts_fit(isa, w)) {
     experts_amx(s, w, g, x, y);
   } else if (dots) {
     const PreparedX px = prepare_x(s, isa, x, T, H);
@@ -242,11 +236,30 @@ void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_
     std::fill(o, o + H, 0.0f);
     for (std::size_t i = 0; i < k_n; ++i) {
       const std::size_t k = order[i];
+      if (chosen[t * K + k] < 0) continue;
       const float wk = weights[t * K + k];
       const float* yk = y + g.slot_of[t * K + k] * H;
       for (std::size_t d = 0; d < H; ++d) o[d] += yk[d] * wk;
     }
   });
+}
+
+void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
+         int32_t* chosen_out, OpProfile* profile) {
+  Scratch::Frame frame(s);
+  const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k, A = T * K;
+  std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeRoute);
+  float* logits = s.floats(T * E);
+  float* weights = s.floats(A);
+  int32_t* chosen = s.take<int32_t>(A);
+  linear(s, isa, x, T, w.router, nullptr, logits);
+  // Top-k per token, tokens spread over the threads (each token's choice is its own).
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, T, 64), [&](const tbb::blocked_range<std::size_t>& r) {
+    ref::route_top_k(logits + r.begin() * E, r.size(), w.router_spec, chosen + r.begin() * K, weights + r.begin() * K);
+  });
+  if (chosen_out) std::memcpy(chosen_out, chosen, A * sizeof(int32_t));
+  phase.reset();
+  moe_experts(s, isa, w, x, T, K, chosen, weights, out, profile);
 
   if (w.has_shared) {
     const std::size_t I = std::size_t(w.shared.inter());

@@ -17,4 +17,10 @@ namespace ft::engine::cpu {
 void moe(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
          int32_t* chosen_out = nullptr, OpProfile* profile = nullptr);
 
+// The routed experts alone, for choices already made: out [T, H] = the sum over token t's choices
+// k with chosen[t K + k] >= 0 of weights[t K + k] * expert(x_t), in ascending expert order; a
+// negative choice is skipped (another device computes it: the GPU's share of an offloaded layer).
+void moe_experts(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
+                 const int32_t* chosen, const float* weights, float* out, OpProfile* profile = nullptr);
+
 }  // namespace ft::engine::cpu

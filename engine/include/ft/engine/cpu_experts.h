@@ -1,0 +1,38 @@
+// The CPU half of an offloaded MoE layer: routed experts computed where their weights lie in host
+// memory, with the CPU runtime's expert kernels, on a thread arena of its own (the GPU backend's
+// thread issues the layer's GPU work, then runs this while the GPU computes its share).
+#pragma once
+
+#include <tbb/task_arena.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "ft/engine/backend.h"
+#include "ft/engine/expert_kernels.h"
+#include "ft/engine/scratch.h"
+
+namespace ft::engine {
+
+class CpuExperts {
+ public:
+  // threads 0: every core; isa: the best this CPU runs unless given.
+  explicit CpuExperts(int threads = 0, std::optional<CpuIsa> isa = std::nullopt);
+
+  int threads() const { return arena_.max_concurrency(); }
+  CpuIsa isa() const { return isa_; }
+  // out [T, H] = for each token the sum over its choices k with chosen[t K + k] >= 0 of
+  // weights[t K + k] * expert(x_t), in ascending expert order; negative choices are another
+  // device's. x, chosen, weights and out are host memory; the experts' weights must be readable
+  // on the host (Matrix::data).
+  void run(const MoeWeights& w, const float* x, std::size_t T, std::size_t K, const int32_t* chosen,
+           const float* weights, float* out);
+
+ private:
+  tbb::task_arena arena_;
+  CpuIsa isa_;
+  Scratch scratch_;
+};
+
+}  // namespace ft::engine

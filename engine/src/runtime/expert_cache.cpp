@@ -1,0 +1,108 @@
+#include "ft/engine/expert_cache.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace ft::engine {
+
+ExpertCache::ExpertCache(int slots, int layers, int experts, int floor_per_layer)
+    : layers_(layers),
+      experts_(experts),
+      floor_(floor_per_layer),
+      slot_key_(std::size_t(std::max(slots, 0))),
+      last_used_(slot_key_.size(), kNever),
+      step_used_(slot_key_.size(), 0),
+      slot_of_(std::size_t(layers) * std::size_t(experts), -1),
+      stats_(std::size_t(layers)) {}
+
+std::optional<int> ExpertCache::find(int layer, int expert) const {
+  const int s = slot_of_[std::size_t(layer) * std::size_t(experts_) + std::size_t(expert)];
+  return s >= 0 ? std::optional<int>(s) : std::nullopt;
+}
+
+std::optional<int> ExpertCache::lookup(int layer, int expert) {
+  const std::optional<int> s = find(layer, expert);
+  LayerStats& st = stats_[std::size_t(layer)];
+  if (!s) {
+    ++st.misses;
+    return std::nullopt;
+  }
+  ++st.hits;
+  touch(*s);
+  return s;
+}
+
+void ExpertCache::touch(int slot) {
+  last_used_[std::size_t(slot)] = ++clock_;
+  step_used_[std::size_t(slot)] = step_;
+}
+
+void ExpertCache::drop(int slot) {
+  Key& k = slot_key_[std::size_t(slot)];
+  if (k.layer < 0) return;
+  slot_of_[std::size_t(k.layer) * std::size_t(experts_) + std::size_t(k.expert)] = -1;
+  --stats_[std::size_t(k.layer)].resident;
+  k = {};
+  last_used_[std::size_t(slot)] = kNever;
+}
+
+bool ExpertCache::evictable(int slot, int for_layer) const {
+  const Key& k = slot_key_[std::size_t(slot)];
+  if (k.layer < 0) return true;
+  if (step_used_[std::size_t(slot)] == step_) return false;
+  return k.layer == for_layer || stats_[std::size_t(k.layer)].resident > floor_;
+}
+
+std::optional<ExpertCache::Admitted> ExpertCache::admit(int layer, int expert) {
+  int best = -1;
+  for (int s = 0; s < slots(); ++s) {
+    if (!evictable(s, layer)) continue;
+    // Free slots first (last use kNever), then the least recently used.
+    if (best < 0 || last_used_[std::size_t(s)] < last_used_[std::size_t(best)]) best = s;
+    if (last_used_[std::size_t(best)] == kNever) break;
+  }
+  if (best < 0) return std::nullopt;
+  Admitted a;
+  a.slot = best;
+  if (slot_key_[std::size_t(best)].layer >= 0) a.evicted = slot_key_[std::size_t(best)];
+  drop(best);
+  slot_key_[std::size_t(best)] = {layer, expert};
+  slot_of_[std::size_t(layer) * std::size_t(experts_) + std::size_t(expert)] = best;
+  ++stats_[std::size_t(layer)].resident;
+  touch(best);
+  return a;
+}
+
+std::vector<ExpertCache::Key> ExpertCache::resize(int slots) {
+  std::vector<Key> lost;
+  slots = std::max(slots, 0);
+  const int n = this->slots();
+  if (slots < n) {
+    for (int s = slots; s < n; ++s) {
+      if (slot_key_[std::size_t(s)].layer >= 0) lost.push_back(slot_key_[std::size_t(s)]);
+      drop(s);
+    }
+  }
+  slot_key_.resize(std::size_t(slots));
+  last_used_.resize(std::size_t(slots), kNever);
+  step_used_.resize(std::size_t(slots), 0);
+  return lost;
+}
+
+void ExpertCache::clear() {
+  for (int s = 0; s < slots(); ++s) drop(s);
+}
+
+std::uint64_t ExpertCache::hits() const {
+  return std::accumulate(stats_.begin(), stats_.end(), std::uint64_t(0),
+                         [](std::uint64_t a, const LayerStats& s) { return a + s.hits; });
+}
+std::uint64_t ExpertCache::misses() const {
+  return std::accumulate(stats_.begin(), stats_.end(), std::uint64_t(0),
+                         [](std::uint64_t a, const LayerStats& s) { return a + s.misses; });
+}
+int ExpertCache::resident() const {
+  return std::accumulate(stats_.begin(), stats_.end(), 0, [](int a, const LayerStats& s) { return a + s.resident; });
+}
+
+}  // namespace ft::engine

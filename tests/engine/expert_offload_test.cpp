@@ -1,0 +1,252 @@
+// The host-side parts of expert offload, which the GPU path is built on: the expert cache's
+// bookkeeping (LRU, per-layer floor, the step's experts protected), the split planner's policies
+// and cost model, and the CPU half of a layer (chosen experts only, the rest left to the GPU).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ft/engine/backend.h"
+#include "ft/engine/bf16.h"
+#include "ft/engine/cpu_experts.h"
+#include "ft/engine/expert_cache.h"
+#include "ft/engine/moe_split.h"
+#include "ft/engine/ops_moe.h"
+#include "tiny_models.h"
+
+namespace ft::test {
+namespace {
+
+using engine::ExpertCache;
+
+TEST(ExpertCache, HitsMissesAndLeastRecentlyUsedEviction) {
+  ExpertCache c(3, 2, 8);
+  EXPECT_FALSE(c.lookup(0, 1));
+  for (int e : {1, 2, 3}) {
+    auto a = c.admit(0, e);
+    ASSERT_TRUE(a);
+    EXPECT_FALSE(a->evicted);
+  }
+  EXPECT_EQ(c.resident(), 3);
+  c.begin_step();
+  ASSERT_TRUE(c.lookup(0, 1));  // 1 is now the most recently used; 2 the least
+  c.begin_step();
+  auto a = c.admit(1, 5);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->evicted);
+  EXPECT_EQ(a->evicted->expert, 2);
+  EXPECT_FALSE(c.find(0, 2));
+  EXPECT_EQ(c.find(1, 5), a->slot);
+  EXPECT_EQ(c.layer_stats(0).hits, 1u);
+  EXPECT_EQ(c.layer_stats(0).misses, 1u);
+  EXPECT_EQ(c.layer_stats(0).resident, 2);
+  EXPECT_EQ(c.layer_stats(1).resident, 1);
+}
+
+TEST(ExpertCache, TheStepsExpertsAreNeverEvicted) {
+  ExpertCache c(2, 1, 8);
+  ASSERT_TRUE(c.admit(0, 0));
+  ASSERT_TRUE(c.admit(0, 1));
+  // Both slots serve this step: a third expert finds none.
+  EXPECT_FALSE(c.admit(0, 2));
+  c.begin_step();
+  ASSERT_TRUE(c.lookup(0, 1));
+  auto a = c.admit(0, 2);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->evicted->expert, 0);
+  EXPECT_FALSE(c.admit(0, 3));
+}
+
+TEST(ExpertCache, APerLayerFloorKeepsOtherLayersSlots) {
+  ExpertCache c(4, 2, 8, /*floor_per_layer=*/2);
+  ASSERT_TRUE(c.admit(0, 0));
+  ASSERT_TRUE(c.admit(0, 1));
+  ASSERT_TRUE(c.admit(1, 0));
+  ASSERT_TRUE(c.admit(1, 1));
+  c.begin_step();
+  // Layer 1 may not take layer 0's slots (it holds only its floor), but may reuse its own.
+  auto a = c.admit(1, 2);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->evicted->layer, 1);
+  EXPECT_EQ(c.layer_stats(0).resident, 2);
+  auto b = c.admit(1, 3);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->evicted->layer, 1);
+  EXPECT_FALSE(c.admit(1, 4));  // its two slots serve this step; layer 0 is at its floor
+}
+
+TEST(ExpertCache, ResizeGivesUpTheHighestSlots) {
+  ExpertCache c(4, 1, 8);
+  for (int e = 0; e < 4; ++e) ASSERT_EQ(c.admit(0, e)->slot, e);
+  const auto lost = c.resize(2);
+  ASSERT_EQ(lost.size(), 2u);
+  EXPECT_EQ(lost[0].expert, 2);
+  EXPECT_EQ(lost[1].expert, 3);
+  EXPECT_EQ(c.slots(), 2);
+  EXPECT_EQ(c.find(0, 1), 1);
+  EXPECT_FALSE(c.find(0, 3));
+  c.resize(3);
+  c.begin_step();
+  EXPECT_EQ(c.admit(0, 5)->slot, 2);  // the new free slot before any eviction
+  c.clear();
+  EXPECT_EQ(c.resident(), 0);
+}
+
+TEST(MoeSplit, PoliciesParseAndPrintTheirNames) {
+  for (const char* name : {"adaptive", "fetch", "cpu", "ratio:0.25"}) {
+    auto p = engine::parse_moe_policy(name);
+    ASSERT_TRUE(p.is_ok()) << name;
+    EXPECT_EQ(p->name(), name);
+  }
+  for (const char* bad : {"", "gpu", "ratio:", "ratio:1.5", "ratio:-0.1", "ratio:0.5x"}) {
+    auto p = engine::parse_moe_policy(bad);
+    ASSERT_FALSE(p.is_ok()) << bad;
+    EXPECT_NE(p.status().message().find("--moe-policy"), std::string::npos);
+  }
+}
+
+std::vector<engine::SplitMiss> misses(std::initializer_list<int> tokens) {
+  std::vector<engine::SplitMiss> out;
+  int e = 10;
+  for (int t : tokens) out.push_back({e++, t});
+  return out;
+}
+
+TEST(MoeSplit, FixedPoliciesSplitAsTheySay) {
+  const engine::SplitCosts c;
+  const auto m = misses({1, 3, 1, 2});
+  const std::size_t bytes = 9 << 20;
+  auto fetch = engine::plan_split({engine::MoePolicy::Kind::kFetch}, c, m, bytes, 10);
+  EXPECT_EQ(fetch.fetch.size(), 4u);
+  EXPECT_TRUE(fetch.cpu.empty());
+  // The fetch count is capped by the slots the step can take; the busiest are fetched first.
+  auto capped = engine::plan_split({engine::MoePolicy::Kind::kFetch}, c, m, bytes, 2);
+  EXPECT_EQ(capped.fetch, (std::vector<int>{11, 13}));
+  EXPECT_EQ(capped.cpu, (std::vector<int>{10, 12}));
+  auto cpu = engine::plan_split({engine::MoePolicy::Kind::kCpu}, c, m, bytes, 10);
+  EXPECT_TRUE(cpu.fetch.empty());
+  EXPECT_EQ(cpu.cpu.size(), 4u);
+  auto ratio = engine::plan_split({engine::MoePolicy::Kind::kRatio, 0.25}, c, m, bytes, 10);
+  EXPECT_EQ(ratio.fetch, (std::vector<int>{11}));
+}
+
+TEST(MoeSplit, AdaptiveBalancesThePathsByTheirRates) {
+  const std::size_t bytes = 9'437'184;  // a Qwen3-30B-A3B expert in bf16
+  engine::SplitCosts c;
+  c.fetch_overhead_s = 0;
+  c.cpu_overhead_s = 0;
+  c.pcie_gbps = 50;
+  c.cpu_gbps = 50;
+  const auto m = misses({1, 1, 1, 1, 1, 1, 1, 1});
+  // Equal rates: half and half.
+  auto even = engine::plan_split({}, c, m, bytes, 8);
+  EXPECT_EQ(even.fetch.size(), 4u);
+  // A CPU three times slower: ~3 in 4 fetched; the prediction is the slower path's time.
+  c.cpu_gbps = 50.0 / 3;
+  auto fast_pcie = engine::plan_split({}, c, m, bytes, 8);
+  EXPECT_EQ(fast_pcie.fetch.size(), 6u);
+  EXPECT_NEAR(fast_pcie.predicted_s, 6 * double(bytes) / 50e9, 1e-9);
+  // Slots run out: the rest goes to the CPU whatever it costs.
+  EXPECT_EQ(engine::plan_split({}, c, m, bytes, 2).fetch.size(), 2u);
+  // With host memory shared, each path is slower while the other runs: the split follows the
+  // shared rates, and no split at all can win when sharing costs more than it gives.
+  c.cpu_gbps = 50;
+  c.pcie_shared_gbps = 10;
+  c.cpu_shared_gbps = 10;
+  auto shared = engine::plan_split({}, c, m, bytes, 8);
+  EXPECT_TRUE(shared.fetch.empty() || shared.cpu.empty());
+  // Each expert costs more on the CPU the more tokens it has: the busy one is fetched.
+  engine::SplitCosts t;
+  t.cpu_token_s = 1e-3;
+  auto busy = engine::plan_split({}, t, misses({1, 9, 1}), bytes, 1);
+  EXPECT_EQ(busy.fetch, (std::vector<int>{11}));
+}
+
+TEST(MoeSplit, TheModelLearnsTheRatesItMeasures) {
+  engine::SplitCosts c;
+  c.fetch_overhead_s = 0;
+  c.cpu_overhead_s = 0;
+  c.pcie_gbps = 10;
+  c.cpu_gbps = 10;
+  engine::SplitModel model(c);
+  for (int i = 0; i < 100; ++i) {
+    model.observe_fetch(50'000'000, 5, 1e-3, false);  // 50 GB/s
+    model.observe_cpu(30'000'000, 1e-3, false);       // 30 GB/s
+  }
+  EXPECT_NEAR(model.costs().pcie_gbps, 50, 0.5);
+  EXPECT_NEAR(model.costs().cpu_gbps, 30, 0.5);
+  model.observe_fetch(0, 0, 1e-3, false);  // nothing measured: nothing learned
+  EXPECT_NEAR(model.costs().pcie_gbps, 50, 0.5);
+}
+
+// A small MoE layer in bf16, owned by the test.
+struct Layer {
+  std::vector<std::vector<engine::bf16_t>> store;
+  engine::MoeWeights w;
+  engine::Matrix mat(int64_t rows, int64_t cols, std::mt19937& rng) {
+    std::normal_distribution<float> n(0.0f, 1.0f / std::sqrt(float(cols)));
+    auto& d = store.emplace_back(std::size_t(rows * cols));
+    for (auto& v : d) v = engine::f32_to_bf16(n(rng));
+    return {engine::DType::kBF16, rows, cols, reinterpret_cast<const std::byte*>(d.data()),
+            std::size_t(cols) * sizeof(engine::bf16_t)};
+  }
+  Layer(int64_t H, int64_t I, int64_t E, std::size_t K, std::mt19937& rng) {
+    store.reserve(std::size_t(3 * E + 1));
+    w.hidden = H;
+    w.router_spec.num_experts = std::size_t(E);
+    w.router_spec.top_k = K;
+    w.router = mat(E, H, rng);
+    for (int64_t e = 0; e < E; ++e) {
+      engine::SwiGluMatrices m;
+      m.gate = mat(I, H, rng);
+      m.up = mat(I, H, rng);
+      m.down = mat(H, I, rng);
+      w.experts.push_back(m);
+    }
+  }
+};
+
+TEST(CpuExperts, ComputesTheChosenExpertsAndLeavesTheRest) {
+  std::mt19937 rng(7);
+  const int64_t H = 64, I = 32, E = 8;
+  const std::size_t K = 3, T = 5;
+  Layer layer(H, I, E, K, rng);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(T * std::size_t(H));
+  for (float& v : x) v = n(rng);
+  // The reference's routing and layer output.
+  engine::BackendOptions ro;
+  ro.kind = engine::BackendKind::kReference;
+  auto ref = engine::make_backend(ro);
+  ASSERT_TRUE(ref.is_ok());
+  std::vector<float> logits(T * std::size_t(E)), want(x.size());
+  ASSERT_TRUE((*ref)->execute([&] {
+    (*ref)->linear(x.data(), T, layer.w.router, nullptr, logits.data());
+    (*ref)->moe(layer.w, x.data(), T, want.data());
+  }));
+  std::vector<int32_t> chosen(T * K);
+  std::vector<float> weights(T * K);
+  engine::ref::route_top_k(logits.data(), T, layer.w.router_spec, chosen.data(), weights.data());
+
+  engine::CpuExperts cpu(2);
+  std::vector<float> all(x.size());
+  cpu.run(layer.w, x.data(), T, K, chosen.data(), weights.data(), all.data());
+  EXPECT_LT(rel_l2(all.data(), want.data(), all.size()), 1e-5);
+  // Two disjoint shares (every other choice) add up to the whole; no share is all zeros.
+  std::vector<int32_t> even = chosen, odd = chosen;
+  for (std::size_t i = 0; i < chosen.size(); ++i) (i % 2 ? even : odd)[i] = -1;
+  std::vector<float> a(x.size(), 1.f), b(x.size(), 1.f), sum(x.size());
+  cpu.run(layer.w, x.data(), T, K, even.data(), weights.data(), a.data());
+  cpu.run(layer.w, x.data(), T, K, odd.data(), weights.data(), b.data());
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = a[i] + b[i];
+  EXPECT_LT(rel_l2(sum.data(), all.data(), sum.size()), 1e-6);
+  EXPECT_GT(rel_l2(a.data(), all.data(), a.size()), 0.1);
+  // Nothing chosen here: zeros.
+  std::vector<int32_t> none(chosen.size(), -1);
+  cpu.run(layer.w, x.data(), T, K, none.data(), weights.data(), a.data());
+  for (float v : a) ASSERT_EQ(v, 0.f);
+}
+
+}  // namespace
+}  // namespace ft::test
