@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -170,6 +171,8 @@ struct Loaded {
   engine::Checkpoint ckpt;
   ModelBytes bytes;
   double bandwidth = 0;
+  // Experts in host RAM: pinned host -> GPU copies, and the host's read rate over the mapped experts.
+  double h2d = 0, host_read = 0;
 };
 
 Result<Loaded> load(const Args& args, const std::string& cmd) {
@@ -177,9 +180,10 @@ Result<Loaded> load(const Args& args, const std::string& cmd) {
   // take the memory.
   FT_ASSIGN_OR_RETURN(engine::LoadOptions options, load_options_from_flags(args));
   constexpr std::size_t kProbe = std::size_t(2) << 30;
-  double device_bandwidth = 0;
+  double device_bandwidth = 0, h2d = 0;
   if (options.backend == engine::BackendKind::kCuda) {
     FT_ASSIGN_OR_RETURN(device_bandwidth, engine::measure_device_copy_gbps(kProbe));
+    FT_ASSIGN_OR_RETURN(h2d, engine::measure_host_to_device_gbps(kProbe / 2));
   }
   const long anon0 = rss_anon_kb();
   const auto t0 = Clock::now();
@@ -187,7 +191,7 @@ Result<Loaded> load(const Args& args, const std::string& cmd) {
   const double load_s = seconds_since(t0);
   FT_ASSIGN_OR_RETURN(const std::filesystem::path dir, resolve_model_dir(args.get("model")));
   FT_ASSIGN_OR_RETURN(engine::Checkpoint ckpt, engine::Checkpoint::open(dir));
-  Loaded l{std::move(model), std::move(ckpt), {}, 0};
+  Loaded l{std::move(model), std::move(ckpt), {}, 0, 0, 0};
   l.bytes = model_bytes(l.ckpt, *l.model);
   const engine::ModelConfig& c = l.model->config();
   std::printf("%s: %s, %lld layers, %s backend, %d threads\n", cmd.c_str(), c.model_type.c_str(),
@@ -198,6 +202,14 @@ Result<Loaded> load(const Args& args, const std::string& cmd) {
     l.bandwidth = device_bandwidth;
     std::printf("  device copy  %.0f GB/s (read + written, a %zu MiB device-to-device copy before loading, best of 4)\n",
                 l.bandwidth, kProbe >> 20);
+    if (l.model->placement().experts_on_host) {
+      l.h2d = h2d;
+      const std::size_t limit = std::size_t(args.get_double("read-gb") * 1e9);
+      l.host_read = read_bandwidth(l.bytes, l.model->threads(), limit);
+      std::printf("  host -> GPU  %.1f GB/s (pinned, a %zu MiB copy, best of 3); host read %.1f GB/s (%d threads over "
+                  "the mapped experts)\n",
+                  l.h2d, kProbe >> 21, l.host_read, l.model->threads());
+    }
     return l;
   }
   const std::size_t limit = std::size_t(args.get_double("read-gb") * 1e9);
@@ -231,6 +243,12 @@ int bench_decode(const Args& args) {
   if (Status s = m.forward_batch(slices); !s) return runtime_error(cmd, s.message());
 
   std::vector<int32_t> next(static_cast<std::size_t>(batch), 0);
+  // Random weights decoded greedily fall into loops that route the same experts again and again
+  // (a cache's best case); random tokens route close to uniformly (its worst case).
+  const std::string feed_name = args.has("feed") ? args.get("feed") : "greedy";
+  if (feed_name != "greedy" && feed_name != "random") return usage_error(cmd, "--feed must be greedy or random");
+  const bool random_feed = feed_name == "random";
+  std::mt19937_64 feed(99);
   const auto step = [&](engine::RoutingTrace* trace) -> Status {
     slices.clear();
     for (int i = 0; i < batch; ++i)
@@ -240,7 +258,7 @@ int bench_decode(const Args& args) {
     m.set_routing_trace(nullptr);
     for (int i = 0; i < batch; ++i) {  // greedy, so the routing is what a real decode takes
       const float* row = logits.data() + std::size_t(i) * V;
-      next[std::size_t(i)] = int32_t(std::max_element(row, row + V) - row);
+      next[std::size_t(i)] = random_feed ? int32_t(feed() % V) : int32_t(std::max_element(row, row + V) - row);
     }
     return s;
   };
@@ -254,27 +272,94 @@ int bench_decode(const Args& args) {
   const bool profiled = m.backend_kind() != engine::BackendKind::kCuda;
   engine::OpProfile passes;
   passes.time_ops = false;
-  m.set_profile(profiled ? &profile : &passes);
-  const auto t0 = Clock::now();
-  for (int i = 0; i < steps; ++i) {
-    if (Status s = step(&trace); !s) return runtime_error(cmd, s.message());
-  }
-  const double secs = seconds_since(t0);
-  m.set_profile(nullptr);
   const ModelBytes& b = l->bytes;
-  const double ctx = double(prompt) + 2 + double(steps) / 2;  // mean positions attended per token
-  const double bytes_step = b.dense + b.expert * distinct_experts(trace) / double(steps) +
-                            double(batch) * (ctx * b.kv_per_token + b.linear_state);
-  const double bound_step = bytes_step / (l->bandwidth * 1e9);
-  const double step_s = secs / double(steps);
-  std::printf("  decode       batch %d, %d-token prompts, %d steps: %.1f ms/step, %.2f tok/s (%.2f tok/s per sequence)\n",
-              batch, prompt, steps, step_s * 1e3, double(batch) / step_s, 1.0 / step_s);
-  std::printf("  bytes/step   %.2f GB = dense %.2f + experts %.2f (%.1f distinct of %lld per layer) + kv/state %.3f\n",
-              bytes_step / 1e9, b.dense / 1e9, b.expert * distinct_experts(trace) / double(steps) / 1e9,
-              distinct_experts(trace) / double(trace.calls.size()), (long long)m.config().num_experts,
-              double(batch) * (ctx * b.kv_per_token + b.linear_state) / 1e9);
-  std::printf("  bound        %.1f ms/step = %.2f tok/s at %.1f GB/s; measured/bound %.2f\n", bound_step * 1e3,
-              double(batch) / bound_step, l->bandwidth, bound_step / step_s);
+  // With experts in host RAM, --policies times each policy in turn (same process, back to back).
+  std::vector<std::string> policies{""};
+  if (args.has("policies")) {
+    if (!m.placement().experts_on_host) return usage_error(cmd, "--policies needs experts in host RAM (--gpu-mem)");
+    policies.clear();
+    std::string list = args.get("policies");
+    for (std::size_t at = 0; at <= list.size();) {
+      const std::size_t end = std::min(list.find(',', at), list.size());
+      auto p = engine::parse_moe_policy(list.substr(at, end - at));
+      if (!p) return usage_error(cmd, p.status().message());
+      policies.push_back(p->name());
+      at = end + 1;
+    }
+  }
+  double secs = 0, bound_step = 0;
+  std::vector<std::pair<std::string, double>> policy_tok_s;
+  for (const std::string& policy : policies) {
+    if (!policy.empty()) {
+      m.set_moe_policy(*engine::parse_moe_policy(policy));
+      for (int i = 0; i < 8; ++i) {  // the cache and the split model settle into the policy
+        if (Status s = step(nullptr); !s) return runtime_error(cmd, s.message());
+      }
+    }
+    trace = {};
+    const auto before = m.expert_offload_stats();
+    m.set_profile(profiled ? &profile : &passes);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) {
+      if (Status s = step(&trace); !s) return runtime_error(cmd, s.message());
+    }
+    secs = seconds_since(t0);
+    m.set_profile(nullptr);
+    const double ctx = double(prompt) + 2 + double(steps) / 2;  // mean positions attended per token
+    const double experts_step = b.expert * distinct_experts(trace) / double(steps);
+    const double bytes_step = b.dense + experts_step + double(batch) * (ctx * b.kv_per_token + b.linear_state);
+    bound_step = bytes_step / (l->bandwidth * 1e9);
+    const double step_s = secs / double(steps);
+    std::printf("  decode       batch %d, %d-token prompts, %d steps (%s tokens)%s%s: %.1f ms/step, %.2f tok/s (%.2f tok/s per sequence)\n",
+                batch, prompt, steps, feed_name.c_str(), policy.empty() ? "" : ", policy ", policy.c_str(), step_s * 1e3,
+                double(batch) / step_s, 1.0 / step_s);
+    std::printf("  bytes/step   %.2f GB = dense %.2f + experts %.2f (%.1f distinct of %lld per layer) + kv/state %.3f\n",
+                bytes_step / 1e9, b.dense / 1e9, experts_step / 1e9,
+                distinct_experts(trace) / double(trace.calls.size()), (long long)m.config().num_experts,
+                double(batch) * (ctx * b.kv_per_token + b.linear_state) / 1e9);
+    if (const auto after = m.expert_offload_stats(); after && before) {
+      // The hybrid bound: what the GPU holds read at HBM speed, the misses at PCIe and host-read
+      // speed together (an upper bound on both at once: they share host memory).
+      const double uses = double(after->hits - before->hits + after->misses - before->misses);
+      const double hit = uses > 0 ? double(after->hits - before->hits) / uses : 0;
+      const double miss_bytes = (1 - hit) * experts_step;
+      const double offpath = l->h2d + l->host_read;
+      bound_step = (bytes_step - miss_bytes) / (l->bandwidth * 1e9) + miss_bytes / (offpath * 1e9);
+      const double fetched = double(after->fetched - before->fetched), cpu = double(after->cpu_computed - before->cpu_computed);
+      const double fb = double(after->fetched_bytes - before->fetched_bytes), cb = double(after->cpu_bytes - before->cpu_bytes);
+      const double fs = after->fetch_seconds - before->fetch_seconds, cs = after->cpu_seconds - before->cpu_seconds;
+      std::printf("  offload      %s: hit rate %.1f%% (%d slots); a step fetched %.1f experts (%.2f GB, %.1f GB/s while "
+                  "copying) and computed %.1f on the CPU (%.2f GB, %.1f GB/s while computing)\n",
+                  after->policy.c_str(), 100 * hit, after->slots, fetched / steps, fb / steps / 1e9,
+                  fs > 0 ? fb / fs / 1e9 : 0.0, cpu / steps, cb / steps / 1e9, cs > 0 ? cb / cs / 1e9 : 0.0);
+      std::printf("  hybrid bound %.1f ms/step = %.2f tok/s (HBM %.0f GB/s; misses %.2f GB at %.1f + %.1f GB/s PCIe + host "
+                  "read); measured/bound %.2f\n",
+                  bound_step * 1e3, double(batch) / bound_step, l->bandwidth, miss_bytes / 1e9, l->h2d, l->host_read,
+                  bound_step / step_s);
+      const engine::SplitCosts& k = after->calibrated;
+      std::printf("  split model  calibrated PCIe %.1f GB/s, CPU %.1f GB/s alone, %.1f + %.1f at once; now %.1f, %.1f, "
+                  "%.1f + %.1f\n",
+                  k.pcie_gbps, k.cpu_gbps, k.pcie_shared_gbps, k.cpu_shared_gbps, after->costs.pcie_gbps,
+                  after->costs.cpu_gbps, after->costs.pcie_shared_gbps, after->costs.cpu_shared_gbps);
+      policy_tok_s.push_back({after->policy, double(batch) / step_s});
+    } else {
+      std::printf("  bound        %.1f ms/step = %.2f tok/s at %.1f GB/s; measured/bound %.2f\n", bound_step * 1e3,
+                  double(batch) / bound_step, l->bandwidth, bound_step / step_s);
+    }
+  }
+  if (policy_tok_s.size() > 1) {
+    double adaptive = 0, best_fixed = 0;
+    std::string best_name;
+    for (const auto& [name, tok_s] : policy_tok_s) {
+      if (name == "adaptive") adaptive = tok_s;
+      if ((name == "fetch" || name == "cpu") && tok_s > best_fixed) {
+        best_fixed = tok_s;
+        best_name = name;
+      }
+    }
+    if (adaptive > 0 && best_fixed > 0)
+      std::printf("  policies     adaptive / best fixed (%s) = %.2f\n", best_name.c_str(), adaptive / best_fixed);
+  }
   if (profiled) {
     print_profile(profile, secs);
   } else {
@@ -350,6 +435,7 @@ int bench_prefill(const Args& args) {
   engine::SequenceState s = m.new_state();
   engine::RoutingTrace trace;
   engine::OpProfile profile;
+  const auto offload_before = m.expert_offload_stats();
   m.set_routing_trace(&trace);
   const bool profiled = m.backend_kind() != engine::BackendKind::kCuda;  // see bench_decode
   engine::OpProfile passes;
@@ -384,6 +470,15 @@ int bench_prefill(const Args& args) {
               dense_flops / 1e12, attn_flops / 1e12);
   std::printf("  bound        weights read once per chunk: %.2f s at %.1f GB/s (%.0f tok/s); measured/bound %.2f\n",
               weight_bound, l->bandwidth, double(prompt) / weight_bound, weight_bound / secs);
+  if (const auto after = m.expert_offload_stats(); after && offload_before) {
+    // Streaming: the experts each chunk misses cross PCIe; busy = bytes moved / time at the probe's rate.
+    const double moved = double(after->fetched_bytes - offload_before->fetched_bytes);
+    const double pcie_s = moved / (l->h2d * 1e9);
+    std::printf("  streaming    %.2f GB of experts over PCIe (%.0f experts, %d slots): %.1f GB/s over the pass; PCIe busy "
+                "%.0f%% (the bytes at the probe's %.1f GB/s); PCIe bound %.0f tok/s\n",
+                moved / 1e9, double(after->fetched - offload_before->fetched), after->slots, moved / secs / 1e9,
+                100 * pcie_s / secs, l->h2d, double(prompt) / pcie_s);
+  }
   if (profiled) {
     print_profile(profile, secs);
   } else {  // the same prompt once more, every op timed on its own

@@ -68,7 +68,8 @@ const Command kGenerateCommand = {
      {"top-p", "P", "sample among the smallest set of tokens with probability >= P; 1: off", "1.0"},
      {"min-p", "P", "drop tokens less likely than P x the most likely; 0: off", "0"},
      {"seed", "S", "random seed; the same seed gives the same tokens", "0"},
-     device_flag(), threads_flag(), kv_budget_flag(), gpu_mem_flag(), reference_flag(), deterministic_flag()},
+     device_flag(), threads_flag(), kv_budget_flag(), gpu_mem_flag(), moe_policy_flag(), expert_slots_flag(),
+     reference_flag(), deterministic_flag()},
     0,
     run_generate,
 };

@@ -40,7 +40,8 @@ const Command kLogitsCommand = {
     "freetoken logits --model DIR --tokens 1,2,3 --out FILE.safetensors [--device cpu]",
     {model_flag(), tokens_flag(),
      {"out", "FILE", "output .safetensors file; tensor 'logits' F32 [tokens, vocab]", "", true},
-     device_flag(), threads_flag(), kv_budget_flag(), gpu_mem_flag(), reference_flag(), deterministic_flag()},
+     device_flag(), threads_flag(), kv_budget_flag(), gpu_mem_flag(), moe_policy_flag(), expert_slots_flag(),
+     reference_flag(), deterministic_flag()},
     0,
     run_logits,
 };

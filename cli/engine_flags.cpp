@@ -22,6 +22,8 @@ std::vector<Flag> engine_runtime_flags() {
       threads_flag(),
       kv_budget_flag(),
       gpu_mem_flag(),
+      moe_policy_flag(),
+      expert_slots_flag(),
       deterministic_flag(),
   };
 }

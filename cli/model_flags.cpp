@@ -75,6 +75,16 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
     if (o.backend != engine::BackendKind::kCuda) return invalid_argument("--gpu-mem needs the GPU (--device cuda)");
     o.gpu_mem_bytes = uint64_t(gb * double(1ull << 30));
   }
+  if (args.has("moe-policy")) {
+    FT_ASSIGN_OR_RETURN(o.moe_policy, engine::parse_moe_policy(args.get("moe-policy")));
+    if (o.backend != engine::BackendKind::kCuda) return invalid_argument("--moe-policy needs the GPU (--device cuda)");
+  }
+  if (args.has("expert-slots")) {
+    const int64_t n = args.get_int("expert-slots");
+    if (n < 2 || n > 1 << 24) return invalid_argument("--expert-slots must be at least 2");
+    if (o.backend != engine::BackendKind::kCuda) return invalid_argument("--expert-slots needs the GPU (--device cuda)");
+    o.expert_slots = int(n);
+  }
   if (args.has("deterministic")) o.deterministic = true;
   o.progress = load_progress_printer();
   return o;
@@ -94,6 +104,18 @@ Flag gpu_mem_flag() {
   return {"gpu-mem", "GiB",
           "GPU memory the model may use: weights, KV pages and workspace (default: all that is free; less emulates a "
           "smaller GPU)",
+          "", false};
+}
+Flag moe_policy_flag() {
+  return {"moe-policy", "P",
+          "with experts in host RAM (a --gpu-mem below the model): how decode serves expert cache misses: adaptive "
+          "(fetch some over PCIe, compute the rest on the CPU, split by a cost model), fetch, cpu or ratio:Q (a fixed "
+          "share Q fetched)",
+          "adaptive", false};
+}
+Flag expert_slots_flag() {
+  return {"expert-slots", "N",
+          "keep routed experts in host RAM with exactly N GPU expert slots, even where all would fit (experiments)",
           "", false};
 }
 Flag deterministic_flag() {

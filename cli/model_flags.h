@@ -19,7 +19,8 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text);
 
 // Opens --model DIR with the runtime flags below.
 Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args);
-// --device, --threads, --kv-budget, --gpu-mem, --reference and --deterministic (those present) as load
+// --device, --threads, --kv-budget, --gpu-mem, --moe-policy, --expert-slots, --reference and
+// --deterministic (those present) as load
 // options. --device auto (the default) is cuda when a usable GPU exists, else cpu; --device cuda
 // without one is kUnavailable saying why.
 Result<engine::LoadOptions> load_options_from_flags(const Args& args);
@@ -33,5 +34,7 @@ Flag kv_budget_flag();
 Flag gpu_mem_flag();
 Flag reference_flag();
 Flag deterministic_flag();
+Flag moe_policy_flag();
+Flag expert_slots_flag();
 
 }  // namespace ft::cli

@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <functional>
+#include <span>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -18,6 +21,7 @@
 
 #include "backend/cuda_factory.h"
 #include "device_memory.h"
+#include "expert_slots.h"
 #include "ft/engine/device.h"
 #include "kernels.h"
 #include "pass_graphs.h"
@@ -92,7 +96,7 @@ class CudaBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::kCuda; }
   std::string device_name() const override { return name_; }
   KvDType kv_dtype() const override { return KvDType::kBf16; }
-  int threads() const override { return 1; }
+  int threads() const override { return offload_ ? offload_->cpu().threads() : 1; }
   Scratch& host_scratch() override { return host_scratch_; }
   std::shared_ptr<Memory> memory() const override { return memory_; }
 
@@ -123,7 +127,8 @@ class CudaBackend final : public Backend {
   // (pass_graphs.h). Op-timed profiles and routing traces run the pass as it is.
   Status execute(const std::function<void()>& fn, const PassShape& shape) override {
     using Mode = cuda::PassGraphs::Mode;
-    if (profile_ && profile_->time_ops) return execute(fn);
+    // Offloaded experts sync each MoE layer with the host: nothing to record.
+    if ((profile_ && profile_->time_ops) || offload_) return execute(fn);
     std::vector<int64_t> key = shape.key;
     key.push_back(shape.kv_tokens);
     key.push_back(trace_ ? 1 : 0);  // a traced pass also copies the routing out
@@ -184,6 +189,24 @@ class CudaBackend final : public Backend {
       return internal_error(cuda::error_text("uploading a weight", err));
     }
     return reinterpret_cast<const float*>(dev);
+  }
+  Status set_expert_offload(const ExpertOffloadOptions& options) override {
+    FT_ASSIGN_OR_RETURN(offload_, cuda::ExpertSlots::create(options));
+    return Status::ok();
+  }
+  bool pin_host(std::span<const std::byte> bytes) override { return offload_ && offload_->pin(bytes); }
+  Status place_expert(Matrix& m) override {
+    if (!offload_) return place(m);
+    if (m.dtype != DType::kBF16)
+      return unsupported(std::string("experts kept in host RAM must be bf16 for now, not ") + dtype_name(m.dtype));
+    return Status::ok();  // read where it is mapped: copied into a slot, or computed on the CPU
+  }
+  std::optional<ExpertOffloadStats> expert_offload_stats() const override {
+    if (!offload_) return std::nullopt;
+    return offload_->snapshot();
+  }
+  void set_moe_policy(const MoePolicy& policy) override {
+    if (offload_) offload_->set_policy(policy);
   }
   Status reserve_workspace(std::size_t bytes) override {
     if (!scratch_.reserve(bytes)) return unavailable("cannot set aside " + std::to_string(bytes >> 20) + " MiB of GPU memory for the workspace");
@@ -394,6 +417,7 @@ class CudaBackend final : public Backend {
     }
     Scratch::Frame frame(scratch_);
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
+    if (offload_) return moe_offloaded(w, x, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     float* logits = scratch_.floats(T * E);
     auto* chosen_dev = scratch_.take<int32_t>(T * K);
@@ -447,6 +471,217 @@ class CudaBackend final : public Backend {
     }
     phase.emplace(this, OpProfile::kMoeCombine, true);
     add_shared_expert(w, x, T, out);
+  }
+
+  // ---- Offloaded experts ----
+  // A MoE layer whose routed experts live in host RAM. The router runs here; its choices (and
+  // the layer's input) come to the host, the layer's one synchronisation. Decode-sized calls then
+  // split the misses: hits and fetched experts run in the GPU kernels (choices the CPU takes read
+  // an all-zero expert there), the CPU computes its share meanwhile and the GPU adds it. Prefill-
+  // sized calls fetch every missing expert, in rounds that fit the slots.
+  void moe_offloaded(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+    cuda::ExpertSlots& o = *offload_;
+    const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k, H = std::size_t(w.hidden);
+    const int layer = o.layer_of(w);
+    if (std::string why = o.check(w); !why.empty()) return fail(why);
+    if (!o.calibrated()) o.calibrate(w);
+    std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
+    float* logits = scratch_.floats(T * E);
+    auto* chosen_dev = scratch_.take<int32_t>(T * K);
+    float* weights_dev = scratch_.floats(T * K);
+    const bool decode = T <= kFusedMoeTokens;
+    cuda::RouteSpec route{int(E), int(K), w.router_spec.scoring == ref::RouterScoring::kSigmoid,
+                          w.router_spec.renormalize, w.router_spec.scaling, chosen_dev, weights_dev, {}};
+    if (decode) route.by_expert = {scratch_.take<int32_t>(T * K), scratch_.take<int32_t>(T * K), scratch_.floats(T * K)};
+    if (T <= std::size_t(cuda::kGemvMaxRows) && w.router.dtype == DType::kBF16 &&
+        cuda::gemv_fits(weight(w.router), w.router.row_bytes, w.router.cols) && route_counter()) {
+      const cuda::GemvOut router{weight(w.router), w.router.row_bytes, int(E), nullptr, logits};
+      cuda::gemv_route(router, int(w.router.cols), x, int(T), route, route_done_, s());
+    } else {
+      linear(x, T, w.router, nullptr, logits);
+      cuda::route_top_k(logits, int(T), route, s());
+    }
+    if (trace_) trace_later(chosen_dev, T, K);
+    const SwiGluMatrices& first = w.experts.front();
+    const cuda::ExpertTable dims{nullptr, nullptr, nullptr, first.gate.row_bytes, first.down.row_bytes, int(H),
+                                 int(first.inter())};
+    phase.emplace(this, OpProfile::kMoeExperts, true);
+    if (decode) {
+      decode_offloaded(w, layer, dims, x, T, K, chosen_dev, route.by_expert, out);
+    } else {
+      prefill_offloaded(w, layer, dims, x, T, K, chosen_dev, weights_dev, out);
+    }
+    phase.emplace(this, OpProfile::kMoeCombine, true);
+    add_shared_expert(w, x, T, out);
+  }
+
+  void decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x, std::size_t T,
+                        std::size_t K, const int32_t* chosen_dev, const cuda::ChoicesByExpert& by_expert,
+                        float* out) {
+    cuda::ExpertSlots& o = *offload_;
+    const std::size_t E = w.experts.size(), H = std::size_t(table.hidden), I = std::size_t(table.inter);
+    // The choices (in expert order per token, as the down kernel adds them) and the input, to the host.
+    auto pinned = pass_host_.take(T * K * 8 + T * H * 4);
+    if (!pinned) throw std::bad_alloc();
+    auto* chosen = reinterpret_cast<int32_t*>(*pinned);
+    auto* weights = reinterpret_cast<float*>(*pinned + T * K * 4);
+    auto* x_host = reinterpret_cast<float*>(*pinned + T * K * 8);
+    check(cudaMemcpyAsync(chosen, by_expert.expert, T * K * 4, cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaMemcpyAsync(weights, by_expert.weight, T * K * 4, cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaMemcpyAsync(x_host, x, T * H * 4, cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaStreamSynchronize(s()), "routing");
+    if (!failure_.empty()) return;
+    o.settle();
+    // Hits, and the misses with their token counts.
+    ExpertCache& cache = o.cache();
+    cache.begin_step();
+    std::vector<int> tokens(E, 0);
+    for (std::size_t i = 0; i < T * K; ++i) ++tokens[std::size_t(chosen[i])];
+    std::vector<cuda::ExpertPtrs> where(E, o.zero(w));
+    std::vector<SplitMiss> misses;
+    for (std::size_t e = 0; e < E; ++e) {
+      if (!tokens[e]) continue;
+      if (std::optional<int> slot = cache.lookup(layer, int(e))) {
+        where[e] = o.slot(*slot, w);
+      } else {
+        misses.push_back({int(e), tokens[e]});
+      }
+    }
+    // Misses the cache admits (used more often than a slot's expert) are fetched into it under
+    // every policy but cpu: they pay off as later hits. The rest split between transient slots
+    // (fetched for this layer only) and the CPU.
+    const std::size_t bytes = cuda::ExpertSlots::expert_bytes(w);
+    const MoePolicy& policy = o.options().policy;
+    std::vector<SplitMiss> rest;
+    int committed = 0;
+    for (const SplitMiss& m : misses) {
+      if (policy.kind != MoePolicy::Kind::kCpu) {
+        if (std::optional<ExpertCache::Admitted> a = cache.admit(layer, m.expert, ExpertCache::Admission::kIfHotter)) {
+          o.fetch(w, m.expert, a->slot);
+          where[std::size_t(m.expert)] = o.slot(a->slot, w);
+          ++committed;
+          continue;
+        }
+      }
+      rest.push_back(m);
+    }
+    const SplitPlan plan = plan_split(policy, o.model().costs(), rest, bytes, o.transient_slots(), committed);
+    std::vector<bool> on_cpu(E, false);
+    for (int e : plan.cpu) on_cpu[std::size_t(e)] = true;
+    for (std::size_t i = 0; i < plan.fetch.size(); ++i) {
+      const int e = plan.fetch[i];
+      o.fetch(w, e, o.cache().slots() + int(i));
+      where[std::size_t(e)] = o.transient(int(i), w);
+    }
+    const bool fetched = committed > 0 || !plan.fetch.empty();
+    const bool any_cpu = std::find(on_cpu.begin(), on_cpu.end(), true) != on_cpu.end();
+    o.fetched_into(s(), any_cpu);
+    // The GPU's share: the kernels read each choice's expert from the step's table.
+    std::vector<const std::byte*> gate(E), up(E), down(E);
+    for (std::size_t e = 0; e < E; ++e) {
+      gate[e] = where[e].gate;
+      up[e] = where[e].up;
+      down[e] = where[e].down;
+    }
+    table.gate = upload(gate.data(), E);
+    table.up = upload(up.data(), E);
+    table.down = upload(down.data(), E);
+    float* h = scratch_.floats(T * K * I);
+    // The kernels take the choices per token in the router's order (gate/up) and by expert (down).
+    cuda::moe_gate_up(table, x, int(T), int(K), chosen_dev, h, s());
+    cuda::moe_down_combine(table, h, int(T), int(K), by_expert, out, s());
+    if (!any_cpu) return;
+    // The CPU's share, on the CPU experts' threads while the GPU runs its own; the GPU waits for
+    // its flag and adds the output straight from pinned host memory, so this thread goes on
+    // issuing the next layer's work meanwhile.
+    auto mine_host = pass_host_.take(T * K * 4);
+    auto y_host = pass_host_.take(T * H * 4);
+    if (!mine_host || !y_host) throw std::bad_alloc();
+    auto* mine = reinterpret_cast<int32_t*>(*mine_host);
+    std::size_t cpu_experts = 0;
+    for (std::size_t i = 0; i < T * K; ++i) mine[i] = on_cpu[std::size_t(chosen[i])] ? chosen[i] : -1;
+    for (bool c : on_cpu) cpu_experts += c ? 1 : 0;
+    float* y = reinterpret_cast<float*>(*y_host);
+    const unsigned seq = o.next_cpu_seq();
+    o.cpu().submit([&o, &w, x_host, T, K, mine, weights, y, seq, cpu_experts, bytes, fetched] {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        o.cpu().run(w, x_host, T, K, mine, weights, y);
+      } catch (...) {
+        std::fill(y, y + T * std::size_t(w.hidden), 0.f);  // the pass is failed by the caller's checks
+      }
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      o.model().observe_cpu(cpu_experts * bytes, secs, fetched);
+      ExpertOffloadStats& st = o.stats();
+      st.cpu_computed += cpu_experts;
+      st.cpu_bytes += cpu_experts * bytes;
+      st.cpu_seconds += secs;
+      o.signal(seq);  // last: the GPU (and through it the next layer) goes on after this
+    });
+    cuda::wait_host_flag(o.cpu_flag(), seq, s());
+    cuda::add(out, y, T * H, s());
+  }
+
+  void prefill_offloaded(const MoeWeights& w, int layer, const cuda::ExpertTable& dims, const float* x, std::size_t T,
+                         std::size_t K, const int32_t* chosen_dev, const float* weights_dev, float* out) {
+    cuda::ExpertSlots& o = *offload_;
+    const std::size_t E = w.experts.size();
+    auto* counts_dev = scratch_.take<int32_t>(E);
+    check(cudaMemsetAsync(counts_dev, 0, E * sizeof(int32_t), s()), "routing");
+    cuda::moe_count(chosen_dev, int(T * K), counts_dev, s());
+    auto counts_pinned = pass_host_.take(E * sizeof(int32_t));
+    if (!counts_pinned) throw std::bad_alloc();
+    check(cudaMemcpyAsync(*counts_pinned, counts_dev, E * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaStreamSynchronize(s()), "routing");
+    if (!failure_.empty()) return;
+    o.settle();
+    const std::span<const int32_t> counts(reinterpret_cast<const int32_t*>(*counts_pinned), E);
+    std::vector<int32_t>& active = o.last_active(layer);
+    active.clear();
+    for (std::size_t e = 0; e < E; ++e)
+      if (counts[e] > 0) active.push_back(int32_t(e));
+    // A round may take every cache slot but the other layers' floors.
+    ExpertCache& cache = o.cache();
+    const int spare = cache.slots() - cache.floor_per_layer() * (cache.layers() - 1);
+    const std::size_t round = std::size_t(std::max(1, spare));
+    const Resolve resolve = [&](std::span<const int32_t> experts) {
+      // The round before may still be computing on the slots this one takes.
+      o.copy_after(s());
+      cache.begin_step();
+      std::vector<std::optional<int>> slots(experts.size());
+      for (std::size_t i = 0; i < experts.size(); ++i) slots[i] = cache.lookup(layer, experts[i]);  // hits first
+      std::vector<cuda::ExpertPtrs> where;
+      for (std::size_t i = 0; i < experts.size(); ++i) {
+        if (!slots[i]) {
+          std::optional<ExpertCache::Admitted> a = cache.admit(layer, experts[i]);
+          if (!a) {
+            fail("internal error: no expert slot for a prefill round");
+            return std::vector<cuda::ExpertPtrs>{};
+          }
+          o.fetch(w, experts[i], a->slot);
+          slots[i] = a->slot;
+        }
+        where.push_back(o.slot(*slots[i], w));
+      }
+      o.fetched_into(s(), false);
+      return where;
+    };
+    experts_batched(dims, w, x, T, K, counts, chosen_dev, weights_dev, out, round, resolve);
+    // A chunk this size touches most experts of every layer: the next layer's (those its last
+    // chunk used, or all) cross PCIe while this one computes, as many as the slots this layer
+    // leaves, so the copies run on.
+    const MoeWeights* next = o.next_layer(layer);
+    if (!next || T * K < 2 * E) return;
+    const int next_id = layer + 1;
+    std::vector<int32_t> wanted = o.last_active(next_id);
+    if (wanted.empty())
+      for (int e = 0; e < int(next->experts.size()); ++e) wanted.push_back(e);
+    for (const int32_t e : wanted) {
+      if (cache.find(next_id, e)) continue;
+      std::optional<ExpertCache::Admitted> a = cache.admit(next_id, e, ExpertCache::Admission::kAlways, false);
+      if (!a) break;
+      o.fetch(*next, e, a->slot);
+    }
   }
 
   // ---- Gated DeltaNet ----
@@ -527,36 +762,56 @@ class CudaBackend final : public Backend {
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmEx: ") + cublas_status_text(st));
   }
 
+  // Device pointers of a round's experts, in the order given: the placed weights, or (offloaded
+  // experts) slots the callback has made them resident in.
+  using Resolve = std::function<std::vector<cuda::ExpertPtrs>(std::span<const int32_t> experts)>;
+
   // The routed experts of a prefill-sized call in a few launches. The active experts, busiest
   // first, fall into buckets whose experts have more than half the rows of the bucket's first;
   // each expert's rows are padded to that first one's (P: zeros after its own), so padding at most
   // doubles the rows however skewed the routing is. The rows are grouped on the device
   // (moe_scatter), split in two bf16 halves, and every bucket runs batched GEMMs for gate, up and
-  // down over its experts; then the per-token combine. counts: each expert's rows.
-  void experts_batched(const cuda::ExpertTable& table, const MoeWeights& w, const float* x, std::size_t T,
+  // down over its experts; then the per-token combine. counts: each expert's rows. Offloaded
+  // experts go in rounds of at most `round_experts` (buckets cut into pieces to fit), each made
+  // resident by `resolve` before its GEMMs.
+  void experts_batched(const cuda::ExpertTable& dims, const MoeWeights& w, const float* x, std::size_t T,
                        std::size_t K, std::span<const int32_t> counts, const int32_t* chosen_dev,
-                       const float* weights_dev, float* out) {
-    const std::size_t E = w.experts.size(), H = std::size_t(table.hidden), I = std::size_t(table.inter);
-    struct Bucket {
+                       const float* weights_dev, float* out, std::size_t round_experts = SIZE_MAX,
+                       const Resolve& resolve = nullptr) {
+    const std::size_t E = w.experts.size(), H = std::size_t(dims.hidden), I = std::size_t(dims.inter);
+    struct Piece {
       std::size_t row0 = 0, P = 0;
-      std::vector<const void*> gate, up, down;
+      std::vector<int32_t> experts;
     };
     std::vector<int32_t> by_rows;
     for (std::size_t e = 0; e < E; ++e)
       if (counts[e] > 0) by_rows.push_back(int32_t(e));
     std::stable_sort(by_rows.begin(), by_rows.end(), [&](int32_t a, int32_t b) { return counts[a] > counts[b]; });
-    std::vector<Bucket> buckets;
+    std::vector<Piece> pieces;
     std::vector<int32_t> row0(E, 0);  // expert -> its first padded row
     std::size_t R = 0;                // padded rows in all
+    std::size_t bucket_P = 0;
     for (const int32_t e : by_rows) {
-      if (buckets.empty() || 2 * std::size_t(counts[e]) <= buckets.back().P)
-        buckets.push_back({R, std::size_t(counts[e]), {}, {}, {}});
-      Bucket& b = buckets.back();
+      if (pieces.empty() || 2 * std::size_t(counts[e]) <= bucket_P) {
+        bucket_P = std::size_t(counts[e]);
+        pieces.push_back({R, bucket_P, {}});
+      } else if (pieces.back().experts.size() >= round_experts) {
+        pieces.push_back({R, bucket_P, {}});  // the same bucket, cut to fit a round
+      }
+      Piece& p = pieces.back();
       row0[std::size_t(e)] = int32_t(R);
-      R += b.P;
-      b.gate.push_back(w.experts[std::size_t(e)].gate.device);
-      b.up.push_back(w.experts[std::size_t(e)].up.device);
-      b.down.push_back(w.experts[std::size_t(e)].down.device);
+      R += p.P;
+      p.experts.push_back(e);
+    }
+    // Rounds: consecutive pieces of at most round_experts experts in all.
+    std::vector<std::pair<std::size_t, std::size_t>> rounds;  // [first piece, end piece)
+    for (std::size_t i = 0, n = 0; i < pieces.size(); ++i) {
+      if (rounds.empty() || n + pieces[i].experts.size() > round_experts) {
+        rounds.push_back({i, i});
+        n = 0;
+      }
+      rounds.back().second = i + 1;
+      n += pieces[i].experts.size();
     }
     auto* cursor = scratch_.take<int32_t>(E);
     auto* padded = scratch_.take<int64_t>(R);
@@ -566,45 +821,70 @@ class CudaBackend final : public Backend {
     check(cudaMemsetAsync(padded, 0xff, R * sizeof(int64_t), s()), "grouping");  // -1: a padding row
     cuda::moe_scatter(chosen_dev, weights_dev, int(T), int(K), upload(row0.data(), E), cursor, padded, rows,
                       sorted_weights, s());
-    // Frames end each stage's inputs once consumed (the stream orders the reuse), so the peak is
-    // the split input and the gate/up products, not every buffer at once. Each product is two
-    // batched GEMMs, of the high halves and then of the low ones added in the GEMM's epilogue.
-    // The GEMMs' inputs are gathered and split (and SwiGLU'd) in one pass each, straight into the
-    // buckets' layout: no fp32 copy of the gathered rows or of the SwiGLU output.
+    // Each product is two batched GEMMs, of the high halves and then of the low ones added in the
+    // GEMM's epilogue. The GEMMs' inputs are gathered and split (and SwiGLU'd) in one pass each,
+    // straight into the pieces' layout: no fp32 copy of the gathered rows or of the SwiGLU output.
     std::vector<cuda::SplitBucket> layout;
-    for (const Bucket& b : buckets)
-      layout.push_back({int64_t(b.row0), int64_t(b.gate.size() * b.P), int64_t(b.P)});
+    for (const Piece& p : pieces) layout.push_back({int64_t(p.row0), int64_t(p.experts.size() * p.P), int64_t(p.P)});
     const cuda::SplitBucket* layout_dev = upload(layout.data(), layout.size());
-    const int n_buckets = int(layout.size());
     Scratch::Frame frame(scratch_);
     float* y = scratch_.floats(R * H);
     float* g = scratch_.floats(R * I);
     float* u = scratch_.floats(R * I);
-    {
-      Scratch::Frame gate_up(scratch_);
-      auto* xs = scratch_.take<std::uint16_t>(2 * R * H);
-      cuda::gather_split(x, padded, int(R), int(H), layout_dev, n_buckets, xs, s());
-      for (const Bucket& b : buckets) {
-        for (int half = 0; half < 2; ++half) {
-          const std::uint16_t* in = xs + (2 * b.row0 + std::size_t(half) * b.P) * H;
-          batched_gemm(b.gate.data(), table.gate_up_row_bytes, int(I), int(H), in, 2 * b.P * H, b.P, g + b.row0 * I,
-                       b.P * I, half, b.gate.size());
-          batched_gemm(b.up.data(), table.gate_up_row_bytes, int(I), int(H), in, 2 * b.P * H, b.P, u + b.row0 * I,
-                       b.P * I, half, b.up.size());
+    auto* xs = scratch_.take<std::uint16_t>(2 * R * H);
+    auto* hs = scratch_.take<std::uint16_t>(2 * R * I);
+    cuda::gather_split(x, padded, int(R), int(H), layout_dev, int(layout.size()), xs, s());
+    for (const auto& [first, end] : rounds) {
+      std::vector<int32_t> experts;
+      for (std::size_t i = first; i < end; ++i) experts.insert(experts.end(), pieces[i].experts.begin(), pieces[i].experts.end());
+      std::vector<cuda::ExpertPtrs> where;
+      if (resolve) {
+        where = resolve(experts);
+        if (where.size() != experts.size()) return;  // failed (the pass reports it)
+      } else {
+        for (int32_t e : experts) {
+          const SwiGluMatrices& m = w.experts[std::size_t(e)];
+          where.push_back({m.gate.device, m.up.device, m.down.device});
         }
       }
-    }
-    {
-      Scratch::Frame down_frame(scratch_);
-      auto* hs = scratch_.take<std::uint16_t>(2 * R * I);
-      cuda::silu_mul_split(g, u, int(R), int(I), layout_dev, n_buckets, hs, s());
-      for (const Bucket& b : buckets) {
-        for (int half = 0; half < 2; ++half) {
-          const std::uint16_t* in = hs + (2 * b.row0 + std::size_t(half) * b.P) * I;
-          batched_gemm(b.down.data(), table.down_row_bytes, int(H), int(I), in, 2 * b.P * I, b.P, y + b.row0 * H,
-                       b.P * H, half, b.down.size());
+      // The round's rows, its pieces' layout rebased to them.
+      const std::size_t r0 = pieces[first].row0, r1 = pieces[end - 1].row0 + pieces[end - 1].experts.size() * pieces[end - 1].P;
+      std::vector<cuda::SplitBucket> part;
+      for (std::size_t i = first; i < end; ++i) part.push_back({int64_t(pieces[i].row0 - r0), layout[i].rows, layout[i].P});
+      std::size_t at = 0;  // into `where`
+      const auto gemms = [&](auto&& body) {
+        at = 0;
+        for (std::size_t i = first; i < end; ++i) {
+          const Piece& p = pieces[i];
+          std::vector<const void*> gate, up, down;
+          for (std::size_t j = 0; j < p.experts.size(); ++j, ++at) {
+            gate.push_back(where[at].gate);
+            up.push_back(where[at].up);
+            down.push_back(where[at].down);
+          }
+          body(p, gate, up, down);
         }
-      }
+      };
+      gemms([&](const Piece& p, const std::vector<const void*>& gate, const std::vector<const void*>& up,
+                const std::vector<const void*>&) {
+        for (int half = 0; half < 2; ++half) {
+          const std::uint16_t* in = xs + (2 * p.row0 + std::size_t(half) * p.P) * H;
+          batched_gemm(gate.data(), dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P, g + p.row0 * I,
+                       p.P * I, half, gate.size());
+          batched_gemm(up.data(), dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P, u + p.row0 * I,
+                       p.P * I, half, up.size());
+        }
+      });
+      cuda::silu_mul_split(g + r0 * I, u + r0 * I, int(r1 - r0), int(I), upload(part.data(), part.size()),
+                           int(part.size()), hs + 2 * r0 * I, s());
+      gemms([&](const Piece& p, const std::vector<const void*>&, const std::vector<const void*>&,
+                const std::vector<const void*>& down) {
+        for (int half = 0; half < 2; ++half) {
+          const std::uint16_t* in = hs + (2 * p.row0 + std::size_t(half) * p.P) * I;
+          batched_gemm(down.data(), dims.down_row_bytes, int(H), int(I), in, 2 * p.P * I, p.P, y + p.row0 * H,
+                       p.P * H, half, down.size());
+        }
+      });
     }
     cuda::moe_combine(y, rows, sorted_weights, int(T), int(K), int(H), out, s());
   }
@@ -818,6 +1098,7 @@ class CudaBackend final : public Backend {
   std::string failure_;  // the first error of the current pass
   std::unordered_map<const MoeWeights*, std::unique_ptr<cuda::ExpertTable>> tables_;
   unsigned* route_done_ = nullptr;  // gemv_route's counter (device)
+  std::unique_ptr<cuda::ExpertSlots> offload_;  // routed experts in host RAM, a cache of them here
   std::optional<std::chrono::steady_clock::time_point> issued_;  // the pass's first wait for results
   cuda::PassGraphs graphs_;
   cuda::PassGraphs::Mode mode_ = cuda::PassGraphs::Mode::kRun;  // of the pass in progress

@@ -182,6 +182,12 @@ __global__ void mul_sigmoid_kernel(float* x, const float* gate, std::size_t n) {
   if (i < n) x[i] *= 1.f / (1.f + expf(-gate[i]));
 }
 
+// Counts wrap: `value` is reached once the flag is at most 2^31 past it.
+__global__ void wait_host_flag_kernel(const volatile unsigned* flag, unsigned value) {
+  while (int(*flag - value) < 0) __nanosleep(256);
+  __threadfence_system();  // what the CPU wrote before the flag, seen by the kernels after this one
+}
+
 __global__ void add_kernel(float* y, const float* x, std::size_t n) {
   pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
@@ -338,6 +344,10 @@ void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cud
 
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s) {
   if (n) launch(mul_sigmoid_kernel, blocks_for(n), kBlock, 0, s, x, gate, n);
+}
+
+void wait_host_flag(const unsigned* flag, unsigned value, cudaStream_t s) {
+  wait_host_flag_kernel<<<1, 1, 0, s>>>(flag, value);
 }
 
 void add(float* y, const float* x, std::size_t n, cudaStream_t s) {

@@ -51,6 +51,10 @@ void rms_norm(const float* x, const float* w, float* out, int rows, int dim, flo
 void add_rms_norm(float* x, const float* delta, const float* w, float* out, int rows, int dim, float eps,
                   bool zero_centered, cudaStream_t s);
 void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s);
+// Holds the stream until *flag (host memory, written by a CPU thread) reaches `value`: the GPU
+// waits for a CPU result while the host thread goes on issuing work. One thread spinning with
+// sleeps; launched without programmatic overlap.
+void wait_host_flag(const unsigned* flag, unsigned value, cudaStream_t s);
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s);
 void add(float* y, const float* x, std::size_t n, cudaStream_t s);
 // y[t, :] += bias for T rows of n.

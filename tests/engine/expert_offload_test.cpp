@@ -3,8 +3,10 @@
 // and cost model, and the CPU half of a layer (chosen experts only, the rest left to the GPU).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "ft/engine/backend.h"
@@ -74,6 +76,33 @@ TEST(ExpertCache, APerLayerFloorKeepsOtherLayersSlots) {
   ASSERT_TRUE(b);
   EXPECT_EQ(b->evicted->layer, 1);
   EXPECT_FALSE(c.admit(1, 4));  // its two slots serve this step; layer 0 is at its floor
+}
+
+TEST(ExpertCache, DecodeAdmitsOnlyExpertsUsedMoreOftenThanTheirVictim) {
+  ExpertCache c(2, 1, 8);
+  ASSERT_TRUE(c.admit(0, 0));
+  ASSERT_TRUE(c.admit(0, 1));
+  for (int i = 0; i < 3; ++i) {
+    c.begin_step();
+    c.lookup(0, 0);
+    c.lookup(0, 1);
+  }
+  // Expert 5, used as often as the residents, does not displace one (a layer cycling through more
+  // experts than the cache holds keeps what it has instead of thrashing) ...
+  for (int i = 0; i < 3; ++i) c.lookup(0, 5);
+  c.begin_step();
+  EXPECT_FALSE(c.admit(0, 5, ExpertCache::Admission::kIfHotter));
+  // ... once used more often, it does; prefill admits regardless.
+  c.lookup(0, 5);
+  c.lookup(0, 5);
+  EXPECT_GT(c.frequency(0, 5), c.frequency(0, 0));
+  auto a = c.admit(0, 5, ExpertCache::Admission::kIfHotter);
+  ASSERT_TRUE(a);
+  c.begin_step();
+  EXPECT_TRUE(c.admit(0, 6, ExpertCache::Admission::kAlways));
+  // A free slot is always taken.
+  ExpertCache d(2, 1, 8);
+  EXPECT_TRUE(d.admit(0, 3, ExpertCache::Admission::kIfHotter));
 }
 
 TEST(ExpertCache, ResizeGivesUpTheHighestSlots) {
@@ -156,6 +185,11 @@ TEST(MoeSplit, AdaptiveBalancesThePathsByTheirRates) {
   c.cpu_shared_gbps = 10;
   auto shared = engine::plan_split({}, c, m, bytes, 8);
   EXPECT_TRUE(shared.fetch.empty() || shared.cpu.empty());
+  // Fetches already decided (experts the cache admits) take PCIe time first: more goes to the CPU.
+  c.pcie_shared_gbps = 0;
+  c.cpu_shared_gbps = 0;
+  EXPECT_EQ(engine::plan_split({}, c, misses({1, 1, 1, 1}), bytes, 8, /*committed=*/4).fetch.size(), 0u);
+  EXPECT_EQ(engine::plan_split({}, c, misses({1, 1, 1, 1, 1, 1}), bytes, 8, /*committed=*/2).fetch.size(), 2u);
   // Each expert costs more on the CPU the more tokens it has: the busy one is fetched.
   engine::SplitCosts t;
   t.cpu_token_s = 1e-3;
@@ -242,6 +276,17 @@ TEST(CpuExperts, ComputesTheChosenExpertsAndLeavesTheRest) {
   for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = a[i] + b[i];
   EXPECT_LT(rel_l2(sum.data(), all.data(), sum.size()), 1e-6);
   EXPECT_GT(rel_l2(a.data(), all.data(), a.size()), 0.1);
+  // Submitted, it runs on the arena's threads while this one goes on; drain waits for it.
+  std::vector<float> async(x.size(), 7.f);
+  std::atomic<bool> other_thread{false};
+  const auto caller = std::this_thread::get_id();
+  cpu.submit([&] {
+    other_thread = std::this_thread::get_id() != caller;
+    cpu.run(layer.w, x.data(), T, K, chosen.data(), weights.data(), async.data());
+  });
+  cpu.drain();
+  EXPECT_TRUE(other_thread);
+  EXPECT_EQ(async, all);
   // Nothing chosen here: zeros.
   std::vector<int32_t> none(chosen.size(), -1);
   cpu.run(layer.w, x.data(), T, K, none.data(), weights.data(), a.data());

@@ -53,8 +53,9 @@ class Golden : public ::testing::TestWithParam<Case> {
   std::vector<bool> routing_flips(const std::vector<int32_t>& ids, const engine::RoutingTrace& got) {
     std::vector<bool> out(ids.size(), false);
     if (GetParam().backend == engine::BackendKind::kReference) return out;
-    auto ref = engine::load_model(fixture_dir(GetParam().fixture) / "checkpoint",
-                                  engine::LoadOptions{engine::BackendKind::kReference});
+    engine::LoadOptions reference;
+    reference.backend = engine::BackendKind::kReference;
+    auto ref = engine::load_model(fixture_dir(GetParam().fixture) / "checkpoint", reference);
     EXPECT_TRUE(ref.is_ok());
     if (!ref.is_ok()) return out;
     engine::RoutingTrace want;

@@ -94,15 +94,15 @@ TEST_P(Placement, AGpuBudgetTooSmallIsRefusedSayingHowMuchIsNeeded) {
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
   engine::LoadOptions o;
   o.backend = BackendKind::kCuda;
-  o.gpu_mem_bytes = 1ull << 30;  // below the 4 GiB workspace alone
+  o.gpu_mem_bytes = 1ull << 30;  // below the 2 GiB workspace alone
   auto m = engine::load_model(dir.path(), o);
   ASSERT_FALSE(m.is_ok());
   EXPECT_EQ(m.status().code(), ErrorCode::kUnavailable);
   EXPECT_NE(m.status().message().find("the model needs"), std::string::npos) << m.status().message();
-  EXPECT_NE(m.status().message().find("--gpu-mem allows 1.0 GiB"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("the budget allows 1.0 GiB"), std::string::npos) << m.status().message();
 
   o.gpu_mem_bytes = 5ull << 30;
-  o.kv_budget_bytes = 2ull << 30;  // more than 5 GiB leaves after 4 GiB of workspace
+  o.kv_budget_bytes = 4ull << 30;  // more than 5 GiB leaves after 2 GiB of workspace, even with experts offloaded
   auto k = engine::load_model(dir.path(), o);
   ASSERT_FALSE(k.is_ok());
   EXPECT_NE(k.status().message().find("--kv-budget"), std::string::npos) << k.status().message();
@@ -128,6 +128,88 @@ TEST_P(Placement, AGpuBudgetTooSmallIsRefusedSayingHowMuchIsNeeded) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Placement, ::testing::Values(BackendKind::kCpu, BackendKind::kCuda),
                          [](const auto& info) { return std::string(engine::backend_name(info.param)); });
+
+}  // namespace
+}  // namespace ft::test
+
+namespace ft::test {
+namespace {
+
+// The Qwen3-30B-A3B shape in bf16: 48 MoE layers of 128 experts of 9 MiB.
+engine::PlacementPlan qwen3_30b_plan() {
+  engine::PlacementPlan p;
+  p.embedding_bytes = 2ull * 151936 * 2048 * 2;
+  p.dense_bytes = 1836000000ull;
+  p.moe_layers = 48;
+  p.experts_per_layer = 128;
+  p.routed_expert_bytes = 48ull * 128 * 3 * 2048 * 768 * 2;
+  p.kv_page_bytes = 64ull * 48 * 4 * 128 * 2 * 2;
+  return p;
+}
+
+TEST(GpuPlan, AModelThatFitsStaysResident) {
+  engine::PlacementPlan p = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(p, {80ull << 30}).is_ok());
+  EXPECT_FALSE(p.experts_on_host);
+  EXPECT_EQ(p.workspace_bytes, 4ull << 30);
+  EXPECT_EQ(p.device_weight_bytes(), p.weight_bytes());
+}
+
+TEST(GpuPlan, ExpertsMoveToHostRamAndTheRestBecomesSlots) {
+  for (uint64_t gib : {8ull, 12ull, 24ull}) {
+    SCOPED_TRACE(std::to_string(gib) + " GiB");
+    engine::PlacementPlan p = qwen3_30b_plan();
+    const uint64_t budget = gib << 30;
+    ASSERT_TRUE(engine::plan_gpu_memory(p, {budget}).is_ok());
+    EXPECT_TRUE(p.experts_on_host);
+    EXPECT_EQ(p.workspace_bytes, gib < 24 ? 2ull << 30 : 4ull << 30);
+    EXPECT_EQ(p.expert_slot_bytes, 3ull * 2048 * 768 * 2 + 768);  // an expert, its three matrices aligned
+    EXPECT_EQ(p.device_weight_bytes(), p.embedding_bytes + p.dense_bytes);
+    const uint64_t room = budget - p.device_weight_bytes() - p.workspace_bytes;
+    EXPECT_EQ(p.kv_budget_bytes, room / 4);  // the KV pool: a quarter of the room
+    // The slots fill the rest, less than one slot left over.
+    const uint64_t cache_room = room - p.kv_budget_bytes;
+    EXPECT_LE(p.expert_cache_bytes(), cache_room);
+    EXPECT_GT(p.expert_cache_bytes() + p.expert_slot_bytes, cache_room);
+    p.kv_pages = p.kv_budget_bytes / p.kv_page_bytes;
+    EXPECT_LE(p.total_bytes(), budget);
+    EXPECT_NE(p.to_text().find("expert cache"), std::string::npos);
+  }
+  // 8 GiB: ~267 slots, 4% of the 6,144 experts.
+  engine::PlacementPlan p = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(p, {8ull << 30}).is_ok());
+  EXPECT_GT(p.expert_slots, 250u);
+  EXPECT_LT(p.expert_slots, 300u);
+}
+
+TEST(GpuPlan, KvBudgetAndSlotCountsAreHonouredOrRefused) {
+  engine::PlacementPlan p = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(p, {12ull << 30, 1ull << 30}).is_ok());
+  EXPECT_EQ(p.kv_budget_bytes, 1ull << 30);
+  // Slots asked for: offloaded even where everything would fit.
+  engine::PlacementPlan q = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(q, {100ull << 30, 0, 16}).is_ok());
+  EXPECT_TRUE(q.experts_on_host);
+  EXPECT_EQ(q.expert_slots, 16u);
+  // Too small a budget: refused, saying how much is needed.
+  engine::PlacementPlan r = qwen3_30b_plan();
+  const Status s = engine::plan_gpu_memory(r, {4ull << 30});
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), ErrorCode::kUnavailable);
+  EXPECT_NE(s.message().find("needs at least 4.9 GiB"), std::string::npos) << s.message();
+  // A KV pool that leaves no room for two slots.
+  engine::PlacementPlan k = qwen3_30b_plan();
+  const Status ks = engine::plan_gpu_memory(k, {8ull << 30, 6ull << 30});
+  ASSERT_FALSE(ks.is_ok());
+  EXPECT_NE(ks.message().find("--kv-budget 6.0 GiB"), std::string::npos) << ks.message();
+  // A dense model cannot offload anything.
+  engine::PlacementPlan d;
+  d.dense_bytes = 10ull << 30;
+  d.kv_page_bytes = 1 << 20;
+  const Status ds = engine::plan_gpu_memory(d, {8ull << 30});
+  ASSERT_FALSE(ds.is_ok());
+  EXPECT_NE(ds.message().find("the model needs 12.0 GiB"), std::string::npos) << ds.message();
+}
 
 }  // namespace
 }  // namespace ft::test

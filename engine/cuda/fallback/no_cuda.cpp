@@ -13,6 +13,7 @@ bool built_with_cuda() { return false; }
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions&) { return no_cuda(); }
 Result<CudaDeviceInfo> query_cuda_device(int) { return no_cuda(); }
 Result<double> measure_device_copy_gbps(std::size_t, int) { return no_cuda(); }
+Result<double> measure_host_to_device_gbps(std::size_t, int) { return no_cuda(); }
 
 namespace cuda {
 DeviceBuffer::~DeviceBuffer() = default;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
@@ -62,18 +64,16 @@ uint64_t default_kv_budget() {
   return ram / 4;
 }
 
-// GPU memory set aside at load for a pass's temporaries (activations of a prefill chunk, the MoE's
-// padded expert rows): a 4,096-token chunk of a 2,048-wide MoE takes about 2 GiB at its peak.
-constexpr uint64_t kGpuWorkspaceBytes = uint64_t(4) << 30;
-
 std::string gib_text(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(1ull << 30));
   return buf;
 }
 
-// The checkpoint's weights by kind, from the HF tensor names.
-void weigh_checkpoint(const Checkpoint& ckpt, PlacementPlan& plan) {
+// The checkpoint's weights by kind, from the HF tensor names, and how many layers have routed
+// experts.
+void weigh_checkpoint(const Checkpoint& ckpt, const ModelConfig& cfg, PlacementPlan& plan) {
+  std::set<std::string> moe_layers;
   for (const std::string& name : ckpt.tensor_names()) {
     auto view = ckpt.tensor(name);
     if (!view) continue;
@@ -82,17 +82,20 @@ void weigh_checkpoint(const Checkpoint& ckpt, PlacementPlan& plan) {
       plan.embedding_bytes += view->nbytes;
     } else if (routed && name.find("shared_expert") == std::string::npos) {
       plan.routed_expert_bytes += view->nbytes;
+      if (const std::size_t at = name.find("layers."); at != std::string::npos)
+        moe_layers.insert(name.substr(at, name.find('.', at + 7) - at));
     } else {
       plan.dense_bytes += view->nbytes;
     }
   }
+  plan.moe_layers = moe_layers.size();
+  plan.experts_per_layer = uint64_t(std::max<int64_t>(cfg.num_experts, 0));
 }
 
-// The GPU budget: --gpu-mem or what is free, and whether weights + workspace + a KV page fit.
-Result<uint64_t> gpu_budget(const PlacementPlan& plan, const LoadOptions& options) {
+// The GPU budget: --gpu-mem or what is free (less room for the CUDA libraries and what is kept
+// for the GPU checkpoint tier).
+Result<uint64_t> gpu_budget(const LoadOptions& options) {
   FT_ASSIGN_OR_RETURN(CudaDeviceInfo dev, query_cuda_device());
-  // Without --gpu-mem: what is free, less some room for what the CUDA libraries take on their own
-  // and what is kept for others (the GPU checkpoint tier).
   constexpr uint64_t kLibraryRoom = uint64_t(512) << 20;
   const uint64_t kept = kLibraryRoom + options.gpu_reserved_bytes;
   if (options.gpu_mem_bytes + options.gpu_reserved_bytes > dev.free_bytes) {
@@ -104,15 +107,13 @@ Result<uint64_t> gpu_budget(const PlacementPlan& plan, const LoadOptions& option
                                 : gib_text(options.gpu_reserved_bytes) + " kept for checkpoints is";
     return unavailable(asked + " more than the GPU has free (" + gib_text(dev.free_bytes) + ")");
   }
-  const uint64_t budget = options.gpu_mem_bytes ? options.gpu_mem_bytes : dev.free_bytes - std::min(dev.free_bytes, kept);
-  const uint64_t need = plan.weight_bytes() + kGpuWorkspaceBytes + plan.kv_page_bytes;
-  if (need > budget) {
-    return unavailable("the model needs " + gib_text(need) + " of GPU memory (weights " + gib_text(plan.weight_bytes()) +
-                       ", workspace " + gib_text(kGpuWorkspaceBytes) + ", a KV page); " +
-                       (options.gpu_mem_bytes ? "--gpu-mem allows " : "the GPU has free ") + gib_text(budget) +
-                       " (experts offloaded to host RAM are not supported yet: use --device cpu)");
-  }
-  return budget;
+  return options.gpu_mem_bytes ? options.gpu_mem_bytes : dev.free_bytes - std::min(dev.free_bytes, kept);
+}
+
+// A slot's share of the per-layer floor: at most two, and never more than a quarter of the cache
+// spread over the layers (so one layer's prefill can still take most of the slots).
+int expert_floor(uint64_t slots, uint64_t layers) {
+  return int(std::min<uint64_t>(2, slots / (4 * std::max<uint64_t>(layers, 1))));
 }
 
 class DecoderModel final : public Model {
@@ -129,12 +130,30 @@ class DecoderModel final : public Model {
     auto m = std::make_unique<DecoderModel>(ckpt, cfg, make_fingerprint(c, cfg), std::move(backend));
     PlacementPlan& plan = m->plan_;
     plan.device = m->be_->device_name();
-    weigh_checkpoint(c, plan);
+    weigh_checkpoint(c, cfg, plan);
     if (options.backend == BackendKind::kCuda) {
       plan.kv_page_bytes = recipe_kv_page_bytes(cfg, options);
-      FT_ASSIGN_OR_RETURN(plan.budget_bytes, gpu_budget(plan, options));
+      FT_ASSIGN_OR_RETURN(const uint64_t budget, gpu_budget(options));
+      FT_RETURN_IF_ERROR(plan_gpu_memory(plan, {budget, options.kv_budget_bytes, options.expert_slots}));
       plan.reserved_bytes = options.gpu_reserved_bytes;
-      plan.workspace_bytes = kGpuWorkspaceBytes;
+      if (plan.experts_on_host) {
+        plan.moe_policy = options.moe_policy.name();
+        ExpertOffloadOptions o;
+        o.slots = int(plan.expert_slots);
+        o.slot_bytes = plan.expert_slot_bytes;
+        o.layers = int(plan.moe_layers);
+        o.experts = int(plan.experts_per_layer);
+        o.floor_per_layer = expert_floor(plan.expert_slots, plan.moe_layers);
+        o.top_k = int(cfg.num_experts_per_tok);
+        o.policy = options.moe_policy;
+        // Every core but one: the thread issuing the GPU's work waits on it spinning.
+        o.cpu_threads = options.threads > 0 ? options.threads
+                                            : std::max(1, int(std::thread::hardware_concurrency()) - 1);
+        FT_RETURN_IF_ERROR(m->be_->set_expert_offload(o));
+        // Copies of experts read the mapped files: pinned, they run at PCIe speed.
+        plan.experts_pinned = true;
+        for (std::span<const std::byte> f : c.mapped_files()) plan.experts_pinned = m->be_->pin_host(f) && plan.experts_pinned;
+      }
     }
     std::uint64_t placed = 0;
     const WeightLoader w(c, recipe.prefix, *m->be_, &placed);
@@ -184,6 +203,14 @@ class DecoderModel final : public Model {
   }
   int threads() const override { return be_->threads(); }
   KvPoolStats kv_stats() const override { return pool_ ? pool_->stats() : KvPoolStats{}; }
+  std::optional<ExpertOffloadStats> expert_offload_stats() const override {
+    std::lock_guard lock(mu_);
+    return be_->expert_offload_stats();
+  }
+  void set_moe_policy(const MoePolicy& policy) const override {
+    std::lock_guard lock(mu_);
+    be_->set_moe_policy(policy);
+  }
 
   SequenceState new_state() const override {
     std::vector<LinearState> linear;
@@ -249,17 +276,18 @@ class DecoderModel final : public Model {
     const std::shared_ptr<Memory> memory = be_->memory();
     uint64_t budget = options.kv_budget_bytes ? options.kv_budget_bytes : default_kv_budget();
     if (!memory->is_host()) {
-      // What the GPU budget leaves once the weights are in and the workspace is set aside.
-      const uint64_t used = plan_.weight_bytes() + plan_.workspace_bytes;
+      // What the GPU budget leaves once the weights are in and the workspace (and expert cache)
+      // are set aside; an offload plan has sized the pool itself.
+      const uint64_t used = plan_.device_weight_bytes() + plan_.workspace_bytes + plan_.expert_cache_bytes();
       const uint64_t room = plan_.budget_bytes > used ? plan_.budget_bytes - used : 0;
       if (options.kv_budget_bytes > room) {
         return unavailable("--kv-budget " + gib_text(options.kv_budget_bytes) + " does not fit: the GPU budget leaves " +
                            gib_text(room) + " after weights and workspace");
       }
-      if (!options.kv_budget_bytes) budget = room;
+      if (!options.kv_budget_bytes) budget = plan_.kv_budget_bytes ? std::min(plan_.kv_budget_bytes, room) : room;
     }
     Result<std::shared_ptr<KvPool>> pool = KvPool::create(kv, budget, memory);
-    if (!memory->is_host() && !options.kv_budget_bytes) {
+    if (!memory->is_host() && !options.kv_budget_bytes && !plan_.kv_budget_bytes) {
       // The driver's own bookkeeping takes a little of what it reports free, more for one huge
       // block: step down a sixteenth at a time until the block is granted (the plan shows the result).
       for (uint64_t step = budget / 16; !pool && pool.status().code() == ErrorCode::kUnavailable &&

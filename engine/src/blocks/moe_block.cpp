@@ -10,25 +10,26 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
   const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden, I = spec.moe_inter;
   FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + "gate.weight", {E, H}));
   m.experts.resize(std::size_t(E));
+  const WeightLoader x = w.experts();  // routed experts: maybe left in host memory (offload)
   if (w.has(prefix + "experts.gate_up_proj")) {
     const std::string gate_up = prefix + "experts.gate_up_proj", down = prefix + "experts.down_proj";
     for (int64_t e = 0; e < E; ++e) {
-      SwiGluMatrices& x = m.experts[std::size_t(e)];
-      FT_ASSIGN_OR_RETURN(x.gate, w.slice(gate_up, {E, 2 * I, H}, e, 0, I));
-      FT_ASSIGN_OR_RETURN(x.up, w.slice(gate_up, {E, 2 * I, H}, e, I, I));
-      FT_ASSIGN_OR_RETURN(x.down, w.slice(down, {E, H, I}, e, 0, H));
+      SwiGluMatrices& ex = m.experts[std::size_t(e)];
+      FT_ASSIGN_OR_RETURN(ex.gate, x.slice(gate_up, {E, 2 * I, H}, e, 0, I));
+      FT_ASSIGN_OR_RETURN(ex.up, x.slice(gate_up, {E, 2 * I, H}, e, I, I));
+      FT_ASSIGN_OR_RETURN(ex.down, x.slice(down, {E, H, I}, e, 0, H));
     }
   } else if (w.has(prefix + "experts.0.w1.weight")) {  // Mixtral's names: w1 gate, w3 up, w2 down
     for (int64_t e = 0; e < E; ++e) {
-      const std::string x = prefix + "experts." + std::to_string(e) + ".";
+      const std::string n = prefix + "experts." + std::to_string(e) + ".";
       SwiGluMatrices& m_e = m.experts[std::size_t(e)];
-      FT_ASSIGN_OR_RETURN(m_e.gate, w.matrix(x + "w1.weight", {I, H}));
-      FT_ASSIGN_OR_RETURN(m_e.up, w.matrix(x + "w3.weight", {I, H}));
-      FT_ASSIGN_OR_RETURN(m_e.down, w.matrix(x + "w2.weight", {H, I}));
+      FT_ASSIGN_OR_RETURN(m_e.gate, x.matrix(n + "w1.weight", {I, H}));
+      FT_ASSIGN_OR_RETURN(m_e.up, x.matrix(n + "w3.weight", {I, H}));
+      FT_ASSIGN_OR_RETURN(m_e.down, x.matrix(n + "w2.weight", {H, I}));
     }
   } else {
     for (int64_t e = 0; e < E; ++e) {
-      FT_ASSIGN_OR_RETURN(m.experts[std::size_t(e)], w.swiglu(prefix + "experts." + std::to_string(e) + ".", H, I));
+      FT_ASSIGN_OR_RETURN(m.experts[std::size_t(e)], x.swiglu(prefix + "experts." + std::to_string(e) + ".", H, I));
     }
   }
   if (spec.shared_inter > 0) {

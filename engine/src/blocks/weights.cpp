@@ -37,7 +37,7 @@ Result<Vector> WeightLoader::vector(const std::string& name, const std::vector<i
 }
 
 Result<Matrix> WeightLoader::placed(Matrix m) const {
-  FT_RETURN_IF_ERROR(be_.place(m));
+  FT_RETURN_IF_ERROR(experts_ ? be_.place_expert(m) : be_.place(m));
   if (placed_bytes_) *placed_bytes_ += m.bytes();
   return m;
 }

@@ -80,6 +80,13 @@ class WeightLoader {
       : ckpt_(checkpoint), prefix_(std::move(prefix)), be_(backend), placed_bytes_(placed_bytes) {}
 
   const Checkpoint& checkpoint() const { return ckpt_; }
+  // The same loader for a layer's routed experts: their matrices are placed with
+  // Backend::place_expert (left in host memory when the model's experts are offloaded).
+  WeightLoader experts() const {
+    WeightLoader l = *this;
+    l.experts_ = true;
+    return l;
+  }
   // Values computed at load (e.g. RoPE frequencies), placed like a loaded vector.
   Result<Vector> place(std::vector<float> values) const;
   std::string full_name(const std::string& name) const { return prefix_ + name; }
@@ -107,6 +114,7 @@ class WeightLoader {
   std::string prefix_;
   Backend& be_;
   std::uint64_t* placed_bytes_;
+  bool experts_ = false;
 };
 
 }  // namespace ft::engine::blocks

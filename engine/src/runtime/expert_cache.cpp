@@ -13,15 +13,26 @@ ExpertCache::ExpertCache(int slots, int layers, int experts, int floor_per_layer
       last_used_(slot_key_.size(), kNever),
       step_used_(slot_key_.size(), 0),
       slot_of_(std::size_t(layers) * std::size_t(experts), -1),
-      stats_(std::size_t(layers)) {}
+      stats_(std::size_t(layers)),
+      freq_(slot_of_.size(), 0.f) {}
+
+void ExpertCache::count_use(int layer, int expert) {
+  freq_[index(layer, expert)] += 1.f;
+  // Halve every count after four uses per expert: old traffic fades within a few hundred steps.
+  if (++uses_ >= 4 * freq_.size()) {
+    for (float& f : freq_) f *= 0.5f;
+    uses_ = 0;
+  }
+}
 
 std::optional<int> ExpertCache::find(int layer, int expert) const {
-  const int s = slot_of_[std::size_t(layer) * std::size_t(experts_) + std::size_t(expert)];
+  const int s = slot_of_[index(layer, expert)];
   return s >= 0 ? std::optional<int>(s) : std::nullopt;
 }
 
 std::optional<int> ExpertCache::lookup(int layer, int expert) {
   const std::optional<int> s = find(layer, expert);
+  count_use(layer, expert);
   LayerStats& st = stats_[std::size_t(layer)];
   if (!s) {
     ++st.misses;
@@ -40,34 +51,38 @@ void ExpertCache::touch(int slot) {
 void ExpertCache::drop(int slot) {
   Key& k = slot_key_[std::size_t(slot)];
   if (k.layer < 0) return;
-  slot_of_[std::size_t(k.layer) * std::size_t(experts_) + std::size_t(k.expert)] = -1;
+  slot_of_[index(k.layer, k.expert)] = -1;
   --stats_[std::size_t(k.layer)].resident;
   k = {};
   last_used_[std::size_t(slot)] = kNever;
 }
 
-bool ExpertCache::evictable(int slot, int for_layer) const {
+bool ExpertCache::evictable(int slot, int for_layer, bool floor) const {
   const Key& k = slot_key_[std::size_t(slot)];
   if (k.layer < 0) return true;
   if (step_used_[std::size_t(slot)] == step_) return false;
-  return k.layer == for_layer || stats_[std::size_t(k.layer)].resident > floor_;
+  return !floor || k.layer == for_layer || stats_[std::size_t(k.layer)].resident > floor_;
 }
 
-std::optional<ExpertCache::Admitted> ExpertCache::admit(int layer, int expert) {
+std::optional<ExpertCache::Admitted> ExpertCache::admit(int layer, int expert, Admission admission, bool floor) {
   int best = -1;
   for (int s = 0; s < slots(); ++s) {
-    if (!evictable(s, layer)) continue;
+    if (!evictable(s, layer, floor)) continue;
     // Free slots first (last use kNever), then the least recently used.
     if (best < 0 || last_used_[std::size_t(s)] < last_used_[std::size_t(best)]) best = s;
     if (last_used_[std::size_t(best)] == kNever) break;
   }
   if (best < 0) return std::nullopt;
+  const Key& victim = slot_key_[std::size_t(best)];
+  if (admission == Admission::kIfHotter && victim.layer >= 0 &&
+      !(freq_[index(layer, expert)] > freq_[index(victim.layer, victim.expert)]))
+    return std::nullopt;
   Admitted a;
   a.slot = best;
   if (slot_key_[std::size_t(best)].layer >= 0) a.evicted = slot_key_[std::size_t(best)];
   drop(best);
   slot_key_[std::size_t(best)] = {layer, expert};
-  slot_of_[std::size_t(layer) * std::size_t(experts_) + std::size_t(expert)] = best;
+  slot_of_[index(layer, expert)] = best;
   ++stats_[std::size_t(layer)].resident;
   touch(best);
   return a;

@@ -46,18 +46,19 @@ Result<MoePolicy> parse_moe_policy(std::string_view text) {
 }
 
 double split_seconds(const SplitCosts& c, std::span<const SplitMiss> fetch, std::span<const SplitMiss> cpu,
-                     std::size_t expert_bytes) {
-  const bool both = !fetch.empty() && !cpu.empty();
+                     std::size_t expert_bytes, int committed) {
+  const std::size_t fetches = fetch.size() + std::size_t(std::max(committed, 0));
+  const bool both = fetches > 0 && !cpu.empty();
   const double pcie = (both && c.pcie_shared_gbps > 0 ? c.pcie_shared_gbps : c.pcie_gbps) * 1e9;
   const double cpu_bw = (both && c.cpu_shared_gbps > 0 ? c.cpu_shared_gbps : c.cpu_gbps) * 1e9;
-  const double fetch_s = double(fetch.size()) * (double(expert_bytes) / pcie + c.fetch_overhead_s);
+  const double fetch_s = double(fetches) * (double(expert_bytes) / pcie + c.fetch_overhead_s);
   double cpu_s = cpu.empty() ? 0 : c.cpu_overhead_s;
   for (const SplitMiss& m : cpu) cpu_s += double(expert_bytes) / cpu_bw + double(m.tokens) * c.cpu_token_s;
   return std::max(fetch_s, cpu_s);
 }
 
 SplitPlan plan_split(const MoePolicy& policy, const SplitCosts& costs, std::span<const SplitMiss> misses,
-                     std::size_t expert_bytes, int max_fetch) {
+                     std::size_t expert_bytes, int max_fetch, int committed) {
   std::vector<SplitMiss> order(misses.begin(), misses.end());
   // Busiest first, then by expert id: the same misses always split the same way.
   std::stable_sort(order.begin(), order.end(), [](const SplitMiss& a, const SplitMiss& b) {
@@ -73,7 +74,8 @@ SplitPlan plan_split(const MoePolicy& policy, const SplitCosts& costs, std::span
       double best = -1;
       for (int f = 0; f <= cap; ++f) {
         const std::span<const SplitMiss> all(order);
-        const double t = split_seconds(costs, all.first(std::size_t(f)), all.subspan(std::size_t(f)), expert_bytes);
+        const double t =
+            split_seconds(costs, all.first(std::size_t(f)), all.subspan(std::size_t(f)), expert_bytes, committed);
         if (best < 0 || t <= best) {
           best = t;
           F = f;
@@ -85,7 +87,8 @@ SplitPlan plan_split(const MoePolicy& policy, const SplitCosts& costs, std::span
   SplitPlan plan;
   for (int i = 0; i < M; ++i) (i < F ? plan.fetch : plan.cpu).push_back(order[std::size_t(i)].expert);
   const std::span<const SplitMiss> all(order);
-  plan.predicted_s = split_seconds(costs, all.first(std::size_t(F)), all.subspan(std::size_t(F)), expert_bytes);
+  plan.predicted_s =
+      split_seconds(costs, all.first(std::size_t(F)), all.subspan(std::size_t(F)), expert_bytes, committed);
   return plan;
 }
 

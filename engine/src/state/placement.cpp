@@ -1,5 +1,6 @@
 #include "ft/engine/placement.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace ft::engine {
@@ -12,13 +13,81 @@ std::string line(const char* what, std::uint64_t bytes, const std::string& note 
   return buf;
 }
 
+std::string gib(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(1ull << 30));
+  return buf;
+}
+
+// GPU memory set aside for a pass's temporaries (a prefill chunk's activations, the MoE's padded
+// expert rows): a 4,096-token chunk of a 2,048-wide MoE peaks at ~1.7 GiB. Budgets below 24 GiB
+// keep 2 GiB, larger ones 4.
+constexpr std::uint64_t kWorkspace = std::uint64_t(4) << 30;
+constexpr std::uint64_t kSmallWorkspace = std::uint64_t(2) << 30;
+constexpr std::uint64_t kSmallBudget = std::uint64_t(24) << 30;
+constexpr std::uint64_t kAlign = 256;
+
 }  // namespace
+
+Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
+  plan.budget_bytes = r.budget_bytes;
+  plan.workspace_bytes = r.budget_bytes < kSmallBudget ? kSmallWorkspace : kWorkspace;
+  const std::uint64_t kv_min = std::max(r.kv_budget_bytes, plan.kv_page_bytes);
+  const std::string kv_text = r.kv_budget_bytes ? "--kv-budget " + gib(r.kv_budget_bytes) : "a KV page";
+  const std::uint64_t resident_need = plan.weight_bytes() + plan.workspace_bytes + kv_min;
+  if (r.expert_slots <= 0 && resident_need <= r.budget_bytes) return Status::ok();
+  if (plan.routed_expert_bytes == 0 || plan.moe_layers == 0 || plan.experts_per_layer == 0) {
+    return unavailable("the model needs " + gib(resident_need) + " of GPU memory (weights " + gib(plan.weight_bytes()) +
+                       ", workspace " + gib(plan.workspace_bytes) + ", " + kv_text + "); the budget allows " +
+                       gib(r.budget_bytes));
+  }
+  plan.experts_on_host = true;
+  // One expert's bytes, each of its three matrices aligned.
+  const std::uint64_t expert = plan.routed_expert_bytes / (plan.moe_layers * plan.experts_per_layer);
+  plan.expert_slot_bytes = (expert + kAlign - 1) / kAlign * kAlign + 3 * kAlign;
+  const std::uint64_t fixed = plan.device_weight_bytes() + plan.workspace_bytes;
+  const std::uint64_t least = fixed + kv_min + 2 * plan.expert_slot_bytes;
+  if (least > r.budget_bytes) {
+    return unavailable("the model needs at least " + gib(least) + " of GPU memory with its experts in host RAM (weights " +
+                       gib(plan.device_weight_bytes()) + " without them, workspace " + gib(plan.workspace_bytes) + ", " +
+                       kv_text + ", two expert slots); the budget allows " + gib(r.budget_bytes));
+  }
+  const std::uint64_t room = r.budget_bytes - fixed;
+  plan.kv_budget_bytes = r.kv_budget_bytes ? r.kv_budget_bytes : std::max(plan.kv_page_bytes, room / 4);
+  const std::uint64_t cache_room = room - std::min(room, plan.kv_budget_bytes);
+  const std::uint64_t all = plan.moe_layers * plan.experts_per_layer;
+  if (r.expert_slots > 0) {
+    plan.expert_slots = std::uint64_t(r.expert_slots);
+    if (plan.expert_slots * plan.expert_slot_bytes > cache_room)
+      return unavailable(std::to_string(r.expert_slots) + " expert slots need " +
+                         gib(plan.expert_slots * plan.expert_slot_bytes) + "; the budget leaves " + gib(cache_room));
+  } else {
+    plan.expert_slots = std::min(all, cache_room / plan.expert_slot_bytes);
+  }
+  if (plan.expert_slots < 2) {
+    return unavailable("the model needs at least " + gib(least) + " of GPU memory with its experts in host RAM; the "
+                       "KV pool (" + gib(plan.kv_budget_bytes) + ") leaves room for fewer than two expert slots");
+  }
+  return Status::ok();
+}
 
 std::string PlacementPlan::to_text() const {
   std::string out = "placement on " + device + "\n";
   out += line("embeddings", embedding_bytes);
   out += line("dense weights", dense_bytes, "attention, linear attention, dense MLPs, routers, shared experts");
-  out += line("routed experts", routed_expert_bytes);
+  if (experts_on_host) {
+    out += line("routed experts", routed_expert_bytes,
+                std::string("in host RAM (") + (experts_pinned ? "pinned" : "pageable: slower copies") +
+                    "), not counted below");
+    char note[160];
+    std::snprintf(note, sizeof note, "%llu slots of %.1f MiB (%.1f%% of %llu experts); misses: %s",
+                  static_cast<unsigned long long>(expert_slots), double(expert_slot_bytes) / double(1 << 20),
+                  100.0 * double(expert_slots) / double(std::max<std::uint64_t>(1, moe_layers * experts_per_layer)),
+                  static_cast<unsigned long long>(moe_layers * experts_per_layer), moe_policy.c_str());
+    out += line("expert cache", expert_cache_bytes(), note);
+  } else {
+    out += line("routed experts", routed_expert_bytes);
+  }
   out += line("KV pages", kv_pages * kv_page_bytes,
               std::to_string(kv_pages) + " pages, " + std::to_string(kv_tokens) + " token positions");
   if (linear_state_bytes) out += line("linear state", linear_state_bytes, "per sequence, taken as sequences start");

@@ -208,6 +208,12 @@ Result<std::vector<float>> Checkpoint::load_f32(std::string_view name,
   return out;
 }
 
+std::vector<std::span<const std::byte>> Checkpoint::mapped_files() const {
+  std::vector<std::span<const std::byte>> out;
+  for (const MappedFile& f : impl_->files) out.emplace_back(f.data(), f.size());
+  return out;
+}
+
 std::vector<std::string> Checkpoint::tensor_names() const {
   std::vector<std::string> names;
   names.reserve(impl_->tensors.size());

@@ -40,7 +40,9 @@ Result<MappedFile> MappedFile::open(const std::filesystem::path& path) {
   file.size_ = std::size_t(st.st_size);
   // mmap rejects length 0; an empty file is left unmapped and its size tells the parser it is short.
   if (file.size_ == 0) return file;
-  void* p = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  // Shared, not private: pinning a private mapping for GPU copies (cudaHostRegister) would give
+  // every page an anonymous copy of its own, doubling the model's memory. Read-only either way.
+  void* p = ::mmap(nullptr, file.size_, PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return io_error("cannot mmap " + path.string() + ": " + std::strerror(errno));
   file.data_ = static_cast<const std::byte*>(p);
   return file;

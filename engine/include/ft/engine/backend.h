@@ -37,6 +37,7 @@
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/matrix.h"
 #include "ft/engine/memory.h"
+#include "ft/engine/moe_split.h"
 #include "ft/engine/ops_attention.h"
 #include "ft/engine/ops_deltanet.h"
 #include "ft/engine/ops_moe.h"
@@ -114,6 +115,33 @@ struct OpProfile {
   std::uint64_t replayed_passes = 0;  // of them, replays of a recorded pass (a CUDA graph)
 };
 
+// Routed experts kept in host memory with a cache of `slots` expert-sized slots on the device
+// (the placement plan decides; see expert_cache.h and moe_split.h).
+struct ExpertOffloadOptions {
+  int slots = 0;
+  std::size_t slot_bytes = 0;  // one expert: gate, up and down, each 256-byte aligned
+  int layers = 0;              // MoE layers
+  int experts = 0;             // routed experts per layer
+  int floor_per_layer = 0;     // slots a layer keeps against other layers' misses
+  int top_k = 0;               // choices a token makes
+  MoePolicy policy;
+  int cpu_threads = 0;  // the CPU experts' arena; 0: every core
+};
+
+// What an offloaded model's experts did since load: the cache, both miss paths and the rates the
+// split planner now assumes.
+struct ExpertOffloadStats {
+  int slots = 0, resident = 0;
+  std::string policy;
+  std::uint64_t hits = 0, misses = 0;          // routed-expert uses found in / missing from the cache
+  std::uint64_t fetched = 0, cpu_computed = 0;  // misses fetched over PCIe / computed on the CPU
+  std::uint64_t fetched_bytes = 0, cpu_bytes = 0;
+  double fetch_seconds = 0, cpu_seconds = 0;  // time the copies / the CPU share took
+  SplitCosts costs;       // now (learned while serving)
+  SplitCosts calibrated;  // measured at the first offloaded layer
+  std::vector<double> layer_hit_rate;  // per MoE layer
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -162,6 +190,21 @@ class Backend {
     (void)bytes;
     return Status::ok();
   }
+  // Keeps routed experts in host memory with a device cache (before any is placed): GPU only.
+  virtual Status set_expert_offload(const ExpertOffloadOptions& options) {
+    (void)options;
+    return unsupported("expert offload needs the GPU backend");
+  }
+  // Host memory experts are read from (a mapped checkpoint file): pinned where the device can, so
+  // copies from it run at full PCIe speed. false when it stays pageable (copies still work).
+  virtual bool pin_host(std::span<const std::byte> bytes) {
+    (void)bytes;
+    return false;
+  }
+  // A routed expert's matrix: placed like any weight, or left where it is mapped when offloaded.
+  virtual Status place_expert(Matrix& m) { return place(m); }
+  virtual std::optional<ExpertOffloadStats> expert_offload_stats() const { return std::nullopt; }
+  virtual void set_moe_policy(const MoePolicy& policy) { (void)policy; }
   // Host values one pass needs in backend memory (positions): valid until the pass ends.
   virtual const int64_t* stage(std::span<const int64_t> host) { return host.data(); }
 

@@ -5,8 +5,10 @@
 
 #include <tbb/task_arena.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "ft/engine/backend.h"
@@ -28,11 +30,18 @@ class CpuExperts {
   // on the host (Matrix::data).
   void run(const MoeWeights& w, const float* x, std::size_t T, std::size_t K, const int32_t* chosen,
            const float* weights, float* out);
+  // Runs `task` on the arena's threads and returns at once (the caller, a GPU backend's thread,
+  // goes on issuing work). A task that calls run() must end before the next one is submitted
+  // (they share a scratch); the GPU backend's layers are ordered so.
+  void submit(std::function<void()> task);
+  // Waits until every submitted task has finished.
+  void drain();
 
  private:
   tbb::task_arena arena_;
   CpuIsa isa_;
   Scratch scratch_;
+  std::atomic<int> pending_{0};
 };
 
 }  // namespace ft::engine

@@ -4,6 +4,12 @@
 // layer's last `floor` slots from being taken by other layers, so one busy layer cannot empty the
 // cache of all the others. Experts used in the current step (since begin_step) are never evicted:
 // the step's kernels read them.
+//
+// Admission: every use (hit or miss) counts towards an expert's frequency, halved now and then so
+// it follows the traffic. Decode admits a missed expert only if it is used more often than the
+// slot's current one (kIfHotter, TinyLFU-style): with a cache much smaller than the experts a
+// layer cycles through, plain LRU would evict every expert just before its next use; the
+// experts not admitted are fetched into transient slots of the backend's for the one step.
 #pragma once
 
 #include <cstdint>
@@ -42,10 +48,17 @@ class ExpertCache {
   std::optional<int> lookup(int layer, int expert);
   // The slot holding (layer, expert) or nullopt, without counting or marking anything.
   std::optional<int> find(int layer, int expert) const;
+  enum class Admission {
+    kAlways,     // take the least recently used slot (prefill streams whole layers through the cache)
+    kIfHotter,   // only a free slot, or one whose expert is used less often than this one
+  };
   // A slot for (layer, expert), which must not be resident: a free slot, else the least recently
   // used one that neither this step uses nor would take a layer below its floor (its own layer's
-  // slots always qualify). Marked used by this step. nullopt when every slot is protected.
-  std::optional<Admitted> admit(int layer, int expert);
+  // slots always qualify; `floor` false ignores floors). Marked used by this step. nullopt when
+  // every slot is protected, or (kIfHotter) the candidate is not used more often than its victim.
+  std::optional<Admitted> admit(int layer, int expert, Admission admission = Admission::kAlways, bool floor = true);
+  // Decayed use count of (layer, expert): what kIfHotter compares.
+  float frequency(int layer, int expert) const { return freq_[index(layer, expert)]; }
   // Shrinks to `slots` slots or grows with free ones. A slot number is a place in the backend's
   // memory, so shrinking gives up the highest-numbered slots and returns the experts they held;
   // the slots below the new count keep their contents.
@@ -60,9 +73,11 @@ class ExpertCache {
 
  private:
   static constexpr std::uint64_t kNever = 0;
+  std::size_t index(int layer, int expert) const { return std::size_t(layer) * std::size_t(experts_) + std::size_t(expert); }
   void touch(int slot);
   void drop(int slot);
-  bool evictable(int slot, int for_layer) const;
+  void count_use(int layer, int expert);
+  bool evictable(int slot, int for_layer, bool floor) const;
 
   int layers_, experts_, floor_;
   std::uint64_t step_ = 1;
@@ -72,6 +87,8 @@ class ExpertCache {
   std::vector<std::uint64_t> step_used_;     // per slot: the step that last used it
   std::vector<int> slot_of_;                 // per (layer, expert): slot or -1
   std::vector<LayerStats> stats_;
+  std::vector<float> freq_;       // per (layer, expert)
+  std::uint64_t uses_ = 0;        // since the last halving
 };
 
 }  // namespace ft::engine

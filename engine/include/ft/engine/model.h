@@ -54,6 +54,10 @@ class Model {
   // The KV page layout of this model's states; nullopt without attention layers.
   virtual std::optional<KvLayout> kv_layout() const = 0;
   virtual KvPoolStats kv_stats() const = 0;
+  // With routed experts in host RAM: the expert cache and the split so far; nullopt otherwise.
+  virtual std::optional<ExpertOffloadStats> expert_offload_stats() const { return std::nullopt; }
+  // Switches how decode serves expert cache misses (between passes; no effect without offload).
+  virtual void set_moe_policy(const MoePolicy& policy) const { (void)policy; }
   virtual BackendKind backend_kind() const = 0;
   // Where the weights, KV pages, state and workspace live (printed at load, in /v1/stats).
   virtual const PlacementPlan& placement() const = 0;
@@ -92,6 +96,11 @@ struct LoadOptions {
   std::uint64_t gpu_reserved_bytes = 0;  // kCuda: GPU memory kept for others (the GPU checkpoint tier)
   int64_t kv_page_tokens = 64;       // token positions per KV page
   bool deterministic = false;        // same bits batched or alone on every CPU (backend.h)
+  // kCuda with routed experts in host RAM (when the budget cannot hold them all): how decode
+  // serves cache misses, and (> 0) an expert cache of exactly this many slots, offloading even
+  // when everything would fit (tests, experiments).
+  MoePolicy moe_policy;
+  int expert_slots = 0;
   // Called as weights are placed (mapped in place, or copied to the GPU): bytes so far of the
   // model's total, after each layer and once more with done = true.
   std::function<void(std::uint64_t placed, std::uint64_t total, bool done)> progress = nullptr;

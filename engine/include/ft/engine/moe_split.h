@@ -48,16 +48,17 @@ struct SplitPlan {
   double predicted_s = 0;  // the model's time for the misses
 };
 
-// The model's time for fetching `fetch` and computing `cpu` at once.
+// The model's time for fetching `fetch` (after `committed` fetches already decided) and computing
+// `cpu` at once.
 double split_seconds(const SplitCosts& c, std::span<const SplitMiss> fetch, std::span<const SplitMiss> cpu,
-                     std::size_t expert_bytes);
+                     std::size_t expert_bytes, int committed = 0);
 
 // Splits a layer's misses. At most `max_fetch` are fetched (the slots the step can still take);
-// the adaptive policy fetches the busiest experts first (a CPU expert's cost grows with its
-// tokens, a fetch's does not) and picks the count with the least predicted time, the larger
-// count on a tie (a fetched expert stays cached).
+// `committed` fetches are already on their way (experts the cache admits). The adaptive policy
+// fetches the busiest experts first (a CPU expert's cost grows with its tokens, a fetch's does
+// not) and picks the count with the least predicted time, the larger count on a tie.
 SplitPlan plan_split(const MoePolicy& policy, const SplitCosts& costs, std::span<const SplitMiss> misses,
-                     std::size_t expert_bytes, int max_fetch);
+                     std::size_t expert_bytes, int max_fetch, int committed = 0);
 
 // The costs, re-estimated from measured times (exponential moving averages of the rates).
 class SplitModel {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ft/common/result.h"
+
 namespace ft::engine {
 
 struct PlacementPlan {
@@ -21,11 +23,43 @@ struct PlacementPlan {
   std::uint64_t linear_state_bytes = 0;  // DeltaNet conv + recurrent state of one sequence
   std::uint64_t workspace_bytes = 0;   // kept free for a pass's temporaries (GPU)
   std::uint64_t reserved_bytes = 0;    // outside the budget, kept for the GPU checkpoint tier
+  // Expert offload (GPU): the routed experts stay in host RAM and a cache of expert-sized slots
+  // in VRAM holds the ones in use; the decode split and prefill streaming serve the rest.
+  std::uint64_t moe_layers = 0;         // layers with routed experts
+  std::uint64_t experts_per_layer = 0;
+  bool experts_on_host = false;
+  bool experts_pinned = false;          // host copies run from page-locked memory
+  std::uint64_t expert_slots = 0;
+  std::uint64_t expert_slot_bytes = 0;  // one expert (gate, up, down), aligned
+  std::uint64_t kv_budget_bytes = 0;    // the KV pool the plan set (offload); 0: what the budget leaves
+  std::string moe_policy;               // how decode serves cache misses (moe_split.h)
 
   std::uint64_t weight_bytes() const { return embedding_bytes + dense_bytes + routed_expert_bytes; }
-  std::uint64_t total_bytes() const { return weight_bytes() + kv_pages * kv_page_bytes + workspace_bytes; }
+  // Weights in the device's memory: all of them, or all but the routed experts when offloaded.
+  std::uint64_t device_weight_bytes() const {
+    return weight_bytes() - (experts_on_host ? routed_expert_bytes : 0);
+  }
+  std::uint64_t expert_cache_bytes() const { return expert_slots * expert_slot_bytes; }
+  std::uint64_t total_bytes() const {
+    return device_weight_bytes() + kv_pages * kv_page_bytes + workspace_bytes + expert_cache_bytes();
+  }
   // A short table, one line per kind, sizes in GiB.
   std::string to_text() const;
 };
+
+// What the GPU plan is asked to fit.
+struct GpuPlanRequest {
+  std::uint64_t budget_bytes = 0;     // GPU memory the plan may use
+  std::uint64_t kv_budget_bytes = 0;  // --kv-budget; 0: the plan's default
+  int expert_slots = 0;               // > 0: offload the experts with exactly this many slots
+};
+
+// Decides the GPU's share of `plan` (its weights by kind, kv_page_bytes, moe_layers and
+// experts_per_layer filled in): everything resident with a 4 GiB workspace when it fits the
+// budget; else, for a MoE model, the routed experts in host RAM and what the budget leaves after
+// the other weights, the workspace (2 GiB below a 24 GiB budget) and the KV pool (--kv-budget, or
+// a quarter of the room) as expert cache slots. kUnavailable, saying how much is needed, when not
+// even two slots fit.
+Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& request);
 
 }  // namespace ft::engine

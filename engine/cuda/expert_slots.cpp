@@ -1,0 +1,241 @@
+#include "expert_slots.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "device_memory.h"
+
+namespace ft::engine::cuda {
+namespace {
+
+constexpr std::size_t kAlign = 256;
+constexpr std::size_t kChunkBytes = std::size_t(1) << 30;  // slots are allocated a chunk at a time
+
+std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+ExpertSlots::ExpertSlots(const ExpertOffloadOptions& options, int transient)
+    : o_(options),
+      cache_(options.slots - transient, options.layers, options.experts, options.floor_per_layer),
+      cpu_(options.cpu_threads) {}
+
+Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOptions& options) {
+  if (options.slots < 2) return invalid_argument("expert offload needs at least two slots");
+  // A quarter of the slots, at least a token's choices and at most 128, are transient: a decode
+  // step's fetches the cache declines.
+  const int transient = std::clamp(std::max(options.slots / 4, options.top_k), 1, std::min(128, options.slots - 1));
+  std::unique_ptr<ExpertSlots> x(new ExpertSlots(options, transient));
+  x->stats_.slots = options.slots;
+  x->stats_.policy = options.policy.name();
+  x->stats_.layer_hit_rate.assign(std::size_t(options.layers), 0.0);
+  x->last_active_.resize(std::size_t(options.layers));
+  const auto fail = [](const char* what, cudaError_t err) {
+    cudaGetLastError();
+    return unavailable(error_text(what, err));
+  };
+  x->slots_per_chunk_ = int(std::max<std::size_t>(1, kChunkBytes / options.slot_bytes));
+  for (int s = 0; s < options.slots; s += x->slots_per_chunk_) {
+    const std::size_t n = std::size_t(std::min(x->slots_per_chunk_, options.slots - s)) * options.slot_bytes;
+    void* p = nullptr;
+    if (cudaError_t err = cudaMalloc(&p, n); err != cudaSuccess) return fail("allocating expert slots", err);
+    x->chunks_.push_back(static_cast<std::byte*>(p));
+  }
+  void* z = nullptr;
+  if (cudaError_t err = cudaMalloc(&z, options.slot_bytes); err != cudaSuccess) return fail("the zero expert", err);
+  x->zero_ = static_cast<std::byte*>(z);
+  if (cudaError_t err = cudaMemset(z, 0, options.slot_bytes); err != cudaSuccess) return fail("the zero expert", err);
+  void* flag = nullptr;
+  if (cudaError_t err = cudaHostAlloc(&flag, sizeof(unsigned), cudaHostAllocMapped); err != cudaSuccess)
+    return fail("the CPU experts' flag", err);
+  x->flag_ = static_cast<unsigned*>(flag);
+  *x->flag_ = 0;
+  if (cudaError_t err = cudaStreamCreateWithFlags(&x->copy_, cudaStreamNonBlocking); err != cudaSuccess)
+    return fail("the copy stream", err);
+  for (cudaEvent_t* e : {&x->compute_mark_, &x->group_.begin, &x->group_.end}) {
+    if (cudaError_t err = cudaEventCreate(e); err != cudaSuccess) return fail("copy events", err);
+  }
+  return x;
+}
+
+ExpertSlots::~ExpertSlots() {
+  cpu_.drain();
+  if (copy_) cudaStreamSynchronize(copy_);
+  if (flag_) cudaFreeHost(flag_);
+  for (void* p : pinned_) cudaHostUnregister(p);
+  for (std::byte* c : chunks_) cudaFree(c);
+  if (zero_) cudaFree(zero_);
+  for (cudaEvent_t e : {compute_mark_, group_.begin, group_.end})
+    if (e) cudaEventDestroy(e);
+  if (copy_) cudaStreamDestroy(copy_);
+}
+
+ExpertOffloadStats ExpertSlots::snapshot() const {
+  ExpertOffloadStats s = stats_;
+  s.resident = cache_.resident();
+  s.hits = cache_.hits();
+  s.misses = cache_.misses();
+  s.costs = model_.costs();
+  for (int l = 0; l < cache_.layers(); ++l) {
+    const ExpertCache::LayerStats& ls = cache_.layer_stats(l);
+    const double n = double(ls.hits + ls.misses);
+    s.layer_hit_rate[std::size_t(l)] = n > 0 ? double(ls.hits) / n : 0.0;
+  }
+  return s;
+}
+
+bool ExpertSlots::pin(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return true;
+  void* p = const_cast<std::byte*>(bytes.data());
+  // The mapping is read-only (and shared: pinning never copies its pages), so it is registered
+  // read-only; drivers without that flag get a plain registration, which may refuse it.
+  for (unsigned flags : {unsigned(cudaHostRegisterReadOnly), unsigned(cudaHostRegisterDefault)}) {
+    if (cudaHostRegister(p, bytes.size(), flags) == cudaSuccess) {
+      pinned_.push_back(p);
+      return true;
+    }
+    cudaGetLastError();
+  }
+  return false;
+}
+
+int ExpertSlots::layer_of(const MoeWeights& w) {
+  auto [it, added] = layers_.try_emplace(&w, int(layers_.size()));
+  if (added) by_id_.push_back(&w);
+  return it->second;
+}
+
+std::string ExpertSlots::check(const MoeWeights& w) const {
+  if (layers_.size() > std::size_t(o_.layers) || w.experts.size() != std::size_t(o_.experts))
+    return "internal error: an offloaded MoE layer the plan did not count";
+  const SwiGluMatrices& f = w.experts.front();
+  for (const SwiGluMatrices& e : w.experts) {
+    for (const Matrix* m : {&e.gate, &e.up, &e.down}) {
+      if (m->dtype != DType::kBF16 || m->row_bytes % 16 != 0)
+        return "experts kept in host RAM must be bf16 with 16-byte rows for now";
+    }
+    if (e.gate.row_bytes != f.gate.row_bytes || e.up.row_bytes != f.gate.row_bytes ||
+        e.down.row_bytes != f.down.row_bytes || e.bytes() != f.bytes())
+      return "experts kept in host RAM must all have one shape";
+  }
+  if (aligned(f.gate.bytes()) + aligned(f.up.bytes()) + aligned(f.down.bytes()) > o_.slot_bytes)
+    return "internal error: an expert larger than its slot";
+  return "";
+}
+
+std::byte* ExpertSlots::slot_base(int s) const {
+  return chunks_[std::size_t(s / slots_per_chunk_)] + std::size_t(s % slots_per_chunk_) * o_.slot_bytes;
+}
+
+namespace {
+
+ExpertPtrs layout(std::byte* base, const MoeWeights& w) {
+  const SwiGluMatrices& f = w.experts.front();
+  const std::size_t up = aligned(f.gate.bytes()), down = up + aligned(f.up.bytes());
+  return {base, base + up, base + down};
+}
+
+}  // namespace
+
+ExpertPtrs ExpertSlots::slot(int s, const MoeWeights& w) const { return layout(slot_base(s), w); }
+ExpertPtrs ExpertSlots::zero(const MoeWeights& w) const { return layout(zero_, w); }
+
+void ExpertSlots::copy_after(cudaStream_t compute) {
+  cudaEventRecord(compute_mark_, compute);
+  cudaStreamWaitEvent(copy_, compute_mark_, 0);
+}
+
+void ExpertSlots::fetch(const MoeWeights& w, int e, int s) {
+  if (!group_.open) {
+    settle();  // the previous group's time, before its events are reused
+    group_ = {group_.begin, group_.end, 0, 0, false, true, false};
+    cudaEventRecord(group_.begin, copy_);
+  }
+  const SwiGluMatrices& m = w.experts[std::size_t(e)];
+  const ExpertPtrs to = slot(s, w);
+  cudaMemcpyAsync(const_cast<std::byte*>(to.gate), m.gate.data, m.gate.bytes(), cudaMemcpyHostToDevice, copy_);
+  cudaMemcpyAsync(const_cast<std::byte*>(to.up), m.up.data, m.up.bytes(), cudaMemcpyHostToDevice, copy_);
+  cudaMemcpyAsync(const_cast<std::byte*>(to.down), m.down.data, m.down.bytes(), cudaMemcpyHostToDevice, copy_);
+  group_.bytes += m.bytes();
+  ++group_.experts;
+  ++stats_.fetched;
+  stats_.fetched_bytes += m.bytes();
+}
+
+void ExpertSlots::fetched_into(cudaStream_t compute, bool concurrent_cpu) {
+  if (!group_.open) return;
+  cudaEventRecord(group_.end, copy_);
+  cudaStreamWaitEvent(compute, group_.end, 0);
+  group_.open = false;
+  group_.pending = true;
+  group_.concurrent = concurrent_cpu;
+}
+
+void ExpertSlots::settle() {
+  if (!group_.pending || cudaEventQuery(group_.end) != cudaSuccess) return;
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, group_.begin, group_.end) == cudaSuccess) {
+    stats_.fetch_seconds += ms / 1e3;
+    model_.observe_fetch(group_.bytes, group_.experts, ms / 1e3, group_.concurrent);
+  }
+  cudaGetLastError();
+  group_.pending = false;
+}
+
+void ExpertSlots::calibrate(const MoeWeights& w) {
+  calibrated_ = true;
+  const int n = std::min({8, transient_slots(), int(w.experts.size()) / 2});
+  if (n < 1) return;
+  const std::size_t H = std::size_t(w.hidden), bytes = expert_bytes(w);
+  std::vector<float> x(H, 0.01f), y(H), weights(std::size_t(n), 1.f);
+  std::vector<int32_t> chosen(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) chosen[std::size_t(i)] = n + i;  // the CPU's experts: not the fetched ones
+  cudaEvent_t a = nullptr, b = nullptr;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  const auto copy = [&] {
+    cudaEventRecord(a, copy_);
+    for (int i = 0; i < n; ++i) {
+      const SwiGluMatrices& m = w.experts[std::size_t(i)];
+      const ExpertPtrs to = transient(i, w);
+      cudaMemcpyAsync(const_cast<std::byte*>(to.gate), m.gate.data, m.gate.bytes(), cudaMemcpyHostToDevice, copy_);
+      cudaMemcpyAsync(const_cast<std::byte*>(to.up), m.up.data, m.up.bytes(), cudaMemcpyHostToDevice, copy_);
+      cudaMemcpyAsync(const_cast<std::byte*>(to.down), m.down.data, m.down.bytes(), cudaMemcpyHostToDevice, copy_);
+    }
+    cudaEventRecord(b, copy_);
+  };
+  const auto copy_gbps = [&] {
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    return ms > 0 ? double(n) * double(bytes) / (double(ms) * 1e-3) / 1e9 : 0.0;
+  };
+  const auto cpu_gbps = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu_.run(w, x.data(), 1, std::size_t(n), chosen.data(), weights.data(), y.data());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return s > 0 ? double(n) * double(bytes) / s / 1e9 : 0.0;
+  };
+  SplitCosts c = model_.costs();
+  double pcie = 0, cpu = 0, pcie_shared = 0, cpu_shared = 0;
+  for (int rep = 0; rep < 3; ++rep) {  // best of three, the first pays page faults and thread start
+    copy();
+    pcie = std::max(pcie, copy_gbps());
+    cpu = std::max(cpu, cpu_gbps());
+    copy();
+    cpu_shared = std::max(cpu_shared, cpu_gbps());
+    pcie_shared = std::max(pcie_shared, copy_gbps());
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGetLastError();
+  if (pcie > 0) c.pcie_gbps = pcie;
+  if (cpu > 0) c.cpu_gbps = cpu;
+  c.pcie_shared_gbps = std::min(pcie_shared, c.pcie_gbps);
+  c.cpu_shared_gbps = std::min(cpu_shared, c.cpu_gbps);
+  model_.set_costs(c);
+  stats_.calibrated = c;
+}
+
+}  // namespace ft::engine::cuda

@@ -1,0 +1,126 @@
+// The GPU side of expert offload: the expert cache's slots in VRAM (with an all-zero expert for
+// choices another device computes), the copy stream experts cross PCIe on, the host memory they
+// are copied from (pinned where the driver allows), and the state that decides what goes where
+// (the cache's bookkeeping, the split planner's model, the CPU experts' arena). The CUDA backend
+// drives it from its MoE op. Internal to engine/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "ft/engine/backend.h"
+#include "ft/engine/cpu_experts.h"
+#include "ft/engine/expert_cache.h"
+#include "ft/engine/moe_split.h"
+
+namespace ft::engine::cuda {
+
+// Where one expert's three matrices are (device pointers).
+struct ExpertPtrs {
+  const std::byte* gate = nullptr;
+  const std::byte* up = nullptr;
+  const std::byte* down = nullptr;
+};
+
+class ExpertSlots {
+ public:
+  // Allocates the slots and the zero expert; kUnavailable when VRAM cannot hold them.
+  static Result<std::unique_ptr<ExpertSlots>> create(const ExpertOffloadOptions& options);
+  ~ExpertSlots();
+  ExpertSlots(const ExpertSlots&) = delete;
+  ExpertSlots& operator=(const ExpertSlots&) = delete;
+
+  const ExpertOffloadOptions& options() const { return o_; }
+  void set_policy(const MoePolicy& p) {
+    o_.policy = p;
+    stats_.policy = p.name();
+  }
+  ExpertCache& cache() { return cache_; }
+  SplitModel& model() { return model_; }
+  CpuExperts& cpu() { return cpu_; }
+  const CpuExperts& cpu() const { return cpu_; }
+  ExpertOffloadStats& stats() { return stats_; }
+  ExpertOffloadStats snapshot() const;
+
+  // Page-locks host memory the copies read (cudaHostRegister, read-only where the GPU takes it).
+  bool pin(std::span<const std::byte> bytes);
+  // The MoE layer `w` is, numbered in the order layers are first seen (a pass runs them in order).
+  int layer_of(const MoeWeights& w);
+  // Whether `w`'s experts fit the slots (bf16, 16-byte rows, within a slot); a message if not.
+  std::string check(const MoeWeights& w) const;
+  // One expert's bytes (what a fetch moves).
+  static std::size_t expert_bytes(const MoeWeights& w) { return w.experts.front().bytes(); }
+
+  ExpertPtrs slot(int s, const MoeWeights& w) const;
+  ExpertPtrs zero(const MoeWeights& w) const;
+  // Slots outside the cache for experts a decode step fetches but the cache does not admit: valid
+  // for the MoE layer they are fetched for (the next layer's routing waits for its kernels).
+  int transient_slots() const { return o_.slots - cache_.slots(); }
+  ExpertPtrs transient(int i, const MoeWeights& w) const { return slot(cache_.slots() + i, w); }
+  // The experts a layer's last prefill-sized call used (empty before one): what a prefetch of
+  // that layer fetches.
+  std::vector<int32_t>& last_active(int layer) { return last_active_[std::size_t(layer)]; }
+  // Measures the copy and CPU rates on `w`'s experts, alone and at once, as the split's starting
+  // costs (the model then follows what serving measures). Runs once; blocks for a few ms.
+  void calibrate(const MoeWeights& w);
+  bool calibrated() const { return calibrated_; }
+  // The MoE layer after `layer` in pass order, once a pass has shown it (null before).
+  const MoeWeights* next_layer(int layer) const {
+    return std::size_t(layer + 1) < by_id_.size() ? by_id_[std::size_t(layer + 1)] : nullptr;
+  }
+
+  // The copy stream waits for the work `compute` has queued so far (before slots it may still read
+  // are overwritten).
+  void copy_after(cudaStream_t compute);
+  // Copies expert e of w into slot s on the copy stream.
+  void fetch(const MoeWeights& w, int e, int s);
+  // Ends a group of fetches: `compute` waits for them; their time is read later (settle()).
+  void fetched_into(cudaStream_t compute, bool concurrent_cpu);
+  // Learns the copy rate from fetch groups that have finished.
+  void settle();
+
+  // The GPU waits for the CPU's share of a layer on a counter in mapped host memory: a CPU task
+  // signals the sequence number it was given when its output is written.
+  unsigned next_cpu_seq() { return ++cpu_seq_; }
+  const unsigned* cpu_flag() const { return flag_; }
+  void signal(unsigned seq) { std::atomic_ref<unsigned>(*flag_).store(seq, std::memory_order_release); }
+
+ private:
+  ExpertSlots(const ExpertOffloadOptions& options, int transient);
+  std::byte* slot_base(int s) const;
+
+  ExpertOffloadOptions o_;
+  ExpertCache cache_;
+  SplitModel model_;
+  CpuExperts cpu_;
+  ExpertOffloadStats stats_;
+  std::vector<std::byte*> chunks_;  // slot memory, a few slots a chunk
+  int slots_per_chunk_ = 1;
+  std::byte* zero_ = nullptr;       // one slot of zeros
+  unsigned* flag_ = nullptr;        // pinned, mapped: the last CPU task done
+  unsigned cpu_seq_ = 0;
+  cudaStream_t copy_ = nullptr;
+  cudaEvent_t compute_mark_ = nullptr;
+  std::vector<void*> pinned_;
+  std::unordered_map<const MoeWeights*, int> layers_;
+  std::vector<const MoeWeights*> by_id_;
+  std::vector<std::vector<int32_t>> last_active_;
+  bool calibrated_ = false;
+  // A group of fetches in flight: events around it on the copy stream, its size.
+  struct Group {
+    cudaEvent_t begin = nullptr, end = nullptr;
+    std::size_t bytes = 0;
+    int experts = 0;
+    bool concurrent = false;
+    bool open = false, pending = false;
+  };
+  Group group_;
+};
+
+}  // namespace ft::engine::cuda

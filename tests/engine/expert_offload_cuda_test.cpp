@@ -1,0 +1,166 @@
+// Routed experts kept in host RAM with a small GPU expert cache give the logits of the model with
+// every expert in VRAM, under every policy for the misses (all fetched, all on the CPU, a fixed
+// share, the adaptive split), in prefill (experts streamed through the slots in rounds) and in
+// decode; restore + suffix equals the whole sequence, and a batch equals its sequences alone.
+// Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "ft/engine/model.h"
+#include "ft/engine/state_checkpoint.h"
+#include "test_support.h"
+#include "tiny_models.h"
+
+namespace ft::test {
+namespace {
+
+using engine::BatchSlice;
+using engine::LogitsMode;
+using engine::ModelFamily;
+using engine::SequenceState;
+
+constexpr double kTolerance = 1e-4;  // the same kernels but for the order a token's experts are added in
+
+std::unique_ptr<engine::Model> load(const TempDir& dir, int slots, const char* policy = "adaptive") {
+  engine::LoadOptions o;
+  o.backend = engine::BackendKind::kCuda;
+  o.kv_budget_bytes = 64ull << 20;
+  o.threads = 2;
+  o.expert_slots = slots;
+  auto p = engine::parse_moe_policy(policy);
+  EXPECT_TRUE(p.is_ok());
+  o.moe_policy = *p;
+  auto m = engine::load_model(dir.path(), o);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  return m.is_ok() ? std::move(m).value() : nullptr;
+}
+
+int32_t argmax(const float* row, std::size_t n) { return int32_t(std::max_element(row, row + n) - row); }
+
+class ExpertOffloadCuda : public ::testing::TestWithParam<ModelFamily> {
+ protected:
+  void SetUp() override {
+    FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda);
+    ASSERT_TRUE(engine::write_random_checkpoint(dir_.path(), tiny_spec(GetParam(), false)).is_ok());
+  }
+  TempDir dir_;
+};
+
+TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
+  auto resident = load(dir_, 0);
+  ASSERT_TRUE(resident);
+  EXPECT_FALSE(resident->placement().experts_on_host);
+  EXPECT_FALSE(resident->expert_offload_stats());
+  const std::size_t V = std::size_t(resident->vocab_size());
+  const auto prompt = test_tokens(40, resident->vocab_size(), 5);  // > 16 rows: the prefill path
+  SequenceState rs = resident->new_state();
+  std::vector<float> want_prefill(prompt.size() * V);
+  ASSERT_TRUE(resident->forward(rs, prompt, want_prefill.data(), LogitsMode::kAll).is_ok());
+  // Greedy decode on the resident model gives the steps' tokens and logits.
+  std::vector<int32_t> tokens{argmax(want_prefill.data() + (prompt.size() - 1) * V, V)};
+  std::vector<std::vector<float>> want_steps;
+  for (int step = 0; step < 6; ++step) {
+    std::vector<float> l(V);
+    ASSERT_TRUE(resident->forward(rs, {&tokens.back(), 1}, l.data(), LogitsMode::kLast).is_ok());
+    want_steps.push_back(l);
+    tokens.push_back(argmax(l.data(), V));
+  }
+
+  for (const char* policy : {"fetch", "cpu", "ratio:0.5", "adaptive"}) {
+    SCOPED_TRACE(policy);
+    // 5 slots for 8 experts a layer (3 of them transient, for a token's 3 choices): prefill in
+    // rounds of 2, misses in decode.
+    auto m = load(dir_, 5, policy);
+    ASSERT_TRUE(m);
+    const engine::PlacementPlan& plan = m->placement();
+    EXPECT_TRUE(plan.experts_on_host);
+    EXPECT_EQ(plan.expert_slots, 5u);
+    EXPECT_EQ(plan.moe_policy, policy);
+    SequenceState s = m->new_state();
+    std::vector<float> got(prompt.size() * V);
+    ASSERT_TRUE(m->forward(s, prompt, got.data(), LogitsMode::kAll).is_ok());
+    EXPECT_LT(rel_l2(got.data(), want_prefill.data(), got.size()), kTolerance);
+    const auto after_prefill = m->expert_offload_stats();
+    ASSERT_TRUE(after_prefill);
+    EXPECT_GT(after_prefill->fetched, 0u);  // prefill streams every missing expert
+    EXPECT_EQ(after_prefill->cpu_computed, 0u);
+    for (int step = 0; step < 6; ++step) {
+      std::vector<float> l(V);
+      ASSERT_TRUE(m->forward(s, {&tokens[std::size_t(step)], 1}, l.data(), LogitsMode::kLast).is_ok());
+      EXPECT_LT(rel_l2(l.data(), want_steps[std::size_t(step)].data(), V), kTolerance) << "step " << step;
+      EXPECT_EQ(argmax(l.data(), V), tokens[std::size_t(step) + 1]) << "step " << step;
+    }
+    const auto st = m->expert_offload_stats();
+    ASSERT_TRUE(st);
+    EXPECT_EQ(st->policy, policy);
+    EXPECT_GT(st->hits + st->misses, 0u);
+    const std::string name = policy;
+    if (name == "fetch") {
+      EXPECT_EQ(st->cpu_computed, 0u);
+      EXPECT_GT(st->fetched, after_prefill->fetched);
+    } else if (name == "cpu") {
+      EXPECT_GT(st->cpu_computed, 0u);
+      EXPECT_EQ(st->fetched, after_prefill->fetched);
+    } else if (name == "ratio:0.5") {
+      EXPECT_GT(st->cpu_computed, 0u);
+      EXPECT_GT(st->fetched, after_prefill->fetched);
+    }
+    EXPECT_EQ(st->layer_hit_rate.size(), plan.moe_layers);
+  }
+}
+
+TEST_P(ExpertOffloadCuda, RestorePlusSuffixEqualsTheWholeSequence) {
+  auto m = load(dir_, 3, "ratio:0.5");
+  ASSERT_TRUE(m);
+  const std::size_t V = std::size_t(m->vocab_size());
+  const auto ids = test_tokens(52, m->vocab_size(), 9);
+  SequenceState whole = m->new_state();
+  std::vector<float> want(ids.size() * V);
+  ASSERT_TRUE(m->forward(whole, ids, want.data(), LogitsMode::kAll).is_ok());
+
+  const std::size_t cut = 37;
+  SequenceState prefix = m->new_state();
+  ASSERT_TRUE(m->forward(prefix, std::span(ids).first(cut), nullptr, LogitsMode::kNone).is_ok());
+  const auto fp = engine::store_fingerprint(*m);
+  const store::ModelState saved = engine::to_model_state(prefix, fp);
+  SequenceState restored = m->new_state();
+  ASSERT_TRUE(engine::restore_from_model_state(saved, restored).is_ok());
+  // The suffix one token at a time (decode's split) and then the rest in one pass.
+  std::vector<float> got((ids.size() - cut) * V);
+  for (std::size_t i = cut; i < ids.size(); ++i) {
+    ASSERT_TRUE(m->forward(restored, {&ids[i], 1}, got.data() + (i - cut) * V, LogitsMode::kLast).is_ok());
+  }
+  EXPECT_LT(rel_l2(got.data(), want.data() + cut * V, got.size()), kTolerance);
+}
+
+TEST_P(ExpertOffloadCuda, ABatchEqualsItsSequencesAlone) {
+  auto m = load(dir_, 4, "ratio:0.5");
+  ASSERT_TRUE(m);
+  const std::size_t V = std::size_t(m->vocab_size());
+  std::vector<SequenceState> batch, alone;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(test_tokens(20 + std::size_t(i) * 7, m->vocab_size(), 20 + uint64_t(i)));
+    for (auto* v : {&batch, &alone}) {
+      v->push_back(m->new_state());
+      ASSERT_TRUE(m->forward(v->back(), prompts.back(), nullptr, LogitsMode::kNone).is_ok());
+    }
+  }
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> together(3 * V), one(3 * V);
+    std::vector<int32_t> next{int32_t(step + 1), int32_t(step + 50), int32_t(step + 99)};
+    std::vector<BatchSlice> slices;
+    for (std::size_t i = 0; i < 3; ++i) slices.push_back({&batch[i], {&next[i], 1}, together.data() + i * V, LogitsMode::kLast});
+    ASSERT_TRUE(m->forward_batch(slices).is_ok());
+    for (std::size_t i = 0; i < 3; ++i)
+      ASSERT_TRUE(m->forward(alone[i], {&next[i], 1}, one.data() + i * V, LogitsMode::kLast).is_ok());
+    EXPECT_LT(rel_l2(together.data(), one.data(), together.size()), kTolerance) << "step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ExpertOffloadCuda, ::testing::ValuesIn(engine::model_families()),
+                         [](const auto& info) { return std::string(engine::model_family_name(info.param)); });
+
+}  // namespace
+}  // namespace ft::test
