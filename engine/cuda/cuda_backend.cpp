@@ -119,6 +119,7 @@ class CudaBackend final : public Backend {
     if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) fail(cuda::error_text("kernel launch", err));
     for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
     pending_traces_.clear();
+    if (offload_) offload_->publish();
     if (!failure_.empty()) return internal_error("GPU: " + failure_);
     return Status::ok();
   }

@@ -31,6 +31,7 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   x->stats_.policy = options.policy.name();
   x->stats_.layer_hit_rate.assign(std::size_t(options.layers), 0.0);
   x->last_active_.resize(std::size_t(options.layers));
+  x->publish();
   const auto fail = [](const char* what, cudaError_t err) {
     cudaGetLastError();
     return unavailable(error_text(what, err));
@@ -72,6 +73,11 @@ ExpertSlots::~ExpertSlots() {
 }
 
 ExpertOffloadStats ExpertSlots::snapshot() const {
+  std::lock_guard lock(published_mu_);
+  return published_;
+}
+
+void ExpertSlots::publish() {
   ExpertOffloadStats s = stats_;
   s.resident = cache_.resident();
   s.hits = cache_.hits();
@@ -82,7 +88,8 @@ ExpertOffloadStats ExpertSlots::snapshot() const {
     const double n = double(ls.hits + ls.misses);
     s.layer_hit_rate[std::size_t(l)] = n > 0 ? double(ls.hits) / n : 0.0;
   }
-  return s;
+  std::lock_guard lock(published_mu_);
+  published_ = std::move(s);
 }
 
 bool ExpertSlots::pin(std::span<const std::byte> bytes) {

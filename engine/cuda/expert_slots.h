@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -46,6 +47,8 @@ class ExpertSlots {
   CpuExperts& cpu() { return cpu_; }
   const CpuExperts& cpu() const { return cpu_; }
   ExpertOffloadStats& stats() { return stats_; }
+  // The stats as of the last publish() (end of a pass): safe to read from any thread meanwhile.
+  void publish();
   ExpertOffloadStats snapshot() const;
 
   // Page-locks host memory the copies read (cudaHostRegister, read-only where the GPU takes it).
@@ -100,6 +103,8 @@ class ExpertSlots {
   SplitModel model_;
   CpuExperts cpu_;
   ExpertOffloadStats stats_;
+  mutable std::mutex published_mu_;
+  ExpertOffloadStats published_;
   std::vector<std::byte*> chunks_;  // slot memory, a few slots a chunk
   int slots_per_chunk_ = 1;
   std::byte* zero_ = nullptr;       // one slot of zeros

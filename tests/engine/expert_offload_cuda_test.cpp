@@ -7,7 +7,9 @@
 
 #include <algorithm>
 
+#include "ft/engine/engine_status.h"
 #include "ft/engine/model.h"
+#include "ft/engine/scheduler.h"
 #include "ft/engine/state_checkpoint.h"
 #include "test_support.h"
 #include "tiny_models.h"
@@ -157,6 +159,28 @@ TEST_P(ExpertOffloadCuda, ABatchEqualsItsSequencesAlone) {
       ASSERT_TRUE(m->forward(alone[i], {&next[i], 1}, one.data() + i * V, LogitsMode::kLast).is_ok());
     EXPECT_LT(rel_l2(together.data(), one.data(), together.size()), kTolerance) << "step " << step;
   }
+}
+
+TEST_P(ExpertOffloadCuda, TheEngineStatusShowsTheCacheAndTheSplit) {
+  if (GetParam() != ModelFamily::kQwen3Moe) GTEST_SKIP() << "one family is enough";
+  auto m = load(dir_, 5, "ratio:0.5");
+  ASSERT_TRUE(m);
+  SequenceState s = m->new_state();
+  const auto ids = test_tokens(30, m->vocab_size(), 2);
+  ASSERT_TRUE(m->forward(s, ids, nullptr, LogitsMode::kNone).is_ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(m->forward(s, {&ids[std::size_t(i)], 1}, nullptr, LogitsMode::kNone).is_ok());
+  engine::Scheduler scheduler(*m, nullptr, {});
+  const nlohmann::json j = engine::engine_status(scheduler, nullptr);
+  const nlohmann::json& x = j["placement"]["experts"];
+  EXPECT_EQ(x["slots"], 5);
+  EXPECT_EQ(x["policy"], "ratio:0.5");
+  EXPECT_TRUE(x["in_host_ram"].get<bool>());
+  const nlohmann::json& st = x["stats"];
+  EXPECT_GT(st["hits"].get<uint64_t>() + st["misses"].get<uint64_t>(), 0u);
+  EXPECT_GT(st["fetched"].get<uint64_t>(), 0u);
+  EXPECT_GT(st["cpu_computed"].get<uint64_t>(), 0u);
+  EXPECT_EQ(st["layer_hit_rate"].size(), m->placement().moe_layers);
+  EXPECT_GT(st["split"]["pcie_gbps"].get<double>(), 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ExpertOffloadCuda, ::testing::ValuesIn(engine::model_families()),

@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "ft/engine/device.h"
 #include "ft/engine/random_checkpoint.h"
 #include "serve_process.h"
 #include "test_support.h"
@@ -316,6 +317,39 @@ TEST_F(ServeProcessE2E, OversizeBodyAndOverloadKeepTheirStatusesAcrossTheProcess
 
 // Across the process pair: eight concurrent streams complete in shared forward passes, and a
 // client that hangs up mid-stream has its engine work cancelled.
+// On the GPU host: the engine with its routed experts in host RAM (a 5-slot expert cache) answers
+// a conversation as the all-in-VRAM engine does, restores the earlier turns, and shows its cache
+// and split in /v1/stats and /metrics.
+TEST_F(ServeProcessE2E, ExpertsInHostRamServeTheSameRepliesAndShowTheirStats) {
+  if (!engine::query_cuda_device()) GTEST_SKIP() << "no GPU";
+  auto plain = serve({"--device", "cuda", "--no-store", "--no-prefix-cache"});
+  auto off = serve({"--device", "cuda", "--no-store", "--expert-slots", "5", "--moe-policy", "ratio:0.5"});
+  ASSERT_TRUE(plain && off);
+  std::vector<std::string> replies;
+  for (int turn = 0; turn < 3; ++turn) {
+    const json body = conversation(replies);
+    const auto [want, want_cached] = ask(plain->port(), body);
+    const auto [got, cached] = ask(off->port(), body);
+    ASSERT_EQ(want_cached, 0);
+    EXPECT_EQ(got, want) << "turn " << turn;
+    if (turn > 0) {
+      EXPECT_GT(cached, 0) << "turn " << turn;
+    }
+    replies.push_back(got);
+  }
+  const json x = stats(off->port())["engine"]["placement"]["experts"];
+  ASSERT_TRUE(x.is_object()) << stats(off->port()).dump();
+  EXPECT_EQ(x["slots"], 5);
+  EXPECT_GT(x["stats"]["fetched"].get<uint64_t>(), 0u);
+  EXPECT_GT(x["stats"]["cpu_computed"].get<uint64_t>(), 0u);
+  EXPECT_FALSE(stats(plain->port())["engine"]["placement"].contains("experts"));
+  httplib::Client c("127.0.0.1", off->port());
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m && m->status == 200);
+  EXPECT_NE(m->body.find("freetoken_expert_hits_total"), std::string::npos);
+  EXPECT_NE(m->body.find("freetoken_expert_layer_hit_rate{layer=\"0\"}"), std::string::npos);
+}
+
 TEST_F(ServeProcessE2E, ConcurrentStreamsBatchAndAHangUpCancelsTheEngineWork) {
   auto s = serve({"--no-store"});
   ASSERT_TRUE(s);

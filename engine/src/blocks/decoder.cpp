@@ -203,10 +203,8 @@ class DecoderModel final : public Model {
   }
   int threads() const override { return be_->threads(); }
   KvPoolStats kv_stats() const override { return pool_ ? pool_->stats() : KvPoolStats{}; }
-  std::optional<ExpertOffloadStats> expert_offload_stats() const override {
-    std::lock_guard lock(mu_);
-    return be_->expert_offload_stats();
-  }
+  // Not under mu_: the backend publishes a copy after each pass, readable while the next runs.
+  std::optional<ExpertOffloadStats> expert_offload_stats() const override { return be_->expert_offload_stats(); }
   void set_moe_policy(const MoePolicy& policy) const override {
     std::lock_guard lock(mu_);
     be_->set_moe_policy(policy);

@@ -23,6 +23,37 @@ json tier_json(const store::TierStats& t) {
           {"dropped_writes", t.dropped_writes}, {"degraded", t.degraded}};
 }
 
+json costs_json(const SplitCosts& c) {
+  return {{"pcie_gbps", c.pcie_gbps}, {"cpu_gbps", c.cpu_gbps}, {"pcie_shared_gbps", c.pcie_shared_gbps},
+          {"cpu_shared_gbps", c.cpu_shared_gbps}};
+}
+
+// Routed experts in host RAM: the cache and how its misses were served.
+json experts_json(const PlacementPlan& p, const std::optional<ExpertOffloadStats>& s) {
+  json j = {{"in_host_ram", true},
+            {"pinned", p.experts_pinned},
+            {"slots", p.expert_slots},
+            {"slot_bytes", p.expert_slot_bytes},
+            {"cache_bytes", p.expert_cache_bytes()},
+            {"policy", s ? s->policy : p.moe_policy}};
+  if (!s) return j;
+  const double uses = double(s->hits + s->misses);
+  j["stats"] = {{"hits", s->hits},
+                {"misses", s->misses},
+                {"hit_rate", uses > 0 ? double(s->hits) / uses : 0.0},
+                {"resident", s->resident},
+                {"fetched", s->fetched},
+                {"fetched_bytes", s->fetched_bytes},
+                {"cpu_computed", s->cpu_computed},
+                {"cpu_bytes", s->cpu_bytes},
+                {"fetch_gbps", s->fetch_seconds > 0 ? double(s->fetched_bytes) / s->fetch_seconds / 1e9 : 0.0},
+                {"cpu_gbps", s->cpu_seconds > 0 ? double(s->cpu_bytes) / s->cpu_seconds / 1e9 : 0.0},
+                {"split", costs_json(s->costs)},
+                {"calibrated", costs_json(s->calibrated)},
+                {"layer_hit_rate", s->layer_hit_rate}};
+  return j;
+}
+
 }  // namespace
 
 json engine_status(const Scheduler& scheduler, const store::StateTier* store) {
@@ -53,6 +84,7 @@ json engine_status(const Scheduler& scheduler, const store::StateTier* store) {
                     {"workspace_bytes", p.workspace_bytes},
                     {"reserved_bytes", p.reserved_bytes},
                     {"total_bytes", p.total_bytes()}};
+  if (p.experts_on_host) j["placement"]["experts"] = experts_json(p, m.expert_offload_stats());
   return j;
 }
 
