@@ -483,6 +483,7 @@ int bench_prefill(const Args& args) {
     print_profile(profile, secs);
   } else {  // the same prompt once more, every op timed on its own
     print_issue_time(passes);
+    s = m.new_state();  // its pages back to the pool first
     engine::SequenceState again = m.new_state();
     m.set_profile(&profile);
     const auto p0 = Clock::now();

@@ -81,7 +81,7 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
   }
   if (args.has("expert-slots")) {
     const int64_t n = args.get_int("expert-slots");
-    if (n < 2 || n > 1 << 24) return invalid_argument("--expert-slots must be at least 2");
+    if (n < 3 || n > 1 << 24) return invalid_argument("--expert-slots must be at least 3");
     if (o.backend != engine::BackendKind::kCuda) return invalid_argument("--expert-slots needs the GPU (--device cuda)");
     o.expert_slots = int(n);
   }

@@ -641,20 +641,23 @@ class CudaBackend final : public Backend {
     active.clear();
     for (std::size_t e = 0; e < E; ++e)
       if (counts[e] > 0) active.push_back(int32_t(e));
-    // A round may take every cache slot but the other layers' floors.
+    // Rounds of at most half the cache slots other layers' floors leave: a round's copies run
+    // while the round before computes (ExpertSlots::begin_round).
     ExpertCache& cache = o.cache();
     const int spare = cache.slots() - cache.floor_per_layer() * (cache.layers() - 1);
-    const std::size_t round = std::size_t(std::max(1, spare));
+    const std::size_t round = std::size_t(std::max(1, spare / 2));
     const Resolve resolve = [&](std::span<const int32_t> experts) {
-      // The round before may still be computing on the slots this one takes.
-      o.copy_after(s());
-      cache.begin_step();
+      o.begin_round();
       std::vector<std::optional<int>> slots(experts.size());
       for (std::size_t i = 0; i < experts.size(); ++i) slots[i] = cache.lookup(layer, experts[i]);  // hits first
       std::vector<cuda::ExpertPtrs> where;
       for (std::size_t i = 0; i < experts.size(); ++i) {
         if (!slots[i]) {
           std::optional<ExpertCache::Admitted> a = cache.admit(layer, experts[i]);
+          if (!a) {  // the round before (or a prefetch that guessed wrong) holds the rest: wait for it
+            o.copy_after_all(s());
+            a = cache.admit(layer, experts[i]);
+          }
           if (!a) {
             fail("internal error: no expert slot for a prefill round");
             return std::vector<cuda::ExpertPtrs>{};
@@ -667,22 +670,30 @@ class CudaBackend final : public Backend {
       o.fetched_into(s(), false);
       return where;
     };
-    experts_batched(dims, w, x, T, K, counts, chosen_dev, weights_dev, out, round, resolve);
+    experts_batched(dims, w, x, T, K, counts, chosen_dev, weights_dev, out, round, resolve,
+                    [&] { o.end_round(s()); });
     // A chunk this size touches most experts of every layer: the next layer's (those its last
-    // chunk used, or all) cross PCIe while this one computes, as many as the slots this layer
-    // leaves, so the copies run on.
+    // chunk used, or all) cross PCIe while this one computes, as a round of its own (as many as
+    // the slots the last two rounds leave), so the copies run on.
     const MoeWeights* next = o.next_layer(layer);
     if (!next || T * K < 2 * E) return;
     const int next_id = layer + 1;
     std::vector<int32_t> wanted = o.last_active(next_id);
     if (wanted.empty())
       for (int e = 0; e < int(next->experts.size()); ++e) wanted.push_back(e);
+    // At most a round's worth, so the next layer's first round finds slots for what was not
+    // guessed.
+    o.begin_round();
+    std::size_t fetched = 0;
     for (const int32_t e : wanted) {
+      if (fetched >= round) break;
       if (cache.find(next_id, e)) continue;
       std::optional<ExpertCache::Admitted> a = cache.admit(next_id, e, ExpertCache::Admission::kAlways, false);
       if (!a) break;
       o.fetch(*next, e, a->slot);
+      ++fetched;
     }
+    o.end_round(s());
   }
 
   // ---- Gated DeltaNet ----
@@ -766,6 +777,7 @@ class CudaBackend final : public Backend {
   // Device pointers of a round's experts, in the order given: the placed weights, or (offloaded
   // experts) slots the callback has made them resident in.
   using Resolve = std::function<std::vector<cuda::ExpertPtrs>(std::span<const int32_t> experts)>;
+  using RoundDone = std::function<void()>;
 
   // The routed experts of a prefill-sized call in a few launches. The active experts, busiest
   // first, fall into buckets whose experts have more than half the rows of the bucket's first;
@@ -778,7 +790,7 @@ class CudaBackend final : public Backend {
   void experts_batched(const cuda::ExpertTable& dims, const MoeWeights& w, const float* x, std::size_t T,
                        std::size_t K, std::span<const int32_t> counts, const int32_t* chosen_dev,
                        const float* weights_dev, float* out, std::size_t round_experts = SIZE_MAX,
-                       const Resolve& resolve = nullptr) {
+                       const Resolve& resolve = nullptr, const RoundDone& round_done = nullptr) {
     const std::size_t E = w.experts.size(), H = std::size_t(dims.hidden), I = std::size_t(dims.inter);
     struct Piece {
       std::size_t row0 = 0, P = 0;
@@ -886,6 +898,7 @@ class CudaBackend final : public Backend {
                        p.P * H, half, down.size());
         }
       });
+      if (round_done) round_done();
     }
     cuda::moe_combine(y, rows, sorted_weights, int(T), int(K), int(H), out, s());
   }

@@ -18,14 +18,15 @@ std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; 
 
 ExpertSlots::ExpertSlots(const ExpertOffloadOptions& options, int transient)
     : o_(options),
-      cache_(options.slots - transient, options.layers, options.experts, options.floor_per_layer),
+      cache_(options.slots - transient, options.layers, options.experts, options.floor_per_layer, 2),
       cpu_(options.cpu_threads) {}
 
 Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOptions& options) {
-  if (options.slots < 2) return invalid_argument("expert offload needs at least two slots");
   // A quarter of the slots, at least a token's choices and at most 128, are transient: a decode
-  // step's fetches the cache declines.
-  const int transient = std::clamp(std::max(options.slots / 4, options.top_k), 1, std::min(128, options.slots - 1));
+  // step's fetches the cache declines. The cache keeps two at least (a prefill round's copies
+  // overlap the round before, whose slots stay protected).
+  if (options.slots < 3) return invalid_argument("expert offload needs at least three slots");
+  const int transient = std::clamp(std::max(options.slots / 4, options.top_k), 1, std::min(128, options.slots - 2));
   std::unique_ptr<ExpertSlots> x(new ExpertSlots(options, transient));
   x->stats_.slots = options.slots;
   x->stats_.policy = options.policy.name();
@@ -54,7 +55,8 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   *x->flag_ = 0;
   if (cudaError_t err = cudaStreamCreateWithFlags(&x->copy_, cudaStreamNonBlocking); err != cudaSuccess)
     return fail("the copy stream", err);
-  for (cudaEvent_t* e : {&x->compute_mark_, &x->group_.begin, &x->group_.end}) {
+  for (cudaEvent_t* e :
+       {&x->round_done_[0], &x->round_done_[1], &x->round_done_[2], &x->all_done_, &x->group_.begin, &x->group_.end}) {
     if (cudaError_t err = cudaEventCreate(e); err != cudaSuccess) return fail("copy events", err);
   }
   return x;
@@ -67,7 +69,7 @@ ExpertSlots::~ExpertSlots() {
   for (void* p : pinned_) cudaHostUnregister(p);
   for (std::byte* c : chunks_) cudaFree(c);
   if (zero_) cudaFree(zero_);
-  for (cudaEvent_t e : {compute_mark_, group_.begin, group_.end})
+  for (cudaEvent_t e : {round_done_[0], round_done_[1], round_done_[2], all_done_, group_.begin, group_.end})
     if (e) cudaEventDestroy(e);
   if (copy_) cudaStreamDestroy(copy_);
 }
@@ -148,9 +150,20 @@ ExpertPtrs layout(std::byte* base, const MoeWeights& w) {
 ExpertPtrs ExpertSlots::slot(int s, const MoeWeights& w) const { return layout(slot_base(s), w); }
 ExpertPtrs ExpertSlots::zero(const MoeWeights& w) const { return layout(zero_, w); }
 
-void ExpertSlots::copy_after(cudaStream_t compute) {
-  cudaEventRecord(compute_mark_, compute);
-  cudaStreamWaitEvent(copy_, compute_mark_, 0);
+void ExpertSlots::begin_round() {
+  if (rounds_ >= 2) cudaStreamWaitEvent(copy_, round_done_[(rounds_ - 2) % 3], 0);
+  cache_.begin_step();
+}
+
+void ExpertSlots::copy_after_all(cudaStream_t compute) {
+  cudaEventRecord(all_done_, compute);
+  cudaStreamWaitEvent(copy_, all_done_, 0);
+  cache_.unprotect_earlier_steps();
+}
+
+void ExpertSlots::end_round(cudaStream_t compute) {
+  cudaEventRecord(round_done_[rounds_ % 3], compute);
+  ++rounds_;
 }
 
 void ExpertSlots::fetch(const MoeWeights& w, int e, int s) {

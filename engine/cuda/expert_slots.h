@@ -78,9 +78,15 @@ class ExpertSlots {
     return std::size_t(layer + 1) < by_id_.size() ? by_id_[std::size_t(layer + 1)] : nullptr;
   }
 
-  // The copy stream waits for the work `compute` has queued so far (before slots it may still read
-  // are overwritten).
-  void copy_after(cudaStream_t compute);
+  // Prefill streams experts in rounds (a group of a layer's experts, or the next layer's
+  // prefetch): a round's copies wait only for the compute of the round two before it, whose
+  // experts it may evict (the cache protects the last two rounds'), so they overlap the compute
+  // of the round before. begin_round starts the cache step; end_round marks the round's compute.
+  void begin_round();
+  void end_round(cudaStream_t compute);
+  // When a round finds no slot: the copy stream waits for all the compute queued so far, and the
+  // earlier rounds' experts lose their protection.
+  void copy_after_all(cudaStream_t compute);
   // Copies expert e of w into slot s on the copy stream.
   void fetch(const MoeWeights& w, int e, int s);
   // Ends a group of fetches: `compute` waits for them; their time is read later (settle()).
@@ -111,7 +117,9 @@ class ExpertSlots {
   unsigned* flag_ = nullptr;        // pinned, mapped: the last CPU task done
   unsigned cpu_seq_ = 0;
   cudaStream_t copy_ = nullptr;
-  cudaEvent_t compute_mark_ = nullptr;
+  cudaEvent_t round_done_[3] = {};
+  cudaEvent_t all_done_ = nullptr;
+  std::uint64_t rounds_ = 0;
   std::vector<void*> pinned_;
   std::unordered_map<const MoeWeights*, int> layers_;
   std::vector<const MoeWeights*> by_id_;

@@ -113,7 +113,7 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
 }
 
 TEST_P(ExpertOffloadCuda, RestorePlusSuffixEqualsTheWholeSequence) {
-  auto m = load(dir_, 3, "ratio:0.5");
+  auto m = load(dir_, 5, "ratio:0.5");
   ASSERT_TRUE(m);
   const std::size_t V = std::size_t(m->vocab_size());
   const auto ids = test_tokens(52, m->vocab_size(), 9);
@@ -137,7 +137,7 @@ TEST_P(ExpertOffloadCuda, RestorePlusSuffixEqualsTheWholeSequence) {
 }
 
 TEST_P(ExpertOffloadCuda, ABatchEqualsItsSequencesAlone) {
-  auto m = load(dir_, 4, "ratio:0.5");
+  auto m = load(dir_, 6, "ratio:0.5");
   ASSERT_TRUE(m);
   const std::size_t V = std::size_t(m->vocab_size());
   std::vector<SequenceState> batch, alone;

@@ -78,6 +78,28 @@ TEST(ExpertCache, APerLayerFloorKeepsOtherLayersSlots) {
   EXPECT_FALSE(c.admit(1, 4));  // its two slots serve this step; layer 0 is at its floor
 }
 
+TEST(ExpertCache, TwoProtectedStepsKeepThePreviousStepsExpertsToo) {
+  ExpertCache c(3, 1, 8, 0, /*protected_steps=*/2);
+  ASSERT_TRUE(c.admit(0, 0));
+  c.begin_step();
+  ASSERT_TRUE(c.admit(0, 1));
+  ASSERT_TRUE(c.admit(0, 2));
+  c.begin_step();
+  ASSERT_TRUE(c.lookup(0, 2));
+  // Expert 0 (two steps back) may go; 1 (the previous step's) may not.
+  auto a = c.admit(0, 3);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->evicted->expert, 0);
+  EXPECT_FALSE(c.admit(0, 4));
+  c.begin_step();
+  EXPECT_EQ(c.admit(0, 4)->evicted->expert, 1);
+  EXPECT_FALSE(c.admit(0, 5));  // 3 (the step before) and 4 (this one) are protected
+  c.unprotect_earlier_steps();  // the earlier steps' kernels are known to be done
+  EXPECT_EQ(c.admit(0, 5)->evicted->expert, 2);  // least recently used first
+  EXPECT_EQ(c.admit(0, 6)->evicted->expert, 3);
+  EXPECT_FALSE(c.admit(0, 7));  // this step's stay protected
+}
+
 TEST(ExpertCache, DecodeAdmitsOnlyExpertsUsedMoreOftenThanTheirVictim) {
   ExpertCache c(2, 1, 8);
   ASSERT_TRUE(c.admit(0, 0));

@@ -5,10 +5,11 @@
 
 namespace ft::engine {
 
-ExpertCache::ExpertCache(int slots, int layers, int experts, int floor_per_layer)
+ExpertCache::ExpertCache(int slots, int layers, int experts, int floor_per_layer, int protected_steps)
     : layers_(layers),
       experts_(experts),
       floor_(floor_per_layer),
+      protected_(std::max(protected_steps, 1)),
       slot_key_(std::size_t(std::max(slots, 0))),
       last_used_(slot_key_.size(), kNever),
       step_used_(slot_key_.size(), 0),
@@ -60,7 +61,8 @@ void ExpertCache::drop(int slot) {
 bool ExpertCache::evictable(int slot, int for_layer, bool floor) const {
   const Key& k = slot_key_[std::size_t(slot)];
   if (k.layer < 0) return true;
-  if (step_used_[std::size_t(slot)] == step_) return false;
+  const std::uint64_t used = step_used_[std::size_t(slot)];
+  if (used != 0 && used >= protect_from_ && used + std::uint64_t(protected_) > step_) return false;
   return !floor || k.layer == for_layer || stats_[std::size_t(k.layer)].resident > floor_;
 }
 

@@ -2,8 +2,9 @@
 // offloaded model (the slots' memory and the copies into them are the backend's). One global LRU
 // over a fixed number of equal slots, each holding one (layer, expert); a per-layer floor keeps a
 // layer's last `floor` slots from being taken by other layers, so one busy layer cannot empty the
-// cache of all the others. Experts used in the current step (since begin_step) are never evicted:
-// the step's kernels read them.
+// cache of all the others. Experts used in the last `protected_steps` steps (the current one
+// since begin_step, and those before it) are never evicted: their kernels may still read them
+// (with 2, a step's copies overlap the previous step's compute).
 //
 // Admission: every use (hit or miss) counts towards an expert's frequency, halved now and then so
 // it follows the traffic. Decode admits a missed expert only if it is used more often than the
@@ -34,15 +35,18 @@ class ExpertCache {
   };
 
   // `slots` slots for `layers` MoE layers of `experts` experts each.
-  ExpertCache(int slots, int layers, int experts, int floor_per_layer = 0);
+  ExpertCache(int slots, int layers, int experts, int floor_per_layer = 0, int protected_steps = 1);
 
   int slots() const { return int(slot_key_.size()); }
   int layers() const { return layers_; }
   int experts() const { return experts_; }
   int floor_per_layer() const { return floor_; }
 
-  // A new step: the experts the previous step used may be evicted again.
+  // A new step: the experts of steps before the protected ones may be evicted again.
   void begin_step() { ++step_; }
+  // Only this step's experts stay protected from now on (the caller has made sure the earlier
+  // steps' kernels are done).
+  void unprotect_earlier_steps() { protect_from_ = step_; }
   // The slot holding (layer, expert), marked used by this step; nullopt on a miss. Counts a hit
   // or a miss for the layer.
   std::optional<int> lookup(int layer, int expert);
@@ -79,8 +83,9 @@ class ExpertCache {
   void count_use(int layer, int expert);
   bool evictable(int slot, int for_layer, bool floor) const;
 
-  int layers_, experts_, floor_;
+  int layers_, experts_, floor_, protected_;
   std::uint64_t step_ = 1;
+  std::uint64_t protect_from_ = 0;  // steps before this one are never protected
   std::uint64_t clock_ = 0;
   std::vector<Key> slot_key_;                // per slot; layer -1: free
   std::vector<std::uint64_t> last_used_;     // per slot: clock of its last use

@@ -59,7 +59,7 @@ struct GpuPlanRequest {
 // budget; else, for a MoE model, the routed experts in host RAM and what the budget leaves after
 // the other weights, the workspace (2 GiB below a 24 GiB budget) and the KV pool (--kv-budget, or
 // a quarter of the room) as expert cache slots. kUnavailable, saying how much is needed, when not
-// even two slots fit.
+// even three slots fit.
 Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& request);
 
 }  // namespace ft::engine
