@@ -25,12 +25,17 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_model.h"
 #include "bench_restore.h"
 #include "commands.h"
+#include "data_dirs.h"
+#include "ft/engine/cpu_experts.h"
+#include "ft/engine/device.h"
 #include "ft/engine/expert_kernels.h"
+#include "ft/engine/offload_bandwidth.h"
 
 namespace ft::cli {
 namespace {
@@ -238,6 +243,44 @@ int bench_expert(const Args& args) {
   return 0;
 }
 
+// ---- bench bw -----------------------------------------------------------------------------------
+
+// What expert offload's split planner starts from on this machine: pinned copies of experts to the
+// GPU, the CPU expert kernels over experts in host RAM, both at once; written where an offloaded
+// model reads it (<data dir>/offload-bandwidth.json).
+int bench_bw(const Args& args) {
+  const std::string cmd = "bench bw";
+  const int hidden = args.get_int("hidden"), inter = args.get_int("inter");
+  const double seconds = args.get_double("seconds");
+  // The engine's CPU experts take every core but the one issuing the GPU's work.
+  const int threads = args.has("threads") ? int(args.get_int("threads"))
+                                          : std::max(1, int(std::thread::hardware_concurrency()) - 1);
+  if (hidden < 1 || inter < 1 || threads < 1 || !(seconds > 0))
+    return usage_error(cmd, "--hidden, --inter, --threads and --seconds must be positive");
+  auto gpu = engine::query_cuda_device();
+  if (!gpu) return runtime_error(cmd, gpu.status().message());
+  // 128 experts: a Qwen3-30B-A3B layer by default, 1.1 GiB, more than the last-level cache.
+  auto layer = engine::SyntheticExpertLayer::create(128, hidden, inter, 8);
+  if (!layer) return runtime_error(cmd, layer.status().message());
+  engine::CpuExperts cpu(threads);
+  auto c = engine::measure_offload_bandwidth(layer->weights(), cpu, std::min(seconds, 5.0));
+  if (!c) return runtime_error(cmd, c.status().message());
+  std::printf("bench bw: %s, %d CPU threads (%s), experts of %d x %d in bf16 (%.1f MiB)\n", gpu->name.c_str(), threads,
+              engine::cpu_isa_name(cpu.isa()), hidden, inter,
+              double(layer->weights().experts.front().bytes()) / 1048576.0);
+  std::printf("  alone        PCIe (pinned host -> GPU) %.1f GB/s; CPU expert kernels %.1f GB/s\n", c->pcie_gbps,
+              c->cpu_gbps);
+  std::printf("  at once      PCIe %.1f + CPU %.1f = %.1f GB/s (%.2fx the faster alone)\n", c->pcie_shared_gbps,
+              c->cpu_shared_gbps, c->pcie_shared_gbps + c->cpu_shared_gbps,
+              (c->pcie_shared_gbps + c->cpu_shared_gbps) / std::max(c->pcie_gbps, c->cpu_gbps));
+  const std::filesystem::path file = freetoken_data_dir() / "offload-bandwidth.json";
+  if (Status st = engine::save_offload_costs(file, *c, gpu->name, threads); !st) return runtime_error(cmd, st.message());
+  std::printf("  saved        %s (read by models with experts in host RAM at %d threads; --recalibrate measures "
+              "again)\n",
+              file.string().c_str(), threads);
+  return 0;
+}
+
 // ---- Dispatch ---------------------------------------------------------------------------------
 
 struct Benchmark {
@@ -252,6 +295,7 @@ const Benchmark kBenchmarks[] = {
     {"decode", "a model's decode steps vs the bandwidth bound", bench_decode},
     {"prefill", "a model's prefill of a long prompt", bench_prefill},
     {"gemm", "the CPU backend's bf16 linear on each kernel path, TFLOP/s", bench_gemm},
+    {"bw", "expert offload's PCIe and CPU expert bandwidth, alone and at once (cached for the engine)", bench_bw},
 };
 
 int run_bench(const Args& args) {
@@ -269,13 +313,15 @@ int run_bench(const Args& args) {
 const Command kBenchCommand = {
     "bench",
     "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth), bench restore "
-    "(checkpoint restore from disk vs disk bandwidth and recompute), bench decode|prefill (a model vs its bound)",
+    "(checkpoint restore from disk vs disk bandwidth and recompute), bench decode|prefill (a model vs its bound), "
+    "bench bw (expert offload's PCIe and CPU bandwidth, cached for the engine)",
     "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]\n"
     "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]\n"
     "       freetoken bench decode --model DIR [--batch 1] [--prompt 128] [--steps 32] [--threads N]\n"
+    "       freetoken bench bw [--hidden 2048] [--inter 768] [--threads N] [--seconds 2]\n"
     "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N]",
-    {{"hidden", "N", "expert: hidden size (model dim)", "2048"},
-     {"inter", "N", "expert: moe_intermediate_size", "768"},
+    {{"hidden", "N", "expert, bw: hidden size (model dim)", "2048"},
+     {"inter", "N", "expert, bw: moe_intermediate_size", "768"},
      {"tokens", "N", "expert: tokens routed to each expert per call [1]; restore: tokens in the checkpoint [30000]; gemm: rows of x [4096]", ""},
      {"experts", "N", "expert: distinct experts cycled (0: max(64, 4x last-level cache))", "0"},
      {"isa", "NAME", "expert: kernel path: auto, scalar, avx2, avx512, avx512bf16", "auto"},
@@ -298,6 +344,7 @@ const Command kBenchCommand = {
      {"moe-policy", "P", "decode, prefill: how cache misses are served with experts in host RAM (adaptive, fetch, cpu, ratio:Q)", ""},
      {"expert-slots", "N", "decode, prefill: experts in host RAM with exactly N GPU slots", ""},
      {"feed", "HOW", "decode: the next tokens: greedy (random weights loop: repeated routing) or random (routing near uniform)", ""},
+     {"recalibrate", "", "decode, prefill: with experts in host RAM, measure PCIe and CPU bandwidth again", ""},
      {"policies", "LIST", "decode: with experts in host RAM, time each policy in turn, e.g. adaptive,fetch,cpu", ""},
      {"reference", "", "decode, prefill: the fp32 reference ops instead of the runtime kernels", ""},
      {"deterministic", "", "decode, prefill: one kernel family for every call size (see freetoken engine --help)", ""},

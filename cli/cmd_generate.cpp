@@ -69,7 +69,7 @@ const Command kGenerateCommand = {
      {"min-p", "P", "drop tokens less likely than P x the most likely; 0: off", "0"},
      {"seed", "S", "random seed; the same seed gives the same tokens", "0"},
      device_flag(), threads_flag(), kv_budget_flag(), gpu_mem_flag(), moe_policy_flag(), expert_slots_flag(),
-     reference_flag(), deterministic_flag()},
+     recalibrate_flag(), reference_flag(), deterministic_flag()},
     0,
     run_generate,
 };

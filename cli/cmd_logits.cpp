@@ -41,7 +41,7 @@ const Command kLogitsCommand = {
     {model_flag(), tokens_flag(),
      {"out", "FILE", "output .safetensors file; tensor 'logits' F32 [tokens, vocab]", "", true},
      device_flag(), threads_flag(), kv_budget_flag(), gpu_mem_flag(), moe_policy_flag(), expert_slots_flag(),
-     reference_flag(), deterministic_flag()},
+     recalibrate_flag(), reference_flag(), deterministic_flag()},
     0,
     run_logits,
 };

@@ -24,6 +24,7 @@ std::vector<Flag> engine_runtime_flags() {
       gpu_mem_flag(),
       moe_policy_flag(),
       expert_slots_flag(),
+      recalibrate_flag(),
       deterministic_flag(),
   };
 }

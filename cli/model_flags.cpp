@@ -6,6 +6,7 @@
 
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
+#include "data_dirs.h"
 #include "load_progress.h"
 #include "model_locator.h"
 
@@ -85,6 +86,8 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
     if (o.backend != engine::BackendKind::kCuda) return invalid_argument("--expert-slots needs the GPU (--device cuda)");
     o.expert_slots = int(n);
   }
+  o.offload_costs_cache = (freetoken_data_dir() / "offload-bandwidth.json").string();
+  if (args.has("recalibrate")) o.recalibrate = true;
   if (args.has("deterministic")) o.deterministic = true;
   o.progress = load_progress_printer();
   return o;
@@ -116,6 +119,12 @@ Flag moe_policy_flag() {
 Flag expert_slots_flag() {
   return {"expert-slots", "N",
           "keep routed experts in host RAM with exactly N GPU expert slots, even where all would fit (experiments)",
+          "", false};
+}
+Flag recalibrate_flag() {
+  return {"recalibrate", "",
+          "with experts in host RAM: measure PCIe and CPU expert bandwidth again instead of reading "
+          "<data dir>/offload-bandwidth.json (what `freetoken bench bw` writes)",
           "", false};
 }
 Flag deterministic_flag() {

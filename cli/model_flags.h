@@ -36,5 +36,6 @@ Flag reference_flag();
 Flag deterministic_flag();
 Flag moe_policy_flag();
 Flag expert_slots_flag();
+Flag recalibrate_flag();
 
 }  // namespace ft::cli

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "device_memory.h"
+#include "ft/engine/offload_bandwidth.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -205,57 +206,24 @@ void ExpertSlots::settle() {
 
 void ExpertSlots::calibrate(const MoeWeights& w) {
   calibrated_ = true;
-  const int n = std::min({8, transient_slots(), int(w.experts.size()) / 2});
-  if (n < 1) return;
-  const std::size_t H = std::size_t(w.hidden), bytes = expert_bytes(w);
-  std::vector<float> x(H, 0.01f), y(H), weights(std::size_t(n), 1.f);
-  std::vector<int32_t> chosen(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) chosen[std::size_t(i)] = n + i;  // the CPU's experts: not the fetched ones
-  cudaEvent_t a = nullptr, b = nullptr;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  const auto copy = [&] {
-    cudaEventRecord(a, copy_);
-    for (int i = 0; i < n; ++i) {
-      const SwiGluMatrices& m = w.experts[std::size_t(i)];
-      const ExpertPtrs to = transient(i, w);
-      cudaMemcpyAsync(const_cast<std::byte*>(to.gate), m.gate.data, m.gate.bytes(), cudaMemcpyHostToDevice, copy_);
-      cudaMemcpyAsync(const_cast<std::byte*>(to.up), m.up.data, m.up.bytes(), cudaMemcpyHostToDevice, copy_);
-      cudaMemcpyAsync(const_cast<std::byte*>(to.down), m.down.data, m.down.bytes(), cudaMemcpyHostToDevice, copy_);
-    }
-    cudaEventRecord(b, copy_);
-  };
-  const auto copy_gbps = [&] {
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    return ms > 0 ? double(n) * double(bytes) / (double(ms) * 1e-3) / 1e9 : 0.0;
-  };
-  const auto cpu_gbps = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    cpu_.run(w, x.data(), 1, std::size_t(n), chosen.data(), weights.data(), y.data());
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return s > 0 ? double(n) * double(bytes) / s / 1e9 : 0.0;
-  };
-  SplitCosts c = model_.costs();
-  double pcie = 0, cpu = 0, pcie_shared = 0, cpu_shared = 0;
-  for (int rep = 0; rep < 3; ++rep) {  // best of three, the first pays page faults and thread start
-    copy();
-    pcie = std::max(pcie, copy_gbps());
-    cpu = std::max(cpu, cpu_gbps());
-    copy();
-    cpu_shared = std::max(cpu_shared, cpu_gbps());
-    pcie_shared = std::max(pcie_shared, copy_gbps());
+  std::string device;
+  if (cudaDeviceProp prop{}; cudaGetDeviceProperties(&prop, 0) == cudaSuccess) device = prop.name;
+  const int threads = cpu_.threads();
+  Result<SplitCosts> c = not_found("");
+  if (!o_.costs_cache.empty() && !o_.recalibrate) c = load_offload_costs(o_.costs_cache, device, threads);
+  if (!c) {
+    c = measure_offload_bandwidth(w, cpu_, 0.05);
+    if (c && !o_.costs_cache.empty()) (void)save_offload_costs(o_.costs_cache, *c, device, threads);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   cudaGetLastError();
-  if (pcie > 0) c.pcie_gbps = pcie;
-  if (cpu > 0) c.cpu_gbps = cpu;
-  c.pcie_shared_gbps = std::min(pcie_shared, c.pcie_gbps);
-  c.cpu_shared_gbps = std::min(cpu_shared, c.cpu_gbps);
-  model_.set_costs(c);
-  stats_.calibrated = c;
+  if (!c) return;  // the defaults, learned from serving
+  SplitCosts costs = model_.costs();
+  costs.pcie_gbps = c->pcie_gbps;
+  costs.cpu_gbps = c->cpu_gbps;
+  costs.pcie_shared_gbps = c->pcie_shared_gbps;
+  costs.cpu_shared_gbps = c->cpu_shared_gbps;
+  model_.set_costs(costs);
+  stats_.calibrated = costs;
 }
 
 }  // namespace ft::engine::cuda

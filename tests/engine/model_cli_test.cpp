@@ -102,9 +102,28 @@ TEST_F(ModelCli, CudaWithoutAGpuAndUnknownDevicesExitTwoSayingWhy) {
   expect_one_line_error(
       run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cpu", "--gpu-mem", "4"}),
       "--gpu-mem needs the GPU");
+  expect_one_line_error(
+      run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--moe-policy", "gpu"}),
+      "--moe-policy must be adaptive, fetch, cpu or ratio:Q");
+  expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cpu",
+                                       "--moe-policy", "cpu"}),
+                        "--moe-policy needs the GPU");
+  expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cpu",
+                                       "--expert-slots", "8"}),
+                        "--expert-slots needs the GPU");
+  expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--expert-slots", "2"}),
+                        "--expert-slots must be at least 3");
   if (engine::query_cuda_device()) GTEST_SKIP() << "this machine has a GPU: --device cuda runs";
   expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cuda"}),
                         "--device cuda: ");
+}
+
+TEST_F(ModelCli, BenchBwSaysWhyWithoutAGpu) {
+  if (engine::query_cuda_device()) GTEST_SKIP() << "this machine has a GPU: bench bw measures (GPU runs)";
+  const CommandResult r = run_freetoken({"bench", "bw", "--seconds", "0.1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("bench bw: "), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST_F(ModelCli, UnknownArchitectureExitsTwo) {

@@ -2,6 +2,7 @@
 #include "backend/cuda_factory.h"
 #include "ft/engine/cuda_ops.h"
 #include "ft/engine/device.h"
+#include "ft/engine/offload_bandwidth.h"
 
 namespace ft::engine {
 
@@ -14,6 +15,11 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions&) { retu
 Result<CudaDeviceInfo> query_cuda_device(int) { return no_cuda(); }
 Result<double> measure_device_copy_gbps(std::size_t, int) { return no_cuda(); }
 Result<double> measure_host_to_device_gbps(std::size_t, int) { return no_cuda(); }
+Result<SplitCosts> measure_offload_bandwidth(const MoeWeights&, CpuExperts&, double) { return no_cuda(); }
+Result<SyntheticExpertLayer> SyntheticExpertLayer::create(int, int, int, int) { return no_cuda(); }
+SyntheticExpertLayer::SyntheticExpertLayer(SyntheticExpertLayer&&) noexcept = default;
+SyntheticExpertLayer& SyntheticExpertLayer::operator=(SyntheticExpertLayer&&) noexcept = default;
+SyntheticExpertLayer::~SyntheticExpertLayer() = default;
 
 namespace cuda {
 DeviceBuffer::~DeviceBuffer() = default;

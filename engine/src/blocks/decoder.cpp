@@ -145,6 +145,8 @@ class DecoderModel final : public Model {
         o.experts = int(plan.experts_per_layer);
         o.floor_per_layer = expert_floor(plan.expert_slots, plan.moe_layers);
         o.top_k = int(cfg.num_experts_per_tok);
+        o.costs_cache = options.offload_costs_cache;
+        o.recalibrate = options.recalibrate;
         o.policy = options.moe_policy;
         // Every core but one: the thread issuing the GPU's work waits on it spinning.
         o.cpu_threads = options.threads > 0 ? options.threads

@@ -126,6 +126,11 @@ struct ExpertOffloadOptions {
   int top_k = 0;               // choices a token makes
   MoePolicy policy;
   int cpu_threads = 0;  // the CPU experts' arena; 0: every core
+  // The split's starting costs per machine (offload_bandwidth.h): read from this file when it was
+  // measured for this GPU and thread count, else (or when `recalibrate`) measured on the first
+  // offloaded layer and written there. Empty: measured, not cached.
+  std::string costs_cache;
+  bool recalibrate = false;
 };
 
 // What an offloaded model's experts did since load: the cache, both miss paths and the rates the

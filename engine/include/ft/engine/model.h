@@ -101,6 +101,10 @@ struct LoadOptions {
   // when everything would fit (tests, experiments).
   MoePolicy moe_policy;
   int expert_slots = 0;
+  // The split's per-machine costs (offload_bandwidth.h): cache file ("" : measured, not kept),
+  // and whether to measure again instead of reading it.
+  std::string offload_costs_cache;
+  bool recalibrate = false;
   // Called as weights are placed (mapped in place, or copied to the GPU): bytes so far of the
   // model's total, after each layer and once more with done = true.
   std::function<void(std::uint64_t placed, std::uint64_t total, bool done)> progress = nullptr;

@@ -1,0 +1,153 @@
+// measure_offload_bandwidth and the synthetic expert layer (offload_bandwidth.h), on the GPU.
+#include "ft/engine/offload_bandwidth.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "device_memory.h"
+#include "ft/engine/bf16.h"
+
+namespace ft::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kBuffers = 8;  // device destinations the copies cycle through
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Copies of w's experts, cycling, into `dst` on `s`: `n` experts from `first`.
+void enqueue_copies(const MoeWeights& w, std::byte* const* dst, int first, int n, cudaStream_t s) {
+  for (int i = 0; i < n; ++i) {
+    const SwiGluMatrices& m = w.experts[std::size_t((first + i) % int(w.experts.size()))];
+    std::byte* d = dst[(first + i) % kBuffers];
+    cudaMemcpyAsync(d, m.gate.data, m.gate.bytes(), cudaMemcpyHostToDevice, s);
+    cudaMemcpyAsync(d + m.gate.bytes(), m.up.data, m.up.bytes(), cudaMemcpyHostToDevice, s);
+    cudaMemcpyAsync(d + m.gate.bytes() + m.up.bytes(), m.down.data, m.down.bytes(), cudaMemcpyHostToDevice, s);
+  }
+}
+
+}  // namespace
+
+Result<SplitCosts> measure_offload_bandwidth(const MoeWeights& w, CpuExperts& cpu, double seconds) {
+  if (w.experts.empty()) return invalid_argument("no experts to measure");
+  const std::size_t bytes = w.experts.front().bytes();
+  const int E = int(w.experts.size()), K = std::min(E, 8);
+  std::vector<std::byte*> dst(kBuffers, nullptr);
+  cudaStream_t s = nullptr;
+  cudaEvent_t a = nullptr, b = nullptr;
+  const auto release = [&] {
+    for (std::byte* d : dst) cudaFree(d);
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+    if (s) cudaStreamDestroy(s);
+    cudaGetLastError();
+  };
+  for (std::byte*& d : dst) {
+    if (cudaMalloc(reinterpret_cast<void**>(&d), bytes) != cudaSuccess) {
+      release();
+      return unavailable("no room on the GPU to measure expert copies");
+    }
+  }
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  // One token through K experts at a time, cycling over the layer (more than the last-level cache).
+  std::vector<float> x(std::size_t(w.hidden), 0.01f), y(std::size_t(w.hidden)), weights(std::size_t(K), 1.f);
+  std::vector<int32_t> chosen(static_cast<std::size_t>(K));
+  int next_cpu = 0;
+  const auto cpu_for = [&](double secs) {
+    std::size_t done = 0;
+    const auto t0 = Clock::now();
+    while (since(t0) < secs) {
+      for (int i = 0; i < K; ++i) chosen[std::size_t(i)] = (next_cpu + i) % E;
+      next_cpu = (next_cpu + K) % E;
+      cpu.run(w, x.data(), 1, std::size_t(K), chosen.data(), weights.data(), y.data());
+      done += std::size_t(K) * bytes;
+    }
+    return double(done) / since(t0) / 1e9;
+  };
+  // Copies: enough for `secs` at `rate` GB/s queued at once, timed by events.
+  int next_copy = 0;
+  const auto copies = [&](double secs, double rate) {
+    const int n = std::max(kBuffers, int(secs * rate * 1e9 / double(bytes)));
+    cudaEventRecord(a, s);
+    enqueue_copies(w, dst.data(), next_copy, n, s);
+    next_copy = (next_copy + n) % E;
+    cudaEventRecord(b, s);
+    return n;
+  };
+  const auto copy_rate = [&](int n) {
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    return ms > 0 ? double(n) * double(bytes) / (double(ms) * 1e-3) / 1e9 : 0.0;
+  };
+  SplitCosts c;
+  cpu_for(std::min(seconds, 0.05));  // threads started, pages faulted
+  copy_rate(copies(0.02, 50));
+  c.pcie_gbps = copy_rate(copies(seconds, 50));
+  c.cpu_gbps = cpu_for(seconds);
+  // Both at once: the copies queued for as long as the CPU runs, at the rate measured alone.
+  const int n = copies(seconds, c.pcie_gbps);
+  c.cpu_shared_gbps = cpu_for(seconds);
+  c.pcie_shared_gbps = copy_rate(n);
+  const cudaError_t err = cudaGetLastError();
+  release();
+  if (err != cudaSuccess) return unavailable(cuda::error_text("measuring expert copies", err));
+  c.pcie_shared_gbps = std::min(c.pcie_shared_gbps, c.pcie_gbps);
+  c.cpu_shared_gbps = std::min(c.cpu_shared_gbps, c.cpu_gbps);
+  return c;
+}
+
+Result<SyntheticExpertLayer> SyntheticExpertLayer::create(int experts, int hidden, int inter, int top_k) {
+  SyntheticExpertLayer l;
+  const std::size_t mat = std::size_t(hidden) * std::size_t(inter) * sizeof(bf16_t);
+  l.size_ = std::size_t(experts) * 3 * mat;
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, l.size_, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return unavailable("cannot allocate " + std::to_string(l.size_ >> 20) + " MiB of pinned host memory");
+  }
+  l.bytes_ = static_cast<std::byte*>(p);
+  // Small random bf16 values (a few distinct patterns, repeated: only the bytes' movement matters).
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.f, 0.02f);
+  std::vector<bf16_t> pattern(1 << 16);
+  for (bf16_t& v : pattern) v = f32_to_bf16(n(rng));
+  for (std::size_t off = 0; off < l.size_; off += pattern.size() * sizeof(bf16_t))
+    std::memcpy(l.bytes_ + off, pattern.data(), std::min(pattern.size() * sizeof(bf16_t), l.size_ - off));
+  l.w_.hidden = hidden;
+  l.w_.router_spec.num_experts = std::size_t(experts);
+  l.w_.router_spec.top_k = std::size_t(top_k);
+  for (int e = 0; e < experts; ++e) {
+    const std::byte* base = l.bytes_ + std::size_t(e) * 3 * mat;
+    SwiGluMatrices m;
+    m.gate = {DType::kBF16, inter, hidden, base, std::size_t(hidden) * sizeof(bf16_t)};
+    m.up = {DType::kBF16, inter, hidden, base + mat, std::size_t(hidden) * sizeof(bf16_t)};
+    m.down = {DType::kBF16, hidden, inter, base + 2 * mat, std::size_t(inter) * sizeof(bf16_t)};
+    l.w_.experts.push_back(m);
+  }
+  return l;
+}
+
+SyntheticExpertLayer::SyntheticExpertLayer(SyntheticExpertLayer&& o) noexcept
+    : bytes_(std::exchange(o.bytes_, nullptr)), size_(o.size_), w_(std::move(o.w_)) {}
+SyntheticExpertLayer& SyntheticExpertLayer::operator=(SyntheticExpertLayer&& o) noexcept {
+  if (this != &o) {
+    if (bytes_) cudaFreeHost(bytes_);
+    bytes_ = std::exchange(o.bytes_, nullptr);
+    size_ = o.size_;
+    w_ = std::move(o.w_);
+  }
+  return *this;
+}
+SyntheticExpertLayer::~SyntheticExpertLayer() {
+  if (bytes_) cudaFreeHost(bytes_);
+}
+
+}  // namespace ft::engine
