@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "device_memory.h"
@@ -92,10 +95,13 @@ Result<SplitCosts> measure_offload_bandwidth(const MoeWeights& w, CpuExperts& cp
   copy_rate(copies(0.02, 50));
   c.pcie_gbps = copy_rate(copies(seconds, 50));
   c.cpu_gbps = cpu_for(seconds);
-  // Both at once: the copies queued for as long as the CPU runs, at the rate measured alone.
-  const int n = copies(seconds, c.pcie_gbps);
+  // Both at once: the copies (as many as take `seconds` alone) issued from a thread of their own,
+  // since a long queue of copies blocks the thread issuing them, while this one runs the CPU.
+  double shared_pcie = 0;
+  std::thread copier([&] { shared_pcie = copy_rate(copies(seconds, c.pcie_gbps)); });
   c.cpu_shared_gbps = cpu_for(seconds);
-  c.pcie_shared_gbps = copy_rate(n);
+  copier.join();
+  c.pcie_shared_gbps = shared_pcie;
   const cudaError_t err = cudaGetLastError();
   release();
   if (err != cudaSuccess) return unavailable(cuda::error_text("measuring expert copies", err));
@@ -107,13 +113,12 @@ Result<SplitCosts> measure_offload_bandwidth(const MoeWeights& w, CpuExperts& cp
 Result<SyntheticExpertLayer> SyntheticExpertLayer::create(int experts, int hidden, int inter, int top_k) {
   SyntheticExpertLayer l;
   const std::size_t mat = std::size_t(hidden) * std::size_t(inter) * sizeof(bf16_t);
-  l.size_ = std::size_t(experts) * 3 * mat;
-  void* p = nullptr;
-  if (cudaHostAlloc(&p, l.size_, cudaHostAllocDefault) != cudaSuccess) {
-    cudaGetLastError();
-    return unavailable("cannot allocate " + std::to_string(l.size_ >> 20) + " MiB of pinned host memory");
-  }
-  l.bytes_ = static_cast<std::byte*>(p);
+  // Ordinary memory, registered like a model's mapped checkpoint (what the engine copies from and
+  // its CPU experts read), not cudaHostAlloc's.
+  constexpr std::size_t kAlign = std::size_t(2) << 20;
+  l.size_ = (std::size_t(experts) * 3 * mat + kAlign - 1) / kAlign * kAlign;
+  l.bytes_ = static_cast<std::byte*>(std::aligned_alloc(kAlign, l.size_));
+  if (!l.bytes_) return unavailable("cannot allocate " + std::to_string(l.size_ >> 20) + " MiB of host memory");
   // Small random bf16 values (a few distinct patterns, repeated: only the bytes' movement matters).
   std::mt19937 rng(5);
   std::normal_distribution<float> n(0.f, 0.02f);
@@ -121,6 +126,11 @@ Result<SyntheticExpertLayer> SyntheticExpertLayer::create(int experts, int hidde
   for (bf16_t& v : pattern) v = f32_to_bf16(n(rng));
   for (std::size_t off = 0; off < l.size_; off += pattern.size() * sizeof(bf16_t))
     std::memcpy(l.bytes_ + off, pattern.data(), std::min(pattern.size() * sizeof(bf16_t), l.size_ - off));
+  if (cudaHostRegister(l.bytes_, l.size_, cudaHostRegisterDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return unavailable("cannot pin " + std::to_string(l.size_ >> 20) + " MiB of host memory");
+  }
+  l.registered_ = true;
   l.w_.hidden = hidden;
   l.w_.router_spec.num_experts = std::size_t(experts);
   l.w_.router_spec.top_k = std::size_t(top_k);
@@ -136,18 +146,26 @@ Result<SyntheticExpertLayer> SyntheticExpertLayer::create(int experts, int hidde
 }
 
 SyntheticExpertLayer::SyntheticExpertLayer(SyntheticExpertLayer&& o) noexcept
-    : bytes_(std::exchange(o.bytes_, nullptr)), size_(o.size_), w_(std::move(o.w_)) {}
+    : bytes_(std::exchange(o.bytes_, nullptr)),
+      size_(o.size_),
+      registered_(std::exchange(o.registered_, false)),
+      w_(std::move(o.w_)) {}
 SyntheticExpertLayer& SyntheticExpertLayer::operator=(SyntheticExpertLayer&& o) noexcept {
   if (this != &o) {
-    if (bytes_) cudaFreeHost(bytes_);
+    release();
     bytes_ = std::exchange(o.bytes_, nullptr);
     size_ = o.size_;
+    registered_ = std::exchange(o.registered_, false);
     w_ = std::move(o.w_);
   }
   return *this;
 }
-SyntheticExpertLayer::~SyntheticExpertLayer() {
-  if (bytes_) cudaFreeHost(bytes_);
+SyntheticExpertLayer::~SyntheticExpertLayer() { release(); }
+void SyntheticExpertLayer::release() {
+  if (registered_) cudaHostUnregister(bytes_);
+  std::free(bytes_);
+  bytes_ = nullptr;
+  registered_ = false;
 }
 
 }  // namespace ft::engine

@@ -20,6 +20,7 @@ Result<SyntheticExpertLayer> SyntheticExpertLayer::create(int, int, int, int) { 
 SyntheticExpertLayer::SyntheticExpertLayer(SyntheticExpertLayer&&) noexcept = default;
 SyntheticExpertLayer& SyntheticExpertLayer::operator=(SyntheticExpertLayer&&) noexcept = default;
 SyntheticExpertLayer::~SyntheticExpertLayer() = default;
+void SyntheticExpertLayer::release() {}
 
 namespace cuda {
 DeviceBuffer::~DeviceBuffer() = default;

@@ -20,8 +20,8 @@ namespace ft::engine {
 // only (kUnavailable otherwise).
 Result<SplitCosts> measure_offload_bandwidth(const MoeWeights& w, CpuExperts& cpu, double seconds);
 
-// A layer of `experts` random bf16 experts of the given shape in pinned host memory, for measuring
-// without a model (Qwen3-30B-A3B: 128 x 2048 x 768).
+// A layer of `experts` random bf16 experts of the given shape in registered (pinned) host memory,
+// for measuring without a model (Qwen3-30B-A3B: 128 x 2048 x 768).
 class SyntheticExpertLayer {
  public:
   static Result<SyntheticExpertLayer> create(int experts, int hidden, int inter, int top_k);
@@ -32,8 +32,10 @@ class SyntheticExpertLayer {
 
  private:
   SyntheticExpertLayer() = default;
+  void release();
   std::byte* bytes_ = nullptr;
   std::size_t size_ = 0;
+  bool registered_ = false;
   MoeWeights w_;
 };
 
