@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "ft/engine/checkpoint.h"
-#include "ft/engine/model.h"
 #include "ft/engine/device.h"
+#include "ft/engine/model.h"
 #include "model_flags.h"
 #include "model_locator.h"
 
@@ -206,9 +206,10 @@ Result<Loaded> load(const Args& args, const std::string& cmd) {
       l.h2d = h2d;
       const std::size_t limit = std::size_t(args.get_double("read-gb") * 1e9);
       l.host_read = read_bandwidth(l.bytes, l.model->threads(), limit);
-      std::printf("  host -> GPU  %.1f GB/s (pinned, a %zu MiB copy, best of 3); host read %.1f GB/s (%d threads over "
-                  "the mapped experts)\n",
-                  l.h2d, kProbe >> 21, l.host_read, l.model->threads());
+      std::printf(
+          "  host -> GPU  %.1f GB/s (pinned, a %zu MiB copy, best of 3); host read %.1f GB/s (%d threads over "
+          "the mapped experts)\n",
+          l.h2d, kProbe >> 21, l.host_read, l.model->threads());
     }
     return l;
   }
@@ -310,13 +311,15 @@ int bench_decode(const Args& args) {
     const double bytes_step = b.dense + experts_step + double(batch) * (ctx * b.kv_per_token + b.linear_state);
     bound_step = bytes_step / (l->bandwidth * 1e9);
     const double step_s = secs / double(steps);
-    std::printf("  decode       batch %d, %d-token prompts, %d steps (%s tokens)%s%s: %.1f ms/step, %.2f tok/s (%.2f tok/s per sequence)\n",
-                batch, prompt, steps, feed_name.c_str(), policy.empty() ? "" : ", policy ", policy.c_str(), step_s * 1e3,
-                double(batch) / step_s, 1.0 / step_s);
-    std::printf("  bytes/step   %.2f GB = dense %.2f + experts %.2f (%.1f distinct of %lld per layer) + kv/state %.3f\n",
-                bytes_step / 1e9, b.dense / 1e9, experts_step / 1e9,
-                distinct_experts(trace) / double(trace.calls.size()), (long long)m.config().num_experts,
-                double(batch) * (ctx * b.kv_per_token + b.linear_state) / 1e9);
+    std::printf(
+        "  decode       batch %d, %d-token prompts, %d steps (%s tokens)%s%s: %.1f ms/step, %.2f tok/s (%.2f tok/s per "
+        "sequence)\n",
+        batch, prompt, steps, feed_name.c_str(), policy.empty() ? "" : ", policy ", policy.c_str(), step_s * 1e3,
+        double(batch) / step_s, 1.0 / step_s);
+    std::printf(
+        "  bytes/step   %.2f GB = dense %.2f + experts %.2f (%.1f distinct of %lld per layer) + kv/state %.3f\n",
+        bytes_step / 1e9, b.dense / 1e9, experts_step / 1e9, distinct_experts(trace) / double(trace.calls.size()),
+        (long long)m.config().num_experts, double(batch) * (ctx * b.kv_per_token + b.linear_state) / 1e9);
     if (const auto after = m.expert_offload_stats(); after && before) {
       // The hybrid bound: what the GPU holds read at HBM speed, the misses at PCIe and host-read
       // speed together (an upper bound on both at once: they share host memory).
@@ -325,22 +328,27 @@ int bench_decode(const Args& args) {
       const double miss_bytes = (1 - hit) * experts_step;
       const double offpath = l->h2d + l->host_read;
       bound_step = (bytes_step - miss_bytes) / (l->bandwidth * 1e9) + miss_bytes / (offpath * 1e9);
-      const double fetched = double(after->fetched - before->fetched), cpu = double(after->cpu_computed - before->cpu_computed);
-      const double fb = double(after->fetched_bytes - before->fetched_bytes), cb = double(after->cpu_bytes - before->cpu_bytes);
+      const double fetched = double(after->fetched - before->fetched),
+                   cpu = double(after->cpu_computed - before->cpu_computed);
+      const double fb = double(after->fetched_bytes - before->fetched_bytes),
+                   cb = double(after->cpu_bytes - before->cpu_bytes);
       const double fs = after->fetch_seconds - before->fetch_seconds, cs = after->cpu_seconds - before->cpu_seconds;
-      std::printf("  offload      %s: hit rate %.1f%% (%d slots); a step fetched %.1f experts (%.2f GB, %.1f GB/s while "
-                  "copying) and computed %.1f on the CPU (%.2f GB, %.1f GB/s while computing)\n",
-                  after->policy.c_str(), 100 * hit, after->slots, fetched / steps, fb / steps / 1e9,
-                  fs > 0 ? fb / fs / 1e9 : 0.0, cpu / steps, cb / steps / 1e9, cs > 0 ? cb / cs / 1e9 : 0.0);
-      std::printf("  hybrid bound %.1f ms/step = %.2f tok/s (HBM %.0f GB/s; misses %.2f GB at %.1f + %.1f GB/s PCIe + host "
-                  "read); measured/bound %.2f\n",
-                  bound_step * 1e3, double(batch) / bound_step, l->bandwidth, miss_bytes / 1e9, l->h2d, l->host_read,
-                  bound_step / step_s);
+      std::printf(
+          "  offload      %s: hit rate %.1f%% (%d slots); a step fetched %.1f experts (%.2f GB, %.1f GB/s while "
+          "copying) and computed %.1f on the CPU (%.2f GB, %.1f GB/s while computing)\n",
+          after->policy.c_str(), 100 * hit, after->slots, fetched / steps, fb / steps / 1e9,
+          fs > 0 ? fb / fs / 1e9 : 0.0, cpu / steps, cb / steps / 1e9, cs > 0 ? cb / cs / 1e9 : 0.0);
+      std::printf(
+          "  hybrid bound %.1f ms/step = %.2f tok/s (HBM %.0f GB/s; misses %.2f GB at %.1f + %.1f GB/s PCIe + host "
+          "read); measured/bound %.2f\n",
+          bound_step * 1e3, double(batch) / bound_step, l->bandwidth, miss_bytes / 1e9, l->h2d, l->host_read,
+          bound_step / step_s);
       const engine::SplitCosts& k = after->calibrated;
-      std::printf("  split model  calibrated PCIe %.1f GB/s, CPU %.1f GB/s alone, %.1f + %.1f at once; now %.1f, %.1f, "
-                  "%.1f + %.1f\n",
-                  k.pcie_gbps, k.cpu_gbps, k.pcie_shared_gbps, k.cpu_shared_gbps, after->costs.pcie_gbps,
-                  after->costs.cpu_gbps, after->costs.pcie_shared_gbps, after->costs.cpu_shared_gbps);
+      std::printf(
+          "  split model  calibrated PCIe %.1f GB/s, CPU %.1f GB/s alone, %.1f + %.1f at once; now %.1f, %.1f, "
+          "%.1f + %.1f\n",
+          k.pcie_gbps, k.cpu_gbps, k.pcie_shared_gbps, k.cpu_shared_gbps, after->costs.pcie_gbps, after->costs.cpu_gbps,
+          after->costs.pcie_shared_gbps, after->costs.cpu_shared_gbps);
       policy_tok_s.push_back({after->policy, double(batch) / step_s});
     } else {
       std::printf("  bound        %.1f ms/step = %.2f tok/s at %.1f GB/s; measured/bound %.2f\n", bound_step * 1e3,
@@ -474,10 +482,11 @@ int bench_prefill(const Args& args) {
     // Streaming: the experts each chunk misses cross PCIe; busy = bytes moved / time at the probe's rate.
     const double moved = double(after->fetched_bytes - offload_before->fetched_bytes);
     const double pcie_s = moved / (l->h2d * 1e9);
-    std::printf("  streaming    %.2f GB of experts over PCIe (%.0f experts, %d slots): %.1f GB/s over the pass; PCIe busy "
-                "%.0f%% (the bytes at the probe's %.1f GB/s); PCIe bound %.0f tok/s\n",
-                moved / 1e9, double(after->fetched - offload_before->fetched), after->slots, moved / secs / 1e9,
-                100 * pcie_s / secs, l->h2d, double(prompt) / pcie_s);
+    std::printf(
+        "  streaming    %.2f GB of experts over PCIe (%.0f experts, %d slots): %.1f GB/s over the pass; PCIe busy "
+        "%.0f%% (the bytes at the probe's %.1f GB/s); PCIe bound %.0f tok/s\n",
+        moved / 1e9, double(after->fetched - offload_before->fetched), after->slots, moved / secs / 1e9,
+        100 * pcie_s / secs, l->h2d, double(prompt) / pcie_s);
   }
   if (profiled) {
     print_profile(profile, secs);

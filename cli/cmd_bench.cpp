@@ -8,12 +8,11 @@
 //                  store, next to the disk's read bandwidth and the recompute time (bench_restore.cpp).
 //   bench decode   a model's decode steps (batch B) against the bandwidth bound (bench_model.cpp).
 //   bench prefill  a model's prefill of a long prompt, tok/s and TFLOP/s (bench_model.cpp).
+#include <sys/resource.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
-
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -253,8 +252,8 @@ int bench_bw(const Args& args) {
   const int hidden = args.get_int("hidden"), inter = args.get_int("inter");
   const double seconds = args.get_double("seconds");
   // The engine's CPU experts take every core but the one issuing the GPU's work.
-  const int threads = args.has("threads") ? int(args.get_int("threads"))
-                                          : std::max(1, int(std::thread::hardware_concurrency()) - 1);
+  const int threads =
+      args.has("threads") ? int(args.get_int("threads")) : std::max(1, int(std::thread::hardware_concurrency()) - 1);
   if (hidden < 1 || inter < 1 || threads < 1 || !(seconds > 0))
     return usage_error(cmd, "--hidden, --inter, --threads and --seconds must be positive");
   auto gpu = engine::query_cuda_device();
@@ -274,10 +273,12 @@ int bench_bw(const Args& args) {
               c->cpu_shared_gbps, c->pcie_shared_gbps + c->cpu_shared_gbps,
               (c->pcie_shared_gbps + c->cpu_shared_gbps) / std::max(c->pcie_gbps, c->cpu_gbps));
   const std::filesystem::path file = freetoken_data_dir() / "offload-bandwidth.json";
-  if (Status st = engine::save_offload_costs(file, *c, gpu->name, threads); !st) return runtime_error(cmd, st.message());
-  std::printf("  saved        %s (read by models with experts in host RAM at %d threads; --recalibrate measures "
-              "again)\n",
-              file.string().c_str(), threads);
+  if (Status st = engine::save_offload_costs(file, *c, gpu->name, threads); !st)
+    return runtime_error(cmd, st.message());
+  std::printf(
+      "  saved        %s (read by models with experts in host RAM at %d threads; --recalibrate measures "
+      "again)\n",
+      file.string().c_str(), threads);
   return 0;
 }
 
@@ -322,13 +323,19 @@ const Command kBenchCommand = {
     "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N]",
     {{"hidden", "N", "expert, bw: hidden size (model dim)", "2048"},
      {"inter", "N", "expert, bw: moe_intermediate_size", "768"},
-     {"tokens", "N", "expert: tokens routed to each expert per call [1]; restore: tokens in the checkpoint [30000]; gemm: rows of x [4096]", ""},
+     {"tokens", "N",
+      "expert: tokens routed to each expert per call [1]; restore: tokens in the checkpoint [30000]; gemm: rows of x "
+      "[4096]",
+      ""},
      {"experts", "N", "expert: distinct experts cycled (0: max(64, 4x last-level cache))", "0"},
      {"isa", "NAME", "expert: kernel path: auto, scalar, avx2, avx512, avx512bf16", "auto"},
      {"threads", "N", "worker threads [default: all cores]", ""},
      {"seconds", "S", "time per measurement, seconds", "2"},
      {"copy-mib", "N", "memcpy/read buffer size, MiB", "1024"},
-     {"dir", "D", "restore: where the work directory goes (a fresh subdirectory, removed after) [default: the temp dir unless tmpfs]", ""},
+     {"dir", "D",
+      "restore: where the work directory goes (a fresh subdirectory, removed after) [default: the temp dir unless "
+      "tmpfs]",
+      ""},
      {"keep", "", "restore: keep the work directory (store + read file)", ""},
      {"model", "DIR", "decode, prefill: the checkpoint directory", ""},
      {"device", "DEV", "decode, prefill: where to run (auto, cpu, cuda)", "auto"},
@@ -341,14 +348,19 @@ const Command kBenchCommand = {
      {"read-gb", "GB", "decode, prefill: mapped expert bytes read to measure the host read bandwidth", "8"},
      {"kv-budget", "GB", "decode, prefill: KV page memory (default: a quarter of RAM)", ""},
      {"gpu-mem", "GiB", "decode, prefill: GPU memory the model may use (less than the model: experts in host RAM)", ""},
-     {"moe-policy", "P", "decode, prefill: how cache misses are served with experts in host RAM (adaptive, fetch, cpu, ratio:Q)", ""},
+     {"moe-policy", "P",
+      "decode, prefill: how cache misses are served with experts in host RAM (adaptive, fetch, cpu, ratio:Q)", ""},
      {"expert-slots", "N", "decode, prefill: experts in host RAM with exactly N GPU slots", ""},
-     {"feed", "HOW", "decode: the next tokens: greedy (random weights loop: repeated routing) or random (routing near uniform)", ""},
+     {"feed", "HOW",
+      "decode: the next tokens: greedy (random weights loop: repeated routing) or random (routing near uniform)", ""},
      {"recalibrate", "", "decode, prefill: with experts in host RAM, measure PCIe and CPU bandwidth again", ""},
      {"policies", "LIST", "decode: with experts in host RAM, time each policy in turn, e.g. adaptive,fetch,cpu", ""},
      {"reference", "", "decode, prefill: the fp32 reference ops instead of the runtime kernels", ""},
      {"deterministic", "", "decode, prefill: one kernel family for every call size (see freetoken engine --help)", ""},
-     {"prefill-tok-s", "LIST", "restore: prefill rates to compare with, tokens/s, comma-separated (llama.cpp, Qwen3-30B-A3B shape on the H200 box: experts on CPU, all on GPU)", "2700,11900"}},
+     {"prefill-tok-s", "LIST",
+      "restore: prefill rates to compare with, tokens/s, comma-separated (llama.cpp, Qwen3-30B-A3B shape on the H200 "
+      "box: experts on CPU, all on GPU)",
+      "2700,11900"}},
     1,
     run_bench,
 };

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "data_dirs.h"
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
-#include "data_dirs.h"
 #include "load_progress.h"
 #include "model_locator.h"
 
@@ -83,7 +83,8 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
   if (args.has("expert-slots")) {
     const int64_t n = args.get_int("expert-slots");
     if (n < 3 || n > 1 << 24) return invalid_argument("--expert-slots must be at least 3");
-    if (o.backend != engine::BackendKind::kCuda) return invalid_argument("--expert-slots needs the GPU (--device cuda)");
+    if (o.backend != engine::BackendKind::kCuda)
+      return invalid_argument("--expert-slots needs the GPU (--device cuda)");
     o.expert_slots = int(n);
   }
   o.offload_costs_cache = (freetoken_data_dir() / "offload-bandwidth.json").string();
@@ -118,8 +119,8 @@ Flag moe_policy_flag() {
 }
 Flag expert_slots_flag() {
   return {"expert-slots", "N",
-          "keep routed experts in host RAM with exactly N GPU expert slots, even where all would fit (experiments)",
-          "", false};
+          "keep routed experts in host RAM with exactly N GPU expert slots, even where all would fit (experiments)", "",
+          false};
 }
 Flag recalibrate_flag() {
   return {"recalibrate", "",

@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <functional>
-#include <span>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -420,24 +420,10 @@ class CudaBackend final : public Backend {
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
     if (offload_) return moe_offloaded(w, x, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
-    float* logits = scratch_.floats(T * E);
-    auto* chosen_dev = scratch_.take<int32_t>(T * K);
-    float* weights_dev = scratch_.floats(T * K);
     const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr;
-    cuda::RouteSpec route{int(E), int(K), w.router_spec.scoring == ref::RouterScoring::kSigmoid,
-                          w.router_spec.renormalize, w.router_spec.scaling, chosen_dev, weights_dev, {}};
-    if (table) {  // the down kernel's view of the choices
-      route.by_expert = {scratch_.take<int32_t>(T * K), scratch_.take<int32_t>(T * K), scratch_.floats(T * K)};
-    }
-    if (T <= std::size_t(cuda::kGemvMaxRows) && w.router.dtype == DType::kBF16 &&
-        cuda::gemv_fits(weight(w.router), w.router.row_bytes, w.router.cols) && route_counter()) {
-      // Decode: the router's product and its top-k in one launch.
-      const cuda::GemvOut router{weight(w.router), w.router.row_bytes, int(E), nullptr, logits};
-      cuda::gemv_route(router, int(w.router.cols), x, int(T), route, route_done_, s());
-    } else {
-      linear(x, T, w.router, nullptr, logits);
-      cuda::route_top_k(logits, int(T), route, s());
-    }
+    const cuda::RouteSpec route = route_tokens(w, x, T, table != nullptr);  // by expert: the down kernel's view
+    const int32_t* chosen_dev = route.chosen;
+    const float* weights_dev = route.weights;
     if (table) {
       // A few tokens: the choices stay on the GPU; two kernels read each chosen expert's rows.
       if (trace_) trace_later(chosen_dev, T, K);
@@ -454,15 +440,8 @@ class CudaBackend final : public Backend {
     // Prefill-sized: the choices are grouped by expert on the device; only each expert's row count
     // comes to the host (the layer's one synchronisation), to size the GEMMs.
     if (trace_) trace_later(chosen_dev, T, K);
-    auto* counts_dev = scratch_.take<int32_t>(E);
-    check(cudaMemsetAsync(counts_dev, 0, E * sizeof(int32_t), s()), "routing");
-    cuda::moe_count(chosen_dev, int(T * K), counts_dev, s());
-    auto counts_pinned = pass_host_.take(E * sizeof(int32_t));
-    if (!counts_pinned) throw std::bad_alloc();
-    check(cudaMemcpyAsync(*counts_pinned, counts_dev, E * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "routing");
-    check(cudaStreamSynchronize(s()), "routing");
+    const std::span<const int32_t> counts = expert_counts(chosen_dev, T * K, E);
     if (!failure_.empty()) return;
-    const std::span<const int32_t> counts(reinterpret_cast<const int32_t*>(*counts_pinned), E);
 
     phase.emplace(this, OpProfile::kMoeExperts, true);  // the experts' products and their combine
     if (const cuda::ExpertTable* table = expert_table(w)) {
@@ -474,26 +453,22 @@ class CudaBackend final : public Backend {
     add_shared_expert(w, x, T, out);
   }
 
-  // ---- Offloaded experts ----
-  // A MoE layer whose routed experts live in host RAM. The router runs here; its choices (and
-  // the layer's input) come to the host, the layer's one synchronisation. Decode-sized calls then
-  // split the misses: hits and fetched experts run in the GPU kernels (choices the CPU takes read
-  // an all-zero expert there), the CPU computes its share meanwhile and the GPU adds it. Prefill-
-  // sized calls fetch every missing expert, in rounds that fit the slots.
-  void moe_offloaded(const MoeWeights& w, const float* x, std::size_t T, float* out) {
-    cuda::ExpertSlots& o = *offload_;
-    const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k, H = std::size_t(w.hidden);
-    const int layer = o.layer_of(w);
-    if (std::string why = o.check(w); !why.empty()) return fail(why);
-    if (!o.calibrated()) o.calibrate(w);
-    std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
+  // The router's product and top-k for T tokens into this pass's scratch: the choices per token
+  // (and, `by_expert`, in ascending expert order per token, as the down kernel adds them). Decode
+  // runs the product and its top-k in one launch.
+  cuda::RouteSpec route_tokens(const MoeWeights& w, const float* x, std::size_t T, bool by_expert) {
+    const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
     float* logits = scratch_.floats(T * E);
-    auto* chosen_dev = scratch_.take<int32_t>(T * K);
-    float* weights_dev = scratch_.floats(T * K);
-    const bool decode = T <= kFusedMoeTokens;
-    cuda::RouteSpec route{int(E), int(K), w.router_spec.scoring == ref::RouterScoring::kSigmoid,
-                          w.router_spec.renormalize, w.router_spec.scaling, chosen_dev, weights_dev, {}};
-    if (decode) route.by_expert = {scratch_.take<int32_t>(T * K), scratch_.take<int32_t>(T * K), scratch_.floats(T * K)};
+    cuda::RouteSpec route{int(E),
+                          int(K),
+                          w.router_spec.scoring == ref::RouterScoring::kSigmoid,
+                          w.router_spec.renormalize,
+                          w.router_spec.scaling,
+                          scratch_.take<int32_t>(T * K),
+                          scratch_.floats(T * K),
+                          {}};
+    if (by_expert)
+      route.by_expert = {scratch_.take<int32_t>(T * K), scratch_.take<int32_t>(T * K), scratch_.floats(T * K)};
     if (T <= std::size_t(cuda::kGemvMaxRows) && w.router.dtype == DType::kBF16 &&
         cuda::gemv_fits(weight(w.router), w.router.row_bytes, w.router.cols) && route_counter()) {
       const cuda::GemvOut router{weight(w.router), w.router.row_bytes, int(E), nullptr, logits};
@@ -502,10 +477,44 @@ class CudaBackend final : public Backend {
       linear(x, T, w.router, nullptr, logits);
       cuda::route_top_k(logits, int(T), route, s());
     }
+    return route;
+  }
+
+  // Each expert's rows among `n` choices, counted on the device and brought to the host: the
+  // layer's one synchronisation (pinned memory of this pass; empty after a failure).
+  std::span<const int32_t> expert_counts(const int32_t* chosen_dev, std::size_t n, std::size_t E) {
+    auto* counts_dev = scratch_.take<int32_t>(E);
+    check(cudaMemsetAsync(counts_dev, 0, E * sizeof(int32_t), s()), "routing");
+    cuda::moe_count(chosen_dev, int(n), counts_dev, s());
+    auto counts_pinned = pass_host_.take(E * sizeof(int32_t));
+    if (!counts_pinned) throw std::bad_alloc();
+    check(cudaMemcpyAsync(*counts_pinned, counts_dev, E * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaStreamSynchronize(s()), "routing");
+    if (!failure_.empty()) return {};
+    return {reinterpret_cast<const int32_t*>(*counts_pinned), E};
+  }
+
+  // ---- Offloaded experts ----
+  // A MoE layer whose routed experts live in host RAM. The router runs here; its choices (and
+  // the layer's input) come to the host, the layer's one synchronisation. Decode-sized calls then
+  // split the misses: hits and fetched experts run in the GPU kernels (choices the CPU takes read
+  // an all-zero expert there), the CPU computes its share meanwhile and the GPU adds it. Prefill-
+  // sized calls fetch every missing expert, in rounds that fit the slots.
+  void moe_offloaded(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+    cuda::ExpertSlots& o = *offload_;
+    const std::size_t K = w.router_spec.top_k, H = std::size_t(w.hidden);
+    const int layer = o.layer_of(w);
+    if (std::string why = o.check(w); !why.empty()) return fail(why);
+    if (!o.calibrated()) o.calibrate(w);
+    std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
+    const bool decode = T <= kFusedMoeTokens;
+    const cuda::RouteSpec route = route_tokens(w, x, T, decode);
+    int32_t* chosen_dev = route.chosen;
+    float* weights_dev = route.weights;
     if (trace_) trace_later(chosen_dev, T, K);
     const SwiGluMatrices& first = w.experts.front();
-    const cuda::ExpertTable dims{nullptr, nullptr, nullptr, first.gate.row_bytes, first.down.row_bytes, int(H),
-                                 int(first.inter())};
+    const cuda::ExpertTable dims{nullptr, nullptr,           nullptr, first.gate.row_bytes, first.down.row_bytes,
+                                 int(H),  int(first.inter())};
     phase.emplace(this, OpProfile::kMoeExperts, true);
     if (decode) {
       decode_offloaded(w, layer, dims, x, T, K, chosen_dev, route.by_expert, out);
@@ -517,8 +526,7 @@ class CudaBackend final : public Backend {
   }
 
   void decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x, std::size_t T,
-                        std::size_t K, const int32_t* chosen_dev, const cuda::ChoicesByExpert& by_expert,
-                        float* out) {
+                        std::size_t K, const int32_t* chosen_dev, const cuda::ChoicesByExpert& by_expert, float* out) {
     cuda::ExpertSlots& o = *offload_;
     const std::size_t E = w.experts.size(), H = std::size_t(table.hidden), I = std::size_t(table.inter);
     // The choices (in expert order per token, as the down kernel adds them) and the input, to the host.
@@ -627,16 +635,9 @@ class CudaBackend final : public Backend {
                          std::size_t K, const int32_t* chosen_dev, const float* weights_dev, float* out) {
     cuda::ExpertSlots& o = *offload_;
     const std::size_t E = w.experts.size();
-    auto* counts_dev = scratch_.take<int32_t>(E);
-    check(cudaMemsetAsync(counts_dev, 0, E * sizeof(int32_t), s()), "routing");
-    cuda::moe_count(chosen_dev, int(T * K), counts_dev, s());
-    auto counts_pinned = pass_host_.take(E * sizeof(int32_t));
-    if (!counts_pinned) throw std::bad_alloc();
-    check(cudaMemcpyAsync(*counts_pinned, counts_dev, E * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "routing");
-    check(cudaStreamSynchronize(s()), "routing");
+    const std::span<const int32_t> counts = expert_counts(chosen_dev, T * K, E);
     if (!failure_.empty()) return;
     o.settle();
-    const std::span<const int32_t> counts(reinterpret_cast<const int32_t*>(*counts_pinned), E);
     std::vector<int32_t>& active = o.last_active(layer);
     active.clear();
     for (std::size_t e = 0; e < E; ++e)
@@ -670,8 +671,7 @@ class CudaBackend final : public Backend {
       o.fetched_into(s(), false);
       return where;
     };
-    experts_batched(dims, w, x, T, K, counts, chosen_dev, weights_dev, out, round, resolve,
-                    [&] { o.end_round(s()); });
+    experts_batched(dims, w, x, T, K, counts, chosen_dev, weights_dev, out, round, resolve, [&] { o.end_round(s()); });
     // A chunk this size touches most experts of every layer: the next layer's (those its last
     // chunk used, or all) cross PCIe while this one computes, as a round of its own (as many as
     // the slots the last two rounds leave), so the copies run on.
@@ -787,10 +787,10 @@ class CudaBackend final : public Backend {
   // down over its experts; then the per-token combine. counts: each expert's rows. Offloaded
   // experts go in rounds of at most `round_experts` (buckets cut into pieces to fit), each made
   // resident by `resolve` before its GEMMs.
-  void experts_batched(const cuda::ExpertTable& dims, const MoeWeights& w, const float* x, std::size_t T,
-                       std::size_t K, std::span<const int32_t> counts, const int32_t* chosen_dev,
-                       const float* weights_dev, float* out, std::size_t round_experts = SIZE_MAX,
-                       const Resolve& resolve = nullptr, const RoundDone& round_done = nullptr) {
+  void experts_batched(const cuda::ExpertTable& dims, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
+                       std::span<const int32_t> counts, const int32_t* chosen_dev, const float* weights_dev, float* out,
+                       std::size_t round_experts = SIZE_MAX, const Resolve& resolve = nullptr,
+                       const RoundDone& round_done = nullptr) {
     const std::size_t E = w.experts.size(), H = std::size_t(dims.hidden), I = std::size_t(dims.inter);
     struct Piece {
       std::size_t row0 = 0, P = 0;
@@ -849,7 +849,8 @@ class CudaBackend final : public Backend {
     cuda::gather_split(x, padded, int(R), int(H), layout_dev, int(layout.size()), xs, s());
     for (const auto& [first, end] : rounds) {
       std::vector<int32_t> experts;
-      for (std::size_t i = first; i < end; ++i) experts.insert(experts.end(), pieces[i].experts.begin(), pieces[i].experts.end());
+      for (std::size_t i = first; i < end; ++i)
+        experts.insert(experts.end(), pieces[i].experts.begin(), pieces[i].experts.end());
       std::vector<cuda::ExpertPtrs> where;
       if (resolve) {
         where = resolve(experts);
@@ -861,9 +862,11 @@ class CudaBackend final : public Backend {
         }
       }
       // The round's rows, its pieces' layout rebased to them.
-      const std::size_t r0 = pieces[first].row0, r1 = pieces[end - 1].row0 + pieces[end - 1].experts.size() * pieces[end - 1].P;
+      const std::size_t r0 = pieces[first].row0,
+                        r1 = pieces[end - 1].row0 + pieces[end - 1].experts.size() * pieces[end - 1].P;
       std::vector<cuda::SplitBucket> part;
-      for (std::size_t i = first; i < end; ++i) part.push_back({int64_t(pieces[i].row0 - r0), layout[i].rows, layout[i].P});
+      for (std::size_t i = first; i < end; ++i)
+        part.push_back({int64_t(pieces[i].row0 - r0), layout[i].rows, layout[i].P});
       std::size_t at = 0;  // into `where`
       const auto gemms = [&](auto&& body) {
         at = 0;
@@ -884,8 +887,8 @@ class CudaBackend final : public Backend {
           const std::uint16_t* in = xs + (2 * p.row0 + std::size_t(half) * p.P) * H;
           batched_gemm(gate.data(), dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P, g + p.row0 * I,
                        p.P * I, half, gate.size());
-          batched_gemm(up.data(), dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P, u + p.row0 * I,
-                       p.P * I, half, up.size());
+          batched_gemm(up.data(), dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P, u + p.row0 * I, p.P * I,
+                       half, up.size());
         }
       });
       cuda::silu_mul_split(g + r0 * I, u + r0 * I, int(r1 - r0), int(I), upload(part.data(), part.size()),
@@ -894,8 +897,8 @@ class CudaBackend final : public Backend {
                 const std::vector<const void*>& down) {
         for (int half = 0; half < 2; ++half) {
           const std::uint16_t* in = hs + (2 * p.row0 + std::size_t(half) * p.P) * I;
-          batched_gemm(down.data(), dims.down_row_bytes, int(H), int(I), in, 2 * p.P * I, p.P, y + p.row0 * H,
-                       p.P * H, half, down.size());
+          batched_gemm(down.data(), dims.down_row_bytes, int(H), int(I), in, 2 * p.P * I, p.P, y + p.row0 * H, p.P * H,
+                       half, down.size());
         }
       });
       if (round_done) round_done();
@@ -1112,7 +1115,7 @@ class CudaBackend final : public Backend {
   std::string failure_;  // the first error of the current pass
   std::unordered_map<const MoeWeights*, std::unique_ptr<cuda::ExpertTable>> tables_;
   unsigned* route_done_ = nullptr;  // gemv_route's counter (device)
-  std::unique_ptr<cuda::ExpertSlots> offload_;  // routed experts in host RAM, a cache of them here
+  std::unique_ptr<cuda::ExpertSlots> offload_;                   // routed experts in host RAM, a cache of them here
   std::optional<std::chrono::steady_clock::time_point> issued_;  // the pass's first wait for results
   cuda::PassGraphs graphs_;
   cuda::PassGraphs::Mode mode_ = cuda::PassGraphs::Mode::kRun;  // of the pass in progress

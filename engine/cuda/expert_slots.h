@@ -113,8 +113,8 @@ class ExpertSlots {
   ExpertOffloadStats published_;
   std::vector<std::byte*> chunks_;  // slot memory, a few slots a chunk
   int slots_per_chunk_ = 1;
-  std::byte* zero_ = nullptr;       // one slot of zeros
-  unsigned* flag_ = nullptr;        // pinned, mapped: the last CPU task done
+  std::byte* zero_ = nullptr;  // one slot of zeros
+  unsigned* flag_ = nullptr;   // pinned, mapped: the last CPU task done
   unsigned cpu_seq_ = 0;
   cudaStream_t copy_ = nullptr;
   cudaEvent_t round_done_[3] = {};

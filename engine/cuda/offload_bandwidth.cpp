@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "device_memory.h"

@@ -291,16 +291,19 @@ struct Server::Impl {
       auto xnum = [&](const char* k) { return st.value(k, 0.0); };
       metric("freetoken_expert_cache_slots", "gauge", "GPU expert cache slots", x.value("slots", 0.0));
       metric("freetoken_expert_hits_total", "counter", "routed-expert uses found in the GPU cache", xnum("hits"));
-      metric("freetoken_expert_misses_total", "counter", "routed-expert uses missing from the GPU cache", xnum("misses"));
+      metric("freetoken_expert_misses_total", "counter", "routed-expert uses missing from the GPU cache",
+             xnum("misses"));
       metric("freetoken_expert_fetched_total", "counter", "missed experts copied to the GPU", xnum("fetched"));
       metric("freetoken_expert_cpu_total", "counter", "missed experts computed on the CPU", xnum("cpu_computed"));
-      metric("freetoken_expert_fetched_bytes_total", "counter", "bytes of experts copied over PCIe", xnum("fetched_bytes"));
+      metric("freetoken_expert_fetched_bytes_total", "counter", "bytes of experts copied over PCIe",
+             xnum("fetched_bytes"));
       metric("freetoken_expert_cpu_bytes_total", "counter", "bytes of experts read by the CPU", xnum("cpu_bytes"));
       metric("freetoken_expert_fetch_gbps", "gauge", "PCIe rate while copying experts, GB/s", xnum("fetch_gbps"));
       metric("freetoken_expert_cpu_gbps", "gauge", "CPU expert rate while computing, GB/s", xnum("cpu_gbps"));
       const nlohmann::json rates = st.value("layer_hit_rate", nlohmann::json::array());
-      out += "# HELP freetoken_expert_layer_hit_rate GPU expert cache hit rate per MoE layer\n"
-             "# TYPE freetoken_expert_layer_hit_rate gauge\n";
+      out +=
+          "# HELP freetoken_expert_layer_hit_rate GPU expert cache hit rate per MoE layer\n"
+          "# TYPE freetoken_expert_layer_hit_rate gauge\n";
       for (std::size_t i = 0; i < rates.size(); ++i)
         out += "freetoken_expert_layer_hit_rate{layer=\"" + std::to_string(i) + "\"} " +
                std::to_string(rates[i].get<double>()) + "\n";

@@ -153,7 +153,8 @@ TEST_P(ExpertOffloadCuda, ABatchEqualsItsSequencesAlone) {
     std::vector<float> together(3 * V), one(3 * V);
     std::vector<int32_t> next{int32_t(step + 1), int32_t(step + 50), int32_t(step + 99)};
     std::vector<BatchSlice> slices;
-    for (std::size_t i = 0; i < 3; ++i) slices.push_back({&batch[i], {&next[i], 1}, together.data() + i * V, LogitsMode::kLast});
+    for (std::size_t i = 0; i < 3; ++i)
+      slices.push_back({&batch[i], {&next[i], 1}, together.data() + i * V, LogitsMode::kLast});
     ASSERT_TRUE(m->forward_batch(slices).is_ok());
     for (std::size_t i = 0; i < 3; ++i)
       ASSERT_TRUE(m->forward(alone[i], {&next[i], 1}, one.data() + i * V, LogitsMode::kLast).is_ok());

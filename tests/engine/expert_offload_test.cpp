@@ -93,8 +93,8 @@ TEST(ExpertCache, TwoProtectedStepsKeepThePreviousStepsExpertsToo) {
   EXPECT_FALSE(c.admit(0, 4));
   c.begin_step();
   EXPECT_EQ(c.admit(0, 4)->evicted->expert, 1);
-  EXPECT_FALSE(c.admit(0, 5));  // 3 (the step before) and 4 (this one) are protected
-  c.unprotect_earlier_steps();  // the earlier steps' kernels are known to be done
+  EXPECT_FALSE(c.admit(0, 5));                   // 3 (the step before) and 4 (this one) are protected
+  c.unprotect_earlier_steps();                   // the earlier steps' kernels are known to be done
   EXPECT_EQ(c.admit(0, 5)->evicted->expert, 2);  // least recently used first
   EXPECT_EQ(c.admit(0, 6)->evicted->expert, 3);
   EXPECT_FALSE(c.admit(0, 7));  // this step's stay protected

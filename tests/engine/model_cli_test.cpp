@@ -111,8 +111,9 @@ TEST_F(ModelCli, CudaWithoutAGpuAndUnknownDevicesExitTwoSayingWhy) {
   expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cpu",
                                        "--expert-slots", "8"}),
                         "--expert-slots needs the GPU");
-  expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--expert-slots", "2"}),
-                        "--expert-slots must be at least 3");
+  expect_one_line_error(
+      run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--expert-slots", "2"}),
+      "--expert-slots must be at least 3");
   if (engine::query_cuda_device()) GTEST_SKIP() << "this machine has a GPU: --device cuda runs";
   expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cuda"}),
                         "--device cuda: ");

@@ -109,7 +109,7 @@ void write_tiny_chat_model(const std::filesystem::path& dir) {
   spec.vocab_size = 151936;  // the real Qwen3 vocabulary fits
   spec.hidden_size = 32;
   spec.num_layers = 4;
-  spec.head_dim = 32;  // what the GPU's attention kernels take (multiples of 32)
+  spec.head_dim = 32;             // what the GPU's attention kernels take (multiples of 32)
   spec.eos_token_ids = {151645};  // <|im_end|>
   ASSERT_TRUE(engine::write_random_checkpoint(dir, spec));
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})

@@ -149,12 +149,13 @@ class DecoderModel final : public Model {
         o.recalibrate = options.recalibrate;
         o.policy = options.moe_policy;
         // Every core but one: the thread issuing the GPU's work waits on it spinning.
-        o.cpu_threads = options.threads > 0 ? options.threads
-                                            : std::max(1, int(std::thread::hardware_concurrency()) - 1);
+        o.cpu_threads =
+            options.threads > 0 ? options.threads : std::max(1, int(std::thread::hardware_concurrency()) - 1);
         FT_RETURN_IF_ERROR(m->be_->set_expert_offload(o));
         // Copies of experts read the mapped files: pinned, they run at PCIe speed.
         plan.experts_pinned = true;
-        for (std::span<const std::byte> f : c.mapped_files()) plan.experts_pinned = m->be_->pin_host(f) && plan.experts_pinned;
+        for (std::span<const std::byte> f : c.mapped_files())
+          plan.experts_pinned = m->be_->pin_host(f) && plan.experts_pinned;
       }
     }
     std::uint64_t placed = 0;

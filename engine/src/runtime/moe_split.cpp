@@ -8,9 +8,12 @@ namespace ft::engine {
 
 std::string MoePolicy::name() const {
   switch (kind) {
-    case Kind::kAdaptive: return "adaptive";
-    case Kind::kFetch: return "fetch";
-    case Kind::kCpu: return "cpu";
+    case Kind::kAdaptive:
+      return "adaptive";
+    case Kind::kFetch:
+      return "fetch";
+    case Kind::kCpu:
+      return "cpu";
     case Kind::kRatio: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "ratio:%g", ratio);
@@ -67,9 +70,15 @@ SplitPlan plan_split(const MoePolicy& policy, const SplitCosts& costs, std::span
   const int M = int(order.size()), cap = std::clamp(max_fetch, 0, M);
   int F = 0;
   switch (policy.kind) {
-    case MoePolicy::Kind::kFetch: F = cap; break;
-    case MoePolicy::Kind::kCpu: F = 0; break;
-    case MoePolicy::Kind::kRatio: F = std::min(cap, int(policy.ratio * M + 0.5)); break;
+    case MoePolicy::Kind::kFetch:
+      F = cap;
+      break;
+    case MoePolicy::Kind::kCpu:
+      F = 0;
+      break;
+    case MoePolicy::Kind::kRatio:
+      F = std::min(cap, int(policy.ratio * M + 0.5));
+      break;
     case MoePolicy::Kind::kAdaptive: {
       double best = -1;
       for (int f = 0; f <= cap; ++f) {

@@ -1,6 +1,5 @@
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "ft/engine/offload_bandwidth.h"
 
@@ -17,7 +16,8 @@ Result<SplitCosts> load_offload_costs(const std::filesystem::path& file, const s
   c.cpu_gbps = j.value("cpu_gbps", 0.0);
   c.pcie_shared_gbps = j.value("pcie_shared_gbps", 0.0);
   c.cpu_shared_gbps = j.value("cpu_shared_gbps", 0.0);
-  if (!(c.pcie_gbps > 0) || !(c.cpu_gbps > 0)) return not_found("the offload bandwidth cache " + file.string() + " is incomplete");
+  if (!(c.pcie_gbps > 0) || !(c.cpu_gbps > 0))
+    return not_found("the offload bandwidth cache " + file.string() + " is incomplete");
   return c;
 }
 

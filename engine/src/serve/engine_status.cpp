@@ -24,7 +24,9 @@ json tier_json(const store::TierStats& t) {
 }
 
 json costs_json(const SplitCosts& c) {
-  return {{"pcie_gbps", c.pcie_gbps}, {"cpu_gbps", c.cpu_gbps}, {"pcie_shared_gbps", c.pcie_shared_gbps},
+  return {{"pcie_gbps", c.pcie_gbps},
+          {"cpu_gbps", c.cpu_gbps},
+          {"pcie_shared_gbps", c.pcie_shared_gbps},
           {"cpu_shared_gbps", c.cpu_shared_gbps}};
 }
 

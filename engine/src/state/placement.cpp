@@ -48,9 +48,10 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
   const std::uint64_t fixed = plan.device_weight_bytes() + plan.workspace_bytes;
   const std::uint64_t least = fixed + kv_min + 3 * plan.expert_slot_bytes;
   if (least > r.budget_bytes) {
-    return unavailable("the model needs at least " + gib(least) + " of GPU memory with its experts in host RAM (weights " +
-                       gib(plan.device_weight_bytes()) + " without them, workspace " + gib(plan.workspace_bytes) + ", " +
-                       kv_text + ", three expert slots); the budget allows " + gib(r.budget_bytes));
+    return unavailable("the model needs at least " + gib(least) +
+                       " of GPU memory with its experts in host RAM (weights " + gib(plan.device_weight_bytes()) +
+                       " without them, workspace " + gib(plan.workspace_bytes) + ", " + kv_text +
+                       ", three expert slots); the budget allows " + gib(r.budget_bytes));
   }
   const std::uint64_t room = r.budget_bytes - fixed;
   plan.kv_budget_bytes = r.kv_budget_bytes ? r.kv_budget_bytes : std::max(plan.kv_page_bytes, room / 4);
@@ -65,8 +66,10 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
     plan.expert_slots = std::min(all, cache_room / plan.expert_slot_bytes);
   }
   if (plan.expert_slots < 3) {
-    return unavailable("the model needs at least " + gib(least) + " of GPU memory with its experts in host RAM; the "
-                       "KV pool (" + gib(plan.kv_budget_bytes) + ") leaves room for fewer than three expert slots");
+    return unavailable("the model needs at least " + gib(least) +
+                       " of GPU memory with its experts in host RAM; the "
+                       "KV pool (" +
+                       gib(plan.kv_budget_bytes) + ") leaves room for fewer than three expert slots");
   }
   return Status::ok();
 }

@@ -138,13 +138,13 @@ struct ExpertOffloadOptions {
 struct ExpertOffloadStats {
   int slots = 0, resident = 0;
   std::string policy;
-  std::uint64_t hits = 0, misses = 0;          // routed-expert uses found in / missing from the cache
+  std::uint64_t hits = 0, misses = 0;           // routed-expert uses found in / missing from the cache
   std::uint64_t fetched = 0, cpu_computed = 0;  // misses fetched over PCIe / computed on the CPU
   std::uint64_t fetched_bytes = 0, cpu_bytes = 0;
   double fetch_seconds = 0, cpu_seconds = 0;  // time the copies / the CPU share took
-  SplitCosts costs;       // now (learned while serving)
-  SplitCosts calibrated;  // measured at the first offloaded layer
-  std::vector<double> layer_hit_rate;  // per MoE layer
+  SplitCosts costs;                           // now (learned while serving)
+  SplitCosts calibrated;                      // measured at the first offloaded layer
+  std::vector<double> layer_hit_rate;         // per MoE layer
 };
 
 class Backend {

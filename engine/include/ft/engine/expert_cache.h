@@ -53,8 +53,8 @@ class ExpertCache {
   // The slot holding (layer, expert) or nullopt, without counting or marking anything.
   std::optional<int> find(int layer, int expert) const;
   enum class Admission {
-    kAlways,     // take the least recently used slot (prefill streams whole layers through the cache)
-    kIfHotter,   // only a free slot, or one whose expert is used less often than this one
+    kAlways,    // take the least recently used slot (prefill streams whole layers through the cache)
+    kIfHotter,  // only a free slot, or one whose expert is used less often than this one
   };
   // A slot for (layer, expert), which must not be resident: a free slot, else the least recently
   // used one that neither this step uses nor would take a layer below its floor (its own layer's
@@ -77,7 +77,9 @@ class ExpertCache {
 
  private:
   static constexpr std::uint64_t kNever = 0;
-  std::size_t index(int layer, int expert) const { return std::size_t(layer) * std::size_t(experts_) + std::size_t(expert); }
+  std::size_t index(int layer, int expert) const {
+    return std::size_t(layer) * std::size_t(experts_) + std::size_t(expert);
+  }
   void touch(int slot);
   void drop(int slot);
   void count_use(int layer, int expert);
@@ -87,13 +89,13 @@ class ExpertCache {
   std::uint64_t step_ = 1;
   std::uint64_t protect_from_ = 0;  // steps before this one are never protected
   std::uint64_t clock_ = 0;
-  std::vector<Key> slot_key_;                // per slot; layer -1: free
-  std::vector<std::uint64_t> last_used_;     // per slot: clock of its last use
-  std::vector<std::uint64_t> step_used_;     // per slot: the step that last used it
-  std::vector<int> slot_of_;                 // per (layer, expert): slot or -1
+  std::vector<Key> slot_key_;             // per slot; layer -1: free
+  std::vector<std::uint64_t> last_used_;  // per slot: clock of its last use
+  std::vector<std::uint64_t> step_used_;  // per slot: the step that last used it
+  std::vector<int> slot_of_;              // per (layer, expert): slot or -1
   std::vector<LayerStats> stats_;
-  std::vector<float> freq_;       // per (layer, expert)
-  std::uint64_t uses_ = 0;        // since the last halving
+  std::vector<float> freq_;  // per (layer, expert)
+  std::uint64_t uses_ = 0;   // since the last halving
 };
 
 }  // namespace ft::engine

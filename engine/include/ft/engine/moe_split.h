@@ -28,8 +28,8 @@ Result<MoePolicy> parse_moe_policy(std::string_view text);
 // times it sees (SplitModel). The shared rates apply while both paths run at once (they share
 // host memory bandwidth); 0 means "as alone".
 struct SplitCosts {
-  double pcie_gbps = 20;          // pinned host -> GPU copies
-  double cpu_gbps = 30;           // CPU expert kernels reading bf16 weights, at the pool's threads
+  double pcie_gbps = 20;  // pinned host -> GPU copies
+  double cpu_gbps = 30;   // CPU expert kernels reading bf16 weights, at the pool's threads
   double pcie_shared_gbps = 0;
   double cpu_shared_gbps = 0;
   double fetch_overhead_s = 5e-6;  // per fetched expert (its copies' issue and completion)

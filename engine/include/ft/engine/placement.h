@@ -25,10 +25,10 @@ struct PlacementPlan {
   std::uint64_t reserved_bytes = 0;    // outside the budget, kept for the GPU checkpoint tier
   // Expert offload (GPU): the routed experts stay in host RAM and a cache of expert-sized slots
   // in VRAM holds the ones in use; the decode split and prefill streaming serve the rest.
-  std::uint64_t moe_layers = 0;         // layers with routed experts
+  std::uint64_t moe_layers = 0;  // layers with routed experts
   std::uint64_t experts_per_layer = 0;
   bool experts_on_host = false;
-  bool experts_pinned = false;          // host copies run from page-locked memory
+  bool experts_pinned = false;  // host copies run from page-locked memory
   std::uint64_t expert_slots = 0;
   std::uint64_t expert_slot_bytes = 0;  // one expert (gate, up, down), aligned
   std::uint64_t kv_budget_bytes = 0;    // the KV pool the plan set (offload); 0: what the budget leaves
@@ -36,9 +36,7 @@ struct PlacementPlan {
 
   std::uint64_t weight_bytes() const { return embedding_bytes + dense_bytes + routed_expert_bytes; }
   // Weights in the device's memory: all of them, or all but the routed experts when offloaded.
-  std::uint64_t device_weight_bytes() const {
-    return weight_bytes() - (experts_on_host ? routed_expert_bytes : 0);
-  }
+  std::uint64_t device_weight_bytes() const { return weight_bytes() - (experts_on_host ? routed_expert_bytes : 0); }
   std::uint64_t expert_cache_bytes() const { return expert_slots * expert_slot_bytes; }
   std::uint64_t total_bytes() const {
     return device_weight_bytes() + kv_pages * kv_page_bytes + workspace_bytes + expert_cache_bytes();

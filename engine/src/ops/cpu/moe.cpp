@@ -244,8 +244,8 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
   });
 }
 
-void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
-         int32_t* chosen_out, OpProfile* profile) {
+void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out, int32_t* chosen_out,
+         OpProfile* profile) {
   Scratch::Frame frame(s);
   const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k, A = T * K;
   std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeRoute);
