@@ -1,6 +1,10 @@
 // `freetoken serve`: the product in one command. Starts the engine process (`freetoken engine`,
 // supervised: restarted if it dies) and the agent-facing proxy in this process, on a model
 // directory or the built-in demo model.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 
 #include "commands.h"
@@ -26,9 +30,19 @@ int run_serve(const Args& args) {
   std::vector<std::string> engine_args = {"--model", fs::absolute(*model_dir).string()};
   for (std::string& a : forward_engine_flags(args)) engine_args.push_back(std::move(a));
 
-  auto engine = EngineSupervisor::start(engine_args, args.get_int("engine-timeout"));
+  EngineSupervisor::Options supervision;
+  supervision.ready_timeout_s = int(args.get_int("engine-timeout"));
+  supervision.liveness_timeout_s = int(args.get_int("engine-liveness-timeout"));
+  // Giving up on the engine ends serve: a proxy without an engine serves nothing.
+  std::atomic<bool> gave_up{false};
+  supervision.on_give_up = [&gave_up](const std::string&) {
+    gave_up = true;
+    kill(getpid(), SIGTERM);  // what wait_for_stop_signal below waits for
+  };
+  auto engine = EngineSupervisor::start(engine_args, std::move(supervision));
   if (!engine) return runtime_error("serve", engine.status().message());
-  auto backend = proxy::make_remote_backend("127.0.0.1", (*engine)->port(), 30000, (*engine)->key(),
+  // Restarted engines come up on fresh ports: the proxy follows the supervisor's.
+  auto backend = proxy::make_remote_backend("127.0.0.1", (*engine)->port_source(), 30000, (*engine)->key(),
                                             args.get_int("engine-stall-timeout"));
   if (!backend) return runtime_error("serve", backend.status().message());
 
@@ -41,9 +55,10 @@ int run_serve(const Args& args) {
   std::printf("freetoken: dashboard at http://%s:%d/\n", opts.host.c_str(), (*server)->port());
   std::fflush(stdout);
   const int sig = wait_for_stop_signal();
+  (*server)->stop();
+  if (gave_up) return runtime_error("serve", "the engine keeps failing (see above); stopped");
   std::printf("freetoken: stopping (signal %d)\n", sig);
   std::fflush(stdout);
-  (*server)->stop();
   return 0;  // the supervisor stops the engine on destruction
 }
 
@@ -56,6 +71,9 @@ std::vector<Flag> serve_flags() {
       {"engine-timeout", "SECONDS", "how long to wait for the engine to load the model", "600", false},
       {"engine-stall-timeout", "SECONDS",
        "a generation that hears nothing from the engine this long fails as unavailable (503, retry)", "60", false},
+      {"engine-liveness-timeout", "SECONDS",
+       "an engine whose status route has not answered this long is hung: killed and restarted (0: never)", "60",
+       false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};
   flags.insert(flags.end(), more.begin(), more.end());
   return flags;

@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <httplib.h>
+
+#include "ft/protocol/engine_protocol.h"
 #include "key_file.h"
 
 namespace ft::cli {
@@ -26,23 +29,25 @@ std::string describe_exit(int status) {
 
 }  // namespace
 
-EngineSupervisor::EngineSupervisor(std::vector<std::string> args, fs::path dir)
-    : args_(std::move(args)), dir_(std::move(dir)) {}
+EngineSupervisor::EngineSupervisor(std::vector<std::string> args, fs::path dir, Options options)
+    : args_(std::move(args)), dir_(std::move(dir)), options_(std::move(options)) {}
 
 Result<std::unique_ptr<EngineSupervisor>> EngineSupervisor::start(std::vector<std::string> engine_args,
-                                                                  int ready_timeout_s) {
+                                                                  Options options) {
   std::string tmpl = (fs::temp_directory_path() / "freetoken-serve-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) return io_error("cannot create a temporary directory");
-  std::unique_ptr<EngineSupervisor> s(new EngineSupervisor(std::move(engine_args), tmpl));
+  std::unique_ptr<EngineSupervisor> s(new EngineSupervisor(std::move(engine_args), tmpl, std::move(options)));
   FT_ASSIGN_OR_RETURN(s->key_, write_new_key_file(s->dir_ / "engine.key"));
-  const pid_t pid = s->spawn(0);
+  const pid_t pid = s->spawn();
   if (pid < 0) return unavailable("cannot start the engine process");
   {
     std::lock_guard lock(s->mu_);
     s->child_ = pid;
   }
-  FT_RETURN_IF_ERROR(s->wait_ready(pid, ready_timeout_s));
+  FT_RETURN_IF_ERROR(s->wait_ready(pid, s->options_.ready_timeout_s));
+  s->ready_ = true;
   s->watcher_ = std::thread([p = s.get()] { p->watch(); });
+  if (s->options_.liveness_timeout_s > 0) s->prober_ = std::thread([p = s.get()] { p->probe(); });
   return s;
 }
 
@@ -53,6 +58,8 @@ EngineSupervisor::~EngineSupervisor() {
     stopping_ = true;
     pid = child_;
   }
+  stop_cv_.notify_all();
+  if (prober_.joinable()) prober_.join();
   if (pid > 0) kill(pid, SIGTERM);
   // A graceful stop flushes the store's write-behind queue; give it 10 s, then insist.
   const auto deadline = Clock::now() + std::chrono::seconds(10);
@@ -76,12 +83,12 @@ EngineSupervisor::~EngineSupervisor() {
   fs::remove_all(dir_, ec);
 }
 
-pid_t EngineSupervisor::spawn(int port) {
+pid_t EngineSupervisor::spawn() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   std::vector<std::string> argv = {exe.string(), "engine"};
   argv.insert(argv.end(), args_.begin(), args_.end());
-  argv.insert(argv.end(), {"--port", std::to_string(port), "--port-file", (dir_ / "engine.port").string(),
+  argv.insert(argv.end(), {"--port", "0", "--port-file", (dir_ / "engine.port").string(),
                            "--key-file", (dir_ / "engine.key").string()});
   fs::remove(dir_ / "engine.port", ec);
   std::vector<char*> cargv;
@@ -114,7 +121,7 @@ Status EngineSupervisor::wait_ready(pid_t pid, int timeout_s) {
     std::ifstream in(file);
     int port = 0;
     if (in >> port && port > 0) {
-      port_ = port;
+      port_->store(port);
       return Status::ok();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -124,28 +131,91 @@ Status EngineSupervisor::wait_ready(pid_t pid, int timeout_s) {
 
 void EngineSupervisor::watch() {
   auto backoff = std::chrono::milliseconds(250);
+  int failures = 0;  // engines in a row that died or hung within a minute of starting
+  auto started = Clock::now();
   for (;;) {
     pid_t pid;
     {
       std::lock_guard lock(mu_);
       pid = child_;
     }
-    const auto started = Clock::now();
     int status = 0;
     if (pid > 0) waitpid(pid, &status, 0);
+    ready_ = false;
     {
       std::lock_guard lock(mu_);
       child_ = -1;
       if (stopping_) return;
     }
-    std::fprintf(stderr, "freetoken serve: the engine ended (%s); restarting it\n", describe_exit(status).c_str());
-    if (Clock::now() - started > std::chrono::seconds(60)) backoff = std::chrono::milliseconds(250);
+    const bool soon = Clock::now() - started < std::chrono::seconds(60);
+    failures = soon ? failures + 1 : 1;
+    if (!soon) backoff = std::chrono::milliseconds(250);
+    const std::string why = pid > 0 ? "the engine ended (" + describe_exit(status) + ")" : "the engine did not start";
+    if (failures >= options_.max_failures) {
+      const std::string msg = why + ", the " + std::to_string(failures) + "th time in a row within a minute of "
+                              "starting; giving up";
+      std::fprintf(stderr, "freetoken serve: %s\n", msg.c_str());
+      if (options_.on_give_up) options_.on_give_up(msg);
+      return;
+    }
+    std::fprintf(stderr, "freetoken serve: %s; restarting it\n", why.c_str());
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(8000));
-    std::lock_guard lock(mu_);
+    pid_t next;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      next = child_ = spawn();  // on a fresh port: the old one may belong to someone else by now
+      ++restarts_;
+    }
+    started = Clock::now();
+    if (next > 0 && wait_ready(next, options_.ready_timeout_s)) {
+      ready_ = true;
+      std::fprintf(stderr, "freetoken serve: the engine is back on port %d\n", port_->load());
+    } else if (next > 0) {
+      std::lock_guard lock(mu_);
+      if (child_ == next) kill(next, SIGKILL);  // did not come up: reaped above, counted as a failure
+    }
+  }
+}
+
+bool EngineSupervisor::answers(int timeout_s) const {
+  httplib::Client c("127.0.0.1", port_->load());
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(timeout_s, 0);
+  const httplib::Headers headers = {{protocol::engine::kVersionHeader, std::to_string(protocol::engine::kProtocolVersion)},
+                                    {"Authorization", "Bearer " + key_}};
+  auto r = c.Get("/engine/v1/status", headers);
+  return r && r->status == 200;
+}
+
+// Every few seconds, the status route of a ready engine: when it has not answered for
+// liveness_timeout_s, the engine is hung and killed (the watcher restarts it).
+void EngineSupervisor::probe() {
+  const auto period = std::chrono::seconds(2);
+  auto last_ok = Clock::now();
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    stop_cv_.wait_for(lock, period, [&] { return stopping_; });
     if (stopping_) return;
-    child_ = spawn(port_);
-    ++restarts_;
+    if (!ready_) {
+      last_ok = Clock::now();
+      continue;
+    }
+    lock.unlock();
+    const bool ok = answers(std::max(1, options_.liveness_timeout_s / 2));
+    lock.lock();
+    if (ok || !ready_) {
+      last_ok = Clock::now();
+      continue;
+    }
+    const auto silent = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - last_ok);
+    if (silent.count() >= options_.liveness_timeout_s && child_ > 0 && !stopping_) {
+      std::fprintf(stderr, "freetoken serve: the engine has not answered for %d s; killing it\n", int(silent.count()));
+      kill(child_, SIGKILL);
+      ready_ = false;
+      last_ok = Clock::now();
+    }
   }
 }
 

@@ -143,11 +143,12 @@ class RemoteGeneration final : public Generation {
 
 class RemoteBackend final : public GenerationBackend {
  public:
-  RemoteBackend(std::string host, int port, std::string key, ModelInfo info, int stall_s)
-      : host_(std::move(host)), port_(port), key_(std::move(key)), info_(std::move(info)), stall_s_(stall_s) {}
+  RemoteBackend(std::string host, std::shared_ptr<const std::atomic<int>> port, std::string key, ModelInfo info,
+                int stall_s)
+      : host_(std::move(host)), port_(std::move(port)), key_(std::move(key)), info_(std::move(info)), stall_s_(stall_s) {}
 
   Result<wire::LookupReply> lookup(const wire::LookupRequest& request) override {
-    httplib::Client c(host_, port_);
+    httplib::Client c(host_, port());
     c.set_connection_timeout(5, 0);
     c.set_read_timeout(stall_s_, 0);  // a lookup is quick: an engine this slow to answer hangs
     auto r = c.Post("/engine/v1/lookup", protocol_headers(key_), to_json(request).dump(), "application/json");
@@ -159,7 +160,7 @@ class RemoteBackend final : public GenerationBackend {
   }
 
   Result<std::unique_ptr<Generation>> start(const wire::GenerateRequest& request) override {
-    auto g = std::make_unique<RemoteGeneration>(host_, port_, key_, request.id, to_json(request).dump(), stall_s_);
+    auto g = std::make_unique<RemoteGeneration>(host_, port(), key_, request.id, to_json(request).dump(), stall_s_);
     FT_RETURN_IF_ERROR(g->admitted());
     return std::unique_ptr<Generation>(std::move(g));
   }
@@ -172,7 +173,7 @@ class RemoteBackend final : public GenerationBackend {
  private:
   // A JSON document the engine serves, or {"error": ...}: short timeouts, a stats page must not hang.
   json get_document(const char* path) {
-    httplib::Client c(host_, port_);
+    httplib::Client c(host_, port());
     c.set_connection_timeout(2, 0);
     c.set_read_timeout(5, 0);
     auto r = c.Get(path, protocol_headers(key_));
@@ -181,8 +182,10 @@ class RemoteBackend final : public GenerationBackend {
     return j.is_discarded() ? json{{"error", std::string("engine answered ") + path + " with something not JSON"}} : j;
   }
 
+  int port() const { return port_->load(); }
+
   std::string host_;
-  int port_;
+  std::shared_ptr<const std::atomic<int>> port_;
   std::string key_;
   ModelInfo info_;
   int stall_s_;
@@ -193,6 +196,15 @@ class RemoteBackend final : public GenerationBackend {
 Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
                                                                int connect_timeout_ms, const std::string& key,
                                                                int stall_timeout_s) {
+  return make_remote_backend(host, std::make_shared<const std::atomic<int>>(port), connect_timeout_ms, key,
+                             stall_timeout_s);
+}
+
+Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host,
+                                                               std::shared_ptr<const std::atomic<int>> port_source,
+                                                               int connect_timeout_ms, const std::string& key,
+                                                               int stall_timeout_s) {
+  const int port = port_source->load();
   const auto deadline = Clock::now() + std::chrono::milliseconds(connect_timeout_ms);
   std::string last_error = "no answer";
   for (;;) {
@@ -209,7 +221,7 @@ Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string
         return unsupported("engine at " + host + ":" + std::to_string(port) + " speaks " +
                            j.value("protocol", std::string("?")) + "; this proxy speaks " + wire::kProtocolName);
       return std::unique_ptr<GenerationBackend>(
-          std::make_unique<RemoteBackend>(host, port, key, model_info_from_status(j), stall_timeout_s));
+          std::make_unique<RemoteBackend>(host, port_source, key, model_info_from_status(j), stall_timeout_s));
     } else {
       last_error = httplib::to_string(r.error());
     }

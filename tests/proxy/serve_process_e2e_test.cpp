@@ -286,6 +286,61 @@ TEST_F(ServeProcessE2E, AHungEngineIsA503WithinTheStallTimeout) {
   EXPECT_EQ(status, 200);
 }
 
+// An engine that stops answering (SIGSTOP: alive, so no exit to notice) is found by the
+// supervisor's liveness probe, killed and restarted on a fresh port, which the proxy follows.
+TEST_F(ServeProcessE2E, AHungEngineIsKilledAndRestartedOnAFreshPort) {
+  auto s = serve({"--no-store", "--engine-liveness-timeout", "3"});
+  ASSERT_TRUE(s);
+  int status = 0;
+  const auto [first, cached] = ask(s->port(), conversation({}), &status);
+  ASSERT_EQ(status, 200);
+  const pid_t engine = s->child_pid();
+  ASSERT_GT(engine, 0);  // kill(-1, ...) would signal every process
+  ASSERT_TRUE(stop_process(engine));
+  std::string again;
+  for (int i = 0; i < 600; ++i) {
+    std::tie(again, std::ignore) = ask(s->port(), conversation({}), &status);
+    if (status == 200 && s->child_pid() != engine) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(engine, SIGCONT);  // in case it was not killed
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(s->child_pid(), engine);
+  EXPECT_EQ(again, first);  // greedy: the new engine answers as the old one did
+  const std::string log = s->log();
+  EXPECT_NE(log.find("has not answered"), std::string::npos) << log;
+  EXPECT_NE(log.find("the engine is back on port"), std::string::npos) << log;
+}
+
+// An engine that cannot start again (its model is gone) is not restarted forever: after five
+// failures in a row serve says why and exits non-zero.
+TEST_F(ServeProcessE2E, AnEngineThatKeepsFailingEndsServe) {
+  TempDir copy;
+  std::filesystem::copy(model_->path(), copy.path() / "model", std::filesystem::copy_options::recursive);
+  std::vector<std::string> args = {"serve", "--model", (copy.path() / "model").string(), "--model-name", "tiny",
+                                   "--port", "0", "--ctx", "4096", "--no-store"};
+  std::string log;
+  auto s = ServeProcess::start(args, work_.path() / "failing.log", 120, &log);
+  ASSERT_TRUE(s) << log;
+  std::filesystem::remove(copy.path() / "model" / "config.json");
+  const pid_t engine = s->child_pid();
+  ASSERT_GT(engine, 0);
+  kill(engine, SIGKILL);
+  // Back-off 0.25 + 0.5 + 1 + 2 s between the failed starts: it ends (a zombie until reaped) well
+  // within a minute; a serve that restarts forever fails here instead of hanging the suite.
+  const auto ended = [&] {
+    const std::string stat = read_file("/proc/" + std::to_string(s->pid()) + "/stat");
+    const auto paren = stat.rfind(')');
+    return stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+  };
+  for (int i = 0; i < 600 && !ended(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(ended()) << s->log();
+  EXPECT_NE(s->wait(), 0);
+  const std::string out = s->log();
+  EXPECT_NE(out.find("giving up"), std::string::npos) << out;
+  EXPECT_NE(out.find("the engine keeps failing"), std::string::npos) << out;
+}
+
 // Through the real process pair: a 10 MB body is a 413 in the API's schema, a full engine queue
 // is a 529 with Retry-After, and the server keeps serving.
 TEST_F(ServeProcessE2E, OversizeBodyAndOverloadKeepTheirStatusesAcrossTheProcessPair) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,13 @@ Result<std::unique_ptr<GenerationBackend>> make_local_backend(const std::filesys
 // stall_timeout_s: how long a generation may hear nothing from the engine (which sends a keepalive
 // every few seconds) before it fails as unavailable, to be retried.
 Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
+                                                               int connect_timeout_ms = 30000,
+                                                               const std::string& key = "",
+                                                               int stall_timeout_s = 60);
+// The same for an engine whose port may change (a supervisor restarting it on a fresh port): each
+// request goes to the port `port` holds at the time.
+Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host,
+                                                               std::shared_ptr<const std::atomic<int>> port,
                                                                int connect_timeout_ms = 30000,
                                                                const std::string& key = "",
                                                                int stall_timeout_s = 60);
