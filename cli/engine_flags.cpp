@@ -5,28 +5,22 @@
 namespace ft::cli {
 
 std::vector<Flag> engine_runtime_flags() {
-  return {
-      {"store", "DIR", "checkpoint store directory (default: <data dir>/store)", "", false},
-      {"no-store", "", "keep checkpoints in RAM only (nothing persists across restarts)", "", false},
-      {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
-      {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
-      {"gpu-checkpoint-gb", "GB", "GPU memory for the hot checkpoint tier (0: none)", "0", false},
-      {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
-      {"max-running", "N", "sequences batched together", "8", false},
-      {"max-waiting", "N", "requests queued beyond those before 'overloaded' (429/529)", "16", false},
-      {"step-tokens", "N", "rows per forward pass when nothing is decoding (decode tokens + prefill chunk)", "2048",
-       false},
-      {"max-decode-stall-ms", "MS",
-       "while streams decode, cut prefill chunks so a step takes about this long (measured per row)", "500", false},
-      device_flag(),
-      threads_flag(),
-      kv_budget_flag(),
-      gpu_mem_flag(),
-      moe_policy_flag(),
-      expert_slots_flag(),
-      recalibrate_flag(),
-      deterministic_flag(),
-  };
+  return with_model_runtime_flags(
+      {
+          {"store", "DIR", "checkpoint store directory (default: <data dir>/store)", "", false},
+          {"no-store", "", "keep checkpoints in RAM only (nothing persists across restarts)", "", false},
+          {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
+          {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
+          {"gpu-checkpoint-gb", "GB", "GPU memory for the hot checkpoint tier (0: none)", "0", false},
+          {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
+          {"max-running", "N", "sequences batched together", "8", false},
+          {"max-waiting", "N", "requests queued beyond those before 'overloaded' (429/529)", "16", false},
+          {"step-tokens", "N", "rows per forward pass when nothing is decoding (decode tokens + prefill chunk)", "2048",
+           false},
+          {"max-decode-stall-ms", "MS",
+           "while streams decode, cut prefill chunks so a step takes about this long (measured per row)", "500", false},
+      },
+      /*reference=*/false);
 }
 
 std::vector<std::string> forward_engine_flags(const Args& args) {

@@ -94,6 +94,15 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
   return o;
 }
 
+std::vector<Flag> with_model_runtime_flags(std::vector<Flag> own, bool reference) {
+  for (Flag f : {device_flag(), threads_flag(), kv_budget_flag(), gpu_mem_flag(), moe_policy_flag(),
+                 expert_slots_flag(), recalibrate_flag()})
+    own.push_back(std::move(f));
+  if (reference) own.push_back(reference_flag());
+  own.push_back(deterministic_flag());
+  return own;
+}
+
 Flag model_flag() { return {"model", "DIR", "Hugging Face checkpoint directory (config.json + safetensors)", "", true}; }
 Flag device_flag() {
   return {"device", "DEV", "where the model runs: auto (cuda when a usable GPU exists, else cpu), cpu or cuda", "auto"};

@@ -25,6 +25,11 @@ Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args);
 // without one is kUnavailable saying why.
 Result<engine::LoadOptions> load_options_from_flags(const Args& args);
 
+// `own` followed by the flags every command that loads a model takes: --device, --threads,
+// --kv-budget, --gpu-mem, --moe-policy, --expert-slots, --recalibrate, --deterministic (and
+// --reference where the command can run the fp32 reference).
+std::vector<Flag> with_model_runtime_flags(std::vector<Flag> own, bool reference = true);
+
 // The flag definitions, so every model command spells them the same way.
 Flag model_flag();
 Flag device_flag();
