@@ -455,6 +455,13 @@ Result<DecoderLayer> layer_with_norms(const WeightLoader& w, const ModelConfig& 
   return out;
 }
 
+Result<DecoderLayer> attention_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t layer,
+                                     const AttentionSpec& spec) {
+  FT_ASSIGN_OR_RETURN(DecoderLayer out, layer_with_norms(w, cfg, layer, /*zero_centered=*/false));
+  FT_ASSIGN_OR_RETURN(out.attention, AttentionBlock::load(w, layer_prefix(layer) + "self_attn.", spec));
+  return out;
+}
+
 Status load_feed_forward(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, DecoderLayer& out) {
   const std::string p = layer_prefix(layer) + "mlp.";
   if (cfg.is_moe_layer(layer)) {

@@ -64,6 +64,10 @@ Result<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const Checkpoi
 // zero_centered: the stored weight is an offset from 1): the model file adds the token mixer and
 // the feed-forward.
 Result<DecoderLayer> layer_with_norms(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, bool zero_centered);
+// The softmax-attention families' layer: plain pre-norms and layers.<layer>.self_attn. per `spec`;
+// the model file adds the feed-forward.
+Result<DecoderLayer> attention_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t layer,
+                                     const AttentionSpec& spec);
 // The feed-forward at layers.<layer>.mlp.: the MoE on MoE layers (ModelConfig::is_moe_layer), else
 // a dense SwiGLU of intermediate_size.
 Status load_feed_forward(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, DecoderLayer& out);

@@ -12,10 +12,9 @@ using namespace blocks;
 
 Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
   const std::string p = layer_prefix(i);
-  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/false));
   AttentionSpec spec = attention_spec(cfg);
   spec.qk_norm = false;
-  FT_ASSIGN_OR_RETURN(layer.attention, AttentionBlock::load(w, p + "self_attn.", spec));
+  FT_ASSIGN_OR_RETURN(DecoderLayer layer, attention_layer(w, cfg, i, spec));
   const std::string moe = w.has(p + "block_sparse_moe.gate.weight") ? "block_sparse_moe." : "mlp.";
   FT_ASSIGN_OR_RETURN(layer.moe, MoeBlock::load(w, p + moe, moe_spec(cfg)));
   return layer;

@@ -11,11 +11,9 @@ namespace {
 using namespace blocks;
 
 Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
-  const std::string p = layer_prefix(i);
-  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/false));
   AttentionSpec spec = attention_spec(cfg);  // biases from ModelConfig::qkv_bias
   spec.qk_norm = false;
-  FT_ASSIGN_OR_RETURN(layer.attention, AttentionBlock::load(w, p + "self_attn.", spec));
+  FT_ASSIGN_OR_RETURN(DecoderLayer layer, attention_layer(w, cfg, i, spec));
   FT_RETURN_IF_ERROR(load_feed_forward(w, cfg, i, layer));  // with the shared expert where the config has one
   return layer;
 }

@@ -10,9 +10,7 @@ namespace {
 using namespace blocks;
 
 Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
-  const std::string p = layer_prefix(i);
-  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/false));
-  FT_ASSIGN_OR_RETURN(layer.attention, AttentionBlock::load(w, p + "self_attn.", attention_spec(cfg)));
+  FT_ASSIGN_OR_RETURN(DecoderLayer layer, attention_layer(w, cfg, i, attention_spec(cfg)));
   FT_RETURN_IF_ERROR(load_feed_forward(w, cfg, i, layer));
   return layer;
 }
