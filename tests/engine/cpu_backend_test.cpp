@@ -22,20 +22,6 @@ using engine::BackendKind;
 using engine::CpuIsa;
 using engine::Matrix;
 
-// Weights stored as bf16, owned by the test; views as Matrix.
-struct Bf16Matrix {
-  std::vector<engine::bf16_t> data;
-  int64_t rows = 0, cols = 0;
-  Bf16Matrix(int64_t r, int64_t c, std::mt19937& rng) : data(std::size_t(r * c)), rows(r), cols(c) {
-    std::normal_distribution<float> n(0.0f, 1.0f / std::sqrt(float(c)));
-    for (auto& v : data) v = engine::f32_to_bf16(n(rng));
-  }
-  Matrix view() const {
-    return {engine::DType::kBF16, rows, cols, reinterpret_cast<const std::byte*>(data.data()),
-            std::size_t(cols) * sizeof(engine::bf16_t)};
-  }
-};
-
 std::vector<float> randn(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);
   std::vector<float> v(n);

@@ -238,17 +238,13 @@ TEST(MoeSplit, TheModelLearnsTheRatesItMeasures) {
 
 // A small MoE layer in bf16, owned by the test.
 struct Layer {
-  std::vector<std::vector<engine::bf16_t>> store;
+  std::vector<Bf16Matrix> store;
   engine::MoeWeights w;
+  // A view of a new matrix (its data stays put when `store` grows: the vectors move).
   engine::Matrix mat(int64_t rows, int64_t cols, std::mt19937& rng) {
-    std::normal_distribution<float> n(0.0f, 1.0f / std::sqrt(float(cols)));
-    auto& d = store.emplace_back(std::size_t(rows * cols));
-    for (auto& v : d) v = engine::f32_to_bf16(n(rng));
-    return {engine::DType::kBF16, rows, cols, reinterpret_cast<const std::byte*>(d.data()),
-            std::size_t(cols) * sizeof(engine::bf16_t)};
+    return store.emplace_back(rows, cols, rng).view();
   }
   Layer(int64_t H, int64_t I, int64_t E, std::size_t K, std::mt19937& rng) {
-    store.reserve(std::size_t(3 * E + 1));
     w.hidden = H;
     w.router_spec.num_experts = std::size_t(E);
     w.router_spec.top_k = K;

@@ -12,10 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "ft/engine/backend.h"
+#include "ft/engine/bf16.h"
 #include "ft/engine/device.h"
 #include "ft/engine/model_config.h"
 #include "ft/engine/random_checkpoint.h"
@@ -158,6 +160,20 @@ struct SafetensorsFile {
 };
 
 // ||a - b|| / ||b|| over n floats.
+// Weights stored as bf16, owned by the test (N(0, 1/cols)); views as Matrix.
+struct Bf16Matrix {
+  std::vector<engine::bf16_t> data;
+  int64_t rows = 0, cols = 0;
+  Bf16Matrix(int64_t r, int64_t c, std::mt19937& rng) : data(std::size_t(r * c)), rows(r), cols(c) {
+    std::normal_distribution<float> n(0.0f, 1.0f / std::sqrt(float(c)));
+    for (auto& v : data) v = engine::f32_to_bf16(n(rng));
+  }
+  engine::Matrix view() const {
+    return {engine::DType::kBF16, rows, cols, reinterpret_cast<const std::byte*>(data.data()),
+            std::size_t(cols) * sizeof(engine::bf16_t)};
+  }
+};
+
 inline double rel_l2(const float* a, const float* b, std::size_t n) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < n; ++i) {
