@@ -119,7 +119,10 @@ class CudaBackend final : public Backend {
     if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) fail(cuda::error_text("kernel launch", err));
     for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
     pending_traces_.clear();
-    if (offload_) offload_->publish();
+    if (offload_) {
+      if (std::string why = offload_->take_cpu_failure(); !why.empty()) fail(why);
+      offload_->publish();
+    }
     if (!failure_.empty()) return internal_error("GPU: " + failure_);
     return Status::ok();
   }
@@ -578,9 +581,9 @@ class CudaBackend final : public Backend {
     std::vector<bool> on_cpu(E, false);
     for (int e : plan.cpu) on_cpu[std::size_t(e)] = true;
     for (std::size_t i = 0; i < plan.fetch.size(); ++i) {
-      const int e = plan.fetch[i];
-      o.fetch(w, e, o.cache().slots() + int(i));
-      where[std::size_t(e)] = o.transient(int(i), w);
+      const int e = plan.fetch[i], slot = o.transient_slot(int(i));
+      o.fetch(w, e, slot);
+      where[std::size_t(e)] = o.slot(slot, w);
     }
     const bool fetched = committed > 0 || !plan.fetch.empty();
     const bool any_cpu = std::find(on_cpu.begin(), on_cpu.end(), true) != on_cpu.end();
@@ -616,8 +619,8 @@ class CudaBackend final : public Backend {
       const auto t0 = std::chrono::steady_clock::now();
       try {
         o.cpu().run(w, x_host, T, K, mine, weights, y);
-      } catch (...) {
-        std::fill(y, y + T * std::size_t(w.hidden), 0.f);  // the pass is failed by the caller's checks
+      } catch (const std::exception& e) {
+        o.cpu_failed(std::string("the CPU experts failed: ") + e.what());  // the pass reports it at its end
       }
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       o.model().observe_cpu(cpu_experts * bytes, secs, fetched);

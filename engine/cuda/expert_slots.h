@@ -12,7 +12,9 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ft/engine/backend.h"
@@ -45,7 +47,6 @@ class ExpertSlots {
   ExpertCache& cache() { return cache_; }
   SplitModel& model() { return model_; }
   CpuExperts& cpu() { return cpu_; }
-  const CpuExperts& cpu() const { return cpu_; }
   ExpertOffloadStats& stats() { return stats_; }
   // The stats as of the last publish() (end of a pass): safe to read from any thread meanwhile.
   void publish();
@@ -65,7 +66,7 @@ class ExpertSlots {
   // Slots outside the cache for experts a decode step fetches but the cache does not admit: valid
   // for the MoE layer they are fetched for (the next layer's routing waits for its kernels).
   int transient_slots() const { return o_.slots - cache_.slots(); }
-  ExpertPtrs transient(int i, const MoeWeights& w) const { return slot(cache_.slots() + i, w); }
+  int transient_slot(int i) const { return cache_.slots() + i; }  // for slot()/fetch()
   // The experts a layer's last prefill-sized call used (empty before one): what a prefetch of
   // that layer fetches.
   std::vector<int32_t>& last_active(int layer) { return last_active_[std::size_t(layer)]; }
@@ -99,6 +100,16 @@ class ExpertSlots {
   unsigned next_cpu_seq() { return ++cpu_seq_; }
   const unsigned* cpu_flag() const { return flag_; }
   void signal(unsigned seq) { std::atomic_ref<unsigned>(*flag_).store(seq, std::memory_order_release); }
+  // A CPU task that could not compute its share says so here (it still signals: the GPU must not
+  // wait forever); the pass that ran it fails with the message.
+  void cpu_failed(std::string why) {
+    std::lock_guard lock(published_mu_);
+    cpu_failure_ = std::move(why);
+  }
+  std::string take_cpu_failure() {
+    std::lock_guard lock(published_mu_);
+    return std::exchange(cpu_failure_, std::string());
+  }
 
  private:
   ExpertSlots(const ExpertOffloadOptions& options, int transient);
@@ -109,8 +120,9 @@ class ExpertSlots {
   SplitModel model_;
   CpuExperts cpu_;
   ExpertOffloadStats stats_;
-  mutable std::mutex published_mu_;
+  mutable std::mutex published_mu_;  // also guards cpu_failure_
   ExpertOffloadStats published_;
+  std::string cpu_failure_;
   std::vector<std::byte*> chunks_;  // slot memory, a few slots a chunk
   int slots_per_chunk_ = 1;
   std::byte* zero_ = nullptr;  // one slot of zeros
