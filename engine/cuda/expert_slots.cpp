@@ -17,6 +17,12 @@ std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; 
 
 }  // namespace
 
+void copy_expert_async(const SwiGluMatrices& m, const ExpertPtrs& to, cudaStream_t s) {
+  cudaMemcpyAsync(const_cast<std::byte*>(to.gate), m.gate.data, m.gate.bytes(), cudaMemcpyHostToDevice, s);
+  cudaMemcpyAsync(const_cast<std::byte*>(to.up), m.up.data, m.up.bytes(), cudaMemcpyHostToDevice, s);
+  cudaMemcpyAsync(const_cast<std::byte*>(to.down), m.down.data, m.down.bytes(), cudaMemcpyHostToDevice, s);
+}
+
 ExpertSlots::ExpertSlots(const ExpertOffloadOptions& options, int transient)
     : o_(options),
       cache_(options.slots - transient, options.layers, options.experts, options.floor_per_layer, 2),
@@ -174,10 +180,7 @@ void ExpertSlots::fetch(const MoeWeights& w, int e, int s) {
     cudaEventRecord(group_.begin, copy_);
   }
   const SwiGluMatrices& m = w.experts[std::size_t(e)];
-  const ExpertPtrs to = slot(s, w);
-  cudaMemcpyAsync(const_cast<std::byte*>(to.gate), m.gate.data, m.gate.bytes(), cudaMemcpyHostToDevice, copy_);
-  cudaMemcpyAsync(const_cast<std::byte*>(to.up), m.up.data, m.up.bytes(), cudaMemcpyHostToDevice, copy_);
-  cudaMemcpyAsync(const_cast<std::byte*>(to.down), m.down.data, m.down.bytes(), cudaMemcpyHostToDevice, copy_);
+  copy_expert_async(m, slot(s, w), copy_);
   group_.bytes += m.bytes();
   ++group_.experts;
   ++stats_.fetched;

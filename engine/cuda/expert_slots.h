@@ -31,6 +31,9 @@ struct ExpertPtrs {
   const std::byte* down = nullptr;
 };
 
+// Queues the copies of one expert's three matrices from host memory to `to` on `s`.
+void copy_expert_async(const SwiGluMatrices& m, const ExpertPtrs& to, cudaStream_t s);
+
 class ExpertSlots {
  public:
   // Allocates the slots and the zero expert; kUnavailable when VRAM cannot hold them.

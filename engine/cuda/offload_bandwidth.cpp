@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device_memory.h"
+#include "expert_slots.h"
 #include "ft/engine/bf16.h"
 
 namespace ft::engine {
@@ -28,9 +29,7 @@ void enqueue_copies(const MoeWeights& w, std::byte* const* dst, int first, int n
   for (int i = 0; i < n; ++i) {
     const SwiGluMatrices& m = w.experts[std::size_t((first + i) % int(w.experts.size()))];
     std::byte* d = dst[(first + i) % kBuffers];
-    cudaMemcpyAsync(d, m.gate.data, m.gate.bytes(), cudaMemcpyHostToDevice, s);
-    cudaMemcpyAsync(d + m.gate.bytes(), m.up.data, m.up.bytes(), cudaMemcpyHostToDevice, s);
-    cudaMemcpyAsync(d + m.gate.bytes() + m.up.bytes(), m.down.data, m.down.bytes(), cudaMemcpyHostToDevice, s);
+    cuda::copy_expert_async(m, {d, d + m.gate.bytes(), d + m.gate.bytes() + m.up.bytes()}, s);
   }
 }
 
