@@ -64,12 +64,6 @@ uint64_t default_kv_budget() {
   return ram / 4;
 }
 
-std::string gib_text(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(1ull << 30));
-  return buf;
-}
-
 // The checkpoint's weights by kind, from the HF tensor names, and how many layers have routed
 // experts.
 void weigh_checkpoint(const Checkpoint& ckpt, const ModelConfig& cfg, PlacementPlan& plan) {

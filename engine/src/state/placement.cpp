@@ -13,12 +13,6 @@ std::string line(const char* what, std::uint64_t bytes, const std::string& note 
   return buf;
 }
 
-std::string gib(std::uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(1ull << 30));
-  return buf;
-}
-
 // GPU memory set aside for a pass's temporaries (a prefill chunk's activations, the MoE's padded
 // expert rows): a 4,096-token chunk of a 2,048-wide MoE peaks at ~1.7 GiB. Budgets below 24 GiB
 // keep 2 GiB, larger ones 4.
@@ -29,17 +23,23 @@ constexpr std::uint64_t kAlign = 256;
 
 }  // namespace
 
+std::string gib_text(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(1ull << 30));
+  return buf;
+}
+
 Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
   plan.budget_bytes = r.budget_bytes;
   plan.workspace_bytes = r.budget_bytes < kSmallBudget ? kSmallWorkspace : kWorkspace;
   const std::uint64_t kv_min = std::max(r.kv_budget_bytes, plan.kv_page_bytes);
-  const std::string kv_text = r.kv_budget_bytes ? "--kv-budget " + gib(r.kv_budget_bytes) : "a KV page";
+  const std::string kv_text = r.kv_budget_bytes ? "--kv-budget " + gib_text(r.kv_budget_bytes) : "a KV page";
   const std::uint64_t resident_need = plan.weight_bytes() + plan.workspace_bytes + kv_min;
   if (r.expert_slots <= 0 && resident_need <= r.budget_bytes) return Status::ok();
   if (plan.routed_expert_bytes == 0 || plan.moe_layers == 0 || plan.experts_per_layer == 0) {
-    return unavailable("the model needs " + gib(resident_need) + " of GPU memory (weights " + gib(plan.weight_bytes()) +
-                       ", workspace " + gib(plan.workspace_bytes) + ", " + kv_text + "); the budget allows " +
-                       gib(r.budget_bytes));
+    return unavailable("the model needs " + gib_text(resident_need) + " of GPU memory (weights " + gib_text(plan.weight_bytes()) +
+                       ", workspace " + gib_text(plan.workspace_bytes) + ", " + kv_text + "); the budget allows " +
+                       gib_text(r.budget_bytes));
   }
   plan.experts_on_host = true;
   // One expert's bytes, each of its three matrices aligned.
@@ -48,10 +48,10 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
   const std::uint64_t fixed = plan.device_weight_bytes() + plan.workspace_bytes;
   const std::uint64_t least = fixed + kv_min + 3 * plan.expert_slot_bytes;
   if (least > r.budget_bytes) {
-    return unavailable("the model needs at least " + gib(least) +
-                       " of GPU memory with its experts in host RAM (weights " + gib(plan.device_weight_bytes()) +
-                       " without them, workspace " + gib(plan.workspace_bytes) + ", " + kv_text +
-                       ", three expert slots); the budget allows " + gib(r.budget_bytes));
+    return unavailable("the model needs at least " + gib_text(least) +
+                       " of GPU memory with its experts in host RAM (weights " + gib_text(plan.device_weight_bytes()) +
+                       " without them, workspace " + gib_text(plan.workspace_bytes) + ", " + kv_text +
+                       ", three expert slots); the budget allows " + gib_text(r.budget_bytes));
   }
   const std::uint64_t room = r.budget_bytes - fixed;
   plan.kv_budget_bytes = r.kv_budget_bytes ? r.kv_budget_bytes : std::max(plan.kv_page_bytes, room / 4);
@@ -61,15 +61,15 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
     plan.expert_slots = std::uint64_t(r.expert_slots);
     if (plan.expert_slots * plan.expert_slot_bytes > cache_room)
       return unavailable(std::to_string(r.expert_slots) + " expert slots need " +
-                         gib(plan.expert_slots * plan.expert_slot_bytes) + "; the budget leaves " + gib(cache_room));
+                         gib_text(plan.expert_slots * plan.expert_slot_bytes) + "; the budget leaves " + gib_text(cache_room));
   } else {
     plan.expert_slots = std::min(all, cache_room / plan.expert_slot_bytes);
   }
   if (plan.expert_slots < 3) {
-    return unavailable("the model needs at least " + gib(least) +
+    return unavailable("the model needs at least " + gib_text(least) +
                        " of GPU memory with its experts in host RAM; the "
                        "KV pool (" +
-                       gib(plan.kv_budget_bytes) + ") leaves room for fewer than three expert slots");
+                       gib_text(plan.kv_budget_bytes) + ") leaves room for fewer than three expert slots");
   }
   return Status::ok();
 }

@@ -45,6 +45,9 @@ struct PlacementPlan {
   std::string to_text() const;
 };
 
+// "12.3 GiB": how the plan and its errors write sizes.
+std::string gib_text(std::uint64_t bytes);
+
 // What the GPU plan is asked to fit.
 struct GpuPlanRequest {
   std::uint64_t budget_bytes = 0;     // GPU memory the plan may use
