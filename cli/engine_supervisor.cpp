@@ -10,9 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include <httplib.h>
-
-#include "ft/protocol/engine_protocol.h"
+#include "ft/proxy/backend.h"
 #include "key_file.h"
 
 namespace ft::cli {
@@ -180,13 +178,7 @@ void EngineSupervisor::watch() {
 }
 
 bool EngineSupervisor::answers(int timeout_s) const {
-  httplib::Client c("127.0.0.1", port_->load());
-  c.set_connection_timeout(2, 0);
-  c.set_read_timeout(timeout_s, 0);
-  const httplib::Headers headers = {{protocol::engine::kVersionHeader, std::to_string(protocol::engine::kProtocolVersion)},
-                                    {"Authorization", "Bearer " + key_}};
-  auto r = c.Get("/engine/v1/status", headers);
-  return r && r->status == 200;
+  return !proxy::get_engine_document("127.0.0.1", port_->load(), key_, "/engine/v1/status", timeout_s).contains("error");
 }
 
 // Every few seconds, the status route of a ready engine: when it has not answered for

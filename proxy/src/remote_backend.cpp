@@ -167,20 +167,11 @@ class RemoteBackend final : public GenerationBackend {
 
   const ModelInfo& info() const override { return info_; }
 
-  json status() override { return get_document("/engine/v1/status"); }
-  json memory() override { return get_document("/engine/v1/memory"); }
+  // Short timeouts: a stats page must not hang.
+  json status() override { return get_engine_document(host_, port(), key_, "/engine/v1/status"); }
+  json memory() override { return get_engine_document(host_, port(), key_, "/engine/v1/memory"); }
 
  private:
-  // A JSON document the engine serves, or {"error": ...}: short timeouts, a stats page must not hang.
-  json get_document(const char* path) {
-    httplib::Client c(host_, port());
-    c.set_connection_timeout(2, 0);
-    c.set_read_timeout(5, 0);
-    auto r = c.Get(path, protocol_headers(key_));
-    if (!r || r->status != 200) return {{"error", "engine unavailable"}};
-    auto j = json::parse(r->body, nullptr, false);
-    return j.is_discarded() ? json{{"error", std::string("engine answered ") + path + " with something not JSON"}} : j;
-  }
 
   int port() const { return port_->load(); }
 
@@ -192,6 +183,17 @@ class RemoteBackend final : public GenerationBackend {
 };
 
 }  // namespace
+
+json get_engine_document(const std::string& host, int port, const std::string& key, const char* path,
+                         int read_timeout_s) {
+  httplib::Client c(host, port);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(read_timeout_s, 0);
+  auto r = c.Get(path, protocol_headers(key));
+  if (!r || r->status != 200) return {{"error", "engine unavailable"}};
+  auto j = json::parse(r->body, nullptr, false);
+  return j.is_discarded() ? json{{"error", std::string("engine answered ") + path + " with something not JSON"}} : j;
+}
 
 Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
                                                                int connect_timeout_ms, const std::string& key,

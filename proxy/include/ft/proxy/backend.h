@@ -4,9 +4,9 @@
 // and `proxy` use) and an engine in this process (make_local_backend, for tests and tools).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +73,12 @@ Result<std::unique_ptr<GenerationBackend>> make_local_backend(const std::filesys
 // engine's key (EngineServerOptions::key), sent on every request; empty for an engine without.
 // stall_timeout_s: how long a generation may hear nothing from the engine (which sends a keepalive
 // every few seconds) before it fails as unavailable, to be retried.
+// GET `path` (e.g. "/engine/v1/status") from the engine at host:port with the protocol's headers:
+// the JSON document, or {"error": ...} when it does not answer within the timeouts or answers
+// something else.
+nlohmann::json get_engine_document(const std::string& host, int port, const std::string& key, const char* path,
+                                   int read_timeout_s = 5);
+
 Result<std::unique_ptr<GenerationBackend>> make_remote_backend(const std::string& host, int port,
                                                                int connect_timeout_ms = 30000,
                                                                const std::string& key = "",
