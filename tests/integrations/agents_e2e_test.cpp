@@ -40,10 +40,21 @@ const fs::path kNpmPrefix = fs::path(FT_SOURCE_DIR) / "scripts/npm";
 constexpr const char* kModel = "freetoken-demo";
 // Output tokens per request, both the agents' own limit and serve's cap. The demo model as made
 // would never end a turn by itself (2 end tokens in a 151936 vocabulary), and Claude Code treats
-// a turn cut at max_tokens as an error; so the test's copy of it also ends a turn on every 32nd
-// token id (about 32 tokens per answer), and this cap is only reached ~2% of the time.
+// a turn cut at max_tokens as an error (so does Codex); so the test's copy of it also ends a turn
+// on every 32nd token id (about 32 tokens per answer). Then ~2% of the answers still reach this
+// cap and ~3% are empty; expect_round_trip runs an agent up to three times for either (the
+// sampling seed differs per request), so a test fails by bad luck ~1 time in 10,000.
 constexpr int kOutputCap = 128;
 constexpr int kEndTokenStride = 32;
+constexpr int kAttempts = 3;
+
+// Whether an agent's output says its turn was cut at the output cap (the noise model's bad luck,
+// not a fault of the server).
+bool cut_at_output_cap(const std::string& out, const std::string& err) {
+  for (const char* s : {"max_output_tokens", "max_tokens", "output token maximum"})
+    if (out.find(s) != std::string::npos || err.find(s) != std::string::npos) return true;
+  return false;
+}
 
 // ---- small process and HTTP helpers ------------------------------------------------------------
 
@@ -310,6 +321,16 @@ class AgentsE2E : public ::testing::Test {
     return r;
   }
 
+  // run_agent, repeated (kAttempts in all) while the agent fails on an answer cut at the cap.
+  AgentRun run_agent_past_bad_luck(const std::string& name, const std::vector<std::string>& argv,
+                                   const std::vector<std::string>& extra_env, int deadline_s) {
+    for (int attempt = 1;; ++attempt) {
+      AgentRun r = run_agent(name, argv, extra_env, deadline_s);
+      if (attempt == kAttempts || !r.exit_code || *r.exit_code == 0 || !cut_at_output_cap(r.out, r.err)) return r;
+      std::printf("[ agent    ] %s: the answer reached the output cap; running once more\n", name.c_str());
+    }
+  }
+
   std::size_t captures_so_far() { return read_captures(root_->path() / "capture").size(); }
   // The exchanges captured after the first `before` (what one agent run sent).
   std::vector<Capture> captures_since(std::size_t before) {
@@ -344,7 +365,7 @@ class AgentsE2E : public ::testing::Test {
                          const std::string& api_path) {
     if (auto program = integrations::find_agent_program(*integrations::parse_agent(agent), kNpmPrefix, ""); !program)
       GTEST_SKIP() << program.status().message();
-    for (int attempt = 1; attempt <= 2; ++attempt) {
+    for (int attempt = 1; attempt <= kAttempts; ++attempt) {
       const size_t before = captures_so_far();
       AgentRun r = launch(agent, args, deadline_s);
       std::printf("[ agent    ] %s: %.1f s, exit %s\n", agent.c_str(), r.seconds,
@@ -352,6 +373,10 @@ class AgentsE2E : public ::testing::Test {
       std::fflush(stdout);
       ASSERT_TRUE(r.exit_code) << agent << " ran past " << deadline_s << " s\nstdout:\n"
                                << r.out << "\nstderr:\n" << r.err;
+      if (*r.exit_code != 0 && attempt < kAttempts && cut_at_output_cap(r.out, r.err)) {
+        std::printf("[ agent    ] %s: the answer reached the output cap; running once more\n", agent.c_str());
+        continue;
+      }
       ASSERT_EQ(*r.exit_code, 0) << agent << " failed\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
 
       const std::vector<Capture> all = captures_since(before);
@@ -368,7 +393,7 @@ class AgentsE2E : public ::testing::Test {
       }
       ASSERT_GT(answered, 0) << agent << " made no successful " << api_path << " request; captured:\n" << seen;
       if (found) return;
-      if (attempt == 1 && empty_answer) {
+      if (attempt < kAttempts && empty_answer) {
         std::printf("[ agent    ] %s: the model gave an empty answer; running once more\n", agent.c_str());
         continue;
       }
@@ -396,12 +421,11 @@ TEST_F(AgentsE2E, ClaudeCodeWithOnlyABaseUrlAndKey) {
   auto program = integrations::find_agent_program(integrations::Agent::kClaudeCode, kNpmPrefix, "");
   if (!program) GTEST_SKIP() << program.status().message();
   const std::size_t before = captures_so_far();
-  AgentRun r = run_agent("claude-direct",
-                         {program->string(), "-p", "Say hello in five words.", "--output-format", "json"},
-                         {"ANTHROPIC_BASE_URL=http://127.0.0.1:" + std::to_string(port_), "ANTHROPIC_API_KEY=any-key",
-                          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-                          "CLAUDE_CODE_MAX_OUTPUT_TOKENS=" + std::to_string(kOutputCap)},
-                         240);
+  AgentRun r = run_agent_past_bad_luck(
+      "claude-direct", {program->string(), "-p", "Say hello in five words.", "--output-format", "json"},
+      {"ANTHROPIC_BASE_URL=http://127.0.0.1:" + std::to_string(port_), "ANTHROPIC_API_KEY=any-key",
+       "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_MAX_OUTPUT_TOKENS=" + std::to_string(kOutputCap)},
+      240);
   ASSERT_TRUE(r.exit_code) << "claude ran past its deadline\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
   const std::vector<Capture> all = captures_since(before);
   std::set<std::string> models;
@@ -441,9 +465,9 @@ TEST_F(AgentsE2E, OpenCodeWithOnlyABaseUrlInItsOwnConfig) {
   "model": "local/qwen3-coder-local"
 })";
   const std::size_t before = captures_so_far();
-  const AgentRun r = run_agent("opencode-direct",
-                               {program->string(), "run", "--format", "json", "Say hello in five words."},
-                               {"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1"}, 240);
+  const AgentRun r = run_agent_past_bad_luck("opencode-direct",
+                                             {program->string(), "run", "--format", "json", "Say hello in five words."},
+                                             {"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1"}, 240);
   expect_served_as_asked("opencode", r, before, "qwen3-coder-local");
 }
 
@@ -471,10 +495,10 @@ TEST_F(AgentsE2E, OpenClawWithOnlyABaseUrlInItsOwnConfig) {
   if (node.empty()) GTEST_SKIP() << "no Node 24 under " << kNpmPrefix << " (scripts/setup.sh installs it)";
   const char* path = std::getenv("PATH");
   const std::size_t before = captures_so_far();
-  const AgentRun r = run_agent("openclaw-direct",
-                               {program->string(), "agent", "--local", "--session-id", "ft-direct", "--message",
-                                "Say hello in five words.", "--json", "--timeout", "300"},
-                               {"PATH=" + node.string() + ":" + (path ? path : "/usr/bin:/bin")}, 360);
+  const AgentRun r = run_agent_past_bad_luck("openclaw-direct",
+                                             {program->string(), "agent", "--local", "--session-id", "ft-direct",
+                                              "--message", "Say hello in five words.", "--json", "--timeout", "300"},
+                                             {"PATH=" + node.string() + ":" + (path ? path : "/usr/bin:/bin")}, 360);
   expect_served_as_asked("openclaw", r, before, "my-local-model");
 }
 
