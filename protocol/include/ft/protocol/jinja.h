@@ -36,7 +36,7 @@ class Dict {
   Value* find(std::string_view key);
   void set(std::string key, Value value);  // replaces in place, or appends
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
-  size_t size() const { return entries_.size(); }
+  size_t size() const;  // defined below Value: a vector of an incomplete type has no size yet
 
  private:
   std::vector<std::pair<std::string, Value>> entries_;
@@ -104,6 +104,8 @@ class Value {
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<const NativeFunction> fn_;
 };
+
+inline size_t Dict::size() const { return entries_.size(); }
 
 // Python json.dumps(value, ensure_ascii, indent, separators=None -> HF defaults, sort_keys).
 // `indent` < 0 means None (single line). Fails on undefined and callables, like json.dumps.
