@@ -37,10 +37,20 @@ bool ModelNames::serves(const std::string& requested) {
   if (!named_here && options_.strict_model_names) return false;
   if (requested != options_.model_id) {
     std::lock_guard lock(mu_);
-    if (logged_.insert(requested).second)
-      FT_INFO("requests for model '" << requested << "' are served by '" << options_.model_id << "'");
+    // Names come from clients: remembered (and logged) up to a bound, so random names neither
+    // grow the proxy's memory nor flood its log.
+    if (logged_.size() < kMaxLoggedNames && logged_.insert(requested).second) {
+      FT_INFO(
+          "requests for model '" << requested << "' are served by '" << options_.model_id << "'"
+                                 << (logged_.size() == kMaxLoggedNames ? " (further new names are not logged)" : ""));
+    }
   }
   return true;
+}
+
+std::size_t ModelNames::names_remembered() {
+  std::lock_guard lock(mu_);
+  return logged_.size();
 }
 
 }  // namespace ft::proxy

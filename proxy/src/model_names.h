@@ -19,8 +19,11 @@ class ModelNames {
  public:
   explicit ModelNames(const ServerOptions& options) : options_(options) {}
   // Whether a request for `requested` is served. The first request for each name other than the
-  // served one is logged, saying which model answers it.
+  // served one is logged, saying which model answers it (the first kMaxLoggedNames names).
   bool serves(const std::string& requested);
+  std::size_t names_remembered();
+
+  static constexpr std::size_t kMaxLoggedNames = 64;
 
  private:
   bool named(const std::string& requested) const;

@@ -36,5 +36,15 @@ TEST(ModelNames, TransparentByDefaultStrictOnRequest) {
   EXPECT_FALSE(strict.serves("gpt-9"));
 }
 
+// Model names come from clients: a client cycling through random names neither grows the proxy's
+// memory nor floods its log, and every request is still served.
+TEST(ModelNames, RememberedNamesAreBounded) {
+  ServerOptions o;
+  o.model_id = "qwen3";
+  ModelNames names(o);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(names.serves("random-" + std::to_string(i)));
+  EXPECT_EQ(names.names_remembered(), ModelNames::kMaxLoggedNames);
+}
+
 }  // namespace
 }  // namespace ft::proxy
