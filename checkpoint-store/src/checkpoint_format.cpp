@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <cstdint>
 #include <cstring>
 #include <optional>
 
@@ -198,6 +199,7 @@ Result<ModelStateHeader> decode_header(std::string_view bytes) {
   // Each chunk record is at least 24 bytes; bounds the allocation below by the input size.
   if (count > r.remaining() / 24) return corrupt("checkpoint header: chunk count beyond its size");
   h.chunks.resize(count);
+  std::uint64_t total = 0;
   for (ChunkDesc& c : h.chunks) {
     std::uint64_t layer = 0, kind = 0, dtype = 0, rank = 0, pad = 0;
     if (!r.read(layer, 4) || !r.read(kind, 1) || !r.read(dtype, 1) || !r.read(rank, 1) || !r.read(pad, 1)) {
@@ -215,6 +217,10 @@ Result<ModelStateHeader> decode_header(std::string_view bytes) {
     if (std::string_view(chunk_kind_name(c.kind)) == "unknown") return corrupt("checkpoint header: unknown chunk kind");
     const auto expected = expected_bytes(c.dtype, c.shape);
     if (!expected || *expected != c.bytes) return corrupt("checkpoint header: chunk size disagrees with shape");
+    // Piece indices are u32 and the payload total a u64: a header past either cannot be read back.
+    if (c.bytes / piece_bytes + (c.bytes % piece_bytes != 0) > UINT32_MAX)
+      return corrupt("checkpoint header: a chunk of more pieces than the format counts");
+    if (__builtin_add_overflow(total, c.bytes, &total)) return corrupt("checkpoint header: payload size overflows");
   }
   if (r.remaining() != 0) return corrupt("checkpoint header: trailing bytes");
   return h;

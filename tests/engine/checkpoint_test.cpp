@@ -232,6 +232,13 @@ TEST_F(CheckpointTest, MalformedHeaderJson) {
   expect_error(open().status(), ErrorCode::kCorrupt, {"model.safetensors", "malformed JSON header"});
 }
 
+// A number no double holds makes the JSON parser throw out_of_range, not parse_error: it must
+// still be a clean error, not an exception out of the loader (found by fuzzing).
+TEST_F(CheckpointTest, HeaderNumberTooLargeForADouble) {
+  write_single(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4e999]}})", std::vector<std::byte>(4));
+  expect_error(open().status(), ErrorCode::kCorrupt, {"model.safetensors", "malformed JSON header", "out of range"});
+}
+
 TEST_F(CheckpointTest, HeaderThatIsNotAnObject) {
   write_single("[1, 2, 3]", {});
   expect_error(open().status(), ErrorCode::kCorrupt, {"model.safetensors", "not a JSON object"});

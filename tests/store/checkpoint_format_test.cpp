@@ -46,6 +46,19 @@ TEST(CheckpointFormat, EveryFlippedByteIsRejected) {
   EXPECT_EQ(decode_header("").status().code(), ErrorCode::kCorrupt);
 }
 
+// Piece indices are u32: a chunk of 2^32 pieces or more (a large chunk, a tiny piece size) could
+// not be read back, so such a header is corrupt, not silently truncated (found by fuzzing).
+TEST(CheckpointFormat, MorePiecesThanTheFormatCountsIsCorrupt) {
+  ModelStateHeader h = make_header(realistic_state(), 1);
+  h.chunks[0].shape = {1u << 16, 1u << 16};  // 2^32 bf16 values: 2^33 bytes in 1-byte pieces
+  h.chunks[0].bytes = std::uint64_t(1) << 33;
+  const auto r = decode_header(encode_header(h));
+  EXPECT_EQ(r.status().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(r.status().message().find("pieces"), std::string::npos) << r.status().message();
+  h.piece_bytes = 4u << 20;
+  EXPECT_TRUE(decode_header(encode_header(h)).is_ok());
+}
+
 TEST(CheckpointFormat, OtherVersionIsUnsupported) {
   ModelStateHeader h = make_header(realistic_state());
   h.format_version = kCheckpointFormatVersion + 1;

@@ -109,6 +109,8 @@ Result<std::vector<SafetensorsEntry>> parse_safetensors_header(const std::byte* 
   } catch (const json::parse_error& e) {
     // e.what() quotes raw header bytes, which may span lines or be binary; the offset is enough.
     return corrupt(label + ": malformed JSON header (parse error at byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception&) {  // e.g. a number too large for a double (out_of_range 406)
+    return corrupt(label + ": malformed JSON header (a value out of range)");
   }
   if (!header.is_object()) return corrupt(label + ": header is not a JSON object");
 
