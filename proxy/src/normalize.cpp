@@ -29,7 +29,10 @@ bool drop_billing_header(ordered_json& body) {
   if (!system.is_array()) return false;
   bool changed = false;
   for (auto b = system.begin(); b != system.end();) {
-    if (b->is_object() && b->value("type", "") == "text" && b->contains("text") && starts_with_billing((*b)["text"])) {
+    // Field by field: value("type", "") would throw on a type that is not a string.
+    const auto type = b->is_object() ? b->find("type") : b->end();
+    const auto text = b->is_object() ? b->find("text") : b->end();
+    if (type != b->end() && *type == "text" && text != b->end() && starts_with_billing(*text)) {
       b = system.erase(b);
       changed = true;
     } else {

@@ -113,5 +113,17 @@ TEST(Normalize, OtherTrafficIsUntouched) {
   EXPECT_EQ(s["system"], "You are helpful.");
 }
 
+// System blocks of any shape are left to the parser to refuse: a "type" or "text" that is not a
+// string must not throw out of the normaliser (found by fuzzing: an uncaught type_error).
+TEST(Normalize, MalformedSystemBlocksAreLeftAlone) {
+  for (const char* text : {R"({"system": [{"type": ["text"], "text": "x-anthropic-billing-header: a"}]})",
+                           R"({"system": [{"type": "text", "text": 7}, 3, null, {"type": {}}]})"}) {
+    ordered_json body = ordered_json::parse(text);
+    const ordered_json before = body;
+    EXPECT_NO_THROW(EXPECT_TRUE(normalize_request(Dialect::kAnthropic, body).empty())) << text;
+    EXPECT_EQ(body, before);
+  }
+}
+
 }  // namespace
 }  // namespace ft::proxy
