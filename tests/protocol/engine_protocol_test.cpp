@@ -60,15 +60,42 @@ TEST(EngineProtocol, MalformedGenerateRequestsNameTheProblem) {
       {"missing tokens", [](json& j) { j.erase("tokens"); }, "tokens"},
       {"tokens not ints", [](json& j) { j["tokens"] = "1,2"; }, "tokens"},
       {"empty suffix", [](json& j) { j["tokens"] = json::array(); }, "suffix"},
-      {"bad key", [](json& j) { j["restore"] = {{"key", "xyz"}, {"tokens", 3}}; }, "hex"},
+      {"bad key",
+       [](json& j) {
+         j["restore"] = {{"key", "xyz"}, {"tokens", 3}};
+       },
+       "hex"},
       {"snapshot before restore",
        [](json& j) {
          j["restore"] = {{"key", k(1).to_hex()}, {"tokens", 10}};
          j["snapshots"] = {{{"position", 5}, {"key", k(2).to_hex()}}};
        },
        "snapshot"},
-      {"snapshot past the end", [](json& j) { j["snapshots"] = {{{"position", 4}, {"key", k(2).to_hex()}}}; }, "snapshot"},
+      {"snapshot past the end",
+       [](json& j) {
+         j["snapshots"] = {{{"position", 4}, {"key", k(2).to_hex()}}};
+       },
+       "snapshot"},
       {"not an object", [](json& j) { j = json::array(); }, "object"},
+      // Numbers a field's type cannot hold are refused, not converted (a float past an int's range
+      // was undefined behaviour; 4294967297 wrapped to 1; found by fuzzing).
+      {"token past int range as a float",
+       [](json& j) {
+         j["tokens"] = {1, 2.6e61, 3};
+       },
+       "tokens"},
+      {"token as a fraction",
+       [](json& j) {
+         j["tokens"] = {1, 2.5};
+       },
+       "tokens"},
+      {"token past int32",
+       [](json& j) {
+         j["tokens"] = {1, 4294967297ll};
+       },
+       "tokens"},
+      {"negative into unsigned", [](json& j) { j["sampling"]["seed"] = -1; }, "seed"},
+      {"temperature past a float", [](json& j) { j["sampling"]["temperature"] = 1e300; }, "temperature"},
   };
   for (const Case& c : cases) {
     json j = good;

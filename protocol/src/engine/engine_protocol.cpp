@@ -1,7 +1,11 @@
 #include "ft/protocol/engine_protocol.h"
 
 #include <array>
+#include <cmath>
+#include <limits>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace ft::protocol::engine {
 namespace {
@@ -43,6 +47,60 @@ const char* to_name(const std::array<std::pair<E, const char*>, N>& names, E e) 
   return "?";
 }
 
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
+// Whether `v` holds a T exactly, and then `out` = it. nlohmann's get<T>() converts silently: a
+// float too large for an int is undefined behaviour, 4294967297 wraps to 1 in an int32, 1e300
+// overflows a float. Numbers are range-checked here instead.
+template <typename T>
+bool read_value(const json& v, T& out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) return false;
+    out = v.get<bool>();
+    return true;
+  } else if constexpr (std::is_integral_v<T>) {
+    using L = std::numeric_limits<T>;
+    if (v.is_number_unsigned()) {
+      const std::uint64_t u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(L::max())) return false;
+      out = static_cast<T>(u);
+      return true;
+    }
+    if (!v.is_number_integer()) return false;
+    const std::int64_t i = v.get<std::int64_t>();
+    if (i < 0 && !L::is_signed) return false;
+    if (L::is_signed && (i < static_cast<std::int64_t>(L::min()) || i > static_cast<std::int64_t>(L::max())))
+      return false;
+    out = static_cast<T>(i);
+    return true;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) return false;
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > static_cast<double>(std::numeric_limits<T>::max())) return false;
+    out = static_cast<T>(d);
+    return true;
+  } else if constexpr (IsVector<T>::value) {
+    if (!v.is_array()) return false;
+    T items;
+    items.reserve(v.size());
+    for (const json& e : v) {
+      typename T::value_type x{};
+      if (!read_value(e, x)) return false;
+      items.push_back(std::move(x));
+    }
+    out = std::move(items);
+    return true;
+  } else {
+    static_assert(std::is_same_v<T, std::string>, "read_value: add the type");
+    if (!v.is_string()) return false;
+    out = v.get<std::string>();
+    return true;
+  }
+}
+
 // Reads one field with a type check; absent optional fields keep their default.
 class Reader {
  public:
@@ -58,11 +116,8 @@ class Reader {
       if (required) status_ = invalid_argument(what_ + ": missing field '" + field + "'");
       return;
     }
-    try {
-      out = it->get<T>();
-    } catch (const json::exception&) {
-      status_ = invalid_argument(what_ + ": field '" + field + "' has the wrong type");
-    }
+    if (!read_value(*it, out))
+      status_ = invalid_argument(what_ + ": field '" + field + "' has the wrong type or is out of range");
   }
 
   void key(const char* field, PrefixKey& out, bool required = true) {
