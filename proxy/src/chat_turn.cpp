@@ -195,6 +195,13 @@ Result<PreparedTurn> prepare_turn(const ChatContext& ctx, Dialect dialect, const
   return turn;
 }
 
+Result<PreparedTurn> prepare_count_tokens(const ChatContext& ctx, const std::string& body, const std::string& tenant,
+                                          ApiError& error) {
+  auto j = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (j.is_object() && !j.contains("max_tokens")) j["max_tokens"] = 1;
+  return prepare_turn(ctx, Dialect::kAnthropic, j.is_discarded() ? body : j.dump(), tenant, error);
+}
+
 Result<LaunchedTurn> launch_turn(const ChatContext& ctx, const PreparedTurn& turn, ApiError& error) {
   const std::size_t n = turn.prompt.size();
   std::vector<PrefixCut> cuts;

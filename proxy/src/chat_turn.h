@@ -46,6 +46,11 @@ struct LaunchedTurn {
 Result<PreparedTurn> prepare_turn(const ChatContext& ctx, protocol::Dialect dialect, const std::string& body,
                                   const std::string& tenant, protocol::ApiError& error);
 
+// POST /v1/messages/count_tokens: a Messages body without max_tokens, prepared like a chat turn
+// (what it counts is the prompt the chat would send).
+Result<PreparedTurn> prepare_count_tokens(const ChatContext& ctx, const std::string& body, const std::string& tenant,
+                                          protocol::ApiError& error);
+
 // Lookup + start: on return the engine has admitted the request and restored its prefix (a
 // checkpoint that vanished in between is retried as a full prefill).
 Result<LaunchedTurn> launch_turn(const ChatContext& ctx, const PreparedTurn& turn, protocol::ApiError& error);

@@ -211,12 +211,8 @@ struct Server::Impl {
 
   void count_tokens(const httplib::Request& req, httplib::Response& res) {
     if (!admit(req, res, Dialect::kAnthropic)) return;
-    // count_tokens takes a Messages body without max_tokens.
-    auto j = nlohmann::ordered_json::parse(req.body, nullptr, false);
-    if (j.is_object() && !j.contains("max_tokens")) j["max_tokens"] = 1;
     ApiError error;
-    auto turn = prepare_turn(context(), Dialect::kAnthropic, j.is_discarded() ? req.body : j.dump(), tenant_of(req),
-                             error);
+    auto turn = prepare_count_tokens(context(), req.body, tenant_of(req), error);
     if (!turn) return send_error(res, Dialect::kAnthropic, error);
     res.set_content(nlohmann::json{{"input_tokens", turn->prompt.size()}}.dump(), "application/json");
   }
