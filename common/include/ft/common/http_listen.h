@@ -1,5 +1,4 @@
-// Starting a cpp-httplib server on a background thread, shared by the proxy and the engine (a
-// template, so ft_common itself does not depend on httplib).
+// Starting a cpp-httplib server on a background thread, shared by the proxy and the engine.
 #pragma once
 
 #include <chrono>
