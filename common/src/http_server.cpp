@@ -48,6 +48,20 @@ HttpServer::HttpServer(HttpLimits limits) : limits_(std::move(limits)) {
   };
 }
 
+Result<int> HttpServer::listen_in_background(const std::string& host, int port, std::thread& thread) {
+  if (port == 0) {
+    port = bind_to_any_port(host);
+    if (port <= 0) return unavailable("cannot bind " + host);
+  } else if (!bind_to_port(host, port)) {
+    return unavailable("cannot bind " + host + ":" + std::to_string(port) + " (in use?)");
+  }
+  // Listening again on a listening socket only changes its backlog (Linux).
+  ::listen(svr_sock_, SOMAXCONN);
+  thread = std::thread([this] { listen_after_bind(); });
+  while (!is_running()) std::this_thread::sleep_for(milliseconds(1));
+  return port;
+}
+
 bool HttpServer::process_and_close_socket(socket_t sock) {
   if (t_refusing) {
     refuse(sock);

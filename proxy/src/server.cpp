@@ -19,7 +19,6 @@
 #include "dashboard.h"
 #include "ft/common/loopback.h"
 #include "request_guard.h"
-#include "ft/common/http_listen.h"
 #include "ft/common/http_server.h"
 #include "ft/common/log.h"
 #include "ft/common/private_dir.h"
@@ -404,7 +403,7 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options, std::uniqu
 
 Status Server::start() {
   FT_ASSIGN_OR_RETURN(const int port,
-                      listen_in_background(impl_->http, impl_->options.host, impl_->options.port, impl_->thread));
+                      impl_->http.listen_in_background(impl_->options.host, impl_->options.port, impl_->thread));
   impl_->bound_port = port;
   return {};
 }

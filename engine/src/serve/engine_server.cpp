@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "ft/common/http_listen.h"
 #include "ft/common/http_server.h"
 #include "ft/common/log.h"
 #include "ft/common/secret_compare.h"
@@ -195,7 +194,7 @@ EngineServer::~EngineServer() { stop(); }
 
 Status EngineServer::start() {
   FT_ASSIGN_OR_RETURN(const int port,
-                      listen_in_background(impl_->http, impl_->options.host, impl_->options.port, impl_->thread));
+                      impl_->http.listen_in_background(impl_->options.host, impl_->options.port, impl_->thread));
   impl_->bound_port = port;
   return {};
 }

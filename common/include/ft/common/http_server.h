@@ -11,6 +11,8 @@
 //   they waited unanswered).
 // - An idle keep-alive connection holds its worker for at most 5 s, and for at most 5 requests
 //   (httplib's defaults, kept).
+// - Up to SOMAXCONN connections wait in the kernel to be accepted (httplib asks for 5: a burst
+//   beyond that waited for the clients' SYN retransmission, 1 s and more, before being seen).
 #pragma once
 
 #include <httplib.h>
@@ -19,6 +21,9 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
+
+#include "ft/common/result.h"
 
 namespace ft {
 
@@ -34,6 +39,12 @@ class DeadlineSocketStream;
 class HttpServer : public httplib::Server {
  public:
   explicit HttpServer(HttpLimits limits);
+
+  // Binds to host:port (0: any free port), runs the accept loop on `thread` and returns the bound
+  // port once the loop is running: httplib's stop() is a no-op before that, so a stop() right
+  // after a start() would otherwise leave it serving (httplib 0.11 has no wait_until_ready()).
+  // kUnavailable when the address cannot be bound.
+  Result<int> listen_in_background(const std::string& host, int port, std::thread& thread);
 
   // Connections refused with 503 because the queue was full.
   uint64_t refused_total() const { return refused_.load(); }
