@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "data_dirs.h"
 #include "engine_flags.h"
+#include "http_limit_flags.h"
 #include "key_file.h"
 #include "model_flags.h"
 #include "proxy_flags.h"
@@ -54,6 +55,8 @@ int run_engine(const Args& args) {
     return usage_error("engine", "--host " + args.get("host") +
                                      ": without --key-file the engine has no authentication and listens on loopback "
                                      "only (--allow-remote to expose it anyway)");
+  const auto limits = http_limits_from(args);
+  if (!limits) return usage_error("engine", limits.status().message());
   auto model_dir = model_dir_or_demo(args.get("model"), args.get("tokenizer-from"));
   if (!model_dir) return usage_error("engine", model_dir.status().message());
   auto options = load_options_from_flags(args);
@@ -108,6 +111,8 @@ int run_engine(const Args& args) {
   eo.host = args.get("host");
   eo.port = args.get_int("port");
   eo.key = key;
+  eo.max_queued_requests = limits->max_queued_requests;
+  eo.request_read_timeout_s = limits->request_read_timeout_s;
   engine::EngineServer server(eo, scheduler, store.get());
   if (Status s = server.start(); !s) return runtime_error("engine", s.message());
   if (args.has("port-file")) {
@@ -131,6 +136,7 @@ std::vector<Flag> engine_flags() {
       {"port", "N", "TCP port (0: any free port; see --port-file)", "0", false},
       {"port-file", "FILE", "write the port listened on here once serving", "", false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};
+  for (Flag& f : http_limit_flags(engine::EngineServerOptions{}.max_queued_requests)) flags.push_back(std::move(f));
   for (Flag& f : engine_runtime_flags()) flags.push_back(std::move(f));
   return flags;
 }

@@ -8,6 +8,7 @@
 #include "ft/common/loopback.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/tokenizer.h"
+#include "http_limit_flags.h"
 #include "key_file.h"
 
 namespace ft::cli {
@@ -25,7 +26,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 }  // namespace
 
 std::vector<Flag> proxy_server_flags() {
-  return {
+  std::vector<Flag> flags = {
       {"model-name", "NAME", "the model name clients send (default: the directory name, or freetoken-demo)", "", false},
       {"alias", "A,B", "further names for the model, comma-separated (with --strict-model-names)", "", false},
       {"model-alias", "PATTERN=NAME,...", "requested names matching PATTERN (* and ?) are served by model NAME", "", false},
@@ -44,6 +45,8 @@ std::vector<Flag> proxy_server_flags() {
       {"checkpoint-stride", "TOKENS", "tokens between intermediate checkpoints of a long prompt (0: none)", "4096", false},
       {"capture", "DIR", "write every API exchange to DIR as numbered JSON files (replay fixtures)", "", false},
   };
+  for (Flag& f : http_limit_flags(proxy::ServerOptions{}.max_queued_requests)) flags.push_back(std::move(f));
+  return flags;
 }
 
 Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, const fs::path& model_dir) {
@@ -79,6 +82,9 @@ Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, co
   opts.prefix_cache = !args.has("no-prefix-cache");
   if (args.has("capture")) opts.capture_dir = args.get("capture");
   opts.checkpoints.stride = std::size_t(std::max(0, args.get_int("checkpoint-stride")));
+  FT_ASSIGN_OR_RETURN(const HttpLimitFlags limits, http_limits_from(args));
+  opts.max_queued_requests = limits.max_queued_requests;
+  opts.request_read_timeout_s = limits.request_read_timeout_s;
   return opts;
 }
 

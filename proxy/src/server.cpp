@@ -19,7 +19,7 @@
 #include "dashboard.h"
 #include "ft/common/loopback.h"
 #include "request_guard.h"
-#include "ft/common/http_listen.h"
+#include "ft/common/http_server.h"
 #include "ft/common/log.h"
 #include "ft/common/private_dir.h"
 #include "ft/common/secret_compare.h"
@@ -43,6 +43,18 @@ std::string presented_key(const httplib::Request& req) {
   return key;
 }
 
+HttpLimits http_limits(const ServerOptions& o) {
+  HttpLimits limits;
+  limits.threads = o.http_threads;
+  limits.max_queued_requests = o.max_queued_requests;
+  limits.request_read_timeout_s = o.request_read_timeout_s;
+  // Sent before the request is read, so its API is unknown: Anthropic's error shape, whose
+  // error.message OpenAI's SDKs read too. Both retry a 503 after its Retry-After.
+  limits.refusal_body = protocol::error_body(
+      Dialect::kAnthropic, {ApiErrorKind::kOverloaded, "every connection slot is busy; retry shortly", 1, ""});
+  return limits;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -50,7 +62,7 @@ struct Server::Impl {
   std::unique_ptr<GenerationBackend> backend;
   protocol::Tokenizer tokenizer;
   protocol::ChatTemplate chat_template;
-  httplib::Server http;
+  HttpServer http{http_limits(options)};
   std::thread thread;
   std::atomic<int> bound_port{0};
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -268,6 +280,11 @@ struct Server::Impl {
     metric("freetoken_requests_total", "counter", "HTTP API requests received", double(requests_total.load()));
     metric("freetoken_errors_total", "counter", "requests answered with an error", double(errors_total.load()));
     metric("freetoken_streams_active", "gauge", "streaming responses in progress", double(streams_active.load()));
+    metric("freetoken_connections_refused_total", "counter",
+           "connections answered 503 at once: every HTTP worker busy and the queue full", double(http.refused_total()));
+    metric("freetoken_request_read_timeouts_total", "counter",
+           "requests answered 408: headers and body did not arrive within --request-read-timeout",
+           double(http.read_timeouts_total()));
     metric("freetoken_engine_up", "gauge", "1 when the engine answers", e.contains("error") ? 0.0 : 1.0);
     metric("freetoken_prompt_tokens_total", "counter", "prompt tokens received", num("prompt_tokens"));
     metric("freetoken_cached_tokens_total", "counter", "prompt tokens restored from checkpoints", num("cached_tokens"));
@@ -310,9 +327,6 @@ struct Server::Impl {
   void routes() {
     // Bodies past the limit are still read so the error can be sent in the API's format.
     http.set_payload_max_length(options.max_body_bytes * 4);
-    const int threads = options.http_threads;
-    // httplib's API takes ownership of a raw pointer here.
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
     // Refusals that must come before the body is read (request_guard.h).
     const bool loopback_only = loopback_host(options.host);
     http.set_pre_routing_handler([this, loopback_only](const httplib::Request& q, httplib::Response& r) {
@@ -385,7 +399,7 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options, std::uniqu
 
 Status Server::start() {
   FT_ASSIGN_OR_RETURN(const int port,
-                      listen_in_background(impl_->http, impl_->options.host, impl_->options.port, impl_->thread));
+                      impl_->http.listen_in_background(impl_->options.host, impl_->options.port, impl_->thread));
   impl_->bound_port = port;
   return {};
 }

@@ -1,8 +1,12 @@
 // `freetoken engine` spoken to directly over its protocol: the version header is enforced, bad
-// messages get the protocol's error body, a generation streams NDJSON to its end, and the
-// checkpoints it saves are found by lookup.
+// messages get the protocol's error body, a generation streams NDJSON to its end, the
+// checkpoints it saves are found by lookup, and a request that stops halfway is cut off.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -184,6 +188,33 @@ TEST(EngineKey, EveryRouteNeedsTheKeyAndTheProxyClientSendsIt) {
   auto client = proxy::make_remote_backend("127.0.0.1", e->port(), 5000, "s3cret-engine-key");
   ASSERT_TRUE(client) << client.status().to_string();
   EXPECT_FALSE((*client)->status().contains("error")) << (*client)->status().dump();
+}
+
+// Anyone on the machine can open the engine's port (the key is checked once the headers are in):
+// a request that stops halfway gets 408 and is closed after --request-read-timeout, so trickling
+// clients cannot hold the engine's workers.
+TEST(EngineSlowClients, ARequestThatStopsHalfwayGets408) {
+  TempDir dir;
+  ASSERT_TRUE(write_model(dir.path() / "model"));
+  std::string log;
+  auto e = ServeProcess::start({"engine", "--model", (dir.path() / "model").string(), "--port", "0", "--no-store",
+                                "--ctx", "256", "--request-read-timeout", "1"},
+                               dir.path() / "engine.log", 60, &log, "freetoken engine: ");
+  ASSERT_TRUE(e) << log;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(e->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string partial = "GET /engine/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n";  // no blank line
+  ASSERT_EQ(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL), ssize_t(partial.size()));
+  std::string answer;
+  pollfd p{fd, POLLIN, 0};
+  char buf[256];
+  for (ssize_t n; ::poll(&p, 1, 10000) > 0 && (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) answer.append(buf, size_t(n));
+  ::close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer;
 }
 
 TEST(EngineKey, AKeyFileOthersCanReadIsRefused) {

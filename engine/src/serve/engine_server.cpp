@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "ft/common/http_listen.h"
+#include "ft/common/http_server.h"
 #include "ft/common/log.h"
 #include "ft/common/secret_compare.h"
 #include "ft/engine/engine_status.h"
@@ -44,13 +44,24 @@ void send_error(httplib::Response& res, wire::ErrorCode code, const std::string&
   res.set_content(to_json(wire::ErrorReply{code, message}).dump(), "application/json");
 }
 
+HttpLimits http_limits(const EngineServerOptions& o) {
+  HttpLimits limits;
+  limits.threads = o.http_threads;
+  limits.max_queued_requests = o.max_queued_requests;
+  limits.request_read_timeout_s = o.request_read_timeout_s;
+  limits.refusal_body =
+      to_json(wire::ErrorReply{wire::ErrorCode::kOverloaded, "every engine connection slot is busy; retry shortly"})
+          .dump();
+  return limits;
+}
+
 }  // namespace
 
 struct EngineServer::Impl {
   EngineServerOptions options;
   Scheduler& scheduler;
   store::StateTier* store;
-  httplib::Server http;
+  HttpServer http{http_limits(options)};
   std::thread thread;
   std::atomic<int> bound_port{0};
 
@@ -143,9 +154,6 @@ struct EngineServer::Impl {
       });
     }
     http.set_payload_max_length(options.max_body_bytes);
-    const int threads = options.http_threads;
-    // httplib's API takes ownership of a raw pointer here.
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
     http.Get("/engine/v1/status", [this](const auto&, auto& r) { r.set_content(engine_status(scheduler, store).dump(), "application/json"); });
     http.Get("/engine/v1/memory", [this](const auto&, auto& r) { r.set_content(engine_memory(store).dump(), "application/json"); });
     http.Post("/engine/v1/generate", [this](const auto& q, auto& r) { generate(q, r); });
@@ -186,7 +194,7 @@ EngineServer::~EngineServer() { stop(); }
 
 Status EngineServer::start() {
   FT_ASSIGN_OR_RETURN(const int port,
-                      listen_in_background(impl_->http, impl_->options.host, impl_->options.port, impl_->thread));
+                      impl_->http.listen_in_background(impl_->options.host, impl_->options.port, impl_->thread));
   impl_->bound_port = port;
   return {};
 }

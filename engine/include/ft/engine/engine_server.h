@@ -17,6 +17,11 @@ struct EngineServerOptions {
   int port = 0;                          // 0: any free port (see port())
   std::size_t max_body_bytes = 64u << 20;  // a 30k-token suffix is ~200 KB of JSON
   int http_threads = 64;                 // concurrent generate streams + control calls
+  // Bounds on slow and numerous clients (ft/common/http_server.h): connections that wait for a
+  // worker before new ones get 503 + Retry-After, and the seconds a request's headers and body
+  // have to arrive (408 after; 0: no bound).
+  int max_queued_requests = 256;
+  int request_read_timeout_s = 30;
   // Non-empty: every request must carry "Authorization: Bearer <key>" (else 401, before routing).
   // `serve` hands its engine a fresh key each start, so no other local process can restore,
   // overwrite or list another tenant's checkpoints through the engine's port.

@@ -55,6 +55,11 @@ struct ServerOptions {
   int default_max_tokens = 4096;      // output tokens when the request names none
   int max_output_tokens = 0;          // server-side cap on output tokens; 0: none
   int http_threads = 32;              // concurrent connections served
+  // Bounds on slow and numerous clients (ft/common/http_server.h): connections that wait for a
+  // worker before new ones get 503 + Retry-After, and the seconds a request's headers and body
+  // have to arrive (408 after; 0: no bound).
+  int max_queued_requests = 128;
+  int request_read_timeout_s = 30;
   bool prefix_cache = true;           // restore checkpoints at semantic boundaries
   CheckpointPolicy checkpoints;
   // When set, every API exchange is written there as <6-digit sequence>.json: method, path,
