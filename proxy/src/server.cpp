@@ -57,6 +57,7 @@ struct Server::Impl {
 
   // Counters for /metrics and /v1/stats.
   std::atomic<uint64_t> requests_total{0}, errors_total{0}, streams_active{0}, streams_total{0};
+  std::atomic<uint64_t> boundaries_skipped_total{0};  // left out for lack of preparation budget
   ClientActivity clients;  // per tenant and agent, for /v1/stats (the dashboard's clients table)
 
   PinLedger pins;
@@ -168,6 +169,7 @@ struct Server::Impl {
       send_error(res, d, error);
       return capture(req, res.status > 0 ? res.status : 200, "");
     }
+    boundaries_skipped_total += turn->boundaries_skipped;
     // Admission and restore happen before any byte is sent, so an overloaded or failed engine
     // still gets its proper HTTP status even on a streaming request.
     auto launched = launch_turn(context(), *turn, error);
@@ -216,7 +218,7 @@ struct Server::Impl {
     if (j.is_object() && !j.contains("max_tokens")) j["max_tokens"] = 1;
     ApiError error;
     auto turn = prepare_turn(context(), Dialect::kAnthropic, j.is_discarded() ? req.body : j.dump(), tenant_of(req),
-                             error);
+                             error, /*find_boundaries=*/false);
     if (!turn) return send_error(res, Dialect::kAnthropic, error);
     res.set_content(nlohmann::json{{"input_tokens", turn->prompt.size()}}.dump(), "application/json");
   }
@@ -254,6 +256,7 @@ struct Server::Impl {
             {"requests_total", requests_total.load()},
             {"errors_total", errors_total.load()},
             {"streams_active", streams_active.load()},
+            {"boundaries_skipped_total", boundaries_skipped_total.load()},
             {"prefix_cache", options.prefix_cache},
             {"engine", engine},
             {"memory", memory},
@@ -272,6 +275,9 @@ struct Server::Impl {
     metric("freetoken_requests_total", "counter", "HTTP API requests received", double(requests_total.load()));
     metric("freetoken_errors_total", "counter", "requests answered with an error", double(errors_total.load()));
     metric("freetoken_streams_active", "gauge", "streaming responses in progress", double(streams_active.load()));
+    metric("freetoken_boundaries_skipped_total", "counter",
+           "semantic boundaries left out for lack of preparation budget (the oldest of a conversation)",
+           double(boundaries_skipped_total.load()));
     metric("freetoken_engine_up", "gauge", "1 when the engine answers", e.contains("error") ? 0.0 : 1.0);
     metric("freetoken_prompt_tokens_total", "counter", "prompt tokens received", num("prompt_tokens"));
     metric("freetoken_cached_tokens_total", "counter", "prompt tokens restored from checkpoints", num("cached_tokens"));
