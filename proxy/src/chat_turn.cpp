@@ -157,7 +157,7 @@ std::string parser_family(const std::string& model_family) {
 }
 
 Result<PreparedTurn> prepare_turn(const ChatContext& ctx, Dialect dialect, const std::string& body,
-                                  const std::string& tenant, ApiError& error) {
+                                  const std::string& tenant, ApiError& error, bool find_boundaries) {
   auto fail = [&](ApiErrorKind kind, std::string message, std::string param = "") -> Status {
     error = ApiError{kind, std::move(message), std::nullopt, std::move(param)};
     return invalid_argument(error.message);
@@ -178,20 +178,27 @@ Result<PreparedTurn> prepare_turn(const ChatContext& ctx, Dialect dialect, const
     return fail(ApiErrorKind::kNotFound, "model '" + turn.request.model + "' not found; this server serves '" +
                                              ctx.options.model_id + "'", "model");
 
-  auto rendered = ctx.chat_template.render_with_boundaries(protocol::to_template_json(turn.request));
-  if (!rendered) return fail(ApiErrorKind::kInvalidRequest, "chat template: " + rendered.status().message());
-  auto ids = protocol::tokenize_chat(*rendered, ctx.chat_template, ctx.tokenizer);
-  if (!ids) return fail(ApiErrorKind::kInvalidRequest, "tokenizer: " + ids.status().message());
-  turn.prompt = std::move(ids).value();
-  for (const auto& b : rendered->boundaries)
-    if (b.token_index && (turn.boundaries.empty() || *b.token_index > turn.boundaries.back()))
-      turn.boundaries.push_back(*b.token_index);
-  const std::string& text = rendered->text;
-  turn.starts_in_reasoning = text.size() >= 8 && text.find("<think>", text.size() - 9) != std::string::npos;
+  const std::string conversation = protocol::to_template_json(turn.request);
+  protocol::ChatRenderOptions render_options;
+  if (ctx.options.boundary_work_limit > 0) render_options.boundary_work_limit = ctx.options.boundary_work_limit;
+  auto text = ctx.chat_template.render(conversation, render_options);
+  if (!text) return fail(ApiErrorKind::kInvalidRequest, "chat template: " + text.status().message());
+  std::vector<protocol::TokenCut> cuts;
+  turn.prompt = ctx.tokenizer.encode_with_cuts(*text, cuts);
+  turn.starts_in_reasoning = text->size() >= 8 && text->find("<think>", text->size() - 9) != std::string::npos;
   const int64_t context = ctx.backend.info().context_length;
   if (int64_t(turn.prompt.size()) >= context)
     return fail(ApiErrorKind::kInvalidRequest, "prompt is too long: " + std::to_string(turn.prompt.size()) +
                                                    " tokens > " + std::to_string(context - 1) + " maximum");
+  if (!find_boundaries) return turn;
+
+  auto rendered = ctx.chat_template.find_boundaries(conversation, std::move(text).value(), render_options);
+  if (!rendered) return fail(ApiErrorKind::kInvalidRequest, "chat template: " + rendered.status().message());
+  protocol::tokenize_boundaries(*rendered, ctx.chat_template, ctx.tokenizer, turn.prompt, cuts);
+  for (const auto& b : rendered->boundaries)
+    if (b.token_index && (turn.boundaries.empty() || *b.token_index > turn.boundaries.back()))
+      turn.boundaries.push_back(*b.token_index);
+  turn.boundaries_skipped = rendered->boundaries_skipped;
   return turn;
 }
 
@@ -199,7 +206,9 @@ Result<PreparedTurn> prepare_count_tokens(const ChatContext& ctx, const std::str
                                           ApiError& error) {
   auto j = nlohmann::ordered_json::parse(body, nullptr, false);
   if (j.is_object() && !j.contains("max_tokens")) j["max_tokens"] = 1;
-  return prepare_turn(ctx, Dialect::kAnthropic, j.is_discarded() ? body : j.dump(), tenant, error);
+  // Counting needs no boundaries: none are searched.
+  return prepare_turn(ctx, Dialect::kAnthropic, j.is_discarded() ? body : j.dump(), tenant, error,
+                      /*find_boundaries=*/false);
 }
 
 Result<LaunchedTurn> launch_turn(const ChatContext& ctx, const PreparedTurn& turn, ApiError& error) {

@@ -34,6 +34,7 @@ struct PreparedTurn {
   std::vector<int32_t> prompt;
   std::vector<std::size_t> boundaries;  // token positions of the semantic boundaries, increasing
   bool starts_in_reasoning = false;     // the generation prompt opened a thinking block
+  std::size_t boundaries_skipped = 0;   // left out for lack of preparation budget (the oldest)
 };
 
 // An admitted generation, its restore done.
@@ -42,12 +43,15 @@ struct LaunchedTurn {
   int64_t cached_tokens = 0;  // prompt tokens restored from a checkpoint
 };
 
-// Parse + normalise + validate + render + tokenize. Errors come back as the API error to send.
+// Parse + normalise + validate + render + tokenize + (unless `find_boundaries` is false: a caller
+// that only counts tokens) the semantic boundaries. A prompt longer than the context is refused
+// after one render and one tokenization, before the boundary search (a few renders per message).
+// Errors come back as the API error to send.
 Result<PreparedTurn> prepare_turn(const ChatContext& ctx, protocol::Dialect dialect, const std::string& body,
-                                  const std::string& tenant, protocol::ApiError& error);
+                                  const std::string& tenant, protocol::ApiError& error, bool find_boundaries = true);
 
 // POST /v1/messages/count_tokens: a Messages body without max_tokens, prepared like a chat turn
-// (what it counts is the prompt the chat would send).
+// (what it counts is the prompt the chat would send) but without searching boundaries.
 Result<PreparedTurn> prepare_count_tokens(const ChatContext& ctx, const std::string& body, const std::string& tenant,
                                           protocol::ApiError& error);
 

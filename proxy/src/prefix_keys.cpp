@@ -26,31 +26,50 @@ store::PrefixKey root_prefix_key(std::string_view model_fingerprint) {
   return from_xxh(XXH3_128bits(model_fingerprint.data(), model_fingerprint.size()));
 }
 
-store::PrefixKey extend_prefix_key(const store::PrefixKey& parent, std::span<const int32_t> segment) {
-  XXH3_state_t state;
-  XXH3_128bits_reset(&state);
-  unsigned char head[16];
-  put_u64_be(head, parent.hi);
-  put_u64_be(head + 8, parent.lo);
-  XXH3_128bits_update(&state, head, sizeof head);
-  for (int32_t t : segment) {
-    const auto u = static_cast<uint32_t>(t);
-    const unsigned char le[4] = {static_cast<unsigned char>(u), static_cast<unsigned char>(u >> 8),
-                                 static_cast<unsigned char>(u >> 16), static_cast<unsigned char>(u >> 24)};
-    XXH3_128bits_update(&state, le, sizeof le);
+namespace {
+
+// The hash state all of one prompt's keys are digests of.
+class PrefixHasher {
+ public:
+  explicit PrefixHasher(std::string_view model_fingerprint) {
+    XXH3_128bits_reset(&state_);
+    const store::PrefixKey root = root_prefix_key(model_fingerprint);
+    unsigned char head[16];
+    put_u64_be(head, root.hi);
+    put_u64_be(head + 8, root.lo);
+    XXH3_128bits_update(&state_, head, sizeof head);
   }
-  return from_xxh(XXH3_128bits_digest(&state));
+  void add(std::span<const int32_t> tokens) {
+    for (int32_t t : tokens) {
+      const auto u = static_cast<uint32_t>(t);
+      const unsigned char le[4] = {static_cast<unsigned char>(u), static_cast<unsigned char>(u >> 8),
+                                   static_cast<unsigned char>(u >> 16), static_cast<unsigned char>(u >> 24)};
+      XXH3_128bits_update(&state_, le, sizeof le);
+    }
+  }
+  store::PrefixKey key() const { return from_xxh(XXH3_128bits_digest(&state_)); }  // the state goes on
+
+ private:
+  XXH3_state_t state_;
+};
+
+}  // namespace
+
+store::PrefixKey prefix_key(std::string_view model_fingerprint, std::span<const int32_t> tokens) {
+  PrefixHasher h(model_fingerprint);
+  h.add(tokens);
+  return h.key();
 }
 
 std::vector<PrefixCut> prefix_cuts(std::string_view model_fingerprint, std::span<const int32_t> tokens,
                                    std::span<const std::size_t> boundaries) {
   std::vector<PrefixCut> cuts;
-  store::PrefixKey key = root_prefix_key(model_fingerprint);
+  PrefixHasher h(model_fingerprint);
   std::size_t at = 0;
   for (std::size_t b : boundaries) {
     if (b <= at || b > tokens.size()) continue;
-    key = extend_prefix_key(key, tokens.subspan(at, b - at));
-    cuts.push_back({b, key});
+    h.add(tokens.subspan(at, b - at));
+    cuts.push_back({b, h.key()});
     at = b;
   }
   return cuts;

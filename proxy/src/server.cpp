@@ -69,6 +69,7 @@ struct Server::Impl {
 
   // Counters for /metrics and /v1/stats.
   std::atomic<uint64_t> requests_total{0}, errors_total{0}, streams_active{0}, streams_total{0};
+  std::atomic<uint64_t> boundaries_skipped_total{0};  // left out for lack of preparation budget
   ClientActivity clients;  // per tenant and agent, for /v1/stats (the dashboard's clients table)
 
   PinLedger pins;
@@ -180,6 +181,7 @@ struct Server::Impl {
       send_error(res, d, error);
       return capture(req, res.status > 0 ? res.status : 200, "");
     }
+    boundaries_skipped_total += turn->boundaries_skipped;
     // Admission and restore happen before any byte is sent, so an overloaded or failed engine
     // still gets its proper HTTP status even on a streaming request.
     auto launched = launch_turn(context(), *turn, error);
@@ -262,6 +264,7 @@ struct Server::Impl {
             {"requests_total", requests_total.load()},
             {"errors_total", errors_total.load()},
             {"streams_active", streams_active.load()},
+            {"boundaries_skipped_total", boundaries_skipped_total.load()},
             {"prefix_cache", options.prefix_cache},
             {"engine", engine},
             {"memory", memory},
@@ -285,6 +288,9 @@ struct Server::Impl {
     metric("freetoken_request_read_timeouts_total", "counter",
            "requests answered 408: headers and body did not arrive within --request-read-timeout",
            double(http.read_timeouts_total()));
+    metric("freetoken_boundaries_skipped_total", "counter",
+           "semantic boundaries left out for lack of preparation budget (the oldest of a conversation)",
+           double(boundaries_skipped_total.load()));
     metric("freetoken_engine_up", "gauge", "1 when the engine answers", e.contains("error") ? 0.0 : 1.0);
     metric("freetoken_prompt_tokens_total", "counter", "prompt tokens received", num("prompt_tokens"));
     metric("freetoken_cached_tokens_total", "counter", "prompt tokens restored from checkpoints", num("cached_tokens"));

@@ -320,6 +320,75 @@ TEST(TinyTokenizer, ConfigSpecialTokensAndAddSpecialTokens) {
   EXPECT_EQ(t.id_limit(), 302u);
 }
 
+// encode_with_cuts: the ids of encode, and at every cut the ids of the text before it alone are
+// exactly the first token_index ids. Random texts built from pieces that put added tokens against
+// words, spaces, combining marks and each other, with each flag that decides whether a match cuts.
+TEST(TinyTokenizer, CutsSplitTheIdsExactly) {
+  json rstrip = added_token(301, "<r>");
+  rstrip["rstrip"] = true;
+  json lstrip = added_token(302, "<l>");
+  lstrip["lstrip"] = true;
+  json normalized = added_token(303, "<n>", false);
+  normalized["normalized"] = true;
+  const json added = json::array({added_token(300, "<a>"), rstrip, lstrip, normalized, added_token(304, "<a><b>")});
+  const json pre = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  std::vector<std::string> pieces = {"<a>", "<r>", "<l>", "<n>", "<a><b>", "<b>", "<", ">"};  // and near misses
+  for (const char* text : {"a", "b", "ab", " ", "  ", "\n", "e\xCC\x81", "\xC3\xA9", "1"}) pieces.push_back(text);
+  for (const bool nfc : {false, true}) {
+    json doc = tiny_tokenizer({"ab", " a", "<b"}, json::array({"a b", "Ġ a", "< b"}), pre, added);
+    if (nfc) doc["normalizer"] = {{"type", "NFC"}};
+    Tokenizer t = make(doc);
+    uint32_t state = 7;
+    auto next = [&state] { return (state = state * 1664525u + 1013904223u) >> 8; };
+    std::size_t checked = 0;
+    for (int round = 0; round < 3000; ++round) {
+      std::string text;
+      for (uint32_t n = next() % 10; n > 0; --n) text += pieces[next() % pieces.size()];
+      std::vector<TokenCut> cuts;
+      const Ids ids = t.encode_with_cuts(text, cuts);
+      ASSERT_EQ(ids, t.encode(text)) << text;
+      for (std::size_t i = 0; i < cuts.size(); ++i) {
+        if (i > 0) {
+          ASSERT_LT(cuts[i - 1].byte_offset, cuts[i].byte_offset);
+        }
+        ASSERT_LE(cuts[i].token_index, ids.size());
+        const Ids prefix = t.encode(std::string_view(text).substr(0, cuts[i].byte_offset));
+        ASSERT_EQ(prefix, Ids(ids.begin(), ids.begin() + std::ptrdiff_t(cuts[i].token_index)))
+            << (nfc ? "NFC: " : "") << text << " cut at byte " << cuts[i].byte_offset;
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 1500u);
+  }
+}
+
+TEST(TinyTokenizer, CutsAreTheStartsOfAddedTokensThatStripNothingBefore) {
+  json lstrip = added_token(301, "<l>");
+  lstrip["lstrip"] = true;
+  json normalized = added_token(302, "<n>", false);
+  normalized["normalized"] = true;
+  json doc = tiny_tokenizer({}, json::array(), nullptr, json::array({added_token(300, "<a>"), lstrip, normalized}));
+  auto cuts_of = [](const Tokenizer& t, std::string_view text) {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    std::vector<TokenCut> cuts;
+    t.encode_with_cuts(text, cuts);
+    for (const TokenCut& c : cuts) out.emplace_back(c.byte_offset, c.token_index);
+    return out;
+  };
+  using Cuts = std::vector<std::pair<std::size_t, std::size_t>>;
+  Tokenizer t = make(doc);
+  EXPECT_EQ(cuts_of(t, "x<a>yz<a>"), (Cuts{{1, 1}, {6, 4}}));
+  EXPECT_EQ(cuts_of(t, "x <l>y"), Cuts{}) << "lstrip takes the space before it";
+  EXPECT_EQ(cuts_of(t, "x<n>y"), (Cuts{{1, 1}})) << "normalized, under a normalizer that changes nothing";
+  EXPECT_EQ(cuts_of(t, "\xFF<a>"), Cuts{}) << "invalid UTF-8: the repair moves the offsets";
+  doc["normalizer"] = {{"type", "NFC"}};
+  EXPECT_EQ(cuts_of(make(doc), "x<n>y<a>"), (Cuts{{5, 3}})) << "normalized pieces are not the text's bytes";
+  json word = added_token(303, "w");
+  word["single_word"] = true;
+  doc["added_tokens"].push_back(word);
+  EXPECT_EQ(cuts_of(make(doc), "x<a>y"), Cuts{}) << "single_word decides by the byte after a match";
+}
+
 TEST(TinyTokenizer, ChatTemplateFileWinsOverConfig) {
   ft::test::TempDir dir;
   { std::ofstream(dir.path() / "tokenizer.json") << tiny_tokenizer().dump(); }
@@ -479,6 +548,38 @@ TEST_P(RealTokenizer, ConcurrentEncodesMatchSerial) {
   }
   for (auto& th : threads) th.join();
   for (int w = 0; w < 4; ++w) EXPECT_EQ(mismatches[w], 0) << "thread " << w;
+}
+
+TEST_P(RealTokenizer, CutsAtSpecialTokensSplitTheCorpusExactly) {
+  FT_REQUIRE_TOKENIZER(t, GetParam());
+  // The corpus texts between the tokens a chat template writes around messages.
+  const std::map<std::string, std::pair<std::string, std::string>> around = {
+      {"qwen3", {"<|im_start|>user\n", "<|im_end|>\n"}},
+      {"deepseek_v3",
+       {"<\xEF\xBD\x9CUser\xEF\xBD\x9C>",
+        "<\xEF\xBD\x9C"
+        "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"}},
+      {"gptoss", {"<|start|>user<|message|>", "<|end|>"}},
+  };
+  const auto& [open, close] = around.at(GetParam());
+  std::string text;
+  std::vector<std::size_t> opens;
+  for (const auto& [name, raw] : corpus_texts()) {
+    if (!is_valid_utf8(raw)) continue;
+    opens.push_back(text.size());
+    text += open + raw + close;
+  }
+  std::vector<TokenCut> cuts;
+  const Ids ids = t->encode_with_cuts(text, cuts);
+  EXPECT_EQ(ids, t->encode(text));
+  for (std::size_t at : opens) {
+    EXPECT_TRUE(std::any_of(cuts.begin(), cuts.end(), [at](const TokenCut& c) { return c.byte_offset == at; }))
+        << "no cut where a message opens, at byte " << at;
+  }
+  for (const TokenCut& c : cuts) {
+    const Ids prefix = t->encode(std::string_view(text).substr(0, c.byte_offset));
+    ASSERT_EQ(prefix, Ids(ids.begin(), ids.begin() + std::ptrdiff_t(c.token_index))) << "cut at byte " << c.byte_offset;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, RealTokenizer, ::testing::ValuesIn(test::tokenizer_families()),

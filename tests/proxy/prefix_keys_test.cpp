@@ -23,14 +23,17 @@ TEST(PrefixKeys, RootedInTheModel) {
   EXPECT_NE(prefix_cuts("model-A", t, cuts)[0].key, prefix_cuts("model-B", t, cuts)[0].key);
 }
 
-TEST(PrefixKeys, ChainEqualsStepByStepAndDependsOnWhereCutsFall) {
+// A key names its token prefix alone: where the conversation's other boundaries fall (boundary
+// finding under its work budget leaves older ones out) does not change it.
+TEST(PrefixKeys, KeysNameThePrefixNotWhereOtherCutsFall) {
   const std::vector<int32_t> t = {10, 20, 30, 40};
-  const std::vector<std::size_t> c1 = {1, 4}, c2 = {3, 4};
-  auto k = extend_prefix_key(extend_prefix_key(root_prefix_key("m"), std::span(t).first(1)),
-                             std::span(t).subspan(1));
+  const std::vector<std::size_t> c1 = {1, 4}, c2 = {3, 4}, c3 = {4};
+  const store::PrefixKey k = prefix_key("m", t);
   EXPECT_EQ(prefix_cuts("m", t, c1).back().key, k);
-  // The same tokens cut elsewhere name a different chain (keys carry their boundaries).
-  EXPECT_NE(prefix_cuts("m", t, c2).back().key, k);
+  EXPECT_EQ(prefix_cuts("m", t, c2).back().key, k);
+  EXPECT_EQ(prefix_cuts("m", t, c3).back().key, k);
+  EXPECT_EQ(prefix_cuts("m", t, c2).front().key, prefix_key("m", std::span(t).first(3)));
+  EXPECT_NE(prefix_key("m", std::span(t).first(3)), k);
 }
 
 TEST(PrefixKeys, SkipsBoundariesOutOfOrderOrPastTheEnd) {

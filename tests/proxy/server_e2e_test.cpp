@@ -210,6 +210,53 @@ TEST_F(ServerE2E, BadInputGetsTheApiErrorAndServerKeepsServing) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// Thousands of tiny messages over the context are refused (in the caller's dialect) after one
+// render and one tokenization: the boundary search would render the body once per message.
+TEST_F(ServerE2E, ManyTinyMessagesOverTheContextAreRefusedBeforeTheBoundarySearch) {
+  json messages = json::array();
+  for (int i = 0; i < 24000; ++i) messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "a"}});
+  const json anthropic = {{"model", "tiny"}, {"max_tokens", 4}, {"messages", messages}};
+  for (const char* path : {"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions"}) {
+    auto r = client().Post(path, anthropic.dump(), "application/json");
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 400) << path << ": " << r->body.substr(0, 300);
+    const json j = json::parse(r->body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r->body.substr(0, 300);
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error") << path;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find("prompt is too long"), std::string::npos) << path;
+  }
+}
+
+// Past its preparation budget a request keeps its newest boundaries: the next turn still restores
+// the previous one's deepest checkpoint, and the boundaries left out are counted.
+TEST_F(ServerE2E, ABoundaryBudgetKeepsTheNewestCheckpoints) {
+  ServerOptions opts;
+  opts.boundary_work_limit = 24u << 20;  // a few dozen renders of this conversation, not 300
+  start_server(opts);
+  const std::vector<std::string> replies(150, "ok");
+  const json turn = conversation(replies);
+  auto r = client().Post("/v1/messages", turn.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json stats = json::parse(client().Get("/v1/stats")->body);
+  const uint64_t skipped = stats["boundaries_skipped_total"].get<uint64_t>();
+  EXPECT_GT(skipped, 100u) << "most of the 300 older messages are left out";
+  EXPECT_NE(client().Get("/metrics")->body.find("freetoken_boundaries_skipped_total " + std::to_string(skipped)),
+            std::string::npos);
+
+  std::vector<std::string> next_replies = replies;
+  const json reply = json::parse(r->body)["content"];
+  next_replies.push_back(reply.empty() ? std::string() : reply[0].value("text", ""));
+  const json next = conversation(next_replies);
+  auto r2 = client().Post("/v1/messages", next.dump(), "application/json");
+  ASSERT_TRUE(r2);
+  ASSERT_EQ(r2->status, 200) << r2->body;
+  const int cached = json::parse(r2->body)["usage"]["cache_read_input_tokens"].get<int>();
+  const std::size_t shared = common_prefix(prompt_ids(turn), prompt_ids(next));
+  EXPECT_GE(cached, int(0.9 * double(shared))) << "shared " << shared;
+  EXPECT_LE(cached, int(shared));
+}
+
 // An agent pointed at the server with only its base URL asks for its own default models (Claude
 // Code: an opus/sonnet name and a haiku name for side calls): each is served, and each response
 // carries the name that was asked for.

@@ -67,6 +67,7 @@ int32_t TokenTrie::longest_at(std::string_view text, std::size_t pos, std::size_
 
 void AddedVocab::build(std::vector<AddedToken> tokens, FunctionRef<std::string(std::string_view)> normalize) {
   tokens_ = std::move(tokens);
+  any_single_word_ = std::any_of(tokens_.begin(), tokens_.end(), [](const AddedToken& t) { return t.single_word; });
   raw_ = TokenTrie();
   normalized_ = TokenTrie();
   // HF builds its matchers from special tokens first, then the others, each in file order.
@@ -84,7 +85,7 @@ void AddedVocab::build(std::vector<AddedToken> tokens, FunctionRef<std::string(s
 }
 
 void AddedVocab::split(std::string_view text, bool normalized_set, FunctionRef<void(std::string_view)> on_text,
-                       FunctionRef<void(int32_t)> on_token) const {
+                       FunctionRef<void(int32_t id, std::size_t cut)> on_token) const {
   const TokenTrie& trie = normalized_set ? normalized_ : raw_;
   if (trie.empty()) {
     if (!text.empty()) on_text(text);
@@ -122,7 +123,7 @@ void AddedVocab::split(std::string_view text, bool normalized_set, FunctionRef<v
       stop += e;  // HF's search still resumes at the end of the token itself
     }
     if (emitted < start) on_text(text.substr(emitted, start - emitted));
-    on_token(t.id);
+    on_token(t.id, t.lstrip || any_single_word_ ? std::string_view::npos : start);
     emitted = stop;
   }
   if (emitted < text.size()) on_text(text.substr(emitted));

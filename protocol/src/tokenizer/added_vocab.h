@@ -46,13 +46,19 @@ class AddedVocab {
   bool empty() const { return tokens_.empty(); }
 
   // Splits `text` on tokens of one matcher (raw: normalized=false ones; else normalized=true
-  // ones): calls on_text for the pieces between (non-empty) and on_token for each match.
+  // ones): calls on_text for the pieces between (non-empty) and on_token for each match, with the
+  // match's start as `cut` when splitting text.substr(0, cut) alone gives exactly the pieces and
+  // tokens handed out before it (else npos). That holds at a match that strips nothing before it
+  // (no lstrip): earlier matches all end by `cut` and are found the same way without the rest, and
+  // the piece before it ends at `cut` either way. single_word is the exception (whether a match
+  // ending at `cut` counts depends on the byte after it), so no match is a cut while any token has it.
   void split(std::string_view text, bool normalized_set, FunctionRef<void(std::string_view)> on_text,
-             FunctionRef<void(int32_t)> on_token) const;
+             FunctionRef<void(int32_t id, std::size_t cut)> on_token) const;
 
  private:
   std::vector<AddedToken> tokens_;
   TokenTrie raw_, normalized_;
+  bool any_single_word_ = false;
 };
 
 }  // namespace ft::protocol::tok

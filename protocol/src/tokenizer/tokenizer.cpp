@@ -36,21 +36,32 @@ std::optional<int32_t> lookup(const Tokenizer::Impl& impl, const std::optional<s
 
 }  // namespace
 
-void Tokenizer::Impl::encode_into(std::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::Impl::encode_into(std::string_view text, std::vector<int32_t>& ids, std::vector<TokenCut>* cuts) const {
   std::string repaired;
   if (!is_valid_utf8(text)) {
     append_utf8_lossy(text, true, repaired);
     text = repaired;
+    cuts = nullptr;  // offsets into the repaired text are not offsets into the caller's
   }
-  auto on_token = [&](int32_t id) { ids.push_back(id); };
+  const std::size_t npos = std::string_view::npos;
   auto on_word = [&](std::string_view word) { model.encode_word(word, ids); };
   auto on_normalized = [&](std::string_view piece) { pre_tokenizer.run(piece, on_word); };
   std::string normalized;
   auto on_raw = [&](std::string_view piece) {
+    // A cut inside a piece is one in the text only when the piece is the text's own bytes: an
+    // identity normalizer, so that the prefix up to the cut normalizes to the same bytes too.
+    const bool in_text = normalizer.identity() && cuts;
     if (normalizer.apply(piece, normalized)) piece = normalized;
-    added.split(piece, /*normalized_set=*/true, on_normalized, on_token);
+    const std::size_t base = in_text ? static_cast<std::size_t>(piece.data() - text.data()) : 0;
+    added.split(piece, /*normalized_set=*/true, on_normalized, [&](int32_t id, std::size_t cut) {
+      if (in_text && cut != npos) cuts->push_back({base + cut, ids.size()});
+      ids.push_back(id);
+    });
   };
-  added.split(text, /*normalized_set=*/false, on_raw, on_token);
+  added.split(text, /*normalized_set=*/false, on_raw, [&](int32_t id, std::size_t cut) {
+    if (cuts && cut != npos) cuts->push_back({cut, ids.size()});
+    ids.push_back(id);
+  });
 }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -107,6 +118,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   if (add_special_tokens && impl_->config.add_bos_token && impl_->bos_id) ids.push_back(*impl_->bos_id);
   impl_->encode_into(text, ids);
   if (add_special_tokens && impl_->config.add_eos_token && impl_->eos_id) ids.push_back(*impl_->eos_id);
+  return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode_with_cuts(std::string_view text, std::vector<TokenCut>& cuts) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  cuts.clear();
+  impl_->encode_into(text, ids, &cuts);
   return ids;
 }
 

@@ -54,7 +54,8 @@ struct Tokenizer::Impl {
   TokenizerConfig config;
   std::optional<int32_t> bos_id, eos_id;
 
-  void encode_into(std::string_view text, std::vector<int32_t>& ids) const;
+  // `cuts` (optional) receives the clean cuts of Tokenizer::encode_with_cuts.
+  void encode_into(std::string_view text, std::vector<int32_t>& ids, std::vector<TokenCut>* cuts = nullptr) const;
 };
 
 // Builds the pipeline from tokenizer.json as read by read_tokenizer_json (vocab/merges consumed).

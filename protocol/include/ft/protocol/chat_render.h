@@ -20,27 +20,46 @@
 // boundary where a later message would change the text before it (the failure mode of hand-written
 // offsets). With a tokenizer, each boundary is also checked in token space (the ids of text[0, b)
 // must be a prefix of the ids of the whole text) and moved back further if not.
+//
+// Those renders cost O(messages x rendered size), so a body of many tiny messages would hold a
+// thread for hours. Finding and checking boundaries therefore spends from one budget per
+// conversation, counted in work units, not time, so that what is found never depends on the
+// machine or its load: a byte rendered or tokenized is one unit, and a render costs
+// kBoundaryWorkPerMessage more per message it is given (templates walk messages that print little;
+// Qwen3's walks one in about the time it prints 2 KB). Messages are searched newest first,
+// so when the budget runs out the boundaries left out are the oldest: prefix caching needs the
+// newest (the deepest state to save, the checkpoint the next turn restores). A boundary skipped is
+// simply absent; every boundary reported keeps its promise.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "ft/common/result.h"
+#include "ft/protocol/tokenizer.h"
 
 namespace ft::protocol {
 
-class Tokenizer;
+// Work units: see the top of this file.
+inline constexpr std::size_t kBoundaryWorkPerMessage = 2048;
+// The default budget for a conversation whose full render costs `render_work` units: 2 GiB units
+// (a few seconds of one core; every boundary of an agent conversation of 300 messages and 1 MB of
+// text costs ~1 G units, of 500 messages and 1 MB ~2 G), or 16 renders' worth when that is more
+// (only bodies far beyond any context window: the newest few messages' boundaries are found).
+std::size_t default_boundary_work_limit(std::size_t render_work);
 
 struct ChatRenderOptions {
   std::optional<bool> add_generation_prompt;  // unset: the conversation's key, else true
   std::optional<bool> enable_thinking;        // unset: the conversation's key, else not passed
   std::optional<int64_t> now_unix_seconds;    // pins strftime_now (formatted in UTC) for goldens
+  std::optional<std::size_t> boundary_work_limit;  // unset: default_boundary_work_limit
 };
 
 struct ChatBoundary {
@@ -56,6 +75,12 @@ const char* boundary_kind_name(ChatBoundary::Kind kind);  // "message", "thinkin
 struct RenderedChat {
   std::string text;
   std::vector<ChatBoundary> boundaries;  // sorted by char_offset, then by kind order of discovery
+  // The budget (see the top of this file): work spent so far, by render_with_boundaries and then
+  // tokenize_chat (the full render and encode included), its limit, and the boundaries left out
+  // because it ran out (searches not made, or token checks not made).
+  std::size_t boundary_work = 0;
+  std::size_t boundary_work_limit = SIZE_MAX;
+  std::size_t boundaries_skipped = 0;
 };
 
 class ChatTemplate {
@@ -70,6 +95,11 @@ class ChatTemplate {
   Result<std::string> render(std::string_view conversation_json, const ChatRenderOptions& options = {}) const;
   Result<RenderedChat> render_with_boundaries(std::string_view conversation_json,
                                               const ChatRenderOptions& options = {}) const;
+  // The boundaries of a render the caller already made: `text` must be render(conversation_json,
+  // options). render_with_boundaries in two steps, so that a caller can refuse a conversation on
+  // its size (its token count) after one render, before paying for the boundaries.
+  Result<RenderedChat> find_boundaries(std::string_view conversation_json, std::string text,
+                                       const ChatRenderOptions& options = {}) const;
 
   // Tag-like literals of the template (<|im_start|>, <think>, <｜tool▁call▁begin｜>, ...): the only
   // places a boundary may sit.
@@ -83,7 +113,12 @@ class ChatTemplate {
 
 // Token ids of `chat.text` (HF encode without added BOS/EOS: templates write those themselves),
 // filling each boundary's token_index. A boundary whose text prefix does not tokenize to a prefix
-// of the ids moves back to the previous marker that does.
+// of the ids moves back to the previous marker that does. A boundary at an added token is checked
+// by the cuts of the one encode (Tokenizer::encode_with_cuts); any other costs an encode of its
+// prefix from the budget, newest first, and one the budget cannot pay for is dropped.
 Result<std::vector<int32_t>> tokenize_chat(RenderedChat& chat, const ChatTemplate& tmpl, const Tokenizer& tokenizer);
+// The same for a caller that has the ids and cuts of chat.text already (encode_with_cuts).
+void tokenize_boundaries(RenderedChat& chat, const ChatTemplate& tmpl, const Tokenizer& tokenizer,
+                         std::span<const int32_t> ids, std::span<const TokenCut> cuts);
 
 }  // namespace ft::protocol

@@ -33,6 +33,13 @@
 
 namespace ft::protocol {
 
+// A place where a text's ids split cleanly: encode(text.substr(0, byte_offset)) is exactly the
+// first token_index ids of encode(text).
+struct TokenCut {
+  std::size_t byte_offset = 0;
+  std::size_t token_index = 0;
+};
+
 class Tokenizer {
  public:
   // Reads DIR/tokenizer.json and DIR/tokenizer_config.json (the latter optional). The chat template
@@ -50,6 +57,13 @@ class Tokenizer {
   // BOS/EOS tokens are added when tokenizer_config.json says add_bos_token/add_eos_token (the
   // transformers behaviour; raw `tokenizers` adds nothing for a ByteLevel post-processor).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
+  // encode(text) and, in `cuts` (sorted), the starts of added tokens (the special tokens chat
+  // templates write) that the ids split at cleanly, found in the same pass: nothing before an added
+  // token is tokenized together with anything after it, so the ids of a prefix ending there need no
+  // second encode. Only added tokens without lstrip, in a vocabulary without single_word tokens,
+  // and normalized ones only under a normalizer that changes nothing, qualify; none when the text
+  // is not valid UTF-8 (its repair would move the offsets).
+  std::vector<int32_t> encode_with_cuts(std::string_view text, std::vector<TokenCut>& cuts) const;
 
   // HF `decode`: unknown ids are dropped, special tokens dropped when skip_special_tokens, bytes
   // that do not form valid UTF-8 become U+FFFD.

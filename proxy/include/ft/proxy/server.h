@@ -52,6 +52,11 @@ struct ServerOptions {
   };
   std::vector<NamedKey> api_keys;
   std::size_t max_body_bytes = 8u << 20;  // bytes; larger bodies get 413
+  // Work a request may spend finding and checking its semantic boundaries, in the units of
+  // protocol/chat_render.h (0: its default, which agent conversations of a few hundred messages do
+  // not reach). Past it the oldest boundaries are left out (counted in /v1/stats and /metrics);
+  // the newest are kept.
+  std::size_t boundary_work_limit = 0;
   int default_max_tokens = 4096;      // output tokens when the request names none
   int max_output_tokens = 0;          // server-side cap on output tokens; 0: none
   int http_threads = 32;              // concurrent connections served
