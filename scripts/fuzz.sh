@@ -4,8 +4,9 @@
 #   scripts/fuzz.sh --seconds 60 tokenizer safetensors
 #   scripts/fuzz.sh --merge ...           then add what raised coverage to tests/fuzz/corpus/
 #   scripts/fuzz.sh --list                the target names
-# Each run starts from the committed corpus (tests/fuzz/corpus/<target>/) and a working corpus in
-# the build directory, with a fixed seed. A crash, a sanitizer report, a violated invariant, an
+# Each run starts from the committed inputs (tests/fuzz/seeds/<target>/ and the corpus pack
+# tests/fuzz/corpus/<target>.pack) and a working corpus in the build directory, with a fixed seed.
+# --merge adds the inputs (up to 4 KiB) that raised coverage to the pack. A crash, a sanitizer report, a violated invariant, an
 # input slower than --timeout seconds or past --rss-mb is a failure: the input is saved under
 # <build>/crashes/, the script exits 1. Replay one with <build>/tests/fuzz/ft_fuzz_<target> FILE.
 # Needs clang (Debian: apt-get install clang); the unit suite replays the committed corpora with
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --rss-mb) RSS_MB=$2; shift 2 ;;
     --merge) MERGE=1; shift ;;
     --list) printf '%s\n' "${ALL[@]}"; exit 0 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "fuzz: unknown option $1" >&2; exit 2 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
@@ -48,12 +49,16 @@ fi
 cmake --build "$BUILD" --target ft_fuzz_targets -j"$JOBS"
 
 mkdir -p "$BUILD/crashes" "$BUILD/logs"
+PACKS=tests/fuzz/corpus
 run_one() {
   local t=$1 work="$BUILD/corpus/$1" dict=()
+  # The working corpus starts as the committed pack; new inputs go there, the seeds only seed.
+  if [ ! -d "$work" ] && [ -f "$PACKS/$t.pack" ]; then
+    "$BUILD/tests/fuzz/ft_replay_$t" --unpack "$PACKS/$t.pack" "$work" >/dev/null
+  fi
   mkdir -p "$work"
   [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
-  # New inputs go to the first directory (the working corpus); the committed one only seeds.
-  "$BUILD/tests/fuzz/ft_fuzz_$t" "$work" "tests/fuzz/corpus/$t" "${dict[@]}" -seed=1 \
+  "$BUILD/tests/fuzz/ft_fuzz_$t" "$work" "tests/fuzz/seeds/$t" "${dict[@]}" -seed=1 \
     -max_total_time="$SECONDS_EACH" -timeout="$TIMEOUT" -rss_limit_mb="$RSS_MB" -print_final_stats=1 \
     -artifact_prefix="$BUILD/crashes/$t-" >"$BUILD/logs/$t.log" 2>&1
 }
@@ -89,10 +94,16 @@ done
 failed=0
 for t in "${TARGETS[@]}"; do [ "${RC[$t]}" = 0 ] || failed=1; done
 if [ "$MERGE" = 1 ]; then
+  mkdir -p "$PACKS"
   for t in "${TARGETS[@]}"; do
-    before=$(ls "tests/fuzz/corpus/$t" | wc -l)
-    "$BUILD/tests/fuzz/ft_fuzz_$t" -merge=1 "tests/fuzz/corpus/$t" "$BUILD/corpus/$t" >"$BUILD/logs/$t.merge.log" 2>&1
-    echo "fuzz: $t corpus $before -> $(ls "tests/fuzz/corpus/$t" | wc -l) inputs"
+    # Into the committed pack's inputs, what else raised coverage (up to 4 KiB: a few large
+    # mutants of the real agent bodies would make most of the bytes).
+    kept="$BUILD/merge/$t"
+    rm -rf "$kept"
+    mkdir -p "$kept"
+    [ -f "$PACKS/$t.pack" ] && "$BUILD/tests/fuzz/ft_replay_$t" --unpack "$PACKS/$t.pack" "$kept" >/dev/null
+    "$BUILD/tests/fuzz/ft_fuzz_$t" -merge=1 -max_len=4096 "$kept" "$BUILD/corpus/$t" >"$BUILD/logs/$t.merge.log" 2>&1
+    "$BUILD/tests/fuzz/ft_replay_$t" --pack "$PACKS/$t.pack" "$kept" | sed "s/^/fuzz: $t /"
   done
 fi
 exit $failed
