@@ -16,6 +16,7 @@
 #include "ft/integrations/agent_install.h"
 #include "ft/integrations/launch_plan.h"
 #include "ft/integrations/plan_io.h"
+#include "ft/proxy/sharing_scope.h"
 
 namespace ft::cli {
 namespace fs = std::filesystem;
@@ -79,6 +80,9 @@ int run_launch(const Args& args) {
   o.api_key = args.get("api-key");
   o.max_output_tokens = args.get_int("max-output-tokens");
   o.context_tokens = args.get_int("context");
+  o.scope = args.get("scope");
+  if (!o.scope.empty() && !ft::proxy::valid_scope(o.scope))
+    return usage_error("launch", "--scope: " + ft::proxy::scope_rule());
   if (o.port <= 0 || o.port > 65535) return usage_error("launch", "--port must be 1..65535");
   if (o.max_output_tokens < 0 || o.context_tokens < 0)
     return usage_error("launch", "--max-output-tokens and --context must be >= 0");
@@ -151,6 +155,9 @@ const Command kLaunchCommand = {
       false},
      {"context", "TOKENS", "context window the agent assumes; match serve's --ctx (0: the agent's default)", "32768",
       false},
+     {"scope", "NAME",
+      "share checkpoints only with requests of the same scope (sent as X-FreeToken-Scope; default: the whole tenant)",
+      "", false},
      {"config-dir", "DIR",
       "where the agent's generated config and state go (default: $XDG_DATA_HOME/freetoken/agents/<agent>)", "", false},
      {"dry-run", "", "print the files, environment and command line as a shell script; change nothing", "", false}},

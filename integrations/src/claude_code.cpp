@@ -28,6 +28,7 @@ LaunchPlan claude_code_plan(const LaunchOptions& o) {
   };
   if (o.max_output_tokens > 0)
     plan.set_env.push_back({"CLAUDE_CODE_MAX_OUTPUT_TOKENS", std::to_string(o.max_output_tokens)});
+  if (!o.scope.empty()) plan.set_env.push_back({"ANTHROPIC_CUSTOM_HEADERS", "X-FreeToken-Scope: " + o.scope});
   // Any of these in the user's shell would send a second credential or route around the server.
   plan.unset_env = {"ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"};
   return plan;

@@ -42,8 +42,9 @@ LaunchPlan codex_plan(const LaunchOptions& o) {
        << "name = \"FreeToken\"\n"
        << "base_url = " << toml_string(server_origin(o) + "/v1") << "\n"
        << "env_key = \"FREETOKEN_API_KEY\"\n"
-       << "wire_api = \"responses\"\n"
-       << "\n[analytics]\nenabled = false\n"
+       << "wire_api = \"responses\"\n";
+  if (!o.scope.empty()) toml << "http_headers = { \"X-FreeToken-Scope\" = " << toml_string(o.scope) << " }\n";
+  toml << "\n[analytics]\nenabled = false\n"
        // The plugin marketplace syncs from github.com at every start; ChatGPT apps and remote
        // plugins need an OpenAI login. None of them can work against a local server.
        << "\n[features]\nplugins = false\nremote_plugin = false\napps = false\n";

@@ -27,6 +27,7 @@ LaunchPlan openclaw_plan(const LaunchOptions& o) {
             {"models", {model}}}}}}}},
       {"agents", {{"defaults", {{"model", {{"primary", "freetoken/" + o.model}}}}}}},
   };
+  if (!o.scope.empty()) config["models"]["providers"]["freetoken"]["headers"] = {{"X-FreeToken-Scope", o.scope}};
   const auto path = o.config_dir / "openclaw.json";
   LaunchPlan plan;
   plan.argv = {"openclaw"};

@@ -32,6 +32,7 @@ LaunchPlan opencode_plan(const LaunchOptions& o) {
       {"autoupdate", false},
       {"share", "disabled"},
   };
+  if (!o.scope.empty()) config["provider"]["freetoken"]["options"]["headers"] = {{"X-FreeToken-Scope", o.scope}};
   const auto path = o.config_dir / "opencode.json";
   LaunchPlan plan;
   plan.argv = {"opencode"};

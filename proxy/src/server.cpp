@@ -3,29 +3,29 @@
 #include "ft/proxy/server.h"
 
 #include <httplib.h>
-
 #include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "chat_turn.h"
 #include "client_activity.h"
 #include "dashboard.h"
-#include "ft/common/loopback.h"
-#include "request_guard.h"
 #include "ft/common/http_server.h"
 #include "ft/common/log.h"
+#include "ft/common/loopback.h"
 #include "ft/common/private_dir.h"
 #include "ft/common/secret_compare.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/json_depth.h"
 #include "ft/protocol/tokenizer.h"
+#include "ft/proxy/sharing_scope.h"
+#include "request_guard.h"
 
 namespace ft::proxy {
 
@@ -138,6 +138,19 @@ struct Server::Impl {
   }
   bool authorised(const httplib::Request& req) const { return caller(req).has_value(); }
   std::string tenant_of(const httplib::Request& req) const { return caller(req).value_or("anonymous"); }
+  // Where a request's checkpoints are saved and looked up: its tenant's namespace, narrowed by a
+  // sharing scope when the request names one (sharing_scope.h); nullopt with `error` set for a
+  // malformed scope.
+  std::optional<std::string> checkpoint_namespace(const httplib::Request& req, ApiError& error) const {
+    const std::string tenant = tenant_of(req);
+    if (!req.has_header(kScopeHeader)) return tenant;
+    const std::string scope = req.get_header_value(kScopeHeader);
+    if (!valid_scope(scope)) {
+      error = {ApiErrorKind::kInvalidRequest, scope_rule(), std::nullopt, ""};
+      return std::nullopt;
+    }
+    return scoped_namespace(tenant, scope);
+  }
   // GET routes that disclose what the server holds (stats, metrics) need the key as the POSTs do.
   bool admit_get(const httplib::Request& req, httplib::Response& res) {
     if (authorised(req)) return true;
@@ -175,7 +188,9 @@ struct Server::Impl {
     auto activity = std::make_shared<ClientActivity::Request>(
         clients.begin(tenant, agent_name(req.get_header_value("User-Agent"))));
     ApiError error;
-    auto turn = prepare_turn(context(), d, req.body, tenant, error);
+    const std::optional<std::string> space = checkpoint_namespace(req, error);
+    auto turn =
+        space ? prepare_turn(context(), d, req.body, *space, error) : Result<PreparedTurn>(invalid_argument(""));
     if (!turn) {
       activity->failed();
       send_error(res, d, error);
@@ -256,7 +271,7 @@ struct Server::Impl {
     if (tenant && memory.contains("checkpoints") && memory["checkpoints"].contains("tenants")) {
       nlohmann::json own = nlohmann::json::array();
       for (const auto& t : memory["checkpoints"]["tenants"])
-        if (t.value("tenant", "") == *tenant) own.push_back(t);
+        if (in_tenant(t.value("tenant", ""), *tenant)) own.push_back(t);
       memory["checkpoints"]["tenants"] = own;
     }
     return {{"model", options.model_id},

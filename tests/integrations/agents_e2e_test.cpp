@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -199,6 +200,7 @@ std::string agent_text(const std::string& stdout_text) {
 struct Capture {
   std::string name, path, response_text, model;  // model: what the request asked for
   int status = 0;
+  std::string scope;  // the X-FreeToken-Scope header it carried, "" without one
 };
 
 std::vector<Capture> read_captures(const fs::path& dir) {
@@ -209,9 +211,13 @@ std::vector<Capture> read_captures(const fs::path& dir) {
   for (const fs::path& f : files) {
     auto j = json::parse(read_file(f), nullptr, false);
     if (j.is_discarded()) continue;
-    std::string model;
+    std::string model, scope;
     if (j.contains("request") && j["request"].is_object()) model = j["request"].value("model", "");
-    out.push_back({f.filename().string(), j.value("path", ""), j.value("response_text", ""), model, j.value("status", 0)});
+    if (j.contains("headers") && j["headers"].is_object())
+      for (const auto& [name, value] : j["headers"].items())
+        if (strcasecmp(name.c_str(), "X-FreeToken-Scope") == 0 && value.is_string()) scope = value.get<std::string>();
+    out.push_back(
+        {f.filename().string(), j.value("path", ""), j.value("response_text", ""), model, j.value("status", 0), scope});
   }
   return out;
 }
@@ -278,9 +284,11 @@ class AgentsE2E : public ::testing::Test {
   // `freetoken launch <agent> ... -- <args>` with a fresh HOME and XDG dirs and a work directory
   // holding one small file.
   AgentRun launch(const std::string& agent, const std::vector<std::string>& agent_args, int deadline_s) {
-    // No --model: launch asks the server which model it serves.
-    std::vector<std::string> argv = {freetoken_binary(), "launch", agent, "--port", std::to_string(port_),
-                                     "--max-output-tokens", std::to_string(kOutputCap), "--"};
+    // No --model: launch asks the server which model it serves. Each agent gets a sharing scope
+    // of its own, which every request it sends must carry (expect_round_trip).
+    std::vector<std::string> argv = {
+        freetoken_binary(),         "launch",  agent,          "--port", std::to_string(port_), "--max-output-tokens",
+        std::to_string(kOutputCap), "--scope", "e2e-" + agent, "--"};
     argv.insert(argv.end(), agent_args.begin(), agent_args.end());
     return run_agent(agent, argv, {}, deadline_s);
   }
@@ -387,6 +395,7 @@ class AgentsE2E : public ::testing::Test {
       for (const Capture& c : all) {
         seen += "  " + c.name + " " + c.path + " " + std::to_string(c.status) + " " + json(c.response_text).dump() + "\n";
         if (c.path.rfind(api_path, 0) != 0 || c.status != 200) continue;
+        EXPECT_EQ(c.scope, "e2e-" + agent) << "a request without the scope `launch --scope` set (" << c.name << ")";
         ++answered;
         empty_answer = empty_answer || normalise_space(c.response_text).empty();
         found = found || output_contains(output, c.response_text);

@@ -101,5 +101,14 @@ TEST_F(LaunchCli, UnknownOrMissingAgentExitsTwo) {
   EXPECT_NE(r.err.find("claude|opencode|openclaw|codex"), std::string::npos) << r.err;
 }
 
+TEST_F(LaunchCli, ABadScopeExitsTwoAndAGoodOneReachesThePlan) {
+  auto r = run_freetoken({"launch", "claude", "--dry-run", "--scope", "a/b"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("X-FreeToken-Scope must be"), std::string::npos) << r.err;
+  r = run_freetoken({"launch", "claude", "--dry-run", "--scope", "session-7"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("X-FreeToken-Scope: session-7"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace ft::test

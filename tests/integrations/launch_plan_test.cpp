@@ -141,6 +141,29 @@ TEST(LaunchPlan, CodexEscapesTomlStrings) {
   EXPECT_NE(plan_launch(Agent::kCodex, o).files[0].content.find("model = \"a\\\"b\\\\c\"\n"), std::string::npos);
 }
 
+// --scope reaches every request through each agent's own header setting; without it, no header.
+TEST(LaunchPlan, ASharingScopeIsSentAsAHeaderByEveryAgent) {
+  LaunchOptions o = options();
+  o.scope = "team.one:s-1";
+  EXPECT_EQ(env(plan_launch(Agent::kClaudeCode, o), "ANTHROPIC_CUSTOM_HEADERS"), "X-FreeToken-Scope: team.one:s-1");
+  const json opencode = json::parse(plan_launch(Agent::kOpenCode, o).files[0].content);
+  EXPECT_EQ(opencode["provider"]["freetoken"]["options"]["headers"]["X-FreeToken-Scope"], "team.one:s-1");
+  const json openclaw = json::parse(plan_launch(Agent::kOpenClaw, o).files[0].content);
+  EXPECT_EQ(openclaw["models"]["providers"]["freetoken"]["headers"]["X-FreeToken-Scope"], "team.one:s-1");
+  const std::string toml = plan_launch(Agent::kCodex, o).files[0].content;
+  const std::size_t table = toml.find("[model_providers.freetoken]\n");
+  const std::size_t header = toml.find("http_headers = { \"X-FreeToken-Scope\" = \"team.one:s-1\" }\n");
+  ASSERT_NE(header, std::string::npos) << toml;
+  EXPECT_GT(header, table);
+  EXPECT_LT(header, toml.find("\n[", table + 1)) << "inside the provider's table";
+
+  for (Agent a : all_agents()) {
+    const LaunchPlan plan = plan_launch(a, options());
+    EXPECT_FALSE(env(plan, "ANTHROPIC_CUSTOM_HEADERS"));
+    for (const FileToWrite& f : plan.files) EXPECT_EQ(f.content.find("X-FreeToken-Scope"), std::string::npos);
+  }
+}
+
 TEST(LaunchPlan, EveryFileAndPathStaysInsideTheConfigDir) {
   for (Agent a : all_agents()) {
     const LaunchPlan plan = plan_launch(a, options());

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "ft/engine/random_checkpoint.h"
@@ -586,6 +587,40 @@ TEST_F(ServerE2E, TenantsDoNotShareButSessionsOfOneTenantDo) {
     saves = saved;
   }
   EXPECT_EQ(engine_stats()["scheduler"]["restores"], 2);
+}
+
+// A sharing scope narrows what a tenant shares: requests naming the same scope share
+// checkpoints, other scopes and the tenant-wide default do not; a malformed scope is a 400 in the
+// caller's dialect.
+TEST_F(ServerE2E, SharingScopesNarrowWhatOneTenantShares) {
+  auto post = [&](const std::string& path, const std::optional<std::string>& scope, const json& body) {
+    httplib::Headers h = {{"x-api-key", "one-key"}};
+    if (scope) h.emplace("X-FreeToken-Scope", *scope);
+    return client().Post(path, h, body.dump(), "application/json");
+  };
+  auto cached = [&](const std::optional<std::string>& scope) {
+    auto r = post("/v1/messages", scope, conversation({}, std::string(600, 'x')));
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+    return r && r->status == 200 ? json::parse(r->body)["usage"]["cache_read_input_tokens"].get<int>() : -1;
+  };
+  EXPECT_EQ(cached("session-1"), 0);
+  EXPECT_GT(cached("session-1"), 50) << "the same scope restores the system prompt";
+  EXPECT_EQ(cached("session-2"), 0) << "another scope of the same tenant computes it again";
+  EXPECT_EQ(cached(std::nullopt), 0) << "the tenant-wide default is a scope of its own";
+  EXPECT_GT(cached(std::nullopt), 50);
+
+  for (const std::string& bad : std::vector<std::string>{"a/b", std::string(65, 'a'), "sp ace", "ü"}) {
+    auto a = post("/v1/messages", bad, conversation({}, "hi"));
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->status, 400) << "'" << bad << "'";
+    EXPECT_EQ(json::parse(a->body)["type"], "error");
+    EXPECT_NE(a->body.find("X-FreeToken-Scope"), std::string::npos) << a->body;
+    auto o = post("/v1/chat/completions", bad,
+                  json{{"model", "m"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->status, 400);
+    EXPECT_TRUE(json::parse(o->body)["error"].contains("message")) << o->body;
+  }
 }
 
 // A live session's newest checkpoint is pinned: a stream of short side calls (titles, probes)

@@ -31,6 +31,9 @@ struct LaunchOptions {
   int max_output_tokens = 8192;         // the agent's own cap on output tokens per request (0: its default)
   int context_tokens = 32768;           // the context window the agent assumes (serve --ctx); 0: its default
   std::filesystem::path config_dir;     // this agent's generated files; see default_agent_config_dir()
+  // Sent as X-FreeToken-Scope on every request (proxy sharing_scope.h): the agent's checkpoints
+  // are shared only with requests of the same scope. Empty: the tenant-wide default.
+  std::string scope;
 };
 
 struct EnvVar {
