@@ -58,6 +58,11 @@ void check(const protocol::RenderedChat& chat, const std::vector<int32_t>& ids) 
 }  // namespace
 }  // namespace ft::fuzz
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  ft::fuzz::load_all();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ft;
   if (size < 1) return 0;

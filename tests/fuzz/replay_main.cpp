@@ -21,6 +21,8 @@
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+// Optional, as in libFuzzer: a target's one-time setup.
+extern "C" __attribute__((weak)) int LLVMFuzzerInitialize(int* argc, char*** argv);
 
 namespace {
 
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "--pack") == 0)
     return pack(argv[2], std::vector<fs::path>(argv + 3, argv + argc));
   if (argc == 4 && std::strcmp(argv[1], "--unpack") == 0) return unpack(argv[2], argv[3]);
+  if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
   std::size_t count = 0;
   for (int i = 1; i < argc; ++i) {
     const fs::path p = argv[i];

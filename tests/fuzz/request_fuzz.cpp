@@ -55,6 +55,11 @@ void check(const proxy::PreparedTurn& turn, const protocol::Tokenizer& tok) {
 }  // namespace
 }  // namespace ft::fuzz
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  ft::fuzz::load_all();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ft;
   static const proxy::ServerOptions options;

@@ -10,6 +10,11 @@
 #include "ft/protocol/unicode.h"
 #include "fuzz_data.h"
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  ft::fuzz::load_all();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ft;
   if (size < 1) return 0;
