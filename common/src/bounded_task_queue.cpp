@@ -4,7 +4,9 @@ namespace ft {
 
 BoundedTaskQueue::BoundedTaskQueue(size_t threads, size_t max_waiting,
                                    std::function<void(std::function<void()>)> overflow)
-    : max_waiting_(max_waiting), overflow_(std::move(overflow)) {
+    : max_waiting_(max_waiting), overflow_(std::move(overflow)), idle_(threads) {
+  // Idle from the start: a worker thread not yet scheduled is still a free worker, and counting it
+  // only once it ran refused the second connection to a server started an instant before.
   for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
 }
 
@@ -37,14 +39,15 @@ void BoundedTaskQueue::work() {
     std::function<void()> job;
     {
       std::unique_lock lock(mu_);
-      ++idle_;
       ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      --idle_;
       if (jobs_.empty()) return;  // stopping, and nothing left to run
+      --idle_;
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
     job();
+    std::lock_guard lock(mu_);
+    ++idle_;
   }
 }
 

@@ -35,7 +35,7 @@ class BoundedTaskQueue final : public httplib::TaskQueue {
   std::mutex mu_;
   std::condition_variable ready_;
   std::deque<std::function<void()>> jobs_;
-  size_t idle_ = 0;  // workers waiting for a job: queued jobs they are about to take are not waiting
+  size_t idle_;  // workers not running a job: queued jobs they are about to take are not waiting
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };
