@@ -405,6 +405,52 @@ TEST_F(ServeProcessE2E, ExpertsInHostRamServeTheSameRepliesAndShowTheirStats) {
   EXPECT_NE(m->body.find("freetoken_expert_layer_hit_rate{layer=\"0\"}"), std::string::npos);
 }
 
+// Through the process pair (proxy -> engine route): a CPU engine has no expert cache to resize,
+// and says so in ctl's one line; the server goes on serving.
+TEST_F(ServeProcessE2E, CtlMemoryOnACpuEngineIsAClearRefusal) {
+  auto s = serve({"--no-store"});
+  ASSERT_TRUE(s);
+  const test::CommandResult r =
+      test::run_freetoken({"ctl", "memory", "--gpu-mem", "2", "--port", std::to_string(s->port())});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("expert cache"), std::string::npos) << r.err;
+  int status = 0;
+  ask(s->port(), conversation({}), &status);
+  EXPECT_EQ(status, 200);
+}
+
+// `ctl memory --gpu-mem` shrinks and grows a running server's expert cache between turns; the
+// replies stay those of the model with every expert on the GPU.
+TEST_F(ServeProcessE2E, CtlMemoryResizesTheExpertCacheOfARunningServer) {
+  if (!engine::query_cuda_device()) GTEST_SKIP() << "no GPU";
+  auto plain = serve({"--device", "cuda", "--no-store", "--no-prefix-cache"});
+  auto off = serve({"--device", "cuda", "--no-store", "--expert-slots", "16", "--moe-policy", "ratio:0.5"});
+  ASSERT_TRUE(plain && off);
+  const json x = stats(off->port())["engine"]["placement"];
+  ASSERT_TRUE(x.contains("experts")) << x.dump();
+  const double total = x["total_bytes"].get<double>(), slot = x["experts"]["slot_bytes"].get<double>();
+  const auto ctl = [&](double bytes) {
+    char gib[64];
+    std::snprintf(gib, sizeof gib, "%.12f", bytes / double(1ull << 30));
+    const test::CommandResult r =
+        test::run_freetoken({"ctl", "memory", "--json", "--gpu-mem", gib, "--port", std::to_string(off->port())});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const json j = json::parse(r.out, nullptr, false);
+    return j.is_object() ? j["placement"]["experts"]["slots"].get<int>() : -1;
+  };
+  std::vector<std::string> replies;
+  for (const double bytes : {total - 8 * slot, total}) {
+    const int slots = ctl(bytes + slot / 2);
+    EXPECT_EQ(slots, bytes < total ? 8 : 16);
+    EXPECT_EQ(stats(off->port())["engine"]["placement"]["experts"]["slots"], slots);
+    const json body = conversation(replies);
+    const auto [want, want_cached] = ask(plain->port(), body);
+    const auto [got, cached] = ask(off->port(), body);
+    EXPECT_EQ(got, want) << "with " << slots << " slots";
+    replies.push_back(got);
+  }
+}
+
 TEST_F(ServeProcessE2E, ConcurrentStreamsBatchAndAHangUpCancelsTheEngineWork) {
   auto s = serve({"--no-store"});
   ASSERT_TRUE(s);

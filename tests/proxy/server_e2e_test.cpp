@@ -553,6 +553,39 @@ TEST_F(ServerE2E, NamedKeysMapCallersToTenants) {
   EXPECT_EQ(client().Get("/v1/stats", bearer)->status, 200);
 }
 
+// POST /v1/gpu-memory (`ctl memory --gpu-mem`) resizes the engine's expert cache: on the CPU there
+// is none, which the server and `ctl memory` say plainly; bad bodies are 400s naming the field;
+// with named tenants no caller may change a setting of the whole server; the server goes on.
+TEST_F(ServerE2E, GpuMemoryRequestsAreRefusedClearlyWithoutAnExpertCache) {
+  auto post = [&](const std::string& body, httplib::Headers h = {}) {
+    auto r = client().Post("/v1/gpu-memory", h, body, "application/json");
+    EXPECT_TRUE(r);
+    return r;
+  };
+  auto r = post(R"({"budget_bytes": 4294967296})");
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("expert cache"), std::string::npos)
+      << r->body;
+  for (const char* bad : {R"({})", R"({"budget_bytes": "4G"})", R"({"budget_bytes": -1})", R"([1])"}) {
+    auto b = post(bad);
+    EXPECT_EQ(b->status, 400) << bad;
+    EXPECT_EQ(json::parse(b->body)["error"]["param"], "budget_bytes") << bad << ": " << b->body;
+  }
+  const test::CommandResult ctl =
+      test::run_freetoken({"ctl", "memory", "--gpu-mem", "4", "--port", std::to_string(server_->port())});
+  EXPECT_EQ(ctl.exit_code, 2) << ctl.out << ctl.err;
+  EXPECT_NE(ctl.err.find("expert cache"), std::string::npos) << ctl.err;
+  EXPECT_EQ(client().Post("/v1/messages", anthropic_body(false), "application/json")->status, 200);
+
+  ServerOptions opts;
+  opts.api_keys = {{"team-a", "ka-1"}};
+  start_server(opts);
+  EXPECT_EQ(post(R"({"budget_bytes": 4294967296})")->status, 401);
+  auto named = post(R"({"budget_bytes": 4294967296})", {{"Authorization", "Bearer ka-1"}});
+  EXPECT_EQ(named->status, 403) << named->body;
+  EXPECT_NE(named->body.find("--gpu-mem"), std::string::npos) << named->body;
+}
+
 // Tenants are API keys: one key's checkpoints never serve another's, while sessions of the same
 // key with the same system prompt share one checkpoint of it: one write, then a hit per session.
 TEST_F(ServerE2E, TenantsDoNotShareButSessionsOfOneTenantDo) {
