@@ -1,5 +1,6 @@
 #include "bench_load.h"
 
+#include <httplib.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -122,6 +123,26 @@ std::vector<std::string> serve_args(const LoadFlags& f, std::vector<std::string>
   return args;
 }
 
+// What the engine holds at the end of the run (from /v1/stats, asked once the sessions are done:
+// under load it waits for an HTTP thread like any request): the KV pages ever touched (a
+// high-water mark: they stay resident) and the checkpoints, which account for most engine RSS.
+json engine_state(const Endpoint& server) {
+  httplib::Client c(server.host, server.port);
+  c.set_connection_timeout(5, 0);
+  c.set_read_timeout(60, 0);
+  const auto r = c.Get("/v1/stats");
+  const json j = r && r->status == 200 ? json::parse(r->body, nullptr, false) : json();
+  if (!j.is_object() || !j.contains("engine") || j["engine"].contains("error")) return nullptr;
+  const json kv = j["engine"]["placement"].value("kv", json::object());
+  const double page_mib = kv.value("page_bytes", 0.0) / double(1 << 20);
+  const json checkpoints = j["memory"].value("checkpoints", json::object()).value("stats", json::object());
+  return {{"resident_mib", j["memory"].value("resident_bytes", 0.0) / double(1 << 20)},
+          {"kv_touched_mib", kv.value("stats", json::object()).value("pages_touched", 0.0) * page_mib},
+          {"kv_pool_mib", kv.value("pages", 0.0) * page_mib},
+          {"checkpoint_mib", checkpoints.value("bytes", 0.0) / double(1 << 20)},
+          {"checkpoints", checkpoints.value("entries", 0)}};
+}
+
 struct VerifyResult {
   bool ran = false;
   int exit_code = -1;
@@ -145,11 +166,11 @@ void print_rss_line(const char* name, const RssTrack::Verdict& v, double warm_s,
                         : !v.judged ? "not judged (restarted, without two whole lifetimes to compare)"
                         : v.flat    ? "flat"
                                     : "GROWING";
-  if (v.lifetimes) {
-    std::printf(
-        "  RSS %-8s %d processes (restarted): peak of the first whole lifetime after warm-up (%.0f s) "
-        "%.0f MiB, of the last %.0f MiB; peak %.0f MiB: %s\n",
-        name, v.processes, warm_s, mib(v.warm), mib(v.end), mib(v.peak), verdict);
+  if (!v.lifetime_peaks.empty()) {
+    std::printf("  RSS %-8s %d processes (restarted); peak of each whole lifetime after warm-up (%.0f s):", name,
+                v.processes, warm_s);
+    for (uint64_t p : v.lifetime_peaks) std::printf(" %.0f", mib(p));
+    std::printf(" MiB; the last %.0f MiB vs at most %.0f before: %s\n", mib(v.end), mib(v.warm), verdict);
     return;
   }
   std::printf("  RSS %-8s after warm-up (%.0f s) %.0f MiB, at the end %.0f MiB, peak %.0f MiB: %s\n", name, warm_s,
@@ -214,6 +235,7 @@ int bench_load(const Args& args) {
     serve = std::move(started).value();
     server = Endpoint{"127.0.0.1", serve->port()};
     f.watch.serve_pid = serve->pid();
+    f.watch.serve_log = serve->log();
   } else {
     auto endpoint = parse_endpoint(f.url);
     if (!endpoint) return usage_error(kCmd, "--url: " + endpoint.status().message());
@@ -229,6 +251,7 @@ int bench_load(const Args& args) {
   const RunSummary run = run_load(server, f.plan, f.watch, f.check_outputs ? &expected : nullptr, stats, rss);
 
   // 3) The server stops (its engine flushes the store), then the store is verified.
+  const json engine_at_end = engine_state(server);
   const int serve_exit = serve ? serve->stop() : 0;
   VerifyResult verify;
   if (serve) verify = verify_store(store);
@@ -247,35 +270,40 @@ int bench_load(const Args& args) {
   if (!pass) work.keep();
 
   if (f.as_json) {
-    json j = {{"sessions", f.plan.sessions},
-              {"seconds", f.plan.seconds},
-              {"wall_seconds", run.wall_s},
-              {"variants", f.plan.variants},
-              {"chaos_kill_every", f.watch.chaos_every_s},
-              {"engine_kills", run.kills},
-              {"engine_processes", run.engines},
-              {"requests",
-               {{"completed", s.completed},
-                {"failed", s.failed},
-                {"retried", s.retried},
-                {"compared", s.compared},
-                {"wrong_output", s.wrong},
-                {"answered", s.answered}}},
-              {"retry_reasons", s.retry_reasons},
-              {"failures", s.failures},
-              {"ttft_seconds", {{"p50", s.ttft_p50}, {"p99", s.ttft_p99}}},
-              {"stream_ttft_seconds", {{"p50", s.stream_ttft_p50}, {"p99", s.stream_ttft_p99}}},
-              {"latency_seconds", {{"p50", s.latency_p50}, {"p99", s.latency_p99}}},
-              {"output_tokens", s.output_tokens},
-              {"tok_s", tok_s},
-              {"prompt_tokens", s.prompt_tokens},
-              {"cached_tokens", s.cached_tokens},
-              {"check_outputs", f.check_outputs},
-              {"reference_seconds", reference_s},
-              {"serve_exit_code", serve_exit},
-              {"verify", verify.ran ? json{{"exit_code", verify.exit_code}, {"report", verify.report}} : json(nullptr)},
-              {"pass", pass},
-              {"work_dir", work.path().string()}};
+    json j = {
+        {"sessions", f.plan.sessions},
+        {"seconds", f.plan.seconds},
+        {"wall_seconds", run.wall_s},
+        {"variants", f.plan.variants},
+        {"chaos_kill_every", f.watch.chaos_every_s},
+        {"engine_kills", run.kills},
+        {"engine_processes", run.engines},
+        {"engine_down_seconds", {{"p50", quantile(run.downtimes_s, 0.5)}, {"max", quantile(run.downtimes_s, 1.0)}}},
+        {"requests",
+         {{"completed", s.completed},
+          {"failed", s.failed},
+          {"retried", s.retried_requests},
+          {"retried_tries", s.retried},
+          {"compared", s.compared},
+          {"wrong_output", s.wrong},
+          {"answered", s.answered}}},
+        {"retry_reasons", s.retry_reasons},
+        {"failures", s.failures},
+        {"ttft_seconds", {{"p50", s.ttft_p50}, {"p99", s.ttft_p99}}},
+        {"stream_ttft_seconds", {{"p50", s.stream_ttft_p50}, {"p99", s.stream_ttft_p99}}},
+        {"latency_seconds", {{"p50", s.latency_p50}, {"p99", s.latency_p99}}},
+        {"with_retries_seconds", {{"p50", s.total_p50}, {"p99", s.total_p99}}},
+        {"output_tokens", s.output_tokens},
+        {"tok_s", tok_s},
+        {"prompt_tokens", s.prompt_tokens},
+        {"cached_tokens", s.cached_tokens},
+        {"check_outputs", f.check_outputs},
+        {"reference_seconds", reference_s},
+        {"engine_at_end", engine_at_end},
+        {"serve_exit_code", serve_exit},
+        {"verify", verify.ran ? json{{"exit_code", verify.exit_code}, {"report", verify.report}} : json(nullptr)},
+        {"pass", pass},
+        {"work_dir", work.path().string()}};
     if (measured_rss) {
       j["rss"] = {{"warm_at_seconds", warm_s},
                   {"judged", judge_rss},
@@ -290,16 +318,19 @@ int bench_load(const Args& args) {
               f.plan.sessions, f.plan.seconds, run.wall_s, f.plan.conversations.size(), f.plan.variants,
               f.plan.max_tokens);
   if (f.watch.chaos_every_s > 0)
-    std::printf("  chaos        SIGKILL to the engine every %.0f s: %d kills, %d engine processes\n",
-                f.watch.chaos_every_s, run.kills, run.engines);
-  std::printf("  requests     %llu completed, %llu failed, %llu retried", static_cast<unsigned long long>(s.completed),
-              static_cast<unsigned long long>(s.failed), static_cast<unsigned long long>(s.retried));
-  const char* separator = " (";
+    std::printf(
+        "  chaos        SIGKILL to the engine every %.0f s: %d kills, %d engine processes; answering again after "
+        "p50 %.1f s, at most %.1f s\n",
+        f.watch.chaos_every_s, run.kills, run.engines, quantile(run.downtimes_s, 0.5), quantile(run.downtimes_s, 1.0));
+  std::printf("  requests     %llu completed, %llu failed, %llu retried (%llu tries refused",
+              static_cast<unsigned long long>(s.completed), static_cast<unsigned long long>(s.failed),
+              static_cast<unsigned long long>(s.retried_requests), static_cast<unsigned long long>(s.retried));
+  const char* separator = ": ";
   for (const auto& [reason, n] : s.retry_reasons) {
     std::printf("%s%s x%llu", separator, reason.c_str(), static_cast<unsigned long long>(n));
     separator = ", ";
   }
-  std::printf("%s\n", s.retry_reasons.empty() ? "" : ")");
+  std::printf(")\n");
   if (f.check_outputs)
     std::printf("  outputs      %llu compared with the no-cache answers (computed in %.0f s): %llu wrong\n",
                 static_cast<unsigned long long>(s.compared), reference_s, static_cast<unsigned long long>(s.wrong));
@@ -307,6 +338,8 @@ int bench_load(const Args& args) {
       "  TTFT         p50 %.2f s, p99 %.2f s (streaming requests: p50 %.2f s, p99 %.2f s); latency p50 %.2f s, "
       "p99 %.2f s\n",
       s.ttft_p50, s.ttft_p99, s.stream_ttft_p50, s.stream_ttft_p99, s.latency_p50, s.latency_p99);
+  std::printf("  end to end   p50 %.2f s, p99 %.2f s (from the first try to the answer, retries included)\n",
+              s.total_p50, s.total_p99);
   std::printf("  tokens       %llu out: %.1f tok/s; %llu prompt tokens, %.1f%% restored from checkpoints\n",
               static_cast<unsigned long long>(s.output_tokens), tok_s, static_cast<unsigned long long>(s.prompt_tokens),
               100 * restored);
@@ -314,6 +347,13 @@ int bench_load(const Args& args) {
     print_rss_line("proxy", proxy_rss, warm_s, judge_rss);
     print_rss_line("engine", engine_rss, warm_s, judge_rss);
   }
+  if (engine_at_end.is_object())
+    std::printf(
+        "  engine       at the end: %.0f MiB resident; KV pages touched %.0f MiB (a high-water mark, of a %.0f MiB "
+        "pool); %d checkpoints, %.0f MiB\n",
+        engine_at_end["resident_mib"].get<double>(), engine_at_end["kv_touched_mib"].get<double>(),
+        engine_at_end["kv_pool_mib"].get<double>(), engine_at_end["checkpoints"].get<int>(),
+        engine_at_end["checkpoint_mib"].get<double>());
   if (verify.ran)
     std::printf("  store        ctl checkpoints verify: %s (exit %d)\n", verify.report.dump().c_str(),
                 verify.exit_code);

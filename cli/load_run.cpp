@@ -1,5 +1,6 @@
 #include "load_run.h"
 
+#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -29,21 +32,24 @@ std::string shorten(const std::string& s, std::size_t max = 60) {
 struct Delivery {
   Outcome outcome;
   bool completed = false;
-  std::string why;  // when not completed
+  int retries = 0;
+  double total_s = 0;  // from the first try to the end of the last
+  std::string why;     // when not completed
 };
 
-// Sends `request` until it completes, fails in a way no retry mends, or has been refused for
-// longer than `window_s`; waits between tries as long as the server asked (Retry-After).
-Delivery deliver(const Endpoint& server, const ReplayRequest& request, int timeout_s, double window_s,
+// Sends `request` until it completes, fails in a way no retry mends, or is still refused at
+// `retry_until`; waits between tries as long as the server asked (Retry-After).
+Delivery deliver(const Endpoint& server, const ReplayRequest& request, int timeout_s, Clock::time_point retry_until,
                  LoadStats* stats) {
   const auto t0 = Clock::now();
-  for (;;) {
-    Delivery d{send_replay(server, request, timeout_s), false, ""};
+  for (int retries = 0;; ++retries) {
+    Delivery d{send_replay(server, request, timeout_s), false, retries, 0, ""};
+    d.total_s = since(t0);
     if (d.outcome.kind == Outcome::Kind::kCompleted) {
       d.completed = true;
       return d;
     }
-    if (d.outcome.kind == Outcome::Kind::kRetryable && since(t0) < window_s) {
+    if (d.outcome.kind == Outcome::Kind::kRetryable && Clock::now() < retry_until) {
       if (stats) {
         stats->retried(d.outcome.http_status != 200 ? "HTTP " + std::to_string(d.outcome.http_status)
                                                     : "stream " + d.outcome.response.error_type);
@@ -53,10 +59,14 @@ Delivery deliver(const Endpoint& server, const ReplayRequest& request, int timeo
       continue;
     }
     d.why = d.outcome.kind == Outcome::Kind::kRetryable
-                ? "still refused after " + std::to_string(int(since(t0))) + " s of retries: " + d.outcome.why
+                ? "still refused after " + std::to_string(int(d.total_s)) + " s of retries: " + d.outcome.why
                 : d.outcome.why;
     return d;
   }
+}
+
+Clock::time_point after(Clock::time_point t, double seconds) {
+  return t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 // Stops the helper threads of a run: waits up to a period, false once stopping.
@@ -80,13 +90,32 @@ class Stopper {
   bool stop_ = false;
 };
 
+// How many engines serve has said are back (restarted and listening) in its log.
+std::size_t engines_back(const std::filesystem::path& serve_log) {
+  std::ifstream in(serve_log);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find("the engine is back on port") != std::string::npos;
+  return n;
+}
+
+// Without serve's log (a server started elsewhere): /health, which waits behind chat requests for
+// one of the server's HTTP threads, so under load this overstates the time.
+bool server_healthy(const Endpoint& server) {
+  httplib::Client c(server.host, server.port);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(60, 0);
+  const auto r = c.Get("/health");
+  return r && r->status == 200;
+}
+
 void print_progress(double t, const LoadStats::Snapshot& s, const RssTrack::Sample& rss, int kills) {
   std::fprintf(stderr,
-               "bench load: [%4.0f s] %llu completed, %llu failed, %llu retried, %llu wrong; TTFT p50 %.2f s p99 "
-               "%.2f s; %.1f tok/s; RSS proxy %.0f MiB, engine %.0f MiB; engine kills %d\n",
+               "bench load: [%4.0f s] %llu completed, %llu failed, %llu retried (%llu tries), %llu wrong; TTFT p50 "
+               "%.2f s p99 %.2f s; %.1f tok/s; RSS proxy %.0f MiB, engine %.0f MiB; engine kills %d\n",
                t, static_cast<unsigned long long>(s.completed), static_cast<unsigned long long>(s.failed),
-               static_cast<unsigned long long>(s.retried), static_cast<unsigned long long>(s.wrong), s.ttft_p50,
-               s.ttft_p99, t > 0 ? double(s.output_tokens) / t : 0.0, mib(rss.proxy), mib(rss.engine), kills);
+               static_cast<unsigned long long>(s.retried_requests), static_cast<unsigned long long>(s.retried),
+               static_cast<unsigned long long>(s.wrong), s.ttft_p50, s.ttft_p99,
+               t > 0 ? double(s.output_tokens) / t : 0.0, mib(rss.proxy), mib(rss.engine), kills);
 }
 
 }  // namespace
@@ -118,7 +147,8 @@ Result<std::map<std::string, std::string>> reference_answers(const Endpoint& ref
         std::lock_guard lock(mu);
         if (!error.empty()) return;
       }
-      const Delivery d = deliver(reference, tasks[i].request, plan.timeout_s, plan.retry_window_s, nullptr);
+      const Delivery d =
+          deliver(reference, tasks[i].request, plan.timeout_s, after(Clock::now(), plan.drain_s), nullptr);
       std::lock_guard lock(mu);
       if (!d.completed) {
         error = "the reference server did not answer " + tasks[i].key + ": " + d.why;
@@ -145,7 +175,10 @@ Result<std::map<std::string, std::string>> reference_answers(const Endpoint& ref
 RunSummary run_load(const Endpoint& server, const RunPlan& plan, const Watch& watch,
                     const std::map<std::string, std::string>* expected, LoadStats& stats, RssTrack& rss) {
   const auto t0 = Clock::now();
-  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(plan.seconds));
+  const auto deadline = after(t0, plan.seconds);
+  // A request refused again and again (its engine killed before it finished, every time) is
+  // retried until the drain after the run, when no engine is killed any more.
+  const auto retry_until = after(deadline, plan.drain_s);
   std::atomic<int> kills{0};
 
   auto session = [&](int s) {
@@ -159,7 +192,7 @@ RunSummary run_load(const Endpoint& server, const RunPlan& plan, const Watch& wa
       for (std::size_t i = 0; i < c.requests.size() && Clock::now() < deadline; ++i) {
         const ReplayRequest request = make_replay(c.requests[i], variant, i, plan.max_tokens);
         const std::string key = replay_key(c, i, variant);
-        const Delivery d = deliver(server, request, plan.timeout_s, plan.retry_window_s, &stats);
+        const Delivery d = deliver(server, request, plan.timeout_s, retry_until, &stats);
         if (!d.completed) {
           stats.failed(key + ": " + d.why);
           // As an agent would: a failure is shown, not resent at once (a dead server would
@@ -168,8 +201,8 @@ RunSummary run_load(const Endpoint& server, const RunPlan& plan, const Watch& wa
           continue;
         }
         const ResponseSummary& r = d.outcome.response;
-        stats.completed({d.outcome.ttft_s, d.outcome.latency_s, request.stream, r.output_tokens, r.prompt_tokens,
-                         r.cached_tokens, r.content_bytes > 0});
+        stats.completed({d.outcome.ttft_s, d.outcome.latency_s, d.total_s, d.retries, request.stream, r.output_tokens,
+                         r.prompt_tokens, r.cached_tokens, r.content_bytes > 0});
         if (!expected) continue;
         const auto it = expected->find(key);
         stats.compared(it != expected->end() && it->second == r.answer,
@@ -204,19 +237,30 @@ RunSummary run_load(const Endpoint& server, const RunPlan& plan, const Watch& wa
       }
     } while (stopper.wait_for(watch.sample_every_s));
   });
-  // Chaos: SIGKILL the engine every chaos_every_s (serve restarts it).
+  // Chaos: SIGKILL the engine every chaos_every_s (serve restarts it), and time how long until
+  // the server answers /health again.
+  std::vector<double> downtimes;
   std::thread chaos([&] {
     if (watch.chaos_every_s <= 0 || watch.serve_pid <= 0) return;
     for (int n = 1;; ++n) {
-      const auto at =
-          t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(n * watch.chaos_every_s));
+      const auto at = after(t0, n * watch.chaos_every_s);
       if (at >= deadline || !stopper.wait_for(std::chrono::duration<double>(at - Clock::now()).count())) return;
       pid_t engine = engine_pid_of(watch.serve_pid);
       while (engine <= 0 && Clock::now() < deadline && stopper.wait_for(0.1)) engine = engine_pid_of(watch.serve_pid);
       if (engine <= 0) return;
+      const std::size_t back = watch.serve_log.empty() ? 0 : engines_back(watch.serve_log);
       kill(engine, SIGKILL);
+      const auto killed = Clock::now();
       ++kills;
       std::fprintf(stderr, "bench load: [%4.0f s] chaos: SIGKILL to the engine (pid %d)\n", since(t0), int(engine));
+      const auto up = [&] {
+        if (!watch.serve_log.empty()) return engines_back(watch.serve_log) > back;
+        const pid_t now = engine_pid_of(watch.serve_pid);
+        return now > 0 && now != engine && server_healthy(server);
+      };
+      bool stopping = false;
+      while (!up() && since(killed) < 600 && !stopping) stopping = !stopper.wait_for(0.1);
+      if (!stopping) downtimes.push_back(since(killed));
     }
   });
 
@@ -228,7 +272,7 @@ RunSummary run_load(const Endpoint& server, const RunPlan& plan, const Watch& wa
   chaos.join();
   sampler.join();
   std::lock_guard lock(engines_mu);
-  return {wall, kills.load(), int(engines.size())};
+  return {wall, kills.load(), int(engines.size()), std::move(downtimes)};
 }
 
 }  // namespace ft::cli

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,8 +27,10 @@ struct RunPlan {
   int variants = 64;
   int max_tokens = 16;
   double seconds = 600;
-  int timeout_s = 600;          // longest silence from the server on one request
-  double retry_window_s = 180;  // how long one request is retried before it counts as failed
+  int timeout_s = 600;  // longest silence from the server on one request
+  // Sessions start no request after `seconds`; a request the server keeps refusing is retried
+  // until this long after that (for the reference pass: after its first try), then it fails.
+  double drain_s = 300;
 };
 
 // The name of request `index` of `conversation` sent as `variant`: "conversation/index/variant".
@@ -39,16 +42,18 @@ Result<std::map<std::string, std::string>> reference_answers(const Endpoint& ref
                                                              int concurrency);
 
 struct Watch {
-  pid_t serve_pid = -1;      // -1: unknown (no RSS, no chaos)
+  pid_t serve_pid = -1;             // -1: unknown (no RSS, no chaos)
+  std::filesystem::path serve_log;  // its output, when known: when a restarted engine is back
   double chaos_every_s = 0;  // 0: no chaos
   double progress_every_s = 30;
   double sample_every_s = 2;  // RSS
 };
 
 struct RunSummary {
-  double wall_s = 0;  // until the last session ended
-  int kills = 0;      // engines SIGKILLed
-  int engines = 0;    // distinct engine processes seen
+  double wall_s = 0;                // until the last session ended
+  int kills = 0;                    // engines SIGKILLed
+  int engines = 0;                  // distinct engine processes seen
+  std::vector<double> downtimes_s;  // per kill: until serve said a new engine is back
 };
 
 // Runs plan.sessions sessions for plan.seconds against `server`. With `expected`, every completed

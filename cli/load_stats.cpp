@@ -25,6 +25,8 @@ void LoadStats::completed(const Completed& c) {
   std::lock_guard lock(mu_);
   ++totals_.completed;
   totals_.answered += c.answered ? 1 : 0;
+  totals_.retried_requests += c.retries > 0 ? 1 : 0;
+  total_.push_back(c.total_s);
   totals_.output_tokens += uint64_t(std::max(0, c.output_tokens));
   totals_.prompt_tokens += uint64_t(std::max(0, c.prompt_tokens));
   totals_.cached_tokens += uint64_t(std::max(0, c.cached_tokens));
@@ -62,6 +64,8 @@ LoadStats::Snapshot LoadStats::snapshot() const {
   s.stream_ttft_p99 = quantile(stream_ttft_, 0.99);
   s.latency_p50 = quantile(latency_, 0.5);
   s.latency_p99 = quantile(latency_, 0.99);
+  s.total_p50 = quantile(total_, 0.5);
+  s.total_p99 = quantile(total_, 0.99);
   return s;
 }
 
@@ -117,14 +121,13 @@ RssTrack::Verdict RssTrack::engine(double warm_s) const {
   }
   if (!lives.empty()) lives.back().whole = false;  // still running at the end
   v.processes = int(seen.size());
-  std::vector<const Lifetime*> whole;
   for (const Lifetime& l : lives)
-    if (l.whole) whole.push_back(&l);
-  if (v.processes > 1 && whole.size() >= 2) {
-    v.lifetimes = true;
-    v.warm = whole.front()->peak;
-    v.end = whole.back()->peak;
+    if (l.whole) v.lifetime_peaks.push_back(l.peak);
+  if (v.processes > 1 && v.lifetime_peaks.size() >= 2) {
+    v.end = v.lifetime_peaks.back();
+    v.warm = *std::max_element(v.lifetime_peaks.begin(), v.lifetime_peaks.end() - 1);
   } else {
+    v.lifetime_peaks.clear();
     // One process from warm-up on; restarted without two whole lifetimes, samples of different
     // processes at different ages say nothing about growth.
     v.judged = v.processes <= 1;
@@ -140,8 +143,10 @@ RssTrack::Verdict RssTrack::engine(double warm_s) const {
 
 nlohmann::json to_json(const RssTrack::Verdict& v) {
   auto mib = [](uint64_t b) { return double(b) / double(1 << 20); };
-  return {{"warm_mib", mib(v.warm)},  {"end_mib", mib(v.end)},         {"peak_mib", mib(v.peak)}, {"flat", v.flat},
-          {"processes", v.processes}, {"lifetime_peaks", v.lifetimes}, {"judged", v.judged}};
+  nlohmann::json peaks = nlohmann::json::array();
+  for (uint64_t p : v.lifetime_peaks) peaks.push_back(mib(p));
+  return {{"warm_mib", mib(v.warm)}, {"end_mib", mib(v.end)},    {"peak_mib", mib(v.peak)},    {"flat", v.flat},
+          {"judged", v.judged},      {"processes", v.processes}, {"lifetime_peaks_mib", peaks}};
 }
 
 }  // namespace ft::cli

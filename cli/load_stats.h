@@ -19,8 +19,10 @@ double quantile(std::vector<double> values, double q);
 class LoadStats {
  public:
   struct Completed {
-    double ttft_s = 0;
-    double latency_s = 0;
+    double ttft_s = 0;     // of the try that completed
+    double latency_s = 0;  // of the try that completed
+    double total_s = 0;    // from the first try on, retries and their pauses included
+    int retries = 0;
     bool stream = false;
     int output_tokens = 0;
     int prompt_tokens = 0;
@@ -34,11 +36,14 @@ class LoadStats {
   void compared(bool same, const std::string& what);
 
   struct Snapshot {
-    uint64_t completed = 0, failed = 0, retried = 0, compared = 0, wrong = 0, answered = 0;
+    uint64_t completed = 0, failed = 0, compared = 0, wrong = 0, answered = 0;
+    uint64_t retried = 0;           // tries refused with a retryable error
+    uint64_t retried_requests = 0;  // completed requests that took more than one try
     uint64_t output_tokens = 0, prompt_tokens = 0, cached_tokens = 0;
     double ttft_p50 = 0, ttft_p99 = 0;                // every completed request
     double stream_ttft_p50 = 0, stream_ttft_p99 = 0;  // streaming requests only
     double latency_p50 = 0, latency_p99 = 0;
+    double total_p50 = 0, total_p99 = 0;  // retries included
     std::map<std::string, uint64_t> retry_reasons;
     std::vector<std::string> failures;  // the first few, one line each
   };
@@ -46,7 +51,7 @@ class LoadStats {
 
  private:
   mutable std::mutex mu_;
-  std::vector<double> ttft_, stream_ttft_, latency_;
+  std::vector<double> ttft_, stream_ttft_, latency_, total_;
   Snapshot totals_;
 };
 
@@ -64,14 +69,14 @@ class RssTrack {
   // Flat: `end` is at most 10% + 32 MiB above `warm`. For one process, `warm` is its RSS at the
   // first sample from `warm_s` on (caches and pools have reached their size by then) and `end` at
   // the last. An engine that was restarted in between is a new process that grows again from its
-  // start: then `warm` and `end` are the peaks of the first and of the last lifetime that ran whole
-  // from `warm_s` on (a lifetime ends when the engine is killed), so a leak shows as each new
-  // engine settling higher than the one before.
+  // start, as far as its lifetime's work takes its caches: then each lifetime that ran whole from
+  // `warm_s` on (began then or later, and was killed) is summed up by its peak, `end` is the last
+  // one's and `warm` the highest before it. Flat: no engine climbed above the ones before it.
   struct Verdict {
     uint64_t warm = 0, end = 0, peak = 0;
     bool flat = true;
-    int processes = 0;       // distinct processes from `warm_s` on
-    bool lifetimes = false;  // warm and end are lifetime peaks
+    int processes = 0;                     // distinct processes from `warm_s` on
+    std::vector<uint64_t> lifetime_peaks;  // of the whole lifetimes, when warm and end are peaks
     bool judged = true;      // false: restarted, but fewer than two whole lifetimes to compare
   };
   Verdict proxy(double warm_s) const;

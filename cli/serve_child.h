@@ -26,6 +26,7 @@ class ServeChild {
 
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
+  const std::filesystem::path& log() const { return log_; }
   // SIGTERM, then waits for it to end: its exit code, or 128 + the signal that ended it.
   int stop();
 
