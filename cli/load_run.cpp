@@ -219,6 +219,7 @@ RunSummary run_load(const Endpoint& server, const RunPlan& plan, const Watch& wa
   // RSS every few seconds; a progress line every progress_every_s.
   std::thread sampler([&] {
     double next_progress = watch.progress_every_s;
+    std::set<pid_t> stopped_seen;
     do {
       RssTrack::Sample sample{since(t0), 0, 0, -1};
       if (watch.serve_pid > 0) {
@@ -230,6 +231,11 @@ RunSummary run_load(const Endpoint& server, const RunPlan& plan, const Watch& wa
           engines.insert(sample.engine_pid);
         }
         rss.add(sample);
+        for (const pid_t pid : {watch.serve_pid, sample.engine_pid}) {
+          if (pid > 0 && process_stopped(pid) && stopped_seen.insert(pid).second)
+            std::fprintf(stderr, "bench load: [%4.0f s] WARNING: pid %d is stopped (SIGSTOP from outside this run)\n",
+                         sample.t_s, int(pid));
+        }
       }
       if (watch.progress_every_s > 0 && sample.t_s >= next_progress) {
         print_progress(sample.t_s, stats.snapshot(), sample, kills.load());

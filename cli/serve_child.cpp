@@ -123,6 +123,12 @@ std::uint64_t resident_bytes(pid_t pid) {
   return 0;
 }
 
+bool process_stopped(pid_t pid) {
+  const std::string stat = read_all("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
+}
+
 CommandOutput run_self(const std::vector<std::string>& args) {
   CommandOutput result;
   int pipe_fds[2];

@@ -45,6 +45,9 @@ pid_t engine_pid_of(pid_t serve_pid);
 // Resident memory of a process (VmRSS), bytes; 0 when it is gone.
 std::uint64_t resident_bytes(pid_t pid);
 
+// Whether a process is stopped (SIGSTOP from outside: a run measured meanwhile measures nothing).
+bool process_stopped(pid_t pid);
+
 struct CommandOutput {
   int exit_code = -1;
   std::string out;  // stdout; stderr goes where ours goes
