@@ -40,6 +40,7 @@ fs::path default_traffic_dir() {
 struct LoadFlags {
   RunPlan plan;
   Watch watch;
+  double warm_up_s = 0;  // RSS is judged from here on
   std::string url, reference_url;  // servers already running ("": start one)
   bool check_outputs = false;
   int reference_concurrency = 1;
@@ -59,11 +60,14 @@ Result<LoadFlags> load_flags(const Args& args) {
   f.plan.seconds = args.has("seconds") ? args.get_double("seconds") : 600;
   f.watch.chaos_every_s = args.has("chaos-kill-every") ? args.get_double("chaos-kill-every") : 0;
   f.watch.progress_every_s = args.has("progress-every") ? args.get_double("progress-every") : 30;
+  f.warm_up_s = args.has("warm-up") ? args.get_double("warm-up") : 0.2 * f.plan.seconds;
   f.reference_concurrency = args.has("reference-concurrency") ? args.get_int("reference-concurrency") : 1;
   if (f.plan.sessions < 1 || f.plan.variants < 1 || f.plan.max_tokens < 1 || f.reference_concurrency < 1)
     return invalid_argument("--sessions, --variants, --max-tokens and --reference-concurrency must be positive");
   if (!(f.plan.seconds > 0) || f.watch.chaos_every_s < 0 || f.watch.progress_every_s < 0)
     return invalid_argument("--seconds must be positive, --chaos-kill-every and --progress-every not negative");
+  if (!(f.warm_up_s >= 0) || f.warm_up_s >= f.plan.seconds)
+    return invalid_argument("--warm-up must be at least 0 and less than --seconds");
   f.url = args.get("url");
   f.reference_url = args.get("reference-url");
   f.check_outputs = args.has("check-outputs");
@@ -257,7 +261,7 @@ int bench_load(const Args& args) {
   if (serve) verify = verify_store(store);
 
   const LoadStats::Snapshot s = stats.snapshot();
-  const double warm_s = 0.2 * f.plan.seconds;
+  const double warm_s = f.warm_up_s;
   const RssTrack::Verdict proxy_rss = rss.proxy(warm_s), engine_rss = rss.engine(warm_s);
   const bool measured_rss = f.watch.serve_pid > 0;
   // A shorter run cannot tell growth from warming up: its RSS is reported, not judged.

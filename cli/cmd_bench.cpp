@@ -378,6 +378,10 @@ const Command kBenchCommand = {
      {"serve-pid", "PID", "load: with --url, that serve's pid (RSS, chaos)", ""},
      {"reference-url", "URL", "load: with --url and --check-outputs, a server run with --no-prefix-cache", ""},
      {"progress-every", "S", "load: seconds between progress lines on stderr [30]", ""},
+     {"warm-up", "S",
+      "load: RSS is judged from S seconds on, once caches have filled (the KV high-water, the checkpoint RAM tier) "
+      "[20% of --seconds]",
+      ""},
      {"json", "", "load: the report as JSON", ""},
      {"prefill-tok-s", "LIST",
       "restore: prefill rates to compare with, tokens/s, comma-separated (llama.cpp, Qwen3-30B-A3B shape on the H200 "
