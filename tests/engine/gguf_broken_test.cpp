@@ -174,6 +174,8 @@ TEST_F(GgufBroken, BadTensorInfo) {
   expect_error(build(f), ErrorCode::kCorrupt, {"tensor 'v'", "more than 2^63 elements"});
   f.tensors[0].ne = {uint64_t(1) << 63};
   expect_error(build(f), ErrorCode::kCorrupt, {"tensor 'v'", "more than 2^63 elements"});
+  f.tensors[0].ne = {0, uint64_t(1) << 62, uint64_t(1) << 62};  // empty, but its other dimensions overflow
+  expect_error(build(f), ErrorCode::kCorrupt, {"tensor 'v'", "more than 2^63 elements"});
   f.tensors[0].ne = {uint64_t(1) << 60};  // elements fit int64, bytes fit size_t, the file does not
   expect_error(build(f), ErrorCode::kCorrupt, {"tensor 'v'", "run past"});
   f.tensors[0].ne = {1, 1, 1, 1, 4};

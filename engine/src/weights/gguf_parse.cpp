@@ -248,13 +248,18 @@ Status Parser::parse_tensor_info(std::uint64_t i, std::uint64_t n_tensors) {
   GgufTensor t;
   t.name = std::string(name);
   std::uint64_t ne[kGgufMaxDims] = {1, 1, 1, 1};
-  std::uint64_t numel = 1;
+  // The product of the non-zero dimensions must fit int64 too, even when a zero dimension makes
+  // the tensor empty: then every partial product, in any order, fits (TensorView::numel).
+  std::uint64_t nonzero = 1;
+  bool empty = false;
   for (std::uint32_t d = 0; d < n_dims; ++d) {
     if (!cur_.read(ne[d])) return truncated(where + " (its dimensions)");
     constexpr std::uint64_t kMax = std::uint64_t(std::numeric_limits<int64_t>::max());
-    if (ne[d] > kMax || (ne[d] != 0 && numel > kMax / ne[d])) return fail(where + " has more than 2^63 elements");
-    numel *= ne[d];
+    if (ne[d] > kMax || (ne[d] != 0 && nonzero > kMax / ne[d])) return fail(where + " has more than 2^63 elements");
+    if (ne[d] == 0) empty = true;
+    if (ne[d] != 0) nonzero *= ne[d];
   }
+  const std::uint64_t numel = empty ? 0 : nonzero;
   for (std::uint32_t d = n_dims; d-- > 0;) t.shape.push_back(int64_t(ne[d]));  // slowest-first
   std::uint32_t type_id = 0;
   if (!cur_.read(type_id)) return truncated(where + " (its type)");
