@@ -23,14 +23,6 @@ const char* const kCmd = "bench load";
 constexpr int kServeStartTimeoutS = 600;  // loading a real model can take minutes
 constexpr double kShortestJudgedRunS = 60;
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // The captures next to this executable (build/freetoken -> tests/fixtures/traffic).
 fs::path default_traffic_dir() {
   std::error_code ec;

@@ -153,6 +153,7 @@ class LosingBackend final : public GenerationBackend {
   const ModelInfo& info() const override { return inner_->info(); }
   json status() override { return inner_->status(); }
   json memory() override { return inner_->memory(); }
+  Result<json> resize_gpu_memory(std::uint64_t bytes) override { return inner_->resize_gpu_memory(bytes); }
 
  private:
   std::unique_ptr<GenerationBackend> inner_;

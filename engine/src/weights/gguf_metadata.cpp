@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "ft/engine/gguf.h"
+#include "weights/gguf_parse.h"
 
 namespace ft::engine {
 
@@ -30,22 +31,6 @@ bool is_integer(GgufValueType t) {
       return true;
     default:
       return false;
-  }
-}
-
-std::size_t integer_bytes(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::kU8:
-    case GgufValueType::kI8:
-      return 1;
-    case GgufValueType::kU16:
-    case GgufValueType::kI16:
-      return 2;
-    case GgufValueType::kU32:
-    case GgufValueType::kI32:
-      return 4;
-    default:
-      return 8;
   }
 }
 
@@ -163,7 +148,7 @@ Result<std::vector<std::int64_t>> GgufMetadata::get_ints(std::string_view key) c
   if (v->type != GgufValueType::kArray || !is_integer(v->elem_type)) {
     return wrong_type(key, *v, "an array of integers");
   }
-  const std::size_t each = integer_bytes(v->elem_type);
+  const std::size_t each = gguf_scalar_bytes(v->elem_type);
   std::vector<std::int64_t> out(std::size_t(v->count));  // count * each <= size, checked by the parser
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (!load_integer(v->elem_type, v->data + i * each, out[i])) {

@@ -51,8 +51,9 @@ class Cursor {
   std::size_t pos_ = 0;
 };
 
-// Bytes of one scalar of a fixed-size type; 0 for string and array.
-std::size_t scalar_bytes(GgufValueType t) {
+}  // namespace
+
+std::size_t gguf_scalar_bytes(GgufValueType t) {
   switch (t) {
     case GgufValueType::kU8:
     case GgufValueType::kI8:
@@ -75,6 +76,8 @@ std::size_t scalar_bytes(GgufValueType t) {
   }
   return 0;
 }
+
+namespace {
 
 bool valid_type(std::uint32_t t) { return t <= std::uint32_t(GgufValueType::kF64); }
 
@@ -179,7 +182,7 @@ Status Parser::parse_value(GgufValueType type, int depth, GgufValue& out, const 
     return Status::ok();
   }
   out.data = cur_.here();
-  out.size = scalar_bytes(type);
+  out.size = gguf_scalar_bytes(type);
   if (!cur_.skip(out.size)) return truncated(where + " (a " + gguf_value_type_name(type) + ")");
   return Status::ok();
 }
@@ -196,7 +199,7 @@ Status Parser::parse_array(int depth, GgufValue& out, const std::string& where) 
   const std::size_t start = cur_.pos();
   const std::string of =
       where + " (an array of " + std::to_string(out.count) + " " + gguf_value_type_name(out.elem_type) + ")";
-  if (const std::size_t each = scalar_bytes(out.elem_type); each != 0) {
+  if (const std::size_t each = gguf_scalar_bytes(out.elem_type); each != 0) {
     // The count is checked against the bytes left before anything is multiplied or allocated.
     if (out.count > cur_.left() / each) return truncated(of);
     cur_.skip(out.count * each);

@@ -26,6 +26,9 @@ struct GgufHeader {
   std::size_t data_start = 0;  // offset of the data section (where tensor offsets count from)
 };
 
+// Bytes of one scalar of a fixed-size value type; 0 for string and array.
+std::size_t gguf_scalar_bytes(GgufValueType t);
+
 // Validates the whole header of a `size`-byte file at `data`: every count, length and dimension
 // against the bytes that are there (no allocation larger than the file implies), the tensors'
 // types, shapes (rows of whole blocks, element counts within int64), alignment, and that their
