@@ -19,6 +19,22 @@ std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; 
 
 }  // namespace
 
+int ExpertSlots::transient_for(int slots, int top_k) {
+  // A quarter of the slots, at least a token's choices and at most 128, are transient: a decode
+  // step's fetches the cache declines. The cache keeps two at least (a prefill round's copies
+  // overlap the round before, whose slots stay protected).
+  return std::clamp(std::max(slots / 4, top_k), 1, std::min(128, slots - 2));
+}
+
+int ExpertSlots::min_slots(int top_k) { return std::max(top_k, 1) + 2; }
+
+int ExpertSlots::floor_for(int slots, int top_k, int layers, int floor) {
+  // The floors together take at most a quarter of the cache, so one layer's prefill rounds still
+  // find slots that other layers' floors do not hold.
+  const int cache = slots - transient_for(slots, top_k);
+  return std::clamp(cache / (4 * std::max(layers, 1)), 0, std::max(floor, 0));
+}
+
 void copy_expert_async(const SwiGluMatrices& m, const ExpertPtrs& to, cudaStream_t s) {
   cudaMemcpyAsync(const_cast<std::byte*>(to.gate), m.gate.data, m.gate.bytes(), cudaMemcpyHostToDevice, s);
   cudaMemcpyAsync(const_cast<std::byte*>(to.up), m.up.data, m.up.bytes(), cudaMemcpyHostToDevice, s);
@@ -31,14 +47,13 @@ ExpertSlots::ExpertSlots(const ExpertOffloadOptions& options, int transient)
       cpu_(options.cpu_threads) {}
 
 Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOptions& options) {
-  // A quarter of the slots, at least a token's choices and at most 128, are transient: a decode
-  // step's fetches the cache declines. The cache keeps two at least (a prefill round's copies
-  // overlap the round before, whose slots stay protected).
-  if (options.slots < 3) return invalid_argument("expert offload needs at least three slots");
-  const int transient = std::clamp(std::max(options.slots / 4, options.top_k), 1, std::min(128, options.slots - 2));
-  std::unique_ptr<ExpertSlots> x(new ExpertSlots(options, transient));
+  if (options.slots < min_slots(options.top_k))
+    return invalid_argument("expert offload needs at least " + std::to_string(min_slots(options.top_k)) + " slots");
+  ExpertOffloadOptions o = options;
+  o.floor_per_layer = floor_for(options.slots, options.top_k, options.layers, options.floor_per_layer);
+  std::unique_ptr<ExpertSlots> x(new ExpertSlots(o, transient_for(options.slots, options.top_k)));
   x->stats_.slots = options.slots;
-  x->stats_.min_slots = transient + 2;
+  x->stats_.min_slots = min_slots(options.top_k);
   x->stats_.policy = options.policy.name();
   x->stats_.layer_hit_rate.assign(std::size_t(options.layers), 0.0);
   x->stats_.layer_fetched.assign(std::size_t(options.layers), 0);
@@ -159,11 +174,11 @@ bool ExpertSlots::grow_to(int want) {
 }
 
 Result<int> ExpertSlots::resize(int slots, int floor_per_layer) {
-  const int transient = transient_slots();
-  if (slots < transient + 2)
-    return invalid_argument("the expert cache needs at least " + std::to_string(transient + 2) + " slots");
+  if (slots < min_slots(o_.top_k))
+    return invalid_argument("the expert cache needs at least " + std::to_string(min_slots(o_.top_k)) + " slots");
   if (slots == o_.slots) {
-    cache_.set_floor_per_layer(floor_per_layer);
+    o_.floor_per_layer = floor_for(slots, o_.top_k, o_.layers, floor_per_layer);
+    cache_.set_floor_per_layer(o_.floor_per_layer);
     return o_.slots;
   }
   // Nothing may be reading or writing a slot: the last pass has synchronised its compute; its
@@ -183,16 +198,18 @@ Result<int> ExpertSlots::resize(int slots, int floor_per_layer) {
       chunks_.pop_back();
     }
     if (keep < o_.slots) {
-      cache_.resize(keep - transient);  // the experts in the freed slots are gone
       slot_base_.resize(std::size_t(keep));
       o_.slots = keep;
     }
   } else if (slots > o_.slots) {
     grow_to(slots);  // as far as the GPU allows
-    cache_.resize(o_.slots - transient);
   }
-  cache_.set_floor_per_layer(floor_per_layer);
-  o_.floor_per_layer = floor_per_layer;
+  // The transient slots (at the end) take their share of the new size, as at creation: a cache
+  // shrunk under a fixed 128 would keep almost nothing. What they held was one step's, and is done.
+  // The experts in the freed or now transient slots are gone.
+  cache_.resize(o_.slots - transient_for(o_.slots, o_.top_k));
+  o_.floor_per_layer = floor_for(o_.slots, o_.top_k, o_.layers, floor_per_layer);
+  cache_.set_floor_per_layer(o_.floor_per_layer);
   stats_.slots = o_.slots;
   publish();
   return o_.slots;

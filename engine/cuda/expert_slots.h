@@ -45,11 +45,15 @@ class ExpertSlots {
   const ExpertOffloadOptions& options() const { return o_; }
   // Resizes to `slots` slots in all (transient ones included) between passes, the cache keeping
   // `floor_per_layer` per layer. Memory goes and comes a chunk of slots at a time: shrinking keeps
-  // the chunks whose slots all lie below `slots` (at least enough for the transient slots and two
-  // cached ones) and frees the rest with the experts they held; growing allocates chunks until
-  // `slots` or until the GPU has no more. Returns the slots it has now.
+  // the chunks whose slots all lie below `slots` (at least min_slots) and frees the rest with the experts they held;
+  // growing allocates chunks until `slots` or until the GPU has no more. Returns the slots it has now.
   Result<int> resize(int slots, int floor_per_layer);
   int slots() const { return o_.slots; }
+  // How a size divides: the transient slots out of `slots`, the fewest slots offload works with,
+  // and the per-layer floor (`floor` at most) that leaves a prefill round room.
+  static int transient_for(int slots, int top_k);
+  static int min_slots(int top_k);
+  static int floor_for(int slots, int top_k, int layers, int floor);
   void set_policy(const MoePolicy& p) {
     o_.policy = p;
     stats_.policy = p.name();

@@ -10,6 +10,7 @@
 #include "ft/engine/cuda_ops.h"
 #include "ft/engine/elastic_gpu_memory.h"
 #include "ft/engine/model.h"
+#include "ft/engine/random_checkpoint.h"
 #include "test_support.h"
 #include "tiny_models.h"
 
@@ -118,7 +119,8 @@ TEST_F(ElasticGpuMemoryCuda, AnotherAllocationMakesTheCacheGiveWayAndItComesBack
   const std::uint64_t take = device->free_bytes - (std::uint64_t(100) << 20);
   auto hog = engine::cuda::DeviceBuffer::allocate(take);
   ASSERT_TRUE(hog.is_ok()) << hog.status().to_string();
-  const int fewest = m_->expert_offload_stats()->min_slots;
+  // The fewest slots, rounded up to whole chunks (two slots here): what the cache can shrink to.
+  const int fewest = (m_->expert_offload_stats()->min_slots + 1) / 2 * 2;
   EXPECT_TRUE(eventually([&] { return slots() == fewest; }, std::chrono::milliseconds(2000)))
       << "slots " << slots() << ", fewest " << fewest;
   EXPECT_GE(elastic.stats().shrinks, 1u);
@@ -127,6 +129,40 @@ TEST_F(ElasticGpuMemoryCuda, AnotherAllocationMakesTheCacheGiveWayAndItComesBack
   EXPECT_TRUE(eventually([&] { return slots() == kSlots; }, std::chrono::milliseconds(2000))) << "slots " << slots();
   EXPECT_GE(elastic.stats().grows, 1u);
   decode(4, "after it let go");
+}
+
+// A prefill after the cache shrank: its rounds must find slots at every size. Sixteen MoE layers
+// of 64 experts and 560 slots, shrunk to 140: a cache that kept the 128 transient slots and the
+// per-layer floors (2) of its first size had 12 slots and 30 floor slots, and a prefill round found
+// none (what a server at 16 GiB did when another process took its memory).
+TEST(ElasticGpuMemoryCudaPrefill, APrefillAfterEveryResizeMatchesTheResidentModel) {
+  FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda);
+  TempDir dir;
+  engine::RandomCheckpointSpec spec = tiny_spec(ModelFamily::kQwen3Moe, false);
+  spec.num_layers = 16;
+  spec.mlp_only_layers = {};
+  spec.num_experts = 64;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), spec).is_ok());
+  auto resident = load(dir, 0), m = load(dir, 560);
+  ASSERT_TRUE(resident && m);
+  const std::size_t V = std::size_t(m->vocab_size());
+  const auto prompt = test_tokens(40, m->vocab_size(), 5);
+  std::vector<float> want(V);
+  SequenceState rs = resident->new_state();
+  ASSERT_TRUE(resident->forward(rs, prompt, want.data(), LogitsMode::kLast).is_ok());
+  const engine::PlacementPlan full = m->placement();
+  const int fewest = m->expert_offload_stats()->min_slots;
+  for (const int slots : {560, 140, fewest, 560}) {
+    auto now = m->resize_gpu_memory(full.total_bytes() - full.expert_cache_bytes() +
+                                    std::uint64_t(slots) * full.expert_slot_bytes);
+    ASSERT_TRUE(now.is_ok()) << slots << ": " << now.status().to_string();
+    EXPECT_GE(now->expert_slots, std::uint64_t(slots));
+    EXPECT_LT(now->expert_slots, std::uint64_t(slots + 70)) << "chunks of 70 slots";
+    SequenceState s = m->new_state();
+    std::vector<float> got(V);
+    ASSERT_TRUE(m->forward(s, prompt, got.data(), LogitsMode::kLast).is_ok()) << now->expert_slots << " slots";
+    EXPECT_LT(rel_l2(got.data(), want.data(), V), kTolerance) << now->expert_slots << " slots";
+  }
 }
 
 }  // namespace

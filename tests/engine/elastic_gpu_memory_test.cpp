@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "ft/engine/model.h"
 #include "ft/engine/random_checkpoint.h"
 #include "test_support.h"
@@ -33,6 +35,16 @@ TEST(ElasticBudget, BelowTheHeadroomGivesBackUntilTwiceItIsFree) {
   EXPECT_EQ(elastic_budget(at(100 * kMiB, 8 * kGiB)), 8 * kGiB - 924 * kMiB);
   // Nothing free at all.
   EXPECT_EQ(elastic_budget(at(0, 8 * kGiB)), 8 * kGiB - kGiB);
+}
+
+TEST(ElasticBudget, EachPollInARowUnderPressureGivesBackTwiceAsMuch) {
+  // The other process is still taking what was given: 924 MiB, then 1848, 3696, ... (capped at 16x).
+  ElasticInputs in = at(100 * kMiB, 32 * kGiB);
+  in.floor_bytes = 0;
+  for (int polls = 0; polls <= 6; ++polls) {
+    in.pressed_polls = polls;
+    EXPECT_EQ(elastic_budget(in), 32 * kGiB - (924 * kMiB << std::min(polls, 4))) << polls;
+  }
 }
 
 TEST(ElasticBudget, NeverBelowTheFloor) {

@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "ft/common/priority_mutex.h"
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
 
@@ -204,7 +205,7 @@ class DecoderModel final : public Model {
       return invalid_argument("a GPU memory budget of " + gib_text(budget_bytes) + " is more than the cache can use");
     Result<int> now = unsupported("");
     {
-      std::lock_guard lock(mu_);  // between passes
+      UrgentLock lock(mu_);  // between passes: right after the one that runs now
       now = be_->resize_expert_cache(int(slots), expert_floor(slots, plan.moe_layers));
     }
     if (!now) {
@@ -429,7 +430,7 @@ class DecoderModel final : public Model {
   ModelConfig cfg_;
   std::string fingerprint_;
   std::unique_ptr<Backend> be_;
-  mutable std::mutex mu_;
+  mutable PriorityMutex mu_;    // one pass at a time; a resize goes before the next pass
   mutable std::mutex plan_mu_;  // plan_ after load (the expert cache's size changes)
   Matrix embed_;  // [vocab, hidden]
   std::vector<DecoderLayer> layers_;

@@ -12,8 +12,8 @@ std::uint64_t wanted_budget(const ElasticInputs& in) {
   const std::uint64_t h = in.headroom_bytes;
   if (h == 0) return in.budget_bytes;
   if (in.free_bytes < h) {
-    // Give back what it takes for 2h to be free.
-    const std::uint64_t give = 2 * h - in.free_bytes;
+    // Give back what it takes for 2h to be free, doubled for each poll in a row that already did.
+    const std::uint64_t give = (2 * h - in.free_bytes) << std::clamp(in.pressed_polls, 0, 4);
     return std::max(in.floor_bytes, in.budget_bytes > give ? in.budget_bytes - give : 0);
   }
   if (in.budget_bytes < in.ceiling_bytes && in.free_bytes > 3 * h) {
@@ -85,8 +85,10 @@ void ElasticGpuMemory::poll_once() {
   in.floor_bytes = in.budget_bytes - cache + std::uint64_t(experts->min_slots) * plan.expert_slot_bytes;
   in.headroom_bytes = options_.headroom_bytes;
   in.step_bytes = plan.expert_slot_bytes;
+  in.pressed_polls = pressed_polls_;
   stats_.device_free_bytes = device->free_bytes;
   const std::uint64_t target = elastic_budget(in);
+  pressed_polls_ = target < in.budget_bytes ? pressed_polls_ + 1 : 0;
   if (target == in.budget_bytes) return;
   Result<PlacementPlan> now = model_.resize_gpu_memory(target);
   if (!now) {

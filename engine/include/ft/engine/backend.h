@@ -137,7 +137,7 @@ struct ExpertOffloadOptions {
 // split planner now assumes.
 struct ExpertOffloadStats {
   int slots = 0, resident = 0;
-  int min_slots = 0;  // the fewest the cache can shrink to (its transient slots and two more)
+  int min_slots = 0;  // the fewest the cache can shrink to (a token's choices and two more)
   std::string policy;
   std::uint64_t hits = 0, misses = 0;           // routed-expert uses found in / missing from the cache
   std::uint64_t fetched = 0, cpu_computed = 0;  // misses fetched over PCIe / computed on the CPU

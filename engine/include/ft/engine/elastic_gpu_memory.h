@@ -1,7 +1,9 @@
 // GPU memory that gives way to other processes. With the routed experts in host RAM, the expert
 // cache is the elastic part of a model's GPU plan (the weights, the KV pool and the workspace keep
 // their size): a watcher polls the driver's free memory and, when another process has taken it
-// down to `headroom`, shrinks the cache until twice that is free again; when the other process
+// down to `headroom`, shrinks the cache until twice that is free again (twice as much again at each
+// poll in a row that still finds too little: a process loading a model takes gigabytes, and each
+// poll it waits costs it time); when the other process
 // is done and more than three times the headroom is free, the cache grows back toward the
 // ceiling (--gpu-mem, or the budget an operator set since), leaving twice the headroom free. The
 // band in between keeps it from see-sawing. Requests keep running: a resize waits for the pass in
@@ -26,6 +28,7 @@ struct ElasticInputs {
   std::uint64_t floor_bytes = 0;    // the least the plan can take (the cache at its fewest slots)
   std::uint64_t headroom_bytes = 0;
   std::uint64_t step_bytes = 1;  // the least change worth making (one expert slot)
+  int pressed_polls = 0;         // polls in a row just before this one that gave memory back
 };
 
 // The budget to move to: budget_bytes when nothing should change.
@@ -35,7 +38,7 @@ class ElasticGpuMemory {
  public:
   struct Options {
     std::uint64_t headroom_bytes = std::uint64_t(512) << 20;  // 0: never resize by itself
-    std::chrono::milliseconds poll{200};
+    std::chrono::milliseconds poll{100};
   };
   struct Stats {
     std::uint64_t ceiling_bytes = 0, budget_bytes = 0, device_free_bytes = 0, headroom_bytes = 0;
@@ -64,6 +67,7 @@ class ElasticGpuMemory {
   std::condition_variable_any wake_;
   std::uint64_t ceiling_;
   Stats stats_;
+  int pressed_polls_ = 0;
   std::jthread thread_;  // last: stops before the members it uses go
 };
 
