@@ -1,5 +1,5 @@
-// Sparse MoE feed-forward: router -> top-k routed SwiGLU experts (+ an optional shared expert
-// scaled by sigmoid(shared_expert_gate(x))), run by Backend::moe over the whole batch. Every expert
+// Sparse MoE feed-forward: router -> top-k routed SwiGLU experts (+ an optional shared expert,
+// scaled by sigmoid(shared_expert_gate(x)) or ungated), run by Backend::moe over the whole batch. Every expert
 // is its own addressable unit (three matrix views into the mapped checkpoint), so a runtime can
 // place each in host RAM or a GPU slot.
 //
@@ -23,7 +23,12 @@ struct MoeSpec {
   int64_t hidden = 0;
   int64_t moe_inter = 0;
   int64_t shared_inter = 0;  // 0: no shared expert
-  ref::RouterSpec router;    // num_experts, top_k, scoring, renormalize, scaling
+  // Qwen: shared_expert.* behind shared_expert_gate; DeepSeek-V3 / GLM-4.5: shared_experts.* added
+  // as they are.
+  bool shared_gated = true;
+  // The router has gate.e_score_correction_bias [num_experts] (router.correction_bias is set to it).
+  bool correction_bias = false;
+  ref::RouterSpec router;  // num_experts, top_k, scoring, renormalize, scaling, groups
 };
 
 class MoeBlock {
@@ -40,6 +45,9 @@ class MoeBlock {
 
  private:
   MoeWeights w_;
+  // The router's e_score_correction_bias: w_.router_spec.correction_bias points at its placed
+  // values (a moved Vector keeps them where they are).
+  Vector correction_bias_;
 };
 
 }  // namespace ft::engine::blocks
