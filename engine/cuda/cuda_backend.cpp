@@ -427,10 +427,8 @@ class CudaBackend final : public Backend {
     }
     Scratch::Frame frame(scratch_);
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
-    if (w.router_spec.grouped() && (w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups) ||
-                                    w.router_spec.scoring != ref::RouterScoring::kSigmoid))
-      return fail("the GPU's grouped router takes sigmoid scores and at most " + std::to_string(cuda::kRouteMaxGroups) +
-                  " expert groups");
+    if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
+      return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
     if (offload_) return moe_offloaded(w, x, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr;

@@ -97,9 +97,9 @@ struct ChoicesByExpert {
 };
 // What the router's top-k does (ref::route_top_k: softmax over all E, or sigmoid scores; top-k with
 // ties to the lower index; renormalised when `renormalize`; times `scaling`; with `grouped`,
-// DeepSeek-V3's choice by score + bias among the topk_group best of n_group groups) and where its
-// results go: chosen [T, top_k] int32 and weights [T, top_k] fp32 in rank order, and by_expert when
-// its pointers are set. E <= 8192, top_k <= 32, n_group <= kRouteMaxGroups.
+// DeepSeek-V3's choice by score + bias among the topk_group best of n_group groups, either scoring)
+// and where its results go: chosen [T, top_k] int32 and weights [T, top_k] fp32 in rank order, and
+// by_expert when its pointers are set. E <= 8192, top_k <= 32, n_group <= kRouteMaxGroups.
 inline constexpr int kRouteMaxGroups = 64;
 struct RouteSpec {
   int E = 0;

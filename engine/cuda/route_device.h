@@ -62,14 +62,22 @@ __device__ __forceinline__ void warp_argmax(float& best, int& best_e) {
   }
 }
 
-// DeepSeek-V3's choice (ref::route_top_k with r.grouped): sigmoid scores s, choice scores c = s +
-// bias; a group's score is the sum of its two best c; the topk_group best groups are kept (ties to
-// the lower group) and every other expert's c becomes 0 (HF's masked_fill 0.0); then top_k rounds of
-// arg-max over c, each choice weighted by its s. Reads the logits from memory in every pass (a decode
-// step's E logits are in L1 after the first).
+// DeepSeek-V3's choice (ref::route_top_k with r.grouped): sigmoid (or, ERNIE 4.5, softmax) scores s,
+// choice scores c = s + bias; a group's score is the sum of its two best c; the topk_group best
+// groups are kept (ties to the lower group) and every other expert's c becomes 0 (HF's masked_fill
+// 0.0); then top_k rounds of arg-max over c, each choice weighted by its s. Reads the logits from
+// memory in every pass (a decode step's E logits are in L1 after the first).
 __device__ __forceinline__ void route_token_grouped(const float* l, int t, const RouteSpec& r, int lane) {
   const int E = r.E, G = r.n_group, per = E / G;
-  auto choice = [&](int e) { return 1.f / (1.f + expf(-l[e])) + (r.bias ? r.bias[e] : 0.f); };
+  float mx = -FLT_MAX, sum = 0.f;  // the softmax's max and normaliser
+  if (!r.sigmoid) {
+    for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  }
+  auto score = [&](int e) { return r.sigmoid ? 1.f / (1.f + expf(-l[e])) : expf(l[e] - mx) / sum; };
+  auto choice = [&](int e) { return score(e) + (r.bias ? r.bias[e] : 0.f); };
   unsigned long long keep = 0;  // bit g: group g kept
   {
     float group_score[kRouteMaxGroups];
@@ -119,7 +127,7 @@ __device__ __forceinline__ void route_token_grouped(const float* l, int t, const
       const int j = best_e / 32;
       taken[j >> 5] |= 1u << (j & 31);
     }
-    const float p = 1.f / (1.f + expf(-l[best_e]));
+    const float p = score(best_e);
     picked_sum += p;
     if (lane == k) {
       my_p = p;

@@ -3,9 +3,9 @@
 
 For each architecture: random-initialise the model from a shrunken config, scale the init up so
 outputs are not near zero (N(0, 1/fan_in) for matrices, N(0, 1) embeddings, small random offsets
-on norms and biases, N(0, 0.1) router correction biases), save it with save_pretrained in bf16, reload that bf16 checkpoint in float32
-on the CPU (GPU float32 may use TF32), and record logits for random token ids plus a greedy
-continuation.
+on norms and biases, random router correction biases), save it with save_pretrained in bf16,
+reload that bf16 checkpoint in float32 on the CPU (GPU float32 may use TF32), and record logits for
+random token ids plus a greedy continuation.
 
 Writes OUT/<name>/checkpoint/{config.json,generation_config.json,model.safetensors} and
 OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]), greedy_ids (I64 [G]).
@@ -13,10 +13,10 @@ OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]),
   python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models [--only qwen3_moe olmoe ...]
 
 The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe,
-deepseek_v3, glm4_moe, dots1 (the engine's golden test expects a fixture for every family it
-supports; it skips deepseek_v3, glm4_moe and dots1, naming this script, until theirs are made and
-committed:
-  python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models --only deepseek_v3 glm4_moe dots1).
+deepseek_v3, glm4_moe, dots1, ernie4_5_moe (the engine's golden test expects a fixture for every
+family it supports; it skips the last four, naming this script, until theirs are made and committed:
+  python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models
+      --only deepseek_v3 glm4_moe dots1 ernie4_5_moe).
 """
 import argparse
 import json
@@ -162,9 +162,23 @@ def dots1():
     return cfg, transformers.Dots1ForCausalLM
 
 
+def ernie4_5_moe():
+    # ERNIE-4.5-21B-A3B's shape in small: GQA with RoPE on interleaved pairs, no biases (use_bias
+    # off), tied embeddings, 16 experts top-4 chosen by softmax score + correction bias, 2 shared
+    # experts, MoE on layers 1 and 3 (moe_layer_start_index 1, interval 2), 0 and 2 dense.
+    cfg = transformers.Ernie4_5_MoeConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-5,
+        tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+        use_bias=False, moe_intermediate_size=64, moe_k=4, moe_num_experts=16, moe_num_shared_experts=2,
+        moe_layer_start_index=1, moe_layer_end_index=-1, moe_layer_interval=2, eos_token_id=EOS,
+        bos_token_id=0, pad_token_id=0)
+    return cfg, transformers.Ernie4_5_MoeForCausalLM
+
+
 ARCHS = {"qwen3_moe": qwen3_moe, "qwen3_next": qwen3_next, "qwen3_5_moe": qwen3_5_moe,
          "mixtral": mixtral, "qwen2_moe": qwen2_moe, "olmoe": olmoe,
-         "deepseek_v3": deepseek_v3, "glm4_moe": glm4_moe, "dots1": dots1}
+         "deepseek_v3": deepseek_v3, "glm4_moe": glm4_moe, "dots1": dots1, "ernie4_5_moe": ernie4_5_moe}
 
 
 @torch.no_grad()

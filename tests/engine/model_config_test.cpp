@@ -106,7 +106,7 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
-            "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1)");
+            "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
@@ -358,6 +358,44 @@ TEST(ModelConfig, ParsesDots1AndRefusesItsSlidingLayers) {
   auto missing = parse_model_config(no_shared + "}");
   EXPECT_EQ(missing.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(missing.status().message().find("n_shared_experts"), std::string::npos) << missing.status().message();
+}
+
+// ERNIE-4.5-21B-A3B's config.json (shrunk): MoE layers from moe_layer_start_index to
+// moe_layer_end_index every moe_layer_interval; Ernie4_5_MoeConfig's defaults (theta 500000, tied
+// embeddings); the attribute_map spellings num_experts / num_experts_per_tok; use_bias refused.
+TEST(ModelConfig, ParsesErnie4_5MoeAndRefusesUseBias) {
+  const std::string base = R"({"architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 6,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "moe_intermediate_size": 16, "moe_k": 2,
+      "moe_num_experts": 8, "moe_num_shared_experts": 2, "moe_layer_start_index": 1, "moe_layer_end_index": 4,
+      "moe_layer_interval": 2, "use_bias": false)";
+  auto c = parse_model_config(base + "}");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kErnie4_5Moe);
+  EXPECT_TRUE(c->biased_softmax_router);
+  EXPECT_TRUE(c->rope_interleave);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 500000.0);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  EXPECT_EQ(c->num_experts, 8);
+  EXPECT_EQ(c->num_experts_per_tok, 2);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 32);
+  // (i + 1) % 2 == 0 within [1, 4]: layers 1 and 3.
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c->is_moe_layer(i), i == 1 || i == 3) << i;
+  std::string aliases = base;
+  aliases.replace(aliases.find("\"moe_k\""), 7, "\"num_experts_per_tok\"");
+  aliases.replace(aliases.find("\"moe_num_experts\""), 17, "\"num_experts\"");
+  aliases.replace(aliases.find("\"moe_layer_end_index\": 4"), 24, "\"moe_layer_end_index\": -1");
+  auto a = parse_model_config(aliases + "}");
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->num_experts, 8);
+  EXPECT_EQ(a->num_experts_per_tok, 2);
+  EXPECT_TRUE(a->is_moe_layer(5));  // end -1: the last layer
+  std::string biased = base;
+  biased.replace(biased.find("\"use_bias\": false"), 17, "\"use_bias\": true");
+  auto b = parse_model_config(biased + "}");
+  EXPECT_EQ(b.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(b.status().message().find("use_bias"), std::string::npos) << b.status().message();
 }
 
 }  // namespace

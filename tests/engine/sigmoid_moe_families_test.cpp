@@ -1,7 +1,8 @@
-// deepseek_v3, glm4_moe and dots1 on the fp32 reference backend against a second, deliberately
-// naive implementation written line by line from HF's modeling code (transformers 5.x
-// DeepseekV3Attention / Glm4MoeAttention / Qwen3Attention, DeepseekV3MoE.route_tokens_to_experts,
-// which Glm4MoeMoE and Dots1MoE share), in doubles, on the
+// deepseek_v3, glm4_moe, dots1 and ernie4_5_moe on the fp32 reference backend against a second,
+// deliberately naive implementation written line by line from HF's modeling code (transformers 5.x
+// DeepseekV3Attention / Glm4MoeAttention / Qwen3Attention / Ernie4_5_MoeAttention,
+// DeepseekV3MoE.route_tokens_to_experts, which Glm4MoeMoE and Dots1MoE share, and
+// Ernie4_5_MoeSparseMoeBlock), in doubles, on the
 // same bf16 weights. It shares nothing with the engine but the checkpoint reader: HF's tensor
 // layouts (q_pass before q_rot, the interleave permutation, kv_b_proj's nope-then-value rows, the
 // fused expert halves), YaRN's frequencies and scales, the group mask's 0.0 and the expanded,
@@ -116,6 +117,18 @@ void rope_interleave(double* v, std::size_t dim, const Vec& inv, double af, doub
   std::copy(p.begin(), p.end(), v);
 }
 
+// Ernie 4.5's apply_rotary_pos_emb: cos/sin[..., :d/2].repeat_interleave(2) with GLM's
+// rotate_half (x[0::2], x[1::2] -> stack(-x2, x1).flatten).
+void rope_ernie(double* v, std::size_t dim, const Vec& inv, double pos) {
+  Vec out(dim);
+  for (std::size_t i = 0; i < dim; ++i) {
+    const double ang = inv[i / 2] * pos;
+    const double rot = i % 2 == 0 ? -v[i + 1] : v[i - 1];
+    out[i] = v[i] * std::cos(ang) + rot * std::sin(ang);
+  }
+  std::copy(out.begin(), out.end(), v);
+}
+
 // eager_attention_forward, causal: q [T, H, dq], k [T, H, dq], v [T, H, dv] -> [T, H * dv].
 Vec attend(const Vec& q, const Vec& k, const Vec& v, std::size_t T, std::size_t H, std::size_t dq, std::size_t dv,
            double scale) {
@@ -179,11 +192,12 @@ Vec deepseek_attention(const Weights& w, const engine::RandomCheckpointSpec& s, 
   return linear(o, T, w(a + "o_proj.weight"), Hd, H * V, s.attention_bias ? &w(a + "o_proj.bias") : no);
 }
 
-// Glm4MoeAttention (partial RoPE, q/k norms when use_qk_norm, no o_proj bias) or Dots1Attention
-// (Qwen3Attention: full RoPE, q/k norms always, every projection biased per attention_bias).
+// Glm4MoeAttention (partial RoPE, q/k norms when use_qk_norm, no o_proj bias), Dots1Attention
+// (Qwen3Attention: full RoPE, q/k norms always, every projection biased per attention_bias) or
+// Ernie4_5_MoeAttention (Llama's, interleaved RoPE, no biases: use_bias false).
 Vec gqa_attention(const Weights& w, const engine::RandomCheckpointSpec& s, const std::string& a, const Vec& x,
                   std::size_t T) {
-  const bool glm = s.family == ModelFamily::kGlm4Moe;
+  const bool glm = s.family == ModelFamily::kGlm4Moe, ernie = s.family == ModelFamily::kErnie4_5Moe;
   const std::size_t Hd = std::size_t(s.hidden_size), H = std::size_t(s.num_heads), KV = std::size_t(s.num_kv_heads);
   const std::size_t D = std::size_t(s.head_dim), rot = glm ? std::size_t(double(D) * s.partial_rotary_factor) : D;
   const Vec* no = nullptr;
@@ -192,7 +206,7 @@ Vec gqa_attention(const Weights& w, const engine::RandomCheckpointSpec& s, const
   Vec q = linear(x, T, w(a + "q_proj.weight"), H * D, Hd, b ? &w(a + "q_proj.bias") : no);
   Vec k = linear(x, T, w(a + "k_proj.weight"), KV * D, Hd, b ? &w(a + "k_proj.bias") : no);
   const Vec v = linear(x, T, w(a + "v_proj.weight"), KV * D, Hd, b ? &w(a + "v_proj.bias") : no);
-  if (s.use_qk_norm || !glm) {
+  if (s.use_qk_norm || (!glm && !ernie)) {
     q = rms(q, D, w(a + "q_norm.weight"), eps);
     k = rms(k, D, w(a + "k_norm.weight"), eps);
   }
@@ -200,15 +214,18 @@ Vec gqa_attention(const Weights& w, const engine::RandomCheckpointSpec& s, const
   // repeat_kv: query head h reads kv head h / (H / KV).
   Vec kx(T * H * D), vx(T * H * D);
   for (std::size_t t = 0; t < T; ++t) {
-    for (std::size_t h = 0; h < KV; ++h) rope_neox(&k[(t * KV + h) * D], rot, inv, af, double(t));
+    const auto rope = [&](double* v) {
+      ernie ? rope_ernie(v, rot, inv, double(t)) : rope_neox(v, rot, inv, af, double(t));
+    };
+    for (std::size_t h = 0; h < KV; ++h) rope(&k[(t * KV + h) * D]);
     for (std::size_t h = 0; h < H; ++h) {
-      rope_neox(&q[(t * H + h) * D], rot, inv, af, double(t));
+      rope(&q[(t * H + h) * D]);
       std::copy_n(&k[(t * KV + h / (H / KV)) * D], D, &kx[(t * H + h) * D]);
       std::copy_n(&v[(t * KV + h / (H / KV)) * D], D, &vx[(t * H + h) * D]);
     }
   }
   const Vec o = attend(q, kx, vx, T, H, D, D, 1.0 / std::sqrt(double(D)));
-  return linear(o, T, w(a + "o_proj.weight"), Hd, H * D, !glm && b ? &w(a + "o_proj.bias") : no);
+  return linear(o, T, w(a + "o_proj.weight"), Hd, H * D, !glm && !ernie && b ? &w(a + "o_proj.bias") : no);
 }
 
 // down(silu(gate x) * up x) for one token; gate/up rows from `gu` at row0 (fused halves) or apart.
@@ -269,11 +286,61 @@ Vec moe(const Weights& w, const engine::RandomCheckpointSpec& s, const std::stri
   return out;
 }
 
+// Ernie4_5_MoeSparseMoeBlock: softmax scores, the choice by score + moe_statics' bias, the chosen
+// scores over their sum (clamped at moe_norm_min), plus the shared experts.
+Vec ernie_moe(const Weights& w, const engine::RandomCheckpointSpec& s, const std::string& m, const Vec& x,
+              std::size_t T) {
+  const std::size_t Hd = std::size_t(s.hidden_size), E = std::size_t(s.num_experts), K = std::size_t(s.top_k);
+  const std::size_t I = std::size_t(s.moe_intermediate_size);
+  const Vec logits = linear(x, T, w(m + "gate.weight"), E, Hd);
+  const Vec& bias = w(m + "moe_statics.e_score_correction_bias");  // [1, E]
+  Vec out(T * Hd, 0.0);
+  for (std::size_t t = 0; t < T; ++t) {
+    Vec sc(E), ch(E);
+    double mx = -1e300, sum = 0;
+    for (std::size_t e = 0; e < E; ++e) mx = std::max(mx, logits[t * E + e]);
+    for (std::size_t e = 0; e < E; ++e) sum += sc[e] = std::exp(logits[t * E + e] - mx);
+    for (std::size_t e = 0; e < E; ++e) ch[e] = (sc[e] /= sum) + bias[e];
+    std::vector<std::size_t> top(E);
+    std::iota(top.begin(), top.end(), 0);
+    std::stable_sort(top.begin(), top.end(), [&](std::size_t a, std::size_t b) { return ch[a] > ch[b]; });
+    double picked = 0;
+    for (std::size_t k = 0; k < K; ++k) picked += sc[top[k]];
+    picked = std::max(picked, 1e-12);
+    const Vec xt(x.begin() + long(t * Hd), x.begin() + long((t + 1) * Hd));
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::size_t e = top[k];
+      Vec y;
+      if (w.has(m + "experts.gate_up_proj")) {
+        const Vec& gu = w(m + "experts.gate_up_proj");
+        y = swiglu(xt, gu, gu, w(m + "experts.down_proj"), Hd, I, e * 2 * I, e * 2 * I + I, e * Hd);
+      } else {
+        const std::string p = m + "experts." + std::to_string(e) + ".";
+        y = swiglu(xt, w(p + "gate_proj.weight"), w(p + "up_proj.weight"), w(p + "down_proj.weight"), Hd, I);
+      }
+      for (std::size_t d = 0; d < Hd; ++d) out[t * Hd + d] += sc[e] / picked * y[d];
+    }
+    const std::string p = m + "shared_experts.";
+    const Vec y = swiglu(xt, w(p + "gate_proj.weight"), w(p + "up_proj.weight"), w(p + "down_proj.weight"), Hd,
+                         std::size_t(s.n_shared_experts) * I);
+    for (std::size_t d = 0; d < Hd; ++d) out[t * Hd + d] += y[d];
+  }
+  return out;
+}
+
+// Which layers are MoE: Ernie4_5_MoeDecoderLayer's interval and [start, end], else first_k_dense_replace.
+bool moe_layer(const engine::RandomCheckpointSpec& s, int64_t i) {
+  if (s.family != ModelFamily::kErnie4_5Moe) return i >= s.first_k_dense_replace;
+  const int64_t end = s.moe_layer_end_index < 0 ? s.num_layers - 1 : s.moe_layer_end_index;
+  return (i + 1) % s.decoder_sparse_step == 0 && i >= s.first_k_dense_replace && i <= end;
+}
+
 // The whole causal LM: logits [T, vocab].
 Vec naive_forward(const engine::Checkpoint& c, const engine::RandomCheckpointSpec& s, const std::vector<int32_t>& ids) {
   Weights w(c);
   const std::size_t T = ids.size(), Hd = std::size_t(s.hidden_size), Vv = std::size_t(s.vocab_size);
-  const double eps = s.family == ModelFamily::kGlm4Moe ? 1e-5 : 1e-6;
+  const bool ernie = s.family == ModelFamily::kErnie4_5Moe;
+  const double eps = s.family == ModelFamily::kGlm4Moe || ernie ? 1e-5 : 1e-6;
   const Vec& emb = w("model.embed_tokens.weight");
   Vec h(T * Hd);
   for (std::size_t t = 0; t < T; ++t) std::copy_n(&emb[std::size_t(ids[t]) * Hd], Hd, &h[t * Hd]);
@@ -285,7 +352,7 @@ Vec naive_forward(const engine::Checkpoint& c, const engine::RandomCheckpointSpe
     for (std::size_t j = 0; j < h.size(); ++j) h[j] += a[j];
     const Vec y = rms(h, Hd, w(p + "post_attention_layernorm.weight"), eps);
     Vec f;
-    if (i < s.first_k_dense_replace) {
+    if (!moe_layer(s, i)) {
       const std::size_t I = std::size_t(s.intermediate_size);
       for (std::size_t t = 0; t < T; ++t) {
         const Vec yt(y.begin() + long(t * Hd), y.begin() + long((t + 1) * Hd));
@@ -294,17 +361,18 @@ Vec naive_forward(const engine::Checkpoint& c, const engine::RandomCheckpointSpe
         f.insert(f.end(), o.begin(), o.end());
       }
     } else {
-      f = moe(w, s, p + "mlp.", y, T);
+      f = ernie ? ernie_moe(w, s, p + "mlp.", y, T) : moe(w, s, p + "mlp.", y, T);
     }
     for (std::size_t j = 0; j < h.size(); ++j) h[j] += f[j];
   }
-  return linear(rms(h, Hd, w("model.norm.weight"), eps), T, w("lm_head.weight"), Vv, Hd);
+  const Vec& head = s.tie_word_embeddings ? emb : w("lm_head.weight");
+  return linear(rms(h, Hd, w("model.norm.weight"), eps), T, head, Vv, Hd);
 }
 
 struct Case {
   ModelFamily family;
   bool variant;  // tiny_spec's fused flag: deepseek_v3 without the q LoRA, glm4_moe without q/k norms,
-                 // dots1 without biases; fused expert tensors
+                 // dots1 without biases, ernie4_5_moe untied; fused expert tensors
 };
 
 class SigmoidMoeFamilies : public ::testing::TestWithParam<Case> {};
@@ -345,7 +413,9 @@ TEST_P(SigmoidMoeFamilies, ReferenceBackendMatchesALineByLineTranscriptionOfHf) 
 INSTANTIATE_TEST_SUITE_P(Families, SigmoidMoeFamilies,
                          ::testing::Values(Case{ModelFamily::kDeepseekV3, false}, Case{ModelFamily::kDeepseekV3, true},
                                            Case{ModelFamily::kGlm4Moe, false}, Case{ModelFamily::kGlm4Moe, true},
-                                           Case{ModelFamily::kDots1, false}, Case{ModelFamily::kDots1, true}),
+                                           Case{ModelFamily::kDots1, false}, Case{ModelFamily::kDots1, true},
+                                           Case{ModelFamily::kErnie4_5Moe, false},
+                                           Case{ModelFamily::kErnie4_5Moe, true}),
                          [](const auto& info) {
                            return std::string(engine::model_family_name(info.param.family)) +
                                   (info.param.variant ? "_variant" : "");

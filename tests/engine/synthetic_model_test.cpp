@@ -267,6 +267,26 @@ TEST(SyntheticModel, PlansDeepseekV3AndGlm4_5AirWithTheReleasedShapes) {
   }
 }
 
+TEST(SyntheticModel, PlansErnie4_5_21B_A3BWithTheReleasedShapes) {
+  const engine::SyntheticPlan plan = plan_of(SyntheticLike::kErnie4_5_21B_A3B);
+  const int64_t H = 2560;
+  const auto shapes = shapes_of(plan);
+  EXPECT_EQ(shapes.count("lm_head.weight"), 0u);  // tied to the embedding
+  EXPECT_EQ(shapes.at("model.layers.0.mlp.gate_proj.weight"), (Shape{12288, H}));
+  const std::string p = "model.layers.27.";
+  EXPECT_EQ(shapes.at(p + "self_attn.q_proj.weight"), (Shape{20 * 128, H}));
+  EXPECT_EQ(shapes.at(p + "self_attn.k_proj.weight"), (Shape{4 * 128, H}));
+  EXPECT_EQ(shapes.at(p + "mlp.moe_statics.e_score_correction_bias"), (Shape{1, 64}));
+  EXPECT_EQ(shapes.at(p + "mlp.experts.63.down_proj.weight"), (Shape{H, 1536}));
+  EXPECT_EQ(shapes.at(p + "mlp.shared_experts.gate_proj.weight"), (Shape{2 * 1536, H}));
+  std::printf("ernie-4.5-21b-a3b: %.0f GB in bf16\n", double(plan.total_bytes) / 1e9);
+  const engine::ModelConfig cfg = config_of(plan);
+  EXPECT_EQ(cfg.family, engine::ModelFamily::kErnie4_5Moe);
+  EXPECT_TRUE(cfg.tie_word_embeddings);
+  EXPECT_FALSE(cfg.is_moe_layer(0));
+  EXPECT_TRUE(cfg.is_moe_layer(27));
+}
+
 TEST(SyntheticModel, LayersCutsTheTensorsAndTheConfig) {
   const engine::SyntheticPlan plan = plan_of(SyntheticLike::kQwen3_6_35B_A3B, 5);
   const auto shapes = shapes_of(plan);

@@ -98,6 +98,13 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.n_shared_experts = 2;
     s.norm_topk_prob = false;  // Dots1Config's default
     s.first_k_dense_replace = 1;
+  } else if (family == engine::ModelFamily::kErnie4_5Moe) {
+    // MoE on layer 1 only (moe_layer_start_index 1, moe_layer_end_index 1): a dense layer on each
+    // side; tied embeddings as ERNIE-4.5-21B-A3B in the per-expert variant.
+    s.first_k_dense_replace = 1;
+    s.moe_layer_end_index = 1;
+    s.n_shared_experts = 2;
+    s.tie_word_embeddings = !fused_experts;
   }
   return s;
 }
@@ -117,7 +124,7 @@ inline const std::vector<std::string>& fixture_names() {
 // Families whose HF goldens are still to be made on a machine with torch (their golden tests skip,
 // naming the script, until tests/fixtures/models/<name>/ exists); every other family must have one.
 inline bool fixture_required(const std::string& name) {
-  static const std::vector<std::string> awaiting = {"deepseek_v3", "glm4_moe", "dots1"};
+  static const std::vector<std::string> awaiting = {"deepseek_v3", "glm4_moe", "dots1", "ernie4_5_moe"};
   return std::find(awaiting.begin(), awaiting.end(), name) == awaiting.end();
 }
 

@@ -425,19 +425,23 @@ TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {
 
 // DeepSeek-V3's router: sigmoid scores, the choice by score + e_score_correction_bias among the best
 // groups, weights renormalised and scaled; its shared experts added without a gate. Groups of 4, of
-// 32 (DeepSeek-V3's 256 in 8) and one group (GLM-4.5: the bias alone steers the choice).
+// 32 (DeepSeek-V3's 256 in 8) and one group (GLM-4.5: the bias alone steers the choice); and ERNIE
+// 4.5's: softmax scores with the bias, 64 experts top-6.
 TEST_F(CudaOps, GroupedSigmoidRouterAndUngatedSharedExpertsLikeTheReference) {
   std::deque<MoeWeights> layers;
   std::deque<std::vector<float>> biases;
-  for (const auto& [E, K, G, TG] :
-       {std::tuple<int64_t, std::size_t, std::size_t, std::size_t>{16, 4, 4, 2}, {256, 8, 8, 4}, {64, 6, 1, 1}}) {
+  for (const auto& [E, K, G, TG, sigmoid] :
+       {std::tuple<int64_t, std::size_t, std::size_t, std::size_t, bool>{16, 4, 4, 2, true},
+        {256, 8, 8, 4, true},
+        {64, 6, 1, 1, true},
+        {64, 6, 1, 1, false}}) {
     const int64_t H = 256, I = 64;
     MoeWeights& w = layers.emplace_back();
     w.router_spec.num_experts = std::size_t(E);
     w.router_spec.top_k = K;
-    w.router_spec.scoring = ref::RouterScoring::kSigmoid;
+    w.router_spec.scoring = sigmoid ? ref::RouterScoring::kSigmoid : ref::RouterScoring::kSoftmax;
     w.router_spec.renormalize = true;
-    w.router_spec.scaling = 2.5f;
+    w.router_spec.scaling = sigmoid ? 2.5f : 1.f;
     w.router_spec.n_group = G;
     w.router_spec.topk_group = TG;
     w.hidden = H;

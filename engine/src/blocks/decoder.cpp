@@ -544,6 +544,12 @@ MoeSpec moe_spec(const ModelConfig& cfg) {
     s.correction_bias = true;
     s.shared_gated = false;
   }
+  if (cfg.biased_softmax_router) {  // ERNIE 4.5: softmax scores, the bias for the choice only
+    s.correction_bias = true;
+    s.correction_bias_names = {"gate.moe_statics.e_score_correction_bias", "moe_statics.e_score_correction_bias"};
+    s.correction_bias_one_row = true;
+    s.shared_gated = false;
+  }
   return s;
 }
 

@@ -79,7 +79,8 @@ MlaSpec mla_spec(const ModelConfig& cfg);
 // RoPE over rotary_dim() of a head_dim-wide head: theta, pairing (rope_interleave), YaRN.
 ref::RopeSpec rope_spec(const ModelConfig& cfg, int64_t head_dim);
 // The MoE of MoE layers: softmax routing, or the DeepSeek-V3-style router (cfg.sigmoid_router)
-// with its correction bias, groups, scaling and ungated shared experts.
+// with its correction bias, groups, scaling and ungated shared experts, or ERNIE 4.5's softmax
+// router with a correction bias (cfg.biased_softmax_router).
 MoeSpec moe_spec(const ModelConfig& cfg);
 LinearAttentionSpec linear_attention_spec(const ModelConfig& cfg, ref::DeltaNetProjLayout layout);
 std::string layer_prefix(int64_t layer);  // "layers.<i>."

@@ -10,7 +10,16 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
   const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden, I = spec.moe_inter;
   FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + "gate.weight", {E, H}));
   if (spec.correction_bias) {
-    FT_ASSIGN_OR_RETURN(b.correction_bias_, w.vector(prefix + "gate.e_score_correction_bias", {E}));
+    std::string name = prefix + spec.correction_bias_names.front();
+    for (const std::string& n : spec.correction_bias_names) {
+      if (w.has(prefix + n)) {
+        name = prefix + n;
+        break;
+      }
+    }
+    const std::vector<int64_t> shape =
+        spec.correction_bias_one_row ? std::vector<int64_t>{1, E} : std::vector<int64_t>{E};
+    FT_ASSIGN_OR_RETURN(b.correction_bias_, w.vector(name, shape));
     m.router_spec.correction_bias = b.correction_bias_.data();
   }
   m.experts.resize(std::size_t(E));

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "blocks/weights.h"
 
@@ -26,8 +27,12 @@ struct MoeSpec {
   // Qwen: shared_expert.* behind shared_expert_gate; DeepSeek-V3 / GLM-4.5: shared_experts.* added
   // as they are.
   bool shared_gated = true;
-  // The router has gate.e_score_correction_bias [num_experts] (router.correction_bias is set to it).
+  // The router has a score-correction bias (router.correction_bias is set to it): DeepSeek-V3's
+  // gate.e_score_correction_bias [num_experts], or ERNIE 4.5's moe_statics.e_score_correction_bias
+  // [1, num_experts] (HF 5.x keeps it under gate.; the releases beside it): the first name found.
   bool correction_bias = false;
+  std::vector<std::string> correction_bias_names = {"gate.e_score_correction_bias"};
+  bool correction_bias_one_row = false;  // stored [1, num_experts]
   ref::RouterSpec router;  // num_experts, top_k, scoring, renormalize, scaling, groups
 };
 

@@ -87,5 +87,9 @@ Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg);
 // qk_rope_head_dim, v_head_dim, rope_interleave); sets head_dim and num_key_value_heads to what the
 // KV pages hold per head.
 Status parse_mla(const Fields& text, ModelConfig& cfg);
+// config_ernie4_5_moe.cpp: ernie4_5_moe's MoE keys (moe_num_experts / num_experts, moe_k /
+// num_experts_per_tok, moe_intermediate_size, moe_num_shared_experts, moe_layer_start_index,
+// moe_layer_end_index, moe_layer_interval), its interleaved RoPE, refusing use_bias.
+Status parse_ernie4_5_moe(const Fields& text, ModelConfig& cfg);
 
 }  // namespace ft::engine::config

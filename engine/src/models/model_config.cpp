@@ -1,8 +1,8 @@
 // config.json -> ModelConfig. Defaults follow the HF 5.x config classes of each family
 // (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
-// OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config; the last three in
-// config_sigmoid_moe.cpp), because save_pretrained may omit keys equal to their defaults and older checkpoints
-// predate newer keys.
+// OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig; the last four in
+// config_sigmoid_moe.cpp and config_ernie4_5_moe.cpp), because save_pretrained may omit keys equal to their defaults
+// and older checkpoints predate newer keys.
 #include "ft/engine/model_config.h"
 
 #include <algorithm>
@@ -44,6 +44,7 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "DeepseekV3ForCausalLM") return ModelFamily::kDeepseekV3;  // also Kimi K2's
   if (a == "Glm4MoeForCausalLM") return ModelFamily::kGlm4Moe;
   if (a == "Dots1ForCausalLM") return ModelFamily::kDots1;
+  if (a == "Ernie4_5_MoeForCausalLM") return ModelFamily::kErnie4_5Moe;
   return std::nullopt;
 }
 
@@ -66,6 +67,8 @@ FamilyDefaults family_defaults(ModelFamily f) {
       return {10000.0, 1e-5, true};
     case ModelFamily::kDots1:
       return {10000.0, 1e-6, false};
+    case ModelFamily::kErnie4_5Moe:
+      return {500000.0, 1e-5, true};  // Ernie4_5_MoeConfig.default_theta
     case ModelFamily::kQwen3Moe:
     case ModelFamily::kQwen2Moe: break;
   }
@@ -339,7 +342,8 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     FT_ASSIGN_OR_RETURN(cfg.attention_bias, text.boolean_or("attention_bias", false));
   }
   // The wrapper's flag decides for multimodal checkpoints (it owns lm_head); else the text config's.
-  FT_ASSIGN_OR_RETURN(bool text_tie, text.boolean_or("tie_word_embeddings", false));
+  // Ernie4_5_MoeConfig ties them unless told otherwise.
+  FT_ASSIGN_OR_RETURN(bool text_tie, text.boolean_or("tie_word_embeddings", cfg.family == ModelFamily::kErnie4_5Moe));
   FT_ASSIGN_OR_RETURN(cfg.tie_word_embeddings, top.boolean_or("tie_word_embeddings", text_tie));
 
   FT_ASSIGN_OR_RETURN(cfg.max_position_embeddings, text.integer_or("max_position_embeddings", 0));
@@ -352,6 +356,8 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   FT_ASSIGN_OR_RETURN(cfg.norm_topk_prob, text.boolean_or("norm_topk_prob", defaults.norm_topk_prob));
   if (sigmoid_moe) {
     FT_RETURN_IF_ERROR(config::parse_sigmoid_moe(text, cfg));
+  } else if (cfg.family == ModelFamily::kErnie4_5Moe) {
+    FT_RETURN_IF_ERROR(config::parse_ernie4_5_moe(text, cfg));
   } else {
     FT_RETURN_IF_ERROR(parse_softmax_moe(text, cfg));
   }
@@ -399,15 +405,17 @@ const char* model_family_name(ModelFamily family) {
       return "glm4_moe";
     case ModelFamily::kDots1:
       return "dots1";
+    case ModelFamily::kErnie4_5Moe:
+      return "ernie4_5_moe";
   }
   return "?";
 }
 
 const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> all = {
-      ModelFamily::kQwen3Moe,   ModelFamily::kQwen3Next, ModelFamily::kQwen3_5Moe,
-      ModelFamily::kMixtral,    ModelFamily::kQwen2Moe,  ModelFamily::kOlmoe,
-      ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,   ModelFamily::kDots1};
+      ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next,  ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
+      ModelFamily::kQwen2Moe, ModelFamily::kOlmoe,      ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
+      ModelFamily::kDots1,    ModelFamily::kErnie4_5Moe};
   return all;
 }
 
@@ -417,7 +425,7 @@ bool is_hybrid_family(ModelFamily family) {
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
   if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
-  if (layer < first_k_dense_replace) return false;
+  if (layer < first_k_dense_replace || (last_moe_layer >= 0 && layer > last_moe_layer)) return false;
   return num_experts > 0 && decoder_sparse_step > 0 && (layer + 1) % decoder_sparse_step == 0;
 }
 

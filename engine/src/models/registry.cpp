@@ -21,6 +21,8 @@ Recipe recipe_for(ModelFamily family) {
       return models::glm4_moe;
     case ModelFamily::kDots1:
       return models::dots1;
+    case ModelFamily::kErnie4_5Moe:
+      return models::ernie4_5_moe;
   }
   return nullptr;
 }

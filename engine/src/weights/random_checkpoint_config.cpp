@@ -187,6 +187,39 @@ json sigmoid_moe_config(const RandomCheckpointSpec& s) {
   return c;
 }
 
+// ernie4_5_moe, as Ernie4_5_MoeConfig saves it (its MoE keys under their own names).
+json ernie4_5_moe_config(const RandomCheckpointSpec& s) {
+  return {
+      {"architectures", {"Ernie4_5_MoeForCausalLM"}},
+      {"model_type", "ernie4_5_moe"},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_kv_heads},
+      {"head_dim", s.head_dim},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"initializer_range", 0.02},
+      {"rms_norm_eps", 1e-5},
+      {"use_bias", false},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"rope_parameters", rope_json(s, 1.0)},
+      {"moe_num_experts", s.num_experts},
+      {"moe_k", s.top_k},
+      {"moe_intermediate_size", s.moe_intermediate_size},
+      {"moe_num_shared_experts", s.n_shared_experts},
+      {"moe_layer_start_index", s.first_k_dense_replace},
+      {"moe_layer_end_index", s.moe_layer_end_index},
+      {"moe_layer_interval", s.decoder_sparse_step},
+      {"moe_norm_min", 1e-12},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"dtype", "bfloat16"},
+  };
+}
+
 }  // namespace
 
 std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
@@ -217,6 +250,9 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
     case ModelFamily::kGlm4Moe:
     case ModelFamily::kDots1:
       c = sigmoid_moe_config(s);
+      break;
+    case ModelFamily::kErnie4_5Moe:
+      c = ernie4_5_moe_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

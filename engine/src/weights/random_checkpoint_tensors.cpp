@@ -94,7 +94,8 @@ void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::s
   if (qkv_bias) w.normal(a + "v_proj.bias", {kv_out}, 0.1);
   w.matrix(a + "o_proj.weight", {H, s.num_heads * D});
   if (all_bias) w.normal(a + "o_proj.bias", {H}, 0.1);
-  if (s.family == ModelFamily::kMixtral || s.family == ModelFamily::kQwen2Moe) return;  // no q/k norms
+  if (s.family == ModelFamily::kMixtral || s.family == ModelFamily::kQwen2Moe || s.family == ModelFamily::kErnie4_5Moe)
+    return;  // no q/k norms
   if (s.family == ModelFamily::kGlm4Moe && !s.use_qk_norm) return;
   // OLMoE normalises the whole q and k projections, the Qwen3 families each head.
   const bool whole = s.family == ModelFamily::kOlmoe;
@@ -127,6 +128,9 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
   }
   w.matrix(m + "gate.weight", {E, H});
   if (is_sigmoid_moe(s)) w.normal(m + "gate.e_score_correction_bias", {E}, 0.1);
+  // ERNIE 4.5's releases keep the bias beside the router, one row per expert group (one group).
+  const bool ernie = s.family == ModelFamily::kErnie4_5Moe;
+  if (ernie) w.normal(m + "moe_statics.e_score_correction_bias", {1, E}, 0.1);
   if (s.fused_experts) {
     w.matrix(m + "experts.gate_up_proj", {E, 2 * I, H});
     w.matrix(m + "experts.down_proj", {E, H, I});
@@ -138,7 +142,7 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
       w.matrix(x + "down_proj.weight", {H, I});
     }
   }
-  if (is_sigmoid_moe(s) && s.n_shared_experts > 0) {
+  if ((is_sigmoid_moe(s) || ernie) && s.n_shared_experts > 0) {
     const int64_t S = s.n_shared_experts * I;
     w.matrix(m + "shared_experts.gate_proj.weight", {S, H});
     w.matrix(m + "shared_experts.up_proj.weight", {S, H});
@@ -169,6 +173,10 @@ bool is_sigmoid_moe(const RandomCheckpointSpec& s) {
 
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
   if (is_sigmoid_moe(s)) return s.num_experts > 0 && i >= s.first_k_dense_replace;
+  if (s.family == ModelFamily::kErnie4_5Moe) {
+    const int64_t end = s.moe_layer_end_index < 0 ? s.num_layers - 1 : s.moe_layer_end_index;
+    return s.num_experts > 0 && (i + 1) % s.decoder_sparse_step == 0 && i >= s.first_k_dense_replace && i <= end;
+  }
   if (s.family == ModelFamily::kQwen3_5Moe || s.family == ModelFamily::kMixtral || s.family == ModelFamily::kOlmoe) {
     return true;  // no dense layers in these
   }

@@ -134,6 +134,34 @@ RandomCheckpointSpec glm4_5_air() {
   return s;
 }
 
+// baidu/ERNIE-4.5-21B-A3B (Ernie4_5_MoeConfig's defaults are this model): GQA with interleaved
+// RoPE, 64 experts top-6 with 2 shared experts, layer 0 dense, tied embeddings.
+RandomCheckpointSpec ernie4_5_21b_a3b() {
+  RandomCheckpointSpec s;
+  s.family = ModelFamily::kErnie4_5Moe;
+  s.vocab_size = 103424;
+  s.hidden_size = 2560;
+  s.num_layers = 28;
+  s.num_heads = 20;
+  s.num_kv_heads = 4;
+  s.head_dim = 128;
+  s.intermediate_size = 12288;
+  s.moe_intermediate_size = 1536;
+  s.num_experts = 64;
+  s.top_k = 6;
+  s.n_shared_experts = 2;
+  s.first_k_dense_replace = 1;  // moe_layer_start_index
+  s.moe_layer_end_index = -1;
+  s.decoder_sparse_step = 1;  // moe_layer_interval
+  s.tie_word_embeddings = true;
+  s.rope_theta = 500000;
+  s.max_position_embeddings = 131072;
+  s.fused_experts = false;
+  s.bos_token_id = 1;
+  s.eos_token_ids = {2};
+  return s;
+}
+
 RandomCheckpointSpec spec_of(SyntheticLike like) {
   switch (like) {
     case SyntheticLike::kQwen3_30B_A3B:
@@ -144,6 +172,8 @@ RandomCheckpointSpec spec_of(SyntheticLike like) {
       return deepseek_v3();
     case SyntheticLike::kGlm4_5Air:
       return glm4_5_air();
+    case SyntheticLike::kErnie4_5_21B_A3B:
+      return ernie4_5_21b_a3b();
   }
   return qwen3_30b_a3b();
 }
@@ -158,13 +188,15 @@ const char* synthetic_like_name(SyntheticLike like) {
       return "deepseek-v3";
     case SyntheticLike::kGlm4_5Air:
       return "glm-4.5-air";
+    case SyntheticLike::kErnie4_5_21B_A3B:
+      return "ernie-4.5-21b-a3b";
   }
   return "?";
 }
 
 std::vector<SyntheticLike> all_synthetic_likes() {
   return {SyntheticLike::kQwen3_30B_A3B, SyntheticLike::kQwen3_6_35B_A3B, SyntheticLike::kDeepseekV3,
-          SyntheticLike::kGlm4_5Air};
+          SyntheticLike::kGlm4_5Air, SyntheticLike::kErnie4_5_21B_A3B};
 }
 
 Result<SyntheticLike> parse_synthetic_like(std::string_view name) {

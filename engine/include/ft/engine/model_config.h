@@ -33,9 +33,10 @@ enum class ModelFamily {
   kDeepseekV3,
   kGlm4Moe,
   kDots1,
+  kErnie4_5Moe,
 };
 // "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3",
-// "glm4_moe", "dots1" (the HF model_type).
+// "glm4_moe", "dots1", "ernie4_5_moe" (the HF model_type).
 const char* model_family_name(ModelFamily family);
 // Every family, in the order above.
 const std::vector<ModelFamily>& model_families();
@@ -98,7 +99,7 @@ struct ModelConfig {
   int64_t qk_nope_head_dim = 0;
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
-  bool rope_interleave = false;  // rotate adjacent pairs of the rope dims (DeepSeek's checkpoints)
+  bool rope_interleave = false;  // rotate adjacent pairs of the rope dims (DeepSeek's checkpoints, ERNIE)
   bool use_qk_norm = true;       // glm4_moe's use_qk_norm (the Qwen3 families always have q/k norms)
 
   // MoE.
@@ -109,12 +110,17 @@ struct ModelConfig {
   bool norm_topk_prob = true;
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
-  int64_t first_k_dense_replace = 0;  // layers [0, k) are dense (deepseek_v3, glm4_moe)
+  int64_t first_k_dense_replace = 0;  // layers [0, k) are dense (deepseek_v3, glm4_moe; ernie4_5_moe's
+                                      // moe_layer_start_index)
+  int64_t last_moe_layer = -1;        // -1: none; else layers past it are dense (moe_layer_end_index)
   // DeepSeek-V3-style routers (deepseek_v3, glm4_moe, dots1): sigmoid scores, chosen with
   // e_score_correction_bias among the topk_group best of n_group expert groups, weights times
   // routed_scaling_factor; the shared experts (moe_intermediate_size * n_shared_experts wide, in
   // shared_expert_intermediate_size) are added without a gate.
   bool sigmoid_router = false;
+  // ernie4_5_moe: softmax scores, chosen with the correction bias (moe_statics), renormalised, and
+  // ungated shared experts.
+  bool biased_softmax_router = false;
   int64_t n_group = 1;
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
@@ -131,8 +137,8 @@ struct ModelConfig {
   std::optional<int32_t> bos_token_id;
 
   // Whether layer `layer` uses the sparse MoE block (else the dense MLP of intermediate_size),
-  // per HF: not in mlp_only_layers, not below first_k_dense_replace, and num_experts > 0 and
-  // (layer + 1) % decoder_sparse_step == 0.
+  // per HF: not in mlp_only_layers, not below first_k_dense_replace, not past last_moe_layer, and
+  // num_experts > 0 and (layer + 1) % decoder_sparse_step == 0.
   bool is_moe_layer(int64_t layer) const;
   int64_t count_layers(LayerKind kind) const;
 };
@@ -140,9 +146,9 @@ struct ModelConfig {
 // Parses config.json text (and generation_config.json text, "" when absent). Errors:
 //  kInvalidArgument  malformed JSON or a missing/ill-typed required field (names it);
 //  kUnsupported      "unsupported architecture 'X' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral,
-//                    qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1)", or a feature of a supported family we do
-//                    not implement (rope_type, activation, sliding window, clip_qkv, scoring_func,
-//                    topk_method, ...), naming its field.
+//                    qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe)", or a feature of a supported family
+//                    we do not implement (rope_type, activation, sliding window, clip_qkv, scoring_func, topk_method,
+//                    ...), naming its field.
 Result<ModelConfig> parse_model_config(std::string_view config_json,
                                        std::string_view generation_config_json = {});
 

@@ -62,6 +62,9 @@ struct RandomCheckpointSpec {
   double routed_scaling_factor = 1.0;
   int64_t n_shared_experts = 1;
   bool use_qk_norm = false;  // glm4_moe
+  // ernie4_5_moe: MoE layers are [first_k_dense_replace (moe_layer_start_index), moe_layer_end_index
+  // (-1: the last)] with (i + 1) % decoder_sparse_step (moe_layer_interval) == 0, n_shared_experts.
+  int64_t moe_layer_end_index = -1;
   // Multi-head latent attention (deepseek_v3). num_kv_heads is written equal to num_heads.
   int64_t q_lora_rank = 0;  // 0: q_proj (config null)
   int64_t kv_lora_rank = 32;
