@@ -13,10 +13,11 @@ OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]),
   python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models [--only qwen3_moe olmoe ...]
 
 The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe,
-deepseek_v3, glm4_moe, dots1, ernie4_5_moe (the engine's golden test expects a fixture for every
-family it supports; it skips the last four, naming this script, until theirs are made and committed:
+deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2 (the engine's golden test expects a fixture
+for every family it supports; it skips the last five, naming this script, until theirs are made and
+committed:
   python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models
-      --only deepseek_v3 glm4_moe dots1 ernie4_5_moe).
+      --only deepseek_v3 glm4_moe dots1 ernie4_5_moe minimax_m2).
 """
 import argparse
 import json
@@ -176,9 +177,23 @@ def ernie4_5_moe():
     return cfg, transformers.Ernie4_5_MoeForCausalLM
 
 
+def minimax_m2():
+    # MiniMax-M2's shape in small: q/k norms over the whole projections, RoPE on half of each head,
+    # no biases, 16 experts top-4 (intermediate_size wide) chosen by sigmoid score + correction
+    # bias and renormalised, every layer MoE, no shared expert.
+    cfg = transformers.MiniMaxM2Config(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=64, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, num_local_experts=16,
+        num_experts_per_tok=4, rms_norm_eps=1e-6, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 5000000.0, "partial_rotary_factor": 0.5},
+        tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0)
+    return cfg, transformers.MiniMaxM2ForCausalLM
+
+
 ARCHS = {"qwen3_moe": qwen3_moe, "qwen3_next": qwen3_next, "qwen3_5_moe": qwen3_5_moe,
          "mixtral": mixtral, "qwen2_moe": qwen2_moe, "olmoe": olmoe,
-         "deepseek_v3": deepseek_v3, "glm4_moe": glm4_moe, "dots1": dots1, "ernie4_5_moe": ernie4_5_moe}
+         "deepseek_v3": deepseek_v3, "glm4_moe": glm4_moe, "dots1": dots1, "ernie4_5_moe": ernie4_5_moe,
+         "minimax_m2": minimax_m2}
 
 
 @torch.no_grad()

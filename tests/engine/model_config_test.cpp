@@ -106,7 +106,7 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
-            "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe)");
+            "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
@@ -396,6 +396,25 @@ TEST(ModelConfig, ParsesErnie4_5MoeAndRefusesUseBias) {
   auto b = parse_model_config(biased + "}");
   EXPECT_EQ(b.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(b.status().message().find("use_bias"), std::string::npos) << b.status().message();
+}
+
+// MiniMax-M2's config.json (shrunk, its release's keys): rotary_dim gives the partial RoPE, the
+// experts are intermediate_size wide, every layer is MoE behind a sigmoid router.
+TEST(ModelConfig, ParsesMinimaxM2) {
+  auto c = parse_model_config(R"({"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 24, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "rotary_dim": 16,
+      "num_local_experts": 8, "num_experts_per_tok": 2, "use_qk_norm": true, "qk_norm_type": "per_layer",
+      "scoring_func": "sigmoid", "use_routing_bias": true, "rope_theta": 5000000, "attention_bias": true})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kMinimaxM2);
+  EXPECT_EQ(c->rotary_dim(), 16);
+  EXPECT_TRUE(c->sigmoid_router);
+  EXPECT_EQ(c->moe_intermediate_size, 24);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 0);
+  EXPECT_FALSE(c->attention_bias);  // MiniMaxM2Attention builds its projections without biases
+  EXPECT_TRUE(c->is_moe_layer(0));
+  EXPECT_TRUE(c->is_moe_layer(1));
 }
 
 }  // namespace

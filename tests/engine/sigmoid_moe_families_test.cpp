@@ -1,13 +1,13 @@
-// deepseek_v3, glm4_moe, dots1 and ernie4_5_moe on the fp32 reference backend against a second,
-// deliberately naive implementation written line by line from HF's modeling code (transformers 5.x
-// DeepseekV3Attention / Glm4MoeAttention / Qwen3Attention / Ernie4_5_MoeAttention,
-// DeepseekV3MoE.route_tokens_to_experts, which Glm4MoeMoE and Dots1MoE share, and
-// Ernie4_5_MoeSparseMoeBlock), in doubles, on the
-// same bf16 weights. It shares nothing with the engine but the checkpoint reader: HF's tensor
-// layouts (q_pass before q_rot, the interleave permutation, kv_b_proj's nope-then-value rows, the
-// fused expert halves), YaRN's frequencies and scales, the group mask's 0.0 and the expanded,
-// padded KV of the engine's latent attention all have to agree. Until the HF goldens exist
-// (scripts/goldens/make_model_goldens.py) this is what holds the two families to HF's definition.
+// deepseek_v3, glm4_moe, dots1, ernie4_5_moe and minimax_m2 on the fp32 reference backend against a
+// second, deliberately naive implementation written line by line from HF's modeling code
+// (transformers 5.x DeepseekV3Attention / Glm4MoeAttention / Qwen3Attention / Ernie4_5_MoeAttention /
+// MiniMaxM2Attention, DeepseekV3MoE.route_tokens_to_experts, which Glm4MoeMoE and Dots1MoE share,
+// Ernie4_5_MoeSparseMoeBlock, MiniMaxM2SparseMoeBlock), in doubles, on the same bf16 weights. It
+// shares nothing with the engine but the checkpoint reader: HF's tensor layouts (q_pass before q_rot,
+// the interleave permutations, kv_b_proj's nope-then-value rows, the fused expert halves), YaRN's
+// frequencies and scales, the group mask's 0.0 and the expanded, padded KV of the engine's latent
+// attention all have to agree. Until the HF goldens exist (scripts/goldens/make_model_goldens.py)
+// this is what holds these families to HF's definition.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -193,20 +193,26 @@ Vec deepseek_attention(const Weights& w, const engine::RandomCheckpointSpec& s, 
 }
 
 // Glm4MoeAttention (partial RoPE, q/k norms when use_qk_norm, no o_proj bias), Dots1Attention
-// (Qwen3Attention: full RoPE, q/k norms always, every projection biased per attention_bias) or
-// Ernie4_5_MoeAttention (Llama's, interleaved RoPE, no biases: use_bias false).
+// (Qwen3Attention: full RoPE, q/k norms always, every projection biased per attention_bias),
+// Ernie4_5_MoeAttention (Llama's, interleaved RoPE, no biases: use_bias false) or MiniMaxM2Attention
+// (OLMo 2's: q_norm / k_norm over the whole projections, partial RoPE, no biases).
 Vec gqa_attention(const Weights& w, const engine::RandomCheckpointSpec& s, const std::string& a, const Vec& x,
                   std::size_t T) {
   const bool glm = s.family == ModelFamily::kGlm4Moe, ernie = s.family == ModelFamily::kErnie4_5Moe;
+  const bool minimax = s.family == ModelFamily::kMinimaxM2;
   const std::size_t Hd = std::size_t(s.hidden_size), H = std::size_t(s.num_heads), KV = std::size_t(s.num_kv_heads);
-  const std::size_t D = std::size_t(s.head_dim), rot = glm ? std::size_t(double(D) * s.partial_rotary_factor) : D;
+  const std::size_t D = std::size_t(s.head_dim);
+  const std::size_t rot = glm || minimax ? std::size_t(double(D) * s.partial_rotary_factor) : D;
   const Vec* no = nullptr;
   const bool b = s.attention_bias;
   const double eps = glm ? 1e-5 : 1e-6;
   Vec q = linear(x, T, w(a + "q_proj.weight"), H * D, Hd, b ? &w(a + "q_proj.bias") : no);
   Vec k = linear(x, T, w(a + "k_proj.weight"), KV * D, Hd, b ? &w(a + "k_proj.bias") : no);
   const Vec v = linear(x, T, w(a + "v_proj.weight"), KV * D, Hd, b ? &w(a + "v_proj.bias") : no);
-  if (s.use_qk_norm || (!glm && !ernie)) {
+  if (minimax) {  // q_norm(q_proj(x)) before the heads are split
+    q = rms(q, H * D, w(a + "q_norm.weight"), eps);
+    k = rms(k, KV * D, w(a + "k_norm.weight"), eps);
+  } else if (s.use_qk_norm || (!glm && !ernie)) {
     q = rms(q, D, w(a + "q_norm.weight"), eps);
     k = rms(k, D, w(a + "k_norm.weight"), eps);
   }
@@ -225,7 +231,7 @@ Vec gqa_attention(const Weights& w, const engine::RandomCheckpointSpec& s, const
     }
   }
   const Vec o = attend(q, kx, vx, T, H, D, D, 1.0 / std::sqrt(double(D)));
-  return linear(o, T, w(a + "o_proj.weight"), Hd, H * D, !glm && !ernie && b ? &w(a + "o_proj.bias") : no);
+  return linear(o, T, w(a + "o_proj.weight"), Hd, H * D, !glm && !ernie && !minimax && b ? &w(a + "o_proj.bias") : no);
 }
 
 // down(silu(gate x) * up x) for one token; gate/up rows from `gu` at row0 (fused halves) or apart.
@@ -328,8 +334,44 @@ Vec ernie_moe(const Weights& w, const engine::RandomCheckpointSpec& s, const std
   return out;
 }
 
+// MiniMaxM2SparseMoeBlock: sigmoid scores, the choice by score + e_score_correction_bias, the chosen
+// scores over their sum; Mixtral's experts (w1 gate, w3 up, w2 down) or HF 5.x's fused ones.
+Vec minimax_moe(const Weights& w, const engine::RandomCheckpointSpec& s, const std::string& layer, const Vec& x,
+                std::size_t T) {
+  const std::size_t Hd = std::size_t(s.hidden_size), E = std::size_t(s.num_experts), K = std::size_t(s.top_k);
+  const std::size_t I = std::size_t(s.moe_intermediate_size);
+  const std::string m = layer + (w.has(layer + "block_sparse_moe.gate.weight") ? "block_sparse_moe." : "mlp.");
+  const Vec logits = linear(x, T, w(m + "gate.weight"), E, Hd);
+  const Vec& bias = w(m + "e_score_correction_bias");
+  Vec out(T * Hd, 0.0);
+  for (std::size_t t = 0; t < T; ++t) {
+    Vec sc(E), ch(E);
+    for (std::size_t e = 0; e < E; ++e) ch[e] = (sc[e] = sigmoid(logits[t * E + e])) + bias[e];
+    std::vector<std::size_t> top(E);
+    std::iota(top.begin(), top.end(), 0);
+    std::stable_sort(top.begin(), top.end(), [&](std::size_t a, std::size_t b) { return ch[a] > ch[b]; });
+    double picked = 0;
+    for (std::size_t k = 0; k < K; ++k) picked += sc[top[k]];
+    const Vec xt(x.begin() + long(t * Hd), x.begin() + long((t + 1) * Hd));
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::size_t e = top[k];
+      Vec y;
+      if (w.has(m + "experts.gate_up_proj")) {
+        const Vec& gu = w(m + "experts.gate_up_proj");
+        y = swiglu(xt, gu, gu, w(m + "experts.down_proj"), Hd, I, e * 2 * I, e * 2 * I + I, e * Hd);
+      } else {
+        const std::string p = m + "experts." + std::to_string(e) + ".";
+        y = swiglu(xt, w(p + "w1.weight"), w(p + "w3.weight"), w(p + "w2.weight"), Hd, I);
+      }
+      for (std::size_t d = 0; d < Hd; ++d) out[t * Hd + d] += sc[e] / picked * y[d];
+    }
+  }
+  return out;
+}
+
 // Which layers are MoE: Ernie4_5_MoeDecoderLayer's interval and [start, end], else first_k_dense_replace.
 bool moe_layer(const engine::RandomCheckpointSpec& s, int64_t i) {
+  if (s.family == ModelFamily::kMinimaxM2) return true;
   if (s.family != ModelFamily::kErnie4_5Moe) return i >= s.first_k_dense_replace;
   const int64_t end = s.moe_layer_end_index < 0 ? s.num_layers - 1 : s.moe_layer_end_index;
   return (i + 1) % s.decoder_sparse_step == 0 && i >= s.first_k_dense_replace && i <= end;
@@ -361,7 +403,9 @@ Vec naive_forward(const engine::Checkpoint& c, const engine::RandomCheckpointSpe
         f.insert(f.end(), o.begin(), o.end());
       }
     } else {
-      f = ernie ? ernie_moe(w, s, p + "mlp.", y, T) : moe(w, s, p + "mlp.", y, T);
+      f = ernie                                 ? ernie_moe(w, s, p + "mlp.", y, T)
+          : s.family == ModelFamily::kMinimaxM2 ? minimax_moe(w, s, p, y, T)
+                                                : moe(w, s, p + "mlp.", y, T);
     }
     for (std::size_t j = 0; j < h.size(); ++j) h[j] += f[j];
   }
@@ -415,7 +459,8 @@ INSTANTIATE_TEST_SUITE_P(Families, SigmoidMoeFamilies,
                                            Case{ModelFamily::kGlm4Moe, false}, Case{ModelFamily::kGlm4Moe, true},
                                            Case{ModelFamily::kDots1, false}, Case{ModelFamily::kDots1, true},
                                            Case{ModelFamily::kErnie4_5Moe, false},
-                                           Case{ModelFamily::kErnie4_5Moe, true}),
+                                           Case{ModelFamily::kErnie4_5Moe, true}, Case{ModelFamily::kMinimaxM2, false},
+                                           Case{ModelFamily::kMinimaxM2, true}),
                          [](const auto& info) {
                            return std::string(engine::model_family_name(info.param.family)) +
                                   (info.param.variant ? "_variant" : "");

@@ -287,6 +287,24 @@ TEST(SyntheticModel, PlansErnie4_5_21B_A3BWithTheReleasedShapes) {
   EXPECT_TRUE(cfg.is_moe_layer(27));
 }
 
+TEST(SyntheticModel, PlansMinimaxM2WithTheReleasedShapes) {
+  const engine::SyntheticPlan plan = plan_of(SyntheticLike::kMinimaxM2);
+  const int64_t H = 3072;
+  const auto shapes = shapes_of(plan);
+  const std::string p = "model.layers.61.";
+  EXPECT_EQ(shapes.at(p + "self_attn.q_norm.weight"), (Shape{48 * 128}));  // over the whole projection
+  EXPECT_EQ(shapes.at(p + "self_attn.k_norm.weight"), (Shape{8 * 128}));
+  EXPECT_EQ(shapes.at(p + "block_sparse_moe.gate.weight"), (Shape{256, H}));
+  EXPECT_EQ(shapes.at(p + "block_sparse_moe.e_score_correction_bias"), (Shape{256}));
+  EXPECT_EQ(shapes.at(p + "block_sparse_moe.experts.255.w2.weight"), (Shape{H, 1536}));
+  std::printf("minimax-m2: %.0f GB in bf16\n", double(plan.total_bytes) / 1e9);
+  const engine::ModelConfig cfg = config_of(plan);
+  EXPECT_EQ(cfg.family, engine::ModelFamily::kMinimaxM2);
+  EXPECT_EQ(cfg.rotary_dim(), 64);
+  EXPECT_EQ(cfg.num_experts, 256);
+  EXPECT_EQ(cfg.moe_intermediate_size, 1536);
+}
+
 TEST(SyntheticModel, LayersCutsTheTensorsAndTheConfig) {
   const engine::SyntheticPlan plan = plan_of(SyntheticLike::kQwen3_6_35B_A3B, 5);
   const auto shapes = shapes_of(plan);

@@ -105,6 +105,8 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.moe_layer_end_index = 1;
     s.n_shared_experts = 2;
     s.tie_word_embeddings = !fused_experts;
+  } else if (family == engine::ModelFamily::kMinimaxM2) {
+    s.partial_rotary_factor = 0.5;  // MiniMax-M2: rotary_dim 64 of head_dim 128
   }
   return s;
 }
@@ -124,7 +126,7 @@ inline const std::vector<std::string>& fixture_names() {
 // Families whose HF goldens are still to be made on a machine with torch (their golden tests skip,
 // naming the script, until tests/fixtures/models/<name>/ exists); every other family must have one.
 inline bool fixture_required(const std::string& name) {
-  static const std::vector<std::string> awaiting = {"deepseek_v3", "glm4_moe", "dots1", "ernie4_5_moe"};
+  static const std::vector<std::string> awaiting = {"deepseek_v3", "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2"};
   return std::find(awaiting.begin(), awaiting.end(), name) == awaiting.end();
 }
 

@@ -1,8 +1,8 @@
 // config.json -> ModelConfig. Defaults follow the HF 5.x config classes of each family
 // (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
-// OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig; the last four in
-// config_sigmoid_moe.cpp and config_ernie4_5_moe.cpp), because save_pretrained may omit keys equal to their defaults
-// and older checkpoints predate newer keys.
+// OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig, MiniMaxM2Config; the
+// last five in config_sigmoid_moe.cpp, config_ernie4_5_moe.cpp and config_minimax_m2.cpp), because save_pretrained may
+// omit keys equal to their defaults and older checkpoints predate newer keys.
 #include "ft/engine/model_config.h"
 
 #include <algorithm>
@@ -45,6 +45,7 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "Glm4MoeForCausalLM") return ModelFamily::kGlm4Moe;
   if (a == "Dots1ForCausalLM") return ModelFamily::kDots1;
   if (a == "Ernie4_5_MoeForCausalLM") return ModelFamily::kErnie4_5Moe;
+  if (a == "MiniMaxM2ForCausalLM") return ModelFamily::kMinimaxM2;
   return std::nullopt;
 }
 
@@ -69,6 +70,8 @@ FamilyDefaults family_defaults(ModelFamily f) {
       return {10000.0, 1e-6, false};
     case ModelFamily::kErnie4_5Moe:
       return {500000.0, 1e-5, true};  // Ernie4_5_MoeConfig.default_theta
+    case ModelFamily::kMinimaxM2:
+      return {5000000.0, 1e-6, true};  // MiniMaxM2Config.default_theta
     case ModelFamily::kQwen3Moe:
     case ModelFamily::kQwen2Moe: break;
   }
@@ -350,14 +353,20 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   if (cfg.family == ModelFamily::kDeepseekV3) FT_RETURN_IF_ERROR(config::parse_mla(text, cfg));
 
   // qwen3_next and qwen3_5_moe default partial_rotary_factor to 0.25 ("assign default for BC"),
-  // Glm4MoeConfig to 0.5.
-  FT_RETURN_IF_ERROR(parse_rope(text, cfg, hybrid ? 0.25 : cfg.family == ModelFamily::kGlm4Moe ? 0.5 : 1.0));
+  // Glm4MoeConfig to 0.5; MiniMax-M2's release says rotary_dim instead.
+  double default_partial = hybrid ? 0.25 : cfg.family == ModelFamily::kGlm4Moe ? 0.5 : 1.0;
+  if (cfg.family == ModelFamily::kMinimaxM2) {
+    FT_ASSIGN_OR_RETURN(default_partial, config::minimax_partial_rotary(text, cfg));
+  }
+  FT_RETURN_IF_ERROR(parse_rope(text, cfg, default_partial));
   FT_RETURN_IF_ERROR(parse_layers(*text_json, text, cfg, hybrid));
   FT_ASSIGN_OR_RETURN(cfg.norm_topk_prob, text.boolean_or("norm_topk_prob", defaults.norm_topk_prob));
   if (sigmoid_moe) {
     FT_RETURN_IF_ERROR(config::parse_sigmoid_moe(text, cfg));
   } else if (cfg.family == ModelFamily::kErnie4_5Moe) {
     FT_RETURN_IF_ERROR(config::parse_ernie4_5_moe(text, cfg));
+  } else if (cfg.family == ModelFamily::kMinimaxM2) {
+    FT_RETURN_IF_ERROR(config::parse_minimax_m2(text, cfg));
   } else {
     FT_RETURN_IF_ERROR(parse_softmax_moe(text, cfg));
   }
@@ -407,15 +416,17 @@ const char* model_family_name(ModelFamily family) {
       return "dots1";
     case ModelFamily::kErnie4_5Moe:
       return "ernie4_5_moe";
+    case ModelFamily::kMinimaxM2:
+      return "minimax_m2";
   }
   return "?";
 }
 
 const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> all = {
-      ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next,  ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
-      ModelFamily::kQwen2Moe, ModelFamily::kOlmoe,      ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
-      ModelFamily::kDots1,    ModelFamily::kErnie4_5Moe};
+      ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next,   ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
+      ModelFamily::kQwen2Moe, ModelFamily::kOlmoe,       ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
+      ModelFamily::kDots1,    ModelFamily::kErnie4_5Moe, ModelFamily::kMinimaxM2};
   return all;
 }
 

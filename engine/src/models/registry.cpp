@@ -23,6 +23,8 @@ Recipe recipe_for(ModelFamily family) {
       return models::dots1;
     case ModelFamily::kErnie4_5Moe:
       return models::ernie4_5_moe;
+    case ModelFamily::kMinimaxM2:
+      return models::minimax_m2;
   }
   return nullptr;
 }

@@ -19,5 +19,6 @@ blocks::DecoderRecipe deepseek_v3(const Checkpoint& ckpt);
 blocks::DecoderRecipe glm4_moe(const Checkpoint& ckpt);
 blocks::DecoderRecipe dots1(const Checkpoint& ckpt);
 blocks::DecoderRecipe ernie4_5_moe(const Checkpoint& ckpt);
+blocks::DecoderRecipe minimax_m2(const Checkpoint& ckpt);
 
 }  // namespace ft::engine::models

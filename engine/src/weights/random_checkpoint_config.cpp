@@ -220,6 +220,33 @@ json ernie4_5_moe_config(const RandomCheckpointSpec& s) {
   };
 }
 
+// minimax_m2, as MiniMaxM2Config saves it (the experts' width is intermediate_size).
+json minimax_m2_config(const RandomCheckpointSpec& s) {
+  return {
+      {"architectures", {"MiniMaxM2ForCausalLM"}},
+      {"model_type", "minimax_m2"},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.moe_intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_kv_heads},
+      {"head_dim", s.head_dim},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"initializer_range", 0.02},
+      {"rms_norm_eps", 1e-6},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"rope_parameters", rope_json(s, s.partial_rotary_factor > 0 ? s.partial_rotary_factor : 1.0)},
+      {"num_local_experts", s.num_experts},
+      {"num_experts_per_tok", s.top_k},
+      {"router_jitter_noise", 0.0},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"dtype", "bfloat16"},
+  };
+}
+
 }  // namespace
 
 std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
@@ -253,6 +280,9 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
       break;
     case ModelFamily::kErnie4_5Moe:
       c = ernie4_5_moe_config(s);
+      break;
+    case ModelFamily::kMinimaxM2:
+      c = minimax_m2_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

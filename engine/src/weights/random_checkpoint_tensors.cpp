@@ -98,7 +98,7 @@ void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::s
     return;  // no q/k norms
   if (s.family == ModelFamily::kGlm4Moe && !s.use_qk_norm) return;
   // OLMoE normalises the whole q and k projections, the Qwen3 families each head.
-  const bool whole = s.family == ModelFamily::kOlmoe;
+  const bool whole = s.family == ModelFamily::kOlmoe || s.family == ModelFamily::kMinimaxM2;
   w.normal(a + "q_norm.weight", {whole ? s.num_heads * D : D}, 0.1, norm_offset);
   w.normal(a + "k_norm.weight", {whole ? kv_out : D}, 0.1, norm_offset);
 }
@@ -114,10 +114,13 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
     return;
   }
   const int64_t E = s.num_experts, I = s.moe_intermediate_size;
-  if (s.family == ModelFamily::kMixtral && !s.fused_experts) {
-    // The released layout (and HF 5.x save_pretrained's): block_sparse_moe, w1 gate, w3 up, w2 down.
+  const bool minimax = s.family == ModelFamily::kMinimaxM2;
+  if ((s.family == ModelFamily::kMixtral || minimax) && !s.fused_experts) {
+    // The released layout (and HF 5.x save_pretrained's): block_sparse_moe, w1 gate, w3 up, w2 down;
+    // MiniMax-M2's router bias beside the router.
     const std::string b = p + "block_sparse_moe.";
     w.matrix(b + "gate.weight", {E, H});
+    if (minimax) w.normal(b + "e_score_correction_bias", {E}, 0.1);
     for (int64_t e = 0; e < E; ++e) {
       const std::string x = b + "experts." + std::to_string(e) + ".";
       w.matrix(x + "w1.weight", {I, H});
@@ -128,6 +131,7 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
   }
   w.matrix(m + "gate.weight", {E, H});
   if (is_sigmoid_moe(s)) w.normal(m + "gate.e_score_correction_bias", {E}, 0.1);
+  if (minimax) w.normal(m + "e_score_correction_bias", {E}, 0.1);
   // ERNIE 4.5's releases keep the bias beside the router, one row per expert group (one group).
   const bool ernie = s.family == ModelFamily::kErnie4_5Moe;
   if (ernie) w.normal(m + "moe_statics.e_score_correction_bias", {1, E}, 0.1);
@@ -177,7 +181,8 @@ bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
     const int64_t end = s.moe_layer_end_index < 0 ? s.num_layers - 1 : s.moe_layer_end_index;
     return s.num_experts > 0 && (i + 1) % s.decoder_sparse_step == 0 && i >= s.first_k_dense_replace && i <= end;
   }
-  if (s.family == ModelFamily::kQwen3_5Moe || s.family == ModelFamily::kMixtral || s.family == ModelFamily::kOlmoe) {
+  if (s.family == ModelFamily::kQwen3_5Moe || s.family == ModelFamily::kMixtral || s.family == ModelFamily::kOlmoe ||
+      s.family == ModelFamily::kMinimaxM2) {
     return true;  // no dense layers in these
   }
   for (int64_t m : s.mlp_only_layers) {

@@ -162,6 +162,29 @@ RandomCheckpointSpec ernie4_5_21b_a3b() {
   return s;
 }
 
+// MiniMaxAI/MiniMax-M2: 62 layers of GQA (48 query heads, 8 kv heads of 128, rotary_dim 64) and
+// 256 experts top-8, 1536 wide. The released weights are FP8; these are bf16.
+RandomCheckpointSpec minimax_m2() {
+  RandomCheckpointSpec s;
+  s.family = ModelFamily::kMinimaxM2;
+  s.vocab_size = 200064;
+  s.hidden_size = 3072;
+  s.num_layers = 62;
+  s.num_heads = 48;
+  s.num_kv_heads = 8;
+  s.head_dim = 128;
+  s.partial_rotary_factor = 0.5;
+  s.moe_intermediate_size = 1536;
+  s.num_experts = 256;
+  s.top_k = 8;
+  s.rope_theta = 5000000;
+  s.max_position_embeddings = 196608;
+  s.fused_experts = false;  // block_sparse_moe.experts.E.w1/w2/w3
+  s.bos_token_id = 200034;
+  s.eos_token_ids = {200020};
+  return s;
+}
+
 RandomCheckpointSpec spec_of(SyntheticLike like) {
   switch (like) {
     case SyntheticLike::kQwen3_30B_A3B:
@@ -174,6 +197,8 @@ RandomCheckpointSpec spec_of(SyntheticLike like) {
       return glm4_5_air();
     case SyntheticLike::kErnie4_5_21B_A3B:
       return ernie4_5_21b_a3b();
+    case SyntheticLike::kMinimaxM2:
+      return minimax_m2();
   }
   return qwen3_30b_a3b();
 }
@@ -190,13 +215,15 @@ const char* synthetic_like_name(SyntheticLike like) {
       return "glm-4.5-air";
     case SyntheticLike::kErnie4_5_21B_A3B:
       return "ernie-4.5-21b-a3b";
+    case SyntheticLike::kMinimaxM2:
+      return "minimax-m2";
   }
   return "?";
 }
 
 std::vector<SyntheticLike> all_synthetic_likes() {
-  return {SyntheticLike::kQwen3_30B_A3B, SyntheticLike::kQwen3_6_35B_A3B, SyntheticLike::kDeepseekV3,
-          SyntheticLike::kGlm4_5Air, SyntheticLike::kErnie4_5_21B_A3B};
+  return {SyntheticLike::kQwen3_30B_A3B, SyntheticLike::kQwen3_6_35B_A3B,  SyntheticLike::kDeepseekV3,
+          SyntheticLike::kGlm4_5Air,     SyntheticLike::kErnie4_5_21B_A3B, SyntheticLike::kMinimaxM2};
 }
 
 Result<SyntheticLike> parse_synthetic_like(std::string_view name) {

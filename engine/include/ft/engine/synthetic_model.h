@@ -32,9 +32,10 @@ enum class SyntheticLike {
                       // bf16: use --layers; 4 layers ~30 GB)
   kGlm4_5Air,         // glm4_moe, 46 layers (1 dense), 128 experts top-8 + 1 shared (~220 GB in bf16)
   kErnie4_5_21B_A3B,  // ernie4_5_moe, 28 layers (1 dense), 64 experts top-6 + 2 shared (~44 GB in bf16)
+  kMinimaxM2,         // minimax_m2, 62 layers, 256 experts top-8 (~460 GB in bf16: use --layers)
 };
 
-// "qwen3-30b-a3b", "qwen3.6-35b-a3b", "deepseek-v3", "glm-4.5-air", "ernie-4.5-21b-a3b".
+// "qwen3-30b-a3b", "qwen3.6-35b-a3b", "deepseek-v3", "glm-4.5-air", "ernie-4.5-21b-a3b", "minimax-m2".
 const char* synthetic_like_name(SyntheticLike like);
 // The inverse of synthetic_like_name; kInvalidArgument listing the known names.
 Result<SyntheticLike> parse_synthetic_like(std::string_view name);
