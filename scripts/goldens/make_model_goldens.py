@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import traceback
 import zlib
 
 import torch
@@ -254,8 +255,15 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    failed = []
     for name in args.only:
-        make(name, args.out)
+        try:
+            make(name, args.out)
+        except Exception:  # one family's failure must not cost the others their goldens
+            traceback.print_exc()
+            failed.append(name)
+    if failed:
+        raise SystemExit(f"failed: {' '.join(failed)}")
 
 
 if __name__ == "__main__":
