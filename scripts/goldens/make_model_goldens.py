@@ -14,10 +14,7 @@ OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]),
 
 The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe,
 deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2 (the engine's golden test expects a fixture
-for every family it supports; it skips the last five, naming this script, until theirs are made and
-committed:
-  python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models
-      --only deepseek_v3 glm4_moe dots1 ernie4_5_moe minimax_m2).
+for every family it supports and fails without one).
 """
 import argparse
 import json

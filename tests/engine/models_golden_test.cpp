@@ -10,8 +10,7 @@
 // than the rounding); such positions are found by comparing the two backends' routing, counted
 // and bounded (at most 5% of positions), and held to the tolerance only where routing agrees.
 // Every supported family has a fixture (tiny_models.h: fixture_names); a missing one fails its
-// tests, saying how to make it, but for the families still awaiting theirs (fixture_required),
-// which skip with the same instructions.
+// tests, saying how to make it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,12 +33,6 @@ class Golden : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     FT_SKIP_UNLESS_RUNNABLE(GetParam().backend);
-    if (!fixture_present(GetParam().fixture) && !fixture_required(GetParam().fixture)) {
-      GTEST_SKIP() << "no HF golden yet for " << GetParam().fixture
-                   << " (CPU: implemented, awaiting HF goldens); make it on a machine with torch and transformers "
-                      "5.x: python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models --only "
-                   << GetParam().fixture;
-    }
     if (!fixture_present(GetParam().fixture)) {
       FAIL() << "fixture " << fixture_dir(GetParam().fixture).string()
              << " missing (needs checkpoint/config.json and golden.safetensors); make it on a machine with torch "

@@ -112,8 +112,7 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
 }
 
 // One golden fixture per supported family, named by its model_type: a family without one fails the
-// golden tests rather than passing unchecked, except the families added before their fixtures
-// could be made (fixture_required).
+// golden tests rather than passing unchecked.
 inline const std::vector<std::string>& fixture_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
@@ -121,13 +120,6 @@ inline const std::vector<std::string>& fixture_names() {
     return out;
   }();
   return names;
-}
-
-// Families whose HF goldens are still to be made on a machine with torch (their golden tests skip,
-// naming the script, until tests/fixtures/models/<name>/ exists); every other family must have one.
-inline bool fixture_required(const std::string& name) {
-  static const std::vector<std::string> awaiting = {"deepseek_v3", "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2"};
-  return std::find(awaiting.begin(), awaiting.end(), name) == awaiting.end();
 }
 
 // FT_FIXTURES_DIR in the environment points a copied test binary (the GPU bundle) at the fixtures.
