@@ -8,6 +8,8 @@
 //                  store, next to the disk's read bandwidth and the recompute time (bench_restore.cpp).
 //   bench decode   a model's decode steps (batch B) against the bandwidth bound (bench_model.cpp).
 //   bench prefill  a model's prefill of a long prompt, tok/s and TFLOP/s (bench_model.cpp).
+//   bench load     `serve` under many sessions of replayed agent traffic, optionally with its
+//                  engine killed every few seconds (bench_load.cpp).
 #include <sys/resource.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -27,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_load.h"
 #include "bench_model.h"
 #include "bench_restore.h"
 #include "commands.h"
@@ -152,7 +155,7 @@ int bench_expert(const Args& args) {
   const int hidden = args.get_int("hidden"), inter = args.get_int("inter");
   const int tokens = args.has("tokens") ? args.get_int("tokens") : 1;  // --tokens' default is per benchmark
   const int threads = args.has("threads") ? args.get_int("threads") : tbb::info::default_concurrency();
-  const double seconds = args.get_double("seconds");
+  const double seconds = args.has("seconds") ? args.get_double("seconds") : 2;  // --seconds' default is per benchmark
   const int copy_mib = args.get_int("copy-mib");
   int experts = args.get_int("experts");
   if (hidden < 1 || inter < 1 || tokens < 1 || threads < 1 || experts < 0 || copy_mib < 1 || !(seconds > 0)) {
@@ -250,7 +253,7 @@ int bench_expert(const Args& args) {
 int bench_bw(const Args& args) {
   const std::string cmd = "bench bw";
   const int hidden = args.get_int("hidden"), inter = args.get_int("inter");
-  const double seconds = args.get_double("seconds");
+  const double seconds = args.has("seconds") ? args.get_double("seconds") : 2;
   // The engine's CPU experts take every core but the one issuing the GPU's work.
   const int threads =
       args.has("threads") ? int(args.get_int("threads")) : std::max(1, int(std::thread::hardware_concurrency()) - 1);
@@ -297,12 +300,16 @@ const Benchmark kBenchmarks[] = {
     {"prefill", "a model's prefill of a long prompt", bench_prefill},
     {"gemm", "the CPU backend's bf16 linear on each kernel path, TFLOP/s", bench_gemm},
     {"bw", "expert offload's PCIe and CPU expert bandwidth, alone and at once (cached for the engine)", bench_bw},
+    {"load", "serve under concurrent replayed agent sessions, optionally with its engine killed (chaos)", bench_load},
 };
 
 int run_bench(const Args& args) {
   std::string names;
   for (const Benchmark& b : kBenchmarks) names += std::string(names.empty() ? "" : ", ") + b.name;
   if (args.positional().empty()) return usage_error("bench", "which benchmark? one of: " + names);
+  // Only bench load starts a server, so only it takes flags for one after "--".
+  if (!args.pass_through().empty() && args.positional()[0] != "load")
+    return usage_error("bench", "flags after -- are for the server bench load starts");
   for (const Benchmark& b : kBenchmarks) {
     if (args.positional()[0] == b.name) return b.run(args);
   }
@@ -315,7 +322,8 @@ const Command kBenchCommand = {
     "bench",
     "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth), bench restore "
     "(checkpoint restore from disk vs disk bandwidth and recompute), bench decode|prefill (a model vs its bound), "
-    "bench bw (expert offload's PCIe and CPU bandwidth, cached for the engine)",
+    "bench bw (expert offload's PCIe and CPU bandwidth, cached for the engine), bench load (serve under replayed "
+    "agent sessions, with chaos)",
     "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]\n"
     "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]\n"
     "       freetoken bench decode --model DIR [--batch 1] [--prompt 128] [--steps 32] [--threads N]\n"
@@ -330,14 +338,14 @@ const Command kBenchCommand = {
      {"experts", "N", "expert: distinct experts cycled (0: max(64, 4x last-level cache))", "0"},
      {"isa", "NAME", "expert: kernel path: auto, scalar, avx2, avx512, avx512bf16", "auto"},
      {"threads", "N", "worker threads [default: all cores]", ""},
-     {"seconds", "S", "time per measurement, seconds", "2"},
+     {"seconds", "S", "expert, bw: time per measurement [2]; load: how long sessions start requests [600]", ""},
      {"copy-mib", "N", "memcpy/read buffer size, MiB", "1024"},
      {"dir", "D",
-      "restore: where the work directory goes (a fresh subdirectory, removed after) [default: the temp dir unless "
-      "tmpfs]",
+      "restore, load: where the work directory goes (a fresh subdirectory, removed after) [restore: the temp dir "
+      "unless tmpfs; load: the temp dir]",
       ""},
-     {"keep", "", "restore: keep the work directory (store + read file)", ""},
-     {"model", "DIR", "decode, prefill: the checkpoint directory", ""},
+     {"keep", "", "restore, load: keep the work directory (restore: store + read file; load: logs + store)", ""},
+     {"model", "DIR", "decode, prefill: the checkpoint directory; load: the model serve runs [the demo model]", ""},
      {"device", "DEV", "decode, prefill: where to run (auto, cpu, cuda)", "auto"},
      {"batch", "N", "decode: sequences decoded together [1]", ""},
      {"prompt", "N", "decode: prompt tokens per sequence before timing [128]; prefill: prompt length [4096]", ""},
@@ -357,12 +365,31 @@ const Command kBenchCommand = {
      {"policies", "LIST", "decode: with experts in host RAM, time each policy in turn, e.g. adaptive,fetch,cpu", ""},
      {"reference", "", "decode, prefill: the fp32 reference ops instead of the runtime kernels", ""},
      {"deterministic", "", "decode, prefill: one kernel family for every call size (see freetoken engine --help)", ""},
+     {"sessions", "N", "load: concurrent sessions [64]", ""},
+     {"variants", "N", "load: distinct session variants; session s is variant s % N [--sessions]", ""},
+     {"max-tokens", "N", "load: output tokens per request [16]", ""},
+     {"chaos-kill-every", "S", "load: SIGKILL the engine every S seconds (serve restarts it) [0: never]", ""},
+     {"check-outputs", "", "load: compare every answer with a no-cache server's, computed first (one at a time)", ""},
+     {"reference-concurrency", "N", "load: requests at a time in the no-cache reference pass [1]", ""},
+     {"traffic", "DIR", "load: the captured traffic [tests/fixtures/traffic next to this build]", ""},
+     {"conversations", "A,B", "load: only these traffic directories [all]", ""},
+     {"store", "DIR", "load: serve's checkpoint store, verified after [a fresh one in the work directory]", ""},
+     {"url", "URL", "load: a running server (http://HOST:PORT) instead of starting serve", ""},
+     {"serve-pid", "PID", "load: with --url, that serve's pid (RSS, chaos)", ""},
+     {"reference-url", "URL", "load: with --url and --check-outputs, a server run with --no-prefix-cache", ""},
+     {"progress-every", "S", "load: seconds between progress lines on stderr [30]", ""},
+     {"warm-up", "S",
+      "load: RSS is judged from S seconds on, once caches have filled (the KV high-water, the checkpoint RAM tier) "
+      "[20% of --seconds]",
+      ""},
+     {"json", "", "load: the report as JSON", ""},
      {"prefill-tok-s", "LIST",
       "restore: prefill rates to compare with, tokens/s, comma-separated (llama.cpp, Qwen3-30B-A3B shape on the H200 "
       "box: experts on CPU, all on GPU)",
       "2700,11900"}},
     1,
     run_bench,
+    /*pass_through=*/true,
 };
 
 }  // namespace ft::cli

@@ -8,16 +8,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "commands.h"
+#include "ctl_memory.h"
 #include "data_dirs.h"
 #include "ft/store/rocksdb_store.h"
 
@@ -224,9 +224,13 @@ int do_verify(RocksDbStore& st, bool as_json) {
 
 int run_ctl(const Args& args) {
   const auto& pos = args.positional();
+  if (!pos.empty() && pos[0] == "memory") {
+    if (pos.size() > 1) return usage_error("ctl memory", "takes no action word, only flags (--gpu-mem GiB)");
+    return run_ctl_memory(args);
+  }
   if (pos.empty() || pos[0] != "checkpoints") {
-    return usage_error("ctl", pos.empty() ? "what to operate on? one of: checkpoints"
-                                          : "unknown resource '" + pos[0] + "'; one of: checkpoints");
+    return usage_error("ctl", pos.empty() ? "what to operate on? one of: checkpoints, memory"
+                                          : "unknown resource '" + pos[0] + "'; one of: checkpoints, memory");
   }
   const std::string actions = "list, stats, usage, drop, verify";
   if (pos.size() < 2) return usage_error(kCmd, "which action? one of: " + actions);
@@ -269,18 +273,27 @@ int run_ctl(const Args& args) {
 
 const Command kCtlCommand = {
     "ctl",
-    "maintain a stopped server's data: ctl checkpoints list|stats|usage|drop|verify",
+    "maintain a stopped server's data (ctl checkpoints list|stats|usage|drop|verify) or resize a running one's GPU "
+    "memory (ctl memory --gpu-mem GiB)",
     "freetoken ctl checkpoints <list|stats|usage|drop|verify> [--store DIR] [--tenant T] [--model HEX32] [--json]\n\n"
     "  list    one line per checkpoint: tenant, model, prefix key, tokens, bytes, last use (UTC)\n"
     "  stats   entries, logical bytes, bytes on disk\n"
     "  usage   entries and bytes per tenant\n"
     "  drop    delete the checkpoints of --tenant, of --model, or of both together\n"
     "  verify  re-read every checkpoint and check its checksums; corrupt ones are removed (exit 1)\n\n"
-    "The store must not be open in a running server (exit 2 if it is).",
-    {{"store", "DIR", "checkpoint store directory [default: $XDG_DATA_HOME/freetoken/store, else ~/.local/share/freetoken/store]", ""},
+    "The store must not be open in a running server (exit 2 if it is).\n\n"
+    "freetoken ctl memory --gpu-mem GiB [--host 127.0.0.1] [--port 1919] [--api-key KEY] [--json]\n\n"
+    "  resizes the running server's expert cache so the model takes at most GiB of GPU memory (experts in host RAM\n"
+    "  only); the cache also gives way by itself when other processes need the GPU (serve's --gpu-mem-headroom).",
+    {{"store", "DIR",
+      "checkpoint store directory [default: $XDG_DATA_HOME/freetoken/store, else ~/.local/share/freetoken/store]", ""},
      {"tenant", "T", "only this tenant (list, usage, drop)", ""},
      {"model", "HEX32", "only this model fingerprint, 32 hex digits (list, drop)", ""},
-     {"json", "", "machine-readable output (one JSON document on stdout)", ""}},
+     {"json", "", "machine-readable output (one JSON document on stdout)", ""},
+     {"gpu-mem", "GiB", "memory: the GPU memory the running model may use", ""},
+     {"host", "ADDR", "memory: address of the running freetoken serve", "127.0.0.1"},
+     {"port", "N", "memory: its TCP port", "1919"},
+     {"api-key", "KEY", "memory: serve's --api-key, when it has one", ""}},
     2,
     run_ctl,
 };

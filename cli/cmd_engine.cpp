@@ -107,13 +107,23 @@ int run_engine(const Args& args) {
   sched.max_decode_stall_ms = args.get_double("max-decode-stall-ms");
 
   engine::Scheduler scheduler(**model, store.get(), sched);
+  // The expert cache gives GPU memory back to other processes and takes it again.
+  std::unique_ptr<engine::ElasticGpuMemory> elastic;
+  if ((*model)->placement().experts_on_host) {
+    const double headroom = args.get_double("gpu-mem-headroom");
+    if (!(headroom >= 0) || headroom > 1 << 20)
+      return usage_error("engine", "--gpu-mem-headroom must be 0 or more GiB");
+    elastic = std::make_unique<engine::ElasticGpuMemory>(
+        **model,
+        engine::ElasticGpuMemory::Options{uint64_t(headroom * double(1ull << 30)), std::chrono::milliseconds(200)});
+  }
   engine::EngineServerOptions eo;
   eo.host = args.get("host");
   eo.port = args.get_int("port");
   eo.key = key;
   eo.max_queued_requests = limits->max_queued_requests;
   eo.request_read_timeout_s = limits->request_read_timeout_s;
-  engine::EngineServer server(eo, scheduler, store.get());
+  engine::EngineServer server(eo, scheduler, store.get(), elastic.get());
   if (Status s = server.start(); !s) return runtime_error("engine", s.message());
   if (args.has("port-file")) {
     if (Status s = write_port_file(args.get("port-file"), server.port()); !s) return runtime_error("engine", s.message());

@@ -33,6 +33,7 @@ int run_serve(const Args& args) {
   EngineSupervisor::Options supervision;
   supervision.ready_timeout_s = int(args.get_int("engine-timeout"));
   supervision.liveness_timeout_s = int(args.get_int("engine-liveness-timeout"));
+  supervision.crash_window_s = int(args.get_int("engine-crash-window"));
   // Giving up on the engine ends serve: a proxy without an engine serves nothing.
   std::atomic<bool> gave_up{false};
   supervision.on_give_up = [&gave_up](const std::string&) {
@@ -72,7 +73,9 @@ std::vector<Flag> serve_flags() {
       {"engine-stall-timeout", "SECONDS",
        "a generation that hears nothing from the engine this long fails as unavailable (503, retry)", "60", false},
       {"engine-liveness-timeout", "SECONDS",
-       "an engine whose status route has not answered this long is hung: killed and restarted (0: never)", "60",
+       "an engine whose status route has not answered this long is hung: killed and restarted (0: never)", "60", false},
+      {"engine-crash-window", "SECONDS",
+       "an engine that dies or hangs within this long of coming up is failing: after five in a row serve stops", "30",
        false},
       {"tokenizer-from", "DIR", "where the demo model's Qwen3 tokenizer files come from", "", false}};
   flags.insert(flags.end(), more.begin(), more.end());

@@ -12,6 +12,10 @@ std::vector<Flag> engine_runtime_flags() {
           {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
           {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
           {"gpu-checkpoint-gb", "GB", "GPU memory for the hot checkpoint tier (0: none)", "0", false},
+          {"gpu-mem-headroom", "GiB",
+           "with experts in host RAM: when another process leaves less than this free on the GPU, the expert cache "
+           "gives memory back, and takes it again once free (0: a fixed --gpu-mem)",
+           "0.5", false},
           {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
           {"max-running", "N", "sequences batched together", "8", false},
           {"max-waiting", "N", "requests queued beyond those before 'overloaded' (429/529)", "16", false},

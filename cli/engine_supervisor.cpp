@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 
 #include "ft/proxy/backend.h"
 #include "key_file.h"
@@ -129,8 +130,10 @@ Status EngineSupervisor::wait_ready(pid_t pid, int timeout_s) {
 
 void EngineSupervisor::watch() {
   auto backoff = std::chrono::milliseconds(250);
-  int failures = 0;  // engines in a row that died or hung within a minute of starting
-  auto started = Clock::now();
+  int failures = 0;  // engines in a row that ended before they had served crash_window_s
+  // When the current engine became ready (the first one is when watching starts); none while a
+  // restarted one has not come up.
+  std::optional<Clock::time_point> ready_at = Clock::now();
   for (;;) {
     pid_t pid;
     {
@@ -145,13 +148,16 @@ void EngineSupervisor::watch() {
       child_ = -1;
       if (stopping_) return;
     }
-    const bool soon = Clock::now() - started < std::chrono::seconds(60);
-    failures = soon ? failures + 1 : 1;
-    if (!soon) backoff = std::chrono::milliseconds(250);
+    // Measured from readiness, not from the start: an engine that served a while and was then
+    // killed (out of memory, an operator, a chaos test) is no crash loop, however long it took to
+    // load; one that never came up, or died right after, is.
+    const bool quick = !ready_at || Clock::now() - *ready_at < std::chrono::seconds(options_.crash_window_s);
+    failures = quick ? failures + 1 : 1;
+    if (!quick) backoff = std::chrono::milliseconds(250);
     const std::string why = pid > 0 ? "the engine ended (" + describe_exit(status) + ")" : "the engine did not start";
     if (failures >= options_.max_failures) {
-      const std::string msg = why + ", the " + std::to_string(failures) + "th time in a row within a minute of "
-                              "starting; giving up";
+      const std::string msg = why + ", the " + std::to_string(failures) + "th time in a row within " +
+                              std::to_string(options_.crash_window_s) + " s of serving; giving up";
       std::fprintf(stderr, "freetoken serve: %s\n", msg.c_str());
       if (options_.on_give_up) options_.on_give_up(msg);
       return;
@@ -166,8 +172,9 @@ void EngineSupervisor::watch() {
       next = child_ = spawn();  // on a fresh port: the old one may belong to someone else by now
       ++restarts_;
     }
-    started = Clock::now();
+    ready_at.reset();
     if (next > 0 && wait_ready(next, options_.ready_timeout_s)) {
+      ready_at = Clock::now();
       ready_ = true;
       std::fprintf(stderr, "freetoken serve: the engine is back on port %d\n", port_->load());
     } else if (next > 0) {

@@ -3,10 +3,10 @@
 // with the same flags and key (its checkpoints persist in the store) on a fresh port, which the
 // proxy follows (port_source): a port given up is never re-bound, so no other process waiting for
 // it gets the proxy's traffic. Restarts back off (0.25 s doubling to 8 s); after
-// `max_failures` engines in a row that died or hung within a minute of starting, it gives up and
-// calls `on_give_up`. The engine requires a key `serve` makes at start, so only this proxy can use
-// it. The child is killed with its parent (PR_SET_PDEATHSIG), so a killed `serve` never leaves an
-// engine holding the store's lock.
+// `max_failures` engines in a row that did not come up, or died or hung within `crash_window_s`
+// of coming up, it gives up and calls `on_give_up`. The engine requires a key `serve` makes at
+// start, so only this proxy can use it. The child is killed with its parent (PR_SET_PDEATHSIG), so
+// a killed `serve` never leaves an engine holding the store's lock.
 #pragma once
 
 #include <sys/types.h>
@@ -30,7 +30,8 @@ class EngineSupervisor {
   struct Options {
     int ready_timeout_s = 600;     // for the engine to load its model and listen
     int liveness_timeout_s = 60;   // no answer from its status route this long: hung (0: never)
-    int max_failures = 5;          // engines in a row that died or hung soon after starting
+    int max_failures = 5;          // engines in a row that died or hung soon after coming up
+    int crash_window_s = 30;       // "soon": before serving this long
     std::function<void(const std::string& why)> on_give_up = nullptr;
   };
   // Starts `freetoken engine <engine_args> --port 0 --port-file ...` and waits until it listens.

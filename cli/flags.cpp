@@ -105,6 +105,14 @@ std::optional<Args> parse(const Command& command, const std::vector<std::string>
   return Parser::run(command, argv, exit_code);
 }
 
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
 std::string help_text(const Command& cmd) {
   std::ostringstream os;
   os << cmd.summary << "\n\nUsage: " << cmd.usage << "\n";

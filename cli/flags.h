@@ -54,6 +54,8 @@ std::string help_text(const Command& command);
 
 // Prints "freetoken <cmd>: <message>" to stderr and returns 2 (usage error) or 1 (runtime error).
 int usage_error(const std::string& command, const std::string& message);
+// A flag's comma-separated list ("a,b,,c" -> a, b, c: empty items dropped).
+std::vector<std::string> split_commas(const std::string& s);
 int runtime_error(const std::string& command, const std::string& message);
 
 }  // namespace ft::cli

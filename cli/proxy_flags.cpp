@@ -13,17 +13,6 @@
 
 namespace ft::cli {
 namespace fs = std::filesystem;
-namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-}  // namespace
 
 std::vector<Flag> proxy_server_flags() {
   std::vector<Flag> flags = {

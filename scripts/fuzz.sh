@@ -22,7 +22,7 @@ RSS_MB=4096
 MERGE=0
 TARGETS=()
 ALL=(anthropic_request openai_chat_request responses_request count_tokens_request chat_template tokenizer
-     output_parser engine_protocol safetensors checkpoint_header)
+     output_parser engine_protocol safetensors checkpoint_header gguf)
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,7 +46,10 @@ command -v clang++ >/dev/null || { echo "fuzz: needs clang++ (Debian: apt-get in
 if [ ! -f "$BUILD/build.ninja" ]; then
   CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFT_CUDA=OFF -DFT_FUZZ=ON
 fi
-cmake --build "$BUILD" --target ft_fuzz_targets -j"$JOBS"
+# Only the chosen targets (and their replay twins, which pack and unpack the corpora).
+BUILD_TARGETS=()
+for t in "${TARGETS[@]}"; do BUILD_TARGETS+=("ft_fuzz_$t" "ft_replay_$t"); done
+cmake --build "$BUILD" --target "${BUILD_TARGETS[@]}" -j"$JOBS"
 
 mkdir -p "$BUILD/crashes" "$BUILD/logs"
 PACKS=tests/fuzz/corpus

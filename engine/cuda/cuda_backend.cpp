@@ -81,8 +81,9 @@ class CudaBackend final : public Backend {
   };
 
  public:
-  CudaBackend(std::string name, std::shared_ptr<cuda::Stream> stream, cublasHandle_t blas)
+  CudaBackend(std::string name, int device, std::shared_ptr<cuda::Stream> stream, cublasHandle_t blas)
       : name_(std::move(name)),
+        device_(device),
         stream_(std::move(stream)),
         blas_(blas),
         memory_(std::make_shared<cuda::DeviceMemory>(stream_)),
@@ -211,6 +212,22 @@ class CudaBackend final : public Backend {
   }
   void set_moe_policy(const MoePolicy& policy) override {
     if (offload_) offload_->set_policy(policy);
+  }
+  // Both may run on a thread other than the one issuing passes (a control request, the memory
+  // watcher): the device is made current there first.
+  Result<int> resize_expert_cache(int slots, int floor_per_layer) override {
+    if (!offload_) return Backend::resize_expert_cache(slots, floor_per_layer);
+    cudaSetDevice(device_);
+    return offload_->resize(slots, floor_per_layer);
+  }
+  std::optional<DeviceMemoryInfo> device_memory() const override {
+    std::size_t free = 0, total = 0;
+    cudaSetDevice(device_);
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      cudaGetLastError();
+      return std::nullopt;
+    }
+    return DeviceMemoryInfo{free, total};
   }
   Status reserve_workspace(std::size_t bytes) override {
     if (!scratch_.reserve(bytes)) return unavailable("cannot set aside " + std::to_string(bytes >> 20) + " MiB of GPU memory for the workspace");
@@ -627,7 +644,7 @@ class CudaBackend final : public Backend {
     for (bool c : on_cpu) cpu_experts += c ? 1 : 0;
     float* y = reinterpret_cast<float*>(*y_host);
     const unsigned seq = o.next_cpu_seq();
-    o.cpu().submit([&o, &w, x_host, T, K, mine, weights, y, seq, cpu_experts, bytes, fetched] {
+    o.cpu().submit([&o, &w, layer, x_host, T, K, mine, weights, y, seq, cpu_experts, bytes, fetched] {
       const auto t0 = std::chrono::steady_clock::now();
       try {
         o.cpu().run(w, x_host, T, K, mine, weights, y);
@@ -638,6 +655,7 @@ class CudaBackend final : public Backend {
       o.model().observe_cpu(cpu_experts * bytes, secs, fetched);
       ExpertOffloadStats& st = o.stats();
       st.cpu_computed += cpu_experts;
+      st.layer_cpu_computed[std::size_t(layer)] += cpu_experts;
       st.cpu_bytes += cpu_experts * bytes;
       st.cpu_seconds += secs;
       o.signal(seq);  // last: the GPU (and through it the next layer) goes on after this
@@ -1119,6 +1137,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name_;
+  int device_;
   std::shared_ptr<cuda::Stream> stream_;
   cublasHandle_t blas_;
   std::shared_ptr<cuda::DeviceMemory> memory_;
@@ -1164,7 +1183,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options
   cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
   const std::string name = "cuda:" + std::to_string(options.device) + " " + info.name + " (sm_" +
                            std::to_string(info.compute_major * 10 + info.compute_minor) + ")";
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(name, std::move(stream), blas));
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(name, options.device, std::move(stream), blas));
 }
 
 }  // namespace ft::engine

@@ -11,7 +11,9 @@ namespace ft::engine::cuda {
 namespace {
 
 constexpr std::size_t kAlign = 256;
-constexpr std::size_t kChunkBytes = std::size_t(1) << 30;  // slots are allocated a chunk at a time
+// Slots are allocated a chunk at a time, and a resize frees or adds whole chunks: small enough
+// that the cache can give back memory in steps of a few hundred MiB.
+constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
 
 std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -36,21 +38,22 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   const int transient = std::clamp(std::max(options.slots / 4, options.top_k), 1, std::min(128, options.slots - 2));
   std::unique_ptr<ExpertSlots> x(new ExpertSlots(options, transient));
   x->stats_.slots = options.slots;
+  x->stats_.min_slots = transient + 2;
   x->stats_.policy = options.policy.name();
   x->stats_.layer_hit_rate.assign(std::size_t(options.layers), 0.0);
+  x->stats_.layer_fetched.assign(std::size_t(options.layers), 0);
+  x->stats_.layer_cpu_computed.assign(std::size_t(options.layers), 0);
   x->last_active_.resize(std::size_t(options.layers));
   x->publish();
   const auto fail = [](const char* what, cudaError_t err) {
     cudaGetLastError();
     return unavailable(error_text(what, err));
   };
-  x->slots_per_chunk_ = int(std::max<std::size_t>(1, kChunkBytes / options.slot_bytes));
-  for (int s = 0; s < options.slots; s += x->slots_per_chunk_) {
-    const std::size_t n = std::size_t(std::min(x->slots_per_chunk_, options.slots - s)) * options.slot_bytes;
-    void* p = nullptr;
-    if (cudaError_t err = cudaMalloc(&p, n); err != cudaSuccess) return fail("allocating expert slots", err);
-    x->chunks_.push_back(static_cast<std::byte*>(p));
-  }
+  // At least eight chunks, so a small cache resizes in steps of an eighth of it or less.
+  x->slots_per_chunk_ = int(std::clamp<std::size_t>(kChunkBytes / options.slot_bytes, 1,
+                                                    std::max<std::size_t>(1, std::size_t(options.slots) / 8)));
+  x->o_.slots = 0;
+  if (!x->grow_to(options.slots)) return fail("allocating expert slots", cudaErrorMemoryAllocation);
   void* z = nullptr;
   if (cudaError_t err = cudaMalloc(&z, options.slot_bytes); err != cudaSuccess) return fail("the zero expert", err);
   x->zero_ = static_cast<std::byte*>(z);
@@ -74,7 +77,7 @@ ExpertSlots::~ExpertSlots() {
   if (copy_) cudaStreamSynchronize(copy_);
   if (flag_) cudaFreeHost(flag_);
   for (void* p : pinned_) cudaHostUnregister(p);
-  for (std::byte* c : chunks_) cudaFree(c);
+  for (const Chunk& c : chunks_) cudaFree(c.base);
   if (zero_) cudaFree(zero_);
   for (cudaEvent_t e : {round_done_[0], round_done_[1], round_done_[2], all_done_, group_.begin, group_.end})
     if (e) cudaEventDestroy(e);
@@ -140,8 +143,59 @@ std::string ExpertSlots::check(const MoeWeights& w) const {
   return "";
 }
 
-std::byte* ExpertSlots::slot_base(int s) const {
-  return chunks_[std::size_t(s / slots_per_chunk_)] + std::size_t(s % slots_per_chunk_) * o_.slot_bytes;
+bool ExpertSlots::grow_to(int want) {
+  while (o_.slots < want) {
+    const int n = std::min(slots_per_chunk_, want - o_.slots);
+    void* p = nullptr;
+    if (cudaMalloc(&p, std::size_t(n) * o_.slot_bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    chunks_.push_back({static_cast<std::byte*>(p), n});
+    for (int i = 0; i < n; ++i) slot_base_.push_back(chunks_.back().base + std::size_t(i) * o_.slot_bytes);
+    o_.slots += n;
+  }
+  return true;
+}
+
+Result<int> ExpertSlots::resize(int slots, int floor_per_layer) {
+  const int transient = transient_slots();
+  if (slots < transient + 2)
+    return invalid_argument("the expert cache needs at least " + std::to_string(transient + 2) + " slots");
+  if (slots == o_.slots) {
+    cache_.set_floor_per_layer(floor_per_layer);
+    return o_.slots;
+  }
+  // Nothing may be reading or writing a slot: the last pass has synchronised its compute; its
+  // copies and its CPU share are waited for here.
+  cpu_.drain();
+  if (cudaError_t err = cudaStreamSynchronize(copy_); err != cudaSuccess) {
+    cudaGetLastError();
+    return internal_error(error_text("expert copies before a resize", err));
+  }
+  settle();
+  if (slots < o_.slots) {
+    // Whole chunks from the end, as long as what stays holds `slots`.
+    int keep = o_.slots;
+    while (!chunks_.empty() && keep - chunks_.back().slots >= slots) {
+      keep -= chunks_.back().slots;
+      cudaFree(chunks_.back().base);
+      chunks_.pop_back();
+    }
+    if (keep < o_.slots) {
+      cache_.resize(keep - transient);  // the experts in the freed slots are gone
+      slot_base_.resize(std::size_t(keep));
+      o_.slots = keep;
+    }
+  } else if (slots > o_.slots) {
+    grow_to(slots);  // as far as the GPU allows
+    cache_.resize(o_.slots - transient);
+  }
+  cache_.set_floor_per_layer(floor_per_layer);
+  o_.floor_per_layer = floor_per_layer;
+  stats_.slots = o_.slots;
+  publish();
+  return o_.slots;
 }
 
 namespace {
@@ -184,6 +238,7 @@ void ExpertSlots::fetch(const MoeWeights& w, int e, int s) {
   group_.bytes += m.bytes();
   ++group_.experts;
   ++stats_.fetched;
+  ++stats_.layer_fetched[std::size_t(layer_of(w))];
   stats_.fetched_bytes += m.bytes();
 }
 

@@ -43,6 +43,13 @@ class ExpertSlots {
   ExpertSlots& operator=(const ExpertSlots&) = delete;
 
   const ExpertOffloadOptions& options() const { return o_; }
+  // Resizes to `slots` slots in all (transient ones included) between passes, the cache keeping
+  // `floor_per_layer` per layer. Memory goes and comes a chunk of slots at a time: shrinking keeps
+  // the chunks whose slots all lie below `slots` (at least enough for the transient slots and two
+  // cached ones) and frees the rest with the experts they held; growing allocates chunks until
+  // `slots` or until the GPU has no more. Returns the slots it has now.
+  Result<int> resize(int slots, int floor_per_layer);
+  int slots() const { return o_.slots; }
   void set_policy(const MoePolicy& p) {
     o_.policy = p;
     stats_.policy = p.name();
@@ -116,7 +123,7 @@ class ExpertSlots {
 
  private:
   ExpertSlots(const ExpertOffloadOptions& options, int transient);
-  std::byte* slot_base(int s) const;
+  std::byte* slot_base(int s) const { return slot_base_[std::size_t(s)]; }
 
   ExpertOffloadOptions o_;
   ExpertCache cache_;
@@ -126,7 +133,14 @@ class ExpertSlots {
   mutable std::mutex published_mu_;  // also guards cpu_failure_
   ExpertOffloadStats published_;
   std::string cpu_failure_;
-  std::vector<std::byte*> chunks_;  // slot memory, a few slots a chunk
+  // Allocates chunks for slots [o_.slots, want); false when the GPU had no room for the next one.
+  bool grow_to(int want);
+  struct Chunk {
+    std::byte* base = nullptr;
+    int slots = 0;
+  };
+  std::vector<Chunk> chunks_;          // slot memory, a few slots a chunk
+  std::vector<std::byte*> slot_base_;  // per slot: where it starts (inside its chunk)
   int slots_per_chunk_ = 1;
   std::byte* zero_ = nullptr;  // one slot of zeros
   unsigned* flag_ = nullptr;   // pinned, mapped: the last CPU task done

@@ -252,7 +252,13 @@ Result<LaunchedTurn> launch_turn(const ChatContext& ctx, const PreparedTurn& tur
       start = 0;
       continue;
     }
-    const Status st = internal_error("engine: " + (first ? first->message : std::string("no answer")));
+    // An engine lost between admitting the request and starting it (killed, restarting, silent)
+    // is as retryable as one that refused it: the client has received nothing yet.
+    const std::string what = first ? first->message : std::string("no answer");
+    const bool failed = first && first->type == wire::Event::Type::kError;
+    Status st = internal_error("engine: " + what);
+    if (!first || (failed && first->code == wire::ErrorCode::kUnavailable)) st = unavailable("engine: " + what);
+    if (failed && first->code == wire::ErrorCode::kOverloaded) st = unavailable("overloaded: " + what);
     error = to_api_error(st);
     return st;
   }
@@ -295,8 +301,12 @@ void stream_turn(const ChatContext& ctx, const PreparedTurn& turn, LaunchedTurn 
   });
   if (!client_alive) return;
   if (!result) {
-    // Headers are gone already: the error travels as a stream event in the API's own shape.
+    // Headers are gone already: the error travels as a stream event in the API's own shape. An
+    // engine lost mid-stream is worth a retry, but the 503 that would say so cannot be sent now:
+    // it goes as the API's overloaded error (Anthropic's overloaded_error, OpenAI's rate-limit
+    // type), the error a client retries after a pause.
     ApiError e = to_api_error(result.status());
+    if (e.kind == ApiErrorKind::kUnavailable) e.kind = ApiErrorKind::kOverloaded;
     std::string body = protocol::error_body(d, e);
     write(d == Dialect::kAnthropic ? "event: error\ndata: " + body + "\n\n" : "data: " + body + "\n\n");
     return;

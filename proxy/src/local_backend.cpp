@@ -51,6 +51,14 @@ class LocalBackend final : public GenerationBackend {
 
   nlohmann::json status() override { return engine::engine_status(*scheduler_, store_.get()); }
   nlohmann::json memory() override { return engine::engine_memory(store_.get()); }
+  Result<nlohmann::json> resize_gpu_memory(std::uint64_t budget_bytes) override {
+    Result<engine::PlacementPlan> plan = model_->resize_gpu_memory(budget_bytes);
+    if (!plan) {
+      if (plan.status().code() == ErrorCode::kUnsupported) return invalid_argument(plan.status().message());
+      return plan.status();
+    }
+    return nlohmann::json{{"placement", engine::placement_json(*model_)}};
+  }
 
  private:
   std::unique_ptr<engine::Model> model_;

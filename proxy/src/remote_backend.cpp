@@ -171,6 +171,21 @@ class RemoteBackend final : public GenerationBackend {
   json status() override { return get_engine_document(host_, port(), key_, "/engine/v1/status"); }
   json memory() override { return get_engine_document(host_, port(), key_, "/engine/v1/memory"); }
 
+  Result<json> resize_gpu_memory(std::uint64_t budget_bytes) override {
+    httplib::Client c(host_, port());
+    c.set_connection_timeout(2, 0);
+    c.set_read_timeout(60, 0);  // waits for the pass in progress, then frees or allocates
+    auto r = c.Post("/engine/v1/gpu-memory", protocol_headers(key_), json{{"budget_bytes", budget_bytes}}.dump(),
+                    "application/json");
+    if (!r) return engine_unavailable(httplib::to_string(r.error()));
+    auto j = json::parse(r->body, nullptr, false);
+    if (r->status == 200 && j.is_object()) return j;
+    const std::string message = j.is_object() && j.contains("message") && j["message"].is_string()
+                                    ? j["message"].get<std::string>()
+                                    : "engine answered " + std::to_string(r->status);
+    return r->status == 400 ? invalid_argument(message) : unavailable(message);
+  }
+
  private:
 
   int port() const { return port_->load(); }

@@ -158,6 +158,34 @@ struct Server::Impl {
     return false;
   }
 
+  // {"budget_bytes": N}: the engine's expert cache resized to a GPU memory budget (`freetoken ctl
+  // memory --gpu-mem`). A setting of the whole server: with named tenants no caller may change it.
+  void gpu_memory(const httplib::Request& q, httplib::Response& r) {
+    constexpr Dialect d = Dialect::kOpenAIChat;
+    if (!admit(q, r, d)) return;
+    if (!options.api_keys.empty()) {
+      return send_error(r, d,
+                        {ApiErrorKind::kPermission,
+                         "GPU memory is a setting of the whole server, not of a tenant: set it with serve's "
+                         "--gpu-mem",
+                         std::nullopt, ""});
+    }
+    const auto body = nlohmann::json::parse(q.body, nullptr, false);
+    const nlohmann::json* n = body.is_object() && body.contains("budget_bytes") ? &body["budget_bytes"] : nullptr;
+    if (!n || !n->is_number() || n->get<double>() < 1 || n->get<double>() > 9.0e18)
+      return send_error(r, d,
+                        {ApiErrorKind::kInvalidRequest, "field 'budget_bytes' (a positive number) is required",
+                         std::nullopt, "budget_bytes"});
+    Result<nlohmann::json> done = backend->resize_gpu_memory(std::uint64_t(n->get<double>()));
+    if (!done) {
+      const bool theirs = done.status().code() == ErrorCode::kInvalidArgument;
+      return send_error(r, d,
+                        {theirs ? ApiErrorKind::kInvalidRequest : ApiErrorKind::kUnavailable, done.status().message(),
+                         theirs ? std::nullopt : std::optional<int>(1), ""});
+    }
+    r.set_content(done->dump(), "application/json");
+  }
+
   // Shared front of every POST: auth and size checks in the caller's dialect.
   bool admit(const httplib::Request& req, httplib::Response& res, Dialect d) {
     ++requests_total;
@@ -386,6 +414,7 @@ struct Server::Impl {
       r.set_header("Cache-Control", "no-store");
       r.set_content(stats_json(tenant).dump(), "application/json");
     });
+    http.Post("/v1/gpu-memory", [this](const auto& q, auto& r) { gpu_memory(q, r); });
     add_dashboard_routes(http);
     http.Get("/metrics", [this](const auto& q, auto& r) {
       if (admit_get(q, r)) r.set_content(metrics_text(), "text/plain; version=0.0.4");

@@ -37,6 +37,7 @@ class NoEngine final : public proxy::GenerationBackend {
   const proxy::ModelInfo& info() const override { return info_; }
   nlohmann::json status() override { return nlohmann::json::object(); }
   nlohmann::json memory() override { return nlohmann::json::object(); }
+  Result<nlohmann::json> resize_gpu_memory(std::uint64_t) override { return unavailable("none"); }
 
  private:
   proxy::ModelInfo info_;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/client_requests.h"
 #include "ft/protocol/tokenizer.h"
+#include "ft/proxy/backend.h"
 #include "ft/proxy/server.h"
 #include "test_support.h"
 
@@ -56,7 +58,9 @@ class ServerE2E : public ::testing::Test {
     ASSERT_TRUE(tok) << tok.status().to_string();
     auto tmpl = protocol::ChatTemplate::from_tokenizer(*tok);
     ASSERT_TRUE(tmpl) << tmpl.status().to_string();
-    auto s = Server::create(opts, std::move(backend).value(), std::move(tok).value(), std::move(tmpl).value());
+    std::unique_ptr<GenerationBackend> engine = std::move(backend).value();
+    if (wrap_backend_) engine = wrap_backend_(std::move(engine));
+    auto s = Server::create(opts, std::move(engine), std::move(tok).value(), std::move(tmpl).value());
     ASSERT_TRUE(s);
     server_ = std::move(s).value();
     ASSERT_TRUE(server_->start());
@@ -101,6 +105,59 @@ class ServerE2E : public ::testing::Test {
 
   static inline std::unique_ptr<test::TempDir> dir_;
   std::unique_ptr<Server> server_;
+  // Set before start_server: what the server gets instead of the engine itself.
+  std::function<std::unique_ptr<GenerationBackend>(std::unique_ptr<GenerationBackend>)> wrap_backend_;
+};
+
+// The engine lost in the middle of a generation, as the remote backend reports an engine process
+// that died or went silent: after `token_events` token events (-1: before it started) the
+// generation ends with an unavailable error.
+class LostGeneration final : public Generation {
+ public:
+  LostGeneration(std::unique_ptr<Generation> inner, int token_events)
+      : inner_(std::move(inner)), token_events_(token_events) {}
+  std::optional<wire::Event> next() override {
+    if (ended_) return std::nullopt;
+    if ((!started_ && token_events_ < 0) || (started_ && seen_ >= token_events_)) {
+      ended_ = true;
+      inner_->cancel();
+      wire::Event e;
+      e.type = wire::Event::Type::kError;
+      e.code = wire::ErrorCode::kUnavailable;
+      e.message = "engine connection lost or silent mid-generation";
+      return e;
+    }
+    auto e = inner_->next();
+    if (e && e->type == wire::Event::Type::kStarted) started_ = true;
+    if (e && e->type == wire::Event::Type::kTokens) ++seen_;
+    return e;
+  }
+  void cancel() override { inner_->cancel(); }
+
+ private:
+  std::unique_ptr<Generation> inner_;
+  const int token_events_;
+  bool started_ = false, ended_ = false;
+  int seen_ = 0;
+};
+
+class LosingBackend final : public GenerationBackend {
+ public:
+  LosingBackend(std::unique_ptr<GenerationBackend> inner, int token_events)
+      : inner_(std::move(inner)), token_events_(token_events) {}
+  Result<wire::LookupReply> lookup(const wire::LookupRequest& r) override { return inner_->lookup(r); }
+  Result<std::unique_ptr<Generation>> start(const wire::GenerateRequest& r) override {
+    FT_ASSIGN_OR_RETURN(auto g, inner_->start(r));
+    return std::unique_ptr<Generation>(std::make_unique<LostGeneration>(std::move(g), token_events_));
+  }
+  const ModelInfo& info() const override { return inner_->info(); }
+  json status() override { return inner_->status(); }
+  json memory() override { return inner_->memory(); }
+  Result<json> resize_gpu_memory(std::uint64_t bytes) override { return inner_->resize_gpu_memory(bytes); }
+
+ private:
+  std::unique_ptr<GenerationBackend> inner_;
+  const int token_events_;
 };
 
 TEST_F(ServerE2E, AnthropicNonStreaming) {
@@ -553,6 +610,39 @@ TEST_F(ServerE2E, NamedKeysMapCallersToTenants) {
   EXPECT_EQ(client().Get("/v1/stats", bearer)->status, 200);
 }
 
+// POST /v1/gpu-memory (`ctl memory --gpu-mem`) resizes the engine's expert cache: on the CPU there
+// is none, which the server and `ctl memory` say plainly; bad bodies are 400s naming the field;
+// with named tenants no caller may change a setting of the whole server; the server goes on.
+TEST_F(ServerE2E, GpuMemoryRequestsAreRefusedClearlyWithoutAnExpertCache) {
+  auto post = [&](const std::string& body, httplib::Headers h = {}) {
+    auto r = client().Post("/v1/gpu-memory", h, body, "application/json");
+    EXPECT_TRUE(r);
+    return r;
+  };
+  auto r = post(R"({"budget_bytes": 4294967296})");
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("expert cache"), std::string::npos)
+      << r->body;
+  for (const char* bad : {R"({})", R"({"budget_bytes": "4G"})", R"({"budget_bytes": -1})", R"([1])"}) {
+    auto b = post(bad);
+    EXPECT_EQ(b->status, 400) << bad;
+    EXPECT_EQ(json::parse(b->body)["error"]["param"], "budget_bytes") << bad << ": " << b->body;
+  }
+  const test::CommandResult ctl =
+      test::run_freetoken({"ctl", "memory", "--gpu-mem", "4", "--port", std::to_string(server_->port())});
+  EXPECT_EQ(ctl.exit_code, 2) << ctl.out << ctl.err;
+  EXPECT_NE(ctl.err.find("expert cache"), std::string::npos) << ctl.err;
+  EXPECT_EQ(client().Post("/v1/messages", anthropic_body(false), "application/json")->status, 200);
+
+  ServerOptions opts;
+  opts.api_keys = {{"team-a", "ka-1"}};
+  start_server(opts);
+  EXPECT_EQ(post(R"({"budget_bytes": 4294967296})")->status, 401);
+  auto named = post(R"({"budget_bytes": 4294967296})", {{"Authorization", "Bearer ka-1"}});
+  EXPECT_EQ(named->status, 403) << named->body;
+  EXPECT_NE(named->body.find("--gpu-mem"), std::string::npos) << named->body;
+}
+
 // Tenants are API keys: one key's checkpoints never serve another's, while sessions of the same
 // key with the same system prompt share one checkpoint of it: one write, then a hit per session.
 TEST_F(ServerE2E, TenantsDoNotShareButSessionsOfOneTenantDo) {
@@ -668,6 +758,52 @@ TEST_F(ServerE2E, OverloadIsA529WithRetryAfter) {
   EXPECT_EQ(r->status, 529) << r->body;
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "overloaded_error");
   EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+}
+
+// An engine lost mid-request (killed, restarting) is an error the client retries, in every
+// dialect: a 503 with Retry-After while no byte was sent, else the API's overloaded error event.
+TEST_F(ServerE2E, AnEngineLostMidRequestIsARetryableError) {
+  const json chat = {{"model", "tiny"},
+                     {"max_tokens", 8},
+                     {"temperature", 0},
+                     {"stream", true},
+                     {"messages", {{{"role", "user"}, {"content", "hello"}}}}};
+  wrap_backend_ = [](std::unique_ptr<GenerationBackend> b) {
+    return std::make_unique<LosingBackend>(std::move(b), -1);
+  };
+  start_server({});
+  for (const bool stream : {false, true}) {
+    auto r = client().Post("/v1/messages", anthropic_body(stream), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503) << r->body;
+    EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+    json body = chat;
+    body["stream"] = stream;
+    r = client().Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503) << r->body;
+    EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  }
+
+  wrap_backend_ = [](std::unique_ptr<GenerationBackend> b) { return std::make_unique<LosingBackend>(std::move(b), 3); };
+  start_server({});
+  auto r = client().Post("/v1/messages", anthropic_body(false), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  r = client().Post("/v1/messages", anthropic_body(true), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("event: content_block_delta"), std::string::npos) << r->body;
+  const auto event = r->body.find("event: error\ndata: ");
+  ASSERT_NE(event, std::string::npos) << r->body;
+  const json error = json::parse(r->body.substr(event + 19, r->body.find('\n', event + 19) - event - 19));
+  EXPECT_EQ(error["error"]["type"], "overloaded_error") << r->body;
+  EXPECT_EQ(r->body.find("message_stop"), std::string::npos) << r->body;
+  r = client().Post("/v1/chat/completions", chat.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("\"type\":\"rate_limit_exceeded\""), std::string::npos) << r->body;
+  EXPECT_EQ(r->body.find("[DONE]"), std::string::npos) << r->body;
 }
 
 // /v1/stats shows each client (tenant and agent) and what the engine holds in memory; with named

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -190,7 +191,36 @@ class DecoderModel final : public Model {
     return pool_ ? std::optional<KvLayout>(pool_->layout()) : std::nullopt;
   }
   BackendKind backend_kind() const override { return be_->kind(); }
-  const PlacementPlan& placement() const override { return plan_; }
+  PlacementPlan placement() const override {
+    std::lock_guard lock(plan_mu_);
+    return plan_;
+  }
+  Result<PlacementPlan> resize_gpu_memory(uint64_t budget_bytes) const override {
+    PlacementPlan plan = placement();
+    if (!plan.experts_on_host || plan.expert_slot_bytes == 0) return Model::resize_gpu_memory(budget_bytes);
+    // Everything but the cache stays: what the budget leaves after it is the cache's.
+    const uint64_t fixed = plan.total_bytes() - plan.expert_cache_bytes();
+    const uint64_t slots = budget_bytes > fixed ? (budget_bytes - fixed) / plan.expert_slot_bytes : 0;
+    if (slots > uint64_t(std::numeric_limits<int>::max()))
+      return invalid_argument("a GPU memory budget of " + gib_text(budget_bytes) + " is more than the cache can use");
+    Result<int> now = unsupported("");
+    {
+      std::lock_guard lock(mu_);  // between passes
+      now = be_->resize_expert_cache(int(slots), expert_floor(slots, plan.moe_layers));
+    }
+    if (!now) {
+      if (now.status().code() != ErrorCode::kInvalidArgument) return now.status();
+      return invalid_argument(gib_text(budget_bytes) +
+                              " of GPU memory is too little: the weights, KV pool and "
+                              "workspace take " +
+                              gib_text(fixed) + ", and " + now.status().message());
+    }
+    std::lock_guard lock(plan_mu_);
+    plan_.expert_slots = uint64_t(*now);
+    plan_.budget_bytes = plan_.total_bytes();  // what it takes now: the cache moves in whole chunks
+    return plan_;
+  }
+  std::optional<Backend::DeviceMemoryInfo> device_memory() const override { return be_->device_memory(); }
   void set_routing_trace(RoutingTrace* trace) const override {
     std::lock_guard lock(mu_);
     be_->set_routing_trace(trace);
@@ -407,13 +437,14 @@ class DecoderModel final : public Model {
   std::string fingerprint_;
   std::unique_ptr<Backend> be_;
   mutable std::mutex mu_;
+  mutable std::mutex plan_mu_;  // plan_ after load (the expert cache's size changes)
   Matrix embed_;  // [vocab, hidden]
   std::vector<DecoderLayer> layers_;
   RmsNorm norm_;
   Matrix lm_head_;  // [vocab, hidden]; the embedding when tied
   std::shared_ptr<KvPool> pool_;
   std::size_t linear_layers_ = 0;
-  PlacementPlan plan_;
+  mutable PlacementPlan plan_;  // under plan_mu_ once loaded: resize_gpu_memory changes the cache
 };
 
 }  // namespace

@@ -61,11 +61,13 @@ struct EngineServer::Impl {
   EngineServerOptions options;
   Scheduler& scheduler;
   store::StateTier* store;
+  ElasticGpuMemory* elastic;
   HttpServer http{http_limits(options)};
   std::thread thread;
   std::atomic<int> bound_port{0};
 
-  Impl(EngineServerOptions o, Scheduler& s, store::StateTier* st) : options(std::move(o)), scheduler(s), store(st) {}
+  Impl(EngineServerOptions o, Scheduler& s, store::StateTier* st, ElasticGpuMemory* e)
+      : options(std::move(o)), scheduler(s), store(st), elastic(e) {}
 
   // Every POST names the protocol version it speaks; a mismatch is refused before anything runs.
   bool version_ok(const httplib::Request& req, httplib::Response& res) {
@@ -142,6 +144,26 @@ struct EngineServer::Impl {
         });
   }
 
+  // {"budget_bytes": N}: the expert cache resized so the model's GPU plan takes at most N bytes
+  // (the new ceiling the elastic watcher grows back to); answers the placement after it.
+  void gpu_memory(const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_body(req, res);
+    if (!body) return;
+    const json* n = body->is_object() && body->contains("budget_bytes") ? &(*body)["budget_bytes"] : nullptr;
+    if (!n || !n->is_number() || n->get<double>() < 1 || n->get<double>() > 9.0e18)
+      return send_error(res, wire::ErrorCode::kInvalidRequest,
+                        "gpu-memory: field 'budget_bytes' (a positive number) is required");
+    const auto bytes = std::uint64_t(n->get<double>());
+    Result<PlacementPlan> plan = elastic ? elastic->set_ceiling(bytes) : scheduler.model().resize_gpu_memory(bytes);
+    if (!plan) {
+      const ErrorCode c = plan.status().code();
+      const bool theirs = c == ErrorCode::kInvalidArgument || c == ErrorCode::kUnsupported;
+      return send_error(res, theirs ? wire::ErrorCode::kInvalidRequest : wire::ErrorCode::kInternal,
+                        plan.status().message());
+    }
+    res.set_content(json{{"placement", placement_json(scheduler.model(), elastic)}}.dump(), "application/json");
+  }
+
   void routes() {
     if (!options.key.empty()) {
       http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
@@ -154,7 +176,10 @@ struct EngineServer::Impl {
       });
     }
     http.set_payload_max_length(options.max_body_bytes);
-    http.Get("/engine/v1/status", [this](const auto&, auto& r) { r.set_content(engine_status(scheduler, store).dump(), "application/json"); });
+    http.Get("/engine/v1/status", [this](const auto&, auto& r) {
+      r.set_content(engine_status(scheduler, store, elastic).dump(), "application/json");
+    });
+    http.Post("/engine/v1/gpu-memory", [this](const auto& q, auto& r) { gpu_memory(q, r); });
     http.Get("/engine/v1/memory", [this](const auto&, auto& r) { r.set_content(engine_memory(store).dump(), "application/json"); });
     http.Post("/engine/v1/generate", [this](const auto& q, auto& r) { generate(q, r); });
     http.Post("/engine/v1/lookup", [this](const auto& q, auto& r) {
@@ -185,8 +210,9 @@ struct EngineServer::Impl {
   }
 };
 
-EngineServer::EngineServer(EngineServerOptions options, Scheduler& scheduler, store::StateTier* store)
-    : impl_(std::make_unique<Impl>(std::move(options), scheduler, store)) {
+EngineServer::EngineServer(EngineServerOptions options, Scheduler& scheduler, store::StateTier* store,
+                           ElasticGpuMemory* elastic)
+    : impl_(std::make_unique<Impl>(std::move(options), scheduler, store, elastic)) {
   impl_->routes();
 }
 

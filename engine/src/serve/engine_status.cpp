@@ -35,6 +35,7 @@ json experts_json(const PlacementPlan& p, const std::optional<ExpertOffloadStats
   json j = {{"in_host_ram", true},
             {"pinned", p.experts_pinned},
             {"slots", p.expert_slots},
+            {"min_slots", s ? s->min_slots : 0},
             {"slot_bytes", p.expert_slot_bytes},
             {"cache_bytes", p.expert_cache_bytes()},
             {"policy", s ? s->policy : p.moe_policy}};
@@ -52,13 +53,47 @@ json experts_json(const PlacementPlan& p, const std::optional<ExpertOffloadStats
                 {"cpu_gbps", s->cpu_seconds > 0 ? double(s->cpu_bytes) / s->cpu_seconds / 1e9 : 0.0},
                 {"split", costs_json(s->costs)},
                 {"calibrated", costs_json(s->calibrated)},
-                {"layer_hit_rate", s->layer_hit_rate}};
+                {"layer_hit_rate", s->layer_hit_rate},
+                {"layer_fetched", s->layer_fetched},
+                {"layer_cpu_computed", s->layer_cpu_computed}};
   return j;
 }
 
 }  // namespace
 
-json engine_status(const Scheduler& scheduler, const store::StateTier* store) {
+json placement_json(const Model& m, const ElasticGpuMemory* elastic) {
+  const PlacementPlan p = m.placement();
+  json j = {{"device", p.device},
+            {"budget_bytes", p.budget_bytes},
+            {"weights",
+             {{"embedding_bytes", p.embedding_bytes},
+              {"dense_bytes", p.dense_bytes},
+              {"routed_expert_bytes", p.routed_expert_bytes}}},
+            {"kv",
+             {{"page_bytes", p.kv_page_bytes},
+              {"pages", p.kv_pages},
+              {"tokens", p.kv_tokens},
+              {"stats", {{"pages_used", m.kv_stats().pages_used}, {"pages_touched", m.kv_stats().pages_touched}}}}},
+            {"linear_state_bytes_per_sequence", p.linear_state_bytes},
+            {"workspace_bytes", p.workspace_bytes},
+            {"reserved_bytes", p.reserved_bytes},
+            {"total_bytes", p.total_bytes()}};
+  if (p.experts_on_host) {
+    j["experts"] = experts_json(p, m.expert_offload_stats());
+    if (elastic) {
+      const ElasticGpuMemory::Stats e = elastic->stats();
+      j["experts"]["elastic"] = {{"ceiling_bytes", e.ceiling_bytes},
+                                 {"device_free_bytes", e.device_free_bytes},
+                                 {"headroom_bytes", e.headroom_bytes},
+                                 {"shrinks", e.shrinks},
+                                 {"grows", e.grows},
+                                 {"last_error", e.last_error}};
+    }
+  }
+  return j;
+}
+
+json engine_status(const Scheduler& scheduler, const store::StateTier* store, const ElasticGpuMemory* elastic) {
   const Model& m = scheduler.model();
   const ModelConfig& cfg = m.config();
   json j = {{"protocol", protocol::engine::kProtocolName},
@@ -74,19 +109,7 @@ json engine_status(const Scheduler& scheduler, const store::StateTier* store) {
   j["scheduler"]["max_running"] = scheduler.options().max_running;
   j["scheduler"]["max_waiting"] = scheduler.options().max_waiting;
   j["store"] = store ? json{{"tier", store->name()}, {"stats", tier_json(store->stats())}} : json(nullptr);
-  const PlacementPlan& p = m.placement();
-  j["placement"] = {{"device", p.device},
-                    {"budget_bytes", p.budget_bytes},
-                    {"weights", {{"embedding_bytes", p.embedding_bytes},
-                                 {"dense_bytes", p.dense_bytes},
-                                 {"routed_expert_bytes", p.routed_expert_bytes}}},
-                    {"kv", {{"page_bytes", p.kv_page_bytes}, {"pages", p.kv_pages}, {"tokens", p.kv_tokens},
-                            {"stats", {{"pages_used", m.kv_stats().pages_used}, {"pages_touched", m.kv_stats().pages_touched}}}}},
-                    {"linear_state_bytes_per_sequence", p.linear_state_bytes},
-                    {"workspace_bytes", p.workspace_bytes},
-                    {"reserved_bytes", p.reserved_bytes},
-                    {"total_bytes", p.total_bytes()}};
-  if (p.experts_on_host) j["placement"]["experts"] = experts_json(p, m.expert_offload_stats());
+  j["placement"] = placement_json(m, elastic);
   return j;
 }
 

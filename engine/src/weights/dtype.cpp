@@ -1,8 +1,13 @@
+#include <algorithm>
 #include <bit>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "ft/engine/checkpoint.h"
+#include "ft/engine/dequant.h"
 
 // safetensors stores little-endian data and we read it in place from the mapping.
 static_assert(std::endian::native == std::endian::little, "FreeToken assumes a little-endian host");
@@ -18,21 +23,75 @@ const char* dtype_name(DType dtype) {
     case DType::kI32: return "I32";
     case DType::kU8: return "U8";
     case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kQ8_0:
+      return "Q8_0";
+    case DType::kQ4_0:
+      return "Q4_0";
+    case DType::kQ4_1:
+      return "Q4_1";
+    case DType::kQ4_K:
+      return "Q4_K";
+    case DType::kQ5_K:
+      return "Q5_K";
+    case DType::kQ6_K:
+      return "Q6_K";
+    case DType::kMXFP4:
+      return "MXFP4";
   }
   return "?";
 }
 
-std::size_t dtype_size(DType dtype) {
+DTypeBlock dtype_block(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-    case DType::kI64: return 8;
-    case DType::kI32: return 4;
-    case DType::kU8: return 1;
-    case DType::kF8E4M3: return 1;
+    case DType::kF32:
+      return {1, 4};
+    case DType::kF16:
+      return {1, 2};
+    case DType::kBF16:
+      return {1, 2};
+    case DType::kI64:
+      return {1, 8};
+    case DType::kI32:
+      return {1, 4};
+    case DType::kU8:
+      return {1, 1};
+    case DType::kF8E4M3:
+      return {1, 1};
+    // ggml's block structs (ggml-common.h), whose sizes gguf-py's GGML_QUANT_SIZES repeats.
+    case DType::kQ8_0:
+      return {32, 2 + 32};
+    case DType::kQ4_0:
+      return {32, 2 + 16};
+    case DType::kQ4_1:
+      return {32, 2 + 2 + 16};
+    case DType::kQ4_K:
+      return {256, 2 + 2 + 12 + 128};
+    case DType::kQ5_K:
+      return {256, 2 + 2 + 12 + 32 + 128};
+    case DType::kQ6_K:
+      return {256, 128 + 64 + 16 + 2};
+    case DType::kMXFP4:
+      return {32, 1 + 16};
   }
-  return 0;
+  return {1, 0};
+}
+
+std::size_t dtype_size(DType dtype) {
+  const DTypeBlock b = dtype_block(dtype);
+  if (b.elems != 1) {
+    std::fprintf(stderr, "dtype_size(%s): a block dtype has no size per element (use dtype_bytes)\n",
+                 dtype_name(dtype));
+    std::abort();
+  }
+  return b.bytes;
+}
+
+std::optional<std::size_t> dtype_bytes(DType dtype, std::uint64_t count) {
+  const DTypeBlock b = dtype_block(dtype);
+  if (b.bytes == 0 || count % b.elems != 0) return std::nullopt;
+  std::size_t n = 0;
+  if (__builtin_mul_overflow(count / b.elems, b.bytes, &n)) return std::nullopt;
+  return n;
 }
 
 Result<DType> dtype_from_name(std::string_view name) {
@@ -69,6 +128,32 @@ T load(const std::byte* p) {
   return v;
 }
 
+// Values [offset, offset + count) of a block-dtype tensor: whole blocks straight into `out`, the
+// partial blocks at either end through a one-block buffer.
+Status blocks_to_f32(DType dtype, const std::byte* data, float* out, std::size_t offset, std::size_t count) {
+  const DTypeBlock b = dtype_block(dtype);
+  float block[256];
+  if (b.elems > std::size(block))
+    return internal_error(std::string("to_f32: blocks of ") + dtype_name(dtype) + " are too large");
+  std::size_t i = offset;
+  const std::size_t end = offset + count;
+  while (i < end) {
+    const std::size_t first = i / b.elems * b.elems, skip = i - first;
+    const std::byte* src = data + first / b.elems * b.bytes;
+    if (skip == 0 && end - i >= b.elems) {
+      const std::size_t whole = (end - i) / b.elems * b.elems;
+      dequantize_row(dtype, src, out + (i - offset), whole);
+      i += whole;
+      continue;
+    }
+    dequantize_row(dtype, src, block, b.elems);
+    const std::size_t n = std::min(b.elems - skip, end - i);
+    std::memcpy(out + (i - offset), block + skip, n * sizeof(float));
+    i += n;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status to_f32(const TensorView& view, float* out, std::size_t offset, std::size_t count) {
@@ -79,9 +164,12 @@ Status to_f32(const TensorView& view, float* out, std::size_t offset, std::size_
                             " elements");
   }
   if (count == 0) return Status::ok();
-  if (view.data == nullptr || view.nbytes < std::size_t(numel) * dtype_size(view.dtype)) {
-    return internal_error("to_f32: tensor '" + view.name + "' has no data or too few bytes");
+  const std::optional<std::size_t> need = dtype_bytes(view.dtype, uint64_t(numel));
+  if (view.data == nullptr || !need || view.nbytes < *need) {
+    return internal_error("to_f32: tensor '" + view.name + "' has no data, too few bytes or a partial " +
+                          dtype_name(view.dtype) + " block");
   }
+  if (dtype_is_block(view.dtype)) return blocks_to_f32(view.dtype, view.data, out, offset, count);
   switch (view.dtype) {
     case DType::kF32:
       std::memcpy(out, view.data + offset * 4, count * 4);
@@ -100,6 +188,13 @@ Status to_f32(const TensorView& view, float* out, std::size_t offset, std::size_
     case DType::kI32:
     case DType::kU8:
     case DType::kF8E4M3:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kMXFP4:
       break;
   }
   return unsupported("to_f32: tensor '" + view.name + "' has dtype " + dtype_name(view.dtype) +

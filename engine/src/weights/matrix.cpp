@@ -1,20 +1,40 @@
 #include "ft/engine/matrix.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "ft/engine/bf16.h"
+#include "ft/engine/dequant.h"
 
 namespace ft::engine {
+
+namespace {
+
+// Bytes of one row of `cols` values: a whole number of blocks for a block dtype. A row that ends
+// inside a block cannot be addressed at all; the GGUF reader refuses such tensors, so meeting one
+// here is a bug in the caller.
+std::size_t row_bytes_of(const TensorView& t, int64_t cols) {
+  const std::optional<std::size_t> n = dtype_bytes(t.dtype, uint64_t(cols));
+  if (!n) {
+    std::fprintf(stderr, "matrix_view: tensor '%s' (%s): rows of %lld values are not whole blocks\n", t.name.c_str(),
+                 dtype_name(t.dtype), static_cast<long long>(cols));
+    std::abort();
+  }
+  return *n;
+}
+
+}  // namespace
 
 Matrix matrix_view(const TensorView& t) {
   const int64_t cols = t.shape.empty() ? 0 : t.shape.back();
   const int64_t rows = cols > 0 ? t.numel() / cols : 0;
-  return {t.dtype, rows, cols, t.data, std::size_t(cols) * dtype_size(t.dtype)};
+  return {t.dtype, rows, cols, t.data, row_bytes_of(t, cols)};
 }
 
 Matrix matrix_view(const TensorView& t, int64_t index, int64_t row0, int64_t rows) {
   const int64_t per = t.shape.size() == 3 ? t.shape[1] : 0, cols = t.shape.back();
-  const std::size_t row_bytes = std::size_t(cols) * dtype_size(t.dtype);
+  const std::size_t row_bytes = row_bytes_of(t, cols);
   return {t.dtype, rows, cols, t.data + std::size_t(index * per + row0) * row_bytes, row_bytes};
 }
 
@@ -40,6 +60,7 @@ void matrix_row_f32(const Matrix& m, int64_t r, float* out) {
       }
       return;
     default:
+      if (dequantize_row(m.dtype, p, out, n)) return;
       break;
   }
   // Loading refuses other dtypes (WeightLoader checks), so this is a programming error.

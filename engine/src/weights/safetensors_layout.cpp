@@ -20,6 +20,11 @@ Result<SafetensorsLayout> layout_safetensors(const std::vector<TensorHeader>& te
   for (const TensorHeader& t : tensors) {
     if (t.name == "__metadata__") return invalid_argument("write_safetensors: '__metadata__' is a reserved name");
     if (!seen.insert(t.name).second) return invalid_argument("write_safetensors: duplicate tensor '" + t.name + "'");
+    // Block dtypes are GGUF's: safetensors has no spelling for them, and no size per element.
+    if (dtype_is_block(t.dtype)) {
+      return invalid_argument("write_safetensors: tensor '" + t.name + "' has the GGUF block dtype " +
+                              dtype_name(t.dtype) + ", which safetensors cannot store");
+    }
     for (int64_t d : t.shape) {
       if (d < 0) return invalid_argument("write_safetensors: tensor '" + t.name + "' has a negative dimension");
     }

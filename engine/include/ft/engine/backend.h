@@ -139,6 +139,7 @@ struct ExpertOffloadOptions {
 // split planner now assumes.
 struct ExpertOffloadStats {
   int slots = 0, resident = 0;
+  int min_slots = 0;  // the fewest the cache can shrink to (its transient slots and two more)
   std::string policy;
   std::uint64_t hits = 0, misses = 0;           // routed-expert uses found in / missing from the cache
   std::uint64_t fetched = 0, cpu_computed = 0;  // misses fetched over PCIe / computed on the CPU
@@ -147,6 +148,7 @@ struct ExpertOffloadStats {
   SplitCosts costs;                           // now (learned while serving)
   SplitCosts calibrated;                      // measured at the first offloaded layer
   std::vector<double> layer_hit_rate;         // per MoE layer
+  std::vector<std::uint64_t> layer_fetched, layer_cpu_computed;  // per MoE layer: how its misses were served
 };
 
 class Backend {
@@ -212,6 +214,20 @@ class Backend {
   virtual Status place_expert(Matrix& m) { return place(m); }
   virtual std::optional<ExpertOffloadStats> expert_offload_stats() const { return std::nullopt; }
   virtual void set_moe_policy(const MoePolicy& policy) { (void)policy; }
+  // Resizes the expert cache to `slots` slots (never during a pass), keeping `floor_per_layer` a
+  // layer: shrinking frees memory and the experts in it, growing adds empty slots as far as the
+  // device has room. Returns the slots it has now; kUnsupported without expert offload.
+  virtual Result<int> resize_expert_cache(int slots, int floor_per_layer) {
+    (void)slots;
+    (void)floor_per_layer;
+    return unsupported("no expert cache: the routed experts are not kept in host RAM");
+  }
+  // The device's free and total memory as its driver reports them (other processes' use
+  // included); nullopt for host memory.
+  struct DeviceMemoryInfo {
+    std::uint64_t free_bytes = 0, total_bytes = 0;
+  };
+  virtual std::optional<DeviceMemoryInfo> device_memory() const { return std::nullopt; }
   // Host values one pass needs in backend memory (positions): valid until the pass ends.
   virtual const int64_t* stage(std::span<const int64_t> host) { return host.data(); }
 

@@ -15,29 +15,24 @@
 
 #include "ft/common/result.h"
 #include "ft/engine/bf16.h"
+#include "ft/engine/dtype.h"
 
 namespace ft::engine {
-
-// Storage dtypes. The seam for quantised formats (FP8 block-scaled, MXFP4, NVFP4, GGUF blocks):
-// add an entry here plus its dequantiser in dtype.cpp; callers go through to_f32().
-enum class DType { kF32, kF16, kBF16, kI64, kI32, kU8, kF8E4M3 };
-
-const char* dtype_name(DType dtype);          // safetensors spelling: "F32", "BF16", ...
-std::size_t dtype_size(DType dtype);          // bytes per element
-Result<DType> dtype_from_name(std::string_view name);
 
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   const std::byte* data = nullptr;  // into the mmap'd file
-  std::size_t nbytes = 0;
+  std::size_t nbytes = 0;           // for a block dtype: numel / block elems * block bytes
 
   int64_t numel() const;
   std::string shape_string() const;  // "[128, 2048]"
 };
 
-// Converts `count` elements starting at element `offset` of a F32/F16/BF16 view to float.
+// Converts `count` elements starting at element `offset` of a F32/F16/BF16 or block-dtype view
+// to float (a block dtype is dequantised a block at a time, the reference way: tests and small
+// tensors).
 Status to_f32(const TensorView& view, float* out, std::size_t offset, std::size_t count);
 
 class Checkpoint {

@@ -1,6 +1,7 @@
 // The engine process's HTTP face: protocol::engine (protocol/ENGINE-PROTOCOL.md) over cpp-httplib
 // on loopback. Routes: GET /engine/v1/status, GET /engine/v1/memory, POST /engine/v1/lookup,
-// POST /engine/v1/generate (NDJSON event stream), POST /engine/v1/cancel. A client that goes away
+// POST /engine/v1/generate (NDJSON event stream), POST /engine/v1/cancel, POST
+// /engine/v1/gpu-memory (resize the expert cache to a GPU memory budget). A client that goes away
 // mid-stream cancels its request. With a key (EngineServerOptions::key) every route needs it.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "ft/common/result.h"
+#include "ft/engine/elastic_gpu_memory.h"
 #include "ft/engine/scheduler.h"
 
 namespace ft::engine {
@@ -30,8 +32,10 @@ struct EngineServerOptions {
 
 class EngineServer {
  public:
-  // `scheduler` and `store` (may be null) must outlive the server.
-  EngineServer(EngineServerOptions options, Scheduler& scheduler, store::StateTier* store);
+  // `scheduler`, `store` and `elastic` (both may be null) must outlive the server. Without
+  // `elastic`, a GPU memory request resizes the model's expert cache directly.
+  EngineServer(EngineServerOptions options, Scheduler& scheduler, store::StateTier* store,
+               ElasticGpuMemory* elastic = nullptr);
   ~EngineServer();
   EngineServer(const EngineServer&) = delete;
   EngineServer& operator=(const EngineServer&) = delete;

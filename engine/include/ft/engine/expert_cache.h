@@ -41,6 +41,8 @@ class ExpertCache {
   int layers() const { return layers_; }
   int experts() const { return experts_; }
   int floor_per_layer() const { return floor_; }
+  // A new floor (a resized cache keeps the floor its size calls for).
+  void set_floor_per_layer(int floor) { floor_ = floor; }
 
   // A new step: the experts of steps before the protected ones may be evicted again.
   void begin_step() { ++step_; }

@@ -1,7 +1,8 @@
 // Weights as the checkpoint stores them. A Matrix is a view: dtype, [rows, cols] row-major (the
 // nn.Linear [out, in] layout), and the address of its bytes inside the mapped checkpoint file. It
-// is never converted: every op reads it in its stored dtype. Quantised block formats (FP8 with
-// block scales, MXFP4, NVFP4, GGUF blocks) become further dtypes with their block layout here.
+// is never converted: every op reads it in its stored dtype. GGUF's block dtypes (Q4_K, Q8_0,
+// MXFP4, ...) are dtypes like any other: a row is cols / block elems blocks (row_bytes says how
+// many bytes), dequantised a row at a time by the reference path.
 #pragma once
 
 #include <cstddef>
@@ -32,12 +33,14 @@ struct Matrix {
 };
 
 // A view of a 2-D tensor, or of rows [row0, row0 + rows) of slice `index` of a 3-D one
-// [n, R, cols] (fused per-expert tensors). The tensor must be dense F32/F16/BF16.
+// [n, R, cols] (fused per-expert tensors). The tensor is dense F32/F16/BF16 or of a block dtype
+// whose rows are whole blocks (every GGUF tensor is); a row that ends inside a block aborts.
 Matrix matrix_view(const TensorView& t);
 Matrix matrix_view(const TensorView& t, int64_t index, int64_t row0, int64_t rows);
 
-// Row r of `m` converted to fp32 (`out` holds m.cols floats). The reference ops and the fallback
-// paths for dtypes without a fast kernel use it; the hot paths read the stored dtype directly.
+// Row r of `m` converted to fp32 (`out` holds m.cols floats); block dtypes through the reference
+// dequantisers (dequant.h). The reference ops and the fallback paths for dtypes without a fast
+// kernel use it; the hot paths read the stored dtype directly.
 void matrix_row_f32(const Matrix& m, int64_t r, float* out);
 // The whole matrix in fp32: tests and tiny tensors only (never a model's matrices at load).
 std::vector<float> matrix_to_f32(const Matrix& m);

@@ -59,8 +59,21 @@ class Model {
   // Switches how decode serves expert cache misses (between passes; no effect without offload).
   virtual void set_moe_policy(const MoePolicy& policy) const { (void)policy; }
   virtual BackendKind backend_kind() const = 0;
-  // Where the weights, KV pages, state and workspace live (printed at load, in /v1/stats).
-  virtual const PlacementPlan& placement() const = 0;
+  // Where the weights, KV pages, state and workspace live (printed at load, in /v1/stats): a copy,
+  // since the expert cache may be resized meanwhile.
+  virtual PlacementPlan placement() const = 0;
+  // With routed experts in host RAM: resizes the expert cache so the plan's GPU memory is at most
+  // `budget_bytes` (growing: as far as the GPU has room), waiting for the pass in progress; the
+  // weights, KV pool and workspace keep their size. Returns the plan after it. kUnsupported
+  // without expert offload; kInvalidArgument below what the rest of the plan and the fewest slots
+  // need.
+  virtual Result<PlacementPlan> resize_gpu_memory(std::uint64_t budget_bytes) const {
+    (void)budget_bytes;
+    return unsupported("this model keeps no expert cache on a GPU");
+  }
+  // The GPU's free and total memory as the driver reports them (other processes included);
+  // nullopt on the host.
+  virtual std::optional<Backend::DeviceMemoryInfo> device_memory() const { return std::nullopt; }
   // Records the experts every MoE layer chooses from now on (null: stop). Not thread-safe with
   // forward passes in flight.
   virtual void set_routing_trace(RoutingTrace* trace) const = 0;

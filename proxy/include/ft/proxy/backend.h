@@ -55,6 +55,10 @@ class GenerationBackend {
   // The engine's memory document (GET /engine/v1/memory: resident bytes, checkpoint bytes per
   // tenant), for /v1/stats; {"error": ...} while the engine does not answer.
   virtual nlohmann::json memory() = 0;
+  // Resizes the engine's expert cache so its GPU plan takes at most `budget_bytes` (POST
+  // /engine/v1/gpu-memory): the placement after it. kInvalidArgument when the engine refuses
+  // (no expert cache, too little), kUnavailable when it does not answer.
+  virtual Result<nlohmann::json> resize_gpu_memory(std::uint64_t budget_bytes) = 0;
 };
 
 struct LocalBackendOptions {

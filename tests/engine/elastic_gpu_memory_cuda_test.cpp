@@ -1,0 +1,133 @@
+// The expert cache resized while a sequence decodes: an operator's new budget and another
+// allocation on the same GPU (the elastic watcher giving way, then taking the memory back) change
+// the slots, never the logits. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "ft/engine/cuda_ops.h"
+#include "ft/engine/elastic_gpu_memory.h"
+#include "ft/engine/model.h"
+#include "test_support.h"
+#include "tiny_models.h"
+
+namespace ft::test {
+namespace {
+
+using engine::LogitsMode;
+using engine::ModelFamily;
+using engine::SequenceState;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kTolerance = 1e-4;  // as expert_offload_cuda_test: only the order experts are added in differs
+constexpr int kSlots = 16;
+
+std::unique_ptr<engine::Model> load(const TempDir& dir, int slots) {
+  engine::LoadOptions o;
+  o.backend = engine::BackendKind::kCuda;
+  o.kv_budget_bytes = 64ull << 20;
+  o.threads = 2;
+  o.expert_slots = slots;
+  o.moe_policy = *engine::parse_moe_policy("ratio:0.5");
+  auto m = engine::load_model(dir.path(), o);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  return m.is_ok() ? std::move(m).value() : nullptr;
+}
+
+int32_t argmax(const std::vector<float>& row) {
+  return int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// Waits up to `within` for `ok`.
+template <typename F>
+bool eventually(F ok, std::chrono::milliseconds within) {
+  for (const auto until = Clock::now() + within; Clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(20)))
+    if (ok()) return true;
+  return ok();
+}
+
+class ElasticGpuMemoryCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda);
+    ASSERT_TRUE(engine::write_random_checkpoint(dir_.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
+    resident_ = load(dir_, 0);
+    ASSERT_TRUE(resident_);
+    rs_ = std::make_unique<SequenceState>(resident_->new_state());
+    m_ = load(dir_, kSlots);
+    ASSERT_TRUE(m_);
+    s_ = std::make_unique<SequenceState>(m_->new_state());
+    const auto prompt = test_tokens(30, m_->vocab_size(), 3);
+    std::vector<float> want(std::size_t(m_->vocab_size())), got(want.size());
+    ASSERT_TRUE(resident_->forward(*rs_, prompt, want.data(), LogitsMode::kLast).is_ok());
+    ASSERT_TRUE(m_->forward(*s_, prompt, got.data(), LogitsMode::kLast).is_ok());
+    next_ = argmax(want);
+  }
+
+  // `n` greedy steps on both models: the offloaded one's logits equal the resident one's.
+  void decode(int n, const char* when) {
+    const std::size_t V = std::size_t(m_->vocab_size());
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> want(V), got(V);
+      ASSERT_TRUE(resident_->forward(*rs_, {&next_, 1}, want.data(), LogitsMode::kLast).is_ok());
+      ASSERT_TRUE(m_->forward(*s_, {&next_, 1}, got.data(), LogitsMode::kLast).is_ok()) << when;
+      EXPECT_LT(rel_l2(got.data(), want.data(), V), kTolerance) << when << ", step " << i;
+      next_ = argmax(want);
+    }
+  }
+
+  int slots() const { return int(m_->placement().expert_slots); }
+
+  TempDir dir_;
+  std::unique_ptr<engine::Model> resident_, m_;
+  std::unique_ptr<SequenceState> rs_, s_;
+  int32_t next_ = 0;
+};
+
+TEST_F(ElasticGpuMemoryCuda, ANewBudgetResizesTheCacheAndKeepsTheLogits) {
+  decode(3, "before");
+  const engine::PlacementPlan before = m_->placement();
+  ASSERT_EQ(before.expert_slots, uint64_t(kSlots));
+  // Eight slots fewer: the cache frees whole chunks (two slots each here).
+  auto smaller = m_->resize_gpu_memory(before.total_bytes() - 8 * before.expert_slot_bytes);
+  ASSERT_TRUE(smaller.is_ok()) << smaller.status().to_string();
+  EXPECT_EQ(smaller->expert_slots, uint64_t(kSlots - 8));
+  EXPECT_EQ(smaller->budget_bytes, smaller->total_bytes());
+  EXPECT_EQ(m_->expert_offload_stats()->slots, kSlots - 8);
+  decode(4, "after shrinking");
+  // Below the fewest slots: refused, nothing changes.
+  auto tiny = m_->resize_gpu_memory(before.total_bytes() - before.expert_cache_bytes());
+  ASSERT_FALSE(tiny.is_ok());
+  EXPECT_EQ(tiny.status().code(), ErrorCode::kInvalidArgument) << tiny.status().message();
+  EXPECT_EQ(slots(), kSlots - 8);
+  auto back = m_->resize_gpu_memory(before.total_bytes());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->expert_slots, uint64_t(kSlots));
+  decode(4, "after growing");
+}
+
+TEST_F(ElasticGpuMemoryCuda, AnotherAllocationMakesTheCacheGiveWayAndItComesBack) {
+  engine::ElasticGpuMemory elastic(*m_, {std::uint64_t(256) << 20, std::chrono::milliseconds(50)});
+  decode(2, "before");
+  const auto device = m_->device_memory();
+  ASSERT_TRUE(device);
+  // Leave less than the headroom free, as another process filling the GPU would.
+  const std::uint64_t take = device->free_bytes - (std::uint64_t(100) << 20);
+  auto hog = engine::cuda::DeviceBuffer::allocate(take);
+  ASSERT_TRUE(hog.is_ok()) << hog.status().to_string();
+  const int fewest = m_->expert_offload_stats()->min_slots;
+  EXPECT_TRUE(eventually([&] { return slots() == fewest; }, std::chrono::milliseconds(2000)))
+      << "slots " << slots() << ", fewest " << fewest;
+  EXPECT_GE(elastic.stats().shrinks, 1u);
+  decode(4, "while the other allocation holds the GPU");
+  hog = engine::cuda::DeviceBuffer();  // let go
+  EXPECT_TRUE(eventually([&] { return slots() == kSlots; }, std::chrono::milliseconds(2000))) << "slots " << slots();
+  EXPECT_GE(elastic.stats().grows, 1u);
+  decode(4, "after it let go");
+}
+
+}  // namespace
+}  // namespace ft::test
