@@ -36,6 +36,7 @@ struct InputsParams {
   int half;  // rotary_dim / 2
   bool neox;
   const float* inv_freq;
+  float attention_factor;  // on cos and sin (YaRN)
   const int64_t* positions;
   int page_tokens;
   PageOffsets off;
@@ -78,8 +79,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_inputs_kernel(const Inp
   for (int i = int(threadIdx.x); i < half; i += int(blockDim.x)) {
     double sn, cn;
     sincos(double(__fmul_rn(p.inv_freq[i], pos)), &sn, &cn);
-    cs[i] = float(cn);
-    cs[half + i] = float(sn);
+    cs[i] = __fmul_rn(float(cn), p.attention_factor);
+    cs[half + i] = __fmul_rn(float(sn), p.attention_factor);
   }
 
   if (valid && p.q_norm) {
@@ -168,6 +169,7 @@ bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, con
   p.half = half;
   p.neox = rope.layout == ref::RopeLayout::kNeox;
   p.inv_freq = inv_freq;
+  p.attention_factor = rope.attention_factor;
   p.positions = positions;
   p.page_tokens = int(layout.page_tokens);
   p.off = {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes()};

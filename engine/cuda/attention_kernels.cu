@@ -63,7 +63,8 @@ __device__ __forceinline__ void unpack_bf16x8(const uint4 w, float (&f)[8]) {
 // apart (CUDA's fp32 functions may be off by two). The rotation is done without FMA contraction,
 // as the reference (built for plain x86-64) computes it.
 __global__ void rope_kernel(float* __restrict__ x, int heads, int head_dim, int half, bool neox,
-                            const float* __restrict__ inv_freq, const int64_t* __restrict__ positions) {
+                            const float* __restrict__ inv_freq, float attention_factor,
+                            const int64_t* __restrict__ positions) {
   pdl_enter();
   extern __shared__ float trig[];  // cos [half], then sin [half]
   const std::size_t row = blockIdx.x;
@@ -71,8 +72,8 @@ __global__ void rope_kernel(float* __restrict__ x, int heads, int head_dim, int 
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     double sn, cs;
     sincos(double(__fmul_rn(inv_freq[i], pos)), &sn, &cs);
-    trig[i] = float(cs);
-    trig[half + i] = float(sn);
+    trig[i] = __fmul_rn(float(cs), attention_factor);  // HF: cos() * attention_scaling, in fp32
+    trig[half + i] = __fmul_rn(float(sn), attention_factor);
   }
   __syncthreads();
   float* xr = x + row * std::size_t(heads) * std::size_t(head_dim);
@@ -550,7 +551,7 @@ void rope(float* x, int T, int heads, const ref::RopeSpec& spec, const float* in
   if (T <= 0 || heads <= 0 || half <= 0) return;
   const int threads = std::min(1024, pow2_ceil(heads * half));  // a decode row: one pass of the block
   launch(rope_kernel, unsigned(T), unsigned(threads), 2 * std::size_t(half) * sizeof(float), s, x, heads,
-         int(spec.head_dim), half, spec.layout == ref::RopeLayout::kNeox, inv_freq, positions);
+         int(spec.head_dim), half, spec.layout == ref::RopeLayout::kNeox, inv_freq, spec.attention_factor, positions);
 }
 
 void split_gated_query(const float* qg, int T, int heads, int head_dim, float* q, float* gate, cudaStream_t s) {

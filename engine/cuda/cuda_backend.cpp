@@ -335,6 +335,12 @@ class CudaBackend final : public Backend {
     if (replaying()) return;
     cuda::gather_rows(src, dev_rows, int(r.size()), int(width), dst, s());
   }
+  void copy_columns(const float* src, std::size_t src_ld, std::size_t repeat, float* dst, std::size_t dst_ld,
+                    std::size_t rows, std::size_t width) override {
+    Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
+    cuda::copy_columns(src, src_ld, repeat, dst, dst_ld, rows, width, s());
+  }
   void to_host(const float* src, std::size_t n, float* dst) override {
     if (!issued_) issued_ = std::chrono::steady_clock::now();
     if (mode_ != cuda::PassGraphs::Mode::kRun) {
@@ -438,6 +444,8 @@ class CudaBackend final : public Backend {
     }
     Scratch::Frame frame(scratch_);
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
+    if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
+      return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
     if (offload_) return moe_offloaded(w, x, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr;
@@ -479,14 +487,18 @@ class CudaBackend final : public Backend {
   cuda::RouteSpec route_tokens(const MoeWeights& w, const float* x, std::size_t T, bool by_expert) {
     const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
     float* logits = scratch_.floats(T * E);
-    cuda::RouteSpec route{int(E),
-                          int(K),
-                          w.router_spec.scoring == ref::RouterScoring::kSigmoid,
-                          w.router_spec.renormalize,
-                          w.router_spec.scaling,
-                          scratch_.take<int32_t>(T * K),
-                          scratch_.floats(T * K),
-                          {}};
+    cuda::RouteSpec route;
+    route.E = int(E);
+    route.top_k = int(K);
+    route.sigmoid = w.router_spec.scoring == ref::RouterScoring::kSigmoid;
+    route.renormalize = w.router_spec.renormalize;
+    route.scaling = w.router_spec.scaling;
+    route.grouped = w.router_spec.grouped();
+    route.n_group = int(w.router_spec.n_group);
+    route.topk_group = int(w.router_spec.topk_group);
+    route.bias = w.router_spec.correction_bias;  // placed: in VRAM
+    route.chosen = scratch_.take<int32_t>(T * K);
+    route.weights = scratch_.floats(T * K);
     if (by_expert)
       route.by_expert = {scratch_.take<int32_t>(T * K), scratch_.take<int32_t>(T * K), scratch_.floats(T * K)};
     if (T <= std::size_t(cuda::kGemvMaxRows) && w.router.dtype == DType::kBF16 &&
@@ -1001,14 +1013,16 @@ class CudaBackend final : public Backend {
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmBatchedEx: ") + cublas_status_text(st));
   }
 
-  // out += sigmoid(shared_gate x) * shared_expert(x), when the layer has one.
+  // out += sigmoid(shared_gate x) * shared_expert(x), or + shared_expert(x) without a gate, when
+  // the layer has one.
   void add_shared_expert(const MoeWeights& w, const float* x, std::size_t T, float* out) {
     if (!w.has_shared) return;
     Scratch::Frame frame(scratch_);
     const std::size_t H = std::size_t(w.hidden);
     float* shared = scratch_.floats(T * H);
-    float* gate = scratch_.floats(T);
     swiglu(w.shared, x, T, shared);
+    if (!w.shared_gated) return add(out, shared, T * H);
+    float* gate = scratch_.floats(T);
     linear(x, T, w.shared_gate, nullptr, gate);
     cuda::add_sigmoid_scaled(shared, gate, int(T), int(H), out, s());
   }

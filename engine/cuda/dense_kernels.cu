@@ -212,6 +212,17 @@ __global__ void gather_rows_kernel(const float* src, const int64_t* rows, int wi
   for (int i = threadIdx.x; i < width; i += blockDim.x) d[i] = s[i];
 }
 
+// Element i of the n = rows * width copied: row i / width, column i % width (grid-stride).
+__global__ void copy_columns_kernel(const float* __restrict__ src, std::size_t src_ld, std::size_t repeat,
+                                    float* __restrict__ dst, std::size_t dst_ld, std::size_t width, std::size_t n) {
+  pdl_enter();
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t r = i / width, c = i % width;
+    dst[r * dst_ld + c] = src[(r / repeat) * src_ld + c];
+  }
+}
+
 // One warp per token (route_device.h).
 template <int NE>
 __global__ void route_kernel(const float* logits, int T, const RouteSpec r) {
@@ -360,6 +371,14 @@ void add_bias(float* y, const float* bias, int T, int n, cudaStream_t s) {
 
 void gather_rows(const float* src, const int64_t* rows, int n, int width, float* dst, cudaStream_t s) {
   if (n > 0) launch(gather_rows_kernel, n, kBlock, 0, s, src, rows, width, dst);
+}
+
+void copy_columns(const float* src, std::size_t src_ld, std::size_t repeat, float* dst, std::size_t dst_ld,
+                  std::size_t rows, std::size_t width, cudaStream_t s) {
+  const std::size_t n = rows * width;
+  if (n)
+    launch(copy_columns_kernel, std::min(blocks_for(n), 65535u), kBlock, 0, s, src, src_ld, repeat, dst, dst_ld, width,
+           n);
 }
 
 void route_top_k(const float* logits, int T, const RouteSpec& r, cudaStream_t s) {

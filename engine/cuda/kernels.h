@@ -61,6 +61,9 @@ void add(float* y, const float* x, std::size_t n, cudaStream_t s);
 void add_bias(float* y, const float* bias, int T, int n, cudaStream_t s);
 // dst[i, :] = src[rows[i], :], zeros where rows[i] < 0 (padding); rows is device memory.
 void gather_rows(const float* src, const int64_t* rows, int n, int width, float* dst, cudaStream_t s);
+// ref::copy_columns: dst[r, 0:width] = src[r / repeat, 0:width], rows dst_ld / src_ld floats apart.
+void copy_columns(const float* src, std::size_t src_ld, std::size_t repeat, float* dst, std::size_t dst_ld,
+                  std::size_t rows, std::size_t width, cudaStream_t s);
 
 // ---- Small-batch products (gemv_kernels.cu) -------------------------------------------------------
 // The decode path: a few rows of fp32 activations against bf16 weights, one warp per output row
@@ -93,15 +96,21 @@ struct ChoicesByExpert {
   float* weight = nullptr;
 };
 // What the router's top-k does (ref::route_top_k: softmax over all E, or sigmoid scores; top-k with
-// ties to the lower index; renormalised when `renormalize`; times `scaling`) and where its results
-// go: chosen [T, top_k] int32 and weights [T, top_k] fp32 in rank order, and by_expert when its
-// pointers are set. E <= 8192, top_k <= 32.
+// ties to the lower index; renormalised when `renormalize`; times `scaling`; with `grouped`,
+// DeepSeek-V3's choice by score + bias among the topk_group best of n_group groups, either scoring)
+// and where its results go: chosen [T, top_k] int32 and weights [T, top_k] fp32 in rank order, and
+// by_expert when its pointers are set. E <= 8192, top_k <= 32, n_group <= kRouteMaxGroups.
+inline constexpr int kRouteMaxGroups = 64;
 struct RouteSpec {
   int E = 0;
   int top_k = 0;
   bool sigmoid = false;
   bool renormalize = false;
   float scaling = 1.f;
+  bool grouped = false;
+  int n_group = 1;
+  int topk_group = 1;
+  const float* bias = nullptr;  // [E] device, or null (+ 0)
   int32_t* chosen = nullptr;
   float* weights = nullptr;
   ChoicesByExpert by_expert;

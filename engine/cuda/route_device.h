@@ -29,12 +29,121 @@ __device__ __forceinline__ void for_each_logit(const float* l, const float (&cac
   }
 }
 
+// Writes token t's choices: lane k < top_k holds choice k (expert my_e, score my_p); picked_sum is
+// the sum of the chosen scores (the same on every lane).
+__device__ __forceinline__ void route_write(int t, const RouteSpec& r, int lane, int my_e, float my_p,
+                                            float picked_sum) {
+  const int top_k = r.top_k;
+  const float weight = (r.renormalize ? my_p / picked_sum : my_p) * r.scaling;
+  // This choice's place in ascending expert order (the experts are distinct).
+  int rank = 0;
+  for (int j = 0; j < top_k; ++j) rank += __shfl_sync(0xffffffffu, my_e, j) < my_e ? 1 : 0;
+  if (lane < top_k) {
+    const int i = t * top_k + lane, sorted = t * top_k + rank;
+    r.chosen[i] = my_e;
+    r.weights[i] = weight;
+    if (r.by_expert.expert) {
+      r.by_expert.expert[sorted] = my_e;
+      r.by_expert.pair[sorted] = i;
+      r.by_expert.weight[sorted] = weight;
+    }
+  }
+}
+
+// The arg-max of (v, e) pairs over the warp: the larger value, ties to the lower index.
+__device__ __forceinline__ void warp_argmax(float& best, int& best_e) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float ob = __shfl_xor_sync(0xffffffffu, best, off);
+    const int oe = __shfl_xor_sync(0xffffffffu, best_e, off);
+    if (ob > best || (ob == best && oe < best_e)) {
+      best = ob;
+      best_e = oe;
+    }
+  }
+}
+
+// DeepSeek-V3's choice (ref::route_top_k with r.grouped): sigmoid (or, ERNIE 4.5, softmax) scores s,
+// choice scores c = s + bias; a group's score is the sum of its two best c; the topk_group best
+// groups are kept (ties to the lower group) and every other expert's c becomes 0 (HF's masked_fill
+// 0.0); then top_k rounds of arg-max over c, each choice weighted by its s. Reads the logits from
+// memory in every pass (a decode step's E logits are in L1 after the first).
+__device__ __forceinline__ void route_token_grouped(const float* l, int t, const RouteSpec& r, int lane) {
+  const int E = r.E, G = r.n_group, per = E / G;
+  float mx = -FLT_MAX, sum = 0.f;  // the softmax's max and normaliser
+  if (!r.sigmoid) {
+    for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  }
+  auto score = [&](int e) { return r.sigmoid ? 1.f / (1.f + expf(-l[e])) : expf(l[e] - mx) / sum; };
+  auto choice = [&](int e) { return score(e) + (r.bias ? r.bias[e] : 0.f); };
+  unsigned long long keep = 0;  // bit g: group g kept
+  {
+    float group_score[kRouteMaxGroups];
+    for (int g = 0; g < G; ++g) {
+      // The group's two best choice scores: each lane's two, merged over the warp.
+      float a = -FLT_MAX, b = -FLT_MAX;
+      for (int e = g * per + lane; e < (g + 1) * per; e += 32) {
+        const float c = choice(e);
+        if (c > a) {
+          b = a;
+          a = c;
+        } else if (c > b) {
+          b = c;
+        }
+      }
+      for (int off = 16; off > 0; off >>= 1) {
+        const float oa = __shfl_xor_sync(0xffffffffu, a, off), ob = __shfl_xor_sync(0xffffffffu, b, off);
+        const float hi = fmaxf(a, oa), lo = fmaxf(fminf(a, oa), fmaxf(b, ob));
+        a = hi;
+        b = lo;
+      }
+      group_score[g] = a + b;
+    }
+    for (int k = 0; k < r.topk_group; ++k) {
+      int best_g = -1;
+      for (int g = 0; g < G; ++g)
+        if (!((keep >> g) & 1ull) && (best_g < 0 || group_score[g] > group_score[best_g])) best_g = g;
+      keep |= 1ull << best_g;
+    }
+  }
+  unsigned taken[8] = {};  // bit j of lane: expert lane + 32 j chosen
+  float picked_sum = 0.f, my_p = 0.f;
+  int my_e = 0;
+  for (int k = 0; k < r.top_k; ++k) {
+    float best = -FLT_MAX;
+    int best_e = E;
+    for (int e = lane, j = 0; e < E; e += 32, ++j) {
+      if ((taken[j >> 5] >> (j & 31)) & 1u) continue;
+      const float v = (keep >> (e / per)) & 1ull ? choice(e) : 0.f;
+      if (v > best || (v == best && e < best_e)) {
+        best = v;
+        best_e = e;
+      }
+    }
+    warp_argmax(best, best_e);
+    if (best_e % 32 == lane) {
+      const int j = best_e / 32;
+      taken[j >> 5] |= 1u << (j & 31);
+    }
+    const float p = score(best_e);
+    picked_sum += p;
+    if (lane == k) {
+      my_p = p;
+      my_e = best_e;
+    }
+  }
+  route_write(t, r, lane, my_e, my_p, picked_sum);
+}
+
 // Token t's logits l [E] -> its choices (ref::route_top_k): softmax (or sigmoid) scores, then top_k
 // rounds of an arg-max over the logits (the scores are monotonic in them; ties to the lower index,
 // as torch.topk on the CPU). With NE > 0 a lane's logits are read once into registers and the
 // rounds cost shuffles only. Every lane of the warp calls it.
 template <int NE>
 __device__ __forceinline__ void route_token(const float* l, int t, const RouteSpec& r, int lane) {
+  if (r.grouped) return route_token_grouped(l, t, r, lane);
   const int E = r.E, top_k = r.top_k;
   float cached[NE > 0 ? NE : 1] = {};
   if constexpr (NE > 0) {
@@ -61,14 +170,7 @@ __device__ __forceinline__ void route_token(const float* l, int t, const RouteSp
         best_e = e;
       }
     });
-    for (int off = 16; off > 0; off >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, off);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, off);
-      if (ob > best || (ob == best && oe < best_e)) {
-        best = ob;
-        best_e = oe;
-      }
-    }
+    warp_argmax(best, best_e);
     if (best_e % 32 == lane) {
       const int j = best_e / 32;
       taken[j >> 5] |= 1u << (j & 31);
@@ -81,20 +183,7 @@ __device__ __forceinline__ void route_token(const float* l, int t, const RouteSp
     }
   }
   // The sums above are the same on every lane.
-  const float weight = (r.renormalize ? my_p / picked_sum : my_p) * r.scaling;
-  // This choice's place in ascending expert order (the experts are distinct).
-  int rank = 0;
-  for (int j = 0; j < top_k; ++j) rank += __shfl_sync(0xffffffffu, my_e, j) < my_e ? 1 : 0;
-  if (lane < top_k) {
-    const int i = t * top_k + lane, sorted = t * top_k + rank;
-    r.chosen[i] = my_e;
-    r.weights[i] = weight;
-    if (r.by_expert.expert) {
-      r.by_expert.expert[sorted] = my_e;
-      r.by_expert.pair[sorted] = i;
-      r.by_expert.weight[sorted] = weight;
-    }
-  }
+  route_write(t, r, lane, my_e, my_p, picked_sum);
 }
 
 }  // namespace ft::engine::cuda

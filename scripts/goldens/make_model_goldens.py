@@ -3,22 +3,24 @@
 
 For each architecture: random-initialise the model from a shrunken config, scale the init up so
 outputs are not near zero (N(0, 1/fan_in) for matrices, N(0, 1) embeddings, small random offsets
-on norms and biases), save it with save_pretrained in bf16, reload that bf16 checkpoint in float32
-on the CPU (GPU float32 may use TF32), and record logits for random token ids plus a greedy
-continuation.
+on norms and biases, random router correction biases), save it with save_pretrained in bf16,
+reload that bf16 checkpoint in float32 on the CPU (GPU float32 may use TF32), and record logits for
+random token ids plus a greedy continuation.
 
 Writes OUT/<name>/checkpoint/{config.json,generation_config.json,model.safetensors} and
 OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]), greedy_ids (I64 [G]).
 
   python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models [--only qwen3_moe olmoe ...]
 
-The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe (the
-engine's golden test expects a fixture for every family it supports).
+The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe,
+deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2 (the engine's golden test expects a fixture
+for every family it supports and fails without one).
 """
 import argparse
 import json
 import os
 import shutil
+import traceback
 import zlib
 
 import torch
@@ -107,8 +109,89 @@ def olmoe():
     return cfg, transformers.OlmoeForCausalLM
 
 
+def deepseek_v3():
+    # DeepSeek-V3's shape in small: latent attention with the q LoRA, keys 64 wide (32 nope + 32
+    # rope, interleaved as the released checkpoints) and values 32 (the engine pads them to 64 in its
+    # KV pages); YaRN x4 over an original context of 64 (the test's 116 positions run past it) with
+    # mscale != mscale_all_dim, so both the cos/sin factor and the softmax scale's mscale^2 matter
+    # (max_position_embeddings = factor * original, so transformers 4.x and 5.x agree on the factor);
+    # 16 experts in 4 groups (top-2 groups, top-4 experts), a shared expert, layer 0 dense.
+    cfg = transformers.DeepseekV3Config(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4, n_shared_experts=1,
+        n_routed_experts=16, routed_scaling_factor=2.5, kv_lora_rank=64, q_lora_rank=96,
+        qk_rope_head_dim=32, v_head_dim=32, qk_nope_head_dim=32, n_group=4, topk_group=2,
+        num_experts_per_tok=4, first_k_dense_replace=1, norm_topk_prob=True, rms_norm_eps=1e-6,
+        max_position_embeddings=256,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                         "original_max_position_embeddings": 64, "beta_fast": 32.0, "beta_slow": 1.0,
+                         "mscale": 1.0, "mscale_all_dim": 0.707},
+        rope_interleave=True, attention_bias=False, tie_word_embeddings=False, eos_token_id=EOS,
+        bos_token_id=0)
+    return cfg, transformers.DeepseekV3ForCausalLM
+
+
+def glm4_moe():
+    # GLM-4.5's shape in small: GQA with q/k/v biases (none on o_proj), RoPE on half of each head,
+    # per-head q/k norms, 16 experts top-4 in one group (as the releases: the correction bias alone
+    # steers the choice), a shared expert, layer 0 dense.
+    cfg = transformers.Glm4MoeConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+        partial_rotary_factor=0.5, n_shared_experts=1, n_routed_experts=16, routed_scaling_factor=2.5,
+        n_group=1, topk_group=1, num_experts_per_tok=4, first_k_dense_replace=1, norm_topk_prob=True,
+        use_qk_norm=True, attention_bias=True, rms_norm_eps=1e-5, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0)
+    return cfg, transformers.Glm4MoeForCausalLM
+
+
+def dots1():
+    # dots.llm1's shape in small: Qwen3's attention (per-head q/k norms; head_dim hidden / heads, as
+    # Dots1Config has no key for it) with DeepSeek-V3's MoE: 16 experts top-4 in 2 groups of which 1
+    # is chosen, 2 shared experts, norm_topk_prob off, routed_scaling_factor 2, layer 0 dense, no
+    # sliding window.
+    cfg = transformers.Dots1Config(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, n_shared_experts=2,
+        n_routed_experts=16, n_group=2, topk_group=1, num_experts_per_tok=4, first_k_dense_replace=1,
+        norm_topk_prob=False, routed_scaling_factor=2.0, rms_norm_eps=1e-6, max_position_embeddings=4096,
+        sliding_window=None, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        attention_bias=False, tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0)
+    return cfg, transformers.Dots1ForCausalLM
+
+
+def ernie4_5_moe():
+    # ERNIE-4.5-21B-A3B's shape in small: GQA with RoPE on interleaved pairs, no biases (use_bias
+    # off), tied embeddings, 16 experts top-4 chosen by softmax score + correction bias, 2 shared
+    # experts, MoE on layers 1 and 3 (moe_layer_start_index 1, interval 2), 0 and 2 dense.
+    cfg = transformers.Ernie4_5_MoeConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-5,
+        tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+        use_bias=False, moe_intermediate_size=64, moe_k=4, moe_num_experts=16, moe_num_shared_experts=2,
+        moe_layer_start_index=1, moe_layer_end_index=-1, moe_layer_interval=2, eos_token_id=EOS,
+        bos_token_id=0, pad_token_id=0)
+    return cfg, transformers.Ernie4_5_MoeForCausalLM
+
+
+def minimax_m2():
+    # MiniMax-M2's shape in small: q/k norms over the whole projections, RoPE on half of each head,
+    # no biases, 16 experts top-4 (intermediate_size wide) chosen by sigmoid score + correction
+    # bias and renormalised, every layer MoE, no shared expert.
+    cfg = transformers.MiniMaxM2Config(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=64, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, num_local_experts=16,
+        num_experts_per_tok=4, rms_norm_eps=1e-6, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 5000000.0, "partial_rotary_factor": 0.5},
+        tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0)
+    return cfg, transformers.MiniMaxM2ForCausalLM
+
+
 ARCHS = {"qwen3_moe": qwen3_moe, "qwen3_next": qwen3_next, "qwen3_5_moe": qwen3_5_moe,
-         "mixtral": mixtral, "qwen2_moe": qwen2_moe, "olmoe": olmoe}
+         "mixtral": mixtral, "qwen2_moe": qwen2_moe, "olmoe": olmoe,
+         "deepseek_v3": deepseek_v3, "glm4_moe": glm4_moe, "dots1": dots1, "ernie4_5_moe": ernie4_5_moe,
+         "minimax_m2": minimax_m2}
 
 
 @torch.no_grad()
@@ -126,6 +209,12 @@ def scale_init(model, gen):
             p.copy_(0.1 * torch.randn(p.shape, generator=gen))
         else:  # norm weights: stored as w (init 1) or as an offset from 1 (init 0)
             p.add_(0.1 * torch.randn(p.shape, generator=gen))
+    # The DeepSeek-V3 router's score-correction bias is a buffer (zeros at init): random, so the
+    # choice it steers is tested. Drawn after the parameters, so the other families' draws are
+    # unchanged.
+    for name, b in model.named_buffers():
+        if name.endswith("e_score_correction_bias"):
+            b.copy_(0.1 * torch.randn(b.shape, generator=gen))
 
 
 def make(name, out_root):
@@ -163,8 +252,15 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    failed = []
     for name in args.only:
-        make(name, args.out)
+        try:
+            make(name, args.out)
+        except Exception:  # one family's failure must not cost the others their goldens
+            traceback.print_exc()
+            failed.append(name)
+    if failed:
+        raise SystemExit(f"failed: {' '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 // config.json parsing: families, nested text_config, RoPE keys old and new, layer types, MoE
 // layer selection, stop tokens, and the errors for unknown architectures.
+#include "ft/engine/model_config.h"
+
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
-
-#include "ft/engine/model_config.h"
+#include <vector>
 
 namespace ft::engine {
 namespace {
@@ -103,7 +106,7 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
-            "qwen2_moe, olmoe)");
+            "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
@@ -199,15 +202,219 @@ TEST(ModelConfig, OlmoeFeaturesNotImplementedAreRefusedNamingTheirField) {
 }
 
 TEST(ModelConfig, UnsupportedRopeTypeAndBadJson) {
-  auto yarn = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 10, "hidden_size": 8,
+  auto longrope = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 10, "hidden_size": 8,
       "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8,
-      "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})");
-  EXPECT_EQ(yarn.status().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(yarn.status().message().find("yarn"), std::string::npos);
+      "rope_scaling": {"rope_type": "longrope", "factor": 4.0}})");
+  EXPECT_EQ(longrope.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(longrope.status().message().find("longrope"), std::string::npos);
   EXPECT_EQ(parse_model_config("{not json").status().code(), ErrorCode::kInvalidArgument);
   auto missing = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 10})");
   EXPECT_EQ(missing.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(missing.status().message().find("hidden_size"), std::string::npos) << missing.status().message();
+}
+
+// Qwen3's long-context setting: YaRN in the legacy rope_scaling dict, the original context in it.
+TEST(ModelConfig, YarnFromRopeScalingWithHfDefaults) {
+  auto c = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 10, "hidden_size": 8,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 131072,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->rope_type, "yarn");
+  EXPECT_DOUBLE_EQ(c->yarn.factor, 4.0);
+  EXPECT_EQ(c->yarn.original_max_position_embeddings, 32768);
+  EXPECT_DOUBLE_EQ(c->yarn.beta_fast, 32);
+  EXPECT_DOUBLE_EQ(c->yarn.beta_slow, 1);
+  EXPECT_TRUE(c->yarn.truncate);
+  EXPECT_NEAR(c->yarn.attention_factor, 0.1 * std::log(4.0) + 1, 1e-12);  // neither mscale given
+  // Without original_max_position_embeddings the context is max_position_embeddings; without any, an error.
+  auto no_orig = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 10, "hidden_size": 8,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 4096,
+      "rope_parameters": {"rope_type": "yarn", "factor": 2.0, "attention_factor": 1.25, "truncate": false}})");
+  ASSERT_TRUE(no_orig.is_ok()) << no_orig.status().to_string();
+  EXPECT_EQ(no_orig->yarn.original_max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(no_orig->yarn.attention_factor, 1.25);
+  EXPECT_FALSE(no_orig->yarn.truncate);
+  auto none = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 10, "hidden_size": 8,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})");
+  EXPECT_EQ(none.status().code(), ErrorCode::kInvalidArgument);
+}
+
+// DeepSeek-V3's config.json (shrunk; the release's keys, its legacy rope_scaling).
+const char* kDeepseekV3 = R"({
+  "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "vocab_size": 100,
+  "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 16, "num_hidden_layers": 4,
+  "num_attention_heads": 4, "num_key_value_heads": 4, "n_shared_experts": 1, "n_routed_experts": 16,
+  "routed_scaling_factor": 2.5, "kv_lora_rank": 32, "q_lora_rank": 48, "qk_rope_head_dim": 16,
+  "v_head_dim": 24, "qk_nope_head_dim": 32, "n_group": 4, "topk_group": 2, "num_experts_per_tok": 4,
+  "first_k_dense_replace": 3, "norm_topk_prob": true, "scoring_func": "sigmoid", "topk_method": "noaux_tc",
+  "moe_layer_freq": 1, "hidden_act": "silu", "max_position_embeddings": 163840, "rms_norm_eps": 1e-06,
+  "rope_theta": 10000, "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+  "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "type": "yarn"},
+  "num_nextn_predict_layers": 1, "bos_token_id": 0, "eos_token_id": 1, "tie_word_embeddings": false})";
+
+TEST(ModelConfig, ParsesDeepseekV3) {
+  auto c = parse_model_config(kDeepseekV3);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kDeepseekV3);
+  EXPECT_TRUE(c->mla);
+  EXPECT_EQ(c->q_lora_rank, 48);
+  EXPECT_EQ(c->kv_lora_rank, 32);
+  EXPECT_EQ(c->head_dim, 48);  // the KV pages' width: max(32 + 16, 24)
+  EXPECT_EQ(c->rotary_dim(), 16);
+  EXPECT_TRUE(c->rope_interleave);  // DeepseekV3Config's default
+  EXPECT_EQ(c->rope_type, "yarn");
+  EXPECT_DOUBLE_EQ(c->yarn.factor, 40);
+  EXPECT_DOUBLE_EQ(c->yarn.attention_factor, 1.0);  // mscale == mscale_all_dim
+  EXPECT_TRUE(c->sigmoid_router);
+  EXPECT_EQ(c->num_experts, 16);
+  EXPECT_EQ(c->n_group, 4);
+  EXPECT_EQ(c->topk_group, 2);
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 2.5);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 16);
+  EXPECT_TRUE(c->norm_topk_prob);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(c->is_moe_layer(i)) << i;
+  EXPECT_TRUE(c->is_moe_layer(3));
+}
+
+TEST(ModelConfig, DeepseekV3NullQLoraAndKimiK2) {
+  std::string text = kDeepseekV3;
+  text.replace(text.find("\"q_lora_rank\": 48"), 17, "\"q_lora_rank\": null");
+  auto c = parse_model_config(text);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->q_lora_rank, 0);
+  text.replace(text.find("\"deepseek_v3\""), 13, "\"kimi_k2\"");
+  auto kimi = parse_model_config(text);
+  ASSERT_TRUE(kimi.is_ok()) << kimi.status().to_string();
+  EXPECT_EQ(kimi->family, ModelFamily::kDeepseekV3);
+}
+
+TEST(ModelConfig, DeepseekV2RoutersAreRefusedNamingTheirField) {
+  for (const auto& [from, to, field] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"\"scoring_func\": \"sigmoid\"", "\"scoring_func\": \"softmax\"", "scoring_func"},
+           {"\"topk_method\": \"noaux_tc\"", "\"topk_method\": \"group_limited_greedy\"", "topk_method"},
+           {"\"moe_layer_freq\": 1", "\"moe_layer_freq\": 2", "moe_layer_freq"},
+           {"\"num_key_value_heads\": 4", "\"num_key_value_heads\": 2", "num_key_value_heads"}}) {
+    std::string text = kDeepseekV3;
+    text.replace(text.find(from), from.size(), to);
+    auto c = parse_model_config(text);
+    EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported) << field;
+    EXPECT_NE(c.status().message().find(field), std::string::npos) << c.status().message();
+  }
+  std::string groups = kDeepseekV3;
+  groups.replace(groups.find("\"n_group\": 4"), 12, "\"n_group\": 3");  // 16 experts do not split in 3
+  EXPECT_EQ(parse_model_config(groups).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// GLM-4.5-Air's config.json (shrunk): transformers 5.x names the expert count num_local_experts.
+TEST(ModelConfig, ParsesGlm4MoeWithItsDefaults) {
+  auto c = parse_model_config(R"({"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 16,
+      "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+      "num_local_experts": 8, "num_experts_per_tok": 2, "attention_bias": true,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 1000000}})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kGlm4Moe);
+  EXPECT_FALSE(c->mla);
+  EXPECT_DOUBLE_EQ(c->partial_rotary_factor, 0.5);  // Glm4MoeConfig's default
+  EXPECT_EQ(c->rotary_dim(), 16);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  EXPECT_EQ(c->num_experts, 8);
+  EXPECT_EQ(c->n_group, 1);
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 1.0);
+  EXPECT_EQ(c->first_k_dense_replace, 1);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 16);
+  EXPECT_FALSE(c->use_qk_norm);
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_FALSE(c->is_moe_layer(0));
+  EXPECT_TRUE(c->is_moe_layer(1));
+}
+
+// dots.llm1's config.json (shrunk): Dots1Config's None defaults (routed and shared expert counts)
+// make those keys required; a sliding window from max_window_layers on is refused.
+TEST(ModelConfig, ParsesDots1AndRefusesItsSlidingLayers) {
+  const std::string base = R"({"architectures": ["Dots1ForCausalLM"], "model_type": "dots1", "vocab_size": 100,
+      "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 16, "num_hidden_layers": 3,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "n_routed_experts": 8, "num_experts_per_tok": 2,
+      "n_shared_experts": 2, "first_k_dense_replace": 1, "sliding_window": null, "max_window_layers": 3)";
+  auto c = parse_model_config(base + "}");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kDots1);
+  EXPECT_TRUE(c->sigmoid_router);
+  EXPECT_FALSE(c->norm_topk_prob);  // Dots1Config's default
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 32);
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 1.0);
+  EXPECT_FALSE(c->is_moe_layer(0));
+  EXPECT_TRUE(c->is_moe_layer(2));
+  std::string sliding = base;
+  sliding.replace(sliding.find("\"sliding_window\": null, \"max_window_layers\": 3"), 46,
+                  "\"sliding_window\": 4096, \"max_window_layers\": 1");
+  auto s = parse_model_config(sliding + "}");
+  EXPECT_EQ(s.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.status().message().find("sliding_window"), std::string::npos) << s.status().message();
+  std::string no_shared = base;
+  no_shared.replace(no_shared.find("\"n_shared_experts\": 2, "), 23, "");
+  auto missing = parse_model_config(no_shared + "}");
+  EXPECT_EQ(missing.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("n_shared_experts"), std::string::npos) << missing.status().message();
+}
+
+// ERNIE-4.5-21B-A3B's config.json (shrunk): MoE layers from moe_layer_start_index to
+// moe_layer_end_index every moe_layer_interval; Ernie4_5_MoeConfig's defaults (theta 500000, tied
+// embeddings); the attribute_map spellings num_experts / num_experts_per_tok; use_bias refused.
+TEST(ModelConfig, ParsesErnie4_5MoeAndRefusesUseBias) {
+  const std::string base = R"({"architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 6,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "moe_intermediate_size": 16, "moe_k": 2,
+      "moe_num_experts": 8, "moe_num_shared_experts": 2, "moe_layer_start_index": 1, "moe_layer_end_index": 4,
+      "moe_layer_interval": 2, "use_bias": false)";
+  auto c = parse_model_config(base + "}");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kErnie4_5Moe);
+  EXPECT_TRUE(c->biased_softmax_router);
+  EXPECT_TRUE(c->rope_interleave);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 500000.0);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  EXPECT_EQ(c->num_experts, 8);
+  EXPECT_EQ(c->num_experts_per_tok, 2);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 32);
+  // (i + 1) % 2 == 0 within [1, 4]: layers 1 and 3.
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c->is_moe_layer(i), i == 1 || i == 3) << i;
+  std::string aliases = base;
+  aliases.replace(aliases.find("\"moe_k\""), 7, "\"num_experts_per_tok\"");
+  aliases.replace(aliases.find("\"moe_num_experts\""), 17, "\"num_experts\"");
+  aliases.replace(aliases.find("\"moe_layer_end_index\": 4"), 24, "\"moe_layer_end_index\": -1");
+  auto a = parse_model_config(aliases + "}");
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->num_experts, 8);
+  EXPECT_EQ(a->num_experts_per_tok, 2);
+  EXPECT_TRUE(a->is_moe_layer(5));  // end -1: the last layer
+  std::string biased = base;
+  biased.replace(biased.find("\"use_bias\": false"), 17, "\"use_bias\": true");
+  auto b = parse_model_config(biased + "}");
+  EXPECT_EQ(b.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(b.status().message().find("use_bias"), std::string::npos) << b.status().message();
+}
+
+// MiniMax-M2's config.json (shrunk, its release's keys): rotary_dim gives the partial RoPE, the
+// experts are intermediate_size wide, every layer is MoE behind a sigmoid router.
+TEST(ModelConfig, ParsesMinimaxM2) {
+  auto c = parse_model_config(R"({"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 24, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "rotary_dim": 16,
+      "num_local_experts": 8, "num_experts_per_tok": 2, "use_qk_norm": true, "qk_norm_type": "per_layer",
+      "scoring_func": "sigmoid", "use_routing_bias": true, "rope_theta": 5000000, "attention_bias": true})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kMinimaxM2);
+  EXPECT_EQ(c->rotary_dim(), 16);
+  EXPECT_TRUE(c->sigmoid_router);
+  EXPECT_EQ(c->moe_intermediate_size, 24);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 0);
+  EXPECT_FALSE(c->attention_bias);  // MiniMaxM2Attention builds its projections without biases
+  EXPECT_TRUE(c->is_moe_layer(0));
+  EXPECT_TRUE(c->is_moe_layer(1));
 }
 
 }  // namespace

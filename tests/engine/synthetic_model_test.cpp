@@ -208,6 +208,103 @@ TEST(SyntheticModel, PlansQwen3_6_35B_A3BWithTheReleasedShapes) {
   EXPECT_EQ(cfg.eos_token_ids, (std::vector<int32_t>{248044}));
 }
 
+// DeepSeek-V3's released shapes (latent attention, 3 dense layers, 256 routed + 1 shared expert)
+// and GLM-4.5-Air's (GQA with q/k/v biases, 1 dense layer, 128 + 1 experts): what their configs
+// parse to, and the tensors the loader reads.
+TEST(SyntheticModel, PlansDeepseekV3AndGlm4_5AirWithTheReleasedShapes) {
+  {
+    const engine::SyntheticPlan plan = plan_of(SyntheticLike::kDeepseekV3);
+    const int64_t H = 7168;
+    const auto shapes = shapes_of(plan);
+    const std::string dense = "model.layers.2.", moe = "model.layers.60.";
+    EXPECT_EQ(shapes.at(dense + "self_attn.q_a_proj.weight"), (Shape{1536, H}));
+    EXPECT_EQ(shapes.at(dense + "self_attn.q_a_layernorm.weight"), (Shape{1536}));
+    EXPECT_EQ(shapes.at(dense + "self_attn.q_b_proj.weight"), (Shape{128 * 192, 1536}));
+    EXPECT_EQ(shapes.at(dense + "self_attn.kv_a_proj_with_mqa.weight"), (Shape{512 + 64, H}));
+    EXPECT_EQ(shapes.at(dense + "self_attn.kv_a_layernorm.weight"), (Shape{512}));
+    EXPECT_EQ(shapes.at(dense + "self_attn.kv_b_proj.weight"), (Shape{128 * (128 + 128), 512}));
+    EXPECT_EQ(shapes.at(dense + "self_attn.o_proj.weight"), (Shape{H, 128 * 128}));
+    EXPECT_EQ(shapes.at(dense + "mlp.gate_proj.weight"), (Shape{18432, H}));
+    EXPECT_EQ(shapes.count("model.layers.3.mlp.gate_proj.weight"), 0u);  // first_k_dense_replace 3
+    EXPECT_EQ(shapes.at(moe + "mlp.gate.weight"), (Shape{256, H}));
+    EXPECT_EQ(shapes.at(moe + "mlp.gate.e_score_correction_bias"), (Shape{256}));
+    EXPECT_EQ(shapes.at(moe + "mlp.experts.255.down_proj.weight"), (Shape{H, 2048}));
+    EXPECT_EQ(shapes.at(moe + "mlp.shared_experts.gate_proj.weight"), (Shape{2048, H}));
+    std::printf("deepseek-v3: %.0f GB in bf16\n", double(plan.total_bytes) / 1e9);
+    expect_hf_shards(plan);
+    const engine::ModelConfig cfg = config_of(plan);
+    EXPECT_EQ(cfg.family, engine::ModelFamily::kDeepseekV3);
+    EXPECT_EQ(cfg.head_dim, 192);  // the KV pages' width
+    EXPECT_EQ(cfg.num_experts, 256);
+    EXPECT_EQ(cfg.n_group, 8);
+    EXPECT_EQ(cfg.topk_group, 4);
+    EXPECT_DOUBLE_EQ(cfg.routed_scaling_factor, 2.5);
+    EXPECT_EQ(cfg.first_k_dense_replace, 3);
+    EXPECT_EQ(cfg.rope_type, "yarn");
+    EXPECT_DOUBLE_EQ(cfg.yarn.factor, 40);
+    EXPECT_EQ(cfg.yarn.original_max_position_embeddings, 4096);
+    EXPECT_TRUE(cfg.rope_interleave);
+  }
+  {
+    const engine::SyntheticPlan plan = plan_of(SyntheticLike::kGlm4_5Air);
+    const int64_t H = 4096;
+    const auto shapes = shapes_of(plan);
+    const std::string p = "model.layers.45.";
+    EXPECT_EQ(shapes.at(p + "self_attn.q_proj.weight"), (Shape{96 * 128, H}));
+    EXPECT_EQ(shapes.at(p + "self_attn.q_proj.bias"), (Shape{96 * 128}));
+    EXPECT_EQ(shapes.at(p + "self_attn.k_proj.bias"), (Shape{8 * 128}));
+    EXPECT_EQ(shapes.count(p + "self_attn.o_proj.bias"), 0u);
+    EXPECT_EQ(shapes.count(p + "self_attn.q_norm.weight"), 0u);  // use_qk_norm false
+    EXPECT_EQ(shapes.at(p + "mlp.experts.127.gate_proj.weight"), (Shape{1408, H}));
+    EXPECT_EQ(shapes.at(p + "mlp.shared_experts.down_proj.weight"), (Shape{H, 1408}));
+    EXPECT_EQ(shapes.at("model.layers.0.mlp.gate_proj.weight"), (Shape{10944, H}));
+    std::printf("glm-4.5-air: %.0f GB in bf16\n", double(plan.total_bytes) / 1e9);
+    const engine::ModelConfig cfg = config_of(plan);
+    EXPECT_EQ(cfg.family, engine::ModelFamily::kGlm4Moe);
+    EXPECT_EQ(cfg.rotary_dim(), 64);
+    EXPECT_TRUE(cfg.attention_bias);
+    EXPECT_EQ(cfg.eos_token_ids, (std::vector<int32_t>{151329, 151336, 151338}));
+  }
+}
+
+TEST(SyntheticModel, PlansErnie4_5_21B_A3BWithTheReleasedShapes) {
+  const engine::SyntheticPlan plan = plan_of(SyntheticLike::kErnie4_5_21B_A3B);
+  const int64_t H = 2560;
+  const auto shapes = shapes_of(plan);
+  EXPECT_EQ(shapes.count("lm_head.weight"), 0u);  // tied to the embedding
+  EXPECT_EQ(shapes.at("model.layers.0.mlp.gate_proj.weight"), (Shape{12288, H}));
+  const std::string p = "model.layers.27.";
+  EXPECT_EQ(shapes.at(p + "self_attn.q_proj.weight"), (Shape{20 * 128, H}));
+  EXPECT_EQ(shapes.at(p + "self_attn.k_proj.weight"), (Shape{4 * 128, H}));
+  EXPECT_EQ(shapes.at(p + "mlp.moe_statics.e_score_correction_bias"), (Shape{1, 64}));
+  EXPECT_EQ(shapes.at(p + "mlp.experts.63.down_proj.weight"), (Shape{H, 1536}));
+  EXPECT_EQ(shapes.at(p + "mlp.shared_experts.gate_proj.weight"), (Shape{2 * 1536, H}));
+  std::printf("ernie-4.5-21b-a3b: %.0f GB in bf16\n", double(plan.total_bytes) / 1e9);
+  const engine::ModelConfig cfg = config_of(plan);
+  EXPECT_EQ(cfg.family, engine::ModelFamily::kErnie4_5Moe);
+  EXPECT_TRUE(cfg.tie_word_embeddings);
+  EXPECT_FALSE(cfg.is_moe_layer(0));
+  EXPECT_TRUE(cfg.is_moe_layer(27));
+}
+
+TEST(SyntheticModel, PlansMinimaxM2WithTheReleasedShapes) {
+  const engine::SyntheticPlan plan = plan_of(SyntheticLike::kMinimaxM2);
+  const int64_t H = 3072;
+  const auto shapes = shapes_of(plan);
+  const std::string p = "model.layers.61.";
+  EXPECT_EQ(shapes.at(p + "self_attn.q_norm.weight"), (Shape{48 * 128}));  // over the whole projection
+  EXPECT_EQ(shapes.at(p + "self_attn.k_norm.weight"), (Shape{8 * 128}));
+  EXPECT_EQ(shapes.at(p + "block_sparse_moe.gate.weight"), (Shape{256, H}));
+  EXPECT_EQ(shapes.at(p + "block_sparse_moe.e_score_correction_bias"), (Shape{256}));
+  EXPECT_EQ(shapes.at(p + "block_sparse_moe.experts.255.w2.weight"), (Shape{H, 1536}));
+  std::printf("minimax-m2: %.0f GB in bf16\n", double(plan.total_bytes) / 1e9);
+  const engine::ModelConfig cfg = config_of(plan);
+  EXPECT_EQ(cfg.family, engine::ModelFamily::kMinimaxM2);
+  EXPECT_EQ(cfg.rotary_dim(), 64);
+  EXPECT_EQ(cfg.num_experts, 256);
+  EXPECT_EQ(cfg.moe_intermediate_size, 1536);
+}
+
 TEST(SyntheticModel, LayersCutsTheTensorsAndTheConfig) {
   const engine::SyntheticPlan plan = plan_of(SyntheticLike::kQwen3_6_35B_A3B, 5);
   const auto shapes = shapes_of(plan);

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,6 +65,48 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.head_dim = s.hidden_size / s.num_heads;
     s.attention_bias = true;
     s.norm_topk_prob = false;  // as OLMoE-1B-7B
+  } else if (family == engine::ModelFamily::kDeepseekV3) {
+    // Latent attention with the q LoRA (per-expert variant) and with a plain q_proj (fused); keys
+    // 32 wide and values 16 (so the KV pages pad the values); YaRN past its original context
+    // within the tests' 80 tokens, with an attention factor other than 1 (mscale != mscale_all_dim).
+    s.q_lora_rank = fused_experts ? 0 : 24;
+    s.kv_lora_rank = 32;
+    s.qk_nope_head_dim = 16;
+    s.qk_rope_head_dim = 16;
+    s.v_head_dim = 16;
+    s.attention_bias = !fused_experts;
+    s.yarn_factor = 4.0;
+    s.yarn_original_max_position_embeddings = 32;
+    s.yarn_mscale = 1.0;
+    s.yarn_mscale_all_dim = 0.707;
+    s.n_group = 2;
+    s.topk_group = 1;
+    s.routed_scaling_factor = 2.5;
+    s.first_k_dense_replace = 1;
+  } else if (family == engine::ModelFamily::kGlm4Moe) {
+    s.attention_bias = true;
+    s.use_qk_norm = !fused_experts;
+    s.partial_rotary_factor = 0.5;
+    s.n_group = 4;
+    s.topk_group = 2;
+    s.routed_scaling_factor = 1.5;
+    s.first_k_dense_replace = 1;
+  } else if (family == engine::ModelFamily::kDots1) {
+    s.attention_bias = !fused_experts;
+    s.n_group = 2;
+    s.topk_group = 2;
+    s.n_shared_experts = 2;
+    s.norm_topk_prob = false;  // Dots1Config's default
+    s.first_k_dense_replace = 1;
+  } else if (family == engine::ModelFamily::kErnie4_5Moe) {
+    // MoE on layer 1 only (moe_layer_start_index 1, moe_layer_end_index 1): a dense layer on each
+    // side; tied embeddings as ERNIE-4.5-21B-A3B in the per-expert variant.
+    s.first_k_dense_replace = 1;
+    s.moe_layer_end_index = 1;
+    s.n_shared_experts = 2;
+    s.tie_word_embeddings = !fused_experts;
+  } else if (family == engine::ModelFamily::kMinimaxM2) {
+    s.partial_rotary_factor = 0.5;  // MiniMax-M2: rotary_dim 64 of head_dim 128
   }
   return s;
 }

@@ -9,11 +9,13 @@
 #include <deque>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ft/engine/backend.h"
 #include "ft/engine/bf16.h"
 #include "ft/engine/kv_pool.h"
+#include "ft/engine/ops_attention.h"
 #include "ft/engine/sampling.h"
 #include "gpu_test_util.h"
 
@@ -254,11 +256,14 @@ TEST_F(CudaOps, AttentionInputsNormRotateAndWriteLikeTheReference) {
     ref::RopeLayout layout;
     bool norm, zero_centered;
     bool per_head = true;  // false: one norm over all heads (OLMoE), the default composition
+    float attention_factor = 1.f;  // YaRN's, on cos/sin
   };
   for (const Case c : {Case{8, 2, 128, 128, ref::RopeLayout::kNeox, true, false},
                        Case{4, 2, 256, 64, ref::RopeLayout::kNeox, true, true},
                        Case{4, 4, 64, 64, ref::RopeLayout::kGptj, false, false},
-                       Case{8, 2, 64, 64, ref::RopeLayout::kNeox, true, false, false}}) {
+                       Case{8, 2, 64, 64, ref::RopeLayout::kNeox, true, false, false},
+                       // DeepSeek-V3's latent attention: 192-wide heads, 64 interleaved rope dims.
+                       Case{4, 4, 192, 64, ref::RopeLayout::kGptj, false, false, true, 1.037f}}) {
     const std::size_t D = std::size_t(c.D), heads = std::size_t(c.heads), KV = std::size_t(c.kv_heads);
     KvLayout lay{1, int64_t(KV), int64_t(D), 32, KvDType::kF32};
     KvLayout dlay = lay;
@@ -293,7 +298,8 @@ TEST_F(CudaOps, AttentionInputsNormRotateAndWriteLikeTheReference) {
       for (std::size_t r = 0; r < rows; ++r) positions.push_back(pos0 + int64_t(r));
       T += rows;
     }
-    const ref::RopeSpec rope{D, std::size_t(c.rotary), 1e6, c.layout};
+    ref::RopeSpec rope{D, std::size_t(c.rotary), 1e6, c.layout};
+    rope.attention_factor = c.attention_factor;
     const std::vector<float> inv = ref::rope_inv_freq(rope), qn = random(c.per_head ? D : heads * D),
                              kn = random(c.per_head ? D : KV * D);
     const std::vector<float> q = random(T * heads * D), k = random(T * KV * D), v = random(k.size());
@@ -415,6 +421,94 @@ TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {
       }
     }
   }
+}
+
+// DeepSeek-V3's router: sigmoid scores, the choice by score + e_score_correction_bias among the best
+// groups, weights renormalised and scaled; its shared experts added without a gate. Groups of 4, of
+// 32 (DeepSeek-V3's 256 in 8) and one group (GLM-4.5: the bias alone steers the choice); and ERNIE
+// 4.5's: softmax scores with the bias, 64 experts top-6.
+TEST_F(CudaOps, GroupedSigmoidRouterAndUngatedSharedExpertsLikeTheReference) {
+  std::deque<MoeWeights> layers;
+  std::deque<std::vector<float>> biases;
+  for (const auto& [E, K, G, TG, sigmoid] :
+       {std::tuple<int64_t, std::size_t, std::size_t, std::size_t, bool>{16, 4, 4, 2, true},
+        {256, 8, 8, 4, true},
+        {64, 6, 1, 1, true},
+        {64, 6, 1, 1, false}}) {
+    const int64_t H = 256, I = 64;
+    MoeWeights& w = layers.emplace_back();
+    w.router_spec.num_experts = std::size_t(E);
+    w.router_spec.top_k = K;
+    w.router_spec.scoring = sigmoid ? ref::RouterScoring::kSigmoid : ref::RouterScoring::kSoftmax;
+    w.router_spec.renormalize = true;
+    w.router_spec.scaling = sigmoid ? 2.5f : 1.f;
+    w.router_spec.n_group = G;
+    w.router_spec.topk_group = TG;
+    w.hidden = H;
+    w.router = weight(E, H);
+    for (int64_t e = 0; e < E; ++e) w.experts.push_back({weight(I, H), weight(I, H), weight(H, I)});
+    w.has_shared = true;
+    w.shared_gated = false;
+    w.shared = {weight(I, H), weight(I, H), weight(H, I)};
+    const std::vector<float>& bias = biases.emplace_back(random(std::size_t(E), 0.1f));
+    MoeWeights& on_host = layers.emplace_back(w);  // the reference reads the bias from host memory
+    on_host.router_spec.correction_bias = bias.data();
+    w.router_spec.correction_bias = param(bias);
+    for (std::size_t T : {1, 3, 16, 70}) {
+      const std::vector<float> x = random(T * std::size_t(H));
+      std::vector<float> want(x.size());
+      RoutingTrace ref_trace, gpu_trace;
+      ref_->set_routing_trace(&ref_trace);
+      on(*ref_, [&] { ref_->moe(on_host, x.data(), T, want.data()); });
+      ref_->set_routing_trace(nullptr);
+      const float* dx = dev(x);
+      float* out = dev_zeros(x.size());
+      cuda_->set_routing_trace(&gpu_trace);
+      on(*cuda_, [&] { cuda_->moe(w, dx, T, out); });
+      cuda_->set_routing_trace(nullptr);
+      ASSERT_EQ(gpu_trace.calls.size(), 1u);
+      std::size_t same = 0;
+      for (std::size_t i = 0; i < T * K; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
+      EXPECT_GE(same * 20, T * K * 19) << "routing differs on more than 5% of the choices, E " << E << " T " << T;
+      if (same == T * K) {
+        EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "E " << E << " T " << T;
+      }
+    }
+  }
+}
+
+// Latent attention's data movement (a column block, one row repeated per head, a zero fill) and
+// its RoPE: YaRN frequencies, interleaved pairs, an attention factor on cos/sin, alone and fused
+// into attention_inputs.
+TEST_F(CudaOps, ColumnCopiesAndYarnRopeWithAnAttentionFactor) {
+  const std::size_t T = 37, heads = 4, D = 192, R = 64;
+  const std::vector<float> src = random(T * 576), zero(1, 0.f);
+  std::vector<float> want(T * heads * D, 1.f);
+  on(*ref_, [&] {
+    ref_->copy_columns(src.data() + 512, 576, heads, want.data(), D, T * heads, R);
+    ref_->copy_columns(zero.data(), 0, T * heads, want.data() + 128, D, T * heads, D - 128);
+  });
+  float* got = dev(std::vector<float>(want.size(), 1.f));
+  const float* dsrc = dev(src);
+  const float* dzero = param(zero);
+  on(*cuda_, [&] {
+    cuda_->copy_columns(dsrc + 512, 576, heads, got, D, T * heads, R);
+    cuda_->copy_columns(dzero, 0, T * heads, got + 128, D, T * heads, D - 128);
+  });
+  EXPECT_EQ(host(got, want.size()), want);
+
+  ref::RopeSpec spec{D, R, 10000.0, ref::RopeLayout::kGptj};
+  spec.yarn = {40.0, 32, 1, 4096, true};
+  spec.attention_factor = float(ref::yarn_attention_factor(40.0, 1.0, 0.707));
+  const std::vector<float> inv = ref::rope_inv_freq(spec), x = random(T * heads * D);
+  std::vector<int64_t> positions(T);
+  for (std::size_t t = 0; t < T; ++t) positions[t] = int64_t(t * 997 % 40000);
+  std::vector<float> rotated = x;
+  on(*ref_, [&] { ref_->rope(rotated.data(), T, heads, spec, inv.data(), positions.data()); });
+  float* dx = dev(x);
+  const float* dinv = param(inv);
+  on(*cuda_, [&] { cuda_->rope(dx, T, heads, spec, dinv, cuda_->stage(positions)); });
+  EXPECT_LT(rel_l2(host(dx, x.size()), rotated), 1e-5);
 }
 
 TEST_F(CudaOps, DeltaNetUpdatesEachSequenceStateLikeTheReference) {

@@ -87,13 +87,16 @@ void CpuBackend::add(float* y, const float* x, std::size_t n) {
   for_range(n, 1, [&](std::size_t a, std::size_t b) { ref::add_inplace(y + a, x + a, b - a); });
 }
 
-const CpuBackend::RopeTable& CpuBackend::rope_table(const float* inv_freq, std::size_t half, int64_t max_position) {
+const CpuBackend::RopeTable& CpuBackend::rope_table(const float* inv_freq, std::size_t half, float attention_factor,
+                                                    int64_t max_position) {
   RopeTable* table = nullptr;
   for (RopeTable& t : rope_tables_) {
-    if (t.inv_freq.size() == half && std::equal(t.inv_freq.begin(), t.inv_freq.end(), inv_freq)) table = &t;
+    if (t.inv_freq.size() == half && t.attention_factor == attention_factor &&
+        std::equal(t.inv_freq.begin(), t.inv_freq.end(), inv_freq))
+      table = &t;
   }
   if (!table) {
-    rope_tables_.push_back({std::vector<float>(inv_freq, inv_freq + half), {}, {}});
+    rope_tables_.push_back({std::vector<float>(inv_freq, inv_freq + half), attention_factor, {}, {}});
     table = &rope_tables_.back();
   }
   const std::size_t have = half ? table->cos.size() / half : 0, need = std::size_t(max_position) + 1;
@@ -105,10 +108,10 @@ const CpuBackend::RopeTable& CpuBackend::rope_table(const float* inv_freq, std::
     table->sin.resize(n * half);
     for (std::size_t p = have; p < n; ++p) {
       for (std::size_t i = 0; i < half; ++i) {
-        // HF: freqs = inv_freq * position in fp32, then cos/sin in fp32.
+        // HF: freqs = inv_freq * position in fp32, then cos/sin in fp32, times attention_scaling.
         const float angle = inv_freq[i] * float(p);
-        table->cos[p * half + i] = std::cos(angle);
-        table->sin[p * half + i] = std::sin(angle);
+        table->cos[p * half + i] = std::cos(angle) * attention_factor;
+        table->sin[p * half + i] = std::sin(angle) * attention_factor;
       }
     }
   }
@@ -121,7 +124,7 @@ void CpuBackend::rope(float* x, std::size_t T, std::size_t heads, const ref::Rop
   const std::size_t half = spec.rotary_dim / 2, D = spec.head_dim;
   if (half == 0 || T == 0) return;
   const int64_t max_pos = *std::max_element(positions, positions + T);
-  const RopeTable& table = rope_table(inv_freq, half, max_pos);
+  const RopeTable& table = rope_table(inv_freq, half, spec.attention_factor, max_pos);
   for_range(T, heads * D, [&](std::size_t a, std::size_t b) {
     for (std::size_t t = a; t < b; ++t) {
       const float* c = table.cos.data() + std::size_t(positions[t]) * half;

@@ -50,13 +50,14 @@ class CpuBackend final : public HostBackend {
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;
 
  private:
-  // cos/sin of position * inv_freq for positions [0, n), per rotary frequency set (every layer of
-  // a model shares one), grown as longer sequences arrive.
+  // cos/sin of position * inv_freq (times the attention factor) for positions [0, n), per rotary
+  // frequency set (every layer of a model shares one), grown as longer sequences arrive.
   struct RopeTable {
     std::vector<float> inv_freq;
+    float attention_factor = 1.0f;
     std::vector<float> cos, sin;  // [positions, rotary_dim / 2]
   };
-  const RopeTable& rope_table(const float* inv_freq, std::size_t half, int64_t max_position);
+  const RopeTable& rope_table(const float* inv_freq, std::size_t half, float attention_factor, int64_t max_position);
 
   tbb::task_arena arena_;
   CpuIsa isa_;

@@ -1,11 +1,12 @@
 // The data-movement ops every backend whose activations live in host memory does the same way
-// (row gathers, copies out, the gated-query split, qwen3_next's projection reorder): written once
+// (row gathers, copies out, column blocks, the gated-query split, qwen3_next's projection reorder): written once
 // for the reference and CPU backends.
 #pragma once
 
 #include <cstring>
 
 #include "ft/engine/backend.h"
+#include "ft/engine/ops_dense.h"
 
 namespace ft::engine {
 
@@ -16,6 +17,10 @@ class HostBackend : public Backend {
       std::memcpy(dst + i * width, src + rows[i] * width, width * sizeof(float));
   }
   void to_host(const float* src, std::size_t n, float* dst) override { std::memcpy(dst, src, n * sizeof(float)); }
+  void copy_columns(const float* src, std::size_t src_ld, std::size_t repeat, float* dst, std::size_t dst_ld,
+                    std::size_t rows, std::size_t width) override {
+    ref::copy_columns(src, src_ld, repeat, dst, dst_ld, rows, width);
+  }
   void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
                          float* gate) override {
     ref::split_gated_query(qg, T, heads, head_dim, q, gate);

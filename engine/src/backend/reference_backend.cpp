@@ -107,9 +107,9 @@ void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, f
     float* shared = scratch_.floats(T * H);
     float* gate = scratch_.floats(T);
     swiglu(w.shared, x, shared, T);
-    linear(x, T, w.shared_gate, nullptr, gate);
+    if (w.shared_gated) linear(x, T, w.shared_gate, nullptr, gate);
     for (std::size_t t = 0; t < T; ++t) {
-      const float g = ref::sigmoid(gate[t]);
+      const float g = w.shared_gated ? ref::sigmoid(gate[t]) : 1.0f;
       for (std::size_t d = 0; d < H; ++d) out[t * H + d] += g * shared[t * H + d];
     }
   }

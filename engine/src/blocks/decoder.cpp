@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -283,13 +284,19 @@ class DecoderModel final : public Model {
     kv.page_tokens = options.kv_page_tokens;
     kv.dtype = be_->kv_dtype();
     for (DecoderLayer& l : layers_) {
-      if (!l.attention) continue;
-      const AttentionSpec& s = l.attention->spec();
-      if (kv.layers > 0 && (s.kv_heads != kv.kv_heads || s.head_dim != kv.head_dim))
+      if (!l.attention && !l.mla_attention) continue;
+      // Latent attention stores every head's expanded key and value (mla_attention_block.h).
+      const int64_t kv_heads = l.attention ? l.attention->spec().kv_heads : l.mla_attention->spec().heads;
+      const int64_t head_dim = l.attention ? l.attention->spec().head_dim : l.mla_attention->spec().width();
+      if (kv.layers > 0 && (kv_heads != kv.kv_heads || head_dim != kv.head_dim))
         return unsupported("attention layers with different kv_heads or head_dim are not supported yet");
-      kv.kv_heads = s.kv_heads;
-      kv.head_dim = s.head_dim;
-      l.attention->set_kv_layer(kv.layers++);
+      kv.kv_heads = kv_heads;
+      kv.head_dim = head_dim;
+      if (l.attention) {
+        l.attention->set_kv_layer(kv.layers++);
+      } else {
+        l.mla_attention->set_kv_layer(kv.layers++);
+      }
     }
     if (kv.layers == 0) return Status::ok();
     // Attention kernels work a page at a time in 16-key tiles and at most 64 keys.
@@ -455,6 +462,8 @@ void DecoderLayer::forward(Backend& be, float* hidden, float* delta, bool delta_
   }
   if (linear_attention) {
     linear_attention->forward(be, normed, T, batch.linear, delta);
+  } else if (mla_attention) {
+    mla_attention->forward(be, *batch.kv, normed, T, batch.attention, batch.positions, delta);
   } else {
     attention->forward(be, *batch.kv, normed, T, batch.attention, batch.positions, delta);
   }
@@ -507,10 +516,46 @@ AttentionSpec attention_spec(const ModelConfig& cfg) {
   s.qkv_bias = cfg.attention_bias || cfg.qkv_bias;
   s.o_bias = cfg.attention_bias;
   s.eps = cfg.rms_norm_eps;
-  s.rope.head_dim = std::size_t(cfg.head_dim);
-  s.rope.rotary_dim = std::size_t(cfg.rotary_dim());
-  s.rope.theta = cfg.rope_theta;
-  s.rope.layout = ref::RopeLayout::kNeox;
+  s.rope = rope_spec(cfg, cfg.head_dim);
+  return s;
+}
+
+ref::RopeSpec rope_spec(const ModelConfig& cfg, int64_t head_dim) {
+  ref::RopeSpec r;
+  r.head_dim = std::size_t(head_dim);
+  r.rotary_dim = std::size_t(cfg.rotary_dim());
+  r.theta = cfg.rope_theta;
+  r.layout = cfg.rope_interleave ? ref::RopeLayout::kGptj : ref::RopeLayout::kNeox;
+  if (cfg.rope_type == "yarn") {
+    r.yarn.factor = cfg.yarn.factor;
+    r.yarn.beta_fast = cfg.yarn.beta_fast;
+    r.yarn.beta_slow = cfg.yarn.beta_slow;
+    r.yarn.original_max_position_embeddings = cfg.yarn.original_max_position_embeddings;
+    r.yarn.truncate = cfg.yarn.truncate;
+    r.attention_factor = float(cfg.yarn.attention_factor);
+  }
+  return r;
+}
+
+MlaSpec mla_spec(const ModelConfig& cfg) {
+  MlaSpec s;
+  s.hidden = cfg.hidden_size;
+  s.heads = cfg.num_attention_heads;
+  s.q_lora_rank = cfg.q_lora_rank;
+  s.kv_lora_rank = cfg.kv_lora_rank;
+  s.qk_nope_head_dim = cfg.qk_nope_head_dim;
+  s.qk_rope_head_dim = cfg.qk_rope_head_dim;
+  s.v_head_dim = cfg.v_head_dim;
+  s.bias = cfg.attention_bias;
+  // HF DeepseekV3Attention: qk_head_dim ** -0.5, times mscale^2 under a scaled RoPE with
+  // mscale_all_dim set (Python doubles; the product meets the fp32 scores as a float).
+  double scale = 1.0 / std::sqrt(double(s.qk_head_dim()));
+  if (cfg.rope_type != "default" && cfg.yarn.mscale_all_dim != 0) {
+    const double m = ref::yarn_mscale(cfg.yarn.factor, cfg.yarn.mscale_all_dim);
+    scale *= m * m;
+  }
+  s.scale = float(scale);
+  s.rope = rope_spec(cfg, s.width());
   return s;
 }
 
@@ -523,6 +568,20 @@ MoeSpec moe_spec(const ModelConfig& cfg) {
   s.router.top_k = std::size_t(cfg.num_experts_per_tok);
   s.router.scoring = ref::RouterScoring::kSoftmax;
   s.router.renormalize = cfg.norm_topk_prob;
+  if (cfg.sigmoid_router) {
+    s.router.scoring = ref::RouterScoring::kSigmoid;
+    s.router.n_group = std::size_t(cfg.n_group);
+    s.router.topk_group = std::size_t(cfg.topk_group);
+    s.router.scaling = float(cfg.routed_scaling_factor);
+    s.correction_bias = true;
+    s.shared_gated = false;
+  }
+  if (cfg.biased_softmax_router) {  // ERNIE 4.5: softmax scores, the bias for the choice only
+    s.correction_bias = true;
+    s.correction_bias_names = {"gate.moe_statics.e_score_correction_bias", "moe_statics.e_score_correction_bias"};
+    s.correction_bias_one_row = true;
+    s.shared_gated = false;
+  }
   return s;
 }
 

@@ -12,6 +12,7 @@
 
 #include "blocks/attention_block.h"
 #include "blocks/linear_attention_block.h"
+#include "blocks/mla_attention_block.h"
 #include "blocks/moe_block.h"
 #include "blocks/weights.h"
 #include "ft/engine/model.h"
@@ -33,6 +34,7 @@ struct DecoderLayer {
   // Token mixer: exactly one of these.
   std::optional<AttentionBlock> attention;
   std::optional<LinearAttentionBlock> linear_attention;
+  std::optional<MlaAttentionBlock> mla_attention;
   // Feed-forward: exactly one of these.
   std::optional<MoeBlock> moe;
   std::optional<SwiGlu> mlp;
@@ -72,6 +74,13 @@ Result<DecoderLayer> attention_layer(const WeightLoader& w, const ModelConfig& c
 // a dense SwiGLU of intermediate_size.
 Status load_feed_forward(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, DecoderLayer& out);
 AttentionSpec attention_spec(const ModelConfig& cfg);
+// deepseek_v3's latent attention: dims, biases, the softmax scale (YaRN's mscale^2 included) and RoPE.
+MlaSpec mla_spec(const ModelConfig& cfg);
+// RoPE over rotary_dim() of a head_dim-wide head: theta, pairing (rope_interleave), YaRN.
+ref::RopeSpec rope_spec(const ModelConfig& cfg, int64_t head_dim);
+// The MoE of MoE layers: softmax routing, or the DeepSeek-V3-style router (cfg.sigmoid_router)
+// with its correction bias, groups, scaling and ungated shared experts, or ERNIE 4.5's softmax
+// router with a correction bias (cfg.biased_softmax_router).
 MoeSpec moe_spec(const ModelConfig& cfg);
 LinearAttentionSpec linear_attention_spec(const ModelConfig& cfg, ref::DeltaNetProjLayout layout);
 std::string layer_prefix(int64_t layer);  // "layers.<i>."

@@ -9,6 +9,19 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
   m.hidden = spec.hidden;
   const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden, I = spec.moe_inter;
   FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + "gate.weight", {E, H}));
+  if (spec.correction_bias) {
+    std::string name = prefix + spec.correction_bias_names.front();
+    for (const std::string& n : spec.correction_bias_names) {
+      if (w.has(prefix + n)) {
+        name = prefix + n;
+        break;
+      }
+    }
+    const std::vector<int64_t> shape =
+        spec.correction_bias_one_row ? std::vector<int64_t>{1, E} : std::vector<int64_t>{E};
+    FT_ASSIGN_OR_RETURN(b.correction_bias_, w.vector(name, shape));
+    m.router_spec.correction_bias = b.correction_bias_.data();
+  }
   m.experts.resize(std::size_t(E));
   const WeightLoader x = w.experts();  // routed experts: maybe left in host memory (offload)
   if (w.has(prefix + "experts.gate_up_proj")) {
@@ -32,10 +45,14 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
       FT_ASSIGN_OR_RETURN(m.experts[std::size_t(e)], x.swiglu(prefix + "experts." + std::to_string(e) + ".", H, I));
     }
   }
-  if (spec.shared_inter > 0) {
+  if (spec.shared_inter > 0 && spec.shared_gated) {
     m.has_shared = true;
     FT_ASSIGN_OR_RETURN(m.shared, w.swiglu(prefix + "shared_expert.", H, spec.shared_inter));
     FT_ASSIGN_OR_RETURN(m.shared_gate, w.matrix(prefix + "shared_expert_gate.weight", {1, H}));
+  } else if (spec.shared_inter > 0) {
+    m.has_shared = true;
+    m.shared_gated = false;
+    FT_ASSIGN_OR_RETURN(m.shared, w.swiglu(prefix + "shared_experts.", H, spec.shared_inter));
   }
   return b;
 }

@@ -1,5 +1,5 @@
-// Sparse MoE feed-forward: router -> top-k routed SwiGLU experts (+ an optional shared expert
-// scaled by sigmoid(shared_expert_gate(x))), run by Backend::moe over the whole batch. Every expert
+// Sparse MoE feed-forward: router -> top-k routed SwiGLU experts (+ an optional shared expert,
+// scaled by sigmoid(shared_expert_gate(x)) or ungated), run by Backend::moe over the whole batch. Every expert
 // is its own addressable unit (three matrix views into the mapped checkpoint), so a runtime can
 // place each in host RAM or a GPU slot.
 //
@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "blocks/weights.h"
 
@@ -23,7 +24,16 @@ struct MoeSpec {
   int64_t hidden = 0;
   int64_t moe_inter = 0;
   int64_t shared_inter = 0;  // 0: no shared expert
-  ref::RouterSpec router;    // num_experts, top_k, scoring, renormalize, scaling
+  // Qwen: shared_expert.* behind shared_expert_gate; DeepSeek-V3 / GLM-4.5: shared_experts.* added
+  // as they are.
+  bool shared_gated = true;
+  // The router has a score-correction bias (router.correction_bias is set to it): DeepSeek-V3's
+  // gate.e_score_correction_bias [num_experts], or ERNIE 4.5's moe_statics.e_score_correction_bias
+  // [1, num_experts] (HF 5.x keeps it under gate.; the releases beside it): the first name found.
+  bool correction_bias = false;
+  std::vector<std::string> correction_bias_names = {"gate.e_score_correction_bias"};
+  bool correction_bias_one_row = false;  // stored [1, num_experts]
+  ref::RouterSpec router;  // num_experts, top_k, scoring, renormalize, scaling, groups
 };
 
 class MoeBlock {
@@ -40,6 +50,9 @@ class MoeBlock {
 
  private:
   MoeWeights w_;
+  // The router's e_score_correction_bias: w_.router_spec.correction_bias points at its placed
+  // values (a moved Vector keeps them where they are).
+  Vector correction_bias_;
 };
 
 }  // namespace ft::engine::blocks

@@ -1,16 +1,20 @@
 // config.json -> ModelConfig. Defaults follow the HF 5.x config classes of each family
 // (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
-// OlmoeConfig), because save_pretrained may omit keys equal to their defaults and older checkpoints
-// predate newer keys.
+// OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig, MiniMaxM2Config; the
+// last five in config_sigmoid_moe.cpp, config_ernie4_5_moe.cpp and config_minimax_m2.cpp), because save_pretrained may
+// omit keys equal to their defaults and older checkpoints predate newer keys.
 #include "ft/engine/model_config.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
+#include "ft/engine/ops_attention.h"
+#include "models/config_fields.h"
 
 namespace ft::engine {
 namespace {
 
+using config::Fields;
 using nlohmann::json;
 
 std::string supported_list() {
@@ -21,6 +25,7 @@ std::string supported_list() {
 
 std::optional<ModelFamily> family_from_model_type(const std::string& t) {
   if (t == "qwen3_5_moe_text") return ModelFamily::kQwen3_5Moe;
+  if (t == "kimi_k2") return ModelFamily::kDeepseekV3;  // Kimi K2: DeepSeek-V3's architecture
   for (ModelFamily f : model_families()) {
     if (t == model_family_name(f)) return f;
   }
@@ -36,6 +41,11 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "MixtralForCausalLM") return ModelFamily::kMixtral;
   if (a == "Qwen2MoeForCausalLM") return ModelFamily::kQwen2Moe;
   if (a == "OlmoeForCausalLM") return ModelFamily::kOlmoe;
+  if (a == "DeepseekV3ForCausalLM") return ModelFamily::kDeepseekV3;  // also Kimi K2's
+  if (a == "Glm4MoeForCausalLM") return ModelFamily::kGlm4Moe;
+  if (a == "Dots1ForCausalLM") return ModelFamily::kDots1;
+  if (a == "Ernie4_5_MoeForCausalLM") return ModelFamily::kErnie4_5Moe;
+  if (a == "MiniMaxM2ForCausalLM") return ModelFamily::kMinimaxM2;
   return std::nullopt;
 }
 
@@ -52,68 +62,60 @@ FamilyDefaults family_defaults(ModelFamily f) {
     case ModelFamily::kQwen3_5Moe: return {10000.0, 1e-6, true};
     case ModelFamily::kMixtral: return {1000000.0, 1e-5, true};  // MixtralConfig.default_theta
     case ModelFamily::kOlmoe: return {10000.0, 1e-5, false};
+    case ModelFamily::kDeepseekV3:
+      return {10000.0, 1e-6, true};
+    case ModelFamily::kGlm4Moe:
+      return {10000.0, 1e-5, true};
+    case ModelFamily::kDots1:
+      return {10000.0, 1e-6, false};
+    case ModelFamily::kErnie4_5Moe:
+      return {500000.0, 1e-5, true};  // Ernie4_5_MoeConfig.default_theta
+    case ModelFamily::kMinimaxM2:
+      return {5000000.0, 1e-6, true};  // MiniMaxM2Config.default_theta
     case ModelFamily::kQwen3Moe:
     case ModelFamily::kQwen2Moe: break;
   }
   return {};
 }
 
-// Typed lookups that name the key in their error, so a bad config.json is fixable from the message.
-class Fields {
- public:
-  explicit Fields(const json& j) : j_(j) {}
-  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+// YaRN's keys of one rope dict (rope_scaling or rope_parameters), over what an earlier one gave.
+Status parse_yarn_keys(const Fields& d, ModelConfig::Yarn& y) {
+  FT_ASSIGN_OR_RETURN(y.factor, d.number_or("factor", y.factor));
+  FT_ASSIGN_OR_RETURN(y.beta_fast, d.number_or("beta_fast", y.beta_fast));
+  FT_ASSIGN_OR_RETURN(y.beta_slow, d.number_or("beta_slow", y.beta_slow));
+  FT_ASSIGN_OR_RETURN(y.original_max_position_embeddings,
+                      d.integer_or("original_max_position_embeddings", y.original_max_position_embeddings));
+  FT_ASSIGN_OR_RETURN(y.truncate, d.boolean_or("truncate", y.truncate));
+  FT_ASSIGN_OR_RETURN(y.mscale, d.number_or("mscale", y.mscale));
+  FT_ASSIGN_OR_RETURN(y.mscale_all_dim, d.number_or("mscale_all_dim", y.mscale_all_dim));
+  if (d.has("attention_factor")) {
+    FT_ASSIGN_OR_RETURN(y.attention_factor, d.number_or("attention_factor", 1.0));
+    y.attention_given = true;
+  }
+  return Status::ok();
+}
 
-  Result<int64_t> integer(const char* key) const {
-    if (!has(key)) return invalid_argument(std::string("config.json: missing required field '") + key + "'");
-    return integer_or(key, 0);
+// HF 5.x (standardize_rope_params, _compute_yarn_parameters): the original context defaults to a
+// top-level original_max_position_embeddings, else max_position_embeddings; factor is required
+// (only a null one is derived from the two lengths); the attention factor, unless given, comes
+// from factor, mscale and mscale_all_dim.
+Status finish_yarn(const Fields& text, ModelConfig& cfg) {
+  ModelConfig::Yarn& y = cfg.yarn;
+  FT_ASSIGN_OR_RETURN(const int64_t top_original, text.integer_or("original_max_position_embeddings", 0));
+  if (top_original > 0) y.original_max_position_embeddings = top_original;
+  if (y.original_max_position_embeddings <= 0) y.original_max_position_embeddings = cfg.max_position_embeddings;
+  if (y.original_max_position_embeddings <= 0) {
+    return invalid_argument(
+        "config.json: rope_type 'yarn' needs original_max_position_embeddings or "
+        "max_position_embeddings");
   }
-  Result<int64_t> integer_or(const char* key, int64_t fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_number_integer()) return type_error(key, "an integer");
-    return v.get<int64_t>();
+  if (y.factor <= 0 && cfg.max_position_embeddings > 0) {
+    y.factor = double(cfg.max_position_embeddings) / double(y.original_max_position_embeddings);
   }
-  Result<double> number_or(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_number()) return type_error(key, "a number");
-    return v.get<double>();
-  }
-  Result<bool> boolean_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_boolean()) return type_error(key, "true or false");
-    return v.get<bool>();
-  }
-  Result<std::string> string_or(const char* key, std::string fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_string()) return type_error(key, "a string");
-    return v.get<std::string>();
-  }
-  Result<std::vector<int64_t>> int_list_or_empty(const char* key) const {
-    std::vector<int64_t> out;
-    if (!has(key)) return out;
-    const json& v = j_.at(key);
-    if (v.is_number_integer()) return std::vector<int64_t>{v.get<int64_t>()};
-    if (!v.is_array()) return type_error(key, "an integer or a list of integers");
-    for (const json& e : v) {
-      if (!e.is_number_integer()) return type_error(key, "a list of integers");
-      out.push_back(e.get<int64_t>());
-    }
-    return out;
-  }
-  const json* object(const char* key) const {
-    return has(key) && j_.at(key).is_object() ? &j_.at(key) : nullptr;
-  }
-
- private:
-  static Status type_error(const char* key, const char* what) {
-    return invalid_argument(std::string("config.json: field '") + key + "' must be " + what);
-  }
-  const json& j_;
-};
+  if (y.factor <= 0) return invalid_argument("config.json: rope_type 'yarn' needs a positive 'factor'");
+  if (!y.attention_given) y.attention_factor = ref::yarn_attention_factor(y.factor, y.mscale, y.mscale_all_dim);
+  return Status::ok();
+}
 
 // RoPE keys: "rope_parameters" (5.x; possibly keyed by layer type) first, then the legacy
 // "rope_scaling" dict and top-level "rope_theta" / "partial_rotary_factor".
@@ -137,12 +139,15 @@ Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) 
     if (d.has("mrope_section")) {
       FT_ASSIGN_OR_RETURN(cfg.mrope_section, d.int_list_or_empty("mrope_section"));
     }
+    FT_RETURN_IF_ERROR(parse_yarn_keys(d, cfg.yarn));
   }
   // "mrope" was the legacy spelling of default RoPE with mrope sections (Qwen2-VL configs).
   if (rope_type == "mrope") rope_type = "default";
   cfg.rope_type = rope_type;
-  if (rope_type != "default") {
-    return unsupported("rope_type '" + rope_type + "' is not supported yet (only 'default')");
+  if (rope_type == "yarn") {
+    FT_RETURN_IF_ERROR(finish_yarn(text, cfg));
+  } else if (rope_type != "default") {
+    return unsupported("rope_type '" + rope_type + "' is not supported yet (only 'default' and 'yarn')");
   }
   if (cfg.rope_theta <= 0) return invalid_argument("config.json: rope_theta must be positive");
   if (cfg.partial_rotary_factor <= 0 || cfg.partial_rotary_factor > 1) {
@@ -183,6 +188,33 @@ Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg,
   for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
     const bool linear = hybrid && (i + 1) % interval != 0;
     cfg.layer_types.push_back(linear ? LayerKind::kLinearAttention : LayerKind::kFullAttention);
+  }
+  return Status::ok();
+}
+
+// The experts of the softmax-routed families (the Qwen ones, Mixtral, OLMoE).
+Status parse_softmax_moe(const Fields& text, ModelConfig& cfg) {
+  const bool hybrid = is_hybrid_family(cfg.family);
+  const bool mixtral = cfg.family == ModelFamily::kMixtral, olmoe = cfg.family == ModelFamily::kOlmoe;
+  // transformers 5.x writes Qwen3-MoE's expert count as "num_local_experts" (an attribute_map alias),
+  // as Mixtral always has.
+  FT_ASSIGN_OR_RETURN(int64_t local_experts, text.integer_or("num_local_experts", 0));
+  FT_ASSIGN_OR_RETURN(cfg.num_experts, text.integer_or("num_experts", local_experts));
+  FT_ASSIGN_OR_RETURN(cfg.num_experts_per_tok, text.integer_or("num_experts_per_tok", 0));
+  FT_ASSIGN_OR_RETURN(cfg.moe_intermediate_size, text.integer_or("moe_intermediate_size", 0));
+  // Mixtral's and OLMoE's experts are intermediate_size wide, and they have no dense layers.
+  if (mixtral || olmoe) cfg.moe_intermediate_size = cfg.intermediate_size;
+  FT_ASSIGN_OR_RETURN(cfg.shared_expert_intermediate_size, text.integer_or("shared_expert_intermediate_size", 0));
+  // Only the Qwen3-Next / Qwen3.5 / Qwen2-MoE blocks have a shared expert.
+  if (!hybrid && cfg.family != ModelFamily::kQwen2Moe) cfg.shared_expert_intermediate_size = 0;
+  // norm_topk_prob defaults per config class; Mixtral's and Qwen3.5's routers always renormalise
+  // whatever the config says.
+  if (cfg.family == ModelFamily::kQwen3_5Moe || mixtral) cfg.norm_topk_prob = true;
+  // Qwen3.5, Mixtral and OLMoE have no decoder_sparse_step / mlp_only_layers: every layer is MoE.
+  if (cfg.family != ModelFamily::kQwen3_5Moe && !mixtral && !olmoe) {
+    FT_ASSIGN_OR_RETURN(cfg.decoder_sparse_step, text.integer_or("decoder_sparse_step", 1));
+    FT_ASSIGN_OR_RETURN(cfg.mlp_only_layers, text.int_list_or_empty("mlp_only_layers"));
+    if (cfg.decoder_sparse_step <= 0) return invalid_argument("config.json: decoder_sparse_step must be positive");
   }
   return Status::ok();
 }
@@ -281,6 +313,8 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   const bool hybrid = is_hybrid_family(cfg.family);
   const FamilyDefaults defaults = family_defaults(cfg.family);
   const bool mixtral = cfg.family == ModelFamily::kMixtral, olmoe = cfg.family == ModelFamily::kOlmoe;
+  const bool sigmoid_moe = cfg.family == ModelFamily::kDeepseekV3 || cfg.family == ModelFamily::kGlm4Moe ||
+                           cfg.family == ModelFamily::kDots1;
 
   FT_ASSIGN_OR_RETURN(std::string act, text.string_or("hidden_act", "silu"));
   if (act != "silu") return unsupported("hidden_act '" + act + "' is not supported (only 'silu')");
@@ -311,33 +345,30 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     FT_ASSIGN_OR_RETURN(cfg.attention_bias, text.boolean_or("attention_bias", false));
   }
   // The wrapper's flag decides for multimodal checkpoints (it owns lm_head); else the text config's.
-  FT_ASSIGN_OR_RETURN(bool text_tie, text.boolean_or("tie_word_embeddings", false));
+  // Ernie4_5_MoeConfig ties them unless told otherwise.
+  FT_ASSIGN_OR_RETURN(bool text_tie, text.boolean_or("tie_word_embeddings", cfg.family == ModelFamily::kErnie4_5Moe));
   FT_ASSIGN_OR_RETURN(cfg.tie_word_embeddings, top.boolean_or("tie_word_embeddings", text_tie));
 
-  // qwen3_next and qwen3_5_moe default partial_rotary_factor to 0.25 ("assign default for BC").
-  FT_RETURN_IF_ERROR(parse_rope(text, cfg, hybrid ? 0.25 : 1.0));
-  FT_RETURN_IF_ERROR(parse_layers(*text_json, text, cfg, hybrid));
+  FT_ASSIGN_OR_RETURN(cfg.max_position_embeddings, text.integer_or("max_position_embeddings", 0));
+  if (cfg.family == ModelFamily::kDeepseekV3) FT_RETURN_IF_ERROR(config::parse_mla(text, cfg));
 
-  // transformers 5.x writes Qwen3-MoE's expert count as "num_local_experts" (an attribute_map alias),
-  // as Mixtral always has.
-  FT_ASSIGN_OR_RETURN(int64_t local_experts, text.integer_or("num_local_experts", 0));
-  FT_ASSIGN_OR_RETURN(cfg.num_experts, text.integer_or("num_experts", local_experts));
-  FT_ASSIGN_OR_RETURN(cfg.num_experts_per_tok, text.integer_or("num_experts_per_tok", 0));
-  FT_ASSIGN_OR_RETURN(cfg.moe_intermediate_size, text.integer_or("moe_intermediate_size", 0));
-  // Mixtral's and OLMoE's experts are intermediate_size wide, and they have no dense layers.
-  if (mixtral || olmoe) cfg.moe_intermediate_size = cfg.intermediate_size;
-  FT_ASSIGN_OR_RETURN(cfg.shared_expert_intermediate_size, text.integer_or("shared_expert_intermediate_size", 0));
-  // Only the Qwen3-Next / Qwen3.5 / Qwen2-MoE blocks have a shared expert.
-  if (!hybrid && cfg.family != ModelFamily::kQwen2Moe) cfg.shared_expert_intermediate_size = 0;
-  // norm_topk_prob defaults per config class; Mixtral's and Qwen3.5's routers always renormalise
-  // whatever the config says.
+  // qwen3_next and qwen3_5_moe default partial_rotary_factor to 0.25 ("assign default for BC"),
+  // Glm4MoeConfig to 0.5; MiniMax-M2's release says rotary_dim instead.
+  double default_partial = hybrid ? 0.25 : cfg.family == ModelFamily::kGlm4Moe ? 0.5 : 1.0;
+  if (cfg.family == ModelFamily::kMinimaxM2) {
+    FT_ASSIGN_OR_RETURN(default_partial, config::minimax_partial_rotary(text, cfg));
+  }
+  FT_RETURN_IF_ERROR(parse_rope(text, cfg, default_partial));
+  FT_RETURN_IF_ERROR(parse_layers(*text_json, text, cfg, hybrid));
   FT_ASSIGN_OR_RETURN(cfg.norm_topk_prob, text.boolean_or("norm_topk_prob", defaults.norm_topk_prob));
-  if (cfg.family == ModelFamily::kQwen3_5Moe || mixtral) cfg.norm_topk_prob = true;
-  // Qwen3.5, Mixtral and OLMoE have no decoder_sparse_step / mlp_only_layers: every layer is MoE.
-  if (cfg.family != ModelFamily::kQwen3_5Moe && !mixtral && !olmoe) {
-    FT_ASSIGN_OR_RETURN(cfg.decoder_sparse_step, text.integer_or("decoder_sparse_step", 1));
-    FT_ASSIGN_OR_RETURN(cfg.mlp_only_layers, text.int_list_or_empty("mlp_only_layers"));
-    if (cfg.decoder_sparse_step <= 0) return invalid_argument("config.json: decoder_sparse_step must be positive");
+  if (sigmoid_moe) {
+    FT_RETURN_IF_ERROR(config::parse_sigmoid_moe(text, cfg));
+  } else if (cfg.family == ModelFamily::kErnie4_5Moe) {
+    FT_RETURN_IF_ERROR(config::parse_ernie4_5_moe(text, cfg));
+  } else if (cfg.family == ModelFamily::kMinimaxM2) {
+    FT_RETURN_IF_ERROR(config::parse_minimax_m2(text, cfg));
+  } else {
+    FT_RETURN_IF_ERROR(parse_softmax_moe(text, cfg));
   }
 
   if (hybrid) {
@@ -377,14 +408,25 @@ const char* model_family_name(ModelFamily family) {
     case ModelFamily::kMixtral: return "mixtral";
     case ModelFamily::kQwen2Moe: return "qwen2_moe";
     case ModelFamily::kOlmoe: return "olmoe";
+    case ModelFamily::kDeepseekV3:
+      return "deepseek_v3";
+    case ModelFamily::kGlm4Moe:
+      return "glm4_moe";
+    case ModelFamily::kDots1:
+      return "dots1";
+    case ModelFamily::kErnie4_5Moe:
+      return "ernie4_5_moe";
+    case ModelFamily::kMinimaxM2:
+      return "minimax_m2";
   }
   return "?";
 }
 
 const std::vector<ModelFamily>& model_families() {
-  static const std::vector<ModelFamily> all = {ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next,
-                                               ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
-                                               ModelFamily::kQwen2Moe, ModelFamily::kOlmoe};
+  static const std::vector<ModelFamily> all = {
+      ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next,   ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
+      ModelFamily::kQwen2Moe, ModelFamily::kOlmoe,       ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
+      ModelFamily::kDots1,    ModelFamily::kErnie4_5Moe, ModelFamily::kMinimaxM2};
   return all;
 }
 
@@ -394,6 +436,7 @@ bool is_hybrid_family(ModelFamily family) {
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
   if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
+  if (layer < first_k_dense_replace || (last_moe_layer >= 0 && layer > last_moe_layer)) return false;
   return num_experts > 0 && decoder_sparse_step > 0 && (layer + 1) % decoder_sparse_step == 0;
 }
 

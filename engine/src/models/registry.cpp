@@ -15,6 +15,16 @@ Recipe recipe_for(ModelFamily family) {
     case ModelFamily::kMixtral: return models::mixtral;
     case ModelFamily::kQwen2Moe: return models::qwen2_moe;
     case ModelFamily::kOlmoe: return models::olmoe;
+    case ModelFamily::kDeepseekV3:
+      return models::deepseek_v3;
+    case ModelFamily::kGlm4Moe:
+      return models::glm4_moe;
+    case ModelFamily::kDots1:
+      return models::dots1;
+    case ModelFamily::kErnie4_5Moe:
+      return models::ernie4_5_moe;
+    case ModelFamily::kMinimaxM2:
+      return models::minimax_m2;
   }
   return nullptr;
 }

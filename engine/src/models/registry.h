@@ -15,5 +15,10 @@ blocks::DecoderRecipe qwen3_5_moe(const Checkpoint& ckpt);
 blocks::DecoderRecipe mixtral(const Checkpoint& ckpt);
 blocks::DecoderRecipe qwen2_moe(const Checkpoint& ckpt);
 blocks::DecoderRecipe olmoe(const Checkpoint& ckpt);
+blocks::DecoderRecipe deepseek_v3(const Checkpoint& ckpt);
+blocks::DecoderRecipe glm4_moe(const Checkpoint& ckpt);
+blocks::DecoderRecipe dots1(const Checkpoint& ckpt);
+blocks::DecoderRecipe ernie4_5_moe(const Checkpoint& ckpt);
+blocks::DecoderRecipe minimax_m2(const Checkpoint& ckpt);
 
 }  // namespace ft::engine::models

@@ -114,6 +114,139 @@ json text_config(const RandomCheckpointSpec& s) {
   return c;
 }
 
+json rope_json(const RandomCheckpointSpec& s, double partial) {
+  json rope = {{"rope_type", "default"}, {"rope_theta", s.rope_theta}};
+  if (partial != 1.0) rope["partial_rotary_factor"] = partial;
+  if (s.yarn_factor > 0) {
+    rope["rope_type"] = "yarn";
+    rope["factor"] = s.yarn_factor;
+    rope["original_max_position_embeddings"] = s.yarn_original_max_position_embeddings;
+    rope["beta_fast"] = 32.0;
+    rope["beta_slow"] = 1.0;
+    if (s.yarn_mscale > 0) rope["mscale"] = s.yarn_mscale;
+    if (s.yarn_mscale_all_dim > 0) rope["mscale_all_dim"] = s.yarn_mscale_all_dim;
+  }
+  return rope;
+}
+
+// deepseek_v3, glm4_moe and dots1, as DeepseekV3Config / Glm4MoeConfig / Dots1Config save them.
+json sigmoid_moe_config(const RandomCheckpointSpec& s) {
+  const bool deepseek = s.family == ModelFamily::kDeepseekV3, dots1 = s.family == ModelFamily::kDots1;
+  json c = {
+      {"architectures",
+       {deepseek ? "DeepseekV3ForCausalLM"
+        : dots1  ? "Dots1ForCausalLM"
+                 : "Glm4MoeForCausalLM"}},
+      {"model_type", model_family_name(s.family)},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.intermediate_size},
+      {"moe_intermediate_size", s.moe_intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", deepseek ? s.num_heads : s.num_kv_heads},
+      {"n_shared_experts", s.n_shared_experts},
+      {"n_routed_experts", s.num_experts},
+      {"routed_scaling_factor", s.routed_scaling_factor},
+      {"n_group", s.n_group},
+      {"topk_group", s.topk_group},
+      {"num_experts_per_tok", s.top_k},
+      {"first_k_dense_replace", s.first_k_dense_replace},
+      {"norm_topk_prob", s.norm_topk_prob},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"initializer_range", 0.02},
+      {"rms_norm_eps", s.family == ModelFamily::kGlm4Moe ? 1e-5 : 1e-6},
+      {"attention_bias", s.attention_bias},
+      {"attention_dropout", 0.0},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"dtype", "bfloat16"},
+  };
+  if (deepseek) {
+    c["q_lora_rank"] = s.q_lora_rank > 0 ? json(s.q_lora_rank) : json(nullptr);
+    c["kv_lora_rank"] = s.kv_lora_rank;
+    c["qk_nope_head_dim"] = s.qk_nope_head_dim;
+    c["qk_rope_head_dim"] = s.qk_rope_head_dim;
+    c["v_head_dim"] = s.v_head_dim;
+    c["head_dim"] = s.qk_rope_head_dim;  // DeepseekV3Config sets head_dim to the rope dims
+    c["rope_interleave"] = s.rope_interleave;
+    c["rope_parameters"] = rope_json(s, 1.0);
+  } else if (dots1) {
+    c["head_dim"] = s.head_dim;
+    c["sliding_window"] = nullptr;
+    c["max_window_layers"] = s.num_layers;
+    c["layer_types"] = std::vector<std::string>(std::size_t(s.num_layers), "full_attention");
+    c["rope_parameters"] = rope_json(s, 1.0);
+  } else {
+    c["head_dim"] = s.head_dim;
+    c["use_qk_norm"] = s.use_qk_norm;
+    c["rope_parameters"] = rope_json(s, s.partial_rotary_factor > 0 ? s.partial_rotary_factor : 0.5);
+  }
+  return c;
+}
+
+// ernie4_5_moe, as Ernie4_5_MoeConfig saves it (its MoE keys under their own names).
+json ernie4_5_moe_config(const RandomCheckpointSpec& s) {
+  return {
+      {"architectures", {"Ernie4_5_MoeForCausalLM"}},
+      {"model_type", "ernie4_5_moe"},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_kv_heads},
+      {"head_dim", s.head_dim},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"initializer_range", 0.02},
+      {"rms_norm_eps", 1e-5},
+      {"use_bias", false},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"rope_parameters", rope_json(s, 1.0)},
+      {"moe_num_experts", s.num_experts},
+      {"moe_k", s.top_k},
+      {"moe_intermediate_size", s.moe_intermediate_size},
+      {"moe_num_shared_experts", s.n_shared_experts},
+      {"moe_layer_start_index", s.first_k_dense_replace},
+      {"moe_layer_end_index", s.moe_layer_end_index},
+      {"moe_layer_interval", s.decoder_sparse_step},
+      {"moe_norm_min", 1e-12},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"dtype", "bfloat16"},
+  };
+}
+
+// minimax_m2, as MiniMaxM2Config saves it (the experts' width is intermediate_size).
+json minimax_m2_config(const RandomCheckpointSpec& s) {
+  return {
+      {"architectures", {"MiniMaxM2ForCausalLM"}},
+      {"model_type", "minimax_m2"},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.moe_intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_kv_heads},
+      {"head_dim", s.head_dim},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"initializer_range", 0.02},
+      {"rms_norm_eps", 1e-6},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"rope_parameters", rope_json(s, s.partial_rotary_factor > 0 ? s.partial_rotary_factor : 1.0)},
+      {"num_local_experts", s.num_experts},
+      {"num_experts_per_tok", s.top_k},
+      {"router_jitter_noise", 0.0},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"dtype", "bfloat16"},
+  };
+}
+
 }  // namespace
 
 std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
@@ -139,6 +272,17 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
                             : s.family == ModelFamily::kQwen2Moe ? "Qwen2MoeForCausalLM"
                                                                  : "OlmoeForCausalLM"};
       c["model_type"] = model_family_name(s.family);
+      break;
+    case ModelFamily::kDeepseekV3:
+    case ModelFamily::kGlm4Moe:
+    case ModelFamily::kDots1:
+      c = sigmoid_moe_config(s);
+      break;
+    case ModelFamily::kErnie4_5Moe:
+      c = ernie4_5_moe_config(s);
+      break;
+    case ModelFamily::kMinimaxM2:
+      c = minimax_m2_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

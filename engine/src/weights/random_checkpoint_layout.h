@@ -12,6 +12,9 @@ bool is_hybrid(const RandomCheckpointSpec& s);
 // Whether the MoE blocks have a shared expert (the hybrids and qwen2_moe).
 bool has_shared_expert(const RandomCheckpointSpec& s);
 bool is_linear_layer(const RandomCheckpointSpec& s, int64_t layer);
+// deepseek_v3, glm4_moe and dots1: sigmoid router with a correction bias, ungated shared experts,
+// first_k_dense_replace dense layers.
+bool is_sigmoid_moe(const RandomCheckpointSpec& s);
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t layer);
 
 }  // namespace ft::engine

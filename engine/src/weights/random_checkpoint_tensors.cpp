@@ -55,12 +55,36 @@ void plan_linear_attention(Planner& w, const RandomCheckpointSpec& s, const std:
   w.matrix(a + "out_proj.weight", {H, value_dim});
 }
 
+// deepseek_v3's latent attention (HF DeepseekV3Attention's modules).
+void plan_mla_attention(Planner& w, const RandomCheckpointSpec& s, const std::string& a) {
+  const int64_t H = s.hidden_size, heads = s.num_heads, C = s.kv_lora_rank, R = s.qk_rope_head_dim;
+  const int64_t q_out = heads * (s.qk_nope_head_dim + R);
+  if (s.q_lora_rank > 0) {
+    w.matrix(a + "q_a_proj.weight", {s.q_lora_rank, H});
+    if (s.attention_bias) w.normal(a + "q_a_proj.bias", {s.q_lora_rank}, 0.1);
+    w.normal(a + "q_a_layernorm.weight", {s.q_lora_rank}, 0.1, 1.0);
+    w.matrix(a + "q_b_proj.weight", {q_out, s.q_lora_rank});
+  } else {
+    w.matrix(a + "q_proj.weight", {q_out, H});
+  }
+  w.matrix(a + "kv_a_proj_with_mqa.weight", {C + R, H});
+  if (s.attention_bias) w.normal(a + "kv_a_proj_with_mqa.bias", {C + R}, 0.1);
+  w.normal(a + "kv_a_layernorm.weight", {C}, 0.1, 1.0);
+  w.matrix(a + "kv_b_proj.weight", {heads * (s.qk_nope_head_dim + s.v_head_dim), C});
+  w.matrix(a + "o_proj.weight", {H, heads * s.v_head_dim});
+  if (s.attention_bias) w.normal(a + "o_proj.bias", {H}, 0.1);
+}
+
 void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::string& a) {
+  if (s.family == ModelFamily::kDeepseekV3) return plan_mla_attention(w, s, a);
   const int64_t H = s.hidden_size, D = s.head_dim;
   // The hybrids' q_proj also produces the output gate: twice the query width.
   const int64_t q_out = s.num_heads * D * (is_hybrid(s) ? 2 : 1), kv_out = s.num_kv_heads * D;
-  const bool all_bias = s.attention_bias && (s.family == ModelFamily::kQwen3Moe || s.family == ModelFamily::kOlmoe);
-  const bool qkv_bias = all_bias || s.family == ModelFamily::kQwen2Moe;
+  const bool all_bias = s.attention_bias && (s.family == ModelFamily::kQwen3Moe || s.family == ModelFamily::kOlmoe ||
+                                             s.family == ModelFamily::kDots1);
+  // GLM-4.5: biases on q/k/v only.
+  const bool qkv_bias =
+      all_bias || s.family == ModelFamily::kQwen2Moe || (s.family == ModelFamily::kGlm4Moe && s.attention_bias);
   const double norm_offset = is_hybrid(s) ? 0.0 : 1.0;  // zero-centred RMSNorm weights
   w.matrix(a + "q_proj.weight", {q_out, H});
   if (qkv_bias) w.normal(a + "q_proj.bias", {q_out}, 0.1);
@@ -70,9 +94,11 @@ void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::s
   if (qkv_bias) w.normal(a + "v_proj.bias", {kv_out}, 0.1);
   w.matrix(a + "o_proj.weight", {H, s.num_heads * D});
   if (all_bias) w.normal(a + "o_proj.bias", {H}, 0.1);
-  if (s.family == ModelFamily::kMixtral || s.family == ModelFamily::kQwen2Moe) return;  // no q/k norms
+  if (s.family == ModelFamily::kMixtral || s.family == ModelFamily::kQwen2Moe || s.family == ModelFamily::kErnie4_5Moe)
+    return;  // no q/k norms
+  if (s.family == ModelFamily::kGlm4Moe && !s.use_qk_norm) return;
   // OLMoE normalises the whole q and k projections, the Qwen3 families each head.
-  const bool whole = s.family == ModelFamily::kOlmoe;
+  const bool whole = s.family == ModelFamily::kOlmoe || s.family == ModelFamily::kMinimaxM2;
   w.normal(a + "q_norm.weight", {whole ? s.num_heads * D : D}, 0.1, norm_offset);
   w.normal(a + "k_norm.weight", {whole ? kv_out : D}, 0.1, norm_offset);
 }
@@ -88,10 +114,13 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
     return;
   }
   const int64_t E = s.num_experts, I = s.moe_intermediate_size;
-  if (s.family == ModelFamily::kMixtral && !s.fused_experts) {
-    // The released layout (and HF 5.x save_pretrained's): block_sparse_moe, w1 gate, w3 up, w2 down.
+  const bool minimax = s.family == ModelFamily::kMinimaxM2;
+  if ((s.family == ModelFamily::kMixtral || minimax) && !s.fused_experts) {
+    // The released layout (and HF 5.x save_pretrained's): block_sparse_moe, w1 gate, w3 up, w2 down;
+    // MiniMax-M2's router bias beside the router.
     const std::string b = p + "block_sparse_moe.";
     w.matrix(b + "gate.weight", {E, H});
+    if (minimax) w.normal(b + "e_score_correction_bias", {E}, 0.1);
     for (int64_t e = 0; e < E; ++e) {
       const std::string x = b + "experts." + std::to_string(e) + ".";
       w.matrix(x + "w1.weight", {I, H});
@@ -101,6 +130,11 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
     return;
   }
   w.matrix(m + "gate.weight", {E, H});
+  if (is_sigmoid_moe(s)) w.normal(m + "gate.e_score_correction_bias", {E}, 0.1);
+  if (minimax) w.normal(m + "e_score_correction_bias", {E}, 0.1);
+  // ERNIE 4.5's releases keep the bias beside the router, one row per expert group (one group).
+  const bool ernie = s.family == ModelFamily::kErnie4_5Moe;
+  if (ernie) w.normal(m + "moe_statics.e_score_correction_bias", {1, E}, 0.1);
   if (s.fused_experts) {
     w.matrix(m + "experts.gate_up_proj", {E, 2 * I, H});
     w.matrix(m + "experts.down_proj", {E, H, I});
@@ -111,6 +145,12 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
       w.matrix(x + "up_proj.weight", {I, H});
       w.matrix(x + "down_proj.weight", {H, I});
     }
+  }
+  if ((is_sigmoid_moe(s) || ernie) && s.n_shared_experts > 0) {
+    const int64_t S = s.n_shared_experts * I;
+    w.matrix(m + "shared_experts.gate_proj.weight", {S, H});
+    w.matrix(m + "shared_experts.up_proj.weight", {S, H});
+    w.matrix(m + "shared_experts.down_proj.weight", {H, S});
   }
   if (has_shared_expert(s)) {
     const int64_t S = s.shared_expert_intermediate_size;
@@ -131,8 +171,18 @@ bool is_linear_layer(const RandomCheckpointSpec& s, int64_t i) {
   return is_hybrid(s) && (i + 1) % s.full_attention_interval != 0;
 }
 
+bool is_sigmoid_moe(const RandomCheckpointSpec& s) {
+  return s.family == ModelFamily::kDeepseekV3 || s.family == ModelFamily::kGlm4Moe || s.family == ModelFamily::kDots1;
+}
+
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
-  if (s.family == ModelFamily::kQwen3_5Moe || s.family == ModelFamily::kMixtral || s.family == ModelFamily::kOlmoe) {
+  if (is_sigmoid_moe(s)) return s.num_experts > 0 && i >= s.first_k_dense_replace;
+  if (s.family == ModelFamily::kErnie4_5Moe) {
+    const int64_t end = s.moe_layer_end_index < 0 ? s.num_layers - 1 : s.moe_layer_end_index;
+    return s.num_experts > 0 && (i + 1) % s.decoder_sparse_step == 0 && i >= s.first_k_dense_replace && i <= end;
+  }
+  if (s.family == ModelFamily::kQwen3_5Moe || s.family == ModelFamily::kMixtral || s.family == ModelFamily::kOlmoe ||
+      s.family == ModelFamily::kMinimaxM2) {
     return true;  // no dense layers in these
   }
   for (int64_t m : s.mlp_only_layers) {

@@ -51,14 +51,16 @@ const char* backend_name(BackendKind kind);  // "reference", "cpu", "cuda"
 Result<BackendKind> parse_backend(std::string_view name);
 
 // A MoE feed-forward's weights: router -> top-k routed SwiGLU experts, plus an optional shared
-// expert scaled by sigmoid(shared_gate(x)).
+// expert, scaled by sigmoid(shared_gate(x)) where it has a gate (Qwen) and added as it is where it
+// has none (DeepSeek-V3, GLM-4.5).
 struct MoeWeights {
   ref::RouterSpec router_spec;
   Matrix router;  // [num_experts, hidden]
   std::vector<SwiGluMatrices> experts;
   bool has_shared = false;
+  bool shared_gated = true;
   SwiGluMatrices shared;
-  Matrix shared_gate;  // [1, hidden]
+  Matrix shared_gate;  // [1, hidden] when shared_gated
   int64_t hidden = 0;
 };
 
@@ -264,6 +266,10 @@ class Backend {
   virtual void add(float* y, const float* x, std::size_t n) = 0;
   // dst[i, :] = src[rows[i], :] for rows of `width` floats (rows: host memory).
   virtual void gather_rows(const float* src, std::span<const std::size_t> rows, std::size_t width, float* dst) = 0;
+  // ref::copy_columns: dst[r, 0:width] = src[r / repeat, 0:width] with rows dst_ld and src_ld floats
+  // apart (src and dst may not overlap).
+  virtual void copy_columns(const float* src, std::size_t src_ld, std::size_t repeat, float* dst, std::size_t dst_ld,
+                            std::size_t rows, std::size_t width) = 0;
   // Copies n floats of backend memory to host memory.
   virtual void to_host(const float* src, std::size_t n, float* dst) = 0;
   // Draws a token for each request from row rows[i] of logits [.., vocab] (Sampler::pick's

@@ -23,8 +23,21 @@
 namespace ft::engine {
 
 // The model families this engine implements; each has one file in engine/src/models/.
-enum class ModelFamily { kQwen3Moe, kQwen3Next, kQwen3_5Moe, kMixtral, kQwen2Moe, kOlmoe };
-// "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe" (the HF model_type).
+enum class ModelFamily {
+  kQwen3Moe,
+  kQwen3Next,
+  kQwen3_5Moe,
+  kMixtral,
+  kQwen2Moe,
+  kOlmoe,
+  kDeepseekV3,
+  kGlm4Moe,
+  kDots1,
+  kErnie4_5Moe,
+  kMinimaxM2,
+};
+// "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3",
+// "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2" (the HF model_type).
 const char* model_family_name(ModelFamily family);
 // Every family, in the order above.
 const std::vector<ModelFamily>& model_families();
@@ -54,13 +67,41 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   std::vector<LayerKind> layer_types;  // one per layer
 
-  // RoPE. Only rope_type "default" is implemented; mRoPE ("mrope_section") is accepted because for
-  // text-only input its three position ids are equal and it reduces to plain RoPE.
+  // RoPE. rope_type "default" and "yarn" are implemented; mRoPE ("mrope_section") is accepted
+  // because for text-only input its three position ids are equal and it reduces to plain RoPE.
   double rope_theta = 10000.0;
   double partial_rotary_factor = 1.0;
   std::string rope_type = "default";
   std::vector<int64_t> mrope_section;  // informational
-  int64_t rotary_dim() const { return int64_t(double(head_dim) * partial_rotary_factor); }
+  // YaRN ("yarn"): the rope dict's factor, beta_fast, beta_slow, original_max_position_embeddings
+  // (default max_position_embeddings), truncate, and the attention factor on cos/sin (the dict's
+  // attention_factor, else derived from factor, mscale and mscale_all_dim as HF does).
+  struct Yarn {
+    double factor = 0;
+    double beta_fast = 32, beta_slow = 1;
+    int64_t original_max_position_embeddings = 0;
+    bool truncate = true;
+    double mscale = 0, mscale_all_dim = 0;  // 0: not given
+    double attention_factor = 1.0;
+    bool attention_given = false;  // attention_factor came from the config
+  } yarn;
+  int64_t max_position_embeddings = 0;  // 0: not given
+  // The dims RoPE rotates: head_dim * partial_rotary_factor, or MLA's qk_rope_head_dim.
+  int64_t rotary_dim() const {
+    return qk_rope_head_dim > 0 ? qk_rope_head_dim : int64_t(double(head_dim) * partial_rotary_factor);
+  }
+
+  // Multi-head latent attention (deepseek_v3). head_dim is then what the KV pages hold per head:
+  // max(qk_nope_head_dim + qk_rope_head_dim, v_head_dim) (keys and values expanded per head), and
+  // num_key_value_heads equals num_attention_heads.
+  bool mla = false;
+  int64_t q_lora_rank = 0;  // 0: a plain q_proj (config null)
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool rope_interleave = false;  // rotate adjacent pairs of the rope dims (DeepSeek's checkpoints, ERNIE)
+  bool use_qk_norm = true;       // glm4_moe's use_qk_norm (the Qwen3 families always have q/k norms)
 
   // MoE.
   int64_t num_experts = 0;
@@ -70,6 +111,21 @@ struct ModelConfig {
   bool norm_topk_prob = true;
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
+  int64_t first_k_dense_replace = 0;  // layers [0, k) are dense (deepseek_v3, glm4_moe; ernie4_5_moe's
+                                      // moe_layer_start_index)
+  int64_t last_moe_layer = -1;        // -1: none; else layers past it are dense (moe_layer_end_index)
+  // DeepSeek-V3-style routers (deepseek_v3, glm4_moe, dots1; minimax_m2 without groups or shared
+  // experts): sigmoid scores, chosen with
+  // e_score_correction_bias among the topk_group best of n_group expert groups, weights times
+  // routed_scaling_factor; the shared experts (moe_intermediate_size * n_shared_experts wide, in
+  // shared_expert_intermediate_size) are added without a gate.
+  bool sigmoid_router = false;
+  // ernie4_5_moe: softmax scores, chosen with the correction bias (moe_statics), renormalised, and
+  // ungated shared experts.
+  bool biased_softmax_router = false;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double routed_scaling_factor = 1.0;
 
   // Linear attention (Gated DeltaNet).
   int64_t linear_conv_kernel_dim = 0;
@@ -83,7 +139,8 @@ struct ModelConfig {
   std::optional<int32_t> bos_token_id;
 
   // Whether layer `layer` uses the sparse MoE block (else the dense MLP of intermediate_size),
-  // per HF: not in mlp_only_layers and num_experts > 0 and (layer + 1) % decoder_sparse_step == 0.
+  // per HF: not in mlp_only_layers, not below first_k_dense_replace, not past last_moe_layer, and
+  // num_experts > 0 and (layer + 1) % decoder_sparse_step == 0.
   bool is_moe_layer(int64_t layer) const;
   int64_t count_layers(LayerKind kind) const;
 };
@@ -91,8 +148,10 @@ struct ModelConfig {
 // Parses config.json text (and generation_config.json text, "" when absent). Errors:
 //  kInvalidArgument  malformed JSON or a missing/ill-typed required field (names it);
 //  kUnsupported      "unsupported architecture 'X' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral,
-//                    qwen2_moe, olmoe)", or a feature of a supported family we do not implement
-//                    (rope_type, activation, sliding window, clip_qkv), naming its field.
+//                    qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2)", or a feature of a
+//                    supported family we do not implement (rope_type, activation, sliding window, clip_qkv,
+//                    scoring_func, topk_method,
+//                    ...), naming its field.
 Result<ModelConfig> parse_model_config(std::string_view config_json,
                                        std::string_view generation_config_json = {});
 

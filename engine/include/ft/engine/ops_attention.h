@@ -16,15 +16,37 @@ enum class RopeLayout {
   kGptj,  // interleaved: dim 2i pairs with 2i+1 (GPT-J, GLM, DeepSeek's "interleave" checkpoints)
 };
 
+// YaRN (rope_type "yarn", HF _compute_yarn_parameters): each frequency is blended between the
+// plain one (extrapolation) and the one divided by `factor` (interpolation) by a linear ramp over
+// the frequency pairs whose wavelengths lie between beta_fast and beta_slow rotations of the
+// original context. factor 0: off (plain RoPE).
+struct YarnSpec {
+  double factor = 0;                             // rope "factor"
+  double beta_fast = 32, beta_slow = 1;          // rotations at the ramp's ends (HF defaults)
+  int64_t original_max_position_embeddings = 0;  // the pre-training context, in tokens
+  bool truncate = true;                          // round the ramp's ends outwards (HF "truncate")
+};
+
 struct RopeSpec {
   std::size_t head_dim = 0;
   std::size_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor); the rest passes through
   double theta = 10000.0;      // rope_theta
   RopeLayout layout = RopeLayout::kNeox;
+  YarnSpec yarn = {};
+  // cos and sin are multiplied by it (HF attention_scaling: YaRN's attention factor; 1 otherwise).
+  float attention_factor = 1.0f;
 };
 
-// inv_freq[i] = 1 / theta^(2i / rotary_dim), i < rotary_dim/2, computed in fp32 as HF does.
+// inv_freq[i] = 1 / theta^(2i / rotary_dim), i < rotary_dim/2, computed in fp32 as HF does; with
+// spec.yarn.factor > 0 the YaRN blend of it (rope_yarn.cpp).
 std::vector<float> rope_inv_freq(const RopeSpec& spec);
+// YaRN's frequencies alone (what rope_inv_freq returns when spec.yarn.factor > 0).
+std::vector<float> yarn_inv_freq(const RopeSpec& spec);
+// HF's yarn_get_mscale: 0.1 * mscale * ln(scale) + 1 for scale > 1, else 1.
+double yarn_mscale(double scale, double mscale = 1.0);
+// HF's default YaRN attention factor when the config gives none: mscale(factor, mscale) /
+// mscale(factor, mscale_all_dim) when both are set (non-zero), else mscale(factor).
+double yarn_attention_factor(double factor, double mscale, double mscale_all_dim);
 
 // Rotates the first rotary_dim dims of one head vector v in place by the angles whose cos and sin
 // are given (rotary_dim / 2 of each): the rotation every RoPE path applies.

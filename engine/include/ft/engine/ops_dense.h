@@ -30,4 +30,11 @@ void mul_sigmoid(float* x, const float* gate, std::size_t n);
 // y[i] += x[i]: residual connections.
 void add_inplace(float* y, const float* x, std::size_t n);
 
+// dst[r * dst_ld + c] = src[(r / repeat) * src_ld + c] for r < rows, c < width: moves a block of
+// columns between row-major activations of other widths. MLA splits its projections with it and
+// builds each head's key from a piece every head shares (repeat = heads); with src_ld 0 and
+// repeat = rows it fills every row with one source row (zeros for padding).
+void copy_columns(const float* src, std::size_t src_ld, std::size_t repeat, float* dst, std::size_t dst_ld,
+                  std::size_t rows, std::size_t width);
+
 }  // namespace ft::engine::ref

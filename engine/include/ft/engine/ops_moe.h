@@ -19,10 +19,19 @@ struct RouterSpec {
   RouterScoring scoring = RouterScoring::kSoftmax;
   bool renormalize = true;     // divide the k selected scores by their sum (HF norm_topk_prob)
   float scaling = 1.0f;        // multiply the final weights (routed_scaling_factor)
+  // DeepSeek-V3's selection (also GLM-4.5's): experts are chosen by score + correction_bias[e]
+  // (e_score_correction_bias; null: + 0) among the topk_group best of n_group equal groups of
+  // consecutive experts, a group scored by the sum of its two best; the weights stay the plain
+  // scores. n_group 1 and no bias: the plain top-k.
+  std::size_t n_group = 1;
+  std::size_t topk_group = 1;
+  const float* correction_bias = nullptr;  // [num_experts], in the backend's memory
+  bool grouped() const { return n_group > 1 || correction_bias != nullptr; }
 };
 
 // logits [T, num_experts] -> experts [T, top_k] (by descending score; ties to the lower index, as
-// torch.topk on CPU does) and weights [T, top_k].
+// torch.topk on CPU does) and weights [T, top_k]. With grouped(), HF's get_topk_indices: the
+// experts of unselected groups compete with a choice score of 0 (HF masked_fill(0.0), not -inf).
 void route_top_k(const float* logits, std::size_t T, const RouterSpec& spec, int32_t* experts,
                  float* weights);
 

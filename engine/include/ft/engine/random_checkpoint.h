@@ -35,17 +35,43 @@ struct RandomCheckpointSpec {
   int64_t top_k = 2;
   int64_t moe_intermediate_size = 32;  // the experts' width (config.json's intermediate_size for
                                        // mixtral and olmoe, which have no dense layers)
-  int64_t shared_expert_intermediate_size = 48;  // qwen3_next / qwen3_5_moe / qwen2_moe only
+  int64_t shared_expert_intermediate_size = 48;  // qwen3_next / qwen3_5_moe / qwen2_moe only (the
+                                                 // sigmoid-routed families: n_shared_experts)
   int64_t decoder_sparse_step = 1;               // qwen3_moe / qwen3_next / qwen2_moe only
   std::vector<int64_t> mlp_only_layers;          // qwen3_moe / qwen3_next / qwen2_moe only
   bool norm_topk_prob = true;                    // not mixtral's (it always renormalises)
-  bool attention_bias = false;                   // q/k/v/o biases: qwen3_moe and olmoe only (qwen2_moe
-                                                 // always has q/k/v biases, the others none)
+  bool attention_bias = false;                   // q/k/v/o biases: qwen3_moe, olmoe, dots1; deepseek_v3's
+                                                 // q_a/kv_a/o; glm4_moe's q/k/v (qwen2_moe always has
+                                                 // q/k/v biases, the others none)
   bool tie_word_embeddings = false;
   int64_t max_position_embeddings = 32768;
   double rope_theta = 1000000.0;
   double partial_rotary_factor = 0;              // 0: the family default (1.0 or 0.25)
   std::vector<int64_t> mrope_section;            // qwen3_5_moe only; empty: split the rotary half in 3
+  // YaRN RoPE (rope_type "yarn") when yarn_factor > 0: factor, the pre-training context and
+  // DeepSeek's mscale / mscale_all_dim (0: not written).
+  double yarn_factor = 0;
+  int64_t yarn_original_max_position_embeddings = 4096;
+  double yarn_mscale = 0, yarn_mscale_all_dim = 0;
+  // DeepSeek-V3-style MoE (deepseek_v3 / glm4_moe / dots1): dense layers below first_k_dense_replace, the
+  // router's expert groups and scaling, ungated shared experts n_shared_experts *
+  // moe_intermediate_size wide.
+  int64_t first_k_dense_replace = 1;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double routed_scaling_factor = 1.0;
+  int64_t n_shared_experts = 1;
+  bool use_qk_norm = false;  // glm4_moe
+  // ernie4_5_moe: MoE layers are [first_k_dense_replace (moe_layer_start_index), moe_layer_end_index
+  // (-1: the last)] with (i + 1) % decoder_sparse_step (moe_layer_interval) == 0, n_shared_experts.
+  int64_t moe_layer_end_index = -1;
+  // Multi-head latent attention (deepseek_v3). num_kv_heads is written equal to num_heads.
+  int64_t q_lora_rank = 0;  // 0: q_proj (config null)
+  int64_t kv_lora_rank = 32;
+  int64_t qk_nope_head_dim = 16;
+  int64_t qk_rope_head_dim = 16;
+  int64_t v_head_dim = 16;
+  bool rope_interleave = true;
   // Linear attention (qwen3_next / qwen3_5_moe).
   int64_t full_attention_interval = 4;
   int64_t linear_num_key_heads = 2;

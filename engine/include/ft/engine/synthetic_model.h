@@ -26,11 +26,16 @@
 namespace ft::engine {
 
 enum class SyntheticLike {
-  kQwen3_30B_A3B,    // qwen3_moe, 48 layers, 128 experts top-8, per-expert tensors (~61 GB)
-  kQwen3_6_35B_A3B,  // qwen3_5_moe, 40 layers (30 DeltaNet + 10 full), 256 experts top-8, fused (~69 GB)
+  kQwen3_30B_A3B,     // qwen3_moe, 48 layers, 128 experts top-8, per-expert tensors (~61 GB)
+  kQwen3_6_35B_A3B,   // qwen3_5_moe, 40 layers (30 DeltaNet + 10 full), 256 experts top-8, fused (~69 GB)
+  kDeepseekV3,        // deepseek_v3, 61 layers (3 dense), latent attention, 256 experts top-8 (~1.3 TB in
+                      // bf16: use --layers; 4 layers ~30 GB)
+  kGlm4_5Air,         // glm4_moe, 46 layers (1 dense), 128 experts top-8 + 1 shared (~220 GB in bf16)
+  kErnie4_5_21B_A3B,  // ernie4_5_moe, 28 layers (1 dense), 64 experts top-6 + 2 shared (~44 GB in bf16)
+  kMinimaxM2,         // minimax_m2, 62 layers, 256 experts top-8 (~460 GB in bf16: use --layers)
 };
 
-// "qwen3-30b-a3b", "qwen3.6-35b-a3b".
+// "qwen3-30b-a3b", "qwen3.6-35b-a3b", "deepseek-v3", "glm-4.5-air", "ernie-4.5-21b-a3b", "minimax-m2".
 const char* synthetic_like_name(SyntheticLike like);
 // The inverse of synthetic_like_name; kInvalidArgument listing the known names.
 Result<SyntheticLike> parse_synthetic_like(std::string_view name);

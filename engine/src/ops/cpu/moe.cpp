@@ -271,9 +271,9 @@ void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_
     linears(s, isa, x, T, gate_up);
     silu_mul(isa, gt, up, gt, T * I);
     linear(s, isa, gt, T, w.shared.down, nullptr, shared);
-    linear(s, isa, x, T, w.shared_gate, nullptr, gate);
+    if (w.shared_gated) linear(s, isa, x, T, w.shared_gate, nullptr, gate);
     for (std::size_t t = 0; t < T; ++t) {
-      const float gv = sigmoid(gate[t]);
+      const float gv = w.shared_gated ? sigmoid(gate[t]) : 1.0f;
       for (std::size_t d = 0; d < H; ++d) out[t * H + d] += gv * shared[t * H + d];
     }
   }

@@ -52,4 +52,10 @@ void add_inplace(float* y, const float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void copy_columns(const float* src, std::size_t src_ld, std::size_t repeat, float* dst, std::size_t dst_ld,
+                  std::size_t rows, std::size_t width) {
+  for (std::size_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * dst_ld, src + (r / repeat) * src_ld, width * sizeof(float));
+}
+
 }  // namespace ft::engine::ref

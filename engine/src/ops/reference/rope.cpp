@@ -5,6 +5,7 @@
 namespace ft::engine::ref {
 
 std::vector<float> rope_inv_freq(const RopeSpec& spec) {
+  if (spec.yarn.factor > 0) return yarn_inv_freq(spec);
   // HF: 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)), all in fp32.
   std::vector<float> inv(spec.rotary_dim / 2);
   const float base = float(spec.theta);
@@ -38,12 +39,12 @@ void apply_rope(float* x, std::size_t T, std::size_t heads, const RopeSpec& spec
   const std::size_t half = spec.rotary_dim / 2;
   std::vector<float> cos_t(half), sin_t(half);
   for (std::size_t t = 0; t < T; ++t) {
-    // HF: freqs = inv_freq * position in fp32, then cos/sin in fp32.
+    // HF: freqs = inv_freq * position in fp32, then cos/sin in fp32, times attention_scaling.
     const float pos = float(pos0 + int64_t(t));
     for (std::size_t i = 0; i < half; ++i) {
       const float angle = inv_freq[i] * pos;
-      cos_t[i] = std::cos(angle);
-      sin_t[i] = std::sin(angle);
+      cos_t[i] = std::cos(angle) * spec.attention_factor;
+      sin_t[i] = std::sin(angle) * spec.attention_factor;
     }
     for (std::size_t h = 0; h < heads; ++h)
       rope_rotate(x + (t * heads + h) * spec.head_dim, cos_t.data(), sin_t.data(), spec);

@@ -1,0 +1,100 @@
+// Typed reads of config.json fields for the config parser (model_config.cpp and the per-family
+// parts beside it). Internal to engine/src/models.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ft/common/result.h"
+
+namespace ft::engine::config {
+
+// Typed lookups that name the key in their error, so a bad config.json is fixable from the message.
+class Fields {
+ public:
+  using json = nlohmann::json;
+
+  explicit Fields(const json& j) : j_(j) {}
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  // The key is there with the value null (a config saying "none", e.g. q_lora_rank).
+  bool has_null(const char* key) const { return j_.contains(key) && j_.at(key).is_null(); }
+
+  Result<int64_t> integer(const char* key) const {
+    if (!has(key)) return invalid_argument(std::string("config.json: missing required field '") + key + "'");
+    return integer_or(key, 0);
+  }
+  Result<int64_t> integer_or(const char* key, int64_t fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_number_integer()) return type_error(key, "an integer");
+    return v.get<int64_t>();
+  }
+  Result<double> number_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_number()) return type_error(key, "a number");
+    return v.get<double>();
+  }
+  Result<bool> boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) return type_error(key, "true or false");
+    return v.get<bool>();
+  }
+  Result<std::string> string_or(const char* key, std::string fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_string()) return type_error(key, "a string");
+    return v.get<std::string>();
+  }
+  Result<std::vector<int64_t>> int_list_or_empty(const char* key) const {
+    std::vector<int64_t> out;
+    if (!has(key)) return out;
+    const json& v = j_.at(key);
+    if (v.is_number_integer()) return std::vector<int64_t>{v.get<int64_t>()};
+    if (!v.is_array()) return type_error(key, "an integer or a list of integers");
+    for (const json& e : v) {
+      if (!e.is_number_integer()) return type_error(key, "a list of integers");
+      out.push_back(e.get<int64_t>());
+    }
+    return out;
+  }
+  const json* object(const char* key) const { return has(key) && j_.at(key).is_object() ? &j_.at(key) : nullptr; }
+
+ private:
+  static Status type_error(const char* key, const char* what) {
+    return invalid_argument(std::string("config.json: field '") + key + "' must be " + what);
+  }
+  const json& j_;
+};
+
+}  // namespace ft::engine::config
+
+namespace ft::engine {
+struct ModelConfig;
+}  // namespace ft::engine
+
+namespace ft::engine::config {
+
+// config_sigmoid_moe.cpp: the parts of config.json only the DeepSeek-V3-style families have.
+// The router and shared experts of deepseek_v3, glm4_moe and dots1 (n_routed_experts, n_group,
+// topk_group, routed_scaling_factor, n_shared_experts, first_k_dense_replace), refusing the
+// DeepSeek-V2 routers (scoring_func, topk_method), MoE layer strides and dots1's sliding layers.
+Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg);
+// deepseek_v3's multi-head latent attention dims (q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+// qk_rope_head_dim, v_head_dim, rope_interleave); sets head_dim and num_key_value_heads to what the
+// KV pages hold per head.
+Status parse_mla(const Fields& text, ModelConfig& cfg);
+// config_ernie4_5_moe.cpp: ernie4_5_moe's MoE keys (moe_num_experts / num_experts, moe_k /
+// num_experts_per_tok, moe_intermediate_size, moe_num_shared_experts, moe_layer_start_index,
+// moe_layer_end_index, moe_layer_interval), its interleaved RoPE, refusing use_bias.
+Status parse_ernie4_5_moe(const Fields& text, ModelConfig& cfg);
+// config_minimax_m2.cpp: minimax_m2's experts (num_local_experts / num_experts, intermediate_size
+// wide) behind a sigmoid router with a correction bias; no biases on the attention.
+Status parse_minimax_m2(const Fields& text, ModelConfig& cfg);
+// MiniMax-M2's partial RoPE when the config gives no partial_rotary_factor: rotary_dim / head_dim.
+Result<double> minimax_partial_rotary(const Fields& text, const ModelConfig& cfg);
+
+}  // namespace ft::engine::config

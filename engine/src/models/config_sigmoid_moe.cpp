@@ -1,0 +1,116 @@
+// config.json fields of the DeepSeek-V3-style families (deepseek_v3, glm4_moe, dots1), with the
+// defaults of DeepseekV3Config, Glm4MoeConfig and Dots1Config (transformers 5.x).
+#include <algorithm>
+
+#include "ft/engine/model_config.h"
+#include "models/config_fields.h"
+
+namespace ft::engine::config {
+
+namespace {
+
+// What DeepseekV3Config, Glm4MoeConfig and Dots1Config default differently; -1: no default (HF's
+// is None, which its MoE cannot build with: the key is required).
+struct SigmoidMoeDefaults {
+  int64_t experts, top_k, moe_inter, n_group, topk_group, first_k_dense, shared;
+  double scaling;
+};
+
+SigmoidMoeDefaults defaults_of(ModelFamily f) {
+  switch (f) {
+    case ModelFamily::kDeepseekV3:
+      return {256, 8, 2048, 8, 4, 3, 1, 2.5};
+    case ModelFamily::kDots1:
+      return {-1, -1, 1408, 1, 1, 0, -1, 1.0};
+    default:
+      return {128, 8, 1408, 1, 1, 1, 1, 1.0};  // glm4_moe
+  }
+}
+
+Result<int64_t> integer_with(const Fields& text, const char* key, int64_t fallback) {
+  return fallback < 0 ? text.integer(key) : text.integer_or(key, fallback);
+}
+
+// Dots1Config derives layer_types when absent: sliding_attention from max_window_layers on, when a
+// sliding_window is set. Only full attention runs here.
+Status refuse_dots1_sliding_layers(const Fields& text, const ModelConfig& cfg) {
+  if (text.has("layer_types")) return Status::ok();  // parse_layers refuses sliding_attention
+  FT_ASSIGN_OR_RETURN(const int64_t window_from, text.integer_or("max_window_layers", 62));
+  if (text.has("sliding_window") && window_from < cfg.num_hidden_layers) {
+    return unsupported("sliding-window attention (sliding_window with max_window_layers " +
+                       std::to_string(window_from) + " < num_hidden_layers) is not supported yet");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg) {
+  const SigmoidMoeDefaults d = defaults_of(cfg.family);
+  cfg.sigmoid_router = true;
+  // transformers 5.x may save the routed expert count under its attribute_map alias.
+  int64_t experts = d.experts;
+  if (text.has("num_local_experts")) {
+    FT_ASSIGN_OR_RETURN(experts, text.integer("num_local_experts"));
+  }
+  FT_ASSIGN_OR_RETURN(cfg.num_experts, integer_with(text, "n_routed_experts", experts));
+  FT_ASSIGN_OR_RETURN(cfg.num_experts_per_tok, integer_with(text, "num_experts_per_tok", d.top_k));
+  FT_ASSIGN_OR_RETURN(cfg.moe_intermediate_size, text.integer_or("moe_intermediate_size", d.moe_inter));
+  FT_ASSIGN_OR_RETURN(cfg.n_group, text.integer_or("n_group", d.n_group));
+  FT_ASSIGN_OR_RETURN(cfg.topk_group, text.integer_or("topk_group", d.topk_group));
+  FT_ASSIGN_OR_RETURN(cfg.routed_scaling_factor, text.number_or("routed_scaling_factor", d.scaling));
+  FT_ASSIGN_OR_RETURN(cfg.first_k_dense_replace, text.integer_or("first_k_dense_replace", d.first_k_dense));
+  FT_ASSIGN_OR_RETURN(const int64_t shared, integer_with(text, "n_shared_experts", d.shared));
+  if (shared < 0) return invalid_argument("config.json: n_shared_experts must not be negative");
+  cfg.shared_expert_intermediate_size = cfg.moe_intermediate_size * shared;
+  if (cfg.family == ModelFamily::kDots1) FT_RETURN_IF_ERROR(refuse_dots1_sliding_layers(text, cfg));
+
+  // DeepSeek-V2's routers share these configs' keys; HF's DeepseekV3 code runs only this one.
+  FT_ASSIGN_OR_RETURN(const std::string scoring, text.string_or("scoring_func", "sigmoid"));
+  if (scoring != "sigmoid") return unsupported("scoring_func '" + scoring + "' is not supported (only 'sigmoid')");
+  FT_ASSIGN_OR_RETURN(const std::string method, text.string_or("topk_method", "noaux_tc"));
+  if (method != "noaux_tc") return unsupported("topk_method '" + method + "' is not supported (only 'noaux_tc')");
+  FT_ASSIGN_OR_RETURN(const int64_t freq, text.integer_or("moe_layer_freq", 1));
+  if (freq != 1) return unsupported("moe_layer_freq " + std::to_string(freq) + " is not supported (only 1)");
+
+  if (cfg.n_group <= 0 || cfg.topk_group <= 0 || cfg.topk_group > cfg.n_group) {
+    return invalid_argument("config.json: n_group and topk_group must be positive, topk_group <= n_group");
+  }
+  // HF sums each group's two best scores (topk(2) inside every group).
+  if (cfg.num_experts % cfg.n_group != 0 || cfg.num_experts / cfg.n_group < 2) {
+    return invalid_argument("config.json: n_routed_experts must split into n_group groups of at least 2 experts");
+  }
+  if (cfg.first_k_dense_replace < 0) return invalid_argument("config.json: first_k_dense_replace must not be negative");
+  if (cfg.family == ModelFamily::kGlm4Moe) {
+    FT_ASSIGN_OR_RETURN(cfg.use_qk_norm, text.boolean_or("use_qk_norm", false));
+  }
+  return Status::ok();
+}
+
+Status parse_mla(const Fields& text, ModelConfig& cfg) {
+  cfg.mla = true;
+  FT_ASSIGN_OR_RETURN(cfg.q_lora_rank, text.integer_or("q_lora_rank", 1536));  // null: a plain q_proj
+  if (text.has_null("q_lora_rank")) cfg.q_lora_rank = 0;
+  FT_ASSIGN_OR_RETURN(cfg.kv_lora_rank, text.integer_or("kv_lora_rank", 512));
+  FT_ASSIGN_OR_RETURN(cfg.qk_nope_head_dim, text.integer_or("qk_nope_head_dim", 128));
+  FT_ASSIGN_OR_RETURN(cfg.qk_rope_head_dim, text.integer_or("qk_rope_head_dim", 64));
+  FT_ASSIGN_OR_RETURN(cfg.v_head_dim, text.integer_or("v_head_dim", 128));
+  FT_ASSIGN_OR_RETURN(cfg.rope_interleave, text.boolean_or("rope_interleave", true));
+  if (cfg.q_lora_rank < 0 || cfg.kv_lora_rank <= 0 || cfg.qk_nope_head_dim < 0 || cfg.qk_rope_head_dim <= 0 ||
+      cfg.v_head_dim <= 0) {
+    return invalid_argument(
+        "config.json: kv_lora_rank, qk_rope_head_dim and v_head_dim must be positive, q_lora_rank and "
+        "qk_nope_head_dim not negative");
+  }
+  // The KV pages hold every head's key and value expanded, at one width: values narrower than keys
+  // are padded with zeros (and keys narrower than values).
+  cfg.head_dim = std::max(cfg.qk_nope_head_dim + cfg.qk_rope_head_dim, cfg.v_head_dim);
+  // HF repeats kv heads (num_key_value_groups = heads / kv_heads) over MLA's per-head keys: only
+  // equal counts make sense.
+  if (cfg.num_key_value_heads != cfg.num_attention_heads) {
+    return unsupported("num_key_value_heads must equal num_attention_heads for deepseek_v3's latent attention");
+  }
+  return Status::ok();
+}
+
+}  // namespace ft::engine::config
