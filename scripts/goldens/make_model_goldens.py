@@ -13,8 +13,10 @@ OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]),
   python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models [--only qwen3_moe olmoe ...]
 
 The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe,
-deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2 (the engine's golden test expects a fixture
-for every family it supports and fails without one).
+deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2 (the families the engine runs; the default),
+and, made ahead for families not yet in the engine: gpt_oss, hunyuan_v1_moe, glm4_moe_lite,
+exaone_moe, afmoe, deepseek_v32, glm_moe_dsa, gemma4_text, llama4_text, deepseek_v4. A family that
+fails is reported and the others are still made.
 """
 import argparse
 import json
@@ -194,6 +196,109 @@ ARCHS = {"qwen3_moe": qwen3_moe, "qwen3_next": qwen3_next, "qwen3_5_moe": qwen3_
          "minimax_m2": minimax_m2}
 
 
+# Families the engine does not run yet: their goldens are made ahead, from the same recipe, so the
+# engine's composition can be checked the day it is written. Configs through AutoConfig by
+# model_type (every class lives in transformers 5.17); shapes shrunk as above, windows (16) and
+# selections (index_topk 16) smaller than the 100 tokens so they bite.
+COMMON = dict(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, rms_norm_eps=1e-5,
+              max_position_embeddings=4096, tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0,
+              pad_token_id=0)
+ROPE = {"rope_type": "default", "rope_theta": 10000.0}
+
+
+def auto(model_type, **kw):
+    return transformers.AutoConfig.for_model(model_type, **{**COMMON, **kw}), transformers.AutoModelForCausalLM
+
+
+def gpt_oss():
+    # Attention sinks, alternating sliding/full attention, YaRN, biased experts with the clamped
+    # SwiGLU, softmax over the top-k.
+    return auto("gpt_oss", intermediate_size=64, num_key_value_heads=2, head_dim=32, num_local_experts=16,
+                num_experts_per_tok=4, sliding_window=16, attention_bias=True,
+                layer_types=["sliding_attention", "full_attention"] * 2,
+                rope_parameters={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                 "truncate": False, "original_max_position_embeddings": 4096,
+                                 "rope_theta": 150000.0},
+                max_position_embeddings=131072)
+
+
+def hunyuan_v1_moe():
+    return auto("hunyuan_v1_moe", intermediate_size=64, num_key_value_heads=2, head_dim=32, num_experts=16,
+                moe_topk=4, rope_parameters=ROPE, attention_bias=False)
+
+
+def glm4_moe_lite():
+    # GLM-4.7-Flash: MLA (q and kv LoRA) with interleaved RoPE, DeepSeek-V3's router, layer 0 dense.
+    return auto("glm4_moe_lite", intermediate_size=256, moe_intermediate_size=64, num_key_value_heads=4,
+                n_shared_experts=1, n_routed_experts=16, routed_scaling_factor=1.8, kv_lora_rank=32,
+                q_lora_rank=48, qk_rope_head_dim=16, v_head_dim=32, qk_nope_head_dim=32, n_group=1, topk_group=1,
+                num_experts_per_tok=4, norm_topk_prob=True, rope_interleave=True, rope_parameters=ROPE,
+                mlp_layer_types=["dense", "sparse", "sparse", "sparse"])
+
+
+def exaone_moe():
+    return auto("exaone_moe", intermediate_size=256, num_key_value_heads=2, head_dim=32, sliding_window=16,
+                layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                mlp_layer_types=["dense", "sparse", "sparse", "sparse"], first_k_dense_replace=1,
+                moe_intermediate_size=64, num_experts=16, num_experts_per_tok=4, num_shared_experts=1,
+                norm_topk_prob=True, routed_scaling_factor=2.5, n_group=1, topk_group=1, rope_parameters=ROPE)
+
+
+def afmoe():
+    return auto("afmoe", intermediate_size=256, moe_intermediate_size=64, num_dense_layers=1,
+                num_key_value_heads=2, head_dim=32, num_experts=16, num_experts_per_tok=4, num_shared_experts=1,
+                global_attn_every_n_layers=2, sliding_window=16, rope_parameters=ROPE)
+
+
+def deepseek_v32():
+    # MLA + the DSA indexer choosing 16 of the positions for each query.
+    return auto("deepseek_v32", intermediate_size=256, moe_intermediate_size=64, num_key_value_heads=4,
+                n_shared_experts=1, n_routed_experts=16, routed_scaling_factor=2.5, kv_lora_rank=32,
+                q_lora_rank=48, qk_rope_head_dim=16, v_head_dim=32, qk_nope_head_dim=32, head_dim=16, n_group=4,
+                topk_group=2, num_experts_per_tok=4, first_k_dense_replace=1, index_topk=16, index_head_dim=32,
+                index_n_heads=4, rope_parameters=ROPE, rms_norm_eps=1e-6,
+                mlp_layer_types=["dense", "sparse", "sparse", "sparse"])
+
+
+def glm_moe_dsa():
+    return auto("glm_moe_dsa", intermediate_size=256, moe_intermediate_size=64, num_key_value_heads=4,
+                n_shared_experts=1, n_routed_experts=16, routed_scaling_factor=2.5, kv_lora_rank=32,
+                q_lora_rank=48, qk_rope_head_dim=16, v_head_dim=32, qk_nope_head_dim=32, head_dim=16, n_group=1,
+                topk_group=1, num_experts_per_tok=4, first_k_dense_replace=1, index_topk=16, index_head_dim=32,
+                index_n_heads=4, rope_parameters=ROPE, mlp_layer_types=["dense", "sparse", "sparse", "sparse"])
+
+
+def gemma4_text():
+    # Gemma 4's MoE text model (26B-A4B's layout): sliding and full layers, final softcapping.
+    return auto("gemma4_text", intermediate_size=256, num_key_value_heads=2, head_dim=32, sliding_window=16,
+                layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                enable_moe_block=True, num_experts=16, top_k_experts=4, moe_intermediate_size=64,
+                final_logit_softcapping=30.0, vocab_size_per_layer_input=VOCAB, hidden_size_per_layer_input=16,
+                rope_parameters={"sliding_attention": ROPE,
+                                 "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                                    "rope_theta": 1000000.0}}, rms_norm_eps=1e-6)
+
+
+def llama4_text():
+    return auto("llama4_text", intermediate_size=64, intermediate_size_mlp=256, num_key_value_heads=2,
+                head_dim=32, num_local_experts=16, num_experts_per_tok=1, interleave_moe_layer_step=1,
+                attention_chunk_size=16, use_qk_norm=True, rope_parameters={"rope_type": "default",
+                                                                            "rope_theta": 500000.0})
+
+
+def deepseek_v4():
+    return auto("deepseek_v4", moe_intermediate_size=64, num_key_value_heads=1, head_dim=64, q_lora_rank=48,
+                num_experts_per_tok=4, n_routed_experts=16, n_shared_experts=1, o_groups=2, o_lora_rank=32,
+                index_n_heads=4, index_head_dim=32, index_topk=16, sliding_window=16, num_nextn_predict_layers=0,
+                layer_types=None, mlp_layer_types=None, rms_norm_eps=1e-6)
+
+
+AHEAD = {"gpt_oss": gpt_oss, "hunyuan_v1_moe": hunyuan_v1_moe, "glm4_moe_lite": glm4_moe_lite,
+         "exaone_moe": exaone_moe, "afmoe": afmoe, "deepseek_v32": deepseek_v32, "glm_moe_dsa": glm_moe_dsa,
+         "gemma4_text": gemma4_text, "llama4_text": llama4_text, "deepseek_v4": deepseek_v4}
+
+
+
 @torch.no_grad()
 def scale_init(model, gen):
     """Replace the tiny default init so every op contributes visibly to the logits."""
@@ -220,8 +325,9 @@ def scale_init(model, gen):
 def make(name, out_root):
     torch.manual_seed(1234)
     gen = torch.Generator().manual_seed(zlib.crc32(name.encode()))
-    cfg, cls = ARCHS[name]()
-    model = cls(cfg).eval()
+    cfg, cls = {**ARCHS, **AHEAD}[name]()
+    model = (cls.from_config(cfg) if cls is transformers.AutoModelForCausalLM else cls(cfg)).eval()
+    cls = type(model)
     scale_init(model, gen)
     out = os.path.join(out_root, name)
     ckpt = os.path.join(out, "checkpoint")
