@@ -482,7 +482,7 @@ TEST_F(CudaOps, GroupedSigmoidRouterAndUngatedSharedExpertsLikeTheReference) {
 // into attention_inputs.
 TEST_F(CudaOps, ColumnCopiesAndYarnRopeWithAnAttentionFactor) {
   const std::size_t T = 37, heads = 4, D = 192, R = 64;
-  const std::vector<float> src = random(T * 576), zero(1, 0.f);
+  const std::vector<float> src = random(T * 576), zero(D - 128, 0.f);  // a zero row as wide as the fill
   std::vector<float> want(T * heads * D, 1.f);
   on(*ref_, [&] {
     ref_->copy_columns(src.data() + 512, 576, heads, want.data(), D, T * heads, R);
