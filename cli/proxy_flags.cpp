@@ -3,10 +3,12 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "ft/common/loopback.h"
 #include "ft/protocol/chat_render.h"
+#include "ft/protocol/output_parser.h"
 #include "ft/protocol/tokenizer.h"
 #include "http_limit_flags.h"
 #include "key_file.h"
@@ -84,6 +86,17 @@ Result<std::unique_ptr<proxy::Server>> start_proxy_server(const proxy::ServerOpt
   if (!tokenizer) return Status(tokenizer.status().code(), "tokenizer: " + tokenizer.status().message());
   auto chat_template = protocol::ChatTemplate::from_tokenizer(*tokenizer);
   if (!chat_template) return Status(chat_template.status().code(), "chat template: " + chat_template.status().message());
+  // Which markup replies are read in: said once, plainly when there is none to read.
+  const std::string family = backend->info().family;
+  const std::string parser = protocol::output_parser_for(family, chat_template->markers());
+  if (parser.empty()) {
+    std::printf(
+        "freetoken: model family '%s' has no tool-call parser here (its chat template teaches no markup this "
+        "server reads): replies are text, a leading <think> block is reasoning, tool calls are not recognised\n",
+        family.c_str());
+  } else {
+    std::printf("freetoken: replies read as %s output (reasoning, tool calls)\n", parser.c_str());
+  }
   FT_ASSIGN_OR_RETURN(auto server, proxy::Server::create(options, std::move(backend), std::move(tokenizer).value(),
                                                          std::move(chat_template).value()));
   FT_RETURN_IF_ERROR(server->start());

@@ -68,7 +68,8 @@ class OutputPipeline {
     const std::string prefix = turn.request.dialect == Dialect::kAnthropic ? "toolu_" : "call_";
     const std::string salt = protocol::make_response_id(Dialect::kOpenAIChat).substr(9, 12);
     opts.id_generator = [prefix, salt](size_t i) { return prefix + salt + std::to_string(i); };
-    parser_ = protocol::make_output_parser(parser_family(ctx.backend.info().family), opts).value();
+    parser_ = protocol::make_output_parser(parser_family(ctx.backend.info().family, ctx.chat_template.markers()), opts)
+                  .value();
   }
 
   std::vector<protocol::OutputEvent> push(int32_t token) {
@@ -151,9 +152,9 @@ Result<GenerateResult> pump(LaunchedTurn& launched, const PreparedTurn& turn,
 
 }  // namespace
 
-std::string parser_family(const std::string& model_family) {
-  if (model_family == "qwen3_5_moe") return "qwen3.5";
-  return "qwen3";  // qwen3_moe, qwen3_next: hermes-style JSON tool calls (both Qwen forms accepted)
+std::string parser_family(const std::string& model_family, std::span<const std::string> template_markers) {
+  std::string family = protocol::output_parser_for(model_family, template_markers);
+  return family.empty() ? "plain" : family;
 }
 
 Result<PreparedTurn> prepare_turn(const ChatContext& ctx, Dialect dialect, const std::string& body,

@@ -6,16 +6,17 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "checkpoint_plan.h"
-#include "model_names.h"
 #include "ft/protocol/api_error.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/client_requests.h"
 #include "ft/protocol/tokenizer.h"
 #include "ft/proxy/backend.h"
 #include "ft/proxy/server.h"
+#include "model_names.h"
 
 namespace ft::proxy {
 
@@ -68,7 +69,8 @@ Result<std::string> run_turn(const ChatContext& ctx, const PreparedTurn& turn, L
 void stream_turn(const ChatContext& ctx, const PreparedTurn& turn, LaunchedTurn launched,
                  const std::function<bool(const std::string&)>& write, std::string* text_out = nullptr);
 
-// "qwen3", "qwen3.5", ...: the output-parser family for an engine model family.
-std::string parser_family(const std::string& model_family);
+// "qwen3", "qwen3.5", ...: the output-parser family for a model (its chat template's markup, else
+// its engine family; protocol::output_parser_for), "plain" when neither names one.
+std::string parser_family(const std::string& model_family, std::span<const std::string> template_markers);
 
 }  // namespace ft::proxy

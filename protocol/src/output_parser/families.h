@@ -11,5 +11,6 @@ std::unique_ptr<StreamParser> make_qwen_parser(OutputParserOptions options);
 std::unique_ptr<StreamParser> make_deepseek_parser(OutputParserOptions options);
 std::unique_ptr<StreamParser> make_glm_parser(OutputParserOptions options);
 std::unique_ptr<StreamParser> make_harmony_parser(OutputParserOptions options);
+std::unique_ptr<StreamParser> make_plain_parser(OutputParserOptions options);
 
 }  // namespace ft::protocol::detail

@@ -1,8 +1,10 @@
 // The factory: family names (as users and model configs spell them) to parsers.
+#include "ft/protocol/output_parser.h"
+
+#include <algorithm>
 #include <array>
 #include <cctype>
 
-#include "ft/protocol/output_parser.h"
 #include "output_parser/families.h"
 
 namespace ft::protocol {
@@ -16,7 +18,7 @@ struct Family {
   bool canonical;  // listed by output_parser_families()
 };
 
-constexpr std::array<Family, 16> kFamilies = {{
+constexpr std::array<Family, 17> kFamilies = {{
     {"qwen3", detail::make_qwen_parser, true},
     {"qwen3_coder", detail::make_qwen_parser, true},
     {"qwen3.5", detail::make_qwen_parser, true},
@@ -33,6 +35,7 @@ constexpr std::array<Family, 16> kFamilies = {{
     {"glm4.6", detail::make_glm_parser, false},
     {"glm4.7", detail::make_glm_parser, false},
     {"glm4_moe", detail::make_glm_parser, false},
+    {"plain", detail::make_plain_parser, true},
 }};
 
 std::string normalise(std::string_view name) {
@@ -63,6 +66,25 @@ std::vector<std::string> output_parser_families() {
     names.push_back(std::move(n));
   }
   return names;
+}
+
+std::string output_parser_for(std::string_view model_family, std::span<const std::string> template_markers) {
+  const auto teaches = [&](std::string_view marker) {
+    return std::find(template_markers.begin(), template_markers.end(), marker) != template_markers.end();
+  };
+  const std::string family = normalise(model_family);
+  // The template's markup first: it is what the model was trained to write.
+  if (teaches("<|channel|>")) return "gpt_oss";
+  if (teaches("<｜tool▁calls▁begin｜>")) return "deepseek_v3";
+  if (teaches("<arg_key>")) return "glm4.5";
+  if (teaches("<tool_call>")) return family == "qwen3_5_moe" ? "qwen3.5" : "qwen3";
+  // A template without tool markup (or none read): the engine's family, where it names one.
+  if (family == "qwen3_moe" || family == "qwen3_next" || family == "qwen2_moe") return "qwen3";
+  if (family == "qwen3_5_moe") return "qwen3.5";
+  if (family == "deepseek_v3") return "deepseek_v3";
+  if (family == "glm4_moe") return "glm4.5";
+  if (family == "gpt_oss") return "gpt_oss";
+  return "";
 }
 
 Result<ParsedOutput> parse_output(std::string_view family, std::string_view text, OutputParserOptions options) {

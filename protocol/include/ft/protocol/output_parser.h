@@ -14,6 +14,8 @@
 //   glm4.5 (aliases glm, glm4.6, glm4.7)
 //                              <think>…</think>, <tool_call>NAME\n<arg_key>K</arg_key>\n
 //                              <arg_value>V</arg_value>…</tool_call>
+//   plain                      <think>…</think>, then text: no tool calls (models whose template
+//                              teaches no markup above)
 //
 // Streaming contract
 //   * feed() takes any split of the output (even mid-UTF-8, mid-tag) and returns the events that are
@@ -47,6 +49,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -126,6 +129,11 @@ Result<std::unique_ptr<StreamParser>> make_output_parser(std::string_view family
                                                          OutputParserOptions options = {});
 // Canonical family names, for help texts and tests.
 std::vector<std::string> output_parser_families();
+
+// The family whose parser reads a model's output: from the markup its chat template teaches
+// (`template_markers`: ChatTemplate::markers()), else from the engine's model family (config.json
+// model_type); "" when neither names one (serve then uses "plain" and says so at start).
+std::string output_parser_for(std::string_view model_family, std::span<const std::string> template_markers);
 
 // One-shot convenience: feed + finish.
 Result<ParsedOutput> parse_output(std::string_view family, std::string_view text,

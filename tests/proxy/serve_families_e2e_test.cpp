@@ -1,0 +1,113 @@
+// Every model family the engine runs, served end to end by `freetoken serve` on the CPU: a tiny
+// random checkpoint of the family with the real Qwen3 tokenizer and chat template answers an
+// Anthropic request, the engine reports the family, and serve says which markup replies are read
+// in. A template that teaches no tool markup, on a family without a parser of its own, is said
+// plainly at start and served as text.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../engine/tiny_models.h"
+#include "ft/engine/model_config.h"
+#include "serve_process.h"
+#include "test_support.h"
+
+namespace ft::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The family's tiny shapes (tiny_models.h), the Qwen3 vocabulary, the tokenizer beside it.
+void write_family_chat_model(engine::ModelFamily family, const fs::path& dir) {
+  engine::RandomCheckpointSpec spec = tiny_spec(family, false);
+  spec.vocab_size = 151936;
+  spec.eos_token_ids = {151645};  // <|im_end|>
+  ASSERT_TRUE(engine::write_random_checkpoint(dir, spec));
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(qwen3_tokenizer_dir() / f, dir / f, fs::copy_options::overwrite_existing);
+}
+
+json ask_body() {
+  return {{"model", "tiny"},
+          {"max_tokens", 6},
+          {"temperature", 0},
+          {"messages", json::array({{{"role", "user"}, {"content", "Say hi"}}})},
+          {"tools", json::array({{{"name", "read_file"},
+                                  {"description", "Read a file"},
+                                  {"input_schema",
+                                   {{"type", "object"},
+                                    {"properties", {{"path", {{"type", "string"}}}}},
+                                    {"required", json::array({"path"})}}}}})}};
+}
+
+class ServeFamilies : public ::testing::TestWithParam<engine::ModelFamily> {
+ protected:
+  void SetUp() override {
+    if (!have_qwen3_tokenizer()) GTEST_SKIP() << "Qwen3 tokenizer not installed (run scripts/setup.sh)";
+  }
+  std::unique_ptr<ServeProcess> serve(const fs::path& model, std::string* log) {
+    return ServeProcess::start({"serve", "--model", model.string(), "--model-name", "tiny", "--port", "0", "--ctx",
+                                "2048", "--no-store", "--device", "cpu", "--threads", "2"},
+                               work_.path() / "serve.log", 120, log);
+  }
+  TempDir work_;
+};
+
+TEST_P(ServeFamilies, AnswersAnAnthropicRequestAndSaysHowRepliesAreRead) {
+  const std::string family = engine::model_family_name(GetParam());
+  TempDir model;
+  write_family_chat_model(GetParam(), model.path());
+  std::string log;
+  auto s = serve(model.path(), &log);
+  ASSERT_TRUE(s) << log;
+  httplib::Client c("127.0.0.1", s->port());
+  c.set_read_timeout(120, 0);
+  auto r = c.Post("/v1/messages", ask_body().dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json reply = json::parse(r->body);
+  EXPECT_EQ(reply["type"], "message");
+  EXPECT_TRUE(reply["stop_reason"] == "max_tokens" || reply["stop_reason"] == "end_turn" ||
+              reply["stop_reason"] == "tool_use")
+      << r->body;
+  auto st = c.Get("/v1/stats");
+  ASSERT_TRUE(st && st->status == 200);
+  EXPECT_EQ(json::parse(st->body)["engine"]["model"]["family"], family);
+  // The Qwen3 template teaches <tool_call>: a Qwen parser reads every family's replies (Qwen3.5's
+  // own for its family).
+  const std::string parser = family == "qwen3_5_moe" ? "qwen3.5" : "qwen3";
+  EXPECT_NE(s->log().find("replies read as " + parser + " output"), std::string::npos) << s->log();
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ServeFamilies, ::testing::ValuesIn(engine::model_families()),
+                         [](const auto& info) { return engine::model_family_name(info.param); });
+
+TEST(ServeFamiliesPlain, AFamilyWithoutAParserIsSaidAtStartAndServedAsText) {
+  if (!have_qwen3_tokenizer()) GTEST_SKIP() << "Qwen3 tokenizer not installed (run scripts/setup.sh)";
+  TempDir model, work;
+  write_family_chat_model(engine::ModelFamily::kDots1, model.path());
+  // A chat template without tool markup (ChatML only).
+  json config = json::parse(read_file(model.path() / "tokenizer_config.json"));
+  config["chat_template"] =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  std::ofstream(model.path() / "tokenizer_config.json") << config.dump();
+  std::string log;
+  auto s = ServeProcess::start({"serve", "--model", model.path().string(), "--model-name", "tiny", "--port", "0",
+                                "--ctx", "2048", "--no-store", "--device", "cpu", "--threads", "2"},
+                               work.path() / "serve.log", 120, &log);
+  ASSERT_TRUE(s) << log;
+  EXPECT_NE(s->log().find("model family 'dots1' has no tool-call parser here"), std::string::npos) << s->log();
+  httplib::Client c("127.0.0.1", s->port());
+  c.set_read_timeout(120, 0);
+  auto r = c.Post("/v1/messages", ask_body().dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+}  // namespace
+}  // namespace ft::test
