@@ -126,6 +126,7 @@
     renderPrompt(stats, scheduler);
     renderCheckpoints(engine, scheduler);
     renderMemory(stats.memory || {}, placement);
+    renderExperts(placement);
     renderClients(stats.clients || [], stats.memory || {});
   }
 
@@ -198,16 +199,32 @@
       : engine.store === null ? 'none' : DASH);
   }
 
-  // The placement plan: what the model's device holds, by use, against its budget.
+  // Fills `bar` with a segment per [title, value, kind] part: its share of `whole`.
+  function fillBar(bar, whole, parts) {
+    bar.replaceChildren();
+    for (const [title, value, kind] of parts) {
+      if (!(whole > 0 && value > 0)) continue;
+      const segment = document.createElement('span');
+      segment.className = `segment ${kind}`;
+      segment.style.width = `${Math.min(100, 100 * value / whole)}%`;
+      segment.title = title;
+      bar.append(segment);
+    }
+  }
+
+  // The placement plan: what the model's device holds, by use, against its budget. With the routed
+  // experts in host RAM the device holds a cache of them instead.
   function renderMemory(memory, p) {
     const weights = p.weights || {};
     const kv = p.kv || {};
+    const experts = p.experts;
     const kvBytes = isNumber(kv.pages) && isNumber(kv.page_bytes) ? kv.pages * kv.page_bytes : NaN;
     const kvUsed = kv.stats && isNumber(kv.stats.pages_used) ? kv.stats.pages_used * kv.page_bytes : NaN;
     const uses = [
-      ['embedding + head', weights.embedding_bytes, 'weights'],
+      ['embedding + head', weights.embedding_bytes, 'embedding'],
       ['attention + dense', weights.dense_bytes, 'weights'],
-      ['routed experts', weights.routed_expert_bytes, 'experts'],
+      experts ? ['expert cache', experts.cache_bytes, 'experts']
+        : ['routed experts', weights.routed_expert_bytes, 'experts'],
       ['KV cache pool', kvBytes, 'kv'],
       ['KV cache in use', kvUsed, null],
       ['workspace', p.workspace_bytes, 'other'],
@@ -221,26 +238,111 @@
     show('device-budget', p.budget_bytes > 0 ? `planned of ${bytes(p.budget_bytes)} budget` : 'planned');
 
     const list = $('device-memory');
-    const bar = $('device-bar');
-    const scale = Math.max(p.budget_bytes || 0, p.total_bytes || 0);
     list.replaceChildren();
-    bar.replaceChildren();
     for (const [label, value, kind] of uses) {
       const dt = document.createElement('dt');
       const swatch = document.createElement('i');
-      swatch.className = `swatch ${kind || 'none'}`;  // a part of the row above: not in the bar
+      swatch.className = `swatch ${kind || 'none'}`;
       dt.append(swatch, label);
       const dd = document.createElement('dd');
       dd.textContent = bytes(value);
       list.append(dt, dd);
-      if (kind && scale > 0 && value > 0) {
-        const segment = document.createElement('span');
-        segment.className = `segment ${kind}`;
-        segment.style.width = `${100 * value / scale}%`;
-        bar.append(segment);
-      }
     }
+    const inBar = uses.filter(([, , kind]) => kind);  // a part of the row above: not in the bar
+    fillBar($('device-bar'), Math.max(p.budget_bytes || 0, p.total_bytes || 0),
+      inBar.map(([label, value, kind]) => [`${label}: ${bytes(value)}`, value, kind]));
+    $('host-experts-row').hidden = !experts;
+    show('host-experts', bytes(experts ? weights.routed_expert_bytes : NaN));
     show('engine-resident', bytes(memory.resident_bytes));
+  }
+
+  // Routed experts in host RAM (GPU expert offload): the VRAM cache of them, how its misses were
+  // served, per layer, and the elastic budget the cache gives back when another process needs the
+  // GPU. The engine reports none of it otherwise, and these cards stay hidden.
+  function renderExperts(p) {
+    const e = p.experts;
+    const s = (e && e.stats) || {};
+    $('experts').hidden = !e;
+    $('elastic').hidden = !(e && e.elastic);
+    $('expert-layers').hidden = !(e && Array.isArray(s.layer_hit_rate) && s.layer_hit_rate.length > 0);
+    if (!e) return;
+
+    const lookups = s.hits + s.misses;
+    show('expert-hit-rate', percent(s.hits, lookups));
+    fillBar($('expert-bar'), lookups, [[`hits: ${count(s.hits)}`, s.hits, 'hits'],
+      [`fetched: ${count(s.fetched)}`, s.fetched, 'fetched'],
+      [`computed on the CPU: ${count(s.cpu_computed)}`, s.cpu_computed, 'computed']]);
+    show('expert-hits', count(s.hits));
+    show('expert-fetched', count(s.fetched));
+    show('expert-cpu-computed', count(s.cpu_computed));
+    // A slot holds one expert, aligned: the routed experts' bytes over a slot's give their number.
+    const expertCount = e.slot_bytes > 0 ? Math.round((p.weights || {}).routed_expert_bytes / e.slot_bytes) : NaN;
+    show('expert-slots', count(e.slots));
+    show('expert-slot-size', bytes(e.slot_bytes));
+    show('expert-count', count(expertCount));
+    show('expert-share', expertCount > 0 ? percent(Math.min(e.slots, expertCount), expertCount) : DASH);
+    show('expert-resident', count(s.resident));
+    show('expert-policy', e.policy || DASH);
+
+    // Measured over the misses served so far; the split's figures are what it plans each miss with.
+    show('expert-pcie', s.fetched > 0 ? rate(s.fetch_gbps) : DASH);
+    show('expert-cpu', s.cpu_computed > 0 ? rate(s.cpu_gbps) : DASH);
+    show('expert-split-pcie', rate((s.split || {}).pcie_gbps));
+    show('expert-split-cpu', rate((s.split || {}).cpu_gbps));
+    show('expert-calibrated-pcie', rate((s.calibrated || {}).pcie_gbps));
+    show('expert-calibrated-cpu', rate((s.calibrated || {}).cpu_gbps));
+
+    if (e.elastic) renderElastic(p, e, e.elastic);
+    renderLayers(s);
+  }
+
+  function renderElastic(p, e, el) {
+    const fixed = p.total_bytes - e.cache_bytes;
+    show('elastic-budget', bytes(p.budget_bytes));
+    show('elastic-ceiling', `budget, of ${bytes(el.ceiling_bytes)} ceiling`);
+    fillBar($('elastic-bar'), Math.max(el.ceiling_bytes || 0, p.total_bytes || 0), [
+      [`rest of the plan (weights, KV pool, workspace): ${bytes(fixed)}`, fixed, 'other'],
+      [`expert cache: ${bytes(e.cache_bytes)}`, e.cache_bytes, 'experts']]);
+    show('elastic-fixed', bytes(fixed));
+    show('elastic-cache', bytes(e.cache_bytes));
+    show('elastic-min-slots', count(e.min_slots));
+    show('elastic-free', bytes(el.device_free_bytes));
+    show('elastic-headroom', bytes(el.headroom_bytes));
+    show('elastic-shrinks', count(el.shrinks));
+    show('elastic-grows', count(el.grows));
+    show('elastic-error', el.last_error || 'none');
+    $('elastic-error').className = el.last_error ? 'bad' : '';
+  }
+
+  // One row per MoE layer: its hit rate, and its misses fetched vs computed on the CPU, to the scale
+  // of the layer with the most.
+  function renderLayers(s) {
+    const hitRates = s.layer_hit_rate || [];
+    const fetched = s.layer_fetched || [];
+    const cpu = s.layer_cpu_computed || [];
+    const misses = hitRates.map((_, i) => (fetched[i] || 0) + (cpu[i] || 0));
+    const most = Math.max(1, ...misses);
+    const span = (className, text) => {
+      const el = document.createElement('span');
+      el.className = className;
+      el.textContent = text;
+      return el;
+    };
+    const list = $('layers');
+    list.replaceChildren();
+    hitRates.forEach((hitRate, i) => {
+      const used = hitRate > 0 || misses[i] > 0;  // no token has reached the layer yet: no rate
+      const share = used && isNumber(hitRate) ? `${(100 * hitRate).toFixed(1)}%` : DASH;
+      const hitMeter = span('meter', '');
+      fillBar(hitMeter, 1, [[`hit rate ${share}`, hitRate, 'hits']]);
+      const missMeter = span('meter', '');
+      fillBar(missMeter, most, [[`fetched: ${count(fetched[i])}`, fetched[i], 'fetched'],
+        [`computed on the CPU: ${count(cpu[i])}`, cpu[i], 'computed']]);
+      const row = document.createElement('li');
+      row.append(span('layer', String(i)), hitMeter, span('value', share), missMeter,
+        span('value', `${count(fetched[i])} / ${count(cpu[i])}`));
+      list.append(row);
+    });
   }
 
   function renderClients(clients, memory) {
