@@ -19,6 +19,7 @@ exaone_moe, afmoe, deepseek_v32, glm_moe_dsa, gemma4_text, llama4_text, deepseek
 fails is reported and the others are still made.
 """
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -27,7 +28,9 @@ import zlib
 
 import torch
 import transformers
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
+
+import golden_weights
 
 VOCAB = 1024
 T = 100          # > one DeltaNet chunk (64), so chunked prefill crosses a chunk boundary
@@ -322,18 +325,46 @@ def scale_init(model, gen):
             b.copy_(0.1 * torch.randn(b.shape, generator=gen))
 
 
-def make(name, out_root):
+def recipe_weights(ckpt, base_seed):
+    """Replaces the checkpoint save_pretrained wrote in `ckpt` by one drawn from a recipe
+    (golden_weights.py; the tensors' names, dtypes and shapes as HF saved them) and returns the
+    recipe, which the engine's tests turn back into the same bytes."""
+    saved = {}
+    for f in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
+        saved.update(load_file(f))
+        os.remove(f)
+    index = os.path.join(ckpt, "model.safetensors.index.json")
+    if os.path.exists(index):
+        os.remove(index)
+    dtypes = {torch.bfloat16: "BF16", torch.float32: "F32"}
+    manifest = {"seed": base_seed, "tensors": []}
+    state = {}
+    for name in sorted(saved):
+        t = saved[name]
+        if t.dtype not in dtypes:
+            raise ValueError(f"{name}: dtype {t.dtype} has no recipe")
+        offset, scale = golden_weights.recipe(name, t.float().numpy())
+        entry = {"name": name, "dtype": dtypes[t.dtype], "shape": list(t.shape), "offset": offset, "scale": scale}
+        manifest["tensors"].append(entry)
+        state[name] = torch.from_numpy(golden_weights.values(entry, base_seed)).to(t.dtype).contiguous()
+    save_file(state, os.path.join(ckpt, "model.safetensors"), metadata={"format": "pt"})
+    return manifest
+
+
+def make(name, out_root, recipe=False):
     torch.manual_seed(1234)
     gen = torch.Generator().manual_seed(zlib.crc32(name.encode()))
     cfg, cls = {**ARCHS, **AHEAD}[name]()
     model = (cls.from_config(cfg) if cls is transformers.AutoModelForCausalLM else cls(cfg)).eval()
     cls = type(model)
-    scale_init(model, gen)
+    if not recipe:
+        scale_init(model, gen)
     out = os.path.join(out_root, name)
     ckpt = os.path.join(out, "checkpoint")
     shutil.rmtree(out, ignore_errors=True)
     model.to(torch.bfloat16).save_pretrained(ckpt)
     del model
+    manifest = recipe_weights(ckpt, zlib.crc32(name.encode())) if recipe else None
 
     # The reference: the saved bf16 weights, computed in float32 on the CPU.
     ref = cls.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager").eval()
@@ -347,21 +378,28 @@ def make(name, out_root):
               os.path.join(out, "golden.safetensors"))
     tensors = sorted(json.load(open(os.path.join(ckpt, "model.safetensors.index.json")))["weight_map"]) \
         if os.path.exists(os.path.join(ckpt, "model.safetensors.index.json")) else None
+    if manifest:  # the fixture keeps the recipe, not the bytes
+        del ref
+        os.remove(os.path.join(ckpt, "model.safetensors"))
+        json.dump(manifest, open(os.path.join(ckpt, "weights.json"), "w"), indent=0)
     print(f"{name}: logits {tuple(logits.shape)} std {logits.std():.3f}, greedy {greedy.tolist()}"
-          f"{' (sharded)' if tensors else ''}")
+          f"{' (sharded)' if tensors else ''}{' (recipe)' if manifest else ''}")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="*", default=list(ARCHS))
+    ap.add_argument("--recipe", action="store_true",
+                    help="keep the weights as a recipe (checkpoint/weights.json, golden_weights.py) "
+                         "instead of model.safetensors: ~0.4 MB a fixture instead of ~4 MB")
     args = ap.parse_args()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     failed = []
     for name in args.only:
         try:
-            make(name, args.out)
+            make(name, args.out, args.recipe)
         except Exception:  # one family's failure must not cost the others their goldens
             traceback.print_exc()
             failed.append(name)

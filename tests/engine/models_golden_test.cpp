@@ -42,7 +42,7 @@ class Golden : public ::testing::TestWithParam<Case> {
     }
     engine::LoadOptions options;
     options.backend = GetParam().backend;
-    auto m = engine::load_model(fixture_dir(GetParam().fixture) / "checkpoint", options);
+    auto m = engine::load_model(fixture_checkpoint(GetParam().fixture), options);
     ASSERT_TRUE(m.is_ok()) << m.status().to_string();
     model_ = std::move(m).value();
     golden_ = SafetensorsFile::read(fixture_dir(GetParam().fixture) / "golden.safetensors");
@@ -55,7 +55,7 @@ class Golden : public ::testing::TestWithParam<Case> {
     if (GetParam().backend == engine::BackendKind::kReference) return out;
     engine::LoadOptions reference;
     reference.backend = engine::BackendKind::kReference;
-    auto ref = engine::load_model(fixture_dir(GetParam().fixture) / "checkpoint", reference);
+    auto ref = engine::load_model(fixture_checkpoint(GetParam().fixture), reference);
     EXPECT_TRUE(ref.is_ok());
     if (!ref.is_ok()) return out;
     engine::RoutingTrace want;

@@ -245,7 +245,7 @@ TEST(SequenceStateFixtures, RestoredPrefixPlusSuffixEqualsFullSequence) {
   for (const std::string& name : fixture_names()) {
     if (!fixture_present(name)) continue;
     SCOPED_TRACE(name);
-    auto model = load(fixture_dir(name) / "checkpoint");
+    auto model = load(fixture_checkpoint(name));
     ASSERT_TRUE(model);
     const auto golden = SafetensorsFile::read(fixture_dir(name) / "golden.safetensors");
     const auto tokens = golden.ids("input_ids");

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -22,6 +24,8 @@
 #include "ft/engine/device.h"
 #include "ft/engine/model_config.h"
 #include "ft/engine/random_checkpoint.h"
+#include "golden_weights.h"
+#include "test_support.h"
 
 namespace ft::test {
 
@@ -138,6 +142,30 @@ inline std::string backend_unavailable(engine::BackendKind backend) {
   do {                                                                           \
     if (auto why = ::ft::test::backend_unavailable(backend); !why.empty()) GTEST_SKIP() << why; \
   } while (0)
+
+// A fixture's checkpoint directory as the engine loads it: `dir` itself, or, when the fixture keeps
+// its weights as a recipe (dir/weights.json, golden_weights.h), a directory with its configs and
+// the model.safetensors the recipe makes, built once per process.
+inline std::filesystem::path materialized_checkpoint(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(dir / "weights.json")) return dir;
+  static std::mutex mu;
+  static std::map<fs::path, std::unique_ptr<TempDir>> built;
+  std::lock_guard lock(mu);
+  if (auto it = built.find(dir); it != built.end()) return it->second->path();
+  auto out = std::make_unique<TempDir>();
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().extension() == ".json" && f.path().filename() != "weights.json")
+      fs::copy_file(f.path(), out->path() / f.path().filename());
+  const Status made = write_golden_weights(nlohmann::json::parse(read_file(dir / "weights.json")), out->path());
+  EXPECT_TRUE(made.is_ok()) << dir << ": " << made.to_string();
+  return built.emplace(dir, std::move(out)).first->second->path();
+}
+
+// The golden fixture <name>'s checkpoint, ready to load (materialized_checkpoint).
+inline std::filesystem::path fixture_checkpoint(const std::string& name) {
+  return materialized_checkpoint(fixture_dir(name) / "checkpoint");
+}
 
 // Whether tests/fixtures/models/<name>/{checkpoint/config.json, golden.safetensors} exist.
 inline bool fixture_present(const std::string& name) {
