@@ -1,5 +1,6 @@
 #include "backend/reference_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -69,7 +70,14 @@ void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, f
   float* weights = scratch_.floats(T * K);
   int32_t* chosen = scratch_.take<int32_t>(T * K);
   linear(x, T, w.router, nullptr, logits);
-  ref::route_top_k(logits, T, w.router_spec, chosen, weights);
+  if (forced_ && forced_calls_ < forced_->calls.size() && forced_->top_k == K &&
+      forced_->calls[forced_calls_].size() == T * K) {
+    std::copy_n(forced_->calls[forced_calls_++].data(), T * K, chosen);
+    ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
+  } else {
+    if (forced_) forced_calls_ = forced_->calls.size();  // out of step: route freely from here on
+    ref::route_top_k(logits, T, w.router_spec, chosen, weights);
+  }
   record_routing(chosen, T, K);
 
   // Each expert once for all its tokens; experts added in ascending index order, as HF's loop over

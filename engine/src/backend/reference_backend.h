@@ -36,11 +36,18 @@ class ReferenceBackend final : public HostBackend {
   void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                  std::span<const AttentionSeq> seqs, float* out) override;
   void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override;
+  bool set_forced_routing(const RoutingTrace* forced) override {
+    forced_ = forced;
+    forced_calls_ = 0;
+    return true;
+  }
   void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;
 
  private:
   tbb::task_arena arena_;
+  const RoutingTrace* forced_ = nullptr;
+  std::size_t forced_calls_ = 0;  // MoE calls routed as forced_ so far
 };
 
 }  // namespace ft::engine

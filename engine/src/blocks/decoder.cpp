@@ -226,6 +226,10 @@ class DecoderModel final : public Model {
     std::lock_guard lock(mu_);
     be_->set_routing_trace(trace);
   }
+  bool set_forced_routing(const RoutingTrace* forced) const override {
+    std::lock_guard lock(mu_);
+    return be_->set_forced_routing(forced);
+  }
   void set_profile(OpProfile* profile) const override {
     std::lock_guard lock(mu_);
     be_->set_profile(profile);

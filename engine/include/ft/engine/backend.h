@@ -233,6 +233,11 @@ class Backend {
 
   // Records routing into `trace` (null: stop recording).
   void set_routing_trace(RoutingTrace* trace) { trace_ = trace; }
+  // From now on the n-th MoE call takes the experts of forced->calls[n] instead of its own top-k,
+  // weighted by its own router (null: route freely). Only the reference backend follows it: the
+  // fidelity tests run it along a runtime backend's routing, so a near-tie that rounding flipped
+  // is compared as the same function, not as a jump. Returns false if this backend cannot.
+  virtual bool set_forced_routing(const RoutingTrace* forced) { return forced == nullptr; }
   // Accumulates op times into `profile` (null: stop).
   void set_profile(OpProfile* profile) { profile_ = profile; }
 

@@ -77,6 +77,9 @@ class Model {
   // Records the experts every MoE layer chooses from now on (null: stop). Not thread-safe with
   // forward passes in flight.
   virtual void set_routing_trace(RoutingTrace* trace) const = 0;
+  // Routes every MoE layer as `forced` records from now on (Backend::set_forced_routing; null:
+  // stop); false where the backend cannot. Same caveat.
+  virtual bool set_forced_routing(const RoutingTrace* forced) const = 0;
   // Accumulates the time of every op into `profile` from now on (null: stop); same caveat.
   virtual void set_profile(OpProfile* profile) const = 0;
   virtual int threads() const = 0;

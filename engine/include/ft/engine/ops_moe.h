@@ -34,5 +34,9 @@ struct RouterSpec {
 // experts of unselected groups compete with a choice score of 0 (HF masked_fill(0.0), not -inf).
 void route_top_k(const float* logits, std::size_t T, const RouterSpec& spec, int32_t* experts,
                  float* weights);
+// The weights route_top_k gives `experts` [T, top_k] when they are the choice, whether or not they
+// are: how a pass routed as another one did (Backend::set_forced_routing) weighs its experts.
+void route_weights_for(const float* logits, std::size_t T, const RouterSpec& spec, const int32_t* experts,
+                       float* weights);
 
 }  // namespace ft::engine::ref

@@ -41,36 +41,60 @@ void grouped_choice(const float* scores, const RouterSpec& spec, std::vector<flo
 
 }  // namespace
 
+namespace {
+
+// Token t's scores: softmax or sigmoid of its logits.
+void token_scores(const float* l, const RouterSpec& spec, std::vector<float>& scores) {
+  const std::size_t E = spec.num_experts;
+  if (spec.scoring == RouterScoring::kSoftmax) {
+    const float m = *std::max_element(l, l + E);
+    float sum = 0.0f;
+    for (std::size_t e = 0; e < E; ++e) sum += scores[e] = std::exp(l[e] - m);
+    for (std::size_t e = 0; e < E; ++e) scores[e] /= sum;
+  } else {
+    for (std::size_t e = 0; e < E; ++e) scores[e] = sigmoid(l[e]);
+  }
+}
+
+// The K chosen experts' weights from their scores. HF adds 1e-20 to the sum where it renormalises
+// (DeepSeek-V3): nothing in fp32 next to a sum of sigmoid scores, so left out.
+void chosen_weights(const std::vector<float>& scores, const RouterSpec& spec, const int32_t* chosen, float* weights) {
+  const std::size_t K = spec.top_k;
+  float total = 0.0f;
+  for (std::size_t i = 0; i < K; ++i) total += scores[std::size_t(chosen[i])];
+  for (std::size_t i = 0; i < K; ++i) {
+    float w = scores[std::size_t(chosen[i])];
+    if (spec.renormalize) w /= total;
+    weights[i] = w * spec.scaling;
+  }
+}
+
+}  // namespace
+
 void route_top_k(const float* logits, std::size_t T, const RouterSpec& spec, int32_t* experts, float* weights) {
   const std::size_t E = spec.num_experts, K = spec.top_k;
   std::vector<float> scores(E), choice, group_scores;
   std::vector<int32_t> order, group_order;
   for (std::size_t t = 0; t < T; ++t) {
-    const float* l = logits + t * E;
-    if (spec.scoring == RouterScoring::kSoftmax) {
-      const float m = *std::max_element(l, l + E);
-      float sum = 0.0f;
-      for (std::size_t e = 0; e < E; ++e) sum += scores[e] = std::exp(l[e] - m);
-      for (std::size_t e = 0; e < E; ++e) scores[e] /= sum;
-    } else {
-      for (std::size_t e = 0; e < E; ++e) scores[e] = sigmoid(l[e]);
-    }
+    token_scores(logits + t * E, spec, scores);
     if (spec.grouped()) {
       grouped_choice(scores.data(), spec, choice, group_scores, group_order);
       top_indices(choice.data(), E, K, order);
     } else {
       top_indices(scores.data(), E, K, order);
     }
-    // HF adds 1e-20 to the sum where it renormalises (DeepSeek-V3): nothing in fp32 next to a sum
-    // of sigmoid scores, so left out.
-    float total = 0.0f;
-    for (std::size_t i = 0; i < K; ++i) total += scores[std::size_t(order[i])];
-    for (std::size_t i = 0; i < K; ++i) {
-      float w = scores[std::size_t(order[i])];
-      if (spec.renormalize) w /= total;
-      experts[t * K + i] = order[i];
-      weights[t * K + i] = w * spec.scaling;
-    }
+    std::copy(order.begin(), order.begin() + std::ptrdiff_t(K), experts + t * K);
+    chosen_weights(scores, spec, experts + t * K, weights + t * K);
+  }
+}
+
+void route_weights_for(const float* logits, std::size_t T, const RouterSpec& spec, const int32_t* experts,
+                       float* weights) {
+  const std::size_t E = spec.num_experts, K = spec.top_k;
+  std::vector<float> scores(E);
+  for (std::size_t t = 0; t < T; ++t) {
+    token_scores(logits + t * E, spec, scores);
+    chosen_weights(scores, spec, experts + t * K, weights + t * K);
   }
 }
 
