@@ -63,6 +63,8 @@ struct PrefillAttention {
   int head_dim;
   int page_tokens;
   float scale;
+  int window;          // > 0: sliding window
+  const float* sinks;  // [heads] or null
   int dev;  // the device and its SM count, for the launch shape
   int sms;
 };

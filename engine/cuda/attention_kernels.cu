@@ -150,6 +150,8 @@ struct AttnParams {
   int per_slice;
   int cluster;      // blocks per (row, kv head, slice) splitting its keys
   float scale;
+  int window;          // > 0: sliding window (AttentionOptions)
+  const float* sinks;  // [heads] or null
   int rows;         // T
   int tile_rows;    // > 0: the rows of one-sequence tiles of this many rows are the tiled kernel's
 };
@@ -271,7 +273,8 @@ __device__ __forceinline__ void softmax_update(WarpState<NC, MQ>& st, const floa
 // Where a block reads: the row's page table and key count, the kv head's blocks in a page.
 struct KeySource {
   std::byte* const* table;
-  int nkeys;
+  int key0;   // the row's first key (0, or where its sliding window begins)
+  int nkeys;  // one past its last
   std::size_t k_head;
   std::size_t v_head;
   int head_dim;
@@ -365,7 +368,7 @@ __device__ void attend_tiles(WarpState<NC, MQ>& st, const AttnSmem& sm, float sc
   const int D = src.head_dim, P = src.page_tokens;
   const int ntiles = (src.nkeys + kTile - 1) / kTile;
   float* p_tile = sm.p + warp * MQ * kTile;
-  for (int t = first; t < ntiles; t += stride) {
+  for (int t = src.key0 / kTile + first; t < ntiles; t += stride) {
     const int j0 = t * kTile, nk = min(kTile, src.nkeys - j0), j = j0 + lane;
     ValueTile<NC, MQ> vt;
     vt.load(src, j0, nk, lane);
@@ -375,7 +378,7 @@ __device__ void attend_tiles(WarpState<NC, MQ>& st, const AttnSmem& sm, float sc
                          std::size_t(j % P) * std::size_t(D);
       score_key<NC, MQ>(krow, sm.q, D, s);
     }
-    softmax_update<NC, MQ>(st, s, lane < nk, scale, p_tile, lane);
+    softmax_update<NC, MQ>(st, s, lane < nk && j >= src.key0, scale, p_tile, lane);
     __syncwarp();
     accumulate_values<NC, MQ>(st, p_tile, vt, src, j0, nk, lane);
     __syncwarp();  // p_tile is rewritten by the next tile
@@ -428,9 +431,10 @@ __device__ void write_output(const AttnParams& p, int ranks, RankSmem rank_smem,
   const int D = p.head_dim;
   for (int i = threadIdx.x; i < count * D; i += blockDim.x) {
     const int qi = i / D, d = i % D;
-    float m = -INFINITY;
+    const float sink = p.sinks ? p.sinks[h0 + qi] : -INFINITY;  // joins the softmax, adds no value
+    float m = sink;
     for (int r = 0; r < ranks; ++r) m = fmaxf(m, rank_smem(r).m[qi]);
-    float l = 0.f, acc = 0.f;
+    float l = p.sinks ? expf(sink - m) : 0.f, acc = 0.f;
     for (int r = 0; r < ranks; ++r) {
       const AttnSmem other = rank_smem(r);
       const float e = expf(other.m[qi] - m);  // 0 for a rank that had no keys (m = -inf)
@@ -479,6 +483,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
   __syncthreads();
 
   const KeySource src{at.table,
+                      p.window > 0 ? max(0, at.pos + 1 - p.window) : 0,
                       at.pos + 1,
                       p.off.k_base + std::size_t(kvh) * p.off.block_bytes,
                       p.off.v_base + std::size_t(kvh) * p.off.block_bytes,
@@ -493,7 +498,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
 #pragma unroll
   for (int qi = 0; qi < MQ; ++qi) st.l[qi] = warp_sum(st.l[qi]);
 
-  const int ntiles = (src.nkeys + kTile - 1) / kTile;
+  const int ntiles = (src.nkeys + kTile - 1) / kTile - src.key0 / kTile;
   const int active = min(max(ntiles - rank * warps, 0), warps);  // warps that had tiles
   merge_warps<NC, MQ>(st, sm, p.head_dim, active, warp, lane);
 
@@ -570,8 +575,8 @@ void kv_write(const KvLayout& layout, int layer, const float* k, const float* v,
 }
 
 void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
-                     const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx, std::byte* const* pages, float* out,
-                     cudaStream_t s) {
+                     const AttentionOptions& opt, const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx,
+                     std::byte* const* pages, float* out, cudaStream_t s) {
   if (T <= 0 || heads <= 0) return;
   const int kv_heads = int(layout.kv_heads), head_dim = int(layout.head_dim);
 
@@ -587,6 +592,8 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   p.head_dim = head_dim;
   p.page_tokens = int(layout.page_tokens);
   p.scale = scale;
+  p.window = int(opt.window);
+  p.sinks = opt.sinks;
   int dev = 0, sms = 1, clusters = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
@@ -598,7 +605,9 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   // heads), splits the group further: the extra reads of the same K/V mostly hit L1/L2, and more
   // SMs pull from memory. A row's keys can go to a cluster only if every warp of every rank keeps
   // two tiles or more (a short context, as in most decode steps, gets none).
-  const int tiles = std::max(1, (max_ctx + kTile - 1) / kTile);
+  // A sliding window bounds how many keys a row reads.
+  const int keys = opt.window > 0 ? std::min<int>(max_ctx, int(opt.window)) : max_ctx;
+  const int tiles = std::max(1, (keys + kTile - 1) / kTile + (opt.window > 0 ? 1 : 0));
   int max_cluster = 1;
   while (clusters && max_cluster < kMaxCluster && tiles >= max_cluster * 2 * kMaxWarps * 2) max_cluster *= 2;
   // Halving the slice also halves each block's queries, so its warps hold less state (8 queries
@@ -627,7 +636,7 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   // batch of many short sequences, keep its parallelism over rows and keys.
   p.rows = T;
   p.tile_rows = tiled_prefill_attention({q, out, row_seq, seqs, pages, p.off, T, heads, kv_heads, p.group, head_dim,
-                                         p.page_tokens, scale, dev, sms},
+                                         p.page_tokens, scale, p.window, p.sinks, dev, sms},
                                         s);
 
   const dim3 grid(unsigned(T) * unsigned(p.cluster), unsigned(kv_heads * p.slices));

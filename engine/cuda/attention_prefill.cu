@@ -51,6 +51,8 @@ struct TiledParams {
   int tile_rows;  // query rows per block: 16 * warps / per_slice
   int tiles;      // row tiles: ceil(rows / tile_rows)
   float scale;
+  int window;          // > 0: sliding window (AttentionOptions)
+  const float* sinks;  // [heads] or null
 };
 
 // q hi and lo [16 * warps][head_dim + kPad], then two buffers each of K [kKeyTile][head_dim + kPad]
@@ -143,7 +145,7 @@ template <int NC>
 __device__ __forceinline__ void attend_key_tile(float (&o)[4 * NC][4], float (&m)[2], float (&l)[2],
                                                 const std::uint16_t* qh, const std::uint16_t* ql,
                                                 const std::uint16_t* ks, const std::uint16_t* vs, int D, int j0,
-                                                const int (&lim)[2], float scale, int g, int t) {
+                                                const int (&lim)[2], const int (&lo)[2], float scale, int g, int t) {
   const int ld = D + kPad, ldv = kKeyTile + kPad;
   constexpr int kNT = kKeyTile / 8;  // key n-tiles of q.k
 
@@ -168,14 +170,15 @@ __device__ __forceinline__ void attend_key_tile(float (&o)[4 * NC][4], float (&m
     }
   }
 
-  // Causal mask and online softmax. A row's max and sum span the quad (t = 0..3) holding its keys.
+  // Causal (and sliding-window) mask and online softmax. A row's max and sum span the quad (t =
+  // 0..3) holding its keys.
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int n = 0; n < kNT; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int j = j0 + 8 * n + 2 * t + (e & 1);
-      s[n][e] = j <= lim[e >> 1] ? s[n][e] * scale : -INFINITY;
+      s[n][e] = j <= lim[e >> 1] && j >= lo[e >> 1] ? s[n][e] * scale : -INFINITY;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
     }
   float ref[2], alpha[2];
@@ -251,12 +254,14 @@ __global__ void __launch_bounds__(kTiledMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_at
   const int count = min(p.per_slice, p.group - slice * p.per_slice);
   if (count <= 0) return;
 
-  // Row r0 + i of the tile sits at position pos0 + i and sees keys 0 .. pos0 + i; the block reads
-  // keys 0 .. nkeys - 1, those of its last row.
+  // Row r0 + i of the tile sits at position pos0 + i and sees keys 0 .. pos0 + i (pos0 + i - window
+  // + 1 .. with a sliding window); the block reads keys key0 .. nkeys - 1, from its first row's
+  // first to its last row's last, in key tiles from the one holding key0.
   const int r0 = tile * p.tile_rows, nrows = min(p.tile_rows, p.rows - r0);
   const AttnSeqDev seq = p.seqs[p.row_seq[r0]];
   const int pos0 = seq.pos0 + (r0 - seq.row0);
   const int nkeys = pos0 + nrows;
+  const int key0 = p.window > 0 ? max(0, pos0 + 1 - p.window) : 0, kt0 = key0 / kKeyTile;
   std::byte* const* table = p.pages + seq.page0;
   const std::size_t k_head = p.off.k_base + std::size_t(kvh) * p.off.block_bytes;
   const std::size_t v_head = p.off.v_base + std::size_t(kvh) * p.off.block_bytes;
@@ -270,7 +275,8 @@ __global__ void __launch_bounds__(kTiledMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_at
 
   // The first key tile is on its way while the queries are read and split.
   const int ntiles = (nkeys + kKeyTile - 1) / kKeyTile;
-  load_key_tile(kbuf, vbuf, table, k_head, v_head, D, P, 0, nkeys);
+  load_key_tile(kbuf + (kt0 & 1) * kbuf_elems, vbuf + (kt0 & 1) * vbuf_elems, table, k_head, v_head, D, P,
+                kt0 * kKeyTile, nkeys);
   cp_async_commit();
 
   // Vector v: row v / per_slice of the tile, head h0 + v % per_slice. Unused vectors are zeros.
@@ -290,11 +296,12 @@ __global__ void __launch_bounds__(kTiledMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_at
     *reinterpret_cast<std::uint32_t*>(qlo + v * ld + d) = wl;
   }
 
-  int lim[2];
+  int lim[2], lo[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int v = 16 * warp + g + 8 * i, ri = v / p.per_slice, hi = v % p.per_slice;
     lim[i] = ri < nrows && hi < count ? pos0 + ri : -1;
+    lo[i] = p.window > 0 ? lim[i] - p.window + 1 : 0;
   }
   // Key tiles past the warp's last row are skipped (warp-uniform).
   const int warp_lim = __reduce_max_sync(0xffffffffu, max(lim[0], lim[1]));
@@ -303,7 +310,7 @@ __global__ void __launch_bounds__(kTiledMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_at
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
   const std::uint16_t* qh = qhi + 16 * warp * ld;
   const std::uint16_t* ql = qlo + 16 * warp * ld;
-  for (int kt = 0; kt < ntiles; ++kt) {
+  for (int kt = kt0; kt < ntiles; ++kt) {
     // Tile kt + 1 goes to the buffer that tile kt - 1 used: everyone left it at the last barrier.
     const int nb = (kt + 1) & 1;
     if (kt + 1 < ntiles)
@@ -314,8 +321,8 @@ __global__ void __launch_bounds__(kTiledMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_at
     __syncthreads();  // every thread's copies (and zero stores, and the queries) are visible
     const int j0 = kt * kKeyTile, cb = kt & 1;
     if (j0 <= warp_lim)
-      attend_key_tile<NC>(o, mrow, lrow, qh, ql, kbuf + cb * kbuf_elems, vbuf + cb * vbuf_elems, D, j0, lim, p.scale,
-                          g, t);
+      attend_key_tile<NC>(o, mrow, lrow, qh, ql, kbuf + cb * kbuf_elems, vbuf + cb * vbuf_elems, D, j0, lim, lo,
+                          p.scale, g, t);
     __syncthreads();  // buffer cb is free for tile kt + 2
   }
 
@@ -326,14 +333,16 @@ __global__ void __launch_bounds__(kTiledMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_at
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    if (lim[i] < 0) continue;  // every used vector sees key 0 at least, so lrow >= 1
+    if (lim[i] < 0) continue;  // every used vector sees its own key at least, so lrow >= 1
     const int v = 16 * warp + g + 8 * i, ri = v / p.per_slice, hi = v % p.per_slice;
     float* dst = p.out + (std::size_t(r0 + ri) * std::size_t(p.heads) + std::size_t(h0 + hi)) * std::size_t(D);
+    // A sink takes its share of the softmax: e^(sink - m) in the sum (o and l are relative to m).
+    const float l = lrow[i] + (p.sinks ? expf(p.sinks[h0 + hi] - mrow[i]) : 0.f);
 #pragma unroll
     for (int n = 0; n < 4 * NC; ++n) {
       if (n < D / 8) {
-        dst[8 * n + 2 * t] = o[n][2 * i] / lrow[i];
-        dst[8 * n + 2 * t + 1] = o[n][2 * i + 1] / lrow[i];
+        dst[8 * n + 2 * t] = o[n][2 * i] / l;
+        dst[8 * n + 2 * t + 1] = o[n][2 * i + 1] / l;
       }
     }
   }
@@ -413,7 +422,9 @@ int tiled_prefill_attention(const PrefillAttention& a, cudaStream_t s) {
                        .per_slice = sh.per_slice,
                        .tile_rows = sh.tile_rows,
                        .tiles = sh.tiles,
-                       .scale = a.scale};
+                       .scale = a.scale,
+                       .window = a.window,
+                       .sinks = a.sinks};
   int nc = 1;
   while (nc < a.head_dim / 32) nc *= 2;
   switch (nc) {

@@ -420,12 +420,12 @@ class CudaBackend final : public Backend {
     Backend::attention_inputs(layout, layer, q, k, v, T, heads, norm, rope, inv_freq, positions, seqs);
   }
   void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
-                 std::span<const AttentionSeq> seqs, float* out) override {
+                 std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) override {
     Timed timer(this, OpProfile::kAttention);
     const AttnBatch& b = attention_batch(layout, seqs);
     if (replaying()) return;
-    cuda::paged_attention(layout, int(layer), q, b.rows, int(heads), scale, b.row_seq, b.seqs, b.max_ctx, b.pages, out,
-                          s());
+    cuda::paged_attention(layout, int(layer), q, b.rows, int(heads), scale, opt, b.row_seq, b.seqs, b.max_ctx, b.pages,
+                          out, s());
   }
 
   // ---- Mixture of experts ----

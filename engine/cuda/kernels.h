@@ -195,11 +195,12 @@ bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, con
                       const int64_t* positions, const int32_t* row_seq, const AttnSeqDev* seqs,
                       std::byte* const* pages, cudaStream_t s);
 // Causal GQA attention (ref::causal_attention over the paged KV, the new rows already written):
-// q [T, heads, head_dim] -> out [T, heads, head_dim], softmax(q.k * scale) in fp32. max_ctx: the
+// q [T, heads, head_dim] -> out [T, heads, head_dim], softmax(q.k * scale) in fp32, with opt's
+// sliding window and sinks (device memory). max_ctx: the
 // longest pos0 + rows of any sequence (host value, for the launch shape).
 void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
-                     const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx, std::byte* const* pages, float* out,
-                     cudaStream_t s);
+                     const AttentionOptions& opt, const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx,
+                     std::byte* const* pages, float* out, cudaStream_t s);
 
 // ---- Gated DeltaNet (deltanet_kernels.cu) --------------------------------------------------------
 

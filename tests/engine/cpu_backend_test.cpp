@@ -136,10 +136,17 @@ TEST_P(CpuOps, MoeMatchesReferenceAndATokenIsTheSameInAnyBatch) {
 }
 
 // A sequence's KV written through the CPU backend (bf16 pages), read by both backends; page sizes
-// 16 (the AVX-512 kernel everywhere) and 64 (AMX where the CPU has it), over two key chunks.
+// 16 (the AVX-512 kernel everywhere) and 64 (AMX where the CPU has it), over two key chunks; plain,
+// with a sliding window that starts mid-page plus sinks (gpt-oss), and with a window wider than a
+// key chunk.
 TEST_P(CpuOps, PagedAttentionMatchesReferenceAndDecodeEqualsPrefill) {
-  for (int64_t page_tokens : {16, 64}) {
-    SCOPED_TRACE("page " + std::to_string(page_tokens));
+  const std::vector<float> sinks = randn(6, rng_, 2.0f);
+  for (const auto& [page_tokens, opt] :
+       {std::pair{int64_t(16), engine::AttentionOptions{}}, std::pair{int64_t(64), engine::AttentionOptions{}},
+        std::pair{int64_t(16), engine::AttentionOptions{100, sinks.data()}},
+        std::pair{int64_t(64), engine::AttentionOptions{1030, nullptr}}}) {
+    SCOPED_TRACE("page " + std::to_string(page_tokens) + " window " + std::to_string(opt.window) +
+                 (opt.sinks ? " sinks" : ""));
     engine::KvLayout l;
     l.layers = 2;
     l.kv_heads = 2;
@@ -160,22 +167,24 @@ TEST_P(CpuOps, PagedAttentionMatchesReferenceAndDecodeEqualsPrefill) {
     on(*cpu_, [&] { cpu_->kv_write(l, layer, k.data(), v.data(), {&all, 1}); });
     std::vector<float> got(T * heads * D), want(got.size());
     const float scale = 1.0f / std::sqrt(float(D));
-    on(*cpu_, [&] { cpu_->attention(l, layer, q.data(), heads, scale, {&all, 1}, got.data()); });
-    on(*ref_, [&] { ref_->attention(l, layer, q.data(), heads, scale, {&all, 1}, want.data()); });
+    on(*cpu_, [&] { cpu_->attention(l, layer, q.data(), heads, scale, {&all, 1}, got.data(), opt); });
+    on(*ref_, [&] { ref_->attention(l, layer, q.data(), heads, scale, {&all, 1}, want.data(), opt); });
     EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
     // Single positions as decode steps (one query over the same pages), and a block of rows
     // batched with another sequence: the same bits.
     for (std::size_t t : {std::size_t(0), std::size_t(63), std::size_t(1023), std::size_t(1024), T - 1}) {
       const engine::AttentionSeq one_seq{0, 1, int64_t(t), table.data()};
       std::vector<float> one(heads * D);
-      on(*cpu_, [&] { cpu_->attention(l, layer, q.data() + t * heads * D, heads, scale, {&one_seq, 1}, one.data()); });
+      on(*cpu_, [&] {
+        cpu_->attention(l, layer, q.data() + t * heads * D, heads, scale, {&one_seq, 1}, one.data(), opt);
+      });
       EXPECT_EQ(0, std::memcmp(one.data(), got.data() + t * heads * D, one.size() * sizeof(float))) << "position " << t;
     }
     const engine::AttentionSeq two[] = {{0, 1, 5, table.data()}, {1, 30, 700, table.data()}};
     std::vector<float> q2(31 * heads * D), out2(q2.size());
     std::memcpy(q2.data(), q.data() + 5 * heads * D, heads * D * sizeof(float));
     std::memcpy(q2.data() + heads * D, q.data() + 700 * heads * D, 30 * heads * D * sizeof(float));
-    on(*cpu_, [&] { cpu_->attention(l, layer, q2.data(), heads, scale, two, out2.data()); });
+    on(*cpu_, [&] { cpu_->attention(l, layer, q2.data(), heads, scale, two, out2.data(), opt); });
     EXPECT_EQ(0, std::memcmp(out2.data(), got.data() + 5 * heads * D, heads * D * sizeof(float)));
     EXPECT_EQ(0, std::memcmp(out2.data() + heads * D, got.data() + 700 * heads * D, 30 * heads * D * sizeof(float)));
   }

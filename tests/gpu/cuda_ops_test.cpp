@@ -189,9 +189,15 @@ TEST_F(CudaOps, RopeInEveryLayoutAndTheGatedQuerySplit) {
 }
 
 // Three sequences in one call: decoding deep in its context, a fresh prefill, and a chunk in the
-// middle of a page; GQA; KV written by the same call, as a layer does.
+// middle of a page; GQA; KV written by the same call, as a layer does. Plain causal, with a sliding
+// window and sinks (gpt-oss), and with a window longer than most rows' context.
 TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
-  for (auto [heads, kv_heads, D, page] : {std::tuple{8, 2, 128, 64}, {4, 4, 256, 16}, {16, 2, 128, 32}}) {
+  for (auto [heads, kv_heads, D, page, window, with_sinks] : {std::tuple{8, 2, 128, 64, 0, false},
+                                                              {4, 4, 256, 16, 0, false},
+                                                              {16, 2, 128, 32, 0, false},
+                                                              {8, 2, 64, 16, 40, true},
+                                                              {16, 2, 128, 32, 40, true},
+                                                              {8, 2, 128, 64, 300, false}}) {
     struct Seq {
       std::size_t rows;
       int64_t pos0;
@@ -233,18 +239,22 @@ TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
     const std::vector<float> q = random(T * std::size_t(heads * D)), k = random(T * std::size_t(kv_heads * D)),
                              v = random(k.size());
     const float scale = 1.f / std::sqrt(float(D));
+    const std::vector<float> sinks = random(std::size_t(heads));
+    const AttentionOptions ref_opt{window, with_sinks ? sinks.data() : nullptr};
+    const AttentionOptions dev_opt{window, with_sinks ? param(sinks) : nullptr};
     std::vector<float> want(q.size());
     on(*ref_, [&] {
       ref_->kv_write(lay, 1, k.data(), v.data(), ref_seqs);
-      ref_->attention(lay, 1, q.data(), std::size_t(heads), scale, ref_seqs, want.data());
+      ref_->attention(lay, 1, q.data(), std::size_t(heads), scale, ref_seqs, want.data(), ref_opt);
     });
     const float *dq = dev(q), *dk = dev(k), *dv = dev(v);
     float* out = dev_zeros(q.size());
     on(*cuda_, [&] {
       cuda_->kv_write(dlay, 1, dk, dv, dev_seqs);
-      cuda_->attention(dlay, 1, dq, std::size_t(heads), scale, dev_seqs, out);
+      cuda_->attention(dlay, 1, dq, std::size_t(heads), scale, dev_seqs, out, dev_opt);
     });
-    EXPECT_LT(rel_l2(host(out, q.size()), want), 1e-2) << heads << "/" << kv_heads << " heads, D " << D;
+    EXPECT_LT(rel_l2(host(out, q.size()), want), 1e-2)
+        << heads << "/" << kv_heads << " heads, D " << D << ", window " << window << (with_sinks ? ", sinks" : "");
   }
 }
 
@@ -309,7 +319,7 @@ TEST_F(CudaOps, AttentionInputsNormRotateAndWriteLikeTheReference) {
       const Backend::QkNorm norm{qn.data(), kn.data(), 1e-6f, c.zero_centered, c.per_head};
       ref_->attention_inputs(lay, 0, wq.data(), wk.data(), v.data(), T, heads, c.norm ? &norm : nullptr, rope,
                              inv.data(), positions.data(), ref_seqs);
-      ref_->attention(lay, 0, wq.data(), heads, scale, ref_seqs, want.data());
+      ref_->attention(lay, 0, wq.data(), heads, scale, ref_seqs, want.data(), {});
     });
     float *dq = dev(q), *dk = dev(k), *out = dev_zeros(q.size());
     const float* dv = dev(v);
@@ -318,7 +328,7 @@ TEST_F(CudaOps, AttentionInputsNormRotateAndWriteLikeTheReference) {
     on(*cuda_, [&] {
       cuda_->attention_inputs(dlay, 0, dq, dk, dv, T, heads, c.norm ? &dnorm : nullptr, rope, dinv,
                               cuda_->stage(positions), dev_seqs);
-      cuda_->attention(dlay, 0, dq, heads, scale, dev_seqs, out);
+      cuda_->attention(dlay, 0, dq, heads, scale, dev_seqs, out, {});
     });
     const std::string what = "D " + std::to_string(D) + " rotary " + std::to_string(c.rotary);
     EXPECT_LT(rel_l2(host(dq, q.size()), wq), 1e-5) << what;

@@ -141,11 +141,11 @@ void CpuBackend::kv_write(const KvLayout& layout, int64_t layer, const float* k,
 }
 
 void CpuBackend::attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
-                           std::span<const AttentionSeq> seqs, float* out) {
+                           std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) {
   const OpTimer timer(profile_, OpProfile::kAttention);
   std::size_t rows = 0;
   for (const AttentionSeq& s : seqs) rows += s.rows;
-  cpu::attention(scratch_, isa_for(rows), layout, layer, q, heads, scale, seqs, out);
+  cpu::attention(scratch_, isa_for(rows), layout, layer, q, heads, scale, seqs, out, opt);
 }
 
 void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {

@@ -44,7 +44,7 @@ class CpuBackend final : public HostBackend {
   void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                 std::span<const AttentionSeq> seqs) override;
   void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
-                 std::span<const AttentionSeq> seqs, float* out) override;
+                 std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) override;
   void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override;
   void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;

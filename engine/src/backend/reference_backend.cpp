@@ -49,8 +49,8 @@ void ReferenceBackend::kv_write(const KvLayout& layout, int64_t layer, const flo
     ref::kv_write(layout, layer, k + s.row0 * width, v + s.row0 * width, s.rows, s.pos0, s.pages);
 }
 
-void ReferenceBackend::attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads,
-                                 float scale, std::span<const AttentionSeq> seqs, float* out) {
+void ReferenceBackend::attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                                 std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) {
   const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads);
   for (const AttentionSeq& s : seqs) {
     Scratch::Frame frame(scratch_);
@@ -59,7 +59,7 @@ void ReferenceBackend::attention(const KvLayout& layout, int64_t layer, const fl
     float* v = scratch_.floats(n * KV * D);
     ref::kv_gather(layout, layer, int64_t(n), s.pages, k, v);
     ref::causal_attention(q + s.row0 * heads * D, k, v, out + s.row0 * heads * D, s.rows, std::size_t(s.pos0), heads,
-                          KV, D, scale);
+                          KV, D, scale, opt);
   }
 }
 

@@ -34,7 +34,7 @@ class ReferenceBackend final : public HostBackend {
   void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                 std::span<const AttentionSeq> seqs) override;
   void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
-                 std::span<const AttentionSeq> seqs, float* out) override;
+                 std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) override;
   void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override;
   bool set_forced_routing(const RoutingTrace* forced) override {
     forced_ = forced;

@@ -20,6 +20,9 @@ Result<AttentionBlock> AttentionBlock::load(const WeightLoader& w, const std::st
     FT_ASSIGN_OR_RETURN(b.q_norm_, w.vector(prefix + "q_norm.weight", {q_width}));
     FT_ASSIGN_OR_RETURN(b.k_norm_, w.vector(prefix + "k_norm.weight", {k_width}));
   }
+  if (spec.sinks) {
+    FT_ASSIGN_OR_RETURN(b.sinks_, w.vector(prefix + "sinks", {spec.heads}));
+  }
   FT_ASSIGN_OR_RETURN(b.inv_freq_, w.place(ref::rope_inv_freq(spec.rope)));
   return b;
 }
@@ -49,7 +52,8 @@ void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, st
   be.attention_inputs(kv, kv_layer_, q, k, v, T, H, spec_.qk_norm ? &norm : nullptr, spec_.rope, inv_freq_.data(),
                       positions, seqs);
   float* attn = s.floats(T * H * D);
-  be.attention(kv, kv_layer_, q, H, 1.0f / std::sqrt(float(D)), seqs, attn);
+  be.attention(kv, kv_layer_, q, H, 1.0f / std::sqrt(float(D)), seqs, attn,
+               AttentionOptions{spec_.window, spec_.sinks ? sinks_.data() : nullptr});
   if (spec_.gated) be.mul_sigmoid(attn, gate, T * H * D);
   o_proj_.forward(be, attn, out, T);
 }

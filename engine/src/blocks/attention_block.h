@@ -28,6 +28,8 @@ struct AttentionSpec {
   bool zero_centered_qk_norm = false;  // those norms use (1 + w)
   float eps = 1e-6f;
   ref::RopeSpec rope;
+  int64_t window = 0;  // > 0: sliding-window attention (HF sliding_window on a sliding_attention layer)
+  bool sinks = false;  // a learned sink logit per head, `sinks` [heads] (gpt-oss)
 };
 
 class AttentionBlock {
@@ -49,6 +51,7 @@ class AttentionBlock {
   int64_t kv_layer_ = 0;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   Vector q_norm_, k_norm_;
+  Vector sinks_;
   Vector inv_freq_;
 };
 

@@ -83,7 +83,7 @@ void MlaAttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x,
   // RoPE on the rope dims of q and k, K/V into the pages, attention over them.
   be.attention_inputs(kv, kv_layer_, qf, kf, vf, T, H, nullptr, spec_.rope, inv_freq_.data(), positions, seqs);
   float* attn = s.floats(rows * D);
-  be.attention(kv, kv_layer_, qf, H, spec_.scale, seqs, attn);
+  be.attention(kv, kv_layer_, qf, H, spec_.scale, seqs, attn, AttentionOptions{});
   float* heads_out = s.floats(rows * V);
   be.copy_columns(attn, D, 1, heads_out, V, rows, V);
   o_proj_.forward(be, heads_out, out, T);

@@ -329,9 +329,10 @@ class Backend {
     kv_write(layout, layer, k, v, seqs);
   }
   // Causal GQA attention of each sequence's rows of q [T, heads, head_dim] over its KV [0, pos0 +
-  // rows) (the new tokens already written), out [T, heads, head_dim]; softmax(q.k * scale).
+  // rows) (the new tokens already written), out [T, heads, head_dim]; softmax(q.k * scale), with
+  // opt's window and sinks (ops_attention.h).
   virtual void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
-                         std::span<const AttentionSeq> seqs, float* out) = 0;
+                         std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) = 0;
 
   // ---- Mixture of experts ----
   // out [T, hidden] = moe(x [T, hidden]); out may not alias x.

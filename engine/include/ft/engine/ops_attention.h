@@ -63,14 +63,36 @@ void apply_rope(float* x, std::size_t T, std::size_t heads, const RopeSpec& spec
 void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim,
                        float* q, float* gate);
 
+}  // namespace ft::engine::ref
+
+namespace ft::engine {
+
+// What a layer's attention sees besides the causal mask:
+//   window  > 0: sliding-window attention; the query at position p sees keys p - window + 1 .. p
+//           (HF's sliding_window: kv_idx > q_idx - sliding_window). 0: every earlier key.
+//   sinks   per query head, a logit that joins each row's softmax and takes its share of the
+//           probability, but no value (gpt-oss: HF concatenates it to the scores, softmaxes and drops
+//           it): out = sum_j e^(s_j - m) v_j / (sum_j e^(s_j - m) + e^(sink - m)). Backend memory;
+//           null: none.
+struct AttentionOptions {
+  int64_t window = 0;
+  const float* sinks = nullptr;
+};
+
+}  // namespace ft::engine
+
+namespace ft::engine::ref {
+
 // Causal grouped-query attention of T new queries against a KV cache.
 //   q   [T, heads, head_dim]; query t sits at position pos0 + t and sees cache positions <= its own
+//       (and, with a window, > its own - window)
 //   k,v [pos0 + T, kv_heads, head_dim] (the cache, new tokens already appended)
 //   out [T, heads, head_dim]
-// Query head h reads kv head h / (heads / kv_heads) (HF repeat_kv). softmax(q.k * scale) in fp32.
-void causal_attention(const float* q, const float* k, const float* v, float* out, std::size_t T,
-                      std::size_t pos0, std::size_t heads, std::size_t kv_heads, std::size_t head_dim,
-                      float scale);
+// Query head h reads kv head h / (heads / kv_heads) (HF repeat_kv). softmax(q.k * scale) in fp32,
+// with the head's sink where opt has sinks.
+void causal_attention(const float* q, const float* k, const float* v, float* out, std::size_t T, std::size_t pos0,
+                      std::size_t heads, std::size_t kv_heads, std::size_t head_dim, float scale,
+                      const AttentionOptions& opt = {});
 
 // ---- Paged KV (kv_pool.h) ----------------------------------------------------------------------
 

@@ -164,11 +164,13 @@ void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, 
 }
 
 void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, const float* q, std::size_t heads,
-               float scale, std::span<const AttentionSeq> seqs, float* out) {
+               float scale, std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) {
   const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), G = heads / KV;
   const std::size_t P = std::size_t(l.page_tokens);
   const Kernels kern = kernels_for(D <= kMaxDim ? isa : CpuIsa::kScalar, D);
   Scratch::Frame frame(scratch);
+  // The first key a query at `pos` sees.
+  const auto first_key = [&](int64_t pos) { return opt.window > 0 ? std::max<int64_t>(0, pos - opt.window + 1) : 0; };
 
   // Work items: (sequence, kv head, block of rows, key chunk), every chunk some row of the block sees.
   std::size_t total_rows = 0, max_chunks = 0;
@@ -176,14 +178,15 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
     total_rows = std::max(total_rows, s.row0 + s.rows);
     max_chunks = std::max<std::size_t>(max_chunks, std::size_t((s.pos0 + int64_t(s.rows) - 1) / kKeyChunk + 1));
   }
-  const bool amx = attention_amx_fits(isa, l);  // the AMX kernel makes its own items
+  // The AMX kernel makes its own items; it knows no window.
+  const bool amx = opt.window == 0 && attention_amx_fits(isa, l);
   std::vector<Item> items;
   for (std::size_t si = 0; si < seqs.size() && !amx; ++si) {
     const AttentionSeq& s = seqs[si];
     for (std::size_t r0 = 0; r0 < s.rows; r0 += kRowBlock) {
       const std::size_t rows = std::min(kRowBlock, s.rows - r0);
       const int64_t last = s.pos0 + int64_t(r0 + rows) - 1;
-      for (int64_t c = 0; c <= last / kKeyChunk; ++c)
+      for (int64_t c = first_key(s.pos0 + int64_t(r0)) / kKeyChunk; c <= last / kKeyChunk; ++c)
         for (std::size_t h = 0; h < KV; ++h)
           for (std::size_t g0 = 0; g0 < G; g0 += kMaxGroup) items.push_back({si, h, g0, std::min(G, g0 + kMaxGroup), r0, rows, c});
     }
@@ -238,28 +241,31 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
       for (std::size_t r = it.row0; r < it.row0 + it.rows; ++r) {
         const int64_t pos = s.pos0 + int64_t(r);
         if (pos < p0) continue;  // the row's keys end before this page
-        const std::size_t n = std::size_t(std::min<int64_t>(int64_t(n_page), pos + 1 - p0));
+        const int64_t lo = first_key(pos);
+        if (lo >= p0 + int64_t(n_page)) continue;  // ... or begin after it (a sliding window)
+        const std::size_t skip = std::size_t(std::max<int64_t>(0, lo - p0));
+        const std::size_t n = std::size_t(std::min<int64_t>(int64_t(n_page), pos + 1 - p0)) - skip;
         bind(r);
-        kern.scores(qg, n_g, kp, n, D, scale, scores);
+        kern.scores(qg, n_g, kp + skip * D, n, D, scale, scores);
         for (std::size_t g = 0; g < n_g; ++g) corr[g] = kern.softmax(scores + g * 64, n, pg[g]->max, pg[g]->sum);
-        kern.accum(og, corr, n_g, scores, vrows, n, D);
+        kern.accum(og, corr, n_g, scores, vrows + skip * D, n, D);
       }
     }
   });
 
-  // Merge each (row, head)'s chunks in chunk order, then normalise.
+  // Merge each (row, head)'s chunks in chunk order (and its sink), then normalise.
   tbb::parallel_for(std::size_t(0), seqs.size() * heads, [&](std::size_t i) {
     const AttentionSeq& s = seqs[i / heads];
     const std::size_t head = i % heads;
     for (std::size_t r = 0; r < s.rows; ++r) {
       const std::size_t row = s.row0 + r;
-      const int64_t chunks = (s.pos0 + int64_t(r)) / kKeyChunk + 1;
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t c = 0; c < chunks; ++c) m = std::max(m, part[at(row, head, c)].max);
+      const int64_t pos = s.pos0 + int64_t(r), c0 = first_key(pos) / kKeyChunk, chunks = pos / kKeyChunk + 1;
+      float m = opt.sinks ? opt.sinks[head] : -std::numeric_limits<float>::infinity();
+      for (int64_t c = c0; c < chunks; ++c) m = std::max(m, part[at(row, head, c)].max);
       float* o = out + (row * heads + head) * D;
       std::fill(o, o + D, 0.0f);
-      float sum = 0.0f;
-      for (int64_t c = 0; c < chunks; ++c) {
+      float sum = opt.sinks ? std::exp(opt.sinks[head] - m) : 0.0f;
+      for (int64_t c = c0; c < chunks; ++c) {
         const Partial& pc = part[at(row, head, c)];
         const float w = std::exp(pc.max - m);
         sum += pc.sum * w;

@@ -6,7 +6,9 @@
 // chunks' partial results are then merged in chunk order. The chunks are what spreads a long
 // context's decode over the threads (flash-decoding), and since their bounds are absolute positions
 // a query gets the same bits whether it is decoded alone, batched, or part of a prefill.
-// Each K/V page row is read once for the whole query group of its kv head (GQA).
+// Each K/V page row is read once for the whole query group of its kv head (GQA). A sliding window
+// only moves where a query's keys begin (chunks and pages before it are skipped); sinks join the
+// softmax when the chunks are merged.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +30,6 @@ struct AttentionPartial {
 void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v, std::span<const AttentionSeq> seqs);
 
 void attention(Scratch& scratch, CpuIsa isa, const KvLayout& layout, int64_t layer, const float* q, std::size_t heads,
-               float scale, std::span<const AttentionSeq> seqs, float* out);
+               float scale, std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt = {});
 
 }  // namespace ft::engine::cpu

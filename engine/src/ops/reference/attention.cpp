@@ -18,25 +18,26 @@ void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::s
   }
 }
 
-void causal_attention(const float* q, const float* k, const float* v, float* out, std::size_t T,
-                      std::size_t pos0, std::size_t heads, std::size_t kv_heads, std::size_t head_dim,
-                      float scale) {
+void causal_attention(const float* q, const float* k, const float* v, float* out, std::size_t T, std::size_t pos0,
+                      std::size_t heads, std::size_t kv_heads, std::size_t head_dim, float scale,
+                      const AttentionOptions& opt) {
   const std::size_t group = heads / kv_heads;
   tbb::parallel_for(std::size_t(0), T * heads, [&](std::size_t th) {
     const std::size_t t = th / heads, h = th % heads, kvh = h / group;
     const std::size_t n = pos0 + t + 1;  // causal: positions 0 .. pos0 + t
+    const std::size_t first = opt.window > 0 && n > std::size_t(opt.window) ? n - std::size_t(opt.window) : 0;
     const float* qv = q + th * head_dim;
-    std::vector<float> scores(n);
-    float max_score = -std::numeric_limits<float>::infinity();
-    for (std::size_t j = 0; j < n; ++j) {
+    std::vector<float> scores(n, 0.0f);
+    float max_score = opt.sinks ? opt.sinks[h] : -std::numeric_limits<float>::infinity();
+    for (std::size_t j = first; j < n; ++j) {
       const float* kv = k + (j * kv_heads + kvh) * head_dim;
       float s = 0.0f;
       for (std::size_t d = 0; d < head_dim; ++d) s += qv[d] * kv[d];
       scores[j] = s * scale;
       max_score = std::max(max_score, scores[j]);
     }
-    float sum = 0.0f;
-    for (std::size_t j = 0; j < n; ++j) {
+    float sum = opt.sinks ? std::exp(opt.sinks[h] - max_score) : 0.0f;
+    for (std::size_t j = first; j < n; ++j) {
       scores[j] = std::exp(scores[j] - max_score);
       sum += scores[j];
     }
@@ -44,7 +45,7 @@ void causal_attention(const float* q, const float* k, const float* v, float* out
     const float inv = 1.0f / sum;
     float* o = out + th * head_dim;
     std::fill(o, o + head_dim, 0.0f);
-    for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t j = first; j < n; ++j) {
       const float p = scores[j] * inv;
       const float* vv = v + (j * kv_heads + kvh) * head_dim;
       for (std::size_t d = 0; d < head_dim; ++d) o[d] += p * vv[d];
