@@ -132,8 +132,8 @@ class CudaBackend final : public Backend {
   // (pass_graphs.h). Op-timed profiles and routing traces run the pass as it is.
   Status execute(const std::function<void()>& fn, const PassShape& shape) override {
     using Mode = cuda::PassGraphs::Mode;
-    // Offloaded experts sync each MoE layer with the host: nothing to record.
-    if ((profile_ && profile_->time_ops) || offload_) return execute(fn);
+    // Offloaded experts (and gpt-oss's biased ones) sync each MoE layer with the host: nothing to record.
+    if ((profile_ && profile_->time_ops) || offload_ || host_synced_moe_) return execute(fn);
     std::vector<int64_t> key = shape.key;
     key.push_back(shape.kv_tokens);
     key.push_back(trace_ ? 1 : 0);  // a traced pass also copies the routing out
@@ -446,6 +446,7 @@ class CudaBackend final : public Backend {
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
     if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
       return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
+    if (!w.plain_experts() || w.router_bias) return moe_biased(w, x, T, out);
     if (offload_) return moe_offloaded(w, x, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr;
@@ -481,6 +482,25 @@ class CudaBackend final : public Backend {
     add_shared_expert(w, x, T, out);
   }
 
+  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU): the router's product
+  // with its bias, top-k on the device, then expert by expert through cuBLAS with the biases in the
+  // products and the GLU kernel between. The choices come to the host each layer, so passes with
+  // such layers are never recorded as graphs (the first pass of a model, never recorded, marks it).
+  // Not yet with offloaded experts, whose kernels compute plain SwiGLUs.
+  void moe_biased(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+    if (offload_) return fail("experts with biases and a clamped GLU (gpt-oss) do not run offloaded on the GPU yet");
+    if (mode_ != cuda::PassGraphs::Mode::kRun) return fail("a MoE with biased experts cannot be recorded as a graph");
+    host_synced_moe_ = true;
+    std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
+    const std::size_t K = w.router_spec.top_k;
+    const cuda::RouteSpec route = route_tokens(w, x, T, false);
+    if (trace_) trace_later(route.chosen, T, K);
+    phase.emplace(this, OpProfile::kMoeExperts, true);
+    experts_one_by_one(w, x, T, K, route.chosen, route.weights, out);
+    phase.emplace(this, OpProfile::kMoeCombine, true);
+    add_shared_expert(w, x, T, out);
+  }
+
   // The router's product and top-k for T tokens into this pass's scratch: the choices per token
   // (and, `by_expert`, in ascending expert order per token, as the down kernel adds them). Decode
   // runs the product and its top-k in one launch.
@@ -501,12 +521,12 @@ class CudaBackend final : public Backend {
     route.weights = scratch_.floats(T * K);
     if (by_expert)
       route.by_expert = {scratch_.take<int32_t>(T * K), scratch_.take<int32_t>(T * K), scratch_.floats(T * K)};
-    if (T <= std::size_t(cuda::kGemvMaxRows) && w.router.dtype == DType::kBF16 &&
+    if (!w.router_bias && T <= std::size_t(cuda::kGemvMaxRows) && w.router.dtype == DType::kBF16 &&
         cuda::gemv_fits(weight(w.router), w.router.row_bytes, w.router.cols) && route_counter()) {
       const cuda::GemvOut router{weight(w.router), w.router.row_bytes, int(E), nullptr, logits};
       cuda::gemv_route(router, int(w.router.cols), x, int(T), route, route_done_, s());
     } else {
-      linear(x, T, w.router, nullptr, logits);
+      linear(x, T, w.router, w.router_bias, logits);
       cuda::route_top_k(logits, int(T), route, s());
     }
     return route;
@@ -987,7 +1007,11 @@ class CudaBackend final : public Backend {
     for (std::size_t e = 0; e < E; ++e) {
       const std::size_t r0 = std::size_t(count[e]), n = std::size_t(count[e + 1]) - r0;
       if (n == 0) continue;
-      swiglu(w.experts[e], xg + r0 * H, n, y + r0 * H);
+      if (w.plain_experts()) {
+        swiglu(w.experts[e], xg + r0 * H, n, y + r0 * H);
+      } else {
+        biased_expert(w, e, xg + r0 * H, n, y + r0 * H);
+      }
     }
     cuda::moe_combine(y, upload(row_of_choice.data(), row_of_choice.size()), upload(weights.data(), weights.size()),
                       int(T), int(K), int(H), out, s());
@@ -1085,6 +1109,20 @@ class CudaBackend final : public Backend {
     pending_traces_.push_back({reinterpret_cast<const int32_t*>(*pinned), T, K});
   }
 
+  // Routed expert e of a gpt-oss MoE: biased gate and up products, the GLU, the biased down product.
+  void biased_expert(const MoeWeights& w, std::size_t e, const float* x, std::size_t T, float* out) {
+    const SwiGluMatrices& m = w.experts[e];
+    Scratch::Frame frame(scratch_);
+    const std::size_t I = std::size_t(m.inter()), n = T * I;
+    float* g = scratch_.floats(n);
+    float* u = scratch_.floats(n);
+    const LinearOut gate_up[] = {{&m.gate, w.gate_bias ? w.gate_bias + e * I : nullptr, g},
+                                 {&m.up, w.up_bias ? w.up_bias + e * I : nullptr, u}};
+    linears(x, T, gate_up);
+    cuda::expert_glu(g, u, g, n, w.glu, s());
+    linear(g, T, m.down, w.down_bias ? w.down_bias + e * std::size_t(w.hidden) : nullptr, out);
+  }
+
   void swiglu(const SwiGluMatrices& m, const float* x, std::size_t T, float* out) {
     Scratch::Frame frame(scratch_);
     const std::size_t n = T * std::size_t(m.inter());
@@ -1154,6 +1192,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::ExpertSlots> offload_;                   // routed experts in host RAM, a cache of them here
   std::optional<std::chrono::steady_clock::time_point> issued_;  // the pass's first wait for results
   cuda::PassGraphs graphs_;
+  bool host_synced_moe_ = false;  // a MoE layer brings its choices to the host (moe_biased)
   cuda::PassGraphs::Mode mode_ = cuda::PassGraphs::Mode::kRun;  // of the pass in progress
   int64_t kv_tokens_ = 0;  // a recorded or replayed pass's attention context (its PassShape's)
   struct PendingTrace {

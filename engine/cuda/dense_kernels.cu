@@ -176,6 +176,21 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
   out[i] = g / (1.f + expf(-g)) * up[i];
 }
 
+__global__ void expert_glu_kernel(const float* gate, const float* up, float* out, std::size_t n, bool clamped,
+                                  float alpha, float limit) {
+  pdl_enter();
+  const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float g = gate[i], u = up[i];
+  if (!clamped) {
+    out[i] = g / (1.f + expf(-g)) * u;
+    return;
+  }
+  g = fminf(g, limit);
+  u = fminf(fmaxf(u, -limit), limit);
+  out[i] = (u + 1.f) * (g / (1.f + expf(-alpha * g)));
+}
+
 __global__ void mul_sigmoid_kernel(float* x, const float* gate, std::size_t n) {
   pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
@@ -351,6 +366,11 @@ void add_rms_norm(float* x, const float* delta, const float* w, float* out, int 
 
 void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s) {
   if (n) launch(silu_mul_kernel, blocks_for(n), kBlock, 0, s, gate, up, out, n);
+}
+
+void expert_glu(const float* gate, const float* up, float* out, std::size_t n, const ref::ExpertGlu& glu,
+                cudaStream_t s) {
+  if (n) launch(expert_glu_kernel, blocks_for(n), kBlock, 0, s, gate, up, out, n, glu.clamped, glu.alpha, glu.limit);
 }
 
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s) {

@@ -14,6 +14,7 @@
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/ops_attention.h"
 #include "ft/engine/ops_deltanet.h"
+#include "ft/engine/ops_moe.h"
 
 namespace ft::engine::cuda {
 
@@ -51,6 +52,9 @@ void rms_norm(const float* x, const float* w, float* out, int rows, int dim, flo
 void add_rms_norm(float* x, const float* delta, const float* w, float* out, int rows, int dim, float eps,
                   bool zero_centered, cudaStream_t s);
 void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s);
+// out[i] = ref::expert_glu(glu, gate[i], up[i]) (gpt-oss's clamped GLU); out may alias gate or up.
+void expert_glu(const float* gate, const float* up, float* out, std::size_t n, const ref::ExpertGlu& glu,
+                cudaStream_t s);
 // Holds the stream until *flag (host memory, written by a CPU thread) reaches `value`: the GPU
 // waits for a CPU result while the host thread goes on issuing work. One thread spinning with
 // sleeps; launched without programmatic overlap.

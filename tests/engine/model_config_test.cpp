@@ -106,7 +106,7 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
-            "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2)");
+            "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
@@ -415,6 +415,44 @@ TEST(ModelConfig, ParsesMinimaxM2) {
   EXPECT_FALSE(c->attention_bias);  // MiniMaxM2Attention builds its projections without biases
   EXPECT_TRUE(c->is_moe_layer(0));
   EXPECT_TRUE(c->is_moe_layer(1));
+}
+
+// gpt-oss as a bare config (GptOssConfig's defaults): sliding and full layers alternating from a
+// sliding one, window 128, YaRN x32 over 4096 positions not truncated, biased attention, experts
+// intermediate_size wide and renormalised; a null sliding_window means none, and explicit
+// layer_types are followed.
+TEST(ModelConfig, ParsesGptOssWithItsDefaults) {
+  const std::string base = R"({"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 24, "num_hidden_layers": 3,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "num_local_experts": 8)";
+  auto c = parse_model_config(base + "}");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kGptOss);
+  EXPECT_EQ(c->sliding_window, 128);
+  EXPECT_TRUE(c->is_sliding_layer(0));
+  EXPECT_FALSE(c->is_sliding_layer(1));
+  EXPECT_TRUE(c->is_sliding_layer(2));
+  EXPECT_EQ(c->rope_type, "yarn");
+  EXPECT_DOUBLE_EQ(c->rope_theta, 150000.0);
+  EXPECT_DOUBLE_EQ(c->yarn.factor, 32.0);
+  EXPECT_EQ(c->yarn.original_max_position_embeddings, 4096);
+  EXPECT_FALSE(c->yarn.truncate);
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_EQ(c->num_experts_per_tok, 4);
+  EXPECT_EQ(c->moe_intermediate_size, 24);
+  EXPECT_TRUE(c->norm_topk_prob);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  auto none = parse_model_config(base + R"(, "sliding_window": null,
+      "layer_types": ["full_attention", "sliding_attention", "full_attention"]})");
+  ASSERT_TRUE(none.is_ok()) << none.status().to_string();
+  EXPECT_EQ(none->sliding_window, 0);
+  EXPECT_FALSE(none->is_sliding_layer(0));
+  EXPECT_TRUE(none->is_sliding_layer(1));
+  // Other families still refuse sliding layers, naming the type.
+  auto qwen = parse_model_config(R"({"model_type": "qwen3_moe", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "layer_types": ["sliding_attention"]})");
+  EXPECT_EQ(qwen.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(qwen.status().message().find("sliding_attention"), std::string::npos) << qwen.status().message();
 }
 
 }  // namespace

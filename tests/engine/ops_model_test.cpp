@@ -38,6 +38,21 @@ TEST(Linear, LongRowsUseEveryElement) {
   EXPECT_NEAR(y, want, 1e-3);
 }
 
+// gpt-oss's GLU against HF's _apply_gate by hand: gate clamped above at 7, up to [-7, 7], then
+// (up + 1) * gate * sigmoid(1.702 * gate); the plain form is silu(gate) * up.
+TEST(ExpertGlu, ClampsLikeGptOssAndOtherwiseIsSilu) {
+  const ExpertGlu oss{true, 1.702f, 7.0f};
+  const auto hf = [](float g, float u) {
+    g = std::min(g, 7.0f);
+    u = std::max(-7.0f, std::min(u, 7.0f));
+    return (u + 1.0f) * g / (1.0f + std::exp(-1.702f * g));
+  };
+  for (const auto [g, u] : {std::pair{0.5f, -0.25f}, {10.0f, 3.0f}, {-9.0f, 12.0f}, {2.0f, -30.0f}})
+    EXPECT_FLOAT_EQ(expert_glu(oss, g, u), hf(g, u)) << g << ", " << u;
+  EXPECT_FLOAT_EQ(expert_glu(oss, 10.0f, 3.0f), expert_glu(oss, 7.0f, 3.0f));  // clamped
+  EXPECT_FLOAT_EQ(expert_glu(ExpertGlu{}, 10.0f, 3.0f), 10.0f / (1.0f + std::exp(-10.0f)) * 3.0f);
+}
+
 TEST(Rope, NeoxRotatesDimIWithDimIPlusHalf) {
   RopeSpec spec{4, 4, 10000.0, RopeLayout::kNeox};
   const auto inv = rope_inv_freq(spec);  // {1, 0.01}

@@ -227,6 +227,7 @@ void fuse_experts(const std::filesystem::path& from, const std::filesystem::path
 
 TEST(ExpertLayouts, FusedAndPerExpertTensorsGiveIdenticalLogits) {
   for (ModelFamily family : engine::model_families()) {
+    if (family == ModelFamily::kGptOss) continue;  // one layout of its own (fused, [in, out])
     SCOPED_TRACE(engine::model_family_name(family));
     TempDir per_expert, fused;
     const auto spec = tiny_spec(family, false);

@@ -69,9 +69,11 @@ void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, f
   float* logits = scratch_.floats(T * E);
   float* weights = scratch_.floats(T * K);
   int32_t* chosen = scratch_.take<int32_t>(T * K);
-  linear(x, T, w.router, nullptr, logits);
+  linear(x, T, w.router, w.router_bias, logits);
   if (forced_ && forced_calls_ < forced_->calls.size() && forced_->top_k == K &&
       forced_->calls[forced_calls_].size() == T * K) {
+    ref::route_top_k(logits, T, w.router_spec, chosen, weights);  // its own choice, for the trace
+    if (trace_) trace_->unforced.emplace_back(chosen, chosen + T * K);
     std::copy_n(forced_->calls[forced_calls_++].data(), T * K, chosen);
     ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
   } else {
@@ -96,6 +98,19 @@ void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, f
     ref::silu_mul(g, u, g, n * I);
     linear(g, n, m.down, nullptr, res);
   };
+  // A routed expert: the plain SwiGLU, or with its biases and the family's GLU (gpt-oss).
+  const auto expert = [&](std::size_t e, const float* in, float* res, std::size_t n) {
+    const SwiGluMatrices& m = w.experts[e];
+    if (w.plain_experts()) return swiglu(m, in, res, n);
+    Scratch::Frame f(scratch_);
+    const std::size_t I = std::size_t(m.inter());
+    float* g = scratch_.floats(n * I);
+    float* u = scratch_.floats(n * I);
+    linear(in, n, m.gate, w.gate_bias ? w.gate_bias + e * I : nullptr, g);
+    linear(in, n, m.up, w.up_bias ? w.up_bias + e * I : nullptr, u);
+    for (std::size_t i = 0; i < n * I; ++i) g[i] = ref::expert_glu(w.glu, g[i], u[i]);
+    linear(g, n, m.down, w.down_bias ? w.down_bias + e * H : nullptr, res);
+  };
   for (std::size_t e = 0; e < E; ++e) {
     const auto& tokens = routed[e];
     if (tokens.empty()) continue;
@@ -104,7 +119,7 @@ void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, f
     float* xs = scratch_.floats(n * H);
     float* ys = scratch_.floats(n * H);
     for (std::size_t j = 0; j < n; ++j) std::memcpy(xs + j * H, x + tokens[j].first * H, H * sizeof(float));
-    swiglu(w.experts[e], xs, ys, n);
+    expert(e, xs, ys, n);
     for (std::size_t j = 0; j < n; ++j) {
       float* o = out + tokens[j].first * H;
       const float wgt = tokens[j].second;

@@ -8,6 +8,10 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
   m.router_spec = spec.router;
   m.hidden = spec.hidden;
   const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden, I = spec.moe_inter;
+  if (spec.gpt_oss) {
+    FT_RETURN_IF_ERROR(b.load_gpt_oss_experts(w, prefix, spec));
+    return b;
+  }
   FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + "gate.weight", {E, H}));
   if (spec.correction_bias) {
     std::string name = prefix + spec.correction_bias_names.front();
@@ -55,6 +59,41 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
     FT_ASSIGN_OR_RETURN(m.shared, w.swiglu(prefix + "shared_experts.", H, spec.shared_inter));
   }
   return b;
+}
+
+Status MoeBlock::load_gpt_oss_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec) {
+  MoeWeights& m = w_;
+  const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden, I = spec.moe_inter;
+  FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + "router.weight", {E, H}));
+  FT_ASSIGN_OR_RETURN(router_bias_, w.vector(prefix + "router.bias", {E}));
+  m.router_bias = router_bias_.data();
+  m.glu = spec.glu;
+  // Biases: gate_up's interleaved into gate and up halves.
+  FT_ASSIGN_OR_RETURN(Vector gate_up_bias, w.vector(prefix + "experts.gate_up_proj_bias", {E, 2 * I}));
+  std::vector<float> gate_bias(std::size_t(E * I)), up_bias(std::size_t(E * I));
+  for (std::size_t i = 0; i < gate_bias.size(); ++i) {
+    gate_bias[i] = gate_up_bias.host[2 * i];
+    up_bias[i] = gate_up_bias.host[2 * i + 1];
+  }
+  FT_ASSIGN_OR_RETURN(gate_bias_, w.place(std::move(gate_bias)));
+  FT_ASSIGN_OR_RETURN(up_bias_, w.place(std::move(up_bias)));
+  FT_ASSIGN_OR_RETURN(down_bias_, w.vector(prefix + "experts.down_proj_bias", {E, H}));
+  m.gate_bias = gate_bias_.data();
+  m.up_bias = up_bias_.data();
+  m.down_bias = down_bias_.data();
+
+  m.experts.resize(std::size_t(E));
+  owned_.resize(std::size_t(3 * E));
+  const WeightLoader x = w.experts();
+  const std::string gate_up = prefix + "experts.gate_up_proj", down = prefix + "experts.down_proj";
+  for (int64_t e = 0; e < E; ++e) {
+    SwiGluMatrices& ex = m.experts[std::size_t(e)];
+    std::vector<std::byte>* store = &owned_[std::size_t(3 * e)];
+    FT_ASSIGN_OR_RETURN(ex.gate, x.transposed(gate_up, {E, H, 2 * I}, e, 0, 2, store[0]));
+    FT_ASSIGN_OR_RETURN(ex.up, x.transposed(gate_up, {E, H, 2 * I}, e, 1, 2, store[1]));
+    FT_ASSIGN_OR_RETURN(ex.down, x.transposed(down, {E, I, H}, e, 0, 1, store[2]));
+  }
+  return Status::ok();
 }
 
 }  // namespace ft::engine::blocks

@@ -11,6 +11,11 @@
 //   fused 3-D:  experts.gate_up_proj [E, 2*inter, hidden] (gate rows first, then up: HF
 //               `linear(x, gate_up_proj[e]).chunk(2)`) and experts.down_proj [E, hidden, inter]
 //               (HF 5.x modules, Qwen3.5 releases)
+//   gpt-oss:    router.{weight,bias}; experts.gate_up_proj [E, hidden, 2*inter] stored [in, out]
+//               with gate and up interleaved column by column (gate = [..., ::2]), its bias
+//               [E, 2*inter] interleaved alike, experts.down_proj [E, inter, hidden] [in, out] and
+//               its bias [E, hidden]. HF's bf16 layout is transposed into host memory at load (the
+//               MXFP4 release stores [out, in] and will load in place).
 #pragma once
 
 #include <string>
@@ -34,6 +39,8 @@ struct MoeSpec {
   std::vector<std::string> correction_bias_names = {"gate.e_score_correction_bias"};
   bool correction_bias_one_row = false;  // stored [1, num_experts]
   ref::RouterSpec router;  // num_experts, top_k, scoring, renormalize, scaling, groups
+  bool gpt_oss = false;    // gpt-oss's names and layout (above), biases and clamped GLU
+  ref::ExpertGlu glu;      // with gpt_oss
 };
 
 class MoeBlock {
@@ -53,6 +60,11 @@ class MoeBlock {
   // The router's e_score_correction_bias: w_.router_spec.correction_bias points at its placed
   // values (a moved Vector keeps them where they are).
   Vector correction_bias_;
+  // gpt-oss: the biases w_ points at, and the transposed expert matrices (a moved vector keeps
+  // its buffers).
+  Vector router_bias_, gate_bias_, up_bias_, down_bias_;
+  std::vector<std::vector<std::byte>> owned_;
+  Status load_gpt_oss_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
 };
 
 }  // namespace ft::engine::blocks

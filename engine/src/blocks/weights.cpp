@@ -1,5 +1,8 @@
 #include "blocks/weights.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace ft::engine::blocks {
 
 void SwiGlu::forward(Backend& be, const float* x, float* out, std::size_t T) const {
@@ -70,6 +73,37 @@ Result<SwiGluMatrices> WeightLoader::swiglu(const std::string& prefix, int64_t h
   FT_ASSIGN_OR_RETURN(m.up, matrix(prefix + "up_proj.weight", {inter, hidden}));
   FT_ASSIGN_OR_RETURN(m.down, matrix(prefix + "down_proj.weight", {hidden, inter}));
   return m;
+}
+
+namespace {
+
+// out [n, R] = columns col0, col0 + step, ... of src [R, C], in blocks that stay in cache.
+template <typename T>
+void transpose_columns(const T* src, int64_t R, int64_t C, int64_t col0, int64_t step, int64_t n, T* out) {
+  constexpr int64_t kBlock = 64;
+  for (int64_t r0 = 0; r0 < R; r0 += kBlock)
+    for (int64_t o0 = 0; o0 < n; o0 += kBlock)
+      for (int64_t r = r0; r < std::min(R, r0 + kBlock); ++r)
+        for (int64_t o = o0; o < std::min(n, o0 + kBlock); ++o) out[o * R + r] = src[r * C + col0 + o * step];
+}
+
+}  // namespace
+
+Result<Matrix> WeightLoader::transposed(const std::string& name, const std::vector<int64_t>& shape, int64_t index,
+                                        int64_t col0, int64_t step, std::vector<std::byte>& store) const {
+  FT_ASSIGN_OR_RETURN(TensorView view, float_tensor(name, shape));
+  const int64_t R = shape[1], C = shape[2], n = (C - col0 + step - 1) / step;
+  const std::size_t es = dtype_size(view.dtype);
+  const std::byte* src = view.data + std::size_t(index * R * C) * es;
+  store.resize(std::size_t(n * R) * es);
+  if (es == 2) {
+    transpose_columns(reinterpret_cast<const std::uint16_t*>(src), R, C, col0, step, n,
+                      reinterpret_cast<std::uint16_t*>(store.data()));
+  } else {
+    transpose_columns(reinterpret_cast<const std::uint32_t*>(src), R, C, col0, step, n,
+                      reinterpret_cast<std::uint32_t*>(store.data()));
+  }
+  return placed(Matrix{view.dtype, n, R, store.data(), std::size_t(R) * es, nullptr});
 }
 
 Result<Matrix> WeightLoader::slice(const std::string& name, const std::vector<int64_t>& shape, int64_t index,

@@ -94,6 +94,8 @@ Status parse_ernie4_5_moe(const Fields& text, ModelConfig& cfg);
 // config_minimax_m2.cpp: minimax_m2's experts (num_local_experts / num_experts, intermediate_size
 // wide) behind a sigmoid router with a correction bias; no biases on the attention.
 Status parse_minimax_m2(const Fields& text, ModelConfig& cfg);
+// gpt_oss: experts (num_local_experts, intermediate_size wide), sliding_window.
+Status parse_gpt_oss(const Fields& text, ModelConfig& cfg);
 // MiniMax-M2's partial RoPE when the config gives no partial_rotary_factor: rotary_dim / head_dim.
 Result<double> minimax_partial_rotary(const Fields& text, const ModelConfig& cfg);
 

@@ -1,7 +1,8 @@
 // config.json -> ModelConfig. Defaults follow the HF 5.x config classes of each family
 // (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
-// OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig, MiniMaxM2Config; the
-// last five in config_sigmoid_moe.cpp, config_ernie4_5_moe.cpp and config_minimax_m2.cpp), because save_pretrained may
+// OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig, MiniMaxM2Config,
+// GptOssConfig; the last six in config_sigmoid_moe.cpp, config_ernie4_5_moe.cpp, config_minimax_m2.cpp
+// and config_gpt_oss.cpp), because save_pretrained may
 // omit keys equal to their defaults and older checkpoints predate newer keys.
 #include "ft/engine/model_config.h"
 
@@ -46,6 +47,7 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "Dots1ForCausalLM") return ModelFamily::kDots1;
   if (a == "Ernie4_5_MoeForCausalLM") return ModelFamily::kErnie4_5Moe;
   if (a == "MiniMaxM2ForCausalLM") return ModelFamily::kMinimaxM2;
+  if (a == "GptOssForCausalLM") return ModelFamily::kGptOss;
   return std::nullopt;
 }
 
@@ -72,6 +74,8 @@ FamilyDefaults family_defaults(ModelFamily f) {
       return {500000.0, 1e-5, true};  // Ernie4_5_MoeConfig.default_theta
     case ModelFamily::kMinimaxM2:
       return {5000000.0, 1e-6, true};  // MiniMaxM2Config.default_theta
+    case ModelFamily::kGptOss:
+      return {150000.0, 1e-5, true};  // GptOssConfig.default_theta
     case ModelFamily::kQwen3Moe:
     case ModelFamily::kQwen2Moe: break;
   }
@@ -120,6 +124,16 @@ Status finish_yarn(const Fields& text, ModelConfig& cfg) {
 // RoPE keys: "rope_parameters" (5.x; possibly keyed by layer type) first, then the legacy
 // "rope_scaling" dict and top-level "rope_theta" / "partial_rotary_factor".
 Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) {
+  // GptOssConfig's rope_parameters default: YaRN x32 over 4096 positions, not truncated.
+  std::string rope_type = "default";
+  if (cfg.family == ModelFamily::kGptOss) {
+    rope_type = "yarn";
+    cfg.yarn.factor = 32.0;
+    cfg.yarn.beta_fast = 32.0;
+    cfg.yarn.beta_slow = 1.0;
+    cfg.yarn.truncate = false;
+    cfg.yarn.original_max_position_embeddings = 4096;
+  }
   const json* params = text.object("rope_parameters");
   if (params && params->contains("full_attention") && params->at("full_attention").is_object()) {
     params = &params->at("full_attention");
@@ -127,7 +141,6 @@ Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) 
   const json* scaling = text.object("rope_scaling");
   FT_ASSIGN_OR_RETURN(cfg.rope_theta, text.number_or("rope_theta", family_defaults(cfg.family).rope_theta));
   FT_ASSIGN_OR_RETURN(cfg.partial_rotary_factor, text.number_or("partial_rotary_factor", default_partial));
-  std::string rope_type = "default";
   for (const json* dict : {scaling, params}) {  // later wins: rope_parameters over rope_scaling
     if (!dict) continue;
     Fields d(*dict);
@@ -158,6 +171,15 @@ Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) 
 
 Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg, bool hybrid) {
   cfg.layer_types.clear();
+  cfg.sliding_layers.clear();
+  const bool can_slide = cfg.family == ModelFamily::kGptOss;
+  if (can_slide && !text.has("layer_types")) {  // GptOssConfig: sliding on even layers, full on odd
+    for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+      cfg.layer_types.push_back(LayerKind::kFullAttention);
+      cfg.sliding_layers.push_back(i % 2 == 0);
+    }
+    return Status::ok();
+  }
   if (text.has("layer_types")) {
     const json& list = text_json.at("layer_types");
     if (!list.is_array()) return invalid_argument("config.json: field 'layer_types' must be a list");
@@ -167,8 +189,13 @@ Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg,
       // HF remap_legacy_layer_types: "attention" -> full, "mamba" -> linear.
       if (t == "full_attention" || t == "attention") {
         cfg.layer_types.push_back(LayerKind::kFullAttention);
+        cfg.sliding_layers.push_back(false);
+      } else if (can_slide && t == "sliding_attention") {
+        cfg.layer_types.push_back(LayerKind::kFullAttention);
+        cfg.sliding_layers.push_back(true);
       } else if (hybrid && (t == "linear_attention" || t == "mamba")) {
         cfg.layer_types.push_back(LayerKind::kLinearAttention);
+        cfg.sliding_layers.push_back(false);
       } else {
         return unsupported("layer type '" + t + "' is not supported for " +
                            model_family_name(cfg.family));
@@ -342,7 +369,7 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   if (cfg.family == ModelFamily::kQwen2Moe) {
     FT_ASSIGN_OR_RETURN(cfg.qkv_bias, text.boolean_or("qkv_bias", true));
   } else if (!mixtral) {
-    FT_ASSIGN_OR_RETURN(cfg.attention_bias, text.boolean_or("attention_bias", false));
+    FT_ASSIGN_OR_RETURN(cfg.attention_bias, text.boolean_or("attention_bias", cfg.family == ModelFamily::kGptOss));
   }
   // The wrapper's flag decides for multimodal checkpoints (it owns lm_head); else the text config's.
   // Ernie4_5_MoeConfig ties them unless told otherwise.
@@ -367,6 +394,8 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     FT_RETURN_IF_ERROR(config::parse_ernie4_5_moe(text, cfg));
   } else if (cfg.family == ModelFamily::kMinimaxM2) {
     FT_RETURN_IF_ERROR(config::parse_minimax_m2(text, cfg));
+  } else if (cfg.family == ModelFamily::kGptOss) {
+    FT_RETURN_IF_ERROR(config::parse_gpt_oss(text, cfg));
   } else {
     FT_RETURN_IF_ERROR(parse_softmax_moe(text, cfg));
   }
@@ -418,6 +447,8 @@ const char* model_family_name(ModelFamily family) {
       return "ernie4_5_moe";
     case ModelFamily::kMinimaxM2:
       return "minimax_m2";
+    case ModelFamily::kGptOss:
+      return "gpt_oss";
   }
   return "?";
 }
@@ -426,7 +457,7 @@ const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> all = {
       ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next,   ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
       ModelFamily::kQwen2Moe, ModelFamily::kOlmoe,       ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
-      ModelFamily::kDots1,    ModelFamily::kErnie4_5Moe, ModelFamily::kMinimaxM2};
+      ModelFamily::kDots1,    ModelFamily::kErnie4_5Moe, ModelFamily::kMinimaxM2,  ModelFamily::kGptOss};
   return all;
 }
 

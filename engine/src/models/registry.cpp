@@ -25,6 +25,8 @@ Recipe recipe_for(ModelFamily family) {
       return models::ernie4_5_moe;
     case ModelFamily::kMinimaxM2:
       return models::minimax_m2;
+    case ModelFamily::kGptOss:
+      return models::gpt_oss;
   }
   return nullptr;
 }

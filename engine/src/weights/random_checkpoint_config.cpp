@@ -247,6 +247,41 @@ json minimax_m2_config(const RandomCheckpointSpec& s) {
   };
 }
 
+// gpt_oss, as GptOssConfig saves it: every layer sparse with experts intermediate_size wide,
+// sliding and full attention layers alternating, YaRN (not truncated) when the spec asks for it.
+json gpt_oss_config(const RandomCheckpointSpec& s) {
+  json rope = rope_json(s, 1.0);
+  if (s.yarn_factor > 0) rope["truncate"] = false;
+  json layer_types = json::array();
+  for (int64_t i = 0; i < s.num_layers; ++i) layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+  return {
+      {"architectures", {"GptOssForCausalLM"}},
+      {"model_type", "gpt_oss"},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.moe_intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_kv_heads},
+      {"head_dim", s.head_dim},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"initializer_range", 0.02},
+      {"rms_norm_eps", 1e-5},
+      {"attention_bias", true},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"rope_parameters", rope},
+      {"num_local_experts", s.num_experts},
+      {"num_experts_per_tok", s.top_k},
+      {"sliding_window", s.sliding_window > 0 ? json(s.sliding_window) : json(nullptr)},
+      {"layer_types", layer_types},
+      {"router_aux_loss_coef", 0.001},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"dtype", "bfloat16"},
+  };
+}
+
 }  // namespace
 
 std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
@@ -283,6 +318,9 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
       break;
     case ModelFamily::kMinimaxM2:
       c = minimax_m2_config(s);
+      break;
+    case ModelFamily::kGptOss:
+      c = gpt_oss_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

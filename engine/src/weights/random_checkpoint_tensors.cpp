@@ -75,8 +75,23 @@ void plan_mla_attention(Planner& w, const RandomCheckpointSpec& s, const std::st
   if (s.attention_bias) w.normal(a + "o_proj.bias", {H}, 0.1);
 }
 
+// gpt_oss: GQA with biases on all four projections and a sink logit per head.
+void plan_gpt_oss_attention(Planner& w, const RandomCheckpointSpec& s, const std::string& a) {
+  const int64_t H = s.hidden_size, q_out = s.num_heads * s.head_dim, kv_out = s.num_kv_heads * s.head_dim;
+  w.matrix(a + "q_proj.weight", {q_out, H});
+  w.normal(a + "q_proj.bias", {q_out}, 0.1);
+  w.matrix(a + "k_proj.weight", {kv_out, H});
+  w.normal(a + "k_proj.bias", {kv_out}, 0.1);
+  w.matrix(a + "v_proj.weight", {kv_out, H});
+  w.normal(a + "v_proj.bias", {kv_out}, 0.1);
+  w.matrix(a + "o_proj.weight", {H, q_out});
+  w.normal(a + "o_proj.bias", {H}, 0.1);
+  w.normal(a + "sinks", {s.num_heads}, 1.0);
+}
+
 void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::string& a) {
   if (s.family == ModelFamily::kDeepseekV3) return plan_mla_attention(w, s, a);
+  if (s.family == ModelFamily::kGptOss) return plan_gpt_oss_attention(w, s, a);
   const int64_t H = s.hidden_size, D = s.head_dim;
   // The hybrids' q_proj also produces the output gate: twice the query width.
   const int64_t q_out = s.num_heads * D * (is_hybrid(s) ? 2 : 1), kv_out = s.num_kv_heads * D;
@@ -114,6 +129,16 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
     return;
   }
   const int64_t E = s.num_experts, I = s.moe_intermediate_size;
+  if (s.family == ModelFamily::kGptOss) {
+    // The router with its bias; the experts [in, out] (gate and up interleaved), with biases.
+    w.matrix(m + "router.weight", {E, H});
+    w.normal(m + "router.bias", {E}, 0.1);
+    w.normal(m + "experts.gate_up_proj", {E, H, 2 * I}, 1.0 / std::sqrt(double(H)));
+    w.normal(m + "experts.gate_up_proj_bias", {E, 2 * I}, 0.1);
+    w.normal(m + "experts.down_proj", {E, I, H}, 1.0 / std::sqrt(double(I)));
+    w.normal(m + "experts.down_proj_bias", {E, H}, 0.1);
+    return;
+  }
   const bool minimax = s.family == ModelFamily::kMinimaxM2;
   if ((s.family == ModelFamily::kMixtral || minimax) && !s.fused_experts) {
     // The released layout (and HF 5.x save_pretrained's): block_sparse_moe, w1 gate, w3 up, w2 down;
@@ -182,7 +207,7 @@ bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
     return s.num_experts > 0 && (i + 1) % s.decoder_sparse_step == 0 && i >= s.first_k_dense_replace && i <= end;
   }
   if (s.family == ModelFamily::kQwen3_5Moe || s.family == ModelFamily::kMixtral || s.family == ModelFamily::kOlmoe ||
-      s.family == ModelFamily::kMinimaxM2) {
+      s.family == ModelFamily::kMinimaxM2 || s.family == ModelFamily::kGptOss) {
     return true;  // no dense layers in these
   }
   for (int64_t m : s.mlp_only_layers) {

@@ -185,6 +185,31 @@ RandomCheckpointSpec minimax_m2() {
   return s;
 }
 
+// openai/gpt-oss-20b: 24 layers of GQA (64 query heads, 8 kv heads of 64) with sinks, sliding
+// window 128 on every other layer, YaRN x32; 32 experts top-4, 2880 wide, with biases. The released
+// experts are MXFP4; these are bf16, in HF's bf16 layout.
+RandomCheckpointSpec gpt_oss_20b() {
+  RandomCheckpointSpec s;
+  s.family = ModelFamily::kGptOss;
+  s.vocab_size = 201088;
+  s.hidden_size = 2880;
+  s.num_layers = 24;
+  s.num_heads = 64;
+  s.num_kv_heads = 8;
+  s.head_dim = 64;
+  s.moe_intermediate_size = 2880;
+  s.num_experts = 32;
+  s.top_k = 4;
+  s.rope_theta = 150000;
+  s.yarn_factor = 32;
+  s.yarn_original_max_position_embeddings = 4096;
+  s.max_position_embeddings = 131072;
+  s.sliding_window = 128;
+  s.bos_token_id = 199998;
+  s.eos_token_ids = {200002, 199999, 200012};
+  return s;
+}
+
 RandomCheckpointSpec spec_of(SyntheticLike like) {
   switch (like) {
     case SyntheticLike::kQwen3_30B_A3B:
@@ -199,6 +224,8 @@ RandomCheckpointSpec spec_of(SyntheticLike like) {
       return ernie4_5_21b_a3b();
     case SyntheticLike::kMinimaxM2:
       return minimax_m2();
+    case SyntheticLike::kGptOss20B:
+      return gpt_oss_20b();
   }
   return qwen3_30b_a3b();
 }
@@ -217,13 +244,16 @@ const char* synthetic_like_name(SyntheticLike like) {
       return "ernie-4.5-21b-a3b";
     case SyntheticLike::kMinimaxM2:
       return "minimax-m2";
+    case SyntheticLike::kGptOss20B:
+      return "gpt-oss-20b";
   }
   return "?";
 }
 
 std::vector<SyntheticLike> all_synthetic_likes() {
   return {SyntheticLike::kQwen3_30B_A3B, SyntheticLike::kQwen3_6_35B_A3B,  SyntheticLike::kDeepseekV3,
-          SyntheticLike::kGlm4_5Air,     SyntheticLike::kErnie4_5_21B_A3B, SyntheticLike::kMinimaxM2};
+          SyntheticLike::kGlm4_5Air,     SyntheticLike::kErnie4_5_21B_A3B, SyntheticLike::kMinimaxM2,
+          SyntheticLike::kGptOss20B};
 }
 
 Result<SyntheticLike> parse_synthetic_like(std::string_view name) {

@@ -62,6 +62,15 @@ struct MoeWeights {
   SwiGluMatrices shared;
   Matrix shared_gate;  // [1, hidden] when shared_gated
   int64_t hidden = 0;
+  // gpt-oss: the router has a bias, and every routed expert biases on its gate, up and down
+  // products and the clamped GLU (ref::ExpertGlu). Null / plain SwiGLU elsewhere. Backend memory.
+  const float* router_bias = nullptr;  // [num_experts]
+  ref::ExpertGlu glu;
+  const float* gate_bias = nullptr;  // [num_experts, inter]
+  const float* up_bias = nullptr;    // [num_experts, inter]
+  const float* down_bias = nullptr;  // [num_experts, hidden]
+  // The routed experts are plain SwiGLUs: what every fast expert kernel computes.
+  bool plain_experts() const { return !glu.clamped && !gate_bias && !up_bias && !down_bias; }
 };
 
 // One sequence's rows in a batched attention call and where its KV lives.
@@ -94,6 +103,10 @@ struct DeltaNetParams {
 struct RoutingTrace {
   std::vector<std::vector<int32_t>> calls;
   std::size_t top_k = 0;
+  // With forced routing (Backend::set_forced_routing): what each call would have chosen itself on
+  // the same input. Where it differs from `calls`, rounding flipped a near-tie there (a root
+  // flip); differences further on that only follow from one are not counted twice.
+  std::vector<std::vector<int32_t>> unforced;
 };
 
 // Where a forward pass spends its time, by kind of op (filled while a profile is set): what

@@ -35,9 +35,10 @@ enum class ModelFamily {
   kDots1,
   kErnie4_5Moe,
   kMinimaxM2,
+  kGptOss,
 };
 // "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3",
-// "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2" (the HF model_type).
+// "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2", "gpt_oss" (the HF model_type).
 const char* model_family_name(ModelFamily family);
 // Every family, in the order above.
 const std::vector<ModelFamily>& model_families();
@@ -66,6 +67,13 @@ struct ModelConfig {
   bool qkv_bias = false;           // only q/k/v do (Qwen2-MoE's "qkv_bias")
   bool tie_word_embeddings = false;
   std::vector<LayerKind> layer_types;  // one per layer
+  // Sliding-window attention (gpt_oss): layers whose layer_types entry is "sliding_attention"
+  // attend within the last sliding_window keys (full attention layers otherwise).
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;  // one per layer; empty: none slide
+  bool is_sliding_layer(int64_t layer) const {
+    return layer >= 0 && std::size_t(layer) < sliding_layers.size() && sliding_layers[std::size_t(layer)];
+  }
 
   // RoPE. rope_type "default" and "yarn" are implemented; mRoPE ("mrope_section") is accepted
   // because for text-only input its three position ids are equal and it reduces to plain RoPE.

@@ -3,10 +3,28 @@
 // streaming kernels for it are in expert_kernels.h.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 namespace ft::engine::ref {
+
+// How a routed expert's hidden activation h comes from its gate and up products g, u (their
+// biases already added): silu(g) * u in every SwiGLU family; gpt-oss clamps both and gates with a
+// scaled sigmoid: g' = min(g, limit), u' = clamp(u, -limit, limit), h = (u' + 1) * g' *
+// sigmoid(alpha * g') (HF GptOssExperts._apply_gate).
+struct ExpertGlu {
+  bool clamped = false;
+  float alpha = 1.702f;
+  float limit = 7.0f;
+};
+inline float expert_glu(const ExpertGlu& a, float g, float u) {
+  if (!a.clamped) return g / (1.0f + std::exp(-g)) * u;
+  g = std::min(g, a.limit);
+  u = std::clamp(u, -a.limit, a.limit);
+  return (u + 1.0f) * (g / (1.0f + std::exp(-a.alpha * g)));
+}
 
 enum class RouterScoring {
   kSoftmax,  // Qwen, Mixtral: probabilities over all experts, then top-k

@@ -79,6 +79,8 @@ struct RandomCheckpointSpec {
   int64_t linear_key_head_dim = 16;
   int64_t linear_value_head_dim = 16;
   int64_t linear_conv_kernel_dim = 4;
+  // gpt_oss: the window of its sliding layers (every other one, from layer 0; 0: none).
+  int64_t sliding_window = 0;
   // Expert tensors: per expert (mlp.experts.N.*_proj.weight; mixtral: block_sparse_moe.experts.N.w1/w2/w3)
   // or fused 3-D (mlp.experts.gate_up_proj / down_proj).
   bool fused_experts = false;

@@ -33,9 +33,11 @@ enum class SyntheticLike {
   kGlm4_5Air,         // glm4_moe, 46 layers (1 dense), 128 experts top-8 + 1 shared (~220 GB in bf16)
   kErnie4_5_21B_A3B,  // ernie4_5_moe, 28 layers (1 dense), 64 experts top-6 + 2 shared (~44 GB in bf16)
   kMinimaxM2,         // minimax_m2, 62 layers, 256 experts top-8 (~460 GB in bf16: use --layers)
+  kGptOss20B,         // gpt_oss, 24 layers (sliding / full alternating), 32 experts top-4 (~42 GB in bf16)
 };
 
-// "qwen3-30b-a3b", "qwen3.6-35b-a3b", "deepseek-v3", "glm-4.5-air", "ernie-4.5-21b-a3b", "minimax-m2".
+// "qwen3-30b-a3b", "qwen3.6-35b-a3b", "deepseek-v3", "glm-4.5-air", "ernie-4.5-21b-a3b", "minimax-m2",
+// "gpt-oss-20b".
 const char* synthetic_like_name(SyntheticLike like);
 // The inverse of synthetic_like_name; kInvalidArgument listing the known names.
 Result<SyntheticLike> parse_synthetic_like(std::string_view name);

@@ -22,6 +22,8 @@ constexpr std::size_t kRowsPerItem = 32;  // weight rows of one expert per work 
 
 float silu(float v) { return v / (1.0f + std::exp(-v)); }
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+// Row r of expert e's bias (rows per expert: n), 0 without one.
+float bias_at(const float* bias, std::size_t e, std::size_t n, std::size_t r) { return bias ? bias[e * n + r] : 0.0f; }
 
 // The routing of a batch, grouped by expert: assignments [begin[e], begin[e+1]) belong to expert e
 // in token order; token_of[a] is the token of assignment a; slot_of[t * K + k] is where token t's
@@ -73,7 +75,9 @@ std::size_t amx_rows_per_item(std::size_t rows) { return rows % 128 == 0 ? 128 :
 void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, const Groups& g, const PreparedX& xg,
                   std::size_t A, float* y) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
-  // h = silu(gate) * up in the path's activation format (bf16x2 or fp32), [hi | lo] per row.
+  const bool plain = w.plain_experts();
+  // h = silu(gate) * up (or the family's GLU of the biased products) in the path's activation
+  // format (bf16x2 or fp32), [hi | lo] per row.
   const std::size_t h_row = I * x_bytes_per_col(isa), h_elem = wants_bf16_x(isa) ? sizeof(bf16_t) : sizeof(float);
   std::byte* h = s.take<std::byte>(A * h_row);
 
@@ -91,9 +95,19 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
         const void* xt = xg.row(a0 + t);
         dots(reinterpret_cast<const bf16_t*>(m.gate.row(int64_t(r))), nr, xt, xg.ld(), nt, H, gb);
         dots(reinterpret_cast<const bf16_t*>(m.up.row(int64_t(r))), nr, xt, xg.ld(), nt, H, ub);
-        for (std::size_t ri = 0; ri < nr; ++ri) {
-          for (std::size_t j = 0; j < nt; ++j) {
-            put_activation(isa, h + (a0 + t + j) * h_row, I, r + ri, silu(gb[ri * nt + j]) * ub[ri * nt + j]);
+        if (plain) {
+          for (std::size_t ri = 0; ri < nr; ++ri) {
+            for (std::size_t j = 0; j < nt; ++j) {
+              put_activation(isa, h + (a0 + t + j) * h_row, I, r + ri, silu(gb[ri * nt + j]) * ub[ri * nt + j]);
+            }
+          }
+        } else {
+          for (std::size_t ri = 0; ri < nr; ++ri) {
+            const float bg = bias_at(w.gate_bias, it.expert, I, r + ri), bu = bias_at(w.up_bias, it.expert, I, r + ri);
+            for (std::size_t j = 0; j < nt; ++j) {
+              put_activation(isa, h + (a0 + t + j) * h_row, I, r + ri,
+                             ref::expert_glu(w.glu, gb[ri * nt + j] + bg, ub[ri * nt + j] + bu));
+            }
           }
         }
       }
@@ -113,8 +127,10 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
         const std::size_t nt = std::min(kTokenChunk, n - t);
         const void* ht = h + (a0 + t) * h_row;
         dots(reinterpret_cast<const bf16_t*>(m.down.row(int64_t(r))), nr, ht, h_row / h_elem, nt, I, db);
-        for (std::size_t ri = 0; ri < nr; ++ri)
-          for (std::size_t j = 0; j < nt; ++j) y[(a0 + t + j) * H + r + ri] = db[ri * nt + j];
+        for (std::size_t ri = 0; ri < nr; ++ri) {
+          const float bd = bias_at(w.down_bias, it.expert, H, r + ri);
+          for (std::size_t j = 0; j < nt; ++j) y[(a0 + t + j) * H + r + ri] = db[ri * nt + j] + bd;
+        }
       }
     }
   });
@@ -167,7 +183,7 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
 }
 
 bool amx_experts_fit(CpuIsa isa, const MoeWeights& w) {
-  if (isa != CpuIsa::kAmxBf16 || !amx_usable()) return false;
+  if (isa != CpuIsa::kAmxBf16 || !amx_usable() || !w.plain_experts()) return false;
   for (const SwiGluMatrices& m : w.experts) {
     for (const Matrix* x : {&m.gate, &m.up, &m.down}) {
       if (x->dtype != DType::kBF16 || x->cols % int64_t(kAmxK) != 0 || x->rows % int64_t(kRowsPerItem) != 0 ||
@@ -189,10 +205,17 @@ void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& 
     const std::size_t I = std::size_t(m.inter());
     float* gt = s.floats(n * I);
     float* up = s.floats(n * I);
-    linear(s, isa, xg + a0 * H, n, m.gate, nullptr, gt);
-    linear(s, isa, xg + a0 * H, n, m.up, nullptr, up);
-    silu_mul(isa, gt, up, gt, n * I);
-    linear(s, isa, gt, n, m.down, nullptr, y + a0 * H);
+    if (w.plain_experts()) {
+      linear(s, isa, xg + a0 * H, n, m.gate, nullptr, gt);
+      linear(s, isa, xg + a0 * H, n, m.up, nullptr, up);
+      silu_mul(isa, gt, up, gt, n * I);
+      linear(s, isa, gt, n, m.down, nullptr, y + a0 * H);
+      continue;
+    }
+    linear(s, isa, xg + a0 * H, n, m.gate, w.gate_bias ? w.gate_bias + e * I : nullptr, gt);
+    linear(s, isa, xg + a0 * H, n, m.up, w.up_bias ? w.up_bias + e * I : nullptr, up);
+    for (std::size_t i = 0; i < n * I; ++i) gt[i] = ref::expert_glu(w.glu, gt[i], up[i]);
+    linear(s, isa, gt, n, m.down, w.down_bias ? w.down_bias + e * H : nullptr, y + a0 * H);
   }
 }
 
@@ -252,7 +275,7 @@ void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_
   float* logits = s.floats(T * E);
   float* weights = s.floats(A);
   int32_t* chosen = s.take<int32_t>(A);
-  linear(s, isa, x, T, w.router, nullptr, logits);
+  linear(s, isa, x, T, w.router, w.router_bias, logits);
   // Top-k per token, tokens spread over the threads (each token's choice is its own).
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, T, 64), [&](const tbb::blocked_range<std::size_t>& r) {
     ref::route_top_k(logits + r.begin() * E, r.size(), w.router_spec, chosen + r.begin() * K, weights + r.begin() * K);
