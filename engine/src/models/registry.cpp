@@ -25,6 +25,10 @@ Recipe recipe_for(ModelFamily family) {
       return models::ernie4_5_moe;
     case ModelFamily::kMinimaxM2:
       return models::minimax_m2;
+    case ModelFamily::kGlm4MoeLite:
+      return models::glm4_moe_lite;
+    case ModelFamily::kHunyuanV1Moe:
+      return models::hunyuan_v1_moe;
   }
   return nullptr;
 }
