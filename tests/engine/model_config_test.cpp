@@ -106,7 +106,8 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
-            "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss)");
+            "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, glm4_moe_lite, "
+            "hunyuan_v1_moe)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
@@ -453,6 +454,99 @@ TEST(ModelConfig, ParsesGptOssWithItsDefaults) {
       "num_hidden_layers": 1, "num_attention_heads": 4, "layer_types": ["sliding_attention"]})");
   EXPECT_EQ(qwen.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(qwen.status().message().find("sliding_attention"), std::string::npos) << qwen.status().message();
+}
+
+// GLM-4.7-Flash's keys left out take Glm4MoeLiteConfig's defaults: latent attention with the q
+// LoRA, 64 experts top-4 behind the sigmoid router scaled by 1.8, one shared expert, the first
+// layer dense, whatever first_k_dense_replace says (HF reads only mlp_layer_types).
+TEST(ModelConfig, Glm4MoeLiteTakesItsConfigClassDefaults) {
+  auto c = parse_model_config(R"({"architectures": ["Glm4MoeLiteForCausalLM"], "model_type": "glm4_moe_lite",
+      "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+      "first_k_dense_replace": 2})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kGlm4MoeLite);
+  EXPECT_TRUE(c->mla);
+  EXPECT_EQ(c->q_lora_rank, 768);
+  EXPECT_EQ(c->kv_lora_rank, 512);
+  EXPECT_EQ(c->qk_nope_head_dim, 192);
+  EXPECT_EQ(c->qk_rope_head_dim, 64);
+  EXPECT_EQ(c->v_head_dim, 256);
+  EXPECT_EQ(c->head_dim, 256);  // max(192 + 64, 256): what the KV pages hold per head
+  EXPECT_EQ(c->num_key_value_heads, 4);
+  EXPECT_TRUE(c->rope_interleave);
+  EXPECT_EQ(c->rotary_dim(), 64);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  EXPECT_TRUE(c->sigmoid_router);
+  EXPECT_EQ(c->num_experts, 64);
+  EXPECT_EQ(c->num_experts_per_tok, 4);
+  EXPECT_EQ(c->moe_intermediate_size, 1536);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 1536);
+  EXPECT_EQ(c->intermediate_size, 10240);
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 1.8);
+  EXPECT_TRUE(c->norm_topk_prob);
+  EXPECT_EQ(c->n_group, 1);
+  EXPECT_FALSE(c->is_moe_layer(0));
+  EXPECT_TRUE(c->is_moe_layer(1));
+  EXPECT_TRUE(c->is_moe_layer(2));
+}
+
+TEST(ModelConfig, Glm4MoeLiteReadsItsDenseLayersFromMlpLayerTypes) {
+  const std::string base = R"({"model_type": "glm4_moe_lite", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 3, "num_attention_heads": 4, "rope_interleave": false, )";
+  auto c = parse_model_config(base + R"("mlp_layer_types": ["sparse", "dense", "sparse"]})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_TRUE(c->is_moe_layer(0));
+  EXPECT_FALSE(c->is_moe_layer(1));
+  EXPECT_TRUE(c->is_moe_layer(2));
+  EXPECT_FALSE(c->rope_interleave);
+  auto short_list = parse_model_config(base + R"("mlp_layer_types": ["dense", "sparse"]})");
+  EXPECT_EQ(short_list.status().code(), ErrorCode::kInvalidArgument);
+  auto odd = parse_model_config(base + R"("mlp_layer_types": ["dense", "moe", "sparse"]})");
+  EXPECT_EQ(odd.status().code(), ErrorCode::kInvalidArgument);
+  auto gqa = parse_model_config(base + R"("num_key_value_heads": 2})");
+  EXPECT_EQ(gqa.status().code(), ErrorCode::kUnsupported);
+}
+
+// Hunyuan-A13B's keys left out take HunYuanMoEV1Config's defaults: one expert top-1, experts and
+// shared MLP intermediate_size wide, every layer sparse, head_dim hidden / heads (null as HF's).
+TEST(ModelConfig, HunyuanV1MoeTakesItsConfigClassDefaults) {
+  auto c = parse_model_config(R"({"architectures": ["HunYuanMoEV1ForCausalLM"], "model_type": "hunyuan_v1_moe",
+      "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": null})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kHunyuanV1Moe);
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->num_key_value_heads, 4);
+  EXPECT_EQ(c->num_experts, 1);
+  EXPECT_EQ(c->num_experts_per_tok, 1);
+  EXPECT_EQ(c->intermediate_size, 11008);
+  EXPECT_EQ(c->moe_intermediate_size, 11008);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 11008);
+  EXPECT_TRUE(c->norm_topk_prob);
+  EXPECT_FALSE(c->sigmoid_router);
+  EXPECT_FALSE(c->rope_interleave);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 10000.0);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  EXPECT_TRUE(c->is_moe_layer(0));
+  EXPECT_TRUE(c->is_moe_layer(1));
+}
+
+// The release's shape of the keys: moe_topk one per layer, and the "dynamic" RoPE with an NTK alpha
+// that raises the base to theta * alpha^(d / (d - 2)).
+TEST(ModelConfig, HunyuanV1MoeReadsPerLayerTopKAndTheAlphaRope) {
+  const std::string base = R"({"model_type": "hunyuan_v1_moe", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+      "intermediate_size": 24, "num_experts": 8, )";
+  auto c = parse_model_config(base + R"("moe_topk": [3, 3],
+      "rope_scaling": {"alpha": 1000.0, "beta_fast": 32, "beta_slow": 1, "factor": 1.0, "mscale": 1.0,
+                       "mscale_all_dim": 1.0, "type": "dynamic"}, "rope_theta": 10000.0})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->num_experts_per_tok, 3);
+  EXPECT_EQ(c->rope_type, "default");
+  EXPECT_NEAR(c->rope_theta, 10000.0 * std::pow(1000.0, 32.0 / 30.0), 1e-6 * c->rope_theta);
+  auto mixed = parse_model_config(base + R"("moe_topk": [2, 3]})");
+  EXPECT_EQ(mixed.status().code(), ErrorCode::kUnsupported);
+  auto dynamic = parse_model_config(base + R"("rope_parameters": {"rope_type": "dynamic", "factor": 2.0}})");
+  EXPECT_EQ(dynamic.status().code(), ErrorCode::kUnsupported);
 }
 
 }  // namespace

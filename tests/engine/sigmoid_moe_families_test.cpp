@@ -1,8 +1,10 @@
-// deepseek_v3, glm4_moe, dots1, ernie4_5_moe and minimax_m2 on the fp32 reference backend against a
-// second, deliberately naive implementation written line by line from HF's modeling code
-// (transformers 5.x DeepseekV3Attention / Glm4MoeAttention / Qwen3Attention / Ernie4_5_MoeAttention /
-// MiniMaxM2Attention, DeepseekV3MoE.route_tokens_to_experts, which Glm4MoeMoE and Dots1MoE share,
-// Ernie4_5_MoeSparseMoeBlock, MiniMaxM2SparseMoeBlock), in doubles, on the same bf16 weights. It
+// deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, glm4_moe_lite and hunyuan_v1_moe on the fp32
+// reference backend against a second, deliberately naive implementation written line by line from
+// HF's modeling code (transformers 5.x DeepseekV3Attention / Glm4MoeAttention / Qwen3Attention /
+// Ernie4_5_MoeAttention / MiniMaxM2Attention / Glm4MoeLiteAttention / HunYuanMoEV1Attention,
+// DeepseekV3MoE.route_tokens_to_experts, which Glm4MoeMoE, Dots1MoE and Glm4MoeLiteMoE share,
+// Ernie4_5_MoeSparseMoeBlock, MiniMaxM2SparseMoeBlock, HunYuanMoEV1Moe), in doubles, on the same
+// bf16 weights. It
 // shares nothing with the engine but the checkpoint reader: HF's tensor layouts (q_pass before q_rot,
 // the interleave permutations, kv_b_proj's nope-then-value rows, the fused expert halves), YaRN's
 // frequencies and scales, the group mask's 0.0 and the expanded, padded KV of the engine's latent
@@ -195,24 +197,25 @@ Vec deepseek_attention(const Weights& w, const engine::RandomCheckpointSpec& s, 
 // Glm4MoeAttention (partial RoPE, q/k norms when use_qk_norm, no o_proj bias), Dots1Attention
 // (Qwen3Attention: full RoPE, q/k norms always, every projection biased per attention_bias),
 // Ernie4_5_MoeAttention (Llama's, interleaved RoPE, no biases: use_bias false) or MiniMaxM2Attention
-// (OLMo 2's: q_norm / k_norm over the whole projections, partial RoPE, no biases).
+// (OLMo 2's: q_norm / k_norm over the whole projections, partial RoPE, no biases) or
+// HunYuanMoEV1Attention (RoPE, then query_layernorm / key_layernorm per head; biases on all four).
 Vec gqa_attention(const Weights& w, const engine::RandomCheckpointSpec& s, const std::string& a, const Vec& x,
                   std::size_t T) {
   const bool glm = s.family == ModelFamily::kGlm4Moe, ernie = s.family == ModelFamily::kErnie4_5Moe;
-  const bool minimax = s.family == ModelFamily::kMinimaxM2;
+  const bool minimax = s.family == ModelFamily::kMinimaxM2, hunyuan = s.family == ModelFamily::kHunyuanV1Moe;
   const std::size_t Hd = std::size_t(s.hidden_size), H = std::size_t(s.num_heads), KV = std::size_t(s.num_kv_heads);
   const std::size_t D = std::size_t(s.head_dim);
   const std::size_t rot = glm || minimax ? std::size_t(double(D) * s.partial_rotary_factor) : D;
   const Vec* no = nullptr;
   const bool b = s.attention_bias;
-  const double eps = glm ? 1e-5 : 1e-6;
+  const double eps = glm || hunyuan ? 1e-5 : 1e-6;
   Vec q = linear(x, T, w(a + "q_proj.weight"), H * D, Hd, b ? &w(a + "q_proj.bias") : no);
   Vec k = linear(x, T, w(a + "k_proj.weight"), KV * D, Hd, b ? &w(a + "k_proj.bias") : no);
   const Vec v = linear(x, T, w(a + "v_proj.weight"), KV * D, Hd, b ? &w(a + "v_proj.bias") : no);
   if (minimax) {  // q_norm(q_proj(x)) before the heads are split
     q = rms(q, H * D, w(a + "q_norm.weight"), eps);
     k = rms(k, KV * D, w(a + "k_norm.weight"), eps);
-  } else if (s.use_qk_norm || (!glm && !ernie)) {
+  } else if (s.use_qk_norm || (!glm && !ernie && !hunyuan)) {
     q = rms(q, D, w(a + "q_norm.weight"), eps);
     k = rms(k, D, w(a + "k_norm.weight"), eps);
   }
@@ -229,6 +232,15 @@ Vec gqa_attention(const Weights& w, const engine::RandomCheckpointSpec& s, const
       std::copy_n(&k[(t * KV + h / (H / KV)) * D], D, &kx[(t * H + h) * D]);
       std::copy_n(&v[(t * KV + h / (H / KV)) * D], D, &vx[(t * H + h) * D]);
     }
+  }
+  if (hunyuan) {  // the rotated q and k, normed (the keys as the cache holds them)
+    q = rms(q, D, w(a + "query_layernorm.weight"), eps);
+    for (std::size_t t = 0; t < T; ++t)
+      for (std::size_t h = 0; h < KV; ++h) {
+        const Vec kh(&k[(t * KV + h) * D], &k[(t * KV + h) * D] + D);
+        const Vec n = rms(kh, D, w(a + "key_layernorm.weight"), eps);
+        for (std::size_t j = 0; j < H / KV; ++j) std::copy_n(n.begin(), D, &kx[(t * H + h * (H / KV) + j) * D]);
+      }
   }
   const Vec o = attend(q, kx, vx, T, H, D, D, 1.0 / std::sqrt(double(D)));
   return linear(o, T, w(a + "o_proj.weight"), Hd, H * D, !glm && !ernie && !minimax && b ? &w(a + "o_proj.bias") : no);
@@ -369,9 +381,48 @@ Vec minimax_moe(const Weights& w, const engine::RandomCheckpointSpec& s, const s
   return out;
 }
 
+// HunYuanMoEV1Moe: softmax over every expert, the top-k over their sum, plus the shared MLP (as wide
+// as the experts) added as it is; the router is gate.wg.
+Vec hunyuan_moe(const Weights& w, const engine::RandomCheckpointSpec& s, const std::string& m, const Vec& x,
+                std::size_t T) {
+  const std::size_t Hd = std::size_t(s.hidden_size), E = std::size_t(s.num_experts), K = std::size_t(s.top_k);
+  const std::size_t I = std::size_t(s.moe_intermediate_size);
+  const Vec logits = linear(x, T, w(m + "gate.wg.weight"), E, Hd);
+  Vec out(T * Hd, 0.0);
+  for (std::size_t t = 0; t < T; ++t) {
+    Vec sc(E);
+    double mx = -1e300, sum = 0;
+    for (std::size_t e = 0; e < E; ++e) mx = std::max(mx, logits[t * E + e]);
+    for (std::size_t e = 0; e < E; ++e) sum += sc[e] = std::exp(logits[t * E + e] - mx);
+    for (double& v : sc) v /= sum;
+    std::vector<std::size_t> top(E);
+    std::iota(top.begin(), top.end(), 0);
+    std::stable_sort(top.begin(), top.end(), [&](std::size_t a, std::size_t b) { return sc[a] > sc[b]; });
+    double picked = 0;
+    for (std::size_t k = 0; k < K; ++k) picked += sc[top[k]];
+    const Vec xt(x.begin() + long(t * Hd), x.begin() + long((t + 1) * Hd));
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::size_t e = top[k];
+      Vec y;
+      if (w.has(m + "experts.gate_up_proj")) {
+        const Vec& gu = w(m + "experts.gate_up_proj");
+        y = swiglu(xt, gu, gu, w(m + "experts.down_proj"), Hd, I, e * 2 * I, e * 2 * I + I, e * Hd);
+      } else {
+        const std::string p = m + "experts." + std::to_string(e) + ".";
+        y = swiglu(xt, w(p + "gate_proj.weight"), w(p + "up_proj.weight"), w(p + "down_proj.weight"), Hd, I);
+      }
+      for (std::size_t d = 0; d < Hd; ++d) out[t * Hd + d] += sc[e] / picked * y[d];
+    }
+    const std::string p = m + "shared_mlp.";
+    const Vec y = swiglu(xt, w(p + "gate_proj.weight"), w(p + "up_proj.weight"), w(p + "down_proj.weight"), Hd, I);
+    for (std::size_t d = 0; d < Hd; ++d) out[t * Hd + d] += y[d];
+  }
+  return out;
+}
+
 // Which layers are MoE: Ernie4_5_MoeDecoderLayer's interval and [start, end], else first_k_dense_replace.
 bool moe_layer(const engine::RandomCheckpointSpec& s, int64_t i) {
-  if (s.family == ModelFamily::kMinimaxM2) return true;
+  if (s.family == ModelFamily::kMinimaxM2 || s.family == ModelFamily::kHunyuanV1Moe) return true;
   if (s.family != ModelFamily::kErnie4_5Moe) return i >= s.first_k_dense_replace;
   const int64_t end = s.moe_layer_end_index < 0 ? s.num_layers - 1 : s.moe_layer_end_index;
   return (i + 1) % s.decoder_sparse_step == 0 && i >= s.first_k_dense_replace && i <= end;
@@ -382,15 +433,18 @@ Vec naive_forward(const engine::Checkpoint& c, const engine::RandomCheckpointSpe
   Weights w(c);
   const std::size_t T = ids.size(), Hd = std::size_t(s.hidden_size), Vv = std::size_t(s.vocab_size);
   const bool ernie = s.family == ModelFamily::kErnie4_5Moe;
-  const double eps = s.family == ModelFamily::kGlm4Moe || ernie ? 1e-5 : 1e-6;
+  const bool mla = s.family == ModelFamily::kDeepseekV3 || s.family == ModelFamily::kGlm4MoeLite;
+  const double eps = s.family == ModelFamily::kGlm4Moe || s.family == ModelFamily::kGlm4MoeLite ||
+                             s.family == ModelFamily::kHunyuanV1Moe || ernie
+                         ? 1e-5
+                         : 1e-6;
   const Vec& emb = w("model.embed_tokens.weight");
   Vec h(T * Hd);
   for (std::size_t t = 0; t < T; ++t) std::copy_n(&emb[std::size_t(ids[t]) * Hd], Hd, &h[t * Hd]);
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const Vec x = rms(h, Hd, w(p + "input_layernorm.weight"), eps);
-    const Vec a = s.family == ModelFamily::kDeepseekV3 ? deepseek_attention(w, s, p + "self_attn.", x, T)
-                                                       : gqa_attention(w, s, p + "self_attn.", x, T);
+    const Vec a = mla ? deepseek_attention(w, s, p + "self_attn.", x, T) : gqa_attention(w, s, p + "self_attn.", x, T);
     for (std::size_t j = 0; j < h.size(); ++j) h[j] += a[j];
     const Vec y = rms(h, Hd, w(p + "post_attention_layernorm.weight"), eps);
     Vec f;
@@ -403,9 +457,10 @@ Vec naive_forward(const engine::Checkpoint& c, const engine::RandomCheckpointSpe
         f.insert(f.end(), o.begin(), o.end());
       }
     } else {
-      f = ernie                                 ? ernie_moe(w, s, p + "mlp.", y, T)
-          : s.family == ModelFamily::kMinimaxM2 ? minimax_moe(w, s, p, y, T)
-                                                : moe(w, s, p + "mlp.", y, T);
+      f = ernie                                    ? ernie_moe(w, s, p + "mlp.", y, T)
+          : s.family == ModelFamily::kMinimaxM2    ? minimax_moe(w, s, p, y, T)
+          : s.family == ModelFamily::kHunyuanV1Moe ? hunyuan_moe(w, s, p + "mlp.", y, T)
+                                                   : moe(w, s, p + "mlp.", y, T);
     }
     for (std::size_t j = 0; j < h.size(); ++j) h[j] += f[j];
   }
@@ -416,7 +471,8 @@ Vec naive_forward(const engine::Checkpoint& c, const engine::RandomCheckpointSpe
 struct Case {
   ModelFamily family;
   bool variant;  // tiny_spec's fused flag: deepseek_v3 without the q LoRA, glm4_moe without q/k norms,
-                 // dots1 without biases, ernie4_5_moe untied; fused expert tensors
+                 // dots1 without biases, ernie4_5_moe untied, glm4_moe_lite with q_proj, NeoX rope
+                 // dims and biases, hunyuan_v1_moe without biases; fused expert tensors
 };
 
 class SigmoidMoeFamilies : public ::testing::TestWithParam<Case> {};
@@ -460,7 +516,10 @@ INSTANTIATE_TEST_SUITE_P(Families, SigmoidMoeFamilies,
                                            Case{ModelFamily::kDots1, false}, Case{ModelFamily::kDots1, true},
                                            Case{ModelFamily::kErnie4_5Moe, false},
                                            Case{ModelFamily::kErnie4_5Moe, true}, Case{ModelFamily::kMinimaxM2, false},
-                                           Case{ModelFamily::kMinimaxM2, true}),
+                                           Case{ModelFamily::kMinimaxM2, true}, Case{ModelFamily::kGlm4MoeLite, false},
+                                           Case{ModelFamily::kGlm4MoeLite, true},
+                                           Case{ModelFamily::kHunyuanV1Moe, false},
+                                           Case{ModelFamily::kHunyuanV1Moe, true}),
                          [](const auto& info) {
                            return std::string(engine::model_family_name(info.param.family)) +
                                   (info.param.variant ? "_variant" : "");

@@ -117,6 +117,21 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.sliding_window = fused_experts ? 20 : 8;
     s.yarn_factor = 4.0;
     s.yarn_original_max_position_embeddings = 32;
+  } else if (family == engine::ModelFamily::kGlm4MoeLite) {
+    // Latent attention with keys (8 + 16) narrower than values (32), so the KV pages pad the keys;
+    // the q LoRA and interleaved rope pairs (GLM-4.7-Flash) per expert, a plain q_proj, NeoX pairs
+    // and biases fused. One group, as the release.
+    s.q_lora_rank = fused_experts ? 0 : 24;
+    s.kv_lora_rank = 32;
+    s.qk_nope_head_dim = 8;
+    s.qk_rope_head_dim = 16;
+    s.v_head_dim = 32;
+    s.rope_interleave = !fused_experts;
+    s.attention_bias = fused_experts;
+    s.routed_scaling_factor = 1.8;
+    s.first_k_dense_replace = 1;
+  } else if (family == engine::ModelFamily::kHunyuanV1Moe) {
+    s.attention_bias = !fused_experts;
   }
   return s;
 }

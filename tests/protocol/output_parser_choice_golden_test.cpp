@@ -39,7 +39,8 @@ TEST(OutputParserChoice, WithoutToolMarkupTheEngineFamilyDecidesOrNothingDoes) {
   EXPECT_EQ(output_parser_for("qwen3_5_moe", none), "qwen3.5");
   EXPECT_EQ(output_parser_for("deepseek_v3", none), "deepseek_v3");
   EXPECT_EQ(output_parser_for("glm4_moe", none), "glm4.5");
-  for (const char* family : {"mixtral", "olmoe", "dots1", "ernie4_5_moe", "minimax_m2", ""})
+  EXPECT_EQ(output_parser_for("glm4_moe_lite", none), "glm4.5");
+  for (const char* family : {"mixtral", "olmoe", "dots1", "ernie4_5_moe", "minimax_m2", "hunyuan_v1_moe", ""})
     EXPECT_EQ(output_parser_for(family, none), "") << family;
 }
 

@@ -17,8 +17,8 @@ Result<AttentionBlock> AttentionBlock::load(const WeightLoader& w, const std::st
   if (spec.qk_norm) {
     const int64_t q_width = spec.qk_norm_per_head ? spec.head_dim : spec.heads * spec.head_dim;
     const int64_t k_width = spec.qk_norm_per_head ? spec.head_dim : kv_out;
-    FT_ASSIGN_OR_RETURN(b.q_norm_, w.vector(prefix + "q_norm.weight", {q_width}));
-    FT_ASSIGN_OR_RETURN(b.k_norm_, w.vector(prefix + "k_norm.weight", {k_width}));
+    FT_ASSIGN_OR_RETURN(b.q_norm_, w.vector(prefix + spec.q_norm_name, {q_width}));
+    FT_ASSIGN_OR_RETURN(b.k_norm_, w.vector(prefix + spec.k_norm_name, {k_width}));
   }
   if (spec.sinks) {
     FT_ASSIGN_OR_RETURN(b.sinks_, w.vector(prefix + "sinks", {spec.heads}));
@@ -46,11 +46,21 @@ void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, st
     be.split_gated_query(qg, T, H, D, q, gate);
   }
 
-  // RMSNorm on q and k (before RoPE, as HF does), RoPE, and K/V into the pages.
-  const Backend::QkNorm norm{q_norm_.data(), k_norm_.data(), spec_.eps, spec_.zero_centered_qk_norm,
-                             spec_.qk_norm_per_head};
-  be.attention_inputs(kv, kv_layer_, q, k, v, T, H, spec_.qk_norm ? &norm : nullptr, spec_.rope, inv_freq_.data(),
-                      positions, seqs);
+  if (spec_.qk_norm && spec_.qk_norm_after_rope) {
+    // RoPE, then each head's RMSNorm of the rotated q and k, and K/V into the pages (the ops
+    // attention_inputs fuses, in the other order).
+    be.rope(q, T, H, spec_.rope, inv_freq_.data(), positions);
+    be.rope(k, T, KV, spec_.rope, inv_freq_.data(), positions);
+    be.rms_norm(q, q_norm_.data(), q, T * H, D, spec_.eps, spec_.zero_centered_qk_norm);
+    be.rms_norm(k, k_norm_.data(), k, T * KV, D, spec_.eps, spec_.zero_centered_qk_norm);
+    be.kv_write(kv, kv_layer_, k, v, seqs);
+  } else {
+    // RMSNorm on q and k (before RoPE, as HF does), RoPE, and K/V into the pages.
+    const Backend::QkNorm norm{q_norm_.data(), k_norm_.data(), spec_.eps, spec_.zero_centered_qk_norm,
+                               spec_.qk_norm_per_head};
+    be.attention_inputs(kv, kv_layer_, q, k, v, T, H, spec_.qk_norm ? &norm : nullptr, spec_.rope, inv_freq_.data(),
+                        positions, seqs);
+  }
   float* attn = s.floats(T * H * D);
   be.attention(kv, kv_layer_, q, H, 1.0f / std::sqrt(float(D)), seqs, attn,
                AttentionOptions{spec_.window, spec_.sinks ? sinks_.data() : nullptr});

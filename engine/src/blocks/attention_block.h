@@ -1,7 +1,8 @@
 // Softmax self-attention with RoPE, GQA, an optional q/k RMSNorm (per head, or over all heads at
-// once) and an optional output gate: the full-attention token mixer of every family — Qwen3-MoE
-// (per-head norm), Qwen3-Next / Qwen3.5 (gated query), Mixtral and Qwen2-MoE (no norm), OLMoE
-// (whole-width norm). Its K and V go to layer `kv_layer` of each sequence's KV pages.
+// once; before RoPE, or after it as Hunyuan's) and an optional output gate: the full-attention token
+// mixer of every family — Qwen3-MoE (per-head norm), Qwen3-Next / Qwen3.5 (gated query), Mixtral and
+// Qwen2-MoE (no norm), OLMoE (whole-width norm), Hunyuan (per-head norm of the rotated q and k). Its
+// K and V go to layer `kv_layer` of each sequence's KV pages.
 #pragma once
 
 #include <span>
@@ -26,6 +27,10 @@ struct AttentionSpec {
   // for q and kv_heads * head_dim for k (OLMoE).
   bool qk_norm_per_head = true;
   bool zero_centered_qk_norm = false;  // those norms use (1 + w)
+  // The norms take the rotated q and k (HunYuanMoEV1Attention's query_layernorm / key_layernorm);
+  // per head only.
+  bool qk_norm_after_rope = false;
+  std::string q_norm_name = "q_norm.weight", k_norm_name = "k_norm.weight";
   float eps = 1e-6f;
   ref::RopeSpec rope;
   int64_t window = 0;  // > 0: sliding-window attention (HF sliding_window on a sliding_attention layer)

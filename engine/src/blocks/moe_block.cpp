@@ -12,7 +12,7 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
     FT_RETURN_IF_ERROR(b.load_gpt_oss_experts(w, prefix, spec));
     return b;
   }
-  FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + "gate.weight", {E, H}));
+  FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + spec.router_name, {E, H}));
   if (spec.correction_bias) {
     std::string name = prefix + spec.correction_bias_names.front();
     for (const std::string& n : spec.correction_bias_names) {
@@ -56,7 +56,7 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
   } else if (spec.shared_inter > 0) {
     m.has_shared = true;
     m.shared_gated = false;
-    FT_ASSIGN_OR_RETURN(m.shared, w.swiglu(prefix + "shared_experts.", H, spec.shared_inter));
+    FT_ASSIGN_OR_RETURN(m.shared, w.swiglu(prefix + spec.ungated_shared_name, H, spec.shared_inter));
   }
   return b;
 }

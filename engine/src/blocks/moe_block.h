@@ -30,8 +30,10 @@ struct MoeSpec {
   int64_t moe_inter = 0;
   int64_t shared_inter = 0;  // 0: no shared expert
   // Qwen: shared_expert.* behind shared_expert_gate; DeepSeek-V3 / GLM-4.5: shared_experts.* added
-  // as they are.
+  // as they are (Hunyuan: shared_mlp.*).
   bool shared_gated = true;
+  std::string ungated_shared_name = "shared_experts.";
+  std::string router_name = "gate.weight";  // Hunyuan: gate.wg.weight
   // The router has a score-correction bias (router.correction_bias is set to it): DeepSeek-V3's
   // gate.e_score_correction_bias [num_experts], or ERNIE 4.5's moe_statics.e_score_correction_bias
   // [1, num_experts] (HF 5.x keeps it under gate.; the releases beside it): the first name found.
@@ -45,7 +47,8 @@ struct MoeSpec {
 
 class MoeBlock {
  public:
-  // prefix: e.g. "layers.3.mlp." (relative to the loader's prefix); the router is prefix + "gate.weight".
+  // prefix: e.g. "layers.3.mlp." (relative to the loader's prefix); the router is prefix +
+  // spec.router_name.
   static Result<MoeBlock> load(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
 
   // out [T, hidden] = moe(x [T, hidden]); out may not alias x.

@@ -61,6 +61,17 @@ class Fields {
     }
     return out;
   }
+  Result<std::vector<std::string>> string_list_or_empty(const char* key) const {
+    std::vector<std::string> out;
+    if (!has(key)) return out;
+    const json& v = j_.at(key);
+    if (!v.is_array()) return type_error(key, "a list of strings");
+    for (const json& e : v) {
+      if (!e.is_string()) return type_error(key, "a list of strings");
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  }
   const json* object(const char* key) const { return has(key) && j_.at(key).is_object() ? &j_.at(key) : nullptr; }
 
  private:
@@ -79,11 +90,12 @@ struct ModelConfig;
 namespace ft::engine::config {
 
 // config_sigmoid_moe.cpp: the parts of config.json only the DeepSeek-V3-style families have.
-// The router and shared experts of deepseek_v3, glm4_moe and dots1 (n_routed_experts, n_group,
-// topk_group, routed_scaling_factor, n_shared_experts, first_k_dense_replace), refusing the
-// DeepSeek-V2 routers (scoring_func, topk_method), MoE layer strides and dots1's sliding layers.
+// The router and shared experts of deepseek_v3, glm4_moe, dots1 and glm4_moe_lite (n_routed_experts,
+// n_group, topk_group, routed_scaling_factor, n_shared_experts, first_k_dense_replace or
+// glm4_moe_lite's mlp_layer_types), refusing the DeepSeek-V2 routers (scoring_func, topk_method),
+// MoE layer strides and dots1's sliding layers.
 Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg);
-// deepseek_v3's multi-head latent attention dims (q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+// deepseek_v3's and glm4_moe_lite's multi-head latent attention dims (q_lora_rank, kv_lora_rank, qk_nope_head_dim,
 // qk_rope_head_dim, v_head_dim, rope_interleave); sets head_dim and num_key_value_heads to what the
 // KV pages hold per head.
 Status parse_mla(const Fields& text, ModelConfig& cfg);
@@ -96,6 +108,12 @@ Status parse_ernie4_5_moe(const Fields& text, ModelConfig& cfg);
 Status parse_minimax_m2(const Fields& text, ModelConfig& cfg);
 // gpt_oss: experts (num_local_experts, intermediate_size wide), sliding_window.
 Status parse_gpt_oss(const Fields& text, ModelConfig& cfg);
+// config_hunyuan_v1_moe.cpp: hunyuan_v1_moe's experts (num_experts, moe_topk: one for every layer)
+// intermediate_size wide, its shared MLP of the same width, the softmax router that always
+// renormalises.
+Status parse_hunyuan_v1_moe(const Fields& text, ModelConfig& cfg);
+// Hunyuan's "dynamic" RoPE with an NTK alpha: a larger base, theta * alpha^(d / (d - 2)).
+Status hunyuan_alpha_rope(const Fields& rope_dict, ModelConfig& cfg, std::string& rope_type);
 // MiniMax-M2's partial RoPE when the config gives no partial_rotary_factor: rotary_dim / head_dim.
 Result<double> minimax_partial_rotary(const Fields& text, const ModelConfig& cfg);
 

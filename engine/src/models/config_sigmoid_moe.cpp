@@ -1,5 +1,6 @@
-// config.json fields of the DeepSeek-V3-style families (deepseek_v3, glm4_moe, dots1), with the
-// defaults of DeepseekV3Config, Glm4MoeConfig and Dots1Config (transformers 5.x).
+// config.json fields of the DeepSeek-V3-style families (deepseek_v3, glm4_moe, dots1, glm4_moe_lite),
+// with the defaults of DeepseekV3Config, Glm4MoeConfig, Dots1Config and Glm4MoeLiteConfig
+// (transformers 5.x).
 #include <algorithm>
 
 #include "ft/engine/model_config.h"
@@ -9,7 +10,7 @@ namespace ft::engine::config {
 
 namespace {
 
-// What DeepseekV3Config, Glm4MoeConfig and Dots1Config default differently; -1: no default (HF's
+// What DeepseekV3Config, Glm4MoeConfig, Dots1Config and Glm4MoeLiteConfig default differently; -1: no default (HF's
 // is None, which its MoE cannot build with: the key is required).
 struct SigmoidMoeDefaults {
   int64_t experts, top_k, moe_inter, n_group, topk_group, first_k_dense, shared;
@@ -22,6 +23,8 @@ SigmoidMoeDefaults defaults_of(ModelFamily f) {
       return {256, 8, 2048, 8, 4, 3, 1, 2.5};
     case ModelFamily::kDots1:
       return {-1, -1, 1408, 1, 1, 0, -1, 1.0};
+    case ModelFamily::kGlm4MoeLite:  // its dense layers come from mlp_layer_types instead
+      return {64, 4, 1536, 1, 1, 0, 1, 1.8};
     default:
       return {128, 8, 1408, 1, 1, 1, 1, 1.0};  // glm4_moe
   }
@@ -39,6 +42,29 @@ Status refuse_dots1_sliding_layers(const Fields& text, const ModelConfig& cfg) {
   if (text.has("sliding_window") && window_from < cfg.num_hidden_layers) {
     return unsupported("sliding-window attention (sliding_window with max_window_layers " +
                        std::to_string(window_from) + " < num_hidden_layers) is not supported yet");
+  }
+  return Status::ok();
+}
+
+// Glm4MoeLiteConfig: mlp_layer_types names each layer "dense" or "sparse" (default: the first
+// dense, the rest sparse); HF reads nothing else, first_k_dense_replace included, so neither do we.
+Status parse_mlp_layer_types(const Fields& text, ModelConfig& cfg) {
+  cfg.first_k_dense_replace = 0;
+  cfg.mlp_only_layers.clear();
+  if (!text.has("mlp_layer_types")) {
+    cfg.mlp_only_layers = {0};
+    return Status::ok();
+  }
+  FT_ASSIGN_OR_RETURN(const std::vector<std::string> types, text.string_list_or_empty("mlp_layer_types"));
+  if (int64_t(types.size()) != cfg.num_hidden_layers) {
+    return invalid_argument("config.json: mlp_layer_types must have num_hidden_layers entries");
+  }
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    if (types[i] == "dense") {
+      cfg.mlp_only_layers.push_back(int64_t(i));
+    } else if (types[i] != "sparse") {
+      return invalid_argument("config.json: mlp_layer_types entries must be \"dense\" or \"sparse\"");
+    }
   }
   return Status::ok();
 }
@@ -81,6 +107,7 @@ Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg) {
     return invalid_argument("config.json: n_routed_experts must split into n_group groups of at least 2 experts");
   }
   if (cfg.first_k_dense_replace < 0) return invalid_argument("config.json: first_k_dense_replace must not be negative");
+  if (cfg.family == ModelFamily::kGlm4MoeLite) FT_RETURN_IF_ERROR(parse_mlp_layer_types(text, cfg));
   if (cfg.family == ModelFamily::kGlm4Moe) {
     FT_ASSIGN_OR_RETURN(cfg.use_qk_norm, text.boolean_or("use_qk_norm", false));
   }
@@ -89,12 +116,14 @@ Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg) {
 
 Status parse_mla(const Fields& text, ModelConfig& cfg) {
   cfg.mla = true;
-  FT_ASSIGN_OR_RETURN(cfg.q_lora_rank, text.integer_or("q_lora_rank", 1536));  // null: a plain q_proj
+  // DeepseekV3Config's defaults, or Glm4MoeLiteConfig's (GLM-4.7-Flash).
+  const bool lite = cfg.family == ModelFamily::kGlm4MoeLite;
+  FT_ASSIGN_OR_RETURN(cfg.q_lora_rank, text.integer_or("q_lora_rank", lite ? 768 : 1536));  // null: a plain q_proj
   if (text.has_null("q_lora_rank")) cfg.q_lora_rank = 0;
   FT_ASSIGN_OR_RETURN(cfg.kv_lora_rank, text.integer_or("kv_lora_rank", 512));
-  FT_ASSIGN_OR_RETURN(cfg.qk_nope_head_dim, text.integer_or("qk_nope_head_dim", 128));
+  FT_ASSIGN_OR_RETURN(cfg.qk_nope_head_dim, text.integer_or("qk_nope_head_dim", lite ? 192 : 128));
   FT_ASSIGN_OR_RETURN(cfg.qk_rope_head_dim, text.integer_or("qk_rope_head_dim", 64));
-  FT_ASSIGN_OR_RETURN(cfg.v_head_dim, text.integer_or("v_head_dim", 128));
+  FT_ASSIGN_OR_RETURN(cfg.v_head_dim, text.integer_or("v_head_dim", lite ? 256 : 128));
   FT_ASSIGN_OR_RETURN(cfg.rope_interleave, text.boolean_or("rope_interleave", true));
   if (cfg.q_lora_rank < 0 || cfg.kv_lora_rank <= 0 || cfg.qk_nope_head_dim < 0 || cfg.qk_rope_head_dim <= 0 ||
       cfg.v_head_dim <= 0) {
@@ -108,7 +137,7 @@ Status parse_mla(const Fields& text, ModelConfig& cfg) {
   // HF repeats kv heads (num_key_value_groups = heads / kv_heads) over MLA's per-head keys: only
   // equal counts make sense.
   if (cfg.num_key_value_heads != cfg.num_attention_heads) {
-    return unsupported("num_key_value_heads must equal num_attention_heads for deepseek_v3's latent attention");
+    return unsupported("num_key_value_heads must equal num_attention_heads for latent attention");
   }
   return Status::ok();
 }

@@ -1,9 +1,10 @@
 // config.json -> ModelConfig. Defaults follow the HF 5.x config classes of each family
 // (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
 // OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig, MiniMaxM2Config,
-// GptOssConfig; the last six in config_sigmoid_moe.cpp, config_ernie4_5_moe.cpp, config_minimax_m2.cpp
-// and config_gpt_oss.cpp), because save_pretrained may
-// omit keys equal to their defaults and older checkpoints predate newer keys.
+// GptOssConfig, Glm4MoeLiteConfig, HunYuanMoEV1Config; the MoE parts of the last nine in
+// config_sigmoid_moe.cpp, config_ernie4_5_moe.cpp, config_minimax_m2.cpp, config_gpt_oss.cpp and
+// config_hunyuan_v1_moe.cpp), because save_pretrained may omit keys equal to their defaults and older
+// checkpoints predate newer keys.
 #include "ft/engine/model_config.h"
 
 #include <algorithm>
@@ -48,6 +49,8 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "Ernie4_5_MoeForCausalLM") return ModelFamily::kErnie4_5Moe;
   if (a == "MiniMaxM2ForCausalLM") return ModelFamily::kMinimaxM2;
   if (a == "GptOssForCausalLM") return ModelFamily::kGptOss;
+  if (a == "Glm4MoeLiteForCausalLM") return ModelFamily::kGlm4MoeLite;
+  if (a == "HunYuanMoEV1ForCausalLM") return ModelFamily::kHunyuanV1Moe;
   return std::nullopt;
 }
 
@@ -76,10 +79,21 @@ FamilyDefaults family_defaults(ModelFamily f) {
       return {5000000.0, 1e-6, true};  // MiniMaxM2Config.default_theta
     case ModelFamily::kGptOss:
       return {150000.0, 1e-5, true};  // GptOssConfig.default_theta
+    case ModelFamily::kGlm4MoeLite:
+    case ModelFamily::kHunyuanV1Moe:
+      return {10000.0, 1e-5, true};
     case ModelFamily::kQwen3Moe:
     case ModelFamily::kQwen2Moe: break;
   }
   return {};
+}
+
+// Glm4MoeLiteConfig's and HunYuanMoEV1Config's max_position_embeddings (YaRN's original context
+// falls back to it); the older families' stay 0, not given.
+int64_t max_position_default(ModelFamily f) {
+  if (f == ModelFamily::kGlm4MoeLite) return 202752;
+  if (f == ModelFamily::kHunyuanV1Moe) return 2048;
+  return 0;
 }
 
 // YaRN's keys of one rope dict (rope_scaling or rope_parameters), over what an earlier one gave.
@@ -156,6 +170,14 @@ Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) 
   }
   // "mrope" was the legacy spelling of default RoPE with mrope sections (Qwen2-VL configs).
   if (rope_type == "mrope") rope_type = "default";
+  if (cfg.family == ModelFamily::kHunyuanV1Moe) {
+    for (const json* dict : {params, scaling}) {  // rope_parameters' alpha first
+      if (dict && dict->contains("alpha")) {
+        FT_RETURN_IF_ERROR(config::hunyuan_alpha_rope(Fields(*dict), cfg, rope_type));
+        break;
+      }
+    }
+  }
   cfg.rope_type = rope_type;
   if (rope_type == "yarn") {
     FT_RETURN_IF_ERROR(finish_yarn(text, cfg));
@@ -341,7 +363,8 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   const FamilyDefaults defaults = family_defaults(cfg.family);
   const bool mixtral = cfg.family == ModelFamily::kMixtral, olmoe = cfg.family == ModelFamily::kOlmoe;
   const bool sigmoid_moe = cfg.family == ModelFamily::kDeepseekV3 || cfg.family == ModelFamily::kGlm4Moe ||
-                           cfg.family == ModelFamily::kDots1;
+                           cfg.family == ModelFamily::kDots1 || cfg.family == ModelFamily::kGlm4MoeLite;
+  const bool mla = cfg.family == ModelFamily::kDeepseekV3 || cfg.family == ModelFamily::kGlm4MoeLite;
 
   FT_ASSIGN_OR_RETURN(std::string act, text.string_or("hidden_act", "silu"));
   if (act != "silu") return unsupported("hidden_act '" + act + "' is not supported (only 'silu')");
@@ -361,7 +384,9 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   FT_ASSIGN_OR_RETURN(cfg.num_key_value_heads, text.integer_or("num_key_value_heads", cfg.num_attention_heads));
   const int64_t default_head_dim = cfg.num_attention_heads > 0 ? cfg.hidden_size / cfg.num_attention_heads : 0;
   FT_ASSIGN_OR_RETURN(cfg.head_dim, text.integer_or("head_dim", default_head_dim));
-  FT_ASSIGN_OR_RETURN(cfg.intermediate_size, text.integer_or("intermediate_size", 0));
+  // Glm4MoeLiteConfig's dense layers default to 10240 wide; the older families' stay 0, not given.
+  FT_ASSIGN_OR_RETURN(cfg.intermediate_size,
+                      text.integer_or("intermediate_size", cfg.family == ModelFamily::kGlm4MoeLite ? 10240 : 0));
   FT_ASSIGN_OR_RETURN(double eps, text.number_or("rms_norm_eps", defaults.rms_norm_eps));
   cfg.rms_norm_eps = float(eps);
   // Mixtral's attention has no biases; Qwen2-MoE's q/k/v always have (qkv_bias, default true), its
@@ -376,8 +401,9 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   FT_ASSIGN_OR_RETURN(bool text_tie, text.boolean_or("tie_word_embeddings", cfg.family == ModelFamily::kErnie4_5Moe));
   FT_ASSIGN_OR_RETURN(cfg.tie_word_embeddings, top.boolean_or("tie_word_embeddings", text_tie));
 
-  FT_ASSIGN_OR_RETURN(cfg.max_position_embeddings, text.integer_or("max_position_embeddings", 0));
-  if (cfg.family == ModelFamily::kDeepseekV3) FT_RETURN_IF_ERROR(config::parse_mla(text, cfg));
+  FT_ASSIGN_OR_RETURN(cfg.max_position_embeddings,
+                      text.integer_or("max_position_embeddings", max_position_default(cfg.family)));
+  if (mla) FT_RETURN_IF_ERROR(config::parse_mla(text, cfg));
 
   // qwen3_next and qwen3_5_moe default partial_rotary_factor to 0.25 ("assign default for BC"),
   // Glm4MoeConfig to 0.5; MiniMax-M2's release says rotary_dim instead.
@@ -396,6 +422,8 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     FT_RETURN_IF_ERROR(config::parse_minimax_m2(text, cfg));
   } else if (cfg.family == ModelFamily::kGptOss) {
     FT_RETURN_IF_ERROR(config::parse_gpt_oss(text, cfg));
+  } else if (cfg.family == ModelFamily::kHunyuanV1Moe) {
+    FT_RETURN_IF_ERROR(config::parse_hunyuan_v1_moe(text, cfg));
   } else {
     FT_RETURN_IF_ERROR(parse_softmax_moe(text, cfg));
   }
@@ -449,15 +477,20 @@ const char* model_family_name(ModelFamily family) {
       return "minimax_m2";
     case ModelFamily::kGptOss:
       return "gpt_oss";
+    case ModelFamily::kGlm4MoeLite:
+      return "glm4_moe_lite";
+    case ModelFamily::kHunyuanV1Moe:
+      return "hunyuan_v1_moe";
   }
   return "?";
 }
 
 const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> all = {
-      ModelFamily::kQwen3Moe, ModelFamily::kQwen3Next,   ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
-      ModelFamily::kQwen2Moe, ModelFamily::kOlmoe,       ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
-      ModelFamily::kDots1,    ModelFamily::kErnie4_5Moe, ModelFamily::kMinimaxM2,  ModelFamily::kGptOss};
+      ModelFamily::kQwen3Moe,    ModelFamily::kQwen3Next,   ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
+      ModelFamily::kQwen2Moe,    ModelFamily::kOlmoe,       ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
+      ModelFamily::kDots1,       ModelFamily::kErnie4_5Moe, ModelFamily::kMinimaxM2,  ModelFamily::kGptOss,
+      ModelFamily::kGlm4MoeLite, ModelFamily::kHunyuanV1Moe};
   return all;
 }
 

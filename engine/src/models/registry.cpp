@@ -27,6 +27,10 @@ Recipe recipe_for(ModelFamily family) {
       return models::minimax_m2;
     case ModelFamily::kGptOss:
       return models::gpt_oss;
+    case ModelFamily::kGlm4MoeLite:
+      return models::glm4_moe_lite;
+    case ModelFamily::kHunyuanV1Moe:
+      return models::hunyuan_v1_moe;
   }
   return nullptr;
 }

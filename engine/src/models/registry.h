@@ -21,5 +21,7 @@ blocks::DecoderRecipe dots1(const Checkpoint& ckpt);
 blocks::DecoderRecipe ernie4_5_moe(const Checkpoint& ckpt);
 blocks::DecoderRecipe minimax_m2(const Checkpoint& ckpt);
 blocks::DecoderRecipe gpt_oss(const Checkpoint& ckpt);
+blocks::DecoderRecipe glm4_moe_lite(const Checkpoint& ckpt);
+blocks::DecoderRecipe hunyuan_v1_moe(const Checkpoint& ckpt);
 
 }  // namespace ft::engine::models

@@ -129,13 +129,16 @@ json rope_json(const RandomCheckpointSpec& s, double partial) {
   return rope;
 }
 
-// deepseek_v3, glm4_moe and dots1, as DeepseekV3Config / Glm4MoeConfig / Dots1Config save them.
+// deepseek_v3, glm4_moe, dots1 and glm4_moe_lite, as DeepseekV3Config / Glm4MoeConfig / Dots1Config /
+// Glm4MoeLiteConfig save them.
 json sigmoid_moe_config(const RandomCheckpointSpec& s) {
   const bool deepseek = s.family == ModelFamily::kDeepseekV3, dots1 = s.family == ModelFamily::kDots1;
+  const bool lite = s.family == ModelFamily::kGlm4MoeLite;
   json c = {
       {"architectures",
        {deepseek ? "DeepseekV3ForCausalLM"
         : dots1  ? "Dots1ForCausalLM"
+        : lite   ? "Glm4MoeLiteForCausalLM"
                  : "Glm4MoeForCausalLM"}},
       {"model_type", model_family_name(s.family)},
       {"vocab_size", s.vocab_size},
@@ -144,7 +147,7 @@ json sigmoid_moe_config(const RandomCheckpointSpec& s) {
       {"moe_intermediate_size", s.moe_intermediate_size},
       {"num_hidden_layers", s.num_layers},
       {"num_attention_heads", s.num_heads},
-      {"num_key_value_heads", deepseek ? s.num_heads : s.num_kv_heads},
+      {"num_key_value_heads", deepseek || lite ? s.num_heads : s.num_kv_heads},
       {"n_shared_experts", s.n_shared_experts},
       {"n_routed_experts", s.num_experts},
       {"routed_scaling_factor", s.routed_scaling_factor},
@@ -156,7 +159,7 @@ json sigmoid_moe_config(const RandomCheckpointSpec& s) {
       {"hidden_act", "silu"},
       {"max_position_embeddings", s.max_position_embeddings},
       {"initializer_range", 0.02},
-      {"rms_norm_eps", s.family == ModelFamily::kGlm4Moe ? 1e-5 : 1e-6},
+      {"rms_norm_eps", s.family == ModelFamily::kGlm4Moe || lite ? 1e-5 : 1e-6},
       {"attention_bias", s.attention_bias},
       {"attention_dropout", 0.0},
       {"tie_word_embeddings", s.tie_word_embeddings},
@@ -164,13 +167,19 @@ json sigmoid_moe_config(const RandomCheckpointSpec& s) {
       {"eos_token_id", eos_json(s)},
       {"dtype", "bfloat16"},
   };
-  if (deepseek) {
+  if (lite) {  // Glm4MoeLiteConfig: each layer's MLP named, first_k_dense_replace unknown to it
+    c.erase("first_k_dense_replace");
+    std::vector<std::string> types;
+    for (int64_t i = 0; i < s.num_layers; ++i) types.push_back(i < s.first_k_dense_replace ? "dense" : "sparse");
+    c["mlp_layer_types"] = types;
+  }
+  if (deepseek || lite) {
     c["q_lora_rank"] = s.q_lora_rank > 0 ? json(s.q_lora_rank) : json(nullptr);
     c["kv_lora_rank"] = s.kv_lora_rank;
     c["qk_nope_head_dim"] = s.qk_nope_head_dim;
     c["qk_rope_head_dim"] = s.qk_rope_head_dim;
     c["v_head_dim"] = s.v_head_dim;
-    c["head_dim"] = s.qk_rope_head_dim;  // DeepseekV3Config sets head_dim to the rope dims
+    if (deepseek) c["head_dim"] = s.qk_rope_head_dim;  // DeepseekV3Config sets head_dim to the rope dims
     c["rope_interleave"] = s.rope_interleave;
     c["rope_parameters"] = rope_json(s, 1.0);
   } else if (dots1) {
@@ -247,6 +256,36 @@ json minimax_m2_config(const RandomCheckpointSpec& s) {
   };
 }
 
+// hunyuan_v1_moe, as HunYuanMoEV1Config saves it (experts and shared MLP intermediate_size wide).
+json hunyuan_v1_moe_config(const RandomCheckpointSpec& s) {
+  return {
+      {"architectures", {"HunYuanMoEV1ForCausalLM"}},
+      {"model_type", "hunyuan_v1_moe"},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.moe_intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_kv_heads},
+      {"head_dim", s.head_dim},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"initializer_range", 0.02},
+      {"rms_norm_eps", 1e-5},
+      {"attention_bias", s.attention_bias},
+      {"attention_dropout", 0.0},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"rope_parameters", rope_json(s, 1.0)},
+      {"num_experts", s.num_experts},
+      {"moe_topk", s.top_k},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"eod_token_id", 3},
+      {"sep_token_id", 4},
+      {"dtype", "bfloat16"},
+  };
+}
+
 // gpt_oss, as GptOssConfig saves it: every layer sparse with experts intermediate_size wide,
 // sliding and full attention layers alternating, YaRN (not truncated) when the spec asks for it.
 json gpt_oss_config(const RandomCheckpointSpec& s) {
@@ -311,6 +350,7 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
     case ModelFamily::kDeepseekV3:
     case ModelFamily::kGlm4Moe:
     case ModelFamily::kDots1:
+    case ModelFamily::kGlm4MoeLite:
       c = sigmoid_moe_config(s);
       break;
     case ModelFamily::kErnie4_5Moe:
@@ -321,6 +361,8 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
       break;
     case ModelFamily::kGptOss:
       c = gpt_oss_config(s);
+    case ModelFamily::kHunyuanV1Moe:
+      c = hunyuan_v1_moe_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

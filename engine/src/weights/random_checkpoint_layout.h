@@ -12,9 +12,11 @@ bool is_hybrid(const RandomCheckpointSpec& s);
 // Whether the MoE blocks have a shared expert (the hybrids and qwen2_moe).
 bool has_shared_expert(const RandomCheckpointSpec& s);
 bool is_linear_layer(const RandomCheckpointSpec& s, int64_t layer);
-// deepseek_v3, glm4_moe and dots1: sigmoid router with a correction bias, ungated shared experts,
-// first_k_dense_replace dense layers.
+// deepseek_v3, glm4_moe, dots1 and glm4_moe_lite: sigmoid router with a correction bias, ungated
+// shared experts, first_k_dense_replace dense layers (glm4_moe_lite writes them as mlp_layer_types).
 bool is_sigmoid_moe(const RandomCheckpointSpec& s);
+// deepseek_v3 and glm4_moe_lite: multi-head latent attention.
+bool is_mla(const RandomCheckpointSpec& s);
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t layer);
 
 }  // namespace ft::engine

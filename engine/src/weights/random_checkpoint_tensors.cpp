@@ -55,7 +55,7 @@ void plan_linear_attention(Planner& w, const RandomCheckpointSpec& s, const std:
   w.matrix(a + "out_proj.weight", {H, value_dim});
 }
 
-// deepseek_v3's latent attention (HF DeepseekV3Attention's modules).
+// deepseek_v3's and glm4_moe_lite's latent attention (HF DeepseekV3Attention's modules).
 void plan_mla_attention(Planner& w, const RandomCheckpointSpec& s, const std::string& a) {
   const int64_t H = s.hidden_size, heads = s.num_heads, C = s.kv_lora_rank, R = s.qk_rope_head_dim;
   const int64_t q_out = heads * (s.qk_nope_head_dim + R);
@@ -90,13 +90,13 @@ void plan_gpt_oss_attention(Planner& w, const RandomCheckpointSpec& s, const std
 }
 
 void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::string& a) {
-  if (s.family == ModelFamily::kDeepseekV3) return plan_mla_attention(w, s, a);
+  if (is_mla(s)) return plan_mla_attention(w, s, a);
   if (s.family == ModelFamily::kGptOss) return plan_gpt_oss_attention(w, s, a);
   const int64_t H = s.hidden_size, D = s.head_dim;
   // The hybrids' q_proj also produces the output gate: twice the query width.
   const int64_t q_out = s.num_heads * D * (is_hybrid(s) ? 2 : 1), kv_out = s.num_kv_heads * D;
   const bool all_bias = s.attention_bias && (s.family == ModelFamily::kQwen3Moe || s.family == ModelFamily::kOlmoe ||
-                                             s.family == ModelFamily::kDots1);
+                                             s.family == ModelFamily::kDots1 || s.family == ModelFamily::kHunyuanV1Moe);
   // GLM-4.5: biases on q/k/v only.
   const bool qkv_bias =
       all_bias || s.family == ModelFamily::kQwen2Moe || (s.family == ModelFamily::kGlm4Moe && s.attention_bias);
@@ -112,6 +112,11 @@ void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::s
   if (s.family == ModelFamily::kMixtral || s.family == ModelFamily::kQwen2Moe || s.family == ModelFamily::kErnie4_5Moe)
     return;  // no q/k norms
   if (s.family == ModelFamily::kGlm4Moe && !s.use_qk_norm) return;
+  if (s.family == ModelFamily::kHunyuanV1Moe) {  // per head, under their own names
+    w.normal(a + "query_layernorm.weight", {D}, 0.1, 1.0);
+    w.normal(a + "key_layernorm.weight", {D}, 0.1, 1.0);
+    return;
+  }
   // OLMoE normalises the whole q and k projections, the Qwen3 families each head.
   const bool whole = s.family == ModelFamily::kOlmoe || s.family == ModelFamily::kMinimaxM2;
   w.normal(a + "q_norm.weight", {whole ? s.num_heads * D : D}, 0.1, norm_offset);
@@ -154,7 +159,8 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
     }
     return;
   }
-  w.matrix(m + "gate.weight", {E, H});
+  const bool hunyuan = s.family == ModelFamily::kHunyuanV1Moe;
+  w.matrix(m + (hunyuan ? "gate.wg.weight" : "gate.weight"), {E, H});
   if (is_sigmoid_moe(s)) w.normal(m + "gate.e_score_correction_bias", {E}, 0.1);
   if (minimax) w.normal(m + "e_score_correction_bias", {E}, 0.1);
   // ERNIE 4.5's releases keep the bias beside the router, one row per expert group (one group).
@@ -177,6 +183,11 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
     w.matrix(m + "shared_experts.up_proj.weight", {S, H});
     w.matrix(m + "shared_experts.down_proj.weight", {H, S});
   }
+  if (hunyuan) {  // the shared MLP is as wide as the experts
+    w.matrix(m + "shared_mlp.gate_proj.weight", {I, H});
+    w.matrix(m + "shared_mlp.up_proj.weight", {I, H});
+    w.matrix(m + "shared_mlp.down_proj.weight", {H, I});
+  }
   if (has_shared_expert(s)) {
     const int64_t S = s.shared_expert_intermediate_size;
     w.matrix(m + "shared_expert.gate_proj.weight", {S, H});
@@ -197,7 +208,12 @@ bool is_linear_layer(const RandomCheckpointSpec& s, int64_t i) {
 }
 
 bool is_sigmoid_moe(const RandomCheckpointSpec& s) {
-  return s.family == ModelFamily::kDeepseekV3 || s.family == ModelFamily::kGlm4Moe || s.family == ModelFamily::kDots1;
+  return s.family == ModelFamily::kDeepseekV3 || s.family == ModelFamily::kGlm4Moe || s.family == ModelFamily::kDots1 ||
+         s.family == ModelFamily::kGlm4MoeLite;
+}
+
+bool is_mla(const RandomCheckpointSpec& s) {
+  return s.family == ModelFamily::kDeepseekV3 || s.family == ModelFamily::kGlm4MoeLite;
 }
 
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
@@ -207,7 +223,8 @@ bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
     return s.num_experts > 0 && (i + 1) % s.decoder_sparse_step == 0 && i >= s.first_k_dense_replace && i <= end;
   }
   if (s.family == ModelFamily::kQwen3_5Moe || s.family == ModelFamily::kMixtral || s.family == ModelFamily::kOlmoe ||
-      s.family == ModelFamily::kMinimaxM2 || s.family == ModelFamily::kGptOss) {
+      s.family == ModelFamily::kMinimaxM2 || s.family == ModelFamily::kHunyuanV1Moe ||
+      s.family == ModelFamily::kGptOss) {
     return true;  // no dense layers in these
   }
   for (int64_t m : s.mlp_only_layers) {

@@ -82,7 +82,7 @@ std::string output_parser_for(std::string_view model_family, std::span<const std
   if (family == "qwen3_moe" || family == "qwen3_next" || family == "qwen2_moe") return "qwen3";
   if (family == "qwen3_5_moe") return "qwen3.5";
   if (family == "deepseek_v3") return "deepseek_v3";
-  if (family == "glm4_moe") return "glm4.5";
+  if (family == "glm4_moe" || family == "glm4_moe_lite") return "glm4.5";  // GLM-4.5 to 4.7
   if (family == "gpt_oss") return "gpt_oss";
   return "";
 }

@@ -36,9 +36,12 @@ enum class ModelFamily {
   kErnie4_5Moe,
   kMinimaxM2,
   kGptOss,
+  kGlm4MoeLite,
+  kHunyuanV1Moe,
 };
 // "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3",
-// "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2", "gpt_oss" (the HF model_type).
+// "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2", "gpt_oss", "glm4_moe_lite", "hunyuan_v1_moe"
+// (the HF model_type).
 const char* model_family_name(ModelFamily family);
 // Every family, in the order above.
 const std::vector<ModelFamily>& model_families();
@@ -99,7 +102,7 @@ struct ModelConfig {
     return qk_rope_head_dim > 0 ? qk_rope_head_dim : int64_t(double(head_dim) * partial_rotary_factor);
   }
 
-  // Multi-head latent attention (deepseek_v3). head_dim is then what the KV pages hold per head:
+  // Multi-head latent attention (deepseek_v3, glm4_moe_lite). head_dim is then what the KV pages hold per head:
   // max(qk_nope_head_dim + qk_rope_head_dim, v_head_dim) (keys and values expanded per head), and
   // num_key_value_heads equals num_attention_heads.
   bool mla = false;
@@ -118,12 +121,12 @@ struct ModelConfig {
   int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
   bool norm_topk_prob = true;
   int64_t decoder_sparse_step = 1;
-  std::vector<int64_t> mlp_only_layers;
+  std::vector<int64_t> mlp_only_layers;  // dense layers (glm4_moe_lite: the "dense" of mlp_layer_types)
   int64_t first_k_dense_replace = 0;  // layers [0, k) are dense (deepseek_v3, glm4_moe; ernie4_5_moe's
                                       // moe_layer_start_index)
   int64_t last_moe_layer = -1;        // -1: none; else layers past it are dense (moe_layer_end_index)
-  // DeepSeek-V3-style routers (deepseek_v3, glm4_moe, dots1; minimax_m2 without groups or shared
-  // experts): sigmoid scores, chosen with
+  // DeepSeek-V3-style routers (deepseek_v3, glm4_moe, dots1, glm4_moe_lite; minimax_m2 without
+  // groups or shared experts): sigmoid scores, chosen with
   // e_score_correction_bias among the topk_group best of n_group expert groups, weights times
   // routed_scaling_factor; the shared experts (moe_intermediate_size * n_shared_experts wide, in
   // shared_expert_intermediate_size) are added without a gate.
@@ -156,10 +159,9 @@ struct ModelConfig {
 // Parses config.json text (and generation_config.json text, "" when absent). Errors:
 //  kInvalidArgument  malformed JSON or a missing/ill-typed required field (names it);
 //  kUnsupported      "unsupported architecture 'X' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral,
-//                    qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2)", or a feature of a
-//                    supported family we do not implement (rope_type, activation, sliding window, clip_qkv,
-//                    scoring_func, topk_method,
-//                    ...), naming its field.
+//                    qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, glm4_moe_lite,
+//                    hunyuan_v1_moe)", or a feature of a supported family we do not implement (rope_type,
+//                    activation, sliding window, clip_qkv, scoring_func, topk_method, ...), naming its field.
 Result<ModelConfig> parse_model_config(std::string_view config_json,
                                        std::string_view generation_config_json = {});
 
