@@ -44,6 +44,8 @@ class ExpertOffloadCuda : public ::testing::TestWithParam<ModelFamily> {
  protected:
   void SetUp() override {
     FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda);
+    if (GetParam() == ModelFamily::kGptOss)
+      GTEST_SKIP() << "the offload kernels compute plain SwiGLU experts: gpt-oss's biased ones not yet";
     ASSERT_TRUE(engine::write_random_checkpoint(dir_.path(), tiny_spec(GetParam(), false)).is_ok());
   }
   TempDir dir_;

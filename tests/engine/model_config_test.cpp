@@ -261,7 +261,7 @@ TEST(ModelConfig, ParsesDeepseekV3) {
   EXPECT_TRUE(c->mla);
   EXPECT_EQ(c->q_lora_rank, 48);
   EXPECT_EQ(c->kv_lora_rank, 32);
-  EXPECT_EQ(c->head_dim, 48);  // the KV pages' width: max(32 + 16, 24)
+  EXPECT_EQ(c->head_dim, 64);  // the KV pages' width: max(32 + 16, 24), rounded up to 32s
   EXPECT_EQ(c->rotary_dim(), 16);
   EXPECT_TRUE(c->rope_interleave);  // DeepseekV3Config's default
   EXPECT_EQ(c->rope_type, "yarn");

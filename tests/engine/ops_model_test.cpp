@@ -47,7 +47,7 @@ TEST(ExpertGlu, ClampsLikeGptOssAndOtherwiseIsSilu) {
     u = std::max(-7.0f, std::min(u, 7.0f));
     return (u + 1.0f) * g / (1.0f + std::exp(-1.702f * g));
   };
-  for (const auto [g, u] : {std::pair{0.5f, -0.25f}, {10.0f, 3.0f}, {-9.0f, 12.0f}, {2.0f, -30.0f}})
+  for (const auto& [g, u] : {std::pair{0.5f, -0.25f}, {10.0f, 3.0f}, {-9.0f, 12.0f}, {2.0f, -30.0f}})
     EXPECT_FLOAT_EQ(expert_glu(oss, g, u), hf(g, u)) << g << ", " << u;
   EXPECT_FLOAT_EQ(expert_glu(oss, 10.0f, 3.0f), expert_glu(oss, 7.0f, 3.0f));  // clamped
   EXPECT_FLOAT_EQ(expert_glu(ExpertGlu{}, 10.0f, 3.0f), 10.0f / (1.0f + std::exp(-10.0f)) * 3.0f);

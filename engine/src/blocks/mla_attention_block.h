@@ -22,6 +22,7 @@
 #include <string>
 
 #include "blocks/weights.h"
+#include "ft/engine/model_config.h"
 #include "ft/engine/ops_attention.h"
 
 namespace ft::engine::blocks {
@@ -39,8 +40,8 @@ struct MlaSpec {
   ref::RopeSpec rope;  // over the first qk_rope_head_dim dims of a width()-wide head
 
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
-  // A head's key and value in the KV pages.
-  int64_t width() const { return std::max(qk_head_dim(), v_head_dim); }
+  // A head's key and value in the KV pages (ModelConfig::head_dim).
+  int64_t width() const { return mla_head_width(qk_head_dim(), v_head_dim); }
 };
 
 class MlaAttentionBlock {

@@ -132,8 +132,8 @@ Status parse_mla(const Fields& text, ModelConfig& cfg) {
         "qk_nope_head_dim not negative");
   }
   // The KV pages hold every head's key and value expanded, at one width: values narrower than keys
-  // are padded with zeros (and keys narrower than values).
-  cfg.head_dim = std::max(cfg.qk_nope_head_dim + cfg.qk_rope_head_dim, cfg.v_head_dim);
+  // are padded with zeros (and keys narrower than values, and both to a multiple of 32).
+  cfg.head_dim = mla_head_width(cfg.qk_nope_head_dim + cfg.qk_rope_head_dim, cfg.v_head_dim);
   // HF repeats kv heads (num_key_value_groups = heads / kv_heads) over MLA's per-head keys: only
   // equal counts make sense.
   if (cfg.num_key_value_heads != cfg.num_attention_heads) {

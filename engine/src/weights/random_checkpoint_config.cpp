@@ -361,6 +361,7 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
       break;
     case ModelFamily::kGptOss:
       c = gpt_oss_config(s);
+      break;
     case ModelFamily::kHunyuanV1Moe:
       c = hunyuan_v1_moe_config(s);
       break;

@@ -156,6 +156,14 @@ struct ModelConfig {
   int64_t count_layers(LayerKind kind) const;
 };
 
+// The width of a latent-attention head in the KV pages: its key (qk_nope + qk_rope) or its value,
+// whichever is wider, rounded up to a multiple of 32 (the widths every attention kernel takes; the
+// padding is zeros in q, k and v alike, so it changes no product).
+inline int64_t mla_head_width(int64_t qk_head_dim, int64_t v_head_dim) {
+  const int64_t w = qk_head_dim > v_head_dim ? qk_head_dim : v_head_dim;
+  return (w + 31) / 32 * 32;
+}
+
 // Parses config.json text (and generation_config.json text, "" when absent). Errors:
 //  kInvalidArgument  malformed JSON or a missing/ill-typed required field (names it);
 //  kUnsupported      "unsupported architecture 'X' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral,
