@@ -196,14 +196,13 @@ json sigmoid_moe_config(const RandomCheckpointSpec& s) {
   return c;
 }
 
-// ernie4_5_moe, as Ernie4_5_MoeConfig saves it (its MoE keys under their own names).
-json ernie4_5_moe_config(const RandomCheckpointSpec& s) {
+// The keys every family's config class saves alike: the trunk's sizes, the stop tokens, the dtype.
+json trunk_keys(const RandomCheckpointSpec& s, const char* architecture, const char* model_type, double eps) {
   return {
-      {"architectures", {"Ernie4_5_MoeForCausalLM"}},
-      {"model_type", "ernie4_5_moe"},
+      {"architectures", {architecture}},
+      {"model_type", model_type},
       {"vocab_size", s.vocab_size},
       {"hidden_size", s.hidden_size},
-      {"intermediate_size", s.intermediate_size},
       {"num_hidden_layers", s.num_layers},
       {"num_attention_heads", s.num_heads},
       {"num_key_value_heads", s.num_kv_heads},
@@ -211,9 +210,20 @@ json ernie4_5_moe_config(const RandomCheckpointSpec& s) {
       {"hidden_act", "silu"},
       {"max_position_embeddings", s.max_position_embeddings},
       {"initializer_range", 0.02},
-      {"rms_norm_eps", 1e-5},
-      {"use_bias", false},
+      {"rms_norm_eps", eps},
       {"tie_word_embeddings", s.tie_word_embeddings},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"dtype", "bfloat16"},
+  };
+}
+
+// ernie4_5_moe, as Ernie4_5_MoeConfig saves it (its MoE keys under their own names).
+json ernie4_5_moe_config(const RandomCheckpointSpec& s) {
+  json c = trunk_keys(s, "Ernie4_5_MoeForCausalLM", "ernie4_5_moe", 1e-5);
+  c.update({
+      {"intermediate_size", s.intermediate_size},
+      {"use_bias", false},
       {"rope_parameters", rope_json(s, 1.0)},
       {"moe_num_experts", s.num_experts},
       {"moe_k", s.top_k},
@@ -223,67 +233,37 @@ json ernie4_5_moe_config(const RandomCheckpointSpec& s) {
       {"moe_layer_end_index", s.moe_layer_end_index},
       {"moe_layer_interval", s.decoder_sparse_step},
       {"moe_norm_min", 1e-12},
-      {"bos_token_id", s.bos_token_id},
-      {"eos_token_id", eos_json(s)},
-      {"dtype", "bfloat16"},
-  };
+  });
+  return c;
 }
 
 // minimax_m2, as MiniMaxM2Config saves it (the experts' width is intermediate_size).
 json minimax_m2_config(const RandomCheckpointSpec& s) {
-  return {
-      {"architectures", {"MiniMaxM2ForCausalLM"}},
-      {"model_type", "minimax_m2"},
-      {"vocab_size", s.vocab_size},
-      {"hidden_size", s.hidden_size},
+  json c = trunk_keys(s, "MiniMaxM2ForCausalLM", "minimax_m2", 1e-6);
+  c.update({
       {"intermediate_size", s.moe_intermediate_size},
-      {"num_hidden_layers", s.num_layers},
-      {"num_attention_heads", s.num_heads},
-      {"num_key_value_heads", s.num_kv_heads},
-      {"head_dim", s.head_dim},
-      {"hidden_act", "silu"},
-      {"max_position_embeddings", s.max_position_embeddings},
-      {"initializer_range", 0.02},
-      {"rms_norm_eps", 1e-6},
-      {"tie_word_embeddings", s.tie_word_embeddings},
       {"rope_parameters", rope_json(s, s.partial_rotary_factor > 0 ? s.partial_rotary_factor : 1.0)},
       {"num_local_experts", s.num_experts},
       {"num_experts_per_tok", s.top_k},
       {"router_jitter_noise", 0.0},
-      {"bos_token_id", s.bos_token_id},
-      {"eos_token_id", eos_json(s)},
-      {"dtype", "bfloat16"},
-  };
+  });
+  return c;
 }
 
 // hunyuan_v1_moe, as HunYuanMoEV1Config saves it (experts and shared MLP intermediate_size wide).
 json hunyuan_v1_moe_config(const RandomCheckpointSpec& s) {
-  return {
-      {"architectures", {"HunYuanMoEV1ForCausalLM"}},
-      {"model_type", "hunyuan_v1_moe"},
-      {"vocab_size", s.vocab_size},
-      {"hidden_size", s.hidden_size},
+  json c = trunk_keys(s, "HunYuanMoEV1ForCausalLM", "hunyuan_v1_moe", 1e-5);
+  c.update({
       {"intermediate_size", s.moe_intermediate_size},
-      {"num_hidden_layers", s.num_layers},
-      {"num_attention_heads", s.num_heads},
-      {"num_key_value_heads", s.num_kv_heads},
-      {"head_dim", s.head_dim},
-      {"hidden_act", "silu"},
-      {"max_position_embeddings", s.max_position_embeddings},
-      {"initializer_range", 0.02},
-      {"rms_norm_eps", 1e-5},
       {"attention_bias", s.attention_bias},
       {"attention_dropout", 0.0},
-      {"tie_word_embeddings", s.tie_word_embeddings},
       {"rope_parameters", rope_json(s, 1.0)},
       {"num_experts", s.num_experts},
       {"moe_topk", s.top_k},
-      {"bos_token_id", s.bos_token_id},
-      {"eos_token_id", eos_json(s)},
       {"eod_token_id", 3},
       {"sep_token_id", 4},
-      {"dtype", "bfloat16"},
-  };
+  });
+  return c;
 }
 
 // gpt_oss, as GptOssConfig saves it: every layer sparse with experts intermediate_size wide,
@@ -293,32 +273,18 @@ json gpt_oss_config(const RandomCheckpointSpec& s) {
   if (s.yarn_factor > 0) rope["truncate"] = false;
   json layer_types = json::array();
   for (int64_t i = 0; i < s.num_layers; ++i) layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
-  return {
-      {"architectures", {"GptOssForCausalLM"}},
-      {"model_type", "gpt_oss"},
-      {"vocab_size", s.vocab_size},
-      {"hidden_size", s.hidden_size},
+  json c = trunk_keys(s, "GptOssForCausalLM", "gpt_oss", 1e-5);
+  c.update({
       {"intermediate_size", s.moe_intermediate_size},
-      {"num_hidden_layers", s.num_layers},
-      {"num_attention_heads", s.num_heads},
-      {"num_key_value_heads", s.num_kv_heads},
-      {"head_dim", s.head_dim},
-      {"hidden_act", "silu"},
-      {"max_position_embeddings", s.max_position_embeddings},
-      {"initializer_range", 0.02},
-      {"rms_norm_eps", 1e-5},
       {"attention_bias", true},
-      {"tie_word_embeddings", s.tie_word_embeddings},
       {"rope_parameters", rope},
       {"num_local_experts", s.num_experts},
       {"num_experts_per_tok", s.top_k},
       {"sliding_window", s.sliding_window > 0 ? json(s.sliding_window) : json(nullptr)},
       {"layer_types", layer_types},
       {"router_aux_loss_coef", 0.001},
-      {"bos_token_id", s.bos_token_id},
-      {"eos_token_id", eos_json(s)},
-      {"dtype", "bfloat16"},
-  };
+  });
+  return c;
 }
 
 }  // namespace
