@@ -13,9 +13,9 @@ OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]),
   python3 scripts/goldens/make_model_goldens.py --out tests/fixtures/models [--only qwen3_moe olmoe ...]
 
 The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe,
-deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, hunyuan_v1_moe, glm4_moe_lite (the
-families the engine runs; the default), and, made ahead for families not yet in the engine:
-exaone_moe, afmoe, deepseek_v32, glm_moe_dsa, gemma4_text, llama4_text, deepseek_v4 (its integer
+deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, hunyuan_v1_moe, glm4_moe_lite,
+exaone_moe (the families the engine runs; the default), and, made ahead for families not yet in the
+engine: afmoe, deepseek_v32, glm_moe_dsa, gemma4_text, llama4_text, deepseek_v4 (its integer
 hash-routing table has no --recipe form yet). A family that fails is reported and the others are
 still made.
 """
@@ -297,8 +297,9 @@ def deepseek_v4():
                 layer_types=None, mlp_layer_types=None, rms_norm_eps=1e-6)
 
 
-ARCHS.update({"gpt_oss": gpt_oss, "hunyuan_v1_moe": hunyuan_v1_moe, "glm4_moe_lite": glm4_moe_lite})
-AHEAD = {"exaone_moe": exaone_moe, "afmoe": afmoe, "deepseek_v32": deepseek_v32, "glm_moe_dsa": glm_moe_dsa,
+ARCHS.update({"gpt_oss": gpt_oss, "hunyuan_v1_moe": hunyuan_v1_moe, "glm4_moe_lite": glm4_moe_lite,
+              "exaone_moe": exaone_moe})
+AHEAD = {"afmoe": afmoe, "deepseek_v32": deepseek_v32, "glm_moe_dsa": glm_moe_dsa,
          "gemma4_text": gemma4_text, "llama4_text": llama4_text, "deepseek_v4": deepseek_v4}
 
 

@@ -107,7 +107,7 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
             "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, glm4_moe_lite, "
-            "hunyuan_v1_moe)");
+            "hunyuan_v1_moe, exaone_moe)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
@@ -547,6 +547,39 @@ TEST(ModelConfig, HunyuanV1MoeReadsPerLayerTopKAndTheAlphaRope) {
   EXPECT_EQ(mixed.status().code(), ErrorCode::kUnsupported);
   auto dynamic = parse_model_config(base + R"("rope_parameters": {"rope_type": "dynamic", "factor": 2.0}})");
   EXPECT_EQ(dynamic.status().code(), ErrorCode::kUnsupported);
+}
+
+// EXAONE MoE with ExaoneMoeConfig's defaults: sliding layers but every fourth (which takes no
+// RoPE: the model file's business), window 4096, one dense layer first, 64 experts top-8 behind the
+// sigmoid router scaled by 2.5 with one shared expert; mlp_layer_types wins over
+// first_k_dense_replace; without a window no layer slides.
+TEST(ModelConfig, ParsesExaoneMoeWithItsDefaults) {
+  const std::string base = R"({"architectures": ["ExaoneMoeForCausalLM"], "model_type": "exaone_moe",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 5,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16)";
+  auto c = parse_model_config(base + "}");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kExaoneMoe);
+  EXPECT_EQ(c->sliding_window, 4096);
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(c->is_sliding_layer(i), i != 3) << i;
+  EXPECT_TRUE(c->sigmoid_router);
+  EXPECT_EQ(c->num_experts, 64);
+  EXPECT_EQ(c->num_experts_per_tok, 8);
+  EXPECT_EQ(c->moe_intermediate_size, 1024);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 1024);
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 2.5);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->is_moe_layer(0));
+  EXPECT_TRUE(c->is_moe_layer(1));
+  auto typed = parse_model_config(base + R"(, "mlp_layer_types": ["sparse", "dense", "sparse", "sparse", "sparse"],
+      "sliding_window": null})");
+  ASSERT_TRUE(typed.is_ok()) << typed.status().to_string();
+  EXPECT_TRUE(typed->is_moe_layer(0));
+  EXPECT_FALSE(typed->is_moe_layer(1));
+  EXPECT_EQ(typed->sliding_window, 0);
+  for (int64_t i = 0; i < 5; ++i) EXPECT_FALSE(typed->is_sliding_layer(i)) << i;
+  auto text_pattern = parse_model_config(base + R"(, "sliding_window_pattern": "LLLG"})");
+  EXPECT_EQ(text_pattern.status().code(), ErrorCode::kUnsupported);
 }
 
 }  // namespace

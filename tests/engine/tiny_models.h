@@ -117,6 +117,15 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.sliding_window = fused_experts ? 20 : 8;
     s.yarn_factor = 4.0;
     s.yarn_original_max_position_embeddings = 32;
+  } else if (family == engine::ModelFamily::kExaoneMoe) {
+    // Sliding layers with RoPE (windows the tests' 80 tokens cross) around a global NoPE one; a
+    // dense first layer; the router's scaling and groups.
+    s.sliding_window = fused_experts ? 20 : 8;
+    s.first_k_dense_replace = 1;
+    s.n_shared_experts = fused_experts ? 2 : 1;
+    s.n_group = 2;
+    s.topk_group = 2;
+    s.routed_scaling_factor = 2.5;
   } else if (family == engine::ModelFamily::kGlm4MoeLite) {
     // Latent attention with keys (8 + 16) narrower than values (32), so the KV pages pad the keys;
     // the q LoRA and interleaved rope pairs (GLM-4.7-Flash) per expert, a plain q_proj, NeoX pairs

@@ -108,6 +108,9 @@ Status parse_ernie4_5_moe(const Fields& text, ModelConfig& cfg);
 Status parse_minimax_m2(const Fields& text, ModelConfig& cfg);
 // gpt_oss: experts (num_local_experts, intermediate_size wide), sliding_window.
 Status parse_gpt_oss(const Fields& text, ModelConfig& cfg);
+// exaone_moe: the DeepSeek-V3-style router under its own keys (num_experts, num_shared_experts),
+// dense layers from mlp_layer_types or first_k_dense_replace, sliding_window.
+Status parse_exaone_moe(const Fields& text, ModelConfig& cfg);
 // config_hunyuan_v1_moe.cpp: hunyuan_v1_moe's experts (num_experts, moe_topk: one for every layer)
 // intermediate_size wide, its shared MLP of the same width, the softmax router that always
 // renormalises.

@@ -1,10 +1,10 @@
 // config.json -> ModelConfig. Defaults follow the HF 5.x config classes of each family
 // (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
 // OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig, MiniMaxM2Config,
-// GptOssConfig, Glm4MoeLiteConfig, HunYuanMoEV1Config; the MoE parts of the last nine in
-// config_sigmoid_moe.cpp, config_ernie4_5_moe.cpp, config_minimax_m2.cpp, config_gpt_oss.cpp and
-// config_hunyuan_v1_moe.cpp), because save_pretrained may omit keys equal to their defaults and older
-// checkpoints predate newer keys.
+// GptOssConfig, Glm4MoeLiteConfig, HunYuanMoEV1Config, ExaoneMoeConfig; the MoE parts of the last
+// ten in config_sigmoid_moe.cpp, config_ernie4_5_moe.cpp, config_minimax_m2.cpp, config_gpt_oss.cpp,
+// config_hunyuan_v1_moe.cpp and config_exaone_moe.cpp), because save_pretrained may omit keys equal to their defaults
+// and older checkpoints predate newer keys.
 #include "ft/engine/model_config.h"
 
 #include <algorithm>
@@ -49,6 +49,7 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "Ernie4_5_MoeForCausalLM") return ModelFamily::kErnie4_5Moe;
   if (a == "MiniMaxM2ForCausalLM") return ModelFamily::kMinimaxM2;
   if (a == "GptOssForCausalLM") return ModelFamily::kGptOss;
+  if (a == "ExaoneMoeForCausalLM") return ModelFamily::kExaoneMoe;
   if (a == "Glm4MoeLiteForCausalLM") return ModelFamily::kGlm4MoeLite;
   if (a == "HunYuanMoEV1ForCausalLM") return ModelFamily::kHunyuanV1Moe;
   return std::nullopt;
@@ -79,6 +80,8 @@ FamilyDefaults family_defaults(ModelFamily f) {
       return {5000000.0, 1e-6, true};  // MiniMaxM2Config.default_theta
     case ModelFamily::kGptOss:
       return {150000.0, 1e-5, true};  // GptOssConfig.default_theta
+    case ModelFamily::kExaoneMoe:
+      return {10000.0, 1e-5, true};
     case ModelFamily::kGlm4MoeLite:
     case ModelFamily::kHunyuanV1Moe:
       return {10000.0, 1e-5, true};
@@ -194,11 +197,21 @@ Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) 
 Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg, bool hybrid) {
   cfg.layer_types.clear();
   cfg.sliding_layers.clear();
-  const bool can_slide = cfg.family == ModelFamily::kGptOss;
-  if (can_slide && !text.has("layer_types")) {  // GptOssConfig: sliding on even layers, full on odd
+  const bool can_slide = cfg.family == ModelFamily::kGptOss || cfg.family == ModelFamily::kExaoneMoe;
+  if (can_slide && !text.has("layer_types")) {
+    // GptOssConfig: sliding on even layers, full on odd. ExaoneMoeConfig: full every
+    // sliding_window_pattern-th layer (none without a sliding_window), sliding otherwise.
+    int64_t pattern = 2;
+    if (cfg.family == ModelFamily::kExaoneMoe) {
+      if (text.has("sliding_window_pattern") && !text_json.at("sliding_window_pattern").is_number_integer()) {
+        return unsupported("sliding_window_pattern other than a number is not supported (HF 5.x takes an int)");
+      }
+      FT_ASSIGN_OR_RETURN(pattern, text.integer_or("sliding_window_pattern", 4));
+      if (text.has_null("sliding_window") || pattern <= 0) pattern = 1;  // every layer full
+    }
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       cfg.layer_types.push_back(LayerKind::kFullAttention);
-      cfg.sliding_layers.push_back(i % 2 == 0);
+      cfg.sliding_layers.push_back(cfg.family == ModelFamily::kGptOss ? i % 2 == 0 : (i + 1) % pattern != 0);
     }
     return Status::ok();
   }
@@ -422,6 +435,8 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     FT_RETURN_IF_ERROR(config::parse_minimax_m2(text, cfg));
   } else if (cfg.family == ModelFamily::kGptOss) {
     FT_RETURN_IF_ERROR(config::parse_gpt_oss(text, cfg));
+  } else if (cfg.family == ModelFamily::kExaoneMoe) {
+    FT_RETURN_IF_ERROR(config::parse_exaone_moe(text, cfg));
   } else if (cfg.family == ModelFamily::kHunyuanV1Moe) {
     FT_RETURN_IF_ERROR(config::parse_hunyuan_v1_moe(text, cfg));
   } else {
@@ -477,6 +492,8 @@ const char* model_family_name(ModelFamily family) {
       return "minimax_m2";
     case ModelFamily::kGptOss:
       return "gpt_oss";
+    case ModelFamily::kExaoneMoe:
+      return "exaone_moe";
     case ModelFamily::kGlm4MoeLite:
       return "glm4_moe_lite";
     case ModelFamily::kHunyuanV1Moe:
@@ -487,10 +504,10 @@ const char* model_family_name(ModelFamily family) {
 
 const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> all = {
-      ModelFamily::kQwen3Moe,    ModelFamily::kQwen3Next,   ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
-      ModelFamily::kQwen2Moe,    ModelFamily::kOlmoe,       ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
-      ModelFamily::kDots1,       ModelFamily::kErnie4_5Moe, ModelFamily::kMinimaxM2,  ModelFamily::kGptOss,
-      ModelFamily::kGlm4MoeLite, ModelFamily::kHunyuanV1Moe};
+      ModelFamily::kQwen3Moe,    ModelFamily::kQwen3Next,    ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
+      ModelFamily::kQwen2Moe,    ModelFamily::kOlmoe,        ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
+      ModelFamily::kDots1,       ModelFamily::kErnie4_5Moe,  ModelFamily::kMinimaxM2,  ModelFamily::kGptOss,
+      ModelFamily::kGlm4MoeLite, ModelFamily::kHunyuanV1Moe, ModelFamily::kExaoneMoe};
   return all;
 }
 

@@ -31,6 +31,8 @@ Recipe recipe_for(ModelFamily family) {
       return models::glm4_moe_lite;
     case ModelFamily::kHunyuanV1Moe:
       return models::hunyuan_v1_moe;
+    case ModelFamily::kExaoneMoe:
+      return models::exaone_moe;
   }
   return nullptr;
 }

@@ -23,5 +23,6 @@ blocks::DecoderRecipe minimax_m2(const Checkpoint& ckpt);
 blocks::DecoderRecipe gpt_oss(const Checkpoint& ckpt);
 blocks::DecoderRecipe glm4_moe_lite(const Checkpoint& ckpt);
 blocks::DecoderRecipe hunyuan_v1_moe(const Checkpoint& ckpt);
+blocks::DecoderRecipe exaone_moe(const Checkpoint& ckpt);
 
 }  // namespace ft::engine::models

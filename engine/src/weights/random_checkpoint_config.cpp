@@ -287,6 +287,28 @@ json gpt_oss_config(const RandomCheckpointSpec& s) {
   return c;
 }
 
+// exaone_moe, as ExaoneMoeConfig saves it, its layer types left to sliding_window_pattern (a
+// global layer every second one; none slide without a window).
+json exaone_moe_config(const RandomCheckpointSpec& s) {
+  json c = trunk_keys(s, "ExaoneMoeForCausalLM", "exaone_moe", 1e-5);
+  c.update({
+      {"intermediate_size", s.intermediate_size},
+      {"moe_intermediate_size", s.moe_intermediate_size},
+      {"rope_parameters", rope_json(s, 1.0)},
+      {"num_experts", s.num_experts},
+      {"num_experts_per_tok", s.top_k},
+      {"num_shared_experts", s.n_shared_experts},
+      {"n_group", s.n_group},
+      {"topk_group", s.topk_group},
+      {"routed_scaling_factor", s.routed_scaling_factor},
+      {"norm_topk_prob", s.norm_topk_prob},
+      {"first_k_dense_replace", s.first_k_dense_replace},
+      {"sliding_window", s.sliding_window > 0 ? json(s.sliding_window) : json(nullptr)},
+      {"sliding_window_pattern", 2},
+  });
+  return c;
+}
+
 }  // namespace
 
 std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
@@ -330,6 +352,9 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
       break;
     case ModelFamily::kHunyuanV1Moe:
       c = hunyuan_v1_moe_config(s);
+      break;
+    case ModelFamily::kExaoneMoe:
+      c = exaone_moe_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

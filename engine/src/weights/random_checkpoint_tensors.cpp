@@ -162,7 +162,8 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
   const bool hunyuan = s.family == ModelFamily::kHunyuanV1Moe;
   w.matrix(m + (hunyuan ? "gate.wg.weight" : "gate.weight"), {E, H});
   if (is_sigmoid_moe(s)) w.normal(m + "gate.e_score_correction_bias", {E}, 0.1);
-  if (minimax) w.normal(m + "e_score_correction_bias", {E}, 0.1);
+  const bool exaone = s.family == ModelFamily::kExaoneMoe;
+  if (minimax || exaone) w.normal(m + "e_score_correction_bias", {E}, 0.1);
   // ERNIE 4.5's releases keep the bias beside the router, one row per expert group (one group).
   const bool ernie = s.family == ModelFamily::kErnie4_5Moe;
   if (ernie) w.normal(m + "moe_statics.e_score_correction_bias", {1, E}, 0.1);
@@ -177,7 +178,7 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
       w.matrix(x + "down_proj.weight", {H, I});
     }
   }
-  if ((is_sigmoid_moe(s) || ernie) && s.n_shared_experts > 0) {
+  if ((is_sigmoid_moe(s) || ernie || exaone) && s.n_shared_experts > 0) {
     const int64_t S = s.n_shared_experts * I;
     w.matrix(m + "shared_experts.gate_proj.weight", {S, H});
     w.matrix(m + "shared_experts.up_proj.weight", {S, H});
@@ -217,7 +218,8 @@ bool is_mla(const RandomCheckpointSpec& s) {
 }
 
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
-  if (is_sigmoid_moe(s)) return s.num_experts > 0 && i >= s.first_k_dense_replace;
+  if (is_sigmoid_moe(s) || s.family == ModelFamily::kExaoneMoe)
+    return s.num_experts > 0 && i >= s.first_k_dense_replace;
   if (s.family == ModelFamily::kErnie4_5Moe) {
     const int64_t end = s.moe_layer_end_index < 0 ? s.num_layers - 1 : s.moe_layer_end_index;
     return s.num_experts > 0 && (i + 1) % s.decoder_sparse_step == 0 && i >= s.first_k_dense_replace && i <= end;

@@ -38,10 +38,11 @@ enum class ModelFamily {
   kGptOss,
   kGlm4MoeLite,
   kHunyuanV1Moe,
+  kExaoneMoe,
 };
 // "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3",
-// "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2", "gpt_oss", "glm4_moe_lite", "hunyuan_v1_moe"
-// (the HF model_type).
+// "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2", "gpt_oss", "glm4_moe_lite", "hunyuan_v1_moe",
+// "exaone_moe" (the HF model_type).
 const char* model_family_name(ModelFamily family);
 // Every family, in the order above.
 const std::vector<ModelFamily>& model_families();
@@ -70,8 +71,8 @@ struct ModelConfig {
   bool qkv_bias = false;           // only q/k/v do (Qwen2-MoE's "qkv_bias")
   bool tie_word_embeddings = false;
   std::vector<LayerKind> layer_types;  // one per layer
-  // Sliding-window attention (gpt_oss): layers whose layer_types entry is "sliding_attention"
-  // attend within the last sliding_window keys (full attention layers otherwise).
+  // Sliding-window attention (gpt_oss, exaone_moe): layers whose layer_types entry is
+  // "sliding_attention" attend within the last sliding_window keys (full attention otherwise).
   int64_t sliding_window = 0;
   std::vector<bool> sliding_layers;  // one per layer; empty: none slide
   bool is_sliding_layer(int64_t layer) const {
