@@ -346,6 +346,38 @@ Vec ernie_moe(const Weights& w, const engine::RandomCheckpointSpec& s, const std
   return out;
 }
 
+// Per-expert tensor names of a routed expert (gate, up, down) under experts.N.
+struct ExpertNames {
+  const char* gate;
+  const char* up;
+  const char* down;
+};
+
+// The K experts with the highest `choice` (ties to the lower index) on one token xt, each output
+// weighted by its score over the chosen scores' sum, added into out_t; the experts per expert under
+// `names` or HF 5.x's fused tensors.
+void add_top_k_experts(const Weights& w, const std::string& m, const ExpertNames& names, const Vec& xt,
+                       const Vec& score, const Vec& choice, std::size_t K, std::size_t I, double* out_t) {
+  const std::size_t E = score.size(), Hd = xt.size();
+  std::vector<std::size_t> top(E);
+  std::iota(top.begin(), top.end(), 0);
+  std::stable_sort(top.begin(), top.end(), [&](std::size_t a, std::size_t b) { return choice[a] > choice[b]; });
+  double picked = 0;
+  for (std::size_t k = 0; k < K; ++k) picked += score[top[k]];
+  for (std::size_t k = 0; k < K; ++k) {
+    const std::size_t e = top[k];
+    Vec y;
+    if (w.has(m + "experts.gate_up_proj")) {
+      const Vec& gu = w(m + "experts.gate_up_proj");
+      y = swiglu(xt, gu, gu, w(m + "experts.down_proj"), Hd, I, e * 2 * I, e * 2 * I + I, e * Hd);
+    } else {
+      const std::string p = m + "experts." + std::to_string(e) + ".";
+      y = swiglu(xt, w(p + names.gate), w(p + names.up), w(p + names.down), Hd, I);
+    }
+    for (std::size_t d = 0; d < Hd; ++d) out_t[d] += score[e] / picked * y[d];
+  }
+}
+
 // MiniMaxM2SparseMoeBlock: sigmoid scores, the choice by score + e_score_correction_bias, the chosen
 // scores over their sum; Mixtral's experts (w1 gate, w3 up, w2 down) or HF 5.x's fused ones.
 Vec minimax_moe(const Weights& w, const engine::RandomCheckpointSpec& s, const std::string& layer, const Vec& x,
@@ -359,24 +391,8 @@ Vec minimax_moe(const Weights& w, const engine::RandomCheckpointSpec& s, const s
   for (std::size_t t = 0; t < T; ++t) {
     Vec sc(E), ch(E);
     for (std::size_t e = 0; e < E; ++e) ch[e] = (sc[e] = sigmoid(logits[t * E + e])) + bias[e];
-    std::vector<std::size_t> top(E);
-    std::iota(top.begin(), top.end(), 0);
-    std::stable_sort(top.begin(), top.end(), [&](std::size_t a, std::size_t b) { return ch[a] > ch[b]; });
-    double picked = 0;
-    for (std::size_t k = 0; k < K; ++k) picked += sc[top[k]];
     const Vec xt(x.begin() + long(t * Hd), x.begin() + long((t + 1) * Hd));
-    for (std::size_t k = 0; k < K; ++k) {
-      const std::size_t e = top[k];
-      Vec y;
-      if (w.has(m + "experts.gate_up_proj")) {
-        const Vec& gu = w(m + "experts.gate_up_proj");
-        y = swiglu(xt, gu, gu, w(m + "experts.down_proj"), Hd, I, e * 2 * I, e * 2 * I + I, e * Hd);
-      } else {
-        const std::string p = m + "experts." + std::to_string(e) + ".";
-        y = swiglu(xt, w(p + "w1.weight"), w(p + "w3.weight"), w(p + "w2.weight"), Hd, I);
-      }
-      for (std::size_t d = 0; d < Hd; ++d) out[t * Hd + d] += sc[e] / picked * y[d];
-    }
+    add_top_k_experts(w, m, {"w1.weight", "w3.weight", "w2.weight"}, xt, sc, ch, K, I, &out[t * Hd]);
   }
   return out;
 }
@@ -395,24 +411,8 @@ Vec hunyuan_moe(const Weights& w, const engine::RandomCheckpointSpec& s, const s
     for (std::size_t e = 0; e < E; ++e) mx = std::max(mx, logits[t * E + e]);
     for (std::size_t e = 0; e < E; ++e) sum += sc[e] = std::exp(logits[t * E + e] - mx);
     for (double& v : sc) v /= sum;
-    std::vector<std::size_t> top(E);
-    std::iota(top.begin(), top.end(), 0);
-    std::stable_sort(top.begin(), top.end(), [&](std::size_t a, std::size_t b) { return sc[a] > sc[b]; });
-    double picked = 0;
-    for (std::size_t k = 0; k < K; ++k) picked += sc[top[k]];
     const Vec xt(x.begin() + long(t * Hd), x.begin() + long((t + 1) * Hd));
-    for (std::size_t k = 0; k < K; ++k) {
-      const std::size_t e = top[k];
-      Vec y;
-      if (w.has(m + "experts.gate_up_proj")) {
-        const Vec& gu = w(m + "experts.gate_up_proj");
-        y = swiglu(xt, gu, gu, w(m + "experts.down_proj"), Hd, I, e * 2 * I, e * 2 * I + I, e * Hd);
-      } else {
-        const std::string p = m + "experts." + std::to_string(e) + ".";
-        y = swiglu(xt, w(p + "gate_proj.weight"), w(p + "up_proj.weight"), w(p + "down_proj.weight"), Hd, I);
-      }
-      for (std::size_t d = 0; d < Hd; ++d) out[t * Hd + d] += sc[e] / picked * y[d];
-    }
+    add_top_k_experts(w, m, {"gate_proj.weight", "up_proj.weight", "down_proj.weight"}, xt, sc, sc, K, I, &out[t * Hd]);
     const std::string p = m + "shared_mlp.";
     const Vec y = swiglu(xt, w(p + "gate_proj.weight"), w(p + "up_proj.weight"), w(p + "down_proj.weight"), Hd, I);
     for (std::size_t d = 0; d < Hd; ++d) out[t * Hd + d] += y[d];

@@ -26,20 +26,7 @@ Status parse_exaone_moe(const Fields& text, ModelConfig& cfg) {
   // Dense layers: mlp_layer_types when given (it wins), else the first first_k_dense_replace.
   FT_ASSIGN_OR_RETURN(cfg.first_k_dense_replace, text.integer_or("first_k_dense_replace", 1));
   if (cfg.first_k_dense_replace < 0) return invalid_argument("config.json: first_k_dense_replace must not be negative");
-  if (text.has("mlp_layer_types")) {
-    FT_ASSIGN_OR_RETURN(const std::vector<std::string> types, text.string_list_or_empty("mlp_layer_types"));
-    if (int64_t(types.size()) != cfg.num_hidden_layers) {
-      return invalid_argument("config.json: mlp_layer_types must have num_hidden_layers entries");
-    }
-    cfg.first_k_dense_replace = 0;
-    for (std::size_t i = 0; i < types.size(); ++i) {
-      if (types[i] == "dense") {
-        cfg.mlp_only_layers.push_back(int64_t(i));
-      } else if (types[i] != "sparse") {
-        return invalid_argument("config.json: mlp_layer_types entries must be \"dense\" or \"sparse\"");
-      }
-    }
-  }
+  if (text.has("mlp_layer_types")) FT_RETURN_IF_ERROR(parse_mlp_layer_types(text, cfg));
   // A null sliding_window: no sliding layers (and RoPE on every layer).
   FT_ASSIGN_OR_RETURN(cfg.sliding_window,
                       text.integer_or("sliding_window", text.has_null("sliding_window") ? 0 : 4096));

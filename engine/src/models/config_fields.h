@@ -95,6 +95,9 @@ namespace ft::engine::config {
 // glm4_moe_lite's mlp_layer_types), refusing the DeepSeek-V2 routers (scoring_func, topk_method),
 // MoE layer strides and dots1's sliding layers.
 Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg);
+// mlp_layer_types (glm4_moe_lite, exaone_moe): each layer "dense" or "sparse"; the dense ones go to
+// mlp_only_layers, and first_k_dense_replace no longer counts.
+Status parse_mlp_layer_types(const Fields& text, ModelConfig& cfg);
 // deepseek_v3's and glm4_moe_lite's multi-head latent attention dims (q_lora_rank, kv_lora_rank, qk_nope_head_dim,
 // qk_rope_head_dim, v_head_dim, rope_interleave); sets head_dim and num_key_value_heads to what the
 // KV pages hold per head.
@@ -115,6 +118,13 @@ Status parse_exaone_moe(const Fields& text, ModelConfig& cfg);
 // intermediate_size wide, its shared MLP of the same width, the softmax router that always
 // renormalises.
 Status parse_hunyuan_v1_moe(const Fields& text, ModelConfig& cfg);
+// config_afmoe.cpp: afmoe's experts (num_experts, num_shared_experts) behind a sigmoid router with
+// expert_bias and route_scale, num_dense_layers, sliding_window; refuses mup_enabled.
+Status parse_afmoe(const Fields& text, ModelConfig& cfg);
+// config_llama4.cpp: llama4_text's experts (num_local_experts, top-1 only, intermediate_size wide,
+// a shared expert as wide), dense layers intermediate_size_mlp wide, moe_layers, no_rope_layers,
+// the chunked layers, the attention temperature, use_qk_norm, interleaved RoPE pairs.
+Status parse_llama4_text(const Fields& text, ModelConfig& cfg);
 // Hunyuan's "dynamic" RoPE with an NTK alpha: a larger base, theta * alpha^(d / (d - 2)).
 Status hunyuan_alpha_rope(const Fields& rope_dict, ModelConfig& cfg, std::string& rope_type);
 // MiniMax-M2's partial RoPE when the config gives no partial_rotary_factor: rotary_dim / head_dim.

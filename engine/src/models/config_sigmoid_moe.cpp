@@ -48,13 +48,18 @@ Status refuse_dots1_sliding_layers(const Fields& text, const ModelConfig& cfg) {
 
 // Glm4MoeLiteConfig: mlp_layer_types names each layer "dense" or "sparse" (default: the first
 // dense, the rest sparse); HF reads nothing else, first_k_dense_replace included, so neither do we.
+Status parse_glm4_moe_lite_layers(const Fields& text, ModelConfig& cfg) {
+  if (text.has("mlp_layer_types")) return parse_mlp_layer_types(text, cfg);
+  cfg.first_k_dense_replace = 0;
+  cfg.mlp_only_layers = {0};
+  return Status::ok();
+}
+
+}  // namespace
+
 Status parse_mlp_layer_types(const Fields& text, ModelConfig& cfg) {
   cfg.first_k_dense_replace = 0;
   cfg.mlp_only_layers.clear();
-  if (!text.has("mlp_layer_types")) {
-    cfg.mlp_only_layers = {0};
-    return Status::ok();
-  }
   FT_ASSIGN_OR_RETURN(const std::vector<std::string> types, text.string_list_or_empty("mlp_layer_types"));
   if (int64_t(types.size()) != cfg.num_hidden_layers) {
     return invalid_argument("config.json: mlp_layer_types must have num_hidden_layers entries");
@@ -68,8 +73,6 @@ Status parse_mlp_layer_types(const Fields& text, ModelConfig& cfg) {
   }
   return Status::ok();
 }
-
-}  // namespace
 
 Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg) {
   const SigmoidMoeDefaults d = defaults_of(cfg.family);
@@ -107,7 +110,7 @@ Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg) {
     return invalid_argument("config.json: n_routed_experts must split into n_group groups of at least 2 experts");
   }
   if (cfg.first_k_dense_replace < 0) return invalid_argument("config.json: first_k_dense_replace must not be negative");
-  if (cfg.family == ModelFamily::kGlm4MoeLite) FT_RETURN_IF_ERROR(parse_mlp_layer_types(text, cfg));
+  if (cfg.family == ModelFamily::kGlm4MoeLite) FT_RETURN_IF_ERROR(parse_glm4_moe_lite_layers(text, cfg));
   if (cfg.family == ModelFamily::kGlm4Moe) {
     FT_ASSIGN_OR_RETURN(cfg.use_qk_norm, text.boolean_or("use_qk_norm", false));
   }

@@ -8,22 +8,11 @@
 // of n_group groups, renormalised, times routed_scaling_factor) with ungated shared experts
 // (mlp.shared_experts.*, moe_intermediate_size * n_shared_experts wide). The multi-token-prediction
 // layer past num_hidden_layers is not loaded (HF ignores it too).
+// The layers are deepseek_v3's (deepseek_v3.cpp); only the config differs (config_sigmoid_moe.cpp).
 #include "models/registry.h"
 
 namespace ft::engine::models {
-namespace {
 
-using namespace blocks;
-
-Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
-  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/false));
-  FT_ASSIGN_OR_RETURN(layer.mla_attention, MlaAttentionBlock::load(w, layer_prefix(i) + "self_attn.", mla_spec(cfg)));
-  FT_RETURN_IF_ERROR(load_feed_forward(w, cfg, i, layer));  // dense where mlp_layer_types says so
-  return layer;
-}
-
-}  // namespace
-
-DecoderRecipe glm4_moe_lite(const Checkpoint&) { return {"model.", /*zero_centered_norms=*/false, build_layer}; }
+blocks::DecoderRecipe glm4_moe_lite(const Checkpoint& ckpt) { return deepseek_v3(ckpt); }
 
 }  // namespace ft::engine::models
