@@ -48,6 +48,14 @@ __device__ __forceinline__ bool tile_in_one_sequence(int tile, int tile_rows, in
   return row_seq[r0] == row_seq[r1];
 }
 
+// The first key the query at `pos` sees (AttentionOptions::first_key): a sliding window's start, its
+// chunk's start, or 0. Non-decreasing in pos; pos -1 (a padding row) gives at most 0.
+__host__ __device__ inline int attn_first_key(int pos, int window, int chunk) {
+  if (window > 0) return max(0, pos - window + 1);
+  if (chunk > 0) return pos - pos % chunk;
+  return 0;
+}
+
 // One paged_attention call as the tiled prefill kernel sees it (device pointers; the rest host values).
 struct PrefillAttention {
   const float* q;
@@ -64,6 +72,7 @@ struct PrefillAttention {
   int page_tokens;
   float scale;
   int window;          // > 0: sliding window
+  int chunk;           // > 0: chunked attention
   const float* sinks;  // [heads] or null
   int dev;  // the device and its SM count, for the launch shape
   int sms;

@@ -151,6 +151,7 @@ struct AttnParams {
   int cluster;      // blocks per (row, kv head, slice) splitting its keys
   float scale;
   int window;          // > 0: sliding window (AttentionOptions)
+  int chunk;           // > 0: chunked attention (AttentionOptions)
   const float* sinks;  // [heads] or null
   int rows;         // T
   int tile_rows;    // > 0: the rows of one-sequence tiles of this many rows are the tiled kernel's
@@ -483,7 +484,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
   __syncthreads();
 
   const KeySource src{at.table,
-                      p.window > 0 ? max(0, at.pos + 1 - p.window) : 0,
+                      attn_first_key(at.pos, p.window, p.chunk),
                       at.pos + 1,
                       p.off.k_base + std::size_t(kvh) * p.off.block_bytes,
                       p.off.v_base + std::size_t(kvh) * p.off.block_bytes,
@@ -593,6 +594,7 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   p.page_tokens = int(layout.page_tokens);
   p.scale = scale;
   p.window = int(opt.window);
+  p.chunk = int(opt.chunk);
   p.sinks = opt.sinks;
   int dev = 0, sms = 1, clusters = 0;
   cudaGetDevice(&dev);
@@ -605,9 +607,10 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   // heads), splits the group further: the extra reads of the same K/V mostly hit L1/L2, and more
   // SMs pull from memory. A row's keys can go to a cluster only if every warp of every rank keeps
   // two tiles or more (a short context, as in most decode steps, gets none).
-  // A sliding window bounds how many keys a row reads.
-  const int keys = opt.window > 0 ? std::min<int>(max_ctx, int(opt.window)) : max_ctx;
-  const int tiles = std::max(1, (keys + kTile - 1) / kTile + (opt.window > 0 ? 1 : 0));
+  // A sliding window or a chunk bounds how many keys a row reads.
+  const int span = opt.window > 0 ? int(opt.window) : opt.chunk > 0 ? int(opt.chunk) : max_ctx;
+  const int keys = std::min<int>(max_ctx, span);
+  const int tiles = std::max(1, (keys + kTile - 1) / kTile + (opt.limited() ? 1 : 0));
   int max_cluster = 1;
   while (clusters && max_cluster < kMaxCluster && tiles >= max_cluster * 2 * kMaxWarps * 2) max_cluster *= 2;
   // Halving the slice also halves each block's queries, so its warps hold less state (8 queries
@@ -636,7 +639,7 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   // batch of many short sequences, keep its parallelism over rows and keys.
   p.rows = T;
   p.tile_rows = tiled_prefill_attention({q, out, row_seq, seqs, pages, p.off, T, heads, kv_heads, p.group, head_dim,
-                                         p.page_tokens, scale, p.window, p.sinks, dev, sms},
+                                         p.page_tokens, scale, p.window, p.chunk, p.sinks, dev, sms},
                                         s);
 
   const dim3 grid(unsigned(T) * unsigned(p.cluster), unsigned(kv_heads * p.slices));

@@ -52,6 +52,7 @@ struct TiledParams {
   int tiles;      // row tiles: ceil(rows / tile_rows)
   float scale;
   int window;          // > 0: sliding window (AttentionOptions)
+  int chunk;           // > 0: chunked attention (AttentionOptions)
   const float* sinks;  // [heads] or null
 };
 
@@ -261,7 +262,7 @@ __global__ void __launch_bounds__(kTiledMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_at
   const AttnSeqDev seq = p.seqs[p.row_seq[r0]];
   const int pos0 = seq.pos0 + (r0 - seq.row0);
   const int nkeys = pos0 + nrows;
-  const int key0 = p.window > 0 ? max(0, pos0 + 1 - p.window) : 0, kt0 = key0 / kKeyTile;
+  const int key0 = attn_first_key(pos0, p.window, p.chunk), kt0 = key0 / kKeyTile;
   std::byte* const* table = p.pages + seq.page0;
   const std::size_t k_head = p.off.k_base + std::size_t(kvh) * p.off.block_bytes;
   const std::size_t v_head = p.off.v_base + std::size_t(kvh) * p.off.block_bytes;
@@ -301,7 +302,7 @@ __global__ void __launch_bounds__(kTiledMaxWarps * 32, NC >= 8 ? 1 : 2) tiled_at
   for (int i = 0; i < 2; ++i) {
     const int v = 16 * warp + g + 8 * i, ri = v / p.per_slice, hi = v % p.per_slice;
     lim[i] = ri < nrows && hi < count ? pos0 + ri : -1;
-    lo[i] = p.window > 0 ? lim[i] - p.window + 1 : 0;
+    lo[i] = attn_first_key(lim[i], p.window, p.chunk);
   }
   // Key tiles past the warp's last row are skipped (warp-uniform).
   const int warp_lim = __reduce_max_sync(0xffffffffu, max(lim[0], lim[1]));
@@ -424,6 +425,7 @@ int tiled_prefill_attention(const PrefillAttention& a, cudaStream_t s) {
                        .tiles = sh.tiles,
                        .scale = a.scale,
                        .window = a.window,
+                       .chunk = a.chunk,
                        .sinks = a.sinks};
   int nc = 1;
   while (nc < a.head_dim / 32) nc *= 2;

@@ -324,6 +324,18 @@ class CudaBackend final : public Backend {
     if (replaying()) return;
     cuda::mul_sigmoid(x, gate, n, s());
   }
+  void scale_by_top_sigmoid(const float* x, const float* logits, std::size_t T, std::size_t width, std::size_t E,
+                            float* out) override {
+    Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
+    cuda::scale_by_top_sigmoid(x, logits, int(T), int(width), int(E), out, s());
+  }
+  void attention_temperature(float* x, std::size_t T, std::size_t width, const int64_t* positions, float floor_scale,
+                             float attn_scale) override {
+    Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
+    cuda::attention_temperature(x, int(T), int(width), positions, floor_scale, attn_scale, s());
+  }
   void add(float* y, const float* x, std::size_t n) override {
     Timed timer(this, OpProfile::kElementwise);
     if (replaying()) return;

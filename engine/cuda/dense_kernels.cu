@@ -197,6 +197,35 @@ __global__ void mul_sigmoid_kernel(float* x, const float* gate, std::size_t n) {
   if (i < n) x[i] *= 1.f / (1.f + expf(-gate[i]));
 }
 
+// One block a row: the row's top logit (a block reduction), then the row scaled by its sigmoid.
+__global__ void scale_by_top_sigmoid_kernel(const float* x, const float* logits, int width, int E, float* out) {
+  pdl_enter();
+  __shared__ float top[32];
+  const int t = blockIdx.x;
+  float m = -INFINITY;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) m = fmaxf(m, logits[std::size_t(t) * E + e]);
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) top[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    m = threadIdx.x < blockDim.x / 32 ? top[threadIdx.x] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x == 0) top[0] = m;
+  }
+  __syncthreads();
+  const float s = 1.f / (1.f + expf(-top[0]));
+  for (int i = threadIdx.x; i < width; i += blockDim.x)
+    out[std::size_t(t) * width + i] = x[std::size_t(t) * width + i] * s;
+}
+
+__global__ void attention_temperature_kernel(float* x, int width, const int64_t* positions, float floor_scale,
+                                             float attn_scale) {
+  pdl_enter();
+  const int t = blockIdx.x;
+  const float s = log1pf(floorf((float(positions[t]) + 1.f) / floor_scale)) * attn_scale + 1.f;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) x[std::size_t(t) * width + i] *= s;
+}
+
 // Counts wrap: `value` is reached once the flag is at most 2^31 past it.
 __global__ void wait_host_flag_kernel(const volatile unsigned* flag, unsigned value) {
   while (int(*flag - value) < 0) __nanosleep(256);
@@ -375,6 +404,16 @@ void expert_glu(const float* gate, const float* up, float* out, std::size_t n, c
 
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s) {
   if (n) launch(mul_sigmoid_kernel, blocks_for(n), kBlock, 0, s, x, gate, n);
+}
+
+void scale_by_top_sigmoid(const float* x, const float* logits, int T, int width, int E, float* out, cudaStream_t s) {
+  if (T > 0) launch(scale_by_top_sigmoid_kernel, dim3(unsigned(T)), 256, 0, s, x, logits, width, E, out);
+}
+
+void attention_temperature(float* x, int T, int width, const int64_t* positions, float floor_scale, float attn_scale,
+                           cudaStream_t s) {
+  if (T > 0)
+    launch(attention_temperature_kernel, dim3(unsigned(T)), 256, 0, s, x, width, positions, floor_scale, attn_scale);
 }
 
 void wait_host_flag(const unsigned* flag, unsigned value, cudaStream_t s) {

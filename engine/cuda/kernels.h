@@ -60,6 +60,10 @@ void expert_glu(const float* gate, const float* up, float* out, std::size_t n, c
 // sleeps; launched without programmatic overlap.
 void wait_host_flag(const unsigned* flag, unsigned value, cudaStream_t s);
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s);
+// ref::scale_by_top_sigmoid and ref::attention_temperature (positions device memory).
+void scale_by_top_sigmoid(const float* x, const float* logits, int T, int width, int E, float* out, cudaStream_t s);
+void attention_temperature(float* x, int T, int width, const int64_t* positions, float floor_scale, float attn_scale,
+                           cudaStream_t s);
 void add(float* y, const float* x, std::size_t n, cudaStream_t s);
 // y[t, :] += bias for T rows of n.
 void add_bias(float* y, const float* bias, int T, int n, cudaStream_t s);

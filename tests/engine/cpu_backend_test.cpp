@@ -137,16 +137,18 @@ TEST_P(CpuOps, MoeMatchesReferenceAndATokenIsTheSameInAnyBatch) {
 
 // A sequence's KV written through the CPU backend (bf16 pages), read by both backends; page sizes
 // 16 (the AVX-512 kernel everywhere) and 64 (AMX where the CPU has it), over two key chunks; plain,
-// with a sliding window that starts mid-page plus sinks (gpt-oss), and with a window wider than a
-// key chunk.
+// with a sliding window that starts mid-page plus sinks (gpt-oss), with a window wider than a
+// key chunk, and chunked (Llama 4) with chunks smaller and larger than a key chunk.
 TEST_P(CpuOps, PagedAttentionMatchesReferenceAndDecodeEqualsPrefill) {
   const std::vector<float> sinks = randn(6, rng_, 2.0f);
   for (const auto& [page_tokens, opt] :
        {std::pair{int64_t(16), engine::AttentionOptions{}}, std::pair{int64_t(64), engine::AttentionOptions{}},
         std::pair{int64_t(16), engine::AttentionOptions{100, sinks.data()}},
-        std::pair{int64_t(64), engine::AttentionOptions{1030, nullptr}}}) {
-    SCOPED_TRACE("page " + std::to_string(page_tokens) + " window " + std::to_string(opt.window) +
-                 (opt.sinks ? " sinks" : ""));
+        std::pair{int64_t(64), engine::AttentionOptions{1030, nullptr}},
+        std::pair{int64_t(16), engine::AttentionOptions{0, nullptr, 40}},
+        std::pair{int64_t(64), engine::AttentionOptions{0, nullptr, 1040}}}) {
+    SCOPED_TRACE("page " + std::to_string(page_tokens) + " window " + std::to_string(opt.window) + " chunk " +
+                 std::to_string(opt.chunk) + (opt.sinks ? " sinks" : ""));
     engine::KvLayout l;
     l.layers = 2;
     l.kv_heads = 2;

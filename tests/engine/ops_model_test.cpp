@@ -1,5 +1,6 @@
 // The transformer reference ops against hand-computed values: linear, RoPE (both layouts, partial),
 // the gated-query split, causal GQA attention, top-k routing.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -126,6 +127,64 @@ TEST(Attention, OffsetQueriesSeeTheCachePrefix) {
   float out = 0;
   causal_attention(q.data(), k.data(), v.data(), &out, 1, 2, 1, 1, 1, 1.0f);
   EXPECT_NEAR(out, 2.0f, 1e-6);
+}
+
+// Scores all 0, so each row averages the values it sees: chunks of 3 restart what a row sees
+// (positions 0..2, then 3..5, ...); a window of 2 slides.
+TEST(Attention, ChunksAndWindowsLimitTheKeysEachRowSees) {
+  const std::vector<float> k(7, 0.0f), v = {1, 2, 3, 4, 5, 6, 7}, q(7, 1.0f);
+  std::vector<float> out(7);
+  causal_attention(q.data(), k.data(), v.data(), out.data(), 7, 0, 1, 1, 1, 1.0f, AttentionOptions{0, nullptr, 3});
+  EXPECT_THAT(out, ::testing::Pointwise(::testing::FloatNear(1e-6f), std::vector<float>{1, 1.5, 2, 4, 4.5, 5, 7}));
+  causal_attention(q.data(), k.data(), v.data(), out.data(), 7, 0, 1, 1, 1, 1.0f, AttentionOptions{2, nullptr});
+  EXPECT_THAT(out,
+              ::testing::Pointwise(::testing::FloatNear(1e-6f), std::vector<float>{1, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5}));
+  // A query at position 4 after a 4-token cache: its chunk (3..4).
+  float one = 0;
+  causal_attention(q.data(), k.data(), v.data(), &one, 1, 4, 1, 1, 1, 1.0f, AttentionOptions{0, nullptr, 3});
+  EXPECT_NEAR(one, 4.5f, 1e-6);
+}
+
+// Llama 4's row scalings: by the sigmoid of the row's top router logit, and by the temperature
+// log1p(floor((p + 1) / floor_scale)) * attn_scale + 1 (1 below floor_scale - 1).
+TEST(Llama4Ops, TopSigmoidAndTemperatureScaleEachRow) {
+  const std::vector<float> x = {1, 2, 3, 4}, logits = {0.5f, -1, 2, 0, -3, 1};  // [2, 2], [2, 3]
+  std::vector<float> out(4);
+  scale_by_top_sigmoid(x.data(), logits.data(), 2, 2, 3, out.data());
+  const float a = 1 / (1 + std::exp(-2.0f)), b = 1 / (1 + std::exp(-1.0f));
+  EXPECT_THAT(out, ::testing::Pointwise(::testing::FloatNear(1e-6f), std::vector<float>{a, 2 * a, 3 * b, 4 * b}));
+  EXPECT_FLOAT_EQ(attention_temperature_at(2, 4, 0.1f), 1.0f);
+  EXPECT_FLOAT_EQ(attention_temperature_at(3, 4, 0.1f), 1.0f + 0.1f * std::log(2.0f));
+  EXPECT_FLOAT_EQ(attention_temperature_at(8190, 8192, 0.1f), 1.0f);
+  EXPECT_FLOAT_EQ(attention_temperature_at(8191, 8192, 0.1f), 1.0f + 0.1f * std::log(2.0f));
+  std::vector<float> q = {1, 1, 1, 1};
+  const int64_t pos[] = {0, 11};
+  attention_temperature(q.data(), 2, 2, pos, 4, 0.5f);
+  EXPECT_THAT(q, ::testing::Pointwise(::testing::FloatNear(1e-6f),
+                                      std::vector<float>{1, 1, 1 + 0.5f * std::log(4.0f), 1 + 0.5f * std::log(4.0f)}));
+}
+
+// Llama 3 RoPE scaling (HF _compute_llama3_parameters): long wavelengths divided by the factor,
+// short ones kept, the band between blended.
+TEST(Rope, Llama3ScalingDividesLongWavelengths) {
+  RopeSpec plain;
+  plain.head_dim = plain.rotary_dim = 128;
+  plain.theta = 500000.0;
+  RopeSpec scaled = plain;
+  scaled.llama3 = {8.0, 1.0, 4.0, 8192};
+  const std::vector<float> f = rope_inv_freq(plain), g = rope_inv_freq(scaled);
+  ASSERT_EQ(f.size(), g.size());
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const double wavelen = 2 * M_PI / f[i];
+    if (wavelen < 8192.0 / 4) {
+      EXPECT_EQ(g[i], f[i]) << i;
+    } else if (wavelen > 8192.0) {
+      EXPECT_FLOAT_EQ(g[i], f[i] / 8) << i;
+    } else {
+      const double smooth = (8192.0 / wavelen - 1) / 3;
+      EXPECT_NEAR(g[i], (1 - smooth) * f[i] / 8 + smooth * f[i], 1e-6 * f[i]) << i;
+    }
+  }
 }
 
 TEST(Router, SoftmaxTopKWithAndWithoutRenormalisation) {

@@ -162,6 +162,29 @@ TEST_F(CudaOps, NormsElementwiseEmbeddingAndGathers) {
   }
 }
 
+// Llama 4's row scalings: by the sigmoid of the top router logit (E 16, and 130: wider than a warp
+// and no multiple of one) and by the attention temperature at positions either side of floor_scale.
+TEST_F(CudaOps, Llama4RowScalingsLikeTheReference) {
+  const std::size_t T = 37, H = 640;
+  const std::vector<float> x = random(T * H);
+  for (std::size_t E : {std::size_t(16), std::size_t(130)}) {
+    const std::vector<float> logits = random(T * E);
+    std::vector<float> want(x.size());
+    on(*ref_, [&] { ref_->scale_by_top_sigmoid(x.data(), logits.data(), T, H, E, want.data()); });
+    const float *dx = dev(x), *dl = dev(logits);
+    float* out = dev_zeros(x.size());
+    on(*cuda_, [&] { cuda_->scale_by_top_sigmoid(dx, dl, T, H, E, out); });
+    EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-6) << E;
+  }
+  std::vector<int64_t> pos(T);
+  for (std::size_t t = 0; t < T; ++t) pos[t] = int64_t(8180 + 7 * t);
+  std::vector<float> want = x;
+  on(*ref_, [&] { ref_->attention_temperature(want.data(), T, H, pos.data(), 8192.f, 0.1f); });
+  float* q = dev(x);
+  on(*cuda_, [&] { cuda_->attention_temperature(q, T, H, cuda_->stage(pos), 8192.f, 0.1f); });
+  EXPECT_LT(rel_l2(host(q, x.size()), want), 1e-6);
+}
+
 TEST_F(CudaOps, RopeInEveryLayoutAndTheGatedQuerySplit) {
   const std::size_t T = 19, heads = 6;
   for (auto [head_dim, rotary, layout] :
@@ -188,21 +211,25 @@ TEST_F(CudaOps, RopeInEveryLayoutAndTheGatedQuerySplit) {
   EXPECT_EQ(host(gate, wg.size()), wg);
 }
 
-// Three sequences in one call: decoding deep in its context, a fresh prefill, and a chunk in the
-// middle of a page; GQA; KV written by the same call, as a layer does. Plain causal, with a sliding
-// window and sinks (gpt-oss), and with a window longer than most rows' context.
+// Four sequences in one call: decoding deep in its context, a fresh prefill, a chunk in the middle
+// of a page, and a long chunk after a cache (the tiled prefill kernel's rows); GQA; KV written by
+// the same call, as a layer does. Plain causal, with a sliding window and sinks (gpt-oss), with a
+// window longer than most rows' context, and chunked (Llama 4) with chunks shorter and longer than
+// a key tile.
 TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
-  for (auto [heads, kv_heads, D, page, window, with_sinks] : {std::tuple{8, 2, 128, 64, 0, false},
-                                                              {4, 4, 256, 16, 0, false},
-                                                              {16, 2, 128, 32, 0, false},
-                                                              {8, 2, 64, 16, 40, true},
-                                                              {16, 2, 128, 32, 40, true},
-                                                              {8, 2, 128, 64, 300, false}}) {
+  for (auto [heads, kv_heads, D, page, window, with_sinks, chunk] : {std::tuple{8, 2, 128, 64, 0, false, 0},
+                                                                     {4, 4, 256, 16, 0, false, 0},
+                                                                     {16, 2, 128, 32, 0, false, 0},
+                                                                     {8, 2, 64, 16, 40, true, 0},
+                                                                     {16, 2, 128, 32, 40, true, 0},
+                                                                     {8, 2, 128, 64, 300, false, 0},
+                                                                     {8, 2, 64, 16, 0, false, 24},
+                                                                     {16, 2, 128, 32, 0, false, 100}}) {
     struct Seq {
       std::size_t rows;
       int64_t pos0;
     };
-    const std::vector<Seq> shape = {{1, 700}, {45, 0}, {20, 50}};
+    const std::vector<Seq> shape = {{1, 700}, {45, 0}, {20, 50}, {150, 37}};
     std::size_t T = 0;
     for (const Seq& q : shape) T += q.rows;
     KvLayout lay{2, kv_heads, D, page, KvDType::kF32};
@@ -240,8 +267,8 @@ TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
                              v = random(k.size());
     const float scale = 1.f / std::sqrt(float(D));
     const std::vector<float> sinks = random(std::size_t(heads));
-    const AttentionOptions ref_opt{window, with_sinks ? sinks.data() : nullptr};
-    const AttentionOptions dev_opt{window, with_sinks ? param(sinks) : nullptr};
+    const AttentionOptions ref_opt{window, with_sinks ? sinks.data() : nullptr, chunk};
+    const AttentionOptions dev_opt{window, with_sinks ? param(sinks) : nullptr, chunk};
     std::vector<float> want(q.size());
     on(*ref_, [&] {
       ref_->kv_write(lay, 1, k.data(), v.data(), ref_seqs);
@@ -254,7 +281,8 @@ TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
       cuda_->attention(dlay, 1, dq, std::size_t(heads), scale, dev_seqs, out, dev_opt);
     });
     EXPECT_LT(rel_l2(host(out, q.size()), want), 1e-2)
-        << heads << "/" << kv_heads << " heads, D " << D << ", window " << window << (with_sinks ? ", sinks" : "");
+        << heads << "/" << kv_heads << " heads, D " << D << ", window " << window << ", chunk " << chunk
+        << (with_sinks ? ", sinks" : "");
   }
 }
 

@@ -1,5 +1,6 @@
 // The data-movement ops every backend whose activations live in host memory does the same way
-// (row gathers, copies out, column blocks, the gated-query split, qwen3_next's projection reorder): written once
+// (row gathers, copies out, column blocks, the gated-query split, qwen3_next's projection reorder,
+// Llama 4's small row scalings): written once
 // for the reference and CPU backends.
 #pragma once
 
@@ -24,6 +25,14 @@ class HostBackend : public Backend {
   void split_gated_query(const float* qg, std::size_t T, std::size_t heads, std::size_t head_dim, float* q,
                          float* gate) override {
     ref::split_gated_query(qg, T, heads, head_dim, q, gate);
+  }
+  void scale_by_top_sigmoid(const float* x, const float* logits, std::size_t T, std::size_t width, std::size_t E,
+                            float* out) override {
+    ref::scale_by_top_sigmoid(x, logits, T, width, E, out);
+  }
+  void attention_temperature(float* x, std::size_t T, std::size_t width, const int64_t* positions, float floor_scale,
+                             float attn_scale) override {
+    ref::attention_temperature(x, T, width, positions, floor_scale, attn_scale);
   }
   void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T, float* qkv,
                        float* z, float* b, float* a) override {

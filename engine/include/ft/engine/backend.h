@@ -303,6 +303,13 @@ class Backend {
     }
   }
 
+  // ref::scale_by_top_sigmoid (Llama 4's MoE input) and ref::attention_temperature (its NoPE
+  // layers' queries; positions from stage()).
+  virtual void scale_by_top_sigmoid(const float* x, const float* logits, std::size_t T, std::size_t width,
+                                    std::size_t E, float* out) = 0;
+  virtual void attention_temperature(float* x, std::size_t T, std::size_t width, const int64_t* positions,
+                                     float floor_scale, float attn_scale) = 0;
+
   // ---- Attention ----
   // Rotates the first rotary_dim dims of each head of x [T, heads, head_dim]; row t sits at
   // positions[t] (from stage()). inv_freq from ref::rope_inv_freq (placed).

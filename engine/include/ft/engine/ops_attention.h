@@ -27,12 +27,22 @@ struct YarnSpec {
   bool truncate = true;                          // round the ramp's ends outwards (HF "truncate")
 };
 
+// Llama 3's frequency scaling (rope_type "llama3", HF _compute_llama3_parameters; Llama 4 Scout):
+// wavelengths longer than original / low_freq_factor are divided by factor, shorter than original /
+// high_freq_factor kept, the ones between blended. factor 0: off.
+struct Llama3RopeSpec {
+  double factor = 0;
+  double low_freq_factor = 1, high_freq_factor = 4;
+  int64_t original_max_position_embeddings = 8192;
+};
+
 struct RopeSpec {
   std::size_t head_dim = 0;
   std::size_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor); the rest passes through
   double theta = 10000.0;      // rope_theta
   RopeLayout layout = RopeLayout::kNeox;
   YarnSpec yarn = {};
+  Llama3RopeSpec llama3 = {};
   // cos and sin are multiplied by it (HF attention_scaling: YaRN's attention factor; 1 otherwise).
   float attention_factor = 1.0f;
 };
@@ -74,9 +84,20 @@ namespace ft::engine {
 //           probability, but no value (gpt-oss: HF concatenates it to the scores, softmaxes and drops
 //           it): out = sum_j e^(s_j - m) v_j / (sum_j e^(s_j - m) + e^(sink - m)). Backend memory;
 //           null: none.
+//   chunk   > 0: chunked attention (Llama 4's chunked_attention layers); the query at position p
+//           sees keys p - p % chunk .. p, those of its own chunk (HF: q_idx // chunk == kv_idx // chunk).
+// Each limit makes the first key a query sees a non-decreasing function of its position.
 struct AttentionOptions {
   int64_t window = 0;
   const float* sinks = nullptr;
+  int64_t chunk = 0;
+
+  int64_t first_key(int64_t pos) const {
+    if (window > 0) return pos - window + 1 > 0 ? pos - window + 1 : 0;
+    if (chunk > 0) return pos - pos % chunk;
+    return 0;
+  }
+  bool limited() const { return window > 0 || chunk > 0; }
 };
 
 }  // namespace ft::engine

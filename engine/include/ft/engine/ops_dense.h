@@ -27,6 +27,18 @@ void silu_mul(const float* gate, const float* up, float* out, std::size_t n);
 // x[i] *= sigmoid(gate[i]): the output gate of gated attention and of the shared expert.
 void mul_sigmoid(float* x, const float* gate, std::size_t n);
 
+// Llama 4's MoE input: out[t, :] = x[t, :] * sigmoid(max_e logits[t, e]), the top-1 expert's
+// router score (HF Llama4Router: sigmoid of the top logit, multiplied into the expert's input).
+// logits [T, E]; out [T, width] may alias x.
+void scale_by_top_sigmoid(const float* x, const float* logits, std::size_t T, std::size_t width, std::size_t E,
+                          float* out);
+
+// Llama 4's attention temperature on its layers without RoPE: row t of x [T, width] times
+// log1p(floor((positions[t] + 1) / floor_scale)) * attn_scale + 1, in fp32 as HF computes it.
+float attention_temperature_at(int64_t position, float floor_scale, float attn_scale);
+void attention_temperature(float* x, std::size_t T, std::size_t width, const int64_t* positions, float floor_scale,
+                           float attn_scale);
+
 // y[i] += x[i]: residual connections.
 void add_inplace(float* y, const float* x, std::size_t n);
 

@@ -170,7 +170,7 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
   const Kernels kern = kernels_for(D <= kMaxDim ? isa : CpuIsa::kScalar, D);
   Scratch::Frame frame(scratch);
   // The first key a query at `pos` sees.
-  const auto first_key = [&](int64_t pos) { return opt.window > 0 ? std::max<int64_t>(0, pos - opt.window + 1) : 0; };
+  const auto first_key = [&](int64_t pos) { return opt.first_key(pos); };
 
   // Work items: (sequence, kv head, block of rows, key chunk), every chunk some row of the block sees.
   std::size_t total_rows = 0, max_chunks = 0;
@@ -178,8 +178,8 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
     total_rows = std::max(total_rows, s.row0 + s.rows);
     max_chunks = std::max<std::size_t>(max_chunks, std::size_t((s.pos0 + int64_t(s.rows) - 1) / kKeyChunk + 1));
   }
-  // The AMX kernel makes its own items; it knows no window.
-  const bool amx = opt.window == 0 && attention_amx_fits(isa, l);
+  // The AMX kernel makes its own items; it knows no window or chunk.
+  const bool amx = !opt.limited() && attention_amx_fits(isa, l);
   std::vector<Item> items;
   for (std::size_t si = 0; si < seqs.size() && !amx; ++si) {
     const AttentionSeq& s = seqs[si];

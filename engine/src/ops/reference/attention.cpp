@@ -25,7 +25,7 @@ void causal_attention(const float* q, const float* k, const float* v, float* out
   tbb::parallel_for(std::size_t(0), T * heads, [&](std::size_t th) {
     const std::size_t t = th / heads, h = th % heads, kvh = h / group;
     const std::size_t n = pos0 + t + 1;  // causal: positions 0 .. pos0 + t
-    const std::size_t first = opt.window > 0 && n > std::size_t(opt.window) ? n - std::size_t(opt.window) : 0;
+    const std::size_t first = std::size_t(opt.first_key(int64_t(n - 1)));
     const float* qv = q + th * head_dim;
     std::vector<float> scores(n, 0.0f);
     float max_score = opt.sinks ? opt.sinks[h] : -std::numeric_limits<float>::infinity();

@@ -48,6 +48,28 @@ void mul_sigmoid(float* x, const float* gate, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] *= sigmoid(gate[i]);
 }
 
+void scale_by_top_sigmoid(const float* x, const float* logits, std::size_t T, std::size_t width, std::size_t E,
+                          float* out) {
+  for (std::size_t t = 0; t < T; ++t) {
+    float top = logits[t * E];
+    for (std::size_t e = 1; e < E; ++e) top = std::max(top, logits[t * E + e]);
+    const float s = sigmoid(top);
+    for (std::size_t i = 0; i < width; ++i) out[t * width + i] = x[t * width + i] * s;
+  }
+}
+
+float attention_temperature_at(int64_t position, float floor_scale, float attn_scale) {
+  return std::log1p(std::floor((float(position) + 1.0f) / floor_scale)) * attn_scale + 1.0f;
+}
+
+void attention_temperature(float* x, std::size_t T, std::size_t width, const int64_t* positions, float floor_scale,
+                           float attn_scale) {
+  for (std::size_t t = 0; t < T; ++t) {
+    const float s = attention_temperature_at(positions[t], floor_scale, attn_scale);
+    for (std::size_t i = 0; i < width; ++i) x[t * width + i] *= s;
+  }
+}
+
 void add_inplace(float* y, const float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] += x[i];
 }

@@ -4,6 +4,30 @@
 
 namespace ft::engine::ref {
 
+namespace {
+
+// HF _compute_llama3_parameters over the default frequencies, in fp32 as torch computes it (the
+// Python float bounds meet fp32 tensors as fp32).
+void llama3_scale(std::vector<float>& inv, const Llama3RopeSpec& l) {
+  const float factor = float(l.factor), low = float(l.low_freq_factor), high = float(l.high_freq_factor);
+  const float old_len = float(l.original_max_position_embeddings);
+  const float low_wavelen = float(double(l.original_max_position_embeddings) / l.low_freq_factor);
+  const float high_wavelen = float(double(l.original_max_position_embeddings) / l.high_freq_factor);
+  for (float& f : inv) {
+    const float wavelen = float(2.0 * M_PI) / f;
+    const float scaled = wavelen > low_wavelen ? f / factor : f;
+    const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+    if (medium) {
+      const float smooth = (old_len / wavelen - low) / (high - low);
+      f = (1.0f - smooth) * scaled / factor + smooth * scaled;
+    } else {
+      f = scaled;
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<float> rope_inv_freq(const RopeSpec& spec) {
   if (spec.yarn.factor > 0) return yarn_inv_freq(spec);
   // HF: 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)), all in fp32.
@@ -13,6 +37,7 @@ std::vector<float> rope_inv_freq(const RopeSpec& spec) {
     const float exponent = float(2 * i) / float(spec.rotary_dim);
     inv[i] = 1.0f / std::pow(base, exponent);
   }
+  if (spec.llama3.factor > 0) llama3_scale(inv, spec.llama3);
   return inv;
 }
 
