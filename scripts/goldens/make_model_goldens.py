@@ -15,8 +15,8 @@ OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]),
 The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe,
 deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, hunyuan_v1_moe, glm4_moe_lite,
 exaone_moe (the families the engine runs; the default), and, made ahead for families not yet in the
-engine: afmoe, deepseek_v32, glm_moe_dsa, gemma4_text, llama4_text, deepseek_v4 (its integer
-hash-routing table has no --recipe form yet). A family that fails is reported and the others are
+engine: afmoe, deepseek_v32, glm_moe_dsa, gemma4_text, llama4_text, deepseek_v4 (integer tables,
+such as its hash routing, are kept in the recipe as their values). A family that fails is reported and the others are
 still made.
 """
 import argparse
@@ -343,6 +343,12 @@ def recipe_weights(ckpt, base_seed):
     state = {}
     for name in sorted(saved):
         t = saved[name]
+        if t.dtype in (torch.int64, torch.int32):  # index tables (hash routing): kept as they are
+            entry = {"name": name, "dtype": "I64" if t.dtype == torch.int64 else "I32", "shape": list(t.shape),
+                     "values": t.reshape(-1).tolist()}
+            manifest["tensors"].append(entry)
+            state[name] = t.contiguous()
+            continue
         if t.dtype not in dtypes:
             raise ValueError(f"{name}: dtype {t.dtype} has no recipe")
         offset, scale = golden_weights.recipe(name, t.float().numpy())

@@ -23,6 +23,10 @@ using engine::ModelFamily;
 using engine::SequenceState;
 
 constexpr double kTolerance = 1e-4;  // the same kernels but for the order a token's experts are added in
+// Decode steps against a prefill of the same tokens: gemv kernels on fp32 rows against GEMMs on
+// split bf16 halves, per-row against tiled attention (sequence_state_test's GPU tolerance; the
+// sandwich-normed afmoe measured 3.6e-4 here, llama4_text 1.4e-4, the others below 1e-4).
+constexpr double kDecodeVsPrefill = 2e-3;
 
 std::unique_ptr<engine::Model> load(const TempDir& dir, int slots, const char* policy = "adaptive") {
   engine::LoadOptions o;
@@ -107,7 +111,9 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
       EXPECT_GT(st->cpu_computed, 0u);
       EXPECT_EQ(st->fetched, after_prefill->fetched);
     } else if (name == "ratio:0.5") {
-      EXPECT_GT(st->cpu_computed, 0u);
+      // A top-1 family's decode step has at most one miss a layer, and half of one rounds to a
+      // fetch: only top-k > 1 splits a step's misses.
+      if (tiny_spec(GetParam(), false).top_k > 1) EXPECT_GT(st->cpu_computed, 0u);
       EXPECT_GT(st->fetched, after_prefill->fetched);
     }
     EXPECT_EQ(st->layer_hit_rate.size(), plan.moe_layers);
@@ -135,7 +141,7 @@ TEST_P(ExpertOffloadCuda, RestorePlusSuffixEqualsTheWholeSequence) {
   for (std::size_t i = cut; i < ids.size(); ++i) {
     ASSERT_TRUE(m->forward(restored, {&ids[i], 1}, got.data() + (i - cut) * V, LogitsMode::kLast).is_ok());
   }
-  EXPECT_LT(rel_l2(got.data(), want.data() + cut * V, got.size()), kTolerance);
+  EXPECT_LT(rel_l2(got.data(), want.data() + cut * V, got.size()), kDecodeVsPrefill);
 }
 
 TEST_P(ExpertOffloadCuda, ABatchEqualsItsSequencesAlone) {

@@ -107,7 +107,7 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
             "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, glm4_moe_lite, "
-            "hunyuan_v1_moe, exaone_moe)");
+            "hunyuan_v1_moe, exaone_moe, afmoe, llama4_text)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
@@ -580,6 +580,78 @@ TEST(ModelConfig, ParsesExaoneMoeWithItsDefaults) {
   for (int64_t i = 0; i < 5; ++i) EXPECT_FALSE(typed->is_sliding_layer(i)) << i;
   auto text_pattern = parse_model_config(base + R"(, "sliding_window_pattern": "LLLG"})");
   EXPECT_EQ(text_pattern.status().code(), ErrorCode::kUnsupported);
+}
+
+// AFMoE with AfmoeConfig's defaults: a global layer every fourth, window 1024, one dense layer,
+// 64 experts top-6 behind the sigmoid router (renormalised, route_scale) with two shared experts;
+// muP embedding scaling is refused, not ignored.
+TEST(ModelConfig, ParsesAfmoeWithItsDefaults) {
+  const std::string base = R"({"architectures": ["AfmoeForCausalLM"], "model_type": "afmoe",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 8,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16)";
+  auto c = parse_model_config(base + "}");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kAfmoe);
+  EXPECT_EQ(c->sliding_window, 1024);
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(c->is_sliding_layer(i), i % 4 != 3) << i;
+  EXPECT_TRUE(c->sigmoid_router);
+  EXPECT_TRUE(c->norm_topk_prob);
+  EXPECT_EQ(c->num_experts, 64);
+  EXPECT_EQ(c->num_experts_per_tok, 6);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 2 * 1408);
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 1.0);
+  EXPECT_FALSE(c->is_moe_layer(0));
+  EXPECT_TRUE(c->is_moe_layer(1));
+  auto every_other = parse_model_config(base + R"(, "global_attn_every_n_layers": 2, "route_scale": 2.5,
+      "num_dense_layers": 2})");
+  ASSERT_TRUE(every_other.is_ok()) << every_other.status().to_string();
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(every_other->is_sliding_layer(i), i % 2 == 0) << i;
+  EXPECT_DOUBLE_EQ(every_other->routed_scaling_factor, 2.5);
+  EXPECT_FALSE(every_other->is_moe_layer(1));
+  EXPECT_EQ(parse_model_config(base + R"(, "mup_enabled": true})").status().code(), ErrorCode::kUnsupported);
+}
+
+// Llama 4 with Llama4TextConfig's defaults: every layer MoE, every fourth without RoPE (and not
+// chunked), chunks of 8192, the temperature on; moe_layers and no_rope_layers win; Scout's Llama 3
+// RoPE scaling; routing other than top-1 is refused.
+TEST(ModelConfig, ParsesLlama4TextWithItsDefaults) {
+  const std::string base = R"({"architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text",
+      "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 16)";
+  auto c = parse_model_config(base + "}");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kLlama4Text);
+  EXPECT_EQ(c->num_experts, 16);
+  EXPECT_EQ(c->num_experts_per_tok, 1);
+  EXPECT_EQ(c->moe_intermediate_size, 8192);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 8192);
+  EXPECT_EQ(c->intermediate_size, 16384);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 500000.0);
+  EXPECT_TRUE(c->rope_interleave);
+  EXPECT_EQ(c->attention_chunk_size, 8192);
+  EXPECT_TRUE(c->attn_temperature_tuning);
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(c->is_moe_layer(i)) << i;
+    EXPECT_EQ(c->is_nope_layer(i), i == 3) << i;
+    EXPECT_EQ(c->is_chunked_layer(i), i != 3) << i;
+  }
+  auto listed = parse_model_config(base + R"(, "moe_layers": [1, 3], "no_rope_layers": [0, 1, 1, 1],
+      "attention_chunk_size": null, "rope_scaling": {"factor": 16.0, "high_freq_factor": 1.0,
+      "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}})");
+  ASSERT_TRUE(listed.is_ok()) << listed.status().to_string();
+  EXPECT_FALSE(listed->is_moe_layer(0));
+  EXPECT_TRUE(listed->is_moe_layer(1));
+  EXPECT_TRUE(listed->is_nope_layer(0));
+  EXPECT_EQ(listed->attention_chunk_size, 0);
+  EXPECT_EQ(listed->rope_type, "llama3");
+  EXPECT_DOUBLE_EQ(listed->llama3.factor, 16.0);
+  EXPECT_DOUBLE_EQ(listed->llama3.high_freq_factor, 1.0);
+  EXPECT_EQ(parse_model_config(base + R"(, "num_experts_per_tok": 2})").status().code(), ErrorCode::kUnsupported);
+  auto wrapped = parse_model_config(R"({"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+      "text_config": {"model_type": "llama4_text", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16}})");
+  ASSERT_TRUE(wrapped.is_ok()) << wrapped.status().to_string();
+  EXPECT_EQ(wrapped->family, ModelFamily::kLlama4Text);
 }
 
 }  // namespace

@@ -126,6 +126,21 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.n_group = 2;
     s.topk_group = 2;
     s.routed_scaling_factor = 2.5;
+  } else if (family == engine::ModelFamily::kAfmoe) {
+    // Sliding layers with RoPE around global NoPE ones, sandwich norms, the attention's own gate
+    // projection; a dense first layer, a scaled router with shared experts.
+    s.sliding_window = fused_experts ? 20 : 8;
+    s.first_k_dense_replace = 1;
+    s.n_shared_experts = fused_experts ? 2 : 1;
+    s.routed_scaling_factor = fused_experts ? 1.0 : 2.0;
+  } else if (family == engine::ModelFamily::kLlama4Text) {
+    // Chunked RoPE layers around a NoPE one whose queries the temperature scales from position 7
+    // on (floor_scale 8), chunks the tests' 80 tokens cross; a dense first layer; top-1 experts.
+    s.sliding_window = fused_experts ? 20 : 8;
+    s.floor_scale = 8;
+    s.attn_scale = 0.25;
+    s.mlp_only_layers = {0};
+    s.top_k = 1;
   } else if (family == engine::ModelFamily::kGlm4MoeLite) {
     // Latent attention with keys (8 + 16) narrower than values (32), so the KV pages pad the keys;
     // the q LoRA and interleaved rope pairs (GLM-4.7-Flash) per expert, a plain q_proj, NeoX pairs

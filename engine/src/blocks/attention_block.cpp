@@ -14,7 +14,18 @@ Result<AttentionBlock> AttentionBlock::load(const WeightLoader& w, const std::st
   FT_ASSIGN_OR_RETURN(b.k_proj_, w.linear(prefix + "k_proj", kv_out, spec.hidden, spec.qkv_bias));
   FT_ASSIGN_OR_RETURN(b.v_proj_, w.linear(prefix + "v_proj", kv_out, spec.hidden, spec.qkv_bias));
   FT_ASSIGN_OR_RETURN(b.o_proj_, w.linear(prefix + "o_proj", spec.hidden, spec.heads * spec.head_dim, spec.o_bias));
-  if (spec.qk_norm) {
+  if (spec.gated && spec.gate_proj)
+    return invalid_argument("attention: an output gate from q_proj or gate_proj, not both");
+  if (spec.gate_proj) {
+    FT_ASSIGN_OR_RETURN(b.gate_proj_, w.linear(prefix + "gate_proj", spec.heads * spec.head_dim, spec.hidden, false));
+  }
+  if (spec.qk_norm && spec.qk_norm_unweighted) {
+    if (!spec.qk_norm_per_head || !spec.qk_norm_after_rope) {
+      return invalid_argument("attention: unweighted q/k norms are per head, after RoPE");
+    }
+    FT_ASSIGN_OR_RETURN(b.q_norm_, w.place(std::vector<float>(std::size_t(spec.head_dim), 1.0f)));
+    FT_ASSIGN_OR_RETURN(b.k_norm_, w.place(std::vector<float>(std::size_t(spec.head_dim), 1.0f)));
+  } else if (spec.qk_norm) {
     const int64_t q_width = spec.qk_norm_per_head ? spec.head_dim : spec.heads * spec.head_dim;
     const int64_t k_width = spec.qk_norm_per_head ? spec.head_dim : kv_out;
     FT_ASSIGN_OR_RETURN(b.q_norm_, w.vector(prefix + spec.q_norm_name, {q_width}));
@@ -37,10 +48,12 @@ void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, st
   float* v = s.floats(T * KV * D);
   float* gate = nullptr;
   float* qg = spec_.gated ? s.floats(T * H * D * 2) : q;
+  if (spec_.gate_proj) gate = s.floats(T * H * D);
   const Backend::LinearOut qkv[] = {{&q_proj_.weight, q_proj_.bias_or_null(), qg},
                                     {&k_proj_.weight, k_proj_.bias_or_null(), k},
-                                    {&v_proj_.weight, v_proj_.bias_or_null(), v}};
-  be.linears(x, T, qkv);
+                                    {&v_proj_.weight, v_proj_.bias_or_null(), v},
+                                    {&gate_proj_.weight, nullptr, gate}};
+  be.linears(x, T, std::span(qkv, spec_.gate_proj ? 4 : 3));
   if (spec_.gated) {
     gate = s.floats(T * H * D);
     be.split_gated_query(qg, T, H, D, q, gate);
@@ -61,10 +74,13 @@ void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, st
     be.attention_inputs(kv, kv_layer_, q, k, v, T, H, spec_.qk_norm ? &norm : nullptr, spec_.rope, inv_freq_.data(),
                         positions, seqs);
   }
+  if (spec_.temperature_floor_scale > 0) {
+    be.attention_temperature(q, T, H * D, positions, spec_.temperature_floor_scale, spec_.temperature_attn_scale);
+  }
   float* attn = s.floats(T * H * D);
   be.attention(kv, kv_layer_, q, H, 1.0f / std::sqrt(float(D)), seqs, attn,
-               AttentionOptions{spec_.window, spec_.sinks ? sinks_.data() : nullptr});
-  if (spec_.gated) be.mul_sigmoid(attn, gate, T * H * D);
+               AttentionOptions{spec_.window, spec_.sinks ? sinks_.data() : nullptr, spec_.chunk});
+  if (gate) be.mul_sigmoid(attn, gate, T * H * D);
   o_proj_.forward(be, attn, out, T);
 }
 

@@ -1,7 +1,9 @@
 // Softmax self-attention with RoPE, GQA, an optional q/k RMSNorm (per head, or over all heads at
 // once; before RoPE, or after it as Hunyuan's) and an optional output gate: the full-attention token
 // mixer of every family — Qwen3-MoE (per-head norm), Qwen3-Next / Qwen3.5 (gated query), Mixtral and
-// Qwen2-MoE (no norm), OLMoE (whole-width norm), Hunyuan (per-head norm of the rotated q and k). Its
+// Qwen2-MoE (no norm), OLMoE (whole-width norm), Hunyuan (per-head norm of the rotated q and k),
+// AFMoE (per-head norm, an output gate of its own projection), Llama 4 (unweighted norms of the
+// rotated q and k, chunked layers, a temperature on the others' queries). Its
 // K and V go to layer `kv_layer` of each sequence's KV pages.
 #pragma once
 
@@ -22,6 +24,7 @@ struct AttentionSpec {
   bool qkv_bias = false;               // q/k/v carry biases (attention_bias, Qwen2's qkv_bias)
   bool o_bias = false;                 // o_proj carries one (attention_bias)
   bool gated = false;                  // q_proj also writes a sigmoid output gate per head
+  bool gate_proj = false;              // the output gate has its own projection, gate_proj (AFMoE)
   bool qk_norm = true;                 // q_norm / k_norm
   // true: over each head's head_dim (Qwen3); false: over the whole projection, heads * head_dim
   // for q and kv_heads * head_dim for k (OLMoE).
@@ -34,7 +37,14 @@ struct AttentionSpec {
   float eps = 1e-6f;
   ref::RopeSpec rope;
   int64_t window = 0;  // > 0: sliding-window attention (HF sliding_window on a sliding_attention layer)
+  int64_t chunk = 0;   // > 0: chunked attention (Llama 4's chunked_attention layers)
   bool sinks = false;  // a learned sink logit per head, `sinks` [heads] (gpt-oss)
+  // The q/k norms have no weight (Llama 4's L2Norm: x * rsqrt(mean(x^2) + eps)); with
+  // qk_norm_after_rope.
+  bool qk_norm_unweighted = false;
+  // Llama 4's attention temperature on layers without RoPE: each query row times
+  // ref::attention_temperature_at(position, floor_scale, attn_scale). floor_scale 0: off.
+  float temperature_floor_scale = 0, temperature_attn_scale = 0;
 };
 
 class AttentionBlock {
@@ -54,7 +64,7 @@ class AttentionBlock {
  private:
   AttentionSpec spec_;
   int64_t kv_layer_ = 0;
-  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_, gate_proj_;
   Vector q_norm_, k_norm_;
   Vector sinks_;
   Vector inv_freq_;

@@ -173,7 +173,7 @@ class DecoderModel final : public Model {
     if (cfg.tie_word_embeddings) {
       m->lm_head_ = m->embed_;
     } else {
-      FT_ASSIGN_OR_RETURN(m->lm_head_, top.matrix("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
+      FT_ASSIGN_OR_RETURN(m->lm_head_, top.matrix(recipe.lm_head, {cfg.vocab_size, cfg.hidden_size}));
     }
     progress(true);
     if (m->plan_.workspace_bytes) FT_RETURN_IF_ERROR(m->be_->reserve_workspace(m->plan_.workspace_bytes));
@@ -471,12 +471,14 @@ void DecoderLayer::forward(Backend& be, float* hidden, float* delta, bool delta_
   } else {
     attention->forward(be, *batch.kv, normed, T, batch.attention, batch.positions, delta);
   }
+  if (mixer_out_norm) mixer_out_norm->forward(be, delta, delta, T);
   post_norm.add_forward(be, hidden, delta, normed, T);
   if (moe) {
     moe->forward(be, normed, delta, T);
   } else {
     mlp->forward(be, normed, delta, T);
   }
+  if (ffn_out_norm) ffn_out_norm->forward(be, delta, delta, T);
 }
 
 Result<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const Checkpoint> ckpt, const ModelConfig& cfg,
@@ -537,6 +539,12 @@ ref::RopeSpec rope_spec(const ModelConfig& cfg, int64_t head_dim) {
     r.yarn.original_max_position_embeddings = cfg.yarn.original_max_position_embeddings;
     r.yarn.truncate = cfg.yarn.truncate;
     r.attention_factor = float(cfg.yarn.attention_factor);
+  }
+  if (cfg.rope_type == "llama3") {
+    r.llama3.factor = cfg.llama3.factor;
+    r.llama3.low_freq_factor = cfg.llama3.low_freq_factor;
+    r.llama3.high_freq_factor = cfg.llama3.high_freq_factor;
+    r.llama3.original_max_position_embeddings = cfg.llama3.original_max_position_embeddings;
   }
   return r;
 }

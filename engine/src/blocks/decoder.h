@@ -30,7 +30,11 @@ struct LayerBatch {
 
 struct DecoderLayer {
   RmsNorm input_norm;
-  RmsNorm post_norm;
+  RmsNorm post_norm;  // the feed-forward's pre-norm (HF post_attention_layernorm in most families)
+  // Sandwich norms (AFMoE, Gemma): the mixer's and the feed-forward's outputs are normed before
+  // they join the residual stream.
+  std::optional<RmsNorm> mixer_out_norm;
+  std::optional<RmsNorm> ffn_out_norm;
   // Token mixer: exactly one of these.
   std::optional<AttentionBlock> attention;
   std::optional<LinearAttentionBlock> linear_attention;
@@ -39,7 +43,8 @@ struct DecoderLayer {
   std::optional<MoeBlock> moe;
   std::optional<SwiGlu> mlp;
 
-  // hidden [T, hidden] in place: h += mixer(norm(h)); h += ffn(norm(h)) — but the last add is left
+  // hidden [T, hidden] in place: h += mixer(norm(h)); h += ffn(norm(h)) (each output normed first
+  // where the layer has sandwich norms) — but the last add is left
   // to the caller: ffn(...) goes to `delta`, which the next layer adds as it norms its input (one
   // op, add_rms_norm). delta_pending: `delta` holds the previous layer's, not yet added.
   void forward(Backend& be, float* hidden, float* delta, bool delta_pending, std::size_t T,
@@ -52,6 +57,7 @@ struct DecoderRecipe {
   std::string prefix;                 // of embed_tokens / layers / norm, e.g. "model."
   bool zero_centered_norms = false;   // final norm uses (1 + w)
   LayerBuilder build_layer;
+  std::string lm_head = "lm_head.weight";  // from the checkpoint's root
 };
 
 // Loads embed_tokens, every layer through recipe.build_layer, the final norm and lm_head (or ties

@@ -12,6 +12,10 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
     FT_RETURN_IF_ERROR(b.load_gpt_oss_experts(w, prefix, spec));
     return b;
   }
+  if (spec.llama4) {
+    FT_RETURN_IF_ERROR(b.load_llama4_experts(w, prefix, spec));
+    return b;
+  }
   FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + spec.router_name, {E, H}));
   if (spec.correction_bias) {
     std::string name = prefix + spec.correction_bias_names.front();
@@ -59,6 +63,50 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
     FT_ASSIGN_OR_RETURN(m.shared, w.swiglu(prefix + spec.ungated_shared_name, H, spec.shared_inter));
   }
   return b;
+}
+
+void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T) const {
+  if (!input_shared_) {
+    be.moe(w_, x, T, out);
+    return;
+  }
+  // Llama 4 (moe_block.h): the routed expert on the rows scaled by their top-1 score, then the
+  // shared expert on the rows as they are.
+  const std::size_t H = std::size_t(w_.hidden), E = w_.experts.size();
+  Scratch& s = be.scratch();
+  Scratch::Frame frame(s);
+  float* logits = s.floats(T * E);
+  float* scaled = s.floats(T * H);
+  be.linear(x, T, w_.router, nullptr, logits);
+  be.scale_by_top_sigmoid(x, logits, T, H, E, scaled);
+  be.moe(w_, scaled, T, out);
+  float* shared = s.floats(T * H);
+  input_shared_->forward(be, x, shared, T);
+  be.add(out, shared, T * H);
+}
+
+Status MoeBlock::load_llama4_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec) {
+  MoeWeights& m = w_;
+  const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden, I = spec.moe_inter;
+  if (spec.router.top_k != 1) return unsupported("Llama 4 experts: only top-1 routing is supported");
+  // The top-1 weight of a renormalised softmax is exactly 1: the expert's output joins unweighted.
+  m.router_spec.scoring = ref::RouterScoring::kSoftmax;
+  m.router_spec.renormalize = true;
+  FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + "router.weight", {E, H}));
+  m.experts.resize(std::size_t(E));
+  owned_.resize(std::size_t(3 * E));
+  const WeightLoader x = w.experts();
+  const std::string gate_up = prefix + "experts.gate_up_proj", down = prefix + "experts.down_proj";
+  for (int64_t e = 0; e < E; ++e) {
+    SwiGluMatrices& ex = m.experts[std::size_t(e)];
+    std::vector<std::byte>* store = &owned_[std::size_t(3 * e)];
+    FT_ASSIGN_OR_RETURN(ex.gate, x.transposed(gate_up, {E, H, 2 * I}, e, 0, 1, store[0], I));
+    FT_ASSIGN_OR_RETURN(ex.up, x.transposed(gate_up, {E, H, 2 * I}, e, I, 1, store[1], I));
+    FT_ASSIGN_OR_RETURN(ex.down, x.transposed(down, {E, I, H}, e, 0, 1, store[2]));
+  }
+  FT_ASSIGN_OR_RETURN(SwiGluMatrices shared, w.swiglu(prefix + "shared_expert.", H, spec.shared_inter));
+  input_shared_.emplace(shared);
+  return Status::ok();
 }
 
 Status MoeBlock::load_gpt_oss_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec) {

@@ -16,8 +16,17 @@
 //               [E, 2*inter] interleaved alike, experts.down_proj [E, inter, hidden] [in, out] and
 //               its bias [E, hidden]. HF's bf16 layout is transposed into host memory at load (the
 //               MXFP4 release stores [out, in] and will load in place).
+//   Llama 4:    router.weight; experts.gate_up_proj [E, hidden, 2*inter] stored [in, out], gate
+//               the first half of the columns and up the second, experts.down_proj [E, inter,
+//               hidden] [in, out] (transposed at load as gpt-oss's); shared_expert.* as wide.
+//
+// Llama 4 scales each routed expert's input, not its output, by its router score (sigmoid of the
+// top-1 logit) and adds the output unweighted. A positive factor does not move the top logit, so
+// the plain top-1 MoE over the scaled rows (its renormalised weight exactly 1) computes it on every
+// backend and under offload; the shared expert sees the unscaled rows and is added after.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +52,7 @@ struct MoeSpec {
   ref::RouterSpec router;  // num_experts, top_k, scoring, renormalize, scaling, groups
   bool gpt_oss = false;    // gpt-oss's names and layout (above), biases and clamped GLU
   ref::ExpertGlu glu;      // with gpt_oss
+  bool llama4 = false;     // Llama 4's names, layout and input-scaled top-1 experts (above)
 };
 
 class MoeBlock {
@@ -52,7 +62,7 @@ class MoeBlock {
   static Result<MoeBlock> load(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
 
   // out [T, hidden] = moe(x [T, hidden]); out may not alias x.
-  void forward(Backend& be, const float* x, float* out, std::size_t T) const { be.moe(w_, x, T, out); }
+  void forward(Backend& be, const float* x, float* out, std::size_t T) const;
 
   std::size_t num_experts() const { return w_.experts.size(); }
   const SwiGluMatrices& expert(std::size_t e) const { return w_.experts[e]; }
@@ -67,7 +77,10 @@ class MoeBlock {
   // its buffers).
   Vector router_bias_, gate_bias_, up_bias_, down_bias_;
   std::vector<std::vector<std::byte>> owned_;
+  // Llama 4: the shared expert, applied beside the MoE to the unscaled rows.
+  std::optional<SwiGlu> input_shared_;
   Status load_gpt_oss_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
+  Status load_llama4_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
 };
 
 }  // namespace ft::engine::blocks

@@ -1,10 +1,11 @@
 // config.json -> ModelConfig. Defaults follow the HF 5.x config classes of each family
 // (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
 // OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig, MiniMaxM2Config,
-// GptOssConfig, Glm4MoeLiteConfig, HunYuanMoEV1Config, ExaoneMoeConfig; the MoE parts of the last
-// ten in config_sigmoid_moe.cpp, config_ernie4_5_moe.cpp, config_minimax_m2.cpp, config_gpt_oss.cpp,
-// config_hunyuan_v1_moe.cpp and config_exaone_moe.cpp), because save_pretrained may omit keys equal to their defaults
-// and older checkpoints predate newer keys.
+// GptOssConfig, Glm4MoeLiteConfig, HunYuanMoEV1Config, ExaoneMoeConfig, AfmoeConfig,
+// Llama4TextConfig; the MoE parts of the last twelve in config_sigmoid_moe.cpp,
+// config_ernie4_5_moe.cpp, config_minimax_m2.cpp, config_gpt_oss.cpp, config_hunyuan_v1_moe.cpp,
+// config_exaone_moe.cpp, config_afmoe.cpp and config_llama4.cpp), because save_pretrained may omit keys equal to their
+// defaults and older checkpoints predate newer keys.
 #include "ft/engine/model_config.h"
 
 #include <algorithm>
@@ -28,6 +29,7 @@ std::string supported_list() {
 std::optional<ModelFamily> family_from_model_type(const std::string& t) {
   if (t == "qwen3_5_moe_text") return ModelFamily::kQwen3_5Moe;
   if (t == "kimi_k2") return ModelFamily::kDeepseekV3;  // Kimi K2: DeepSeek-V3's architecture
+  if (t == "llama4") return ModelFamily::kLlama4Text;   // the multimodal wrapper: its text_config
   for (ModelFamily f : model_families()) {
     if (t == model_family_name(f)) return f;
   }
@@ -52,6 +54,8 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "ExaoneMoeForCausalLM") return ModelFamily::kExaoneMoe;
   if (a == "Glm4MoeLiteForCausalLM") return ModelFamily::kGlm4MoeLite;
   if (a == "HunYuanMoEV1ForCausalLM") return ModelFamily::kHunyuanV1Moe;
+  if (a == "AfmoeForCausalLM") return ModelFamily::kAfmoe;
+  if (a == "Llama4ForCausalLM" || a == "Llama4ForConditionalGeneration") return ModelFamily::kLlama4Text;
   return std::nullopt;
 }
 
@@ -81,7 +85,10 @@ FamilyDefaults family_defaults(ModelFamily f) {
     case ModelFamily::kGptOss:
       return {150000.0, 1e-5, true};  // GptOssConfig.default_theta
     case ModelFamily::kExaoneMoe:
+    case ModelFamily::kAfmoe:
       return {10000.0, 1e-5, true};
+    case ModelFamily::kLlama4Text:
+      return {500000.0, 1e-5, true};  // Llama4TextConfig.default_theta
     case ModelFamily::kGlm4MoeLite:
     case ModelFamily::kHunyuanV1Moe:
       return {10000.0, 1e-5, true};
@@ -113,6 +120,16 @@ Status parse_yarn_keys(const Fields& d, ModelConfig::Yarn& y) {
     FT_ASSIGN_OR_RETURN(y.attention_factor, d.number_or("attention_factor", 1.0));
     y.attention_given = true;
   }
+  return Status::ok();
+}
+
+// Llama 3's scaling keys of one rope dict (HF _compute_llama3_parameters reads all four).
+Status parse_llama3_keys(const Fields& d, ModelConfig::Llama3Rope& l) {
+  FT_ASSIGN_OR_RETURN(l.factor, d.number_or("factor", l.factor));
+  FT_ASSIGN_OR_RETURN(l.low_freq_factor, d.number_or("low_freq_factor", l.low_freq_factor));
+  FT_ASSIGN_OR_RETURN(l.high_freq_factor, d.number_or("high_freq_factor", l.high_freq_factor));
+  FT_ASSIGN_OR_RETURN(l.original_max_position_embeddings,
+                      d.integer_or("original_max_position_embeddings", l.original_max_position_embeddings));
   return Status::ok();
 }
 
@@ -184,8 +201,18 @@ Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) 
   cfg.rope_type = rope_type;
   if (rope_type == "yarn") {
     FT_RETURN_IF_ERROR(finish_yarn(text, cfg));
+  } else if (rope_type == "llama3") {
+    for (const json* dict : {scaling, params}) {
+      if (dict) FT_RETURN_IF_ERROR(parse_llama3_keys(Fields(*dict), cfg.llama3));
+    }
+    if (cfg.llama3.factor <= 0 || cfg.llama3.low_freq_factor <= 0 || cfg.llama3.high_freq_factor <= 0 ||
+        cfg.llama3.original_max_position_embeddings <= 0) {
+      return invalid_argument(
+          "config.json: rope_type 'llama3' needs a positive factor, low_freq_factor, high_freq_factor and "
+          "original_max_position_embeddings");
+    }
   } else if (rope_type != "default") {
-    return unsupported("rope_type '" + rope_type + "' is not supported yet (only 'default' and 'yarn')");
+    return unsupported("rope_type '" + rope_type + "' is not supported yet (only 'default', 'yarn' and 'llama3')");
   }
   if (cfg.rope_theta <= 0) return invalid_argument("config.json: rope_theta must be positive");
   if (cfg.partial_rotary_factor <= 0 || cfg.partial_rotary_factor > 1) {
@@ -197,11 +224,19 @@ Status parse_rope(const Fields& text, ModelConfig& cfg, double default_partial) 
 Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg, bool hybrid) {
   cfg.layer_types.clear();
   cfg.sliding_layers.clear();
-  const bool can_slide = cfg.family == ModelFamily::kGptOss || cfg.family == ModelFamily::kExaoneMoe;
+  cfg.chunked_layers.clear();
+  const bool can_chunk = cfg.family == ModelFamily::kLlama4Text;
+  const bool can_slide =
+      cfg.family == ModelFamily::kGptOss || cfg.family == ModelFamily::kExaoneMoe || cfg.family == ModelFamily::kAfmoe;
   if (can_slide && !text.has("layer_types")) {
     // GptOssConfig: sliding on even layers, full on odd. ExaoneMoeConfig: full every
     // sliding_window_pattern-th layer (none without a sliding_window), sliding otherwise.
+    // AfmoeConfig: full every global_attn_every_n_layers-th layer.
     int64_t pattern = 2;
+    if (cfg.family == ModelFamily::kAfmoe) {
+      FT_ASSIGN_OR_RETURN(pattern, text.integer_or("global_attn_every_n_layers", 4));
+      if (pattern <= 0) return invalid_argument("config.json: global_attn_every_n_layers must be positive");
+    }
     if (cfg.family == ModelFamily::kExaoneMoe) {
       if (text.has("sliding_window_pattern") && !text_json.at("sliding_window_pattern").is_number_integer()) {
         return unsupported("sliding_window_pattern other than a number is not supported (HF 5.x takes an int)");
@@ -228,6 +263,9 @@ Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg,
       } else if (can_slide && t == "sliding_attention") {
         cfg.layer_types.push_back(LayerKind::kFullAttention);
         cfg.sliding_layers.push_back(true);
+      } else if (can_chunk && t == "chunked_attention") {
+        cfg.layer_types.push_back(LayerKind::kFullAttention);
+        cfg.sliding_layers.push_back(false);
       } else if (hybrid && (t == "linear_attention" || t == "mamba")) {
         cfg.layer_types.push_back(LayerKind::kLinearAttention);
         cfg.sliding_layers.push_back(false);
@@ -235,6 +273,9 @@ Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg,
         return unsupported("layer type '" + t + "' is not supported for " +
                            model_family_name(cfg.family));
       }
+    }
+    if (can_chunk) {
+      for (const json& e : list) cfg.chunked_layers.push_back(e.get<std::string>() == "chunked_attention");
     }
     if (int64_t(cfg.layer_types.size()) != cfg.num_hidden_layers) {
       return invalid_argument("config.json: 'layer_types' has " + std::to_string(cfg.layer_types.size()) +
@@ -439,6 +480,10 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     FT_RETURN_IF_ERROR(config::parse_exaone_moe(text, cfg));
   } else if (cfg.family == ModelFamily::kHunyuanV1Moe) {
     FT_RETURN_IF_ERROR(config::parse_hunyuan_v1_moe(text, cfg));
+  } else if (cfg.family == ModelFamily::kAfmoe) {
+    FT_RETURN_IF_ERROR(config::parse_afmoe(text, cfg));
+  } else if (cfg.family == ModelFamily::kLlama4Text) {
+    FT_RETURN_IF_ERROR(config::parse_llama4_text(text, cfg));
   } else {
     FT_RETURN_IF_ERROR(parse_softmax_moe(text, cfg));
   }
@@ -498,6 +543,10 @@ const char* model_family_name(ModelFamily family) {
       return "glm4_moe_lite";
     case ModelFamily::kHunyuanV1Moe:
       return "hunyuan_v1_moe";
+    case ModelFamily::kAfmoe:
+      return "afmoe";
+    case ModelFamily::kLlama4Text:
+      return "llama4_text";
   }
   return "?";
 }
@@ -507,7 +556,8 @@ const std::vector<ModelFamily>& model_families() {
       ModelFamily::kQwen3Moe,    ModelFamily::kQwen3Next,    ModelFamily::kQwen3_5Moe, ModelFamily::kMixtral,
       ModelFamily::kQwen2Moe,    ModelFamily::kOlmoe,        ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
       ModelFamily::kDots1,       ModelFamily::kErnie4_5Moe,  ModelFamily::kMinimaxM2,  ModelFamily::kGptOss,
-      ModelFamily::kGlm4MoeLite, ModelFamily::kHunyuanV1Moe, ModelFamily::kExaoneMoe};
+      ModelFamily::kGlm4MoeLite, ModelFamily::kHunyuanV1Moe, ModelFamily::kExaoneMoe,  ModelFamily::kAfmoe,
+      ModelFamily::kLlama4Text};
   return all;
 }
 

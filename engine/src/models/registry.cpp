@@ -33,6 +33,10 @@ Recipe recipe_for(ModelFamily family) {
       return models::hunyuan_v1_moe;
     case ModelFamily::kExaoneMoe:
       return models::exaone_moe;
+    case ModelFamily::kAfmoe:
+      return models::afmoe;
+    case ModelFamily::kLlama4Text:
+      return models::llama4_text;
   }
   return nullptr;
 }

@@ -1,5 +1,6 @@
 // config.json and generation_config.json of a RandomCheckpointSpec, in the layout transformers 5.x
 // saves for each family (the qwen3_5_moe multimodal wrapper nests the text model in text_config).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "ft/engine/random_checkpoint.h"
@@ -309,6 +310,55 @@ json exaone_moe_config(const RandomCheckpointSpec& s) {
   return c;
 }
 
+// afmoe, as AfmoeConfig saves it: a global layer every second one.
+json afmoe_config(const RandomCheckpointSpec& s) {
+  json c = trunk_keys(s, "AfmoeForCausalLM", "afmoe", 1e-5);
+  c.update({
+      {"intermediate_size", s.intermediate_size},
+      {"moe_intermediate_size", s.moe_intermediate_size},
+      {"rope_parameters", rope_json(s, 1.0)},
+      {"num_experts", s.num_experts},
+      {"num_experts_per_tok", s.top_k},
+      {"num_shared_experts", s.n_shared_experts},
+      {"route_scale", s.routed_scaling_factor},
+      {"num_dense_layers", s.first_k_dense_replace},
+      {"global_attn_every_n_layers", 2},
+      {"sliding_window", s.sliding_window > 0 ? json(s.sliding_window) : json(nullptr)},
+      {"mup_enabled", false},
+  });
+  return c;
+}
+
+// llama4_text, as Llama4TextConfig saves it: RoPE (chunked) and NoPE layers alternating, the MoE
+// layers listed.
+json llama4_text_config(const RandomCheckpointSpec& s) {
+  json c = trunk_keys(s, "Llama4ForCausalLM", "llama4_text", 1e-5);
+  std::vector<int64_t> moe, no_rope;
+  std::vector<std::string> types;
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    if (std::find(s.mlp_only_layers.begin(), s.mlp_only_layers.end(), i) == s.mlp_only_layers.end()) moe.push_back(i);
+    no_rope.push_back(i % 2 == 0 ? 1 : 0);
+    types.push_back(i % 2 == 0 ? "chunked_attention" : "full_attention");
+  }
+  c.update({
+      {"intermediate_size", s.moe_intermediate_size},
+      {"intermediate_size_mlp", s.intermediate_size},
+      {"rope_parameters", rope_json(s, 1.0)},
+      {"num_local_experts", s.num_experts},
+      {"num_experts_per_tok", s.top_k},
+      {"moe_layers", moe},
+      {"no_rope_layers", no_rope},
+      {"layer_types", types},
+      {"attention_chunk_size", s.sliding_window > 0 ? json(s.sliding_window) : json(nullptr)},
+      {"attn_temperature_tuning", true},
+      {"floor_scale", s.floor_scale},
+      {"attn_scale", s.attn_scale},
+      {"use_qk_norm", true},
+      {"attention_bias", false},
+  });
+  return c;
+}
+
 }  // namespace
 
 std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
@@ -355,6 +405,12 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
       break;
     case ModelFamily::kExaoneMoe:
       c = exaone_moe_config(s);
+      break;
+    case ModelFamily::kAfmoe:
+      c = afmoe_config(s);
+      break;
+    case ModelFamily::kLlama4Text:
+      c = llama4_text_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

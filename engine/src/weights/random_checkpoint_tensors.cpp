@@ -93,6 +93,7 @@ void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::s
   if (is_mla(s)) return plan_mla_attention(w, s, a);
   if (s.family == ModelFamily::kGptOss) return plan_gpt_oss_attention(w, s, a);
   const int64_t H = s.hidden_size, D = s.head_dim;
+  if (s.family == ModelFamily::kAfmoe) w.matrix(a + "gate_proj.weight", {s.num_heads * D, H});  // the output gate
   // The hybrids' q_proj also produces the output gate: twice the query width.
   const int64_t q_out = s.num_heads * D * (is_hybrid(s) ? 2 : 1), kv_out = s.num_kv_heads * D;
   const bool all_bias = s.attention_bias && (s.family == ModelFamily::kQwen3Moe || s.family == ModelFamily::kOlmoe ||
@@ -109,8 +110,9 @@ void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::s
   if (qkv_bias) w.normal(a + "v_proj.bias", {kv_out}, 0.1);
   w.matrix(a + "o_proj.weight", {H, s.num_heads * D});
   if (all_bias) w.normal(a + "o_proj.bias", {H}, 0.1);
-  if (s.family == ModelFamily::kMixtral || s.family == ModelFamily::kQwen2Moe || s.family == ModelFamily::kErnie4_5Moe)
-    return;  // no q/k norms
+  if (s.family == ModelFamily::kMixtral || s.family == ModelFamily::kQwen2Moe ||
+      s.family == ModelFamily::kErnie4_5Moe || s.family == ModelFamily::kLlama4Text)
+    return;  // no q/k norms (Llama 4's have no weights)
   if (s.family == ModelFamily::kGlm4Moe && !s.use_qk_norm) return;
   if (s.family == ModelFamily::kHunyuanV1Moe) {  // per head, under their own names
     w.normal(a + "query_layernorm.weight", {D}, 0.1, 1.0);
@@ -125,7 +127,8 @@ void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::s
 
 // The feed-forward of the layer whose tensors start with `p`.
 void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const std::string& p) {
-  const std::string m = p + "mlp.";
+  const bool llama4 = s.family == ModelFamily::kLlama4Text;
+  const std::string m = p + (llama4 ? "feed_forward." : "mlp.");
   const int64_t H = s.hidden_size;
   if (!is_moe_layer(s, layer)) {
     w.matrix(m + "gate_proj.weight", {s.intermediate_size, H});
@@ -134,6 +137,15 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
     return;
   }
   const int64_t E = s.num_experts, I = s.moe_intermediate_size;
+  if (llama4) {  // the experts [in, out], gate then up; a shared expert as wide
+    w.matrix(m + "router.weight", {E, H});
+    w.normal(m + "experts.gate_up_proj", {E, H, 2 * I}, 1.0 / std::sqrt(double(H)));
+    w.normal(m + "experts.down_proj", {E, I, H}, 1.0 / std::sqrt(double(I)));
+    w.matrix(m + "shared_expert.gate_proj.weight", {I, H});
+    w.matrix(m + "shared_expert.up_proj.weight", {I, H});
+    w.matrix(m + "shared_expert.down_proj.weight", {H, I});
+    return;
+  }
   if (s.family == ModelFamily::kGptOss) {
     // The router with its bias; the experts [in, out] (gate and up interleaved), with biases.
     w.matrix(m + "router.weight", {E, H});
@@ -160,7 +172,9 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
     return;
   }
   const bool hunyuan = s.family == ModelFamily::kHunyuanV1Moe;
-  w.matrix(m + (hunyuan ? "gate.wg.weight" : "gate.weight"), {E, H});
+  const bool afmoe = s.family == ModelFamily::kAfmoe;
+  w.matrix(m + (hunyuan ? "gate.wg.weight" : afmoe ? "router.gate.weight" : "gate.weight"), {E, H});
+  if (afmoe) w.normal(m + "expert_bias", {E}, 0.1);
   if (is_sigmoid_moe(s)) w.normal(m + "gate.e_score_correction_bias", {E}, 0.1);
   const bool exaone = s.family == ModelFamily::kExaoneMoe;
   if (minimax || exaone) w.normal(m + "e_score_correction_bias", {E}, 0.1);
@@ -178,7 +192,7 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
       w.matrix(x + "down_proj.weight", {H, I});
     }
   }
-  if ((is_sigmoid_moe(s) || ernie || exaone) && s.n_shared_experts > 0) {
+  if ((is_sigmoid_moe(s) || ernie || exaone || afmoe) && s.n_shared_experts > 0) {
     const int64_t S = s.n_shared_experts * I;
     w.matrix(m + "shared_experts.gate_proj.weight", {S, H});
     w.matrix(m + "shared_experts.up_proj.weight", {S, H});
@@ -218,7 +232,7 @@ bool is_mla(const RandomCheckpointSpec& s) {
 }
 
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
-  if (is_sigmoid_moe(s) || s.family == ModelFamily::kExaoneMoe)
+  if (is_sigmoid_moe(s) || s.family == ModelFamily::kExaoneMoe || s.family == ModelFamily::kAfmoe)
     return s.num_experts > 0 && i >= s.first_k_dense_replace;
   if (s.family == ModelFamily::kErnie4_5Moe) {
     const int64_t end = s.moe_layer_end_index < 0 ? s.num_layers - 1 : s.moe_layer_end_index;
@@ -260,6 +274,10 @@ std::vector<PlannedTensor> random_checkpoint_tensors(const RandomCheckpointSpec&
     const std::string p = root + "layers." + std::to_string(i) + ".";
     w.normal(p + "input_layernorm.weight", {H}, 0.1, norm_offset);
     w.normal(p + "post_attention_layernorm.weight", {H}, 0.1, norm_offset);
+    if (s.family == ModelFamily::kAfmoe) {  // sandwich norms
+      w.normal(p + "pre_mlp_layernorm.weight", {H}, 0.1, norm_offset);
+      w.normal(p + "post_mlp_layernorm.weight", {H}, 0.1, norm_offset);
+    }
     if (is_linear_layer(s, i)) {
       plan_linear_attention(w, s, p + "linear_attn.");
     } else {

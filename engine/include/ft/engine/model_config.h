@@ -39,10 +39,12 @@ enum class ModelFamily {
   kGlm4MoeLite,
   kHunyuanV1Moe,
   kExaoneMoe,
+  kAfmoe,
+  kLlama4Text,
 };
 // "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3",
 // "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2", "gpt_oss", "glm4_moe_lite", "hunyuan_v1_moe",
-// "exaone_moe" (the HF model_type).
+// "exaone_moe", "afmoe", "llama4_text" (the HF model_type).
 const char* model_family_name(ModelFamily family);
 // Every family, in the order above.
 const std::vector<ModelFamily>& model_families();
@@ -71,7 +73,7 @@ struct ModelConfig {
   bool qkv_bias = false;           // only q/k/v do (Qwen2-MoE's "qkv_bias")
   bool tie_word_embeddings = false;
   std::vector<LayerKind> layer_types;  // one per layer
-  // Sliding-window attention (gpt_oss, exaone_moe): layers whose layer_types entry is
+  // Sliding-window attention (gpt_oss, exaone_moe, afmoe): layers whose layer_types entry is
   // "sliding_attention" attend within the last sliding_window keys (full attention otherwise).
   int64_t sliding_window = 0;
   std::vector<bool> sliding_layers;  // one per layer; empty: none slide
@@ -97,6 +99,13 @@ struct ModelConfig {
     double attention_factor = 1.0;
     bool attention_given = false;  // attention_factor came from the config
   } yarn;
+  // Llama 3's scaling ("llama3"): the rope dict's factor, low_freq_factor, high_freq_factor,
+  // original_max_position_embeddings.
+  struct Llama3Rope {
+    double factor = 0;
+    double low_freq_factor = 1, high_freq_factor = 4;
+    int64_t original_max_position_embeddings = 8192;
+  } llama3;
   int64_t max_position_embeddings = 0;  // 0: not given
   // The dims RoPE rotates: head_dim * partial_rotary_factor, or MLA's qk_rope_head_dim.
   int64_t rotary_dim() const {
@@ -138,6 +147,21 @@ struct ModelConfig {
   int64_t n_group = 1;
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
+
+  // Llama 4 (llama4_text): "chunked_attention" layers see only their attention_chunk_size chunk;
+  // layers without RoPE (no_rope_layers 0) scale their queries by the attention temperature
+  // (attn_temperature_tuning: floor_scale, attn_scale); one layer list each, empty elsewhere.
+  int64_t attention_chunk_size = 0;
+  std::vector<bool> chunked_layers;
+  std::vector<bool> nope_layers;
+  bool attn_temperature_tuning = false;
+  double floor_scale = 8192, attn_scale = 0.1;
+  bool is_chunked_layer(int64_t layer) const {
+    return layer >= 0 && std::size_t(layer) < chunked_layers.size() && chunked_layers[std::size_t(layer)];
+  }
+  bool is_nope_layer(int64_t layer) const {
+    return layer >= 0 && std::size_t(layer) < nope_layers.size() && nope_layers[std::size_t(layer)];
+  }
 
   // Linear attention (Gated DeltaNet).
   int64_t linear_conv_kernel_dim = 0;
