@@ -33,6 +33,10 @@ Recipe recipe_for(ModelFamily family) {
       return models::hunyuan_v1_moe;
     case ModelFamily::kExaoneMoe:
       return models::exaone_moe;
+    case ModelFamily::kDeepseekV32:
+      return models::deepseek_v32;
+    case ModelFamily::kGlmMoeDsa:
+      return models::glm_moe_dsa;
   }
   return nullptr;
 }

@@ -24,5 +24,7 @@ blocks::DecoderRecipe gpt_oss(const Checkpoint& ckpt);
 blocks::DecoderRecipe glm4_moe_lite(const Checkpoint& ckpt);
 blocks::DecoderRecipe hunyuan_v1_moe(const Checkpoint& ckpt);
 blocks::DecoderRecipe exaone_moe(const Checkpoint& ckpt);
+blocks::DecoderRecipe deepseek_v32(const Checkpoint& ckpt);
+blocks::DecoderRecipe glm_moe_dsa(const Checkpoint& ckpt);
 
 }  // namespace ft::engine::models
