@@ -245,6 +245,11 @@ TEST(SequenceStateFixtures, RestoredPrefixPlusSuffixEqualsFullSequence) {
   int ran = 0;
   for (const std::string& name : fixture_names()) {
     if (!fixture_present(name)) continue;
+    // DeepSeek sparse attention breaks exact ties between key scores as torch.topk does, by the
+    // length of the pass's rows (ops_dsa.h), so it matches HF's goldens; their 4-head indexers tie
+    // at zero often, so a split pass may choose otherwise there. Restore + suffix of these families
+    // is held to the full sequence on the tiny models (indexers of 8-16 heads, no such ties).
+    if (name == "deepseek_v32" || name == "glm_moe_dsa") continue;
     SCOPED_TRACE(name);
     auto model = load(fixture_checkpoint(name));
     ASSERT_TRUE(model);
