@@ -255,12 +255,14 @@ def afmoe():
 
 
 def deepseek_v32():
-    # MLA + the DSA indexer choosing 16 of the positions for each query.
+    # MLA + the DSA indexer choosing 16 of the positions for each query. 16 indexer heads (the
+    # releases have 64): with few heads the ReLU'd scores are often all zero, and such exact ties
+    # make the choice depend on the pass (HF breaks them by its sort over the pass's row).
     return auto("deepseek_v32", intermediate_size=256, moe_intermediate_size=64, num_key_value_heads=4,
                 n_shared_experts=1, n_routed_experts=16, routed_scaling_factor=2.5, kv_lora_rank=32,
                 q_lora_rank=48, qk_rope_head_dim=16, v_head_dim=32, qk_nope_head_dim=32, head_dim=16, n_group=4,
                 topk_group=2, num_experts_per_tok=4, first_k_dense_replace=1, index_topk=16, index_head_dim=32,
-                index_n_heads=4, rope_parameters=ROPE, rms_norm_eps=1e-6,
+                index_n_heads=16, rope_parameters=ROPE, rms_norm_eps=1e-6,
                 mlp_layer_types=["dense", "sparse", "sparse", "sparse"])
 
 
@@ -269,7 +271,7 @@ def glm_moe_dsa():
                 n_shared_experts=1, n_routed_experts=16, routed_scaling_factor=2.5, kv_lora_rank=32,
                 q_lora_rank=48, qk_rope_head_dim=16, v_head_dim=32, qk_nope_head_dim=32, head_dim=16, n_group=1,
                 topk_group=1, num_experts_per_tok=4, first_k_dense_replace=1, index_topk=16, index_head_dim=32,
-                index_n_heads=4, rope_parameters=ROPE, mlp_layer_types=["dense", "sparse", "sparse", "sparse"])
+                index_n_heads=16, rope_parameters=ROPE, mlp_layer_types=["dense", "sparse", "sparse", "sparse"])
 
 
 def gemma4_text():

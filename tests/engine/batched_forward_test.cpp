@@ -35,7 +35,7 @@ std::unique_ptr<Model> tiny(const Case& c, const TempDir& dir) {
 
 class BatchedForward : public ::testing::TestWithParam<Case> {
  protected:
-  void SetUp() override { FT_SKIP_UNLESS_RUNNABLE(GetParam().backend); }
+  void SetUp() override { FT_SKIP_UNLESS_FAMILY_RUNS(GetParam().backend, GetParam().family); }
   double tol() const { return tolerance(GetParam().backend); }
 };
 

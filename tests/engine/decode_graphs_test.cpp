@@ -31,7 +31,7 @@ std::unique_ptr<engine::Model> load_cuda(const TempDir& dir, bool graphs) {
 
 class DecodeGraphs : public ::testing::TestWithParam<ModelFamily> {
  protected:
-  void SetUp() override { FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda); }
+  void SetUp() override { FT_SKIP_UNLESS_FAMILY_RUNS(engine::BackendKind::kCuda, GetParam()); }
 };
 
 TEST_P(DecodeGraphs, ReplayedStepsEqualStepsRunOpByOp) {

@@ -47,7 +47,7 @@ int32_t argmax(const float* row, std::size_t n) { return int32_t(std::max_elemen
 class ExpertOffloadCuda : public ::testing::TestWithParam<ModelFamily> {
  protected:
   void SetUp() override {
-    FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda);
+    FT_SKIP_UNLESS_FAMILY_RUNS(engine::BackendKind::kCuda, GetParam());
     if (GetParam() == ModelFamily::kGptOss)
       GTEST_SKIP() << "the offload kernels compute plain SwiGLU experts: gpt-oss's biased ones not yet";
     ASSERT_TRUE(engine::write_random_checkpoint(dir_.path(), tiny_spec(GetParam(), false)).is_ok());

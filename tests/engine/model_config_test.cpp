@@ -107,7 +107,7 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
             "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, glm4_moe_lite, "
-            "hunyuan_v1_moe, exaone_moe, afmoe, llama4_text)");
+            "hunyuan_v1_moe, exaone_moe, afmoe, llama4_text, deepseek_v32, glm_moe_dsa)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
@@ -652,6 +652,69 @@ TEST(ModelConfig, ParsesLlama4TextWithItsDefaults) {
       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16}})");
   ASSERT_TRUE(wrapped.is_ok()) << wrapped.status().to_string();
   EXPECT_EQ(wrapped->family, ModelFamily::kLlama4Text);
+}
+
+// DeepSeek-V3.2 with DeepseekV32Config's defaults: DeepSeek-V3's latent attention (interleaved
+// rope pairs whatever rope_interleave says) and router, three dense layers first, and the indexer
+// (top 2048 of 64 heads of 128, NeoX rope halves); "deepseek_sparse_attention" layer types.
+TEST(ModelConfig, ParsesDeepseekV32WithItsDefaults) {
+  auto c = parse_model_config(R"({"architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
+      "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 5, "num_attention_heads": 4,
+      "rope_interleave": false,
+      "layer_types": ["deepseek_sparse_attention", "deepseek_sparse_attention", "deepseek_sparse_attention",
+                      "deepseek_sparse_attention", "deepseek_sparse_attention"]})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kDeepseekV32);
+  EXPECT_TRUE(c->mla);
+  EXPECT_TRUE(c->rope_interleave);
+  EXPECT_EQ(c->q_lora_rank, 1536);
+  EXPECT_EQ(c->qk_nope_head_dim, 128);
+  EXPECT_EQ(c->v_head_dim, 128);
+  EXPECT_EQ(c->head_dim, 192);
+  EXPECT_EQ(c->index_topk, 2048);
+  EXPECT_EQ(c->index_head_dim, 128);
+  EXPECT_EQ(c->index_n_heads, 64);
+  EXPECT_FALSE(c->index_rope_interleave);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-6f);
+  EXPECT_EQ(c->num_experts, 256);
+  EXPECT_EQ(c->n_group, 8);
+  EXPECT_EQ(c->topk_group, 4);
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 2.5);
+  EXPECT_EQ(c->intermediate_size, 18432);
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(c->is_moe_layer(i), i >= 3) << i;
+  auto no_lora = parse_model_config(R"({"model_type": "deepseek_v32", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "n_group": 1, "topk_group": 1, "q_lora_rank": null})");
+  EXPECT_EQ(no_lora.status().code(), ErrorCode::kInvalidArgument);
+}
+
+// GLM-5 with GlmMoeDsaConfig's defaults: the indexer's rope interleaved, 32 heads; mlp_layer_types
+// wins over first_k_dense_replace; layers sharing an earlier layer's top-k are refused.
+TEST(ModelConfig, ParsesGlmMoeDsaAndRefusesSharedIndexers) {
+  const std::string base = R"({"architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa",
+      "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4)";
+  auto c = parse_model_config(base + "}");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kGlmMoeDsa);
+  EXPECT_EQ(c->q_lora_rank, 2048);
+  EXPECT_EQ(c->qk_nope_head_dim, 192);
+  EXPECT_EQ(c->v_head_dim, 256);
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->index_topk, 2048);
+  EXPECT_EQ(c->index_n_heads, 32);
+  EXPECT_TRUE(c->index_rope_interleave);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  EXPECT_EQ(c->n_group, 1);
+  EXPECT_EQ(c->intermediate_size, 12288);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(c->is_moe_layer(i), i >= 3) << i;
+  auto typed = parse_model_config(base + R"(, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+      "indexer_types": ["full", "full", "full", "full"]})");
+  ASSERT_TRUE(typed.is_ok()) << typed.status().to_string();
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(typed->is_moe_layer(i), i >= 1) << i;
+  for (const char* shared : {R"(, "indexer_types": ["full", "shared", "full", "full"]})",
+                             R"(, "index_topk_pattern": "FSFF"})", R"(, "index_topk_freq": 2})"}) {
+    auto refused = parse_model_config(base + shared);
+    EXPECT_EQ(refused.status().code(), ErrorCode::kUnsupported) << shared;
+  }
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ double tolerance(BackendKind b) { return b == BackendKind::kCpu ? 0.0 : b == Bac
 class TinyModelSplit : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TinyModelSplit, RestoredPrefixPlusSuffixEqualsFullSequence) {
-  FT_SKIP_UNLESS_RUNNABLE(GetParam().backend);
+  FT_SKIP_UNLESS_FAMILY_RUNS(GetParam().backend, GetParam().family);
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam().family, GetParam().fused)).is_ok());
   auto model = load(dir.path(), GetParam().backend);
@@ -114,7 +114,7 @@ bool same_routing(const engine::RoutingTrace& full, const engine::RoutingTrace& 
 }
 
 TEST_P(TinyModelSplit, TokenByTokenDecodeMatchesPrefill) {
-  FT_SKIP_UNLESS_RUNNABLE(GetParam().backend);
+  FT_SKIP_UNLESS_FAMILY_RUNS(GetParam().backend, GetParam().family);
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam().family, GetParam().fused)).is_ok());
   auto model = load(dir.path(), GetParam().backend);
@@ -146,7 +146,7 @@ TEST_P(TinyModelSplit, TokenByTokenDecodeMatchesPrefill) {
 
 TEST_P(TinyModelSplit, LogitsAreNotDegenerate) {
   // Guards the init scale: near-constant logits would let most bugs pass the comparisons above.
-  FT_SKIP_UNLESS_RUNNABLE(GetParam().backend);
+  FT_SKIP_UNLESS_FAMILY_RUNS(GetParam().backend, GetParam().family);
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam().family, GetParam().fused)).is_ok());
   auto model = load(dir.path(), GetParam().backend);

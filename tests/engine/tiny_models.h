@@ -156,6 +156,33 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.first_k_dense_replace = 1;
   } else if (family == engine::ModelFamily::kHunyuanV1Moe) {
     s.attention_bias = !fused_experts;
+  } else if (family == engine::ModelFamily::kDeepseekV32 || family == engine::ModelFamily::kGlmMoeDsa) {
+    // DeepSeek sparse attention: each query sees its best 8 (per expert) or 20 (fused) of the tests'
+    // 80 positions. The q LoRA always (the indexer's query comes from it); DeepSeek-V3.2 with keys
+    // wider than values and YaRN, an index key wider than a KV slot when fused (two slots); GLM-5
+    // with keys narrower than values and one group. 8 or 16 index heads, as real indexers have
+    // many: with a handful, scores of exactly zero (every head's ReLU at zero) are common, and an
+    // exact tie across the k-th score is broken as torch.topk breaks it, by the pass's row length
+    // (ops_dsa.h), which a restore + suffix or a decode step does not share with one prefill.
+    const bool glm5 = family == engine::ModelFamily::kGlmMoeDsa;
+    s.q_lora_rank = 24;
+    s.kv_lora_rank = 32;
+    s.qk_nope_head_dim = glm5 ? 8 : 16;
+    s.qk_rope_head_dim = 16;
+    s.v_head_dim = glm5 ? 32 : 16;
+    s.index_topk = fused_experts ? 20 : 8;
+    s.index_head_dim = glm5 ? 32 : fused_experts ? 48 : 24;
+    s.index_n_heads = fused_experts ? 16 : 8;
+    if (!glm5) {
+      s.yarn_factor = 4.0;
+      s.yarn_original_max_position_embeddings = 32;
+      s.yarn_mscale = 1.0;
+      s.yarn_mscale_all_dim = 0.707;
+      s.n_group = 2;
+    }
+    s.topk_group = 1;
+    s.routed_scaling_factor = 2.5;
+    s.first_k_dense_replace = 1;
   }
   return s;
 }
@@ -183,6 +210,27 @@ inline std::string backend_unavailable(engine::BackendKind backend) {
   auto dev = engine::query_cuda_device();
   return dev ? std::string() : "no GPU: " + dev.status().message();
 }
+// Why `backend` does not run `family` (the CUDA backend refuses DeepSeek sparse attention at load:
+// it has no kernels for it yet), or empty when it does.
+inline std::string family_unsupported(engine::BackendKind backend, engine::ModelFamily family) {
+  const bool dsa = family == engine::ModelFamily::kDeepseekV32 || family == engine::ModelFamily::kGlmMoeDsa;
+  if (backend == engine::BackendKind::kCuda && dsa) return "no GPU kernels for DeepSeek sparse attention yet";
+  return {};
+}
+
+// The family name a fixture directory is named by, for family_unsupported.
+inline engine::ModelFamily fixture_family(const std::string& name) {
+  for (engine::ModelFamily f : engine::model_families())
+    if (name == engine::model_family_name(f)) return f;
+  return engine::ModelFamily::kQwen3Moe;
+}
+
+#define FT_SKIP_UNLESS_FAMILY_RUNS(backend, family)                                                    \
+  do {                                                                                                 \
+    FT_SKIP_UNLESS_RUNNABLE(backend);                                                                  \
+    if (auto why = ::ft::test::family_unsupported(backend, family); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
 #define FT_SKIP_UNLESS_RUNNABLE(backend)                                         \
   do {                                                                           \
     if (auto why = ::ft::test::backend_unavailable(backend); !why.empty()) GTEST_SKIP() << why; \

@@ -1,5 +1,8 @@
 #include "ft/engine/backend.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "backend/cpu_backend.h"
 #include "backend/cuda_factory.h"
 #include "backend/reference_backend.h"
@@ -20,6 +23,31 @@ const char* OpProfile::name(Kind k) {
                                              "rms_norm", "rope", "elementwise", "embedding", "route",
                                              "experts",  "combine"};
   return k < kCount ? kNames[k] : "?";
+}
+
+namespace {
+
+// A model whose layers need an op the backend lacks is refused at load (has_sparse_attention), so
+// reaching one of these is a bug, not a user error.
+[[noreturn]] void missing_op(const char* op) {
+  std::fprintf(stderr, "freetoken: internal error: the %s op is not implemented by this backend\n", op);
+  std::abort();
+}
+
+}  // namespace
+
+void Backend::layer_norm(const float*, const float*, const float*, float*, std::size_t, std::size_t, float) {
+  missing_op("layer_norm");
+}
+
+void Backend::index_select(const KvLayout&, int64_t, const float*, const float*, const IndexerSpec&,
+                           std::span<const AttentionSeq>, int32_t*) {
+  missing_op("index_select");
+}
+
+void Backend::sparse_attention(const KvLayout&, int64_t, const float*, std::size_t, float,
+                               std::span<const AttentionSeq>, const int32_t*, std::size_t, float*) {
+  missing_op("sparse_attention");
 }
 
 Result<BackendKind> parse_backend(std::string_view name) {

@@ -12,6 +12,7 @@
 #include "ft/engine/ops_dense.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/deltanet.h"
+#include "ops/cpu/dsa.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/moe.h"
@@ -146,6 +147,31 @@ void CpuBackend::attention(const KvLayout& layout, int64_t layer, const float* q
   std::size_t rows = 0;
   for (const AttentionSeq& s : seqs) rows += s.rows;
   cpu::attention(scratch_, isa_for(rows), layout, layer, q, heads, scale, seqs, out, opt);
+}
+
+void CpuBackend::layer_norm(const float* x, const float* weight, const float* bias, float* out, std::size_t rows,
+                            std::size_t dim, float eps) {
+  const OpTimer timer(profile_, OpProfile::kNorm);
+  for_range(rows, dim, [&](std::size_t a, std::size_t b) {
+    ref::layer_norm(x + a * dim, weight, bias, out + a * dim, b - a, dim, eps);
+  });
+}
+
+void CpuBackend::index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w,
+                              const IndexerSpec& spec, std::span<const AttentionSeq> seqs, int32_t* selected) {
+  const OpTimer timer(profile_, OpProfile::kAttention);
+  cpu::index_select(scratch_, layout, layer, q, w, spec, seqs, selected);
+  if (!trace_) return;
+  std::size_t T = 0;
+  for (const AttentionSeq& s : seqs) T = std::max(T, s.row0 + s.rows);
+  record_selection(selected, T, spec.top_k);
+}
+
+void CpuBackend::sparse_attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                                  std::span<const AttentionSeq> seqs, const int32_t* selected, std::size_t top_k,
+                                  float* out) {
+  const OpTimer timer(profile_, OpProfile::kAttention);
+  cpu::sparse_attention(layout, layer, q, heads, scale, seqs, selected, top_k, out);
 }
 
 void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {

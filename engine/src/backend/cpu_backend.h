@@ -45,6 +45,14 @@ class CpuBackend final : public HostBackend {
                 std::span<const AttentionSeq> seqs) override;
   void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                  std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) override;
+  bool has_sparse_attention() const override { return true; }
+  void layer_norm(const float* x, const float* weight, const float* bias, float* out, std::size_t rows, std::size_t dim,
+                  float eps) override;
+  void index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w, const IndexerSpec& spec,
+                    std::span<const AttentionSeq> seqs, int32_t* selected) override;
+  void sparse_attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                        std::span<const AttentionSeq> seqs, const int32_t* selected, std::size_t top_k,
+                        float* out) override;
   void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override;
   void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;

@@ -63,6 +63,60 @@ void ReferenceBackend::attention(const KvLayout& layout, int64_t layer, const fl
   }
 }
 
+void ReferenceBackend::layer_norm(const float* x, const float* weight, const float* bias, float* out, std::size_t rows,
+                                  std::size_t dim, float eps) {
+  ref::layer_norm(x, weight, bias, out, rows, dim, eps);
+}
+
+void ReferenceBackend::index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w,
+                                    const IndexerSpec& spec, std::span<const AttentionSeq> seqs, int32_t* selected) {
+  const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads), K = spec.top_k;
+  std::size_t T = 0;
+  for (const AttentionSeq& s : seqs) {
+    Scratch::Frame frame(scratch_);
+    const std::size_t n = std::size_t(s.pos0) + s.rows;
+    float* k = scratch_.floats(n * KV * D);
+    float* v = scratch_.floats(n * KV * D);
+    ref::kv_gather(layout, layer, int64_t(n), s.pages, k, v);
+    float* scores = scratch_.floats(n);
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      const std::size_t row = s.row0 + r, keys = std::size_t(s.pos0) + r + 1;  // causal
+      ref::indexer_scores(q + row * spec.heads * spec.head_dim, w + row * spec.heads, k + std::size_t(spec.kv_slot) * D,
+                          KV * D, keys, spec, scores);
+      ref::top_k_positions(scores, keys, n, K, selected + row * K);
+    }
+    T = std::max(T, s.row0 + s.rows);
+  }
+  // Forced: the positions the runtime chose (its own choice kept for the trace), so a near-tie that
+  // rounding flipped is compared as the same function.
+  if (forced_ && forced_selections_ < forced_->selections.size() && forced_->selection_k == K &&
+      forced_->selections[forced_selections_].size() == T * K) {
+    if (trace_) trace_->unforced_selections.emplace_back(selected, selected + T * K);
+    std::copy_n(forced_->selections[forced_selections_++].data(), T * K, selected);
+  } else if (forced_) {
+    forced_selections_ = forced_->selections.size();  // out of step: select freely from here on
+  }
+  record_selection(selected, T, K);
+}
+
+void ReferenceBackend::sparse_attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads,
+                                        float scale, std::span<const AttentionSeq> seqs, const int32_t* selected,
+                                        std::size_t top_k, float* out) {
+  const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads);
+  for (const AttentionSeq& s : seqs) {
+    Scratch::Frame frame(scratch_);
+    const std::size_t n = std::size_t(s.pos0) + s.rows;
+    float* k = scratch_.floats(n * KV * D);
+    float* v = scratch_.floats(n * KV * D);
+    ref::kv_gather(layout, layer, int64_t(n), s.pages, k, v);
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      const std::size_t row = s.row0 + r;
+      ref::sparse_attention_row(q + row * heads * D, k, v, heads, KV, D, selected + row * top_k, top_k, scale,
+                                out + row * heads * D);
+    }
+  }
+}
+
 void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {
   const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k;
   Scratch::Frame frame(scratch_);

@@ -39,15 +39,25 @@ class ReferenceBackend final : public HostBackend {
   bool set_forced_routing(const RoutingTrace* forced) override {
     forced_ = forced;
     forced_calls_ = 0;
+    forced_selections_ = 0;
     return true;
   }
+  bool has_sparse_attention() const override { return true; }
+  void layer_norm(const float* x, const float* weight, const float* bias, float* out, std::size_t rows, std::size_t dim,
+                  float eps) override;
+  void index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w, const IndexerSpec& spec,
+                    std::span<const AttentionSeq> seqs, int32_t* selected) override;
+  void sparse_attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                        std::span<const AttentionSeq> seqs, const int32_t* selected, std::size_t top_k,
+                        float* out) override;
   void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;
 
  private:
   tbb::task_arena arena_;
   const RoutingTrace* forced_ = nullptr;
-  std::size_t forced_calls_ = 0;  // MoE calls routed as forced_ so far
+  std::size_t forced_calls_ = 0;       // MoE calls routed as forced_ so far
+  std::size_t forced_selections_ = 0;  // indexer calls that took forced_'s positions so far
 };
 
 }  // namespace ft::engine

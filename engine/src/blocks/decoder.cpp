@@ -290,7 +290,7 @@ class DecoderModel final : public Model {
     for (DecoderLayer& l : layers_) {
       if (!l.attention && !l.mla_attention) continue;
       // Latent attention stores every head's expanded key and value (mla_attention_block.h).
-      const int64_t kv_heads = l.attention ? l.attention->spec().kv_heads : l.mla_attention->spec().heads;
+      const int64_t kv_heads = l.attention ? l.attention->spec().kv_heads : l.mla_attention->kv_heads();
       const int64_t head_dim = l.attention ? l.attention->spec().head_dim : l.mla_attention->spec().width();
       if (kv.layers > 0 && (kv_heads != kv.kv_heads || head_dim != kv.head_dim))
         return unsupported("attention layers with different kv_heads or head_dim are not supported yet");

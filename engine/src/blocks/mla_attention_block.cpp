@@ -30,7 +30,12 @@ Result<MlaAttentionBlock> MlaAttentionBlock::load(const WeightLoader& w, const s
   FT_ASSIGN_OR_RETURN(b.kv_b_proj_, w.linear(prefix + "kv_b_proj", H * (spec.qk_nope_head_dim + spec.v_head_dim), C));
   FT_ASSIGN_OR_RETURN(b.o_proj_, w.linear(prefix + "o_proj", hidden, H * spec.v_head_dim, spec.bias));
   FT_ASSIGN_OR_RETURN(b.inv_freq_, w.place(ref::rope_inv_freq(spec.rope)));
-  const int64_t pad = std::max(spec.width() - spec.qk_head_dim(), spec.width() - spec.v_head_dim);
+  int64_t pad = std::max(spec.width() - spec.qk_head_dim(), spec.width() - spec.v_head_dim);
+  if (spec.indexer) {
+    if (spec.q_lora_rank <= 0) return invalid_argument("the DSA indexer needs the attention's q LoRA (q_lora_rank)");
+    FT_ASSIGN_OR_RETURN(b.indexer_, DsaIndexer::load(w, prefix + "indexer.", *spec.indexer));
+    pad = std::max(pad, b.indexer_->kv_slots(spec.width()) * spec.width());  // the index slots' zeros
+  }
   FT_ASSIGN_OR_RETURN(b.zeros_, w.place(std::vector<float>(std::size_t(std::max<int64_t>(pad, 1)), 0.0f)));
   return b;
 }
@@ -46,8 +51,9 @@ void MlaAttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x,
   // Projections of x: the query (or its low-rank half) and the compressed kv, in one pass.
   float* q = s.floats(T * H * Q);
   float* ckv = s.floats(T * (C + R));
+  float* qa = nullptr;  // the q LoRA latent, normed (the indexer's input too)
   if (spec_.q_lora_rank > 0) {
-    float* qa = s.floats(T * std::size_t(spec_.q_lora_rank));
+    qa = s.floats(T * std::size_t(spec_.q_lora_rank));
     const Backend::LinearOut outs[] = {{&q_a_proj_.weight, q_a_proj_.bias_or_null(), qa},
                                        {&kv_a_proj_.weight, kv_a_proj_.bias_or_null(), ckv}};
     be.linears(x, T, outs);
@@ -80,13 +86,44 @@ void MlaAttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x,
   }
   if (D > V) be.copy_columns(zeros_.data(), 0, rows, vf + V, D, rows, D - V);
 
-  // RoPE on the rope dims of q and k, K/V into the pages, attention over them.
-  be.attention_inputs(kv, kv_layer_, qf, kf, vf, T, H, nullptr, spec_.rope, inv_freq_.data(), positions, seqs);
   float* attn = s.floats(rows * D);
-  be.attention(kv, kv_layer_, qf, H, spec_.scale, seqs, attn, AttentionOptions{});
+  if (indexer_) {
+    sparse_forward(be, kv, x, qa, T, seqs, positions, qf, kf, vf, attn);
+  } else {
+    // RoPE on the rope dims of q and k, K/V into the pages, attention over them.
+    be.attention_inputs(kv, kv_layer_, qf, kf, vf, T, H, nullptr, spec_.rope, inv_freq_.data(), positions, seqs);
+    be.attention(kv, kv_layer_, qf, H, spec_.scale, seqs, attn, AttentionOptions{});
+  }
   float* heads_out = s.floats(rows * V);
   be.copy_columns(attn, D, 1, heads_out, V, rows, V);
   o_proj_.forward(be, heads_out, out, T);
+}
+
+void MlaAttentionBlock::sparse_forward(Backend& be, const KvLayout& kv, const float* x, const float* q_latent,
+                                       std::size_t T, std::span<const AttentionSeq> seqs, const int64_t* positions,
+                                       float* q, float* k, const float* v, float* attn) const {
+  const std::size_t H = std::size_t(spec_.heads), D = std::size_t(spec_.width());
+  const std::size_t slots = std::size_t(kv_heads()), extra = slots - H;
+  const std::size_t Di = std::size_t(indexer_->spec().head_dim);
+  Scratch& s = be.scratch();
+  Scratch::Frame frame(s);
+  be.rope(q, T, H, spec_.rope, inv_freq_.data(), positions);
+  be.rope(k, T, H, spec_.rope, inv_freq_.data(), positions);
+  // A token's K/V row in the pages: the heads' [H, D], then the index slots (the key, zeros after
+  // it; zero values).
+  float* k_all = s.floats(T * slots * D);
+  float* v_all = s.floats(T * slots * D);
+  be.copy_columns(k, H * D, 1, k_all, slots * D, T, H * D);
+  be.copy_columns(v, H * D, 1, v_all, slots * D, T, H * D);
+  be.copy_columns(zeros_.data(), 0, T, k_all + H * D, slots * D, T, extra * D);
+  be.copy_columns(zeros_.data(), 0, T, v_all + H * D, slots * D, T, extra * D);
+  float* index_keys = s.floats(T * Di);
+  indexer_->keys(be, x, T, positions, index_keys);
+  be.copy_columns(index_keys, Di, 1, k_all + H * D, slots * D, T, Di);
+  be.kv_write(kv, kv_layer_, k_all, v_all, seqs);
+  int32_t* selected = s.take<int32_t>(T * std::size_t(indexer_->top_k()));
+  indexer_->select(be, kv, kv_layer_, int64_t(H), x, q_latent, T, seqs, positions, selected);
+  be.sparse_attention(kv, kv_layer_, q, H, spec_.scale, seqs, selected, std::size_t(indexer_->top_k()), attn);
 }
 
 }  // namespace ft::engine::blocks

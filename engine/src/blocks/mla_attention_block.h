@@ -15,12 +15,19 @@
 // ops on the same stored bytes as one long prefill. The cost is memory: DeepSeek-V3 stores
 // 128 heads x 192 x 2 per token and layer (~98 KB in bf16) where the latent would be 576 values; a
 // latent cache needs an attention kernel of its own (the absorbed form), left for later.
+//
+// With a DSA indexer (deepseek_v32, glm_moe_dsa; dsa_indexer.h) the layer's KV pages have
+// kv_heads() slots, the heads' then the indexer's: its key sits in the K block of slot `heads`
+// (and the next, should it be wider than a head), the V blocks of those slots are zeros. Each
+// query's attention then sees only the positions the indexer chose (Backend::sparse_attention).
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <span>
 #include <string>
 
+#include "blocks/dsa_indexer.h"
 #include "blocks/weights.h"
 #include "ft/engine/model_config.h"
 #include "ft/engine/ops_attention.h"
@@ -38,6 +45,7 @@ struct MlaSpec {
   bool bias = false;   // attention_bias: on q_a_proj, kv_a_proj_with_mqa and o_proj
   float scale = 0;     // the softmax scale
   ref::RopeSpec rope;  // over the first qk_rope_head_dim dims of a width()-wide head
+  std::optional<DsaIndexerSpec> indexer;  // DeepSeek sparse attention: its "indexer." tensors
 
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   // A head's key and value in the KV pages (ModelConfig::head_dim).
@@ -54,6 +62,8 @@ class MlaAttentionBlock {
                const int64_t* positions, float* out) const;
 
   const MlaSpec& spec() const { return spec_; }
+  // KV slots per token in the layer's pages: the heads', and the indexer's after them.
+  int64_t kv_heads() const { return spec_.heads + (indexer_ ? indexer_->kv_slots(spec_.width()) : 0); }
   int64_t kv_layer() const { return kv_layer_; }
   void set_kv_layer(int64_t layer) { kv_layer_ = layer; }
 
@@ -64,6 +74,13 @@ class MlaAttentionBlock {
   RmsNorm q_a_norm_, kv_a_norm_;
   Vector inv_freq_;
   Vector zeros_;  // the padding's source (copy_columns reads one zero row for every row)
+  std::optional<DsaIndexer> indexer_;
+
+  // With the indexer: q, k, v [T * heads, width()] as forward builds them; rotates q and k, writes
+  // K/V and the index keys to the pages, and attends over the chosen positions into attn.
+  void sparse_forward(Backend& be, const KvLayout& kv, const float* x, const float* q_latent, std::size_t T,
+                      std::span<const AttentionSeq> seqs, const int64_t* positions, float* q, float* k, const float* v,
+                      float* attn) const;
 };
 
 }  // namespace ft::engine::blocks

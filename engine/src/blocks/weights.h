@@ -80,6 +80,8 @@ class WeightLoader {
       : ckpt_(checkpoint), prefix_(std::move(prefix)), be_(backend), placed_bytes_(placed_bytes) {}
 
   const Checkpoint& checkpoint() const { return ckpt_; }
+  // The backend the weights are placed for (what its ops can do decides what a block may load).
+  const Backend& backend() const { return be_; }
   // The same loader for a layer's routed experts: their matrices are placed with
   // Backend::place_expert (left in host memory when the model's experts are offloaded).
   WeightLoader experts() const {

@@ -85,6 +85,7 @@ class Fields {
 
 namespace ft::engine {
 struct ModelConfig;
+enum class ModelFamily;
 }  // namespace ft::engine
 
 namespace ft::engine::config {
@@ -129,5 +130,10 @@ Status parse_llama4_text(const Fields& text, ModelConfig& cfg);
 Status hunyuan_alpha_rope(const Fields& rope_dict, ModelConfig& cfg, std::string& rope_type);
 // MiniMax-M2's partial RoPE when the config gives no partial_rotary_factor: rotary_dim / head_dim.
 Result<double> minimax_partial_rotary(const Fields& text, const ModelConfig& cfg);
+// config_dsa.cpp: deepseek_v32 and glm_moe_dsa, DeepSeek-V3's latent attention with the DSA
+// lightning indexer (index_topk, index_head_dim, index_n_heads); refuses glm_moe_dsa's "shared"
+// indexer layers (indexer_types, index_topk_pattern, index_topk_freq).
+bool is_dsa_family(ModelFamily family);
+Status parse_dsa(const nlohmann::json& text_json, const Fields& text, ModelConfig& cfg);
 
 }  // namespace ft::engine::config

@@ -1,6 +1,6 @@
-// config.json fields of the DeepSeek-V3-style families (deepseek_v3, glm4_moe, dots1, glm4_moe_lite),
-// with the defaults of DeepseekV3Config, Glm4MoeConfig, Dots1Config and Glm4MoeLiteConfig
-// (transformers 5.x).
+// config.json fields of the DeepSeek-V3-style families (deepseek_v3, glm4_moe, dots1, glm4_moe_lite,
+// deepseek_v32, glm_moe_dsa), with the defaults of DeepseekV3Config, Glm4MoeConfig, Dots1Config,
+// Glm4MoeLiteConfig, DeepseekV32Config and GlmMoeDsaConfig (transformers 5.x).
 #include <algorithm>
 
 #include "ft/engine/model_config.h"
@@ -25,6 +25,10 @@ SigmoidMoeDefaults defaults_of(ModelFamily f) {
       return {-1, -1, 1408, 1, 1, 0, -1, 1.0};
     case ModelFamily::kGlm4MoeLite:  // its dense layers come from mlp_layer_types instead
       return {64, 4, 1536, 1, 1, 0, 1, 1.8};
+    case ModelFamily::kDeepseekV32:
+      return {256, 8, 2048, 8, 4, 3, 1, 2.5};
+    case ModelFamily::kGlmMoeDsa:
+      return {256, 8, 2048, 1, 1, 3, 1, 2.5};
     default:
       return {128, 8, 1408, 1, 1, 1, 1, 1.0};  // glm4_moe
   }
@@ -111,6 +115,8 @@ Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg) {
   }
   if (cfg.first_k_dense_replace < 0) return invalid_argument("config.json: first_k_dense_replace must not be negative");
   if (cfg.family == ModelFamily::kGlm4MoeLite) FT_RETURN_IF_ERROR(parse_glm4_moe_lite_layers(text, cfg));
+  // DeepseekV32Config and GlmMoeDsaConfig default to first_k_dense_replace dense layers instead.
+  if (is_dsa_family(cfg.family) && text.has("mlp_layer_types")) FT_RETURN_IF_ERROR(parse_mlp_layer_types(text, cfg));
   if (cfg.family == ModelFamily::kGlm4Moe) {
     FT_ASSIGN_OR_RETURN(cfg.use_qk_norm, text.boolean_or("use_qk_norm", false));
   }
@@ -119,15 +125,20 @@ Status parse_sigmoid_moe(const Fields& text, ModelConfig& cfg) {
 
 Status parse_mla(const Fields& text, ModelConfig& cfg) {
   cfg.mla = true;
-  // DeepseekV3Config's defaults, or Glm4MoeLiteConfig's (GLM-4.7-Flash).
-  const bool lite = cfg.family == ModelFamily::kGlm4MoeLite;
-  FT_ASSIGN_OR_RETURN(cfg.q_lora_rank, text.integer_or("q_lora_rank", lite ? 768 : 1536));  // null: a plain q_proj
+  // DeepseekV3Config's defaults (DeepseekV32Config's too), or Glm4MoeLiteConfig's (GLM-4.7-Flash),
+  // or GlmMoeDsaConfig's (GLM-5).
+  const bool lite = cfg.family == ModelFamily::kGlm4MoeLite, glm5 = cfg.family == ModelFamily::kGlmMoeDsa;
+  const int64_t q_lora = lite ? 768 : glm5 ? 2048 : 1536;
+  FT_ASSIGN_OR_RETURN(cfg.q_lora_rank, text.integer_or("q_lora_rank", q_lora));  // null: a plain q_proj
   if (text.has_null("q_lora_rank")) cfg.q_lora_rank = 0;
   FT_ASSIGN_OR_RETURN(cfg.kv_lora_rank, text.integer_or("kv_lora_rank", 512));
-  FT_ASSIGN_OR_RETURN(cfg.qk_nope_head_dim, text.integer_or("qk_nope_head_dim", lite ? 192 : 128));
+  FT_ASSIGN_OR_RETURN(cfg.qk_nope_head_dim, text.integer_or("qk_nope_head_dim", lite || glm5 ? 192 : 128));
   FT_ASSIGN_OR_RETURN(cfg.qk_rope_head_dim, text.integer_or("qk_rope_head_dim", 64));
-  FT_ASSIGN_OR_RETURN(cfg.v_head_dim, text.integer_or("v_head_dim", lite ? 256 : 128));
+  FT_ASSIGN_OR_RETURN(cfg.v_head_dim, text.integer_or("v_head_dim", lite || glm5 ? 256 : 128));
   FT_ASSIGN_OR_RETURN(cfg.rope_interleave, text.boolean_or("rope_interleave", true));
+  // DeepseekV32Attention and GlmMoeDsaAttention always rotate interleaved pairs (their configs have
+  // no rope_interleave).
+  if (is_dsa_family(cfg.family)) cfg.rope_interleave = true;
   if (cfg.q_lora_rank < 0 || cfg.kv_lora_rank <= 0 || cfg.qk_nope_head_dim < 0 || cfg.qk_rope_head_dim <= 0 ||
       cfg.v_head_dim <= 0) {
     return invalid_argument(

@@ -2,9 +2,10 @@
 // (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
 // OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig, MiniMaxM2Config,
 // GptOssConfig, Glm4MoeLiteConfig, HunYuanMoEV1Config, ExaoneMoeConfig, AfmoeConfig,
-// Llama4TextConfig; the MoE parts of the last twelve in config_sigmoid_moe.cpp,
-// config_ernie4_5_moe.cpp, config_minimax_m2.cpp, config_gpt_oss.cpp, config_hunyuan_v1_moe.cpp,
-// config_exaone_moe.cpp, config_afmoe.cpp and config_llama4.cpp), because save_pretrained may omit keys equal to their
+// Llama4TextConfig, DeepseekV32Config, GlmMoeDsaConfig; the MoE parts of the last fourteen in
+// config_sigmoid_moe.cpp (the indexer's in config_dsa.cpp), config_ernie4_5_moe.cpp,
+// config_minimax_m2.cpp, config_gpt_oss.cpp, config_hunyuan_v1_moe.cpp, config_exaone_moe.cpp,
+// config_afmoe.cpp and config_llama4.cpp), because save_pretrained may omit keys equal to their
 // defaults and older checkpoints predate newer keys.
 #include "ft/engine/model_config.h"
 
@@ -56,6 +57,8 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "HunYuanMoEV1ForCausalLM") return ModelFamily::kHunyuanV1Moe;
   if (a == "AfmoeForCausalLM") return ModelFamily::kAfmoe;
   if (a == "Llama4ForCausalLM" || a == "Llama4ForConditionalGeneration") return ModelFamily::kLlama4Text;
+  if (a == "DeepseekV32ForCausalLM") return ModelFamily::kDeepseekV32;
+  if (a == "GlmMoeDsaForCausalLM") return ModelFamily::kGlmMoeDsa;
   return std::nullopt;
 }
 
@@ -89,6 +92,9 @@ FamilyDefaults family_defaults(ModelFamily f) {
       return {10000.0, 1e-5, true};
     case ModelFamily::kLlama4Text:
       return {500000.0, 1e-5, true};  // Llama4TextConfig.default_theta
+    case ModelFamily::kDeepseekV32:
+      return {10000.0, 1e-6, true};
+    case ModelFamily::kGlmMoeDsa:
     case ModelFamily::kGlm4MoeLite:
     case ModelFamily::kHunyuanV1Moe:
       return {10000.0, 1e-5, true};
@@ -103,6 +109,8 @@ FamilyDefaults family_defaults(ModelFamily f) {
 int64_t max_position_default(ModelFamily f) {
   if (f == ModelFamily::kGlm4MoeLite) return 202752;
   if (f == ModelFamily::kHunyuanV1Moe) return 2048;
+  if (f == ModelFamily::kDeepseekV32) return 163840;
+  if (f == ModelFamily::kGlmMoeDsa) return 202752;
   return 0;
 }
 
@@ -266,6 +274,9 @@ Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg,
       } else if (can_chunk && t == "chunked_attention") {
         cfg.layer_types.push_back(LayerKind::kFullAttention);
         cfg.sliding_layers.push_back(false);
+      } else if (t == "deepseek_sparse_attention" && config::is_dsa_family(cfg.family)) {
+        cfg.layer_types.push_back(LayerKind::kFullAttention);  // latent attention with the indexer
+        cfg.sliding_layers.push_back(false);
       } else if (hybrid && (t == "linear_attention" || t == "mamba")) {
         cfg.layer_types.push_back(LayerKind::kLinearAttention);
         cfg.sliding_layers.push_back(false);
@@ -417,8 +428,10 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   const FamilyDefaults defaults = family_defaults(cfg.family);
   const bool mixtral = cfg.family == ModelFamily::kMixtral, olmoe = cfg.family == ModelFamily::kOlmoe;
   const bool sigmoid_moe = cfg.family == ModelFamily::kDeepseekV3 || cfg.family == ModelFamily::kGlm4Moe ||
-                           cfg.family == ModelFamily::kDots1 || cfg.family == ModelFamily::kGlm4MoeLite;
-  const bool mla = cfg.family == ModelFamily::kDeepseekV3 || cfg.family == ModelFamily::kGlm4MoeLite;
+                           cfg.family == ModelFamily::kDots1 || cfg.family == ModelFamily::kGlm4MoeLite ||
+                           config::is_dsa_family(cfg.family);
+  const bool mla = cfg.family == ModelFamily::kDeepseekV3 || cfg.family == ModelFamily::kGlm4MoeLite ||
+                   config::is_dsa_family(cfg.family);
 
   FT_ASSIGN_OR_RETURN(std::string act, text.string_or("hidden_act", "silu"));
   if (act != "silu") return unsupported("hidden_act '" + act + "' is not supported (only 'silu')");
@@ -438,9 +451,13 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   FT_ASSIGN_OR_RETURN(cfg.num_key_value_heads, text.integer_or("num_key_value_heads", cfg.num_attention_heads));
   const int64_t default_head_dim = cfg.num_attention_heads > 0 ? cfg.hidden_size / cfg.num_attention_heads : 0;
   FT_ASSIGN_OR_RETURN(cfg.head_dim, text.integer_or("head_dim", default_head_dim));
-  // Glm4MoeLiteConfig's dense layers default to 10240 wide; the older families' stay 0, not given.
-  FT_ASSIGN_OR_RETURN(cfg.intermediate_size,
-                      text.integer_or("intermediate_size", cfg.family == ModelFamily::kGlm4MoeLite ? 10240 : 0));
+  // Glm4MoeLiteConfig's dense layers default to 10240 wide (DeepseekV32Config's 18432,
+  // GlmMoeDsaConfig's 12288); the older families' stay 0, not given.
+  const int64_t default_inter = cfg.family == ModelFamily::kGlm4MoeLite   ? 10240
+                                : cfg.family == ModelFamily::kDeepseekV32 ? 18432
+                                : cfg.family == ModelFamily::kGlmMoeDsa   ? 12288
+                                                                          : 0;
+  FT_ASSIGN_OR_RETURN(cfg.intermediate_size, text.integer_or("intermediate_size", default_inter));
   FT_ASSIGN_OR_RETURN(double eps, text.number_or("rms_norm_eps", defaults.rms_norm_eps));
   cfg.rms_norm_eps = float(eps);
   // Mixtral's attention has no biases; Qwen2-MoE's q/k/v always have (qkv_bias, default true), its
@@ -458,6 +475,7 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   FT_ASSIGN_OR_RETURN(cfg.max_position_embeddings,
                       text.integer_or("max_position_embeddings", max_position_default(cfg.family)));
   if (mla) FT_RETURN_IF_ERROR(config::parse_mla(text, cfg));
+  if (config::is_dsa_family(cfg.family)) FT_RETURN_IF_ERROR(config::parse_dsa(*text_json, text, cfg));
 
   // qwen3_next and qwen3_5_moe default partial_rotary_factor to 0.25 ("assign default for BC"),
   // Glm4MoeConfig to 0.5; MiniMax-M2's release says rotary_dim instead.
@@ -547,6 +565,10 @@ const char* model_family_name(ModelFamily family) {
       return "afmoe";
     case ModelFamily::kLlama4Text:
       return "llama4_text";
+    case ModelFamily::kDeepseekV32:
+      return "deepseek_v32";
+    case ModelFamily::kGlmMoeDsa:
+      return "glm_moe_dsa";
   }
   return "?";
 }
@@ -557,7 +579,7 @@ const std::vector<ModelFamily>& model_families() {
       ModelFamily::kQwen2Moe,    ModelFamily::kOlmoe,        ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
       ModelFamily::kDots1,       ModelFamily::kErnie4_5Moe,  ModelFamily::kMinimaxM2,  ModelFamily::kGptOss,
       ModelFamily::kGlm4MoeLite, ModelFamily::kHunyuanV1Moe, ModelFamily::kExaoneMoe,  ModelFamily::kAfmoe,
-      ModelFamily::kLlama4Text};
+      ModelFamily::kLlama4Text,  ModelFamily::kDeepseekV32,  ModelFamily::kGlmMoeDsa};
   return all;
 }
 

@@ -37,6 +37,10 @@ Recipe recipe_for(ModelFamily family) {
       return models::afmoe;
     case ModelFamily::kLlama4Text:
       return models::llama4_text;
+    case ModelFamily::kDeepseekV32:
+      return models::deepseek_v32;
+    case ModelFamily::kGlmMoeDsa:
+      return models::glm_moe_dsa;
   }
   return nullptr;
 }

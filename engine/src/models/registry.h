@@ -26,5 +26,7 @@ blocks::DecoderRecipe hunyuan_v1_moe(const Checkpoint& ckpt);
 blocks::DecoderRecipe exaone_moe(const Checkpoint& ckpt);
 blocks::DecoderRecipe afmoe(const Checkpoint& ckpt);
 blocks::DecoderRecipe llama4_text(const Checkpoint& ckpt);
+blocks::DecoderRecipe deepseek_v32(const Checkpoint& ckpt);
+blocks::DecoderRecipe glm_moe_dsa(const Checkpoint& ckpt);
 
 }  // namespace ft::engine::models

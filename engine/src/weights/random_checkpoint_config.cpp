@@ -359,6 +359,31 @@ json llama4_text_config(const RandomCheckpointSpec& s) {
   return c;
 }
 
+// deepseek_v32 and glm_moe_dsa, as DeepseekV32Config / GlmMoeDsaConfig save them: deepseek_v3's
+// keys less rope_interleave (their attention always interleaves), with mlp_layer_types, every
+// layer a "deepseek_sparse_attention" one, and the indexer's sizes.
+json dsa_config(const RandomCheckpointSpec& s) {
+  RandomCheckpointSpec base = s;
+  base.family = ModelFamily::kDeepseekV3;
+  json c = sigmoid_moe_config(base);
+  const bool glm5 = s.family == ModelFamily::kGlmMoeDsa;
+  c["architectures"] = {glm5 ? "GlmMoeDsaForCausalLM" : "DeepseekV32ForCausalLM"};
+  c["model_type"] = model_family_name(s.family);
+  c.erase("rope_interleave");
+  std::vector<std::string> types;
+  for (int64_t i = 0; i < s.num_layers; ++i) types.push_back(i < s.first_k_dense_replace ? "dense" : "sparse");
+  c["mlp_layer_types"] = types;
+  c["layer_types"] = std::vector<std::string>(std::size_t(s.num_layers), "deepseek_sparse_attention");
+  c["index_topk"] = s.index_topk;
+  c["index_head_dim"] = s.index_head_dim;
+  c["index_n_heads"] = s.index_n_heads;
+  if (glm5) {
+    c["rms_norm_eps"] = 1e-5;
+    c["indexer_types"] = std::vector<std::string>(std::size_t(s.num_layers), "full");
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
@@ -411,6 +436,10 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
       break;
     case ModelFamily::kLlama4Text:
       c = llama4_text_config(s);
+      break;
+    case ModelFamily::kDeepseekV32:
+    case ModelFamily::kGlmMoeDsa:
+      c = dsa_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

@@ -73,6 +73,15 @@ void plan_mla_attention(Planner& w, const RandomCheckpointSpec& s, const std::st
   w.matrix(a + "kv_b_proj.weight", {heads * (s.qk_nope_head_dim + s.v_head_dim), C});
   w.matrix(a + "o_proj.weight", {H, heads * s.v_head_dim});
   if (s.attention_bias) w.normal(a + "o_proj.bias", {H}, 0.1);
+  if (s.family == ModelFamily::kDeepseekV32 || s.family == ModelFamily::kGlmMoeDsa) {
+    // The DSA lightning indexer (HF DeepseekV32Indexer).
+    const std::string x = a + "indexer.";
+    w.matrix(x + "wq_b.weight", {s.index_n_heads * s.index_head_dim, s.q_lora_rank});
+    w.matrix(x + "wk.weight", {s.index_head_dim, H});
+    w.normal(x + "k_norm.weight", {s.index_head_dim}, 0.1, 1.0);
+    w.normal(x + "k_norm.bias", {s.index_head_dim}, 0.1);
+    w.matrix(x + "weights_proj.weight", {s.index_n_heads, H});
+  }
 }
 
 // gpt_oss: GQA with biases on all four projections and a sink logit per head.
@@ -224,11 +233,13 @@ bool is_linear_layer(const RandomCheckpointSpec& s, int64_t i) {
 
 bool is_sigmoid_moe(const RandomCheckpointSpec& s) {
   return s.family == ModelFamily::kDeepseekV3 || s.family == ModelFamily::kGlm4Moe || s.family == ModelFamily::kDots1 ||
-         s.family == ModelFamily::kGlm4MoeLite;
+         s.family == ModelFamily::kGlm4MoeLite || s.family == ModelFamily::kDeepseekV32 ||
+         s.family == ModelFamily::kGlmMoeDsa;
 }
 
 bool is_mla(const RandomCheckpointSpec& s) {
-  return s.family == ModelFamily::kDeepseekV3 || s.family == ModelFamily::kGlm4MoeLite;
+  return s.family == ModelFamily::kDeepseekV3 || s.family == ModelFamily::kGlm4MoeLite ||
+         s.family == ModelFamily::kDeepseekV32 || s.family == ModelFamily::kGlmMoeDsa;
 }
 
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {

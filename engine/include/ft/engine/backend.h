@@ -40,6 +40,7 @@
 #include "ft/engine/moe_split.h"
 #include "ft/engine/ops_attention.h"
 #include "ft/engine/ops_deltanet.h"
+#include "ft/engine/ops_dsa.h"
 #include "ft/engine/ops_moe.h"
 #include "ft/engine/sampling.h"
 #include "ft/engine/scratch.h"
@@ -107,6 +108,12 @@ struct RoutingTrace {
   // the same input. Where it differs from `calls`, rounding flipped a near-tie there (a root
   // flip); differences further on that only follow from one are not counted twice.
   std::vector<std::vector<int32_t>> unforced;
+  // DeepSeek sparse attention's choices alike: the key positions each indexer call selected
+  // (Backend::index_select), selections[c][t * selection_k + i]; with forced routing, what each
+  // call would have selected itself.
+  std::vector<std::vector<int32_t>> selections;
+  std::size_t selection_k = 0;
+  std::vector<std::vector<int32_t>> unforced_selections;
 };
 
 // Where a forward pass spends its time, by kind of op (filled while a profile is set): what
@@ -247,7 +254,8 @@ class Backend {
   // Records routing into `trace` (null: stop recording).
   void set_routing_trace(RoutingTrace* trace) { trace_ = trace; }
   // From now on the n-th MoE call takes the experts of forced->calls[n] instead of its own top-k,
-  // weighted by its own router (null: route freely). Only the reference backend follows it: the
+  // weighted by its own router, and the n-th indexer call the key positions of
+  // forced->selections[n] (null: route freely). Only the reference backend follows it: the
   // fidelity tests run it along a runtime backend's routing, so a near-tie that rounding flipped
   // is compared as the same function, not as a jump. Returns false if this backend cannot.
   virtual bool set_forced_routing(const RoutingTrace* forced) { return forced == nullptr; }
@@ -354,6 +362,26 @@ class Backend {
   virtual void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                          std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) = 0;
 
+  // ---- DeepSeek sparse attention (deepseek_v32, glm_moe_dsa) ----
+  // Whether this backend has the three ops below; a model that needs them is refused at load where
+  // it has not (their defaults here abort).
+  virtual bool has_sparse_attention() const { return false; }
+  // nn.LayerNorm over rows of dim with weight and bias (ref::layer_norm); out may alias x.
+  virtual void layer_norm(const float* x, const float* weight, const float* bias, float* out, std::size_t rows,
+                          std::size_t dim, float eps);
+  // The lightning indexer of each sequence's rows: q [T, spec.heads, spec.head_dim] (rotated),
+  // w [T, spec.heads] (weights_proj's output), against the index keys of every position <= the
+  // row's own in K slot spec.kv_slot of layer `layer`; selected [T, spec.top_k] (host memory for
+  // the host backends) gets each row's chosen positions (ref::top_k_positions).
+  virtual void index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w,
+                            const IndexerSpec& spec, std::span<const AttentionSeq> seqs, int32_t* selected);
+  // Attention of each sequence's rows of q [T, heads, head_dim] over the positions selected[t *
+  // top_k ..] of its KV only (query head h reads kv head h; slots past `heads` hold other things),
+  // out [T, heads, head_dim] (ref::sparse_attention_row).
+  virtual void sparse_attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                                std::span<const AttentionSeq> seqs, const int32_t* selected, std::size_t top_k,
+                                float* out);
+
   // ---- Mixture of experts ----
   // out [T, hidden] = moe(x [T, hidden]); out may not alias x.
   virtual void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) = 0;
@@ -375,6 +403,11 @@ class Backend {
     if (!trace_) return;
     trace_->top_k = top_k;
     trace_->calls.emplace_back(chosen, chosen + T * top_k);
+  }
+  void record_selection(const int32_t* selected, std::size_t T, std::size_t top_k) {
+    if (!trace_) return;
+    trace_->selection_k = top_k;
+    trace_->selections.emplace_back(selected, selected + T * top_k);
   }
   // Times one op into the profile, when one is set.
  public:

@@ -41,10 +41,12 @@ enum class ModelFamily {
   kExaoneMoe,
   kAfmoe,
   kLlama4Text,
+  kDeepseekV32,
+  kGlmMoeDsa,
 };
 // "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3",
 // "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2", "gpt_oss", "glm4_moe_lite", "hunyuan_v1_moe",
-// "exaone_moe", "afmoe", "llama4_text" (the HF model_type).
+// "exaone_moe", "afmoe", "llama4_text", "deepseek_v32", "glm_moe_dsa" (the HF model_type).
 const char* model_family_name(ModelFamily family);
 // Every family, in the order above.
 const std::vector<ModelFamily>& model_families();
@@ -123,6 +125,14 @@ struct ModelConfig {
   int64_t v_head_dim = 0;
   bool rope_interleave = false;  // rotate adjacent pairs of the rope dims (DeepSeek's checkpoints, ERNIE)
   bool use_qk_norm = true;       // glm4_moe's use_qk_norm (the Qwen3 families always have q/k norms)
+
+  // DeepSeek sparse attention (deepseek_v32, glm_moe_dsa): a lightning indexer beside each latent
+  // attention picks, per query, the index_topk earlier positions its attention sees. index_topk 0:
+  // none. The indexer's RoPE pairs interleaved dims (GLM) or NeoX halves (DeepSeek-V3.2).
+  int64_t index_topk = 0;
+  int64_t index_head_dim = 0;
+  int64_t index_n_heads = 0;
+  bool index_rope_interleave = false;
 
   // MoE.
   int64_t num_experts = 0;

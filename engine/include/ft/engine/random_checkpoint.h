@@ -72,6 +72,10 @@ struct RandomCheckpointSpec {
   int64_t qk_rope_head_dim = 16;
   int64_t v_head_dim = 16;
   bool rope_interleave = true;
+  // DeepSeek sparse attention's indexer (deepseek_v32, glm_moe_dsa; they need a q_lora_rank).
+  int64_t index_topk = 8;
+  int64_t index_head_dim = 32;
+  int64_t index_n_heads = 2;
   // Linear attention (qwen3_next / qwen3_5_moe).
   int64_t full_attention_interval = 4;
   int64_t linear_num_key_heads = 2;
