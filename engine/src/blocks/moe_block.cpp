@@ -87,23 +87,13 @@ void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T) c
 
 Status MoeBlock::load_llama4_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec) {
   MoeWeights& m = w_;
-  const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden, I = spec.moe_inter;
+  const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden;
   if (spec.router.top_k != 1) return unsupported("Llama 4 experts: only top-1 routing is supported");
   // The top-1 weight of a renormalised softmax is exactly 1: the expert's output joins unweighted.
   m.router_spec.scoring = ref::RouterScoring::kSoftmax;
   m.router_spec.renormalize = true;
   FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + "router.weight", {E, H}));
-  m.experts.resize(std::size_t(E));
-  owned_.resize(std::size_t(3 * E));
-  const WeightLoader x = w.experts();
-  const std::string gate_up = prefix + "experts.gate_up_proj", down = prefix + "experts.down_proj";
-  for (int64_t e = 0; e < E; ++e) {
-    SwiGluMatrices& ex = m.experts[std::size_t(e)];
-    std::vector<std::byte>* store = &owned_[std::size_t(3 * e)];
-    FT_ASSIGN_OR_RETURN(ex.gate, x.transposed(gate_up, {E, H, 2 * I}, e, 0, 1, store[0], I));
-    FT_ASSIGN_OR_RETURN(ex.up, x.transposed(gate_up, {E, H, 2 * I}, e, I, 1, store[1], I));
-    FT_ASSIGN_OR_RETURN(ex.down, x.transposed(down, {E, I, H}, e, 0, 1, store[2]));
-  }
+  FT_RETURN_IF_ERROR(load_transposed_experts(w, prefix, spec, /*interleaved=*/false));
   FT_ASSIGN_OR_RETURN(SwiGluMatrices shared, w.swiglu(prefix + "shared_expert.", H, spec.shared_inter));
   input_shared_.emplace(shared);
   return Status::ok();
@@ -129,16 +119,23 @@ Status MoeBlock::load_gpt_oss_experts(const WeightLoader& w, const std::string& 
   m.gate_bias = gate_bias_.data();
   m.up_bias = up_bias_.data();
   m.down_bias = down_bias_.data();
+  return load_transposed_experts(w, prefix, spec, /*interleaved=*/true);
+}
 
-  m.experts.resize(std::size_t(E));
+Status MoeBlock::load_transposed_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec,
+                                         bool interleaved) {
+  const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden, I = spec.moe_inter;
+  w_.experts.resize(std::size_t(E));
   owned_.resize(std::size_t(3 * E));
   const WeightLoader x = w.experts();
   const std::string gate_up = prefix + "experts.gate_up_proj", down = prefix + "experts.down_proj";
+  // gate and up: columns 0, 2, 4, ... and 1, 3, 5, ... (interleaved), or the two halves.
+  const int64_t up0 = interleaved ? 1 : I, step = interleaved ? 2 : 1;
   for (int64_t e = 0; e < E; ++e) {
-    SwiGluMatrices& ex = m.experts[std::size_t(e)];
+    SwiGluMatrices& ex = w_.experts[std::size_t(e)];
     std::vector<std::byte>* store = &owned_[std::size_t(3 * e)];
-    FT_ASSIGN_OR_RETURN(ex.gate, x.transposed(gate_up, {E, H, 2 * I}, e, 0, 2, store[0]));
-    FT_ASSIGN_OR_RETURN(ex.up, x.transposed(gate_up, {E, H, 2 * I}, e, 1, 2, store[1]));
+    FT_ASSIGN_OR_RETURN(ex.gate, x.transposed(gate_up, {E, H, 2 * I}, e, 0, step, store[0], I));
+    FT_ASSIGN_OR_RETURN(ex.up, x.transposed(gate_up, {E, H, 2 * I}, e, up0, step, store[1], I));
     FT_ASSIGN_OR_RETURN(ex.down, x.transposed(down, {E, I, H}, e, 0, 1, store[2]));
   }
   return Status::ok();

@@ -81,6 +81,10 @@ class MoeBlock {
   std::optional<SwiGlu> input_shared_;
   Status load_gpt_oss_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
   Status load_llama4_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
+  // gpt-oss's and Llama 4's [in, out] experts, gate and up interleaved or in halves, transposed
+  // into owned_.
+  Status load_transposed_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec,
+                                 bool interleaved);
 };
 
 }  // namespace ft::engine::blocks

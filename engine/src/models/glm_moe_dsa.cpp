@@ -6,24 +6,11 @@
 // DeepSeek-V3 router with ungated shared experts. Layers that reuse an earlier layer's top-k
 // (indexer_types "shared") are refused by the config parser. The multi-token-prediction layer past
 // num_hidden_layers is not loaded (HF ignores it too).
+// The layers are deepseek_v32's (deepseek_v32.cpp: the indexer's rope layout comes from the config).
 #include "models/registry.h"
 
 namespace ft::engine::models {
-namespace {
 
-using namespace blocks;
-
-Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
-  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/false));
-  MlaSpec spec = mla_spec(cfg);
-  spec.indexer = dsa_indexer_spec(cfg);
-  FT_ASSIGN_OR_RETURN(layer.mla_attention, MlaAttentionBlock::load(w, layer_prefix(i) + "self_attn.", spec));
-  FT_RETURN_IF_ERROR(load_feed_forward(w, cfg, i, layer));
-  return layer;
-}
-
-}  // namespace
-
-DecoderRecipe glm_moe_dsa(const Checkpoint&) { return {"model.", /*zero_centered_norms=*/false, build_layer}; }
+blocks::DecoderRecipe glm_moe_dsa(const Checkpoint& ckpt) { return deepseek_v32(ckpt); }
 
 }  // namespace ft::engine::models
