@@ -122,6 +122,10 @@ TEST(HubCacheFamilies, ModelsReportsACheckpointOfEveryFamilyAsSupported) {
     spec.hidden_size = 32;
     spec.num_layers = 2;
     spec.head_dim = 8;  // hidden / heads, as OLMoE requires
+    if (family == engine::ModelFamily::kLlama4Text) spec.top_k = 1;  // the releases' top-1, all the engine runs
+    if (family == engine::ModelFamily::kDeepseekV32 || family == engine::ModelFamily::kGlmMoeDsa) {
+      spec.q_lora_rank = 16;  // the indexer's queries come from the q LoRA latent
+    }
     const std::string name = engine::model_family_name(family);
     ASSERT_TRUE(engine::write_random_checkpoint(dir.path() / name, spec));
     add_snapshot(hub / ("models--acme--" + name), dir.path() / name, "3333333333333333333333333333333333333333");

@@ -113,7 +113,9 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
     } else if (name == "ratio:0.5") {
       // A top-1 family's decode step has at most one miss a layer, and half of one rounds to a
       // fetch: only top-k > 1 splits a step's misses.
-      if (tiny_spec(GetParam(), false).top_k > 1) EXPECT_GT(st->cpu_computed, 0u);
+      if (tiny_spec(GetParam(), false).top_k > 1) {
+        EXPECT_GT(st->cpu_computed, 0u);
+      }
       EXPECT_GT(st->fetched, after_prefill->fetched);
     }
     EXPECT_EQ(st->layer_hit_rate.size(), plan.moe_layers);
