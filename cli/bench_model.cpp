@@ -62,7 +62,9 @@ ModelBytes model_bytes(const engine::Checkpoint& ckpt, const engine::Model& mode
   for (const std::string& name : ckpt.tensor_names()) {
     auto t = ckpt.tensor(name);
     if (!t) continue;
-    if (name.find(".mlp.experts.") != std::string::npos) {
+    // Routed experts under any block name: mlp.experts (Qwen, DeepSeek), block_sparse_moe.experts
+    // (Mixtral, MiniMax-M2), feed_forward.experts (Llama 4), as the placement plan counts them.
+    if (name.find(".experts.") != std::string::npos && name.find("shared_expert") == std::string::npos) {
       b.routed_all += double(t->nbytes);
       b.expert_data.push_back(t->data);
       b.expert_sizes.push_back(t->nbytes);

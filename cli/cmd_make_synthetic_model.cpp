@@ -96,11 +96,12 @@ const Command kMakeSyntheticModelCommand = {
     "make-synthetic-model",
     "write a random-weight checkpoint with a released model's exact shapes (sharded bf16) for benchmarks",
     "freetoken make-synthetic-model --like qwen3-30b-a3b|qwen3.6-35b-a3b|deepseek-v3|glm-4.5-air|ernie-4.5-21b-a3b|"
-    "minimax-m2|gpt-oss-20b [--layers N] [--threads N] [--seed S] DIR",
+    "minimax-m2|gpt-oss-20b|llama4-scout [--layers N] [--threads N] [--seed S] DIR",
     {{"like", "MODEL",
       "the released model to imitate: qwen3-30b-a3b (48 layers, ~61 GB), qwen3.6-35b-a3b (40 layers, ~69 GB), "
       "deepseek-v3 (61 layers, ~1.3 TB: use --layers), glm-4.5-air (46 layers, ~220 GB), ernie-4.5-21b-a3b (28 "
-      "layers, ~44 GB), minimax-m2 (62 layers, ~460 GB: use --layers) or gpt-oss-20b (24 layers, ~42 GB)",
+      "layers, ~44 GB), minimax-m2 (62 layers, ~460 GB: use --layers), gpt-oss-20b (24 layers, ~42 GB) or "
+      "llama4-scout (48 layers, ~216 GB: use --layers)",
       "", true},
      {"layers", "N", "write only the first N layers (config.json says N); 0: all", "0", false},
      {"threads", "N", "writer threads; 0: every hardware thread", "0", false},

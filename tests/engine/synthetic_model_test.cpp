@@ -305,6 +305,31 @@ TEST(SyntheticModel, PlansMinimaxM2WithTheReleasedShapes) {
   EXPECT_EQ(cfg.moe_intermediate_size, 1536);
 }
 
+TEST(SyntheticModel, PlansLlama4ScoutWithTheReleasedShapes) {
+  const engine::SyntheticPlan plan = plan_of(SyntheticLike::kLlama4Scout);
+  const int64_t H = 5120;
+  const auto shapes = shapes_of(plan);
+  const std::string p = "model.layers.47.";
+  EXPECT_EQ(shapes.at(p + "self_attn.q_proj.weight"), (Shape{40 * 128, H}));
+  EXPECT_EQ(shapes.at(p + "self_attn.k_proj.weight"), (Shape{8 * 128, H}));
+  EXPECT_EQ(shapes.at(p + "feed_forward.router.weight"), (Shape{16, H}));
+  EXPECT_EQ(shapes.at(p + "feed_forward.experts.gate_up_proj"), (Shape{16, H, 2 * 8192}));  // [in, out]
+  EXPECT_EQ(shapes.at(p + "feed_forward.experts.down_proj"), (Shape{16, 8192, H}));
+  EXPECT_EQ(shapes.at(p + "feed_forward.shared_expert.down_proj.weight"), (Shape{H, 8192}));
+  EXPECT_EQ(shapes.count(p + "self_attn.q_norm.weight"), 0u);  // Llama 4's q/k norms have no weight
+  std::printf("llama4-scout: %.0f GB in bf16\n", double(plan.total_bytes) / 1e9);
+  const engine::ModelConfig cfg = config_of(plan);
+  EXPECT_EQ(cfg.family, engine::ModelFamily::kLlama4Text);
+  EXPECT_EQ(cfg.num_experts, 16);
+  EXPECT_EQ(cfg.num_experts_per_tok, 1);
+  EXPECT_EQ(cfg.attention_chunk_size, 8192);
+  for (int64_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(cfg.is_nope_layer(i), i % 4 == 3) << i;
+    EXPECT_EQ(cfg.is_chunked_layer(i), i % 4 != 3) << i;
+    EXPECT_TRUE(cfg.is_moe_layer(i)) << i;
+  }
+}
+
 TEST(SyntheticModel, LayersCutsTheTensorsAndTheConfig) {
   const engine::SyntheticPlan plan = plan_of(SyntheticLike::kQwen3_6_35B_A3B, 5);
   const auto shapes = shapes_of(plan);

@@ -141,6 +141,7 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.attn_scale = 0.25;
     s.mlp_only_layers = {0};
     s.top_k = 1;
+    s.full_attention_interval = 2;  // RoPE, NoPE, RoPE
   } else if (family == engine::ModelFamily::kGlm4MoeLite) {
     // Latent attention with keys (8 + 16) narrower than values (32), so the KV pages pad the keys;
     // the q LoRA and interleaved rope pairs (GLM-4.7-Flash) per expert, a plain q_proj, NeoX pairs

@@ -329,16 +329,17 @@ json afmoe_config(const RandomCheckpointSpec& s) {
   return c;
 }
 
-// llama4_text, as Llama4TextConfig saves it: RoPE (chunked) and NoPE layers alternating, the MoE
-// layers listed.
+// llama4_text, as Llama4TextConfig saves it: every full_attention_interval-th layer NoPE, the others
+// chunked with RoPE; the MoE layers listed.
 json llama4_text_config(const RandomCheckpointSpec& s) {
   json c = trunk_keys(s, "Llama4ForCausalLM", "llama4_text", 1e-5);
   std::vector<int64_t> moe, no_rope;
   std::vector<std::string> types;
   for (int64_t i = 0; i < s.num_layers; ++i) {
     if (std::find(s.mlp_only_layers.begin(), s.mlp_only_layers.end(), i) == s.mlp_only_layers.end()) moe.push_back(i);
-    no_rope.push_back(i % 2 == 0 ? 1 : 0);
-    types.push_back(i % 2 == 0 ? "chunked_attention" : "full_attention");
+    const bool rope = (i + 1) % s.full_attention_interval != 0;
+    no_rope.push_back(rope ? 1 : 0);
+    types.push_back(rope ? "chunked_attention" : "full_attention");
   }
   c.update({
       {"intermediate_size", s.moe_intermediate_size},

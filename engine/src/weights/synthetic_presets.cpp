@@ -210,6 +210,32 @@ RandomCheckpointSpec gpt_oss_20b() {
   return s;
 }
 
+// meta-llama/Llama-4-Scout-17B-16E (its text model): 48 layers of GQA (40 query heads, 8 kv heads
+// of 128), every fourth layer without RoPE and the others chunked (8192); every layer a top-1 MoE
+// of 16 experts 8192 wide plus a shared expert. Written as Llama4ForCausalLM, bf16; Llama 3 RoPE
+// scaling left out (random weights: positions up to the original context).
+RandomCheckpointSpec llama4_scout() {
+  RandomCheckpointSpec s;
+  s.family = ModelFamily::kLlama4Text;
+  s.vocab_size = 202048;
+  s.hidden_size = 5120;
+  s.num_layers = 48;
+  s.num_heads = 40;
+  s.num_kv_heads = 8;
+  s.head_dim = 128;
+  s.intermediate_size = 16384;  // intermediate_size_mlp: no dense layer in Scout
+  s.moe_intermediate_size = 8192;
+  s.num_experts = 16;
+  s.top_k = 1;
+  s.full_attention_interval = 4;  // no_rope_layer_interval
+  s.sliding_window = 8192;        // attention_chunk_size
+  s.rope_theta = 500000;
+  s.max_position_embeddings = 10485760;
+  s.bos_token_id = 200000;
+  s.eos_token_ids = {200001, 200007, 200008};
+  return s;
+}
+
 RandomCheckpointSpec spec_of(SyntheticLike like) {
   switch (like) {
     case SyntheticLike::kQwen3_30B_A3B:
@@ -226,6 +252,8 @@ RandomCheckpointSpec spec_of(SyntheticLike like) {
       return minimax_m2();
     case SyntheticLike::kGptOss20B:
       return gpt_oss_20b();
+    case SyntheticLike::kLlama4Scout:
+      return llama4_scout();
   }
   return qwen3_30b_a3b();
 }
@@ -246,6 +274,8 @@ const char* synthetic_like_name(SyntheticLike like) {
       return "minimax-m2";
     case SyntheticLike::kGptOss20B:
       return "gpt-oss-20b";
+    case SyntheticLike::kLlama4Scout:
+      return "llama4-scout";
   }
   return "?";
 }
@@ -253,7 +283,7 @@ const char* synthetic_like_name(SyntheticLike like) {
 std::vector<SyntheticLike> all_synthetic_likes() {
   return {SyntheticLike::kQwen3_30B_A3B, SyntheticLike::kQwen3_6_35B_A3B,  SyntheticLike::kDeepseekV3,
           SyntheticLike::kGlm4_5Air,     SyntheticLike::kErnie4_5_21B_A3B, SyntheticLike::kMinimaxM2,
-          SyntheticLike::kGptOss20B};
+          SyntheticLike::kGptOss20B,     SyntheticLike::kLlama4Scout};
 }
 
 Result<SyntheticLike> parse_synthetic_like(std::string_view name) {

@@ -86,8 +86,8 @@ struct RandomCheckpointSpec {
   // gpt_oss: the window of its sliding layers (every other one, from layer 0; 0: none); exaone_moe
   // and afmoe alike; llama4_text: its attention_chunk_size (0: null).
   int64_t sliding_window = 0;
-  // llama4_text: the attention temperature of its layers without RoPE (every other one, from
-  // layer 1); MoE layers are those not in mlp_only_layers, routed top-1.
+  // llama4_text: the attention temperature of its layers without RoPE (every
+  // full_attention_interval-th); MoE layers are those not in mlp_only_layers, routed top-1.
   double floor_scale = 8192, attn_scale = 0.1;
   // Expert tensors: per expert (mlp.experts.N.*_proj.weight; mixtral: block_sparse_moe.experts.N.w1/w2/w3)
   // or fused 3-D (mlp.experts.gate_up_proj / down_proj).

@@ -34,10 +34,12 @@ enum class SyntheticLike {
   kErnie4_5_21B_A3B,  // ernie4_5_moe, 28 layers (1 dense), 64 experts top-6 + 2 shared (~44 GB in bf16)
   kMinimaxM2,         // minimax_m2, 62 layers, 256 experts top-8 (~460 GB in bf16: use --layers)
   kGptOss20B,         // gpt_oss, 24 layers (sliding / full alternating), 32 experts top-4 (~42 GB in bf16)
+  kLlama4Scout,       // llama4_text, 48 layers (chunked RoPE / NoPE), 16 experts top-1 + shared (~216 GB in
+                      // bf16: use --layers; 4 layers ~20 GB)
 };
 
 // "qwen3-30b-a3b", "qwen3.6-35b-a3b", "deepseek-v3", "glm-4.5-air", "ernie-4.5-21b-a3b", "minimax-m2",
-// "gpt-oss-20b".
+// "gpt-oss-20b", "llama4-scout".
 const char* synthetic_like_name(SyntheticLike like);
 // The inverse of synthetic_like_name; kInvalidArgument listing the known names.
 Result<SyntheticLike> parse_synthetic_like(std::string_view name);
