@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_inputs_kernel(const Inp
 
 }  // namespace
 
-bool attention_inputs_fit(const KvLayout& layout, const ref::RopeSpec& rope) {
-  const int D = int(layout.head_dim), half = int(rope.rotary_dim / 2);
+bool attention_inputs_fit(const KvLayout& layout, int layer, const ref::RopeSpec& rope) {
+  const int D = int(layout.head_dim_at(layer)), half = int(rope.rotary_dim / 2);
   return D <= 256 && half > 0 && int(rope.head_dim) == D && layout.dtype == KvDType::kBf16;
 }
 
@@ -150,9 +150,9 @@ bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, con
                       const QkNormDev* norm, const ref::RopeSpec& rope, const float* inv_freq,
                       const int64_t* positions, const int32_t* row_seq, const AttnSeqDev* seqs,
                       std::byte* const* pages, cudaStream_t s) {
-  if (!attention_inputs_fit(layout, rope)) return false;
+  if (!attention_inputs_fit(layout, layer, rope)) return false;
   if (T <= 0) return true;
-  const int D = int(layout.head_dim), half = int(rope.rotary_dim / 2);
+  const int D = int(layout.head_dim_at(layer)), half = int(rope.rotary_dim / 2);
   InputsParams p{};
   p.q = q;
   p.k = k;
@@ -164,7 +164,7 @@ bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, con
     p.zero_centered = norm->zero_centered;
   }
   p.heads = heads;
-  p.kv_heads = int(layout.kv_heads);
+  p.kv_heads = int(layout.kv_heads_at(layer));
   p.head_dim = D;
   p.half = half;
   p.neox = rope.layout == ref::RopeLayout::kNeox;
@@ -172,7 +172,7 @@ bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, con
   p.attention_factor = rope.attention_factor;
   p.positions = positions;
   p.page_tokens = int(layout.page_tokens);
-  p.off = {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes()};
+  p.off = {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes(layer)};
   p.row_seq = row_seq;
   p.seqs = seqs;
   p.pages = pages;

@@ -568,18 +568,19 @@ void split_gated_query(const float* qg, int T, int heads, int head_dim, float* q
 
 void kv_write(const KvLayout& layout, int layer, const float* k, const float* v, int T, const int32_t* row_seq,
               const AttnSeqDev* seqs, std::byte* const* pages, cudaStream_t s) {
-  const std::size_t n = std::size_t(T) * std::size_t(layout.kv_heads) * std::size_t(layout.head_dim);
+  const std::size_t n =
+      std::size_t(T) * std::size_t(layout.kv_heads_at(layer)) * std::size_t(layout.head_dim_at(layer));
   if (n == 0) return;
-  const PageOffsets off{layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes()};
-  launch(kv_write_kernel, grid_for(n), kThreads, 0, s, k, v, n, int(layout.kv_heads), int(layout.head_dim),
-         int(layout.page_tokens), off, row_seq, seqs, pages);
+  const PageOffsets off{layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes(layer)};
+  launch(kv_write_kernel, grid_for(n), kThreads, 0, s, k, v, n, int(layout.kv_heads_at(layer)),
+         int(layout.head_dim_at(layer)), int(layout.page_tokens), off, row_seq, seqs, pages);
 }
 
 void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
                      const AttentionOptions& opt, const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx,
                      std::byte* const* pages, float* out, cudaStream_t s) {
   if (T <= 0 || heads <= 0) return;
-  const int kv_heads = int(layout.kv_heads), head_dim = int(layout.head_dim);
+  const int kv_heads = int(layout.kv_heads_at(layer)), head_dim = int(layout.head_dim_at(layer));
 
   AttnParams p{};
   p.q = q;
@@ -587,7 +588,7 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   p.row_seq = row_seq;
   p.seqs = seqs;
   p.pages = pages;
-  p.off = {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes()};
+  p.off = {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes(layer)};
   p.heads = heads;
   p.group = heads / kv_heads;
   p.head_dim = head_dim;

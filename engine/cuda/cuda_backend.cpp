@@ -319,6 +319,21 @@ class CudaBackend final : public Backend {
     if (replaying()) return;
     cuda::silu_mul(gate, up, out, n, s());
   }
+  void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t n) override {
+    Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
+    cuda::gelu_tanh_mul(gate, up, out, n, s());
+  }
+  void scale(float* x, std::size_t n, float factor) override {
+    Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
+    cuda::scale(x, n, factor, s());
+  }
+  void softcap(float* x, std::size_t n, float cap) override {
+    Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
+    cuda::softcap(x, n, cap, s());
+  }
   void mul_sigmoid(float* x, const float* gate, std::size_t n) override {
     Timed timer(this, OpProfile::kElementwise);
     if (replaying()) return;
@@ -421,7 +436,7 @@ class CudaBackend final : public Backend {
     if (!norm || norm->per_head) {  // the kernel norms per head; OLMoE's whole-width norm composes
       Timed timer(this, OpProfile::kRope);  // norms, RoPE and the KV write, timed as one
       const AttnBatch& b = attention_batch(layout, seqs);
-      if (replaying() && cuda::attention_inputs_fit(layout, rope)) return;
+      if (replaying() && cuda::attention_inputs_fit(layout, int(layer), rope)) return;
       const cuda::QkNormDev dn = norm ? cuda::QkNormDev{norm->q, norm->k, norm->eps, norm->zero_centered}
                                       : cuda::QkNormDev{};
       if (!replaying() && cuda::attention_inputs(layout, int(layer), q, k, v, int(T), int(heads),
@@ -445,7 +460,7 @@ class CudaBackend final : public Backend {
   // group the choices by expert on the GPU, bring the experts' row counts to the host (the one
   // sync of the layer) and run batched GEMMs; a kernel adds each token's expert outputs in
   // ascending expert order, then the shared expert.
-  void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override {
+  void moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) override {
     Timed timer(this, OpProfile::kMoe);
     const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
     if (replaying()) {
@@ -458,11 +473,12 @@ class CudaBackend final : public Backend {
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
     if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
       return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
-    if (!w.plain_experts() || w.router_bias) return moe_biased(w, x, T, out);
-    if (offload_) return moe_offloaded(w, x, T, out);
+    const float* rx = router_x ? router_x : x;
+    if (!w.plain_experts() || w.router_bias) return moe_biased(w, x, rx, T, out);
+    if (offload_) return moe_offloaded(w, x, rx, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr;
-    const cuda::RouteSpec route = route_tokens(w, x, T, table != nullptr);  // by expert: the down kernel's view
+    const cuda::RouteSpec route = route_tokens(w, rx, T, table != nullptr);  // by expert: the down kernel's view
     const int32_t* chosen_dev = route.chosen;
     const float* weights_dev = route.weights;
     if (table) {
@@ -494,18 +510,22 @@ class CudaBackend final : public Backend {
     add_shared_expert(w, x, T, out);
   }
 
-  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU): the router's product
-  // with its bias, top-k on the device, then expert by expert through cuBLAS with the biases in the
-  // products and the GLU kernel between. The choices come to the host each layer, so passes with
-  // such layers are never recorded as graphs (the first pass of a model, never recorded, marks it).
-  // Not yet with offloaded experts, whose kernels compute plain SwiGLUs.
-  void moe_biased(const MoeWeights& w, const float* x, std::size_t T, float* out) {
-    if (offload_) return fail("experts with biases and a clamped GLU (gpt-oss) do not run offloaded on the GPU yet");
+  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU) and Gemma 4's (GeGLU
+  // experts): the router's product with its bias, top-k on the device, then expert by expert
+  // through cuBLAS with the biases in the products and the GLU kernel between. The choices come to
+  // the host each layer, so passes with such layers are never recorded as graphs (the first pass
+  // of a model, never recorded, marks it). Not yet with offloaded experts, whose kernels compute
+  // plain SwiGLUs.
+  void moe_biased(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
+    if (offload_)
+      return fail(
+          "experts other than plain SwiGLUs (gpt-oss's biased clamped GLU, Gemma 4's GeGLU) do not run "
+          "offloaded on the GPU yet");
     if (mode_ != cuda::PassGraphs::Mode::kRun) return fail("a MoE with biased experts cannot be recorded as a graph");
     host_synced_moe_ = true;
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const std::size_t K = w.router_spec.top_k;
-    const cuda::RouteSpec route = route_tokens(w, x, T, false);
+    const cuda::RouteSpec route = route_tokens(w, router_x, T, false);
     if (trace_) trace_later(route.chosen, T, K);
     phase.emplace(this, OpProfile::kMoeExperts, true);
     experts_one_by_one(w, x, T, K, route.chosen, route.weights, out);
@@ -529,6 +549,7 @@ class CudaBackend final : public Backend {
     route.n_group = int(w.router_spec.n_group);
     route.topk_group = int(w.router_spec.topk_group);
     route.bias = w.router_spec.correction_bias;  // placed: in VRAM
+    route.per_expert_scale = w.router_spec.per_expert_scale;
     route.chosen = scratch_.take<int32_t>(T * K);
     route.weights = scratch_.floats(T * K);
     if (by_expert)
@@ -564,7 +585,7 @@ class CudaBackend final : public Backend {
   // split the misses: hits and fetched experts run in the GPU kernels (choices the CPU takes read
   // an all-zero expert there), the CPU computes its share meanwhile and the GPU adds it. Prefill-
   // sized calls fetch every missing expert, in rounds that fit the slots.
-  void moe_offloaded(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+  void moe_offloaded(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
     cuda::ExpertSlots& o = *offload_;
     const std::size_t K = w.router_spec.top_k, H = std::size_t(w.hidden);
     const int layer = o.layer_of(w);
@@ -572,7 +593,7 @@ class CudaBackend final : public Backend {
     if (!o.calibrated()) o.calibrate(w);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const bool decode = T <= kFusedMoeTokens;
-    const cuda::RouteSpec route = route_tokens(w, x, T, decode);
+    const cuda::RouteSpec route = route_tokens(w, router_x, T, decode);
     int32_t* chosen_dev = route.chosen;
     float* weights_dev = route.weights;
     if (trace_) trace_later(chosen_dev, T, K);

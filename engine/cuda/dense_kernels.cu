@@ -176,12 +176,39 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
   out[i] = g / (1.f + expf(-g)) * up[i];
 }
 
+// ref::gelu_tanh, fp32 (tanhf, not the approximate tanh.approx).
+__device__ __forceinline__ float gelu_tanh(float x) {
+  return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+__global__ void gelu_tanh_mul_kernel(const float* gate, const float* up, float* out, std::size_t n) {
+  pdl_enter();
+  const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+__global__ void scale_kernel(float* x, std::size_t n, float factor) {
+  pdl_enter();
+  const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+
+__global__ void softcap_kernel(float* x, std::size_t n, float cap) {
+  pdl_enter();
+  const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] = cap * tanhf(x[i] / cap);
+}
+
 __global__ void expert_glu_kernel(const float* gate, const float* up, float* out, std::size_t n, bool clamped,
-                                  float alpha, float limit) {
+                                  bool gelu, float alpha, float limit) {
   pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   float g = gate[i], u = up[i];
+  if (gelu) {
+    out[i] = gelu_tanh(g) * u;
+    return;
+  }
   if (!clamped) {
     out[i] = g / (1.f + expf(-g)) * u;
     return;
@@ -399,7 +426,21 @@ void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cud
 
 void expert_glu(const float* gate, const float* up, float* out, std::size_t n, const ref::ExpertGlu& glu,
                 cudaStream_t s) {
-  if (n) launch(expert_glu_kernel, blocks_for(n), kBlock, 0, s, gate, up, out, n, glu.clamped, glu.alpha, glu.limit);
+  if (n)
+    launch(expert_glu_kernel, blocks_for(n), kBlock, 0, s, gate, up, out, n, glu.clamped, glu.gelu_tanh, glu.alpha,
+           glu.limit);
+}
+
+void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s) {
+  if (n) launch(gelu_tanh_mul_kernel, blocks_for(n), kBlock, 0, s, gate, up, out, n);
+}
+
+void scale(float* x, std::size_t n, float factor, cudaStream_t s) {
+  if (n) launch(scale_kernel, blocks_for(n), kBlock, 0, s, x, n, factor);
+}
+
+void softcap(float* x, std::size_t n, float cap, cudaStream_t s) {
+  if (n) launch(softcap_kernel, blocks_for(n), kBlock, 0, s, x, n, cap);
 }
 
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s) {

@@ -52,7 +52,12 @@ void rms_norm(const float* x, const float* w, float* out, int rows, int dim, flo
 void add_rms_norm(float* x, const float* delta, const float* w, float* out, int rows, int dim, float eps,
                   bool zero_centered, cudaStream_t s);
 void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s);
-// out[i] = ref::expert_glu(glu, gate[i], up[i]) (gpt-oss's clamped GLU); out may alias gate or up.
+// ref::gelu_tanh_mul, ref::scale, ref::softcap.
+void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s);
+void scale(float* x, std::size_t n, float factor, cudaStream_t s);
+void softcap(float* x, std::size_t n, float cap, cudaStream_t s);
+// out[i] = ref::expert_glu(glu, gate[i], up[i]) (gpt-oss's clamped GLU, Gemma 4's GeGLU); out may
+// alias gate or up.
 void expert_glu(const float* gate, const float* up, float* out, std::size_t n, const ref::ExpertGlu& glu,
                 cudaStream_t s);
 // Holds the stream until *flag (host memory, written by a CPU thread) reaches `value`: the GPU
@@ -119,6 +124,7 @@ struct RouteSpec {
   int n_group = 1;
   int topk_group = 1;
   const float* bias = nullptr;  // [E] device, or null (+ 0)
+  const float* per_expert_scale = nullptr;  // [E] device, or null (1): each chosen weight times it
   int32_t* chosen = nullptr;
   float* weights = nullptr;
   ChoicesByExpert by_expert;
@@ -197,7 +203,7 @@ struct QkNormDev {
   float eps;
   bool zero_centered;
 };
-bool attention_inputs_fit(const KvLayout& layout, const ref::RopeSpec& rope);
+bool attention_inputs_fit(const KvLayout& layout, int layer, const ref::RopeSpec& rope);
 bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, const float* v, int T, int heads,
                       const QkNormDev* norm, const ref::RopeSpec& rope, const float* inv_freq,
                       const int64_t* positions, const int32_t* row_seq, const AttnSeqDev* seqs,

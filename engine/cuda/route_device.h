@@ -34,7 +34,8 @@ __device__ __forceinline__ void for_each_logit(const float* l, const float (&cac
 __device__ __forceinline__ void route_write(int t, const RouteSpec& r, int lane, int my_e, float my_p,
                                             float picked_sum) {
   const int top_k = r.top_k;
-  const float weight = (r.renormalize ? my_p / picked_sum : my_p) * r.scaling;
+  float weight = (r.renormalize ? my_p / picked_sum : my_p) * r.scaling;
+  if (r.per_expert_scale && lane < top_k) weight *= r.per_expert_scale[my_e];
   // This choice's place in ascending expert order (the experts are distinct).
   int rank = 0;
   for (int j = 0; j < top_k; ++j) rank += __shfl_sync(0xffffffffu, my_e, j) < my_e ? 1 : 0;

@@ -14,10 +14,10 @@ OUT/<name>/golden.safetensors with input_ids (I64 [T]), logits (F32 [T, vocab]),
 
 The names are the HF model_types: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, qwen2_moe, olmoe,
 deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, hunyuan_v1_moe, glm4_moe_lite,
-exaone_moe (the families the engine runs; the default), and, made ahead for families not yet in the
-engine: afmoe, deepseek_v32, glm_moe_dsa, gemma4_text, llama4_text, deepseek_v4 (integer tables,
-such as its hash routing, are kept in the recipe as their values). A family that fails is reported and the others are
-still made.
+exaone_moe, afmoe, deepseek_v32, glm_moe_dsa, gemma4_text, llama4_text (the families the engine
+runs; the default), and, made ahead for a family not yet in the engine: deepseek_v4 (integer
+tables, such as its hash routing, are kept in the recipe as their values). A family that fails is
+reported and the others are still made. The fixtures are made with --recipe.
 """
 import argparse
 import glob
@@ -200,10 +200,10 @@ ARCHS = {"qwen3_moe": qwen3_moe, "qwen3_next": qwen3_next, "qwen3_5_moe": qwen3_
          "minimax_m2": minimax_m2}
 
 
-# Families the engine does not run yet: their goldens are made ahead, from the same recipe, so the
-# engine's composition can be checked the day it is written. Configs through AutoConfig by
-# model_type (every class lives in transformers 5.17); shapes shrunk as above, windows (16) and
-# selections (index_topk 16) smaller than the 100 tokens so they bite.
+# The later families (and deepseek_v4, made ahead of the engine's support so its composition can be
+# checked the day it is written): configs through AutoConfig by model_type (every class lives in
+# transformers 5.17); shapes shrunk as above, windows (16) and selections (index_topk 16) smaller
+# than the 100 tokens so they bite.
 COMMON = dict(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, rms_norm_eps=1e-5,
               max_position_embeddings=4096, tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=0,
               pad_token_id=0)
@@ -275,11 +275,16 @@ def glm_moe_dsa():
 
 
 def gemma4_text():
-    # Gemma 4's MoE text model (26B-A4B's layout): sliding and full layers, final softcapping.
-    return auto("gemma4_text", intermediate_size=256, num_key_value_heads=2, head_dim=32, sliding_window=16,
-                layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
-                enable_moe_block=True, num_experts=16, top_k_experts=4, moe_intermediate_size=64,
-                final_logit_softcapping=30.0, vocab_size_per_layer_input=VOCAB, hidden_size_per_layer_input=16,
+    # Gemma 4's MoE text model (26B-A4B's layout): sliding layers, and full layers with wider heads
+    # (global_head_dim), fewer KV heads, one projection for K and V (attention_k_eq_v) and
+    # proportional RoPE; a dense GeGLU beside the MoE in every layer; embeddings scaled by
+    # sqrt(hidden_size), tied, and the final logits softcapped (at 5, not the releases' 30, so the cap bends these
+    # logits). No per-layer embeddings (the dense E2B/E4B models' feature).
+    return auto("gemma4_text", intermediate_size=256, num_key_value_heads=2, head_dim=32, global_head_dim=64,
+                num_global_key_value_heads=1, attention_k_eq_v=True, sliding_window=16,
+                layer_types=["sliding_attention", "full_attention"] * 2, enable_moe_block=True, num_experts=16,
+                top_k_experts=4, moe_intermediate_size=64, final_logit_softcapping=5.0,
+                hidden_size_per_layer_input=0, tie_word_embeddings=True,
                 rope_parameters={"sliding_attention": ROPE,
                                  "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                                     "rope_theta": 1000000.0}}, rms_norm_eps=1e-6)
@@ -300,9 +305,9 @@ def deepseek_v4():
 
 
 ARCHS.update({"gpt_oss": gpt_oss, "hunyuan_v1_moe": hunyuan_v1_moe, "glm4_moe_lite": glm4_moe_lite,
-              "exaone_moe": exaone_moe})
-AHEAD = {"afmoe": afmoe, "deepseek_v32": deepseek_v32, "glm_moe_dsa": glm_moe_dsa,
-         "gemma4_text": gemma4_text, "llama4_text": llama4_text, "deepseek_v4": deepseek_v4}
+              "exaone_moe": exaone_moe, "afmoe": afmoe, "deepseek_v32": deepseek_v32, "glm_moe_dsa": glm_moe_dsa,
+              "gemma4_text": gemma4_text, "llama4_text": llama4_text})
+AHEAD = {"deepseek_v4": deepseek_v4}
 
 
 
@@ -329,7 +334,7 @@ def scale_init(model, gen):
             b.copy_(0.1 * torch.randn(b.shape, generator=gen))
 
 
-def recipe_weights(ckpt, base_seed):
+def recipe_weights(ckpt, base_seed, adjust=None):
     """Replaces the checkpoint save_pretrained wrote in `ckpt` by one drawn from a recipe
     (golden_weights.py; the tensors' names, dtypes and shapes as HF saved them) and returns the
     recipe, which the engine's tests turn back into the same bytes."""
@@ -354,11 +359,32 @@ def recipe_weights(ckpt, base_seed):
         if t.dtype not in dtypes:
             raise ValueError(f"{name}: dtype {t.dtype} has no recipe")
         offset, scale = golden_weights.recipe(name, t.float().numpy())
+        if adjust:
+            offset, scale = adjust(name, list(t.shape), offset, scale)
         entry = {"name": name, "dtype": dtypes[t.dtype], "shape": list(t.shape), "offset": offset, "scale": scale}
         manifest["tensors"].append(entry)
         state[name] = torch.from_numpy(golden_weights.values(entry, base_seed)).to(t.dtype).contiguous()
     save_file(state, os.path.join(ckpt, "model.safetensors"), metadata={"format": "pt"})
     return manifest
+
+
+def gemma4_recipe(name, shape, offset, scale):
+    """Gemma 4 scales its embeddings up by sqrt(hidden_size): drawn that much smaller. Its scores are
+    not scaled by 1/sqrt(head_dim): q/k norms of D^-1/4 keep q.k near unit size, as trained weights
+    do (with ones, a bf16 KV's rounding is magnified D-fold in the scores). Its router reads its
+    input times hidden^-1/2: the projection drawn that much larger, so routing is not a near tie."""
+    if name.endswith("embed_tokens.weight"):
+        return 0.0, shape[-1] ** -0.5
+    if name.endswith("q_norm.weight") or name.endswith("k_norm.weight"):
+        o = shape[0] ** -0.25
+        return o, 0.1 * o
+    if name.endswith("router.proj.weight"):
+        return 0.0, 1.0
+    return offset, scale
+
+
+# Families whose recipes deviate from golden_weights.recipe: (name, shape, offset, scale) -> (offset, scale).
+RECIPE_ADJUST = {"gemma4_text": gemma4_recipe}
 
 
 def make(name, out_root, recipe=False):
@@ -374,7 +400,7 @@ def make(name, out_root, recipe=False):
     shutil.rmtree(out, ignore_errors=True)
     model.to(torch.bfloat16).save_pretrained(ckpt)
     del model
-    manifest = recipe_weights(ckpt, zlib.crc32(name.encode())) if recipe else None
+    manifest = recipe_weights(ckpt, zlib.crc32(name.encode()), RECIPE_ADJUST.get(name)) if recipe else None
 
     # The reference: the saved bf16 weights, computed in float32 on the CPU.
     ref = cls.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager").eval()

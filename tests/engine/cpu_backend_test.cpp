@@ -122,15 +122,15 @@ TEST_P(CpuOps, MoeMatchesReferenceAndATokenIsTheSameInAnyBatch) {
   engine::RoutingTrace got_routes, want_routes;
   cpu_->set_routing_trace(&got_routes);
   ref_->set_routing_trace(&want_routes);
-  on(*cpu_, [&] { cpu_->moe(w, x.data(), T, got.data()); });
-  on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data()); });
+  on(*cpu_, [&] { cpu_->moe(w, x.data(), T, got.data(), nullptr); });
+  on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data(), nullptr); });
   ASSERT_EQ(got_routes.calls.size(), 1u);
   EXPECT_EQ(got_routes.calls[0], want_routes.calls[0]);  // no near ties in this draw
   EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
   cpu_->set_routing_trace(nullptr);
   for (std::size_t t : {std::size_t(0), std::size_t(13), T - 1}) {
     std::vector<float> one(static_cast<std::size_t>(H));
-    on(*cpu_, [&] { cpu_->moe(w, x.data() + t * std::size_t(H), 1, one.data()); });
+    on(*cpu_, [&] { cpu_->moe(w, x.data() + t * std::size_t(H), 1, one.data(), nullptr); });
     EXPECT_EQ(0, std::memcmp(one.data(), got.data() + t * std::size_t(H), one.size() * sizeof(float))) << "token " << t;
   }
 }

@@ -275,7 +275,7 @@ TEST(CpuExperts, ComputesTheChosenExpertsAndLeavesTheRest) {
   std::vector<float> logits(T * std::size_t(E)), want(x.size());
   ASSERT_TRUE((*ref)->execute([&] {
     (*ref)->linear(x.data(), T, layer.w.router, nullptr, logits.data());
-    (*ref)->moe(layer.w, x.data(), T, want.data());
+    (*ref)->moe(layer.w, x.data(), T, want.data(), nullptr);
   }));
   std::vector<int32_t> chosen(T * K);
   std::vector<float> weights(T * K);

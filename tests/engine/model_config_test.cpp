@@ -107,7 +107,7 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
             "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, glm4_moe_lite, "
-            "hunyuan_v1_moe, exaone_moe, afmoe, llama4_text, deepseek_v32, glm_moe_dsa)");
+            "hunyuan_v1_moe, exaone_moe, afmoe, llama4_text, deepseek_v32, glm_moe_dsa, gemma4_text)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count
@@ -715,6 +715,76 @@ TEST(ModelConfig, ParsesGlmMoeDsaAndRefusesSharedIndexers) {
     auto refused = parse_model_config(base + shared);
     EXPECT_EQ(refused.status().code(), ErrorCode::kUnsupported) << shared;
   }
+}
+
+// Gemma 4 as a release's config.json says it (no per_layer_config): every sixth layer full (and the
+// last), its heads global_head_dim wide, num_global_key_value_heads of them where the keys are the
+// values; Gemma4TextConfig's RoPE per layer type; the MoE beside the MLP; softcapping and the
+// embedding scale. per_layer_config (what transformers 5.17 writes) wins; per-layer embeddings,
+// shared KV layers, bidirectional attention and other activations are refused, not ignored.
+TEST(ModelConfig, ParsesGemma4TextWithItsDefaults) {
+  const std::string base = R"({"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text",
+      "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 8,
+      "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 16, "hidden_size_per_layer_input": 0,
+      "enable_moe_block": true, "num_experts": 8, "top_k_experts": 2, "moe_intermediate_size": 32)";
+  auto c = parse_model_config(base + R"(, "attention_k_eq_v": true, "global_head_dim": 32,
+      "num_global_key_value_heads": 2, "final_logit_softcapping": 30.0})");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, ModelFamily::kGemma4Text);
+  EXPECT_EQ(c->sliding_window, 512);
+  for (int64_t i = 0; i < 8; ++i) {
+    const bool full = i == 5 || i == 7;
+    EXPECT_EQ(c->is_sliding_layer(i), !full) << i;
+    EXPECT_EQ(c->attention_head_dim(i), full ? 32 : 16) << i;
+    EXPECT_EQ(c->attention_kv_heads(i), full ? 2 : 4) << i;
+    EXPECT_TRUE(c->is_moe_layer(i)) << i;
+  }
+  EXPECT_TRUE(c->attention_k_eq_v);
+  EXPECT_TRUE(c->parallel_moe);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->num_experts_per_tok, 2);
+  EXPECT_DOUBLE_EQ(c->final_logit_softcapping, 30.0);
+  EXPECT_DOUBLE_EQ(c->embedding_scale, 8.0);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c->full_rope.theta, 1000000.0);
+  EXPECT_DOUBLE_EQ(c->full_rope.partial_rotary_factor, 0.25);
+  EXPECT_TRUE(c->full_rope.proportional);
+
+  // Without attention_k_eq_v the full layers keep the sliding ones' KV head count.
+  auto separate_v = parse_model_config(base + R"(, "global_head_dim": 32, "num_global_key_value_heads": 2})");
+  ASSERT_TRUE(separate_v.is_ok()) << separate_v.status().to_string();
+  EXPECT_EQ(separate_v->attention_kv_heads(7), 4);
+  EXPECT_EQ(separate_v->attention_head_dim(7), 32);
+  EXPECT_DOUBLE_EQ(separate_v->final_logit_softcapping, 0.0);
+
+  auto listed = parse_model_config(base + R"(, "layer_types": ["sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention",
+      "sliding_attention"], "per_layer_config": {"1": {"head_dim": 64}, "3": {"head_dim": 64,
+      "num_key_value_heads": 1}}, "rope_parameters": {"sliding_attention": {"rope_type": "default",
+      "rope_theta": 5000.0}, "full_attention": {"rope_type": "default", "rope_theta": 20000.0}}})");
+  ASSERT_TRUE(listed.is_ok()) << listed.status().to_string();
+  EXPECT_EQ(listed->attention_head_dim(1), 64);
+  EXPECT_EQ(listed->attention_kv_heads(1), 4);
+  EXPECT_EQ(listed->attention_kv_heads(3), 1);
+  EXPECT_EQ(listed->attention_head_dim(6), 16);  // not in per_layer_config: the common shape
+  EXPECT_FALSE(listed->is_sliding_layer(7));     // the last layer is always full
+  EXPECT_DOUBLE_EQ(listed->rope_theta, 5000.0);
+  EXPECT_DOUBLE_EQ(listed->full_rope.theta, 20000.0);
+  EXPECT_FALSE(listed->full_rope.proportional);
+
+  for (const char* refused : {R"(, "hidden_size_per_layer_input": 256})", R"(, "num_kv_shared_layers": 2})",
+                              R"(, "use_bidirectional_attention": "all"})", R"(, "hidden_activation": "relu"})",
+                              R"(, "rope_parameters": {"sliding_attention": {"rope_type": "yarn"}}})"}) {
+    auto c2 = parse_model_config(base + refused);
+    EXPECT_EQ(c2.status().code(), ErrorCode::kUnsupported) << refused << ": " << c2.status().to_string();
+  }
+  // Without the key the per-layer embeddings default on (Gemma4TextConfig's 256): refused too.
+  std::string no_ple = base;
+  const std::string ple_key = R"("hidden_size_per_layer_input": 0,)";
+  no_ple.erase(no_ple.find(ple_key), ple_key.size());
+  EXPECT_EQ(parse_model_config(no_ple + "}").status().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(parse_model_config(base + R"(, "per_layer_config": {"x": {"head_dim": 8}}})").status().code(),
+            ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -54,6 +54,69 @@ TEST(ExpertGlu, ClampsLikeGptOssAndOtherwiseIsSilu) {
   EXPECT_FLOAT_EQ(expert_glu(ExpertGlu{}, 10.0f, 3.0f), 10.0f / (1.0f + std::exp(-10.0f)) * 3.0f);
 }
 
+// Gemma's GeGLU against torch's gelu(approximate="tanh") by hand (values from its formula in
+// doubles), as the dense product and as an expert's GLU; its softcap and scale.
+TEST(GemmaOps, GeluTanhSoftcapAndScale) {
+  const auto gelu = [](double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  };
+  for (float x : {-5.0f, -1.0f, -0.25f, 0.0f, 0.5f, 2.0f, 7.5f}) EXPECT_NEAR(gelu_tanh(x), gelu(x), 1e-6) << x;
+  EXPECT_NEAR(gelu_tanh(1.0f), 0.841192, 1e-6);  // torch.nn.functional.gelu(1.0, approximate="tanh")
+  std::vector<float> g = {1.0f, -2.0f}, u = {3.0f, 0.5f}, out(2);
+  gelu_tanh_mul(g.data(), u.data(), out.data(), 2);
+  EXPECT_FLOAT_EQ(out[0], gelu_tanh(1.0f) * 3.0f);
+  EXPECT_FLOAT_EQ(out[1], gelu_tanh(-2.0f) * 0.5f);
+  ExpertGlu geglu;
+  geglu.gelu_tanh = true;
+  EXPECT_FLOAT_EQ(expert_glu(geglu, -2.0f, 0.5f), out[1]);
+  std::vector<float> x = {100.0f, -3.0f, 0.0f};
+  softcap(x.data(), 3, 30.0f);
+  EXPECT_NEAR(x[0], 30.0 * std::tanh(100.0 / 30.0), 1e-5);
+  EXPECT_NEAR(x[1], 30.0 * std::tanh(-0.1), 1e-6);
+  EXPECT_EQ(x[2], 0.0f);
+  scale(x.data(), 3, 2.0f);
+  EXPECT_NEAR(x[1], 60.0 * std::tanh(-0.1), 1e-5);
+}
+
+// Gemma 4's router: softmax over all, top-k renormalised, then each weight times its expert's
+// per_expert_scale (route_weights_for alike).
+TEST(Routing, PerExpertScalesMultiplyTheRenormalisedWeights) {
+  const std::vector<float> logits = {0.0f, 2.0f, 1.0f, -1.0f};
+  const std::vector<float> per_expert = {1.0f, 0.5f, 3.0f, 1.0f};
+  RouterSpec spec;
+  spec.num_experts = 4;
+  spec.top_k = 2;
+  spec.per_expert_scale = per_expert.data();
+  int32_t chosen[2];
+  float weights[2];
+  route_top_k(logits.data(), 1, spec, chosen, weights);
+  EXPECT_EQ(chosen[0], 1);
+  EXPECT_EQ(chosen[1], 2);
+  const double e2 = std::exp(2.0), e1 = std::exp(1.0);
+  EXPECT_NEAR(weights[0], e2 / (e2 + e1) * 0.5, 1e-6);
+  EXPECT_NEAR(weights[1], e1 / (e2 + e1) * 3.0, 1e-6);
+  float again[2];
+  route_weights_for(logits.data(), 1, spec, chosen, again);
+  EXPECT_FLOAT_EQ(again[0], weights[0]);
+  EXPECT_FLOAT_EQ(again[1], weights[1]);
+}
+
+// Proportional RoPE (Gemma 4's full layers): the whole head's pairs, the first angles at
+// theta^(-2i / head_dim) and the rest 0, so those pairs pass through.
+TEST(Rope, ProportionalTurnsOnlyTheFirstAngles) {
+  RopeSpec spec{8, 8, 10000.0, RopeLayout::kNeox};
+  spec.proportional_angles = 1;  // int(0.25 * 8 // 2)
+  const auto inv = rope_inv_freq(spec);
+  ASSERT_EQ(inv.size(), 4u);
+  EXPECT_FLOAT_EQ(inv[0], 1.0f);
+  for (std::size_t i = 1; i < 4; ++i) EXPECT_EQ(inv[i], 0.0f) << i;
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  apply_rope(x.data(), 1, 1, spec, inv, /*pos0=*/5);
+  EXPECT_NEAR(x[0], 1 * std::cos(5.f) - 5 * std::sin(5.f), 1e-6);
+  EXPECT_NEAR(x[4], 5 * std::cos(5.f) + 1 * std::sin(5.f), 1e-6);
+  for (std::size_t i : {1, 2, 3, 5, 6, 7}) EXPECT_EQ(x[i], float(i + 1)) << i;
+}
+
 TEST(Rope, NeoxRotatesDimIWithDimIPlusHalf) {
   RopeSpec spec{4, 4, 10000.0, RopeLayout::kNeox};
   const auto inv = rope_inv_freq(spec);  // {1, 0.01}

@@ -78,7 +78,7 @@ std::vector<std::byte> token_bytes(const SequenceState& state, int64_t pos) {
 
 struct Pools {
   std::shared_ptr<OffHostMemory> mem = std::make_shared<OffHostMemory>();
-  KvLayout layout{2, 2, 8, kPage, KvDType::kBf16};
+  KvLayout layout{2, 2, 8, kPage, KvDType::kBf16, {}};
   std::shared_ptr<KvPool> pool = *KvPool::create(layout, 64 * layout.page_bytes(), mem);
   SequenceState fresh() { return SequenceState("m", pool, {}, mem); }
 };

@@ -225,6 +225,23 @@ void fuse_experts(const std::filesystem::path& from, const std::filesystem::path
   ASSERT_TRUE(engine::write_safetensors(to / "model.safetensors", out).is_ok());
 }
 
+// A page of layers in different shapes: each layer takes its own bytes, back to back, K blocks
+// before V blocks; a uniform layout is the same arithmetic with one shape.
+TEST(KvLayoutShapes, EachLayerTakesItsOwnShapesBytes) {
+  engine::KvLayout mixed{3, 0, 0, 16, engine::KvDType::kBf16, {{4, 64}, {1, 128}, {4, 64}}};
+  const std::size_t b0 = 16 * 64 * 2, b1 = 16 * 128 * 2;  // one head's K block
+  EXPECT_EQ(mixed.block_bytes(1), b1);
+  EXPECT_EQ(mixed.layer_offset(1), 2 * 4 * b0);
+  EXPECT_EQ(mixed.layer_offset(2), 2 * 4 * b0 + 2 * b1);
+  EXPECT_EQ(mixed.k_offset(2, 3), mixed.layer_offset(2) + 3 * b0);
+  EXPECT_EQ(mixed.v_offset(1, 0), mixed.layer_offset(1) + b1);
+  EXPECT_EQ(mixed.page_bytes(), 2 * (2 * 4 * b0) + 2 * b1);
+  EXPECT_EQ(mixed.token_bytes(), mixed.page_bytes() / 16);
+  engine::KvLayout uniform{3, 4, 64, 16, engine::KvDType::kBf16, {}};
+  EXPECT_EQ(uniform.page_bytes(), 3 * 2 * 4 * b0);
+  EXPECT_EQ(uniform.v_offset(2, 1), 2 * 2 * 4 * b0 + 5 * b0);
+}
+
 TEST(ExpertLayouts, FusedAndPerExpertTensorsGiveIdenticalLogits) {
   for (ModelFamily family : engine::model_families()) {
     if (family == ModelFamily::kGptOss) continue;  // one layout of its own (fused, [in, out])
@@ -361,7 +378,8 @@ TEST_F(PagedState, AReusedPageComesBackZeroed) {
   const std::size_t e = l.elem_bytes(), D = std::size_t(l.head_dim), P = std::size_t(l.page_tokens);
   for (int64_t layer = 0; layer < l.layers; ++layer) {
     for (int64_t h = 0; h < l.kv_heads; ++h) {
-      for (std::size_t i = D * e; i < l.block_bytes(); ++i) ASSERT_EQ(page[l.k_offset(layer, h) + i], std::byte{0});
+      for (std::size_t i = D * e; i < l.block_bytes(layer); ++i)
+        ASSERT_EQ(page[l.k_offset(layer, h) + i], std::byte{0});
       for (std::size_t d = 0; d < D; ++d)  // V blocks are [head_dim][page_tokens]: slot 0 of each row
         for (std::size_t i = e; i < P * e; ++i) ASSERT_EQ(page[l.v_offset(layer, h) + d * P * e + i], std::byte{0});
     }

@@ -142,6 +142,17 @@ inline engine::RandomCheckpointSpec tiny_spec(engine::ModelFamily family, bool f
     s.mlp_only_layers = {0};
     s.top_k = 1;
     s.full_attention_interval = 2;  // RoPE, NoPE, RoPE
+  } else if (family == engine::ModelFamily::kGemma4Text) {
+    // Sliding layers (windows the tests' 80 tokens cross) and full ones with wider heads: one KV head
+    // whose keys are the values (per expert), or as many as the sliding layers with their own
+    // values (fused); a dense GeGLU beside the MoE; softcapped logits.
+    s.sliding_window = fused_experts ? 20 : 8;
+    s.full_attention_interval = 2;  // sliding, full, full (the last always)
+    s.global_head_dim = 64;
+    s.global_kv_heads = fused_experts ? 2 : 1;
+    s.attention_k_eq_v = !fused_experts;
+    s.final_logit_softcapping = fused_experts ? 0 : 3.0;
+    s.tie_word_embeddings = true;
   } else if (family == engine::ModelFamily::kGlm4MoeLite) {
     // Latent attention with keys (8 + 16) narrower than values (32), so the KV pages pad the keys;
     // the q LoRA and interleaved rope pairs (GLM-4.7-Flash) per expert, a plain q_proj, NeoX pairs
@@ -217,6 +228,13 @@ inline std::string family_unsupported(engine::BackendKind backend, engine::Model
   const bool dsa = family == engine::ModelFamily::kDeepseekV32 || family == engine::ModelFamily::kGlmMoeDsa;
   if (backend == engine::BackendKind::kCuda && dsa) return "no GPU kernels for DeepSeek sparse attention yet";
   return {};
+}
+
+// Families whose routed experts are not plain SwiGLUs (gpt-oss's biased clamped GLU, Gemma 4's
+// GeGLU): the GPU runs them expert by expert with their choices on the host, so not offloaded and
+// not recorded as decode graphs yet.
+inline bool plain_swiglu_experts(engine::ModelFamily family) {
+  return family != engine::ModelFamily::kGptOss && family != engine::ModelFamily::kGemma4Text;
 }
 
 // The family name a fixture directory is named by, for family_unsupported.

@@ -185,11 +185,36 @@ TEST_F(CudaOps, Llama4RowScalingsLikeTheReference) {
   EXPECT_LT(rel_l2(host(q, x.size()), want), 1e-6);
 }
 
+// Gemma's element-wise ops: the GeGLU product, a scale, the final logits' softcap.
+TEST_F(CudaOps, GemmaGeGluScaleAndSoftcapLikeTheReference) {
+  const std::size_t n = 10007;
+  const std::vector<float> g = random(n, 3.f), u = random(n), x = random(n, 20.f);
+  std::vector<float> want(n);
+  on(*ref_, [&] { ref_->gelu_tanh_mul(g.data(), u.data(), want.data(), n); });
+  const float *dg = dev(g), *du = dev(u);
+  float* out = dev_zeros(n);
+  on(*cuda_, [&] { cuda_->gelu_tanh_mul(dg, du, out, n); });
+  EXPECT_LT(rel_l2(host(out, n), want), 1e-6);
+  std::vector<float> scaled = x, capped = x;
+  on(*ref_, [&] {
+    ref_->scale(scaled.data(), n, 11.3137f);
+    ref_->softcap(capped.data(), n, 30.f);
+  });
+  float *ds = dev(x), *dc = dev(x);
+  on(*cuda_, [&] {
+    cuda_->scale(ds, n, 11.3137f);
+    cuda_->softcap(dc, n, 30.f);
+  });
+  EXPECT_LT(rel_l2(host(ds, n), scaled), 1e-7);
+  EXPECT_LT(rel_l2(host(dc, n), capped), 1e-6);
+}
+
 TEST_F(CudaOps, RopeInEveryLayoutAndTheGatedQuerySplit) {
   const std::size_t T = 19, heads = 6;
   for (auto [head_dim, rotary, layout] :
        {std::tuple{128, 128, ref::RopeLayout::kNeox}, {256, 64, ref::RopeLayout::kNeox}, {64, 64, ref::RopeLayout::kGptj}}) {
     ref::RopeSpec spec{std::size_t(head_dim), std::size_t(rotary), 1e6, layout};
+    if (head_dim == 64) spec.proportional_angles = 8;  // Gemma 4's proportional RoPE: the rest unrotated
     const std::vector<float> inv = ref::rope_inv_freq(spec), x = random(T * heads * std::size_t(head_dim));
     std::vector<int64_t> positions(T);
     for (std::size_t t = 0; t < T; ++t) positions[t] = int64_t(t * 997 % 40000);
@@ -232,7 +257,7 @@ TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
     const std::vector<Seq> shape = {{1, 700}, {45, 0}, {20, 50}, {150, 37}};
     std::size_t T = 0;
     for (const Seq& q : shape) T += q.rows;
-    KvLayout lay{2, kv_heads, D, page, KvDType::kF32};
+    KvLayout lay{2, kv_heads, D, page, KvDType::kF32, {}};
     KvLayout dlay = lay;
     dlay.dtype = KvDType::kBf16;
     auto ref_pool = *KvPool::create(lay, 64ull << 20);
@@ -303,7 +328,7 @@ TEST_F(CudaOps, AttentionInputsNormRotateAndWriteLikeTheReference) {
                        // DeepSeek-V3's latent attention: 192-wide heads, 64 interleaved rope dims.
                        Case{4, 4, 192, 64, ref::RopeLayout::kGptj, false, false, true, 1.037f}}) {
     const std::size_t D = std::size_t(c.D), heads = std::size_t(c.heads), KV = std::size_t(c.kv_heads);
-    KvLayout lay{1, int64_t(KV), int64_t(D), 32, KvDType::kF32};
+    KvLayout lay{1, int64_t(KV), int64_t(D), 32, KvDType::kF32, {}};
     KvLayout dlay = lay;
     dlay.dtype = KvDType::kBf16;
     auto ref_pool = *KvPool::create(lay, 16ull << 20);
@@ -443,12 +468,12 @@ TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {
       std::vector<float> want(x.size());
       RoutingTrace ref_trace, gpu_trace;
       ref_->set_routing_trace(&ref_trace);
-      on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data()); });
+      on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data(), nullptr); });
       ref_->set_routing_trace(nullptr);
       const float* dx = dev(x);
       float* out = dev_zeros(x.size());
       cuda_->set_routing_trace(&gpu_trace);
-      on(*cuda_, [&] { cuda_->moe(w, dx, T, out); });
+      on(*cuda_, [&] { cuda_->moe(w, dx, T, out, nullptr); });
       cuda_->set_routing_trace(nullptr);
       ASSERT_EQ(gpu_trace.calls.size(), 1u);
       std::size_t same = 0;
@@ -458,6 +483,90 @@ TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {
         EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "E " << E << " T " << T;
       }
     }
+  }
+}
+
+// Gemma 4's MoE: the router reads an input of its own, each chosen weight times its expert's
+// per_expert_scale, GeGLU experts (the expert-by-expert path), no shared expert.
+TEST_F(CudaOps, GemmaRouterInputPerExpertScalesAndGeGluExpertsLikeTheReference) {
+  std::deque<MoeWeights> layers;
+  const int64_t E = 32, H = 256, I = 64;
+  const std::size_t K = 4;
+  MoeWeights& w = layers.emplace_back();
+  w.router_spec = {std::size_t(E), K, ref::RouterScoring::kSoftmax, true, 1.f};
+  w.hidden = H;
+  w.router = weight(E, H);
+  w.glu.gelu_tanh = true;
+  for (int64_t e = 0; e < E; ++e) w.experts.push_back({weight(I, H), weight(I, H), weight(H, I)});
+  std::vector<float> scales = random(std::size_t(E), 0.2f);
+  for (float& s : scales) s += 1.f;
+  MoeWeights& on_host = layers.emplace_back(w);
+  on_host.router_spec.per_expert_scale = scales.data();
+  w.router_spec.per_expert_scale = param(scales);
+  for (std::size_t T : {1, 3, 16, 70}) {
+    const std::vector<float> x = random(T * std::size_t(H)), router_x = random(T * std::size_t(H));
+    std::vector<float> want(x.size());
+    RoutingTrace ref_trace, gpu_trace;
+    ref_->set_routing_trace(&ref_trace);
+    on(*ref_, [&] { ref_->moe(on_host, x.data(), T, want.data(), router_x.data()); });
+    ref_->set_routing_trace(nullptr);
+    const float *dx = dev(x), *drx = dev(router_x);
+    float* out = dev_zeros(x.size());
+    cuda_->set_routing_trace(&gpu_trace);
+    on(*cuda_, [&] { cuda_->moe(w, dx, T, out, drx); });
+    cuda_->set_routing_trace(nullptr);
+    ASSERT_EQ(gpu_trace.calls.size(), 1u);
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < T * K; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
+    EXPECT_GE(same * 20, T * K * 19) << "routing differs on more than 5% of the choices, T " << T;
+    if (same == T * K) {
+      EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "T " << T;
+    }
+  }
+}
+
+// Layers of different shapes in one page (Gemma 4: full layers with wider heads, fewer of them):
+// each layer's K/V written and attended where its own shape puts them.
+TEST_F(CudaOps, PagedAttentionInLayersOfDifferentShapes) {
+  KvLayout lay{3, 0, 0, 32, KvDType::kF32, {{4, 64}, {1, 128}, {2, 32}}};
+  KvLayout dlay = lay;
+  dlay.dtype = KvDType::kBf16;
+  auto ref_pool = *KvPool::create(lay, 16ull << 20);
+  auto dev_pool = *KvPool::create(dlay, 16ull << 20, cuda_->memory());
+  const std::size_t T = 70, heads = 8;
+  std::vector<KvPageRef> keep;
+  std::vector<std::byte*> ref_table, dev_table;
+  for (int64_t p = 0; p < lay.pages_for(int64_t(T)); ++p) {
+    keep.push_back(*ref_pool->allocate());
+    ref_table.push_back(keep.back()->data());
+    keep.push_back(*dev_pool->allocate());
+    dev_table.push_back(keep.back()->data());
+  }
+  const AttentionSeq rs{0, T, 0, ref_table.data()}, ds{0, T, 0, dev_table.data()};
+  std::vector<std::vector<float>> want(3);
+  std::vector<float*> got(3);
+  // Every layer written first, then each attended: a layer that wrote over another shows.
+  std::vector<std::vector<float>> qs, ks, vs;
+  for (int64_t l = 0; l < 3; ++l) {
+    const std::size_t D = std::size_t(lay.head_dim_at(l)), KV = std::size_t(lay.kv_heads_at(l));
+    qs.push_back(random(T * heads * D));
+    ks.push_back(random(T * KV * D));
+    vs.push_back(random(T * KV * D));
+    on(*ref_, [&] { ref_->kv_write(lay, l, ks[l].data(), vs[l].data(), {&rs, 1}); });
+    const float *dk = dev(ks[l]), *dv = dev(vs[l]);
+    on(*cuda_, [&] { cuda_->kv_write(dlay, l, dk, dv, {&ds, 1}); });
+  }
+  for (int64_t l = 0; l < 3; ++l) {
+    const std::size_t D = std::size_t(lay.head_dim_at(l));
+    want[std::size_t(l)].resize(qs[l].size());
+    on(*ref_, [&] {
+      ref_->attention(lay, l, qs[l].data(), heads, 1.f / std::sqrt(float(D)), {&rs, 1}, want[std::size_t(l)].data(),
+                      {});
+    });
+    const float* dq = dev(qs[l]);
+    float* out = dev_zeros(qs[l].size());
+    on(*cuda_, [&] { cuda_->attention(dlay, l, dq, heads, 1.f / std::sqrt(float(D)), {&ds, 1}, out, {}); });
+    EXPECT_LT(rel_l2(host(out, qs[l].size()), want[std::size_t(l)]), 1e-2) << "layer " << l;
   }
 }
 
@@ -497,12 +606,12 @@ TEST_F(CudaOps, GroupedSigmoidRouterAndUngatedSharedExpertsLikeTheReference) {
       std::vector<float> want(x.size());
       RoutingTrace ref_trace, gpu_trace;
       ref_->set_routing_trace(&ref_trace);
-      on(*ref_, [&] { ref_->moe(on_host, x.data(), T, want.data()); });
+      on(*ref_, [&] { ref_->moe(on_host, x.data(), T, want.data(), nullptr); });
       ref_->set_routing_trace(nullptr);
       const float* dx = dev(x);
       float* out = dev_zeros(x.size());
       cuda_->set_routing_trace(&gpu_trace);
-      on(*cuda_, [&] { cuda_->moe(w, dx, T, out); });
+      on(*cuda_, [&] { cuda_->moe(w, dx, T, out, nullptr); });
       cuda_->set_routing_trace(nullptr);
       ASSERT_EQ(gpu_trace.calls.size(), 1u);
       std::size_t same = 0;

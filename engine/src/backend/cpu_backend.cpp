@@ -174,11 +174,11 @@ void CpuBackend::sparse_attention(const KvLayout& layout, int64_t layer, const f
   cpu::sparse_attention(layout, layer, q, heads, scale, seqs, selected, top_k, out);
 }
 
-void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) {
   const OpTimer timer(profile_, OpProfile::kMoe);
-  if (!trace_) return cpu::moe(scratch_, isa_for(T), w, x, T, out, nullptr, profile_);
+  if (!trace_) return cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, nullptr, profile_);
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
-  cpu::moe(scratch_, isa_for(T), w, x, T, out, chosen.data(), profile_);
+  cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, chosen.data(), profile_);
   record_routing(chosen.data(), T, w.router_spec.top_k);
 }
 

@@ -53,7 +53,7 @@ class CpuBackend final : public HostBackend {
   void sparse_attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                         std::span<const AttentionSeq> seqs, const int32_t* selected, std::size_t top_k,
                         float* out) override;
-  void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override;
+  void moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) override;
   void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;
 

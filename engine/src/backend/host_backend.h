@@ -1,6 +1,6 @@
 // The data-movement ops every backend whose activations live in host memory does the same way
 // (row gathers, copies out, column blocks, the gated-query split, qwen3_next's projection reorder,
-// Llama 4's small row scalings): written once
+// Llama 4's small row scalings, Gemma's GeGLU, scales and softcap): written once
 // for the reference and CPU backends.
 #pragma once
 
@@ -34,6 +34,11 @@ class HostBackend : public Backend {
                              float attn_scale) override {
     ref::attention_temperature(x, T, width, positions, floor_scale, attn_scale);
   }
+  void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t n) override {
+    ref::gelu_tanh_mul(gate, up, out, n);
+  }
+  void scale(float* x, std::size_t n, float factor) override { ref::scale(x, n, factor); }
+  void softcap(float* x, std::size_t n, float cap) override { ref::softcap(x, n, cap); }
   void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T, float* qkv,
                        float* z, float* b, float* a) override {
     ref::deltanet_unfuse(dims, qkvz, ba, T, qkv, z, b, a);

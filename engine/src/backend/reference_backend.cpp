@@ -44,14 +44,14 @@ void ReferenceBackend::rope(float* x, std::size_t T, std::size_t heads, const re
 
 void ReferenceBackend::kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v,
                                 std::span<const AttentionSeq> seqs) {
-  const std::size_t width = std::size_t(layout.kv_heads * layout.head_dim);
+  const std::size_t width = std::size_t(layout.kv_heads_at(layer) * layout.head_dim_at(layer));
   for (const AttentionSeq& s : seqs)
     ref::kv_write(layout, layer, k + s.row0 * width, v + s.row0 * width, s.rows, s.pos0, s.pages);
 }
 
 void ReferenceBackend::attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                                  std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) {
-  const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads);
+  const std::size_t D = std::size_t(layout.head_dim_at(layer)), KV = std::size_t(layout.kv_heads_at(layer));
   for (const AttentionSeq& s : seqs) {
     Scratch::Frame frame(scratch_);
     const std::size_t n = std::size_t(s.pos0) + s.rows;
@@ -70,7 +70,8 @@ void ReferenceBackend::layer_norm(const float* x, const float* weight, const flo
 
 void ReferenceBackend::index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w,
                                     const IndexerSpec& spec, std::span<const AttentionSeq> seqs, int32_t* selected) {
-  const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads), K = spec.top_k;
+  const std::size_t D = std::size_t(layout.head_dim_at(layer)), KV = std::size_t(layout.kv_heads_at(layer)),
+                    K = spec.top_k;
   std::size_t T = 0;
   for (const AttentionSeq& s : seqs) {
     Scratch::Frame frame(scratch_);
@@ -102,7 +103,7 @@ void ReferenceBackend::index_select(const KvLayout& layout, int64_t layer, const
 void ReferenceBackend::sparse_attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads,
                                         float scale, std::span<const AttentionSeq> seqs, const int32_t* selected,
                                         std::size_t top_k, float* out) {
-  const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads);
+  const std::size_t D = std::size_t(layout.head_dim_at(layer)), KV = std::size_t(layout.kv_heads_at(layer));
   for (const AttentionSeq& s : seqs) {
     Scratch::Frame frame(scratch_);
     const std::size_t n = std::size_t(s.pos0) + s.rows;
@@ -117,13 +118,13 @@ void ReferenceBackend::sparse_attention(const KvLayout& layout, int64_t layer, c
   }
 }
 
-void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out) {
+void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) {
   const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k;
   Scratch::Frame frame(scratch_);
   float* logits = scratch_.floats(T * E);
   float* weights = scratch_.floats(T * K);
   int32_t* chosen = scratch_.take<int32_t>(T * K);
-  linear(x, T, w.router, w.router_bias, logits);
+  linear(router_x ? router_x : x, T, w.router, w.router_bias, logits);
   if (forced_ && forced_calls_ < forced_->calls.size() && forced_->top_k == K &&
       forced_->calls[forced_calls_].size() == T * K) {
     ref::route_top_k(logits, T, w.router_spec, chosen, weights);  // its own choice, for the trace

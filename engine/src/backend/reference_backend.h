@@ -35,7 +35,7 @@ class ReferenceBackend final : public HostBackend {
                 std::span<const AttentionSeq> seqs) override;
   void attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                  std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) override;
-  void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) override;
+  void moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) override;
   bool set_forced_routing(const RoutingTrace* forced) override {
     forced_ = forced;
     forced_calls_ = 0;

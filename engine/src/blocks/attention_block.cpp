@@ -12,10 +12,16 @@ Result<AttentionBlock> AttentionBlock::load(const WeightLoader& w, const std::st
   const int64_t kv_out = spec.kv_heads * spec.head_dim;
   FT_ASSIGN_OR_RETURN(b.q_proj_, w.linear(prefix + "q_proj", q_out, spec.hidden, spec.qkv_bias));
   FT_ASSIGN_OR_RETURN(b.k_proj_, w.linear(prefix + "k_proj", kv_out, spec.hidden, spec.qkv_bias));
-  FT_ASSIGN_OR_RETURN(b.v_proj_, w.linear(prefix + "v_proj", kv_out, spec.hidden, spec.qkv_bias));
+  if (!spec.k_eq_v) {
+    FT_ASSIGN_OR_RETURN(b.v_proj_, w.linear(prefix + "v_proj", kv_out, spec.hidden, spec.qkv_bias));
+  }
+  if (spec.v_norm) {
+    FT_ASSIGN_OR_RETURN(b.v_norm_, w.place(std::vector<float>(std::size_t(spec.head_dim), 1.0f)));
+  }
   FT_ASSIGN_OR_RETURN(b.o_proj_, w.linear(prefix + "o_proj", spec.hidden, spec.heads * spec.head_dim, spec.o_bias));
   if (spec.gated && spec.gate_proj)
     return invalid_argument("attention: an output gate from q_proj or gate_proj, not both");
+  if (spec.k_eq_v && spec.gate_proj) return invalid_argument("attention: k_eq_v has no output gate projection");
   if (spec.gate_proj) {
     FT_ASSIGN_OR_RETURN(b.gate_proj_, w.linear(prefix + "gate_proj", spec.heads * spec.head_dim, spec.hidden, false));
   }
@@ -53,7 +59,13 @@ void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, st
                                     {&k_proj_.weight, k_proj_.bias_or_null(), k},
                                     {&v_proj_.weight, v_proj_.bias_or_null(), v},
                                     {&gate_proj_.weight, nullptr, gate}};
-  be.linears(x, T, std::span(qkv, spec_.gate_proj ? 4 : 3));
+  if (spec_.k_eq_v) {
+    be.linears(x, T, std::span(qkv, 2));
+    be.copy_columns(k, KV * D, 1, v, KV * D, T, KV * D);
+  } else {
+    be.linears(x, T, std::span(qkv, spec_.gate_proj ? 4 : 3));
+  }
+  if (spec_.v_norm) be.rms_norm(v, v_norm_.data(), v, T * KV, D, spec_.eps, false);
   if (spec_.gated) {
     gate = s.floats(T * H * D);
     be.split_gated_query(qg, T, H, D, q, gate);
@@ -78,7 +90,7 @@ void AttentionBlock::forward(Backend& be, const KvLayout& kv, const float* x, st
     be.attention_temperature(q, T, H * D, positions, spec_.temperature_floor_scale, spec_.temperature_attn_scale);
   }
   float* attn = s.floats(T * H * D);
-  be.attention(kv, kv_layer_, q, H, 1.0f / std::sqrt(float(D)), seqs, attn,
+  be.attention(kv, kv_layer_, q, H, spec_.scale > 0 ? spec_.scale : 1.0f / std::sqrt(float(D)), seqs, attn,
                AttentionOptions{spec_.window, spec_.sinks ? sinks_.data() : nullptr, spec_.chunk});
   if (gate) be.mul_sigmoid(attn, gate, T * H * D);
   o_proj_.forward(be, attn, out, T);

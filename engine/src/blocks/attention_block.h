@@ -3,7 +3,8 @@
 // mixer of every family — Qwen3-MoE (per-head norm), Qwen3-Next / Qwen3.5 (gated query), Mixtral and
 // Qwen2-MoE (no norm), OLMoE (whole-width norm), Hunyuan (per-head norm of the rotated q and k),
 // AFMoE (per-head norm, an output gate of its own projection), Llama 4 (unweighted norms of the
-// rotated q and k, chunked layers, a temperature on the others' queries). Its
+// rotated q and k, chunked layers, a temperature on the others' queries), Gemma 4 (per-head
+// norms of q, k and v, unscaled scores, keys that are also the values on its full layers). Its
 // K and V go to layer `kv_layer` of each sequence's KV pages.
 #pragma once
 
@@ -45,6 +46,11 @@ struct AttentionSpec {
   // Llama 4's attention temperature on layers without RoPE: each query row times
   // ref::attention_temperature_at(position, floor_scale, attn_scale). floor_scale 0: off.
   float temperature_floor_scale = 0, temperature_attn_scale = 0;
+  float scale = 0;      // the scores' scale; 0: 1 / sqrt(head_dim) (Gemma 4: 1)
+  bool v_norm = false;  // V is RMS-normed per head without a weight (Gemma 4's v_norm)
+  // No v_proj: the values are k_proj's output before its norm and RoPE (Gemma 4's
+  // attention_k_eq_v on full-attention layers).
+  bool k_eq_v = false;
 };
 
 class AttentionBlock {
@@ -65,7 +71,7 @@ class AttentionBlock {
   AttentionSpec spec_;
   int64_t kv_layer_ = 0;
   Linear q_proj_, k_proj_, v_proj_, o_proj_, gate_proj_;
-  Vector q_norm_, k_norm_;
+  Vector q_norm_, k_norm_, v_norm_;
   Vector sinks_;
   Vector inv_freq_;
 };

@@ -52,11 +52,15 @@ std::string make_fingerprint(const Checkpoint& ckpt, const ModelConfig& cfg) {
 // GPU budget check needs to know.
 uint64_t recipe_kv_page_bytes(const ModelConfig& cfg, const LoadOptions& options) {
   KvLayout kv;
-  kv.layers = cfg.count_layers(LayerKind::kFullAttention);
   kv.kv_heads = cfg.num_key_value_heads;
   kv.head_dim = cfg.head_dim;
   kv.page_tokens = options.kv_page_tokens;
   kv.dtype = KvDType::kBf16;  // the GPU's KV
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+    if (cfg.layer_types[std::size_t(i)] != LayerKind::kFullAttention) continue;
+    kv.per_layer.push_back({cfg.attention_kv_heads(i), cfg.attention_head_dim(i)});
+    ++kv.layers;
+  }
   return kv.page_bytes();
 }
 
@@ -287,15 +291,13 @@ class DecoderModel final : public Model {
     KvLayout kv;
     kv.page_tokens = options.kv_page_tokens;
     kv.dtype = be_->kv_dtype();
+    std::vector<KvLayerShape> shapes;
     for (DecoderLayer& l : layers_) {
       if (!l.attention && !l.mla_attention) continue;
       // Latent attention stores every head's expanded key and value (mla_attention_block.h).
       const int64_t kv_heads = l.attention ? l.attention->spec().kv_heads : l.mla_attention->kv_heads();
       const int64_t head_dim = l.attention ? l.attention->spec().head_dim : l.mla_attention->spec().width();
-      if (kv.layers > 0 && (kv_heads != kv.kv_heads || head_dim != kv.head_dim))
-        return unsupported("attention layers with different kv_heads or head_dim are not supported yet");
-      kv.kv_heads = kv_heads;
-      kv.head_dim = head_dim;
+      shapes.push_back({kv_heads, head_dim});
       if (l.attention) {
         l.attention->set_kv_layer(kv.layers++);
       } else {
@@ -303,13 +305,19 @@ class DecoderModel final : public Model {
       }
     }
     if (kv.layers == 0) return Status::ok();
+    kv.kv_heads = shapes.front().kv_heads;
+    kv.head_dim = shapes.front().head_dim;
+    for (const KvLayerShape& sh : shapes)
+      if (!(sh == shapes.front())) kv.per_layer = shapes;
     // Attention kernels work a page at a time in 16-key tiles and at most 64 keys.
     if (kv.page_tokens < 16 || kv.page_tokens > 64 || kv.page_tokens % 16 != 0)
       return invalid_argument("KV page size must be 16, 32, 48 or 64 tokens");
     // The GPU's attention kernels give each lane 32-dim slices of a head.
-    if (be_->kind() == BackendKind::kCuda && (kv.head_dim % 32 != 0 || kv.head_dim > 256))
-      return unsupported("attention with head_dim " + std::to_string(kv.head_dim) +
-                         " on the GPU (it takes multiples of 32 up to 256): use --device cpu");
+    for (const KvLayerShape& sh : shapes) {
+      if (be_->kind() == BackendKind::kCuda && (sh.head_dim % 32 != 0 || sh.head_dim > 256))
+        return unsupported("attention with head_dim " + std::to_string(sh.head_dim) +
+                           " on the GPU (it takes multiples of 32 up to 256): use --device cpu");
+    }
     const std::shared_ptr<Memory> memory = be_->memory();
     uint64_t budget = options.kv_budget_bytes ? options.kv_budget_bytes : default_kv_budget();
     if (!memory->is_host()) {
@@ -386,6 +394,7 @@ class DecoderModel final : public Model {
     const int64_t* staged_positions = be.stage({positions, T});
     float* hidden = be.scratch().floats(T * H);
     be.embedding(embed_, {ids, T}, hidden);
+    if (cfg_.embedding_scale != 1.0) be.scale(hidden, T * H, float(cfg_.embedding_scale));
 
     const KvLayout* kv = pool_ ? &pool_->layout() : nullptr;
     std::size_t linear_index = 0;
@@ -399,8 +408,8 @@ class DecoderModel final : public Model {
         }
         ++linear_index;
       }
-      layer.forward(be, hidden, delta, delta_pending, T, {kv, {attn, n}, {linear, n}, staged_positions});
-      delta_pending = true;
+      delta_pending =
+          layer.forward(be, hidden, delta, delta_pending, T, {kv, {attn, n}, {linear, n}, staged_positions});
     }
     if (delta_pending) be.add(hidden, delta, T * H);
 
@@ -419,6 +428,7 @@ class DecoderModel final : public Model {
     be.gather_rows(hidden, {rows, picked}, H, x);
     norm_.forward(be, x, x, picked);
     be.linear(x, picked, lm_head_, nullptr, logits);
+    if (cfg_.final_logit_softcapping > 0) be.softcap(logits, picked * V, float(cfg_.final_logit_softcapping));
     std::size_t at = 0;
     std::vector<std::size_t> sample_rows;
     std::vector<SampleRequest> requests;
@@ -454,7 +464,7 @@ class DecoderModel final : public Model {
 
 }  // namespace
 
-void DecoderLayer::forward(Backend& be, float* hidden, float* delta, bool delta_pending, std::size_t T,
+bool DecoderLayer::forward(Backend& be, float* hidden, float* delta, bool delta_pending, std::size_t T,
                            const LayerBatch& batch) const {
   const std::size_t H = input_norm.weight.size(), n = T * H;
   Scratch::Frame frame(be.scratch());
@@ -473,12 +483,24 @@ void DecoderLayer::forward(Backend& be, float* hidden, float* delta, bool delta_
   }
   if (mixer_out_norm) mixer_out_norm->forward(be, delta, delta, T);
   post_norm.add_forward(be, hidden, delta, normed, T);
-  if (moe) {
+  if (parallel) {
+    mlp->forward(be, normed, delta, T);
+    parallel->mlp_out_norm.forward(be, delta, delta, T);
+    parallel->moe_in_norm.forward(be, hidden, normed, T);
+    float* routed = be.scratch().floats(n);
+    moe->forward(be, normed, routed, T, hidden);
+    parallel->moe_out_norm.forward(be, routed, routed, T);
+    be.add(delta, routed, n);
+  } else if (moe) {
     moe->forward(be, normed, delta, T);
   } else {
     mlp->forward(be, normed, delta, T);
   }
   if (ffn_out_norm) ffn_out_norm->forward(be, delta, delta, T);
+  if (!output_scale) return true;
+  be.add(hidden, delta, n);
+  be.scale(hidden, n, *output_scale);
+  return false;
 }
 
 Result<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const Checkpoint> ckpt, const ModelConfig& cfg,

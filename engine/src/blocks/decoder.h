@@ -39,15 +39,25 @@ struct DecoderLayer {
   std::optional<AttentionBlock> attention;
   std::optional<LinearAttentionBlock> linear_attention;
   std::optional<MlaAttentionBlock> mla_attention;
-  // Feed-forward: exactly one of these.
+  // Feed-forward: exactly one of these, or both with `parallel`.
   std::optional<MoeBlock> moe;
   std::optional<SwiGlu> mlp;
+  // Gemma 4: the MLP and the MoE side by side on the same residual h. The MLP takes post_norm(h)
+  // and its output is normed by mlp_out_norm; the MoE takes moe_in_norm(h), its router h itself
+  // (MoeBlock), and its output is normed by moe_out_norm; their sum is the feed-forward's output.
+  struct Parallel {
+    RmsNorm moe_in_norm, mlp_out_norm, moe_out_norm;
+  };
+  std::optional<Parallel> parallel;
+  // Gemma 4's layer_scalar: the stream is scaled by it once the layer's output has joined it.
+  std::optional<float> output_scale;
 
   // hidden [T, hidden] in place: h += mixer(norm(h)); h += ffn(norm(h)) (each output normed first
   // where the layer has sandwich norms) — but the last add is left
   // to the caller: ffn(...) goes to `delta`, which the next layer adds as it norms its input (one
-  // op, add_rms_norm). delta_pending: `delta` holds the previous layer's, not yet added.
-  void forward(Backend& be, float* hidden, float* delta, bool delta_pending, std::size_t T,
+  // op, add_rms_norm). delta_pending: `delta` holds the previous layer's, not yet added. Returns
+  // whether `delta` holds this layer's output, not yet added (a layer with output_scale adds it).
+  bool forward(Backend& be, float* hidden, float* delta, bool delta_pending, std::size_t T,
                const LayerBatch& batch) const;
 };
 

@@ -1,5 +1,7 @@
 #include "blocks/moe_block.h"
 
+#include <cmath>
+
 namespace ft::engine::blocks {
 
 Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec) {
@@ -17,6 +19,17 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
     return b;
   }
   FT_ASSIGN_OR_RETURN(m.router, w.matrix(prefix + spec.router_name, {E, H}));
+  m.glu = spec.glu;
+  if (spec.gemma4) {
+    FT_ASSIGN_OR_RETURN(Vector scale, w.vector(prefix + "router.scale", {H}));
+    std::vector<float> norm(scale.host);
+    const float root = 1.0f / std::sqrt(float(H));  // HF scalar_root_size
+    for (float& v : norm) v *= root;
+    FT_ASSIGN_OR_RETURN(b.router_norm_, w.place(std::move(norm)));
+    b.router_norm_eps_ = spec.router_norm_eps;
+    FT_ASSIGN_OR_RETURN(b.per_expert_scale_, w.vector(prefix + "router.per_expert_scale", {E}));
+    m.router_spec.per_expert_scale = b.per_expert_scale_.data();
+  }
   if (spec.correction_bias) {
     std::string name = prefix + spec.correction_bias_names.front();
     for (const std::string& n : spec.correction_bias_names) {
@@ -65,9 +78,16 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
   return b;
 }
 
-void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T) const {
+void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T, const float* residual) const {
+  if (!router_norm_.empty()) {
+    Scratch::Frame frame(be.scratch());
+    float* router_x = be.scratch().floats(T * std::size_t(w_.hidden));
+    be.rms_norm(residual, router_norm_.data(), router_x, T, std::size_t(w_.hidden), router_norm_eps_, false);
+    be.moe(w_, x, T, out, router_x);
+    return;
+  }
   if (!input_shared_) {
-    be.moe(w_, x, T, out);
+    be.moe(w_, x, T, out, nullptr);
     return;
   }
   // Llama 4 (moe_block.h): the routed expert on the rows scaled by their top-1 score, then the
@@ -79,7 +99,7 @@ void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T) c
   float* scaled = s.floats(T * H);
   be.linear(x, T, w_.router, nullptr, logits);
   be.scale_by_top_sigmoid(x, logits, T, H, E, scaled);
-  be.moe(w_, scaled, T, out);
+  be.moe(w_, scaled, T, out, nullptr);
   float* shared = s.floats(T * H);
   input_shared_->forward(be, x, shared, T);
   be.add(out, shared, T * H);

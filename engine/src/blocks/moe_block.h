@@ -20,6 +20,13 @@
 //               the first half of the columns and up the second, experts.down_proj [E, inter,
 //               hidden] [in, out] (transposed at load as gpt-oss's); shared_expert.* as wide.
 //
+//   Gemma 4:    router.proj.weight, router.scale [hidden], router.per_expert_scale [E] beside
+//               experts.gate_up_proj / experts.down_proj (the fused 3-D layout above), GeGLU.
+//
+// Gemma 4's router reads the layer's residual, not the experts' input: RMSNorm without a weight,
+// times router.scale and hidden^-0.5 (one RMSNorm whose weight is their product), then the
+// softmax's top-k renormalised and times each chosen expert's per_expert_scale.
+//
 // Llama 4 scales each routed expert's input, not its output, by its router score (sigmoid of the
 // top-1 logit) and adds the output unweighted. A positive factor does not move the top logit, so
 // the plain top-1 MoE over the scaled rows (its renormalised weight exactly 1) computes it on every
@@ -53,6 +60,8 @@ struct MoeSpec {
   bool gpt_oss = false;    // gpt-oss's names and layout (above), biases and clamped GLU
   ref::ExpertGlu glu;      // with gpt_oss
   bool llama4 = false;     // Llama 4's names, layout and input-scaled top-1 experts (above)
+  bool gemma4 = false;     // Gemma 4's router (above); glu.gelu_tanh for its experts
+  float router_norm_eps = 1e-6f;
 };
 
 class MoeBlock {
@@ -61,8 +70,9 @@ class MoeBlock {
   // spec.router_name.
   static Result<MoeBlock> load(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
 
-  // out [T, hidden] = moe(x [T, hidden]); out may not alias x.
-  void forward(Backend& be, const float* x, float* out, std::size_t T) const;
+  // out [T, hidden] = moe(x [T, hidden]); out may not alias x. residual [T, hidden]: what a router
+  // with its own norm reads (Gemma 4; null elsewhere).
+  void forward(Backend& be, const float* x, float* out, std::size_t T, const float* residual = nullptr) const;
 
   std::size_t num_experts() const { return w_.experts.size(); }
   const SwiGluMatrices& expert(std::size_t e) const { return w_.experts[e]; }
@@ -73,6 +83,10 @@ class MoeBlock {
   // The router's e_score_correction_bias: w_.router_spec.correction_bias points at its placed
   // values (a moved Vector keeps them where they are).
   Vector correction_bias_;
+  // Gemma 4: the router's own norm weight (router.scale * hidden^-0.5) and per_expert_scale, which
+  // w_.router_spec points at.
+  Vector router_norm_, per_expert_scale_;
+  float router_norm_eps_ = 1e-6f;
   // gpt-oss: the biases w_ points at, and the transposed expert matrices (a moved vector keeps
   // its buffers).
   Vector router_bias_, gate_bias_, up_bias_, down_bias_;

@@ -12,7 +12,11 @@ void SwiGlu::forward(Backend& be, const float* x, float* out, std::size_t T) con
   float* u = be.scratch().floats(n);
   const Backend::LinearOut gate_up[] = {{&w.gate, nullptr, g}, {&w.up, nullptr, u}};
   be.linears(x, T, gate_up);
-  be.silu_mul(g, u, g, n);
+  if (gelu_tanh) {
+    be.gelu_tanh_mul(g, u, g, n);
+  } else {
+    be.silu_mul(g, u, g, n);
+  }
   be.linear(g, T, w.down, nullptr, out);
 }
 

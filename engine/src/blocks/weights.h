@@ -46,10 +46,13 @@ struct Linear {
   }
 };
 
-// The SwiGLU MLP of dense layers: down(silu(gate(x)) * up(x)).
+// The SwiGLU MLP of dense layers: down(silu(gate(x)) * up(x)); with gelu_tanh the GeGLU
+// down(gelu_tanh(gate(x)) * up(x)) (Gemma).
 struct SwiGlu {
-  SwiGlu(SwiGluMatrices m) : w(m) {}  // NOLINT: implicit, so a loaded MLP assigns straight in
+  SwiGlu(SwiGluMatrices m, bool gelu = false)
+      : w(m), gelu_tanh(gelu) {}  // NOLINT: implicit, so a loaded MLP assigns straight in
   SwiGluMatrices w;
+  bool gelu_tanh = false;
   // out [T, hidden] = mlp(x [T, hidden]); out may not alias x.
   void forward(Backend& be, const float* x, float* out, std::size_t T) const;
 };

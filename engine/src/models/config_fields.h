@@ -135,5 +135,13 @@ Result<double> minimax_partial_rotary(const Fields& text, const ModelConfig& cfg
 // indexer layers (indexer_types, index_topk_pattern, index_topk_freq).
 bool is_dsa_family(ModelFamily family);
 Status parse_dsa(const nlohmann::json& text_json, const Fields& text, ModelConfig& cfg);
+// config_gemma4.cpp: gemma4_text's RoPE, one dict per layer type (sliding: default; full: default or
+// proportional).
+Status parse_gemma4_rope(const Fields& text, ModelConfig& cfg);
+// gemma4_text's attention shapes (per_layer_config, or global_head_dim and
+// num_global_key_value_heads), attention_k_eq_v, sliding_window, the MoE beside the MLP
+// (enable_moe_block, num_experts, top_k_experts, moe_intermediate_size), softcapping and embedding
+// scale; refuses per-layer embeddings, shared KV layers and bidirectional attention.
+Status parse_gemma4_text(const Fields& text, ModelConfig& cfg);
 
 }  // namespace ft::engine::config

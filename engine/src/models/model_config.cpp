@@ -31,6 +31,7 @@ std::optional<ModelFamily> family_from_model_type(const std::string& t) {
   if (t == "qwen3_5_moe_text") return ModelFamily::kQwen3_5Moe;
   if (t == "kimi_k2") return ModelFamily::kDeepseekV3;  // Kimi K2: DeepSeek-V3's architecture
   if (t == "llama4") return ModelFamily::kLlama4Text;   // the multimodal wrapper: its text_config
+  if (t == "gemma4") return ModelFamily::kGemma4Text;   // likewise
   for (ModelFamily f : model_families()) {
     if (t == model_family_name(f)) return f;
   }
@@ -59,6 +60,7 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "Llama4ForCausalLM" || a == "Llama4ForConditionalGeneration") return ModelFamily::kLlama4Text;
   if (a == "DeepseekV32ForCausalLM") return ModelFamily::kDeepseekV32;
   if (a == "GlmMoeDsaForCausalLM") return ModelFamily::kGlmMoeDsa;
+  if (a == "Gemma4ForCausalLM" || a == "Gemma4ForConditionalGeneration") return ModelFamily::kGemma4Text;
   return std::nullopt;
 }
 
@@ -93,6 +95,7 @@ FamilyDefaults family_defaults(ModelFamily f) {
     case ModelFamily::kLlama4Text:
       return {500000.0, 1e-5, true};  // Llama4TextConfig.default_theta
     case ModelFamily::kDeepseekV32:
+    case ModelFamily::kGemma4Text:
       return {10000.0, 1e-6, true};
     case ModelFamily::kGlmMoeDsa:
     case ModelFamily::kGlm4MoeLite:
@@ -234,13 +237,14 @@ Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg,
   cfg.sliding_layers.clear();
   cfg.chunked_layers.clear();
   const bool can_chunk = cfg.family == ModelFamily::kLlama4Text;
-  const bool can_slide =
-      cfg.family == ModelFamily::kGptOss || cfg.family == ModelFamily::kExaoneMoe || cfg.family == ModelFamily::kAfmoe;
+  const bool gemma4 = cfg.family == ModelFamily::kGemma4Text;
+  const bool can_slide = cfg.family == ModelFamily::kGptOss || cfg.family == ModelFamily::kExaoneMoe ||
+                         cfg.family == ModelFamily::kAfmoe || gemma4;
   if (can_slide && !text.has("layer_types")) {
     // GptOssConfig: sliding on even layers, full on odd. ExaoneMoeConfig: full every
     // sliding_window_pattern-th layer (none without a sliding_window), sliding otherwise.
-    // AfmoeConfig: full every global_attn_every_n_layers-th layer.
-    int64_t pattern = 2;
+    // AfmoeConfig: full every global_attn_every_n_layers-th layer; Gemma4TextConfig every 6th.
+    int64_t pattern = gemma4 ? 6 : 2;
     if (cfg.family == ModelFamily::kAfmoe) {
       FT_ASSIGN_OR_RETURN(pattern, text.integer_or("global_attn_every_n_layers", 4));
       if (pattern <= 0) return invalid_argument("config.json: global_attn_every_n_layers must be positive");
@@ -256,6 +260,7 @@ Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg,
       cfg.layer_types.push_back(LayerKind::kFullAttention);
       cfg.sliding_layers.push_back(cfg.family == ModelFamily::kGptOss ? i % 2 == 0 : (i + 1) % pattern != 0);
     }
+    if (gemma4 && !cfg.sliding_layers.empty()) cfg.sliding_layers.back() = false;  // HF forces the last full
     return Status::ok();
   }
   if (text.has("layer_types")) {
@@ -292,6 +297,7 @@ Status parse_layers(const json& text_json, const Fields& text, ModelConfig& cfg,
       return invalid_argument("config.json: 'layer_types' has " + std::to_string(cfg.layer_types.size()) +
                               " entries but num_hidden_layers is " + std::to_string(cfg.num_hidden_layers));
     }
+    if (gemma4 && !cfg.sliding_layers.empty()) cfg.sliding_layers.back() = false;  // Gemma4TextConfig forces it
     return Status::ok();
   }
   int64_t interval = 0;
@@ -456,6 +462,7 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   const int64_t default_inter = cfg.family == ModelFamily::kGlm4MoeLite   ? 10240
                                 : cfg.family == ModelFamily::kDeepseekV32 ? 18432
                                 : cfg.family == ModelFamily::kGlmMoeDsa   ? 12288
+                                : cfg.family == ModelFamily::kGemma4Text  ? 9216
                                                                           : 0;
   FT_ASSIGN_OR_RETURN(cfg.intermediate_size, text.integer_or("intermediate_size", default_inter));
   FT_ASSIGN_OR_RETURN(double eps, text.number_or("rms_norm_eps", defaults.rms_norm_eps));
@@ -469,7 +476,9 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   }
   // The wrapper's flag decides for multimodal checkpoints (it owns lm_head); else the text config's.
   // Ernie4_5_MoeConfig ties them unless told otherwise.
-  FT_ASSIGN_OR_RETURN(bool text_tie, text.boolean_or("tie_word_embeddings", cfg.family == ModelFamily::kErnie4_5Moe));
+  FT_ASSIGN_OR_RETURN(bool text_tie,
+                      text.boolean_or("tie_word_embeddings", cfg.family == ModelFamily::kErnie4_5Moe ||
+                                                                 cfg.family == ModelFamily::kGemma4Text));
   FT_ASSIGN_OR_RETURN(cfg.tie_word_embeddings, top.boolean_or("tie_word_embeddings", text_tie));
 
   FT_ASSIGN_OR_RETURN(cfg.max_position_embeddings,
@@ -483,7 +492,11 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   if (cfg.family == ModelFamily::kMinimaxM2) {
     FT_ASSIGN_OR_RETURN(default_partial, config::minimax_partial_rotary(text, cfg));
   }
-  FT_RETURN_IF_ERROR(parse_rope(text, cfg, default_partial));
+  if (cfg.family == ModelFamily::kGemma4Text) {
+    FT_RETURN_IF_ERROR(config::parse_gemma4_rope(text, cfg));  // a rope dict per layer type
+  } else {
+    FT_RETURN_IF_ERROR(parse_rope(text, cfg, default_partial));
+  }
   FT_RETURN_IF_ERROR(parse_layers(*text_json, text, cfg, hybrid));
   FT_ASSIGN_OR_RETURN(cfg.norm_topk_prob, text.boolean_or("norm_topk_prob", defaults.norm_topk_prob));
   if (sigmoid_moe) {
@@ -502,6 +515,8 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     FT_RETURN_IF_ERROR(config::parse_afmoe(text, cfg));
   } else if (cfg.family == ModelFamily::kLlama4Text) {
     FT_RETURN_IF_ERROR(config::parse_llama4_text(text, cfg));
+  } else if (cfg.family == ModelFamily::kGemma4Text) {
+    FT_RETURN_IF_ERROR(config::parse_gemma4_text(text, cfg));
   } else {
     FT_RETURN_IF_ERROR(parse_softmax_moe(text, cfg));
   }
@@ -569,6 +584,8 @@ const char* model_family_name(ModelFamily family) {
       return "deepseek_v32";
     case ModelFamily::kGlmMoeDsa:
       return "glm_moe_dsa";
+    case ModelFamily::kGemma4Text:
+      return "gemma4_text";
   }
   return "?";
 }
@@ -579,7 +596,7 @@ const std::vector<ModelFamily>& model_families() {
       ModelFamily::kQwen2Moe,    ModelFamily::kOlmoe,        ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
       ModelFamily::kDots1,       ModelFamily::kErnie4_5Moe,  ModelFamily::kMinimaxM2,  ModelFamily::kGptOss,
       ModelFamily::kGlm4MoeLite, ModelFamily::kHunyuanV1Moe, ModelFamily::kExaoneMoe,  ModelFamily::kAfmoe,
-      ModelFamily::kLlama4Text,  ModelFamily::kDeepseekV32,  ModelFamily::kGlmMoeDsa};
+      ModelFamily::kLlama4Text,  ModelFamily::kDeepseekV32,  ModelFamily::kGlmMoeDsa,  ModelFamily::kGemma4Text};
   return all;
 }
 

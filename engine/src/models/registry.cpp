@@ -41,6 +41,8 @@ Recipe recipe_for(ModelFamily family) {
       return models::deepseek_v32;
     case ModelFamily::kGlmMoeDsa:
       return models::glm_moe_dsa;
+    case ModelFamily::kGemma4Text:
+      return models::gemma4_text;
   }
   return nullptr;
 }

@@ -14,7 +14,9 @@ std::vector<std::uint64_t> dims(const std::vector<int64_t>& shape) { return {sha
 
 store::DType store_dtype(KvDType d) { return d == KvDType::kBf16 ? store::DType::kBf16 : store::DType::kF32; }
 
+// [layers, K|V, kv_heads, page_tokens, head_dim]; layers of different shapes: the page's elements.
 std::vector<std::uint64_t> page_shape(const KvLayout& l) {
+  if (!l.uniform()) return {std::uint64_t(l.page_bytes() / l.elem_bytes())};
   return {std::uint64_t(l.layers), 2, std::uint64_t(l.kv_heads), std::uint64_t(l.page_tokens),
           std::uint64_t(l.head_dim)};
 }

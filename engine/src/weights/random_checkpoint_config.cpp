@@ -360,6 +360,43 @@ json llama4_text_config(const RandomCheckpointSpec& s) {
   return c;
 }
 
+// gemma4_text, as Gemma4TextConfig saves it (its full layers' shapes in per_layer_config).
+json gemma4_text_config(const RandomCheckpointSpec& s) {
+  json c = trunk_keys(s, "Gemma4ForCausalLM", "gemma4_text", 1e-6);
+  c.erase("hidden_act");
+  std::vector<std::string> types;
+  json per_layer = json::object();
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const bool full = is_gemma4_full_layer(s, i);
+    types.push_back(full ? "full_attention" : "sliding_attention");
+    if (!full) continue;
+    json o = {{"head_dim", s.global_head_dim}};
+    if (s.attention_k_eq_v) o["num_key_value_heads"] = s.global_kv_heads;
+    per_layer[std::to_string(i)] = o;
+  }
+  c.update({
+      {"hidden_activation", "gelu_pytorch_tanh"},
+      {"intermediate_size", s.intermediate_size},
+      {"layer_types", types},
+      {"per_layer_config", per_layer},
+      {"sliding_window", s.sliding_window},
+      {"attention_k_eq_v", s.attention_k_eq_v},
+      {"attention_bias", false},
+      {"enable_moe_block", s.num_experts > 0},
+      {"num_experts", s.num_experts},
+      {"top_k_experts", s.top_k},
+      {"moe_intermediate_size", s.moe_intermediate_size},
+      {"final_logit_softcapping", s.final_logit_softcapping > 0 ? json(s.final_logit_softcapping) : json(nullptr)},
+      {"hidden_size_per_layer_input", 0},
+      {"num_kv_shared_layers", 0},
+      {"use_bidirectional_attention", nullptr},
+      {"rope_parameters",
+       {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", s.rope_theta}}},
+        {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}}}}},
+  });
+  return c;
+}
+
 // deepseek_v32 and glm_moe_dsa, as DeepseekV32Config / GlmMoeDsaConfig save them: deepseek_v3's
 // keys less rope_interleave (their attention always interleaves), with mlp_layer_types, every
 // layer a "deepseek_sparse_attention" one, and the indexer's sizes.
@@ -441,6 +478,9 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
     case ModelFamily::kDeepseekV32:
     case ModelFamily::kGlmMoeDsa:
       c = dsa_config(s);
+      break;
+    case ModelFamily::kGemma4Text:
+      c = gemma4_text_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

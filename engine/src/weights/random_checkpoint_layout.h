@@ -18,5 +18,7 @@ bool is_sigmoid_moe(const RandomCheckpointSpec& s);
 // deepseek_v3 and glm4_moe_lite: multi-head latent attention.
 bool is_mla(const RandomCheckpointSpec& s);
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t layer);
+// gemma4_text's layer kinds: sliding except every full_attention_interval-th and the last.
+bool is_gemma4_full_layer(const RandomCheckpointSpec& s, int64_t layer);
 
 }  // namespace ft::engine

@@ -98,6 +98,46 @@ void plan_gpt_oss_attention(Planner& w, const RandomCheckpointSpec& s, const std
   w.normal(a + "sinks", {s.num_heads}, 1.0);
 }
 
+// gemma4_text: per-head q/k norms; full layers of their own head shape, k_proj giving the values
+// there with attention_k_eq_v.
+void plan_gemma4_attention(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const std::string& a) {
+  const bool full = is_gemma4_full_layer(s, layer);
+  const int64_t H = s.hidden_size, D = full ? s.global_head_dim : s.head_dim;
+  const int64_t KV = full && s.attention_k_eq_v ? s.global_kv_heads : s.num_kv_heads;
+  w.matrix(a + "q_proj.weight", {s.num_heads * D, H});
+  w.matrix(a + "k_proj.weight", {KV * D, H});
+  if (!(full && s.attention_k_eq_v)) w.matrix(a + "v_proj.weight", {KV * D, H});
+  w.matrix(a + "o_proj.weight", {H, s.num_heads * D});
+  // Gemma's scores are not scaled by 1/sqrt(head_dim): norms of D^-1/4 keep q.k near unit size, as
+  // trained weights do (with ones, a bf16 KV's rounding would be magnified D-fold in the scores).
+  const double qk = std::pow(double(D), -0.25);
+  w.normal(a + "q_norm.weight", {D}, 0.1 * qk, qk);
+  w.normal(a + "k_norm.weight", {D}, 0.1 * qk, qk);
+}
+
+// gemma4_text's feed-forward: the GeGLU MLP, and beside it the MoE (router with its scales, fused
+// experts) with the norms around each.
+void plan_gemma4_mlp(Planner& w, const RandomCheckpointSpec& s, const std::string& p) {
+  const int64_t H = s.hidden_size, E = s.num_experts, I = s.moe_intermediate_size;
+  w.normal(p + "pre_feedforward_layernorm.weight", {H}, 0.1, 1.0);
+  w.normal(p + "post_feedforward_layernorm.weight", {H}, 0.1, 1.0);
+  w.matrix(p + "mlp.gate_proj.weight", {s.intermediate_size, H});
+  w.matrix(p + "mlp.up_proj.weight", {s.intermediate_size, H});
+  w.matrix(p + "mlp.down_proj.weight", {H, s.intermediate_size});
+  w.normal(p + "layer_scalar", {1}, 0.1, 0.8);
+  if (E == 0) return;
+  w.normal(p + "pre_feedforward_layernorm_2.weight", {H}, 0.1, 1.0);
+  w.normal(p + "post_feedforward_layernorm_1.weight", {H}, 0.1, 1.0);
+  w.normal(p + "post_feedforward_layernorm_2.weight", {H}, 0.1, 1.0);
+  // The router reads its input scaled by hidden^-1/2: its projection drawn that much larger, so
+  // that the routing is not a near tie everywhere.
+  w.normal(p + "router.proj.weight", {E, H}, 1.0);
+  w.normal(p + "router.scale", {H}, 0.1, 1.0);
+  w.normal(p + "router.per_expert_scale", {E}, 0.1, 1.0);
+  w.matrix(p + "experts.gate_up_proj", {E, 2 * I, H});
+  w.matrix(p + "experts.down_proj", {E, H, I});
+}
+
 void plan_full_attention(Planner& w, const RandomCheckpointSpec& s, const std::string& a) {
   if (is_mla(s)) return plan_mla_attention(w, s, a);
   if (s.family == ModelFamily::kGptOss) return plan_gpt_oss_attention(w, s, a);
@@ -242,6 +282,10 @@ bool is_mla(const RandomCheckpointSpec& s) {
          s.family == ModelFamily::kDeepseekV32 || s.family == ModelFamily::kGlmMoeDsa;
 }
 
+bool is_gemma4_full_layer(const RandomCheckpointSpec& s, int64_t i) {
+  return (i + 1) % s.full_attention_interval == 0 || i == s.num_layers - 1;
+}
+
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t i) {
   if (is_sigmoid_moe(s) || s.family == ModelFamily::kExaoneMoe || s.family == ModelFamily::kAfmoe)
     return s.num_experts > 0 && i >= s.first_k_dense_replace;
@@ -280,11 +324,18 @@ std::vector<PlannedTensor> random_checkpoint_tensors(const RandomCheckpointSpec&
   const int64_t H = s.hidden_size;
   const double norm_offset = is_hybrid(s) ? 0.0 : 1.0;  // zero-centred RMSNorm weights
 
-  w.normal(root + "embed_tokens.weight", {s.vocab_size, H}, 1.0);
+  // Gemma scales its embeddings up by sqrt(hidden_size): drawn that much smaller.
+  const bool gemma4 = s.family == ModelFamily::kGemma4Text;
+  w.normal(root + "embed_tokens.weight", {s.vocab_size, H}, gemma4 ? 1.0 / std::sqrt(double(H)) : 1.0);
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = root + "layers." + std::to_string(i) + ".";
     w.normal(p + "input_layernorm.weight", {H}, 0.1, norm_offset);
     w.normal(p + "post_attention_layernorm.weight", {H}, 0.1, norm_offset);
+    if (gemma4) {
+      plan_gemma4_attention(w, s, i, p + "self_attn.");
+      plan_gemma4_mlp(w, s, p);
+      continue;
+    }
     if (s.family == ModelFamily::kAfmoe) {  // sandwich norms
       w.normal(p + "pre_mlp_layernorm.weight", {H}, 0.1, norm_offset);
       w.normal(p + "post_mlp_layernorm.weight", {H}, 0.1, norm_offset);

@@ -71,7 +71,7 @@ struct MoeWeights {
   const float* up_bias = nullptr;    // [num_experts, inter]
   const float* down_bias = nullptr;  // [num_experts, hidden]
   // The routed experts are plain SwiGLUs: what every fast expert kernel computes.
-  bool plain_experts() const { return !glu.clamped && !gate_bias && !up_bias && !down_bias; }
+  bool plain_experts() const { return !glu.clamped && !glu.gelu_tanh && !gate_bias && !up_bias && !down_bias; }
 };
 
 // One sequence's rows in a batched attention call and where its KV lives.
@@ -288,6 +288,11 @@ class Backend {
     rms_norm(hidden, weight, out, rows, dim, eps, zero_centered);
   }
   virtual void silu_mul(const float* gate, const float* up, float* out, std::size_t n) = 0;
+  // ref::gelu_tanh_mul, ref::scale and ref::softcap (Gemma's GeGLU, embedding scale and
+  // layer_scalar, final logit softcapping).
+  virtual void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t n) = 0;
+  virtual void scale(float* x, std::size_t n, float factor) = 0;
+  virtual void softcap(float* x, std::size_t n, float cap) = 0;
   virtual void mul_sigmoid(float* x, const float* gate, std::size_t n) = 0;
   virtual void add(float* y, const float* x, std::size_t n) = 0;
   // dst[i, :] = src[rows[i], :] for rows of `width` floats (rows: host memory).
@@ -344,7 +349,7 @@ class Backend {
   virtual void attention_inputs(const KvLayout& layout, int64_t layer, float* q, float* k, const float* v,
                                 std::size_t T, std::size_t heads, const QkNorm* norm, const ref::RopeSpec& rope,
                                 const float* inv_freq, const int64_t* positions, std::span<const AttentionSeq> seqs) {
-    const std::size_t D = std::size_t(layout.head_dim), KV = std::size_t(layout.kv_heads);
+    const std::size_t D = std::size_t(layout.head_dim_at(layer)), KV = std::size_t(layout.kv_heads_at(layer));
     if (norm && norm->per_head) {
       rms_norm(q, norm->q, q, T * heads, D, norm->eps, norm->zero_centered);
       rms_norm(k, norm->k, k, T * KV, D, norm->eps, norm->zero_centered);
@@ -383,8 +388,10 @@ class Backend {
                                 float* out);
 
   // ---- Mixture of experts ----
-  // out [T, hidden] = moe(x [T, hidden]); out may not alias x.
-  virtual void moe(const MoeWeights& w, const float* x, std::size_t T, float* out) = 0;
+  // out [T, hidden] = moe(x [T, hidden]); out may not alias x. The router reads router_x [T,
+  // hidden] (Gemma 4 routes on its own norm of the residual, not the experts' input), or x where
+  // it is null.
+  virtual void moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) = 0;
 
   // ---- Gated DeltaNet ----
   // ref::deltanet_unfuse: qwen3_next's fused projection outputs into the split layout.

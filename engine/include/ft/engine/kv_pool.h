@@ -29,28 +29,49 @@ enum class KvDType : std::uint8_t {
 };
 const char* kv_dtype_name(KvDType dtype);  // "bf16", "f32"
 
+// One attention layer's shape in the pages, where layers differ.
+struct KvLayerShape {
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  bool operator==(const KvLayerShape&) const = default;
+};
+
 // Page layout, all attention layers together:  page = [layer][K | V][kv_head][block]
 //   K block: [page_tokens][head_dim]  (a key per row: the A operand of q.k on AMX, rows for AVX-512)
 //   V block: [head_dim][page_tokens]  (a dimension per row: the A operand of p.v on AMX)
 // Head-major inside a page: one kv head's keys (values) of a page are one contiguous block, which
-// is what attention streams (each kv head read once for its whole query group).
+// is what attention streams (each kv head read once for its whole query group). Layers may differ
+// in kv_heads and head_dim (Gemma 4's full-attention layers have wider heads and fewer of them):
+// each takes its own shape's bytes, so no layer pays for another's width.
 struct KvLayout {
   int64_t layers = 0;  // attention layers (numbered 0.. in model order)
-  int64_t kv_heads = 0;
+  int64_t kv_heads = 0;  // every layer's, unless per_layer is set
   int64_t head_dim = 0;
   int64_t page_tokens = 64;
   KvDType dtype = KvDType::kBf16;
+  // Each layer's shape when they differ; empty: every layer is kv_heads x head_dim.
+  std::vector<KvLayerShape> per_layer;
 
+  bool uniform() const { return per_layer.empty(); }
+  int64_t kv_heads_at(int64_t layer) const { return uniform() ? kv_heads : per_layer[std::size_t(layer)].kv_heads; }
+  int64_t head_dim_at(int64_t layer) const { return uniform() ? head_dim : per_layer[std::size_t(layer)].head_dim; }
   std::size_t elem_bytes() const { return dtype == KvDType::kBf16 ? 2 : 4; }
-  // One kv head's K (or V) in one page.
-  std::size_t block_bytes() const { return std::size_t(page_tokens * head_dim) * elem_bytes(); }
-  std::size_t layer_bytes() const { return 2 * std::size_t(kv_heads) * block_bytes(); }
-  std::size_t page_bytes() const { return std::size_t(layers) * layer_bytes(); }
+  // One kv head's K (or V) of `layer` in one page.
+  std::size_t block_bytes(int64_t layer) const { return std::size_t(page_tokens * head_dim_at(layer)) * elem_bytes(); }
+  std::size_t layer_bytes(int64_t layer) const { return 2 * std::size_t(kv_heads_at(layer)) * block_bytes(layer); }
+  // Where `layer` starts in a page (layer == layers: the page's size).
+  std::size_t layer_offset(int64_t layer) const {
+    if (uniform()) return std::size_t(layer) * 2 * std::size_t(kv_heads) * block_bytes(0);
+    std::size_t at = 0;
+    for (int64_t l = 0; l < layer; ++l) at += layer_bytes(l);
+    return at;
+  }
+  std::size_t page_bytes() const { return layer_offset(layers); }
   std::size_t k_offset(int64_t layer, int64_t head) const {
-    return std::size_t(layer) * layer_bytes() + std::size_t(head) * block_bytes();
+    return layer_offset(layer) + std::size_t(head) * block_bytes(layer);
   }
   std::size_t v_offset(int64_t layer, int64_t head) const {
-    return std::size_t(layer) * layer_bytes() + std::size_t(kv_heads + head) * block_bytes();
+    return layer_offset(layer) + std::size_t(kv_heads_at(layer) + head) * block_bytes(layer);
   }
   int64_t pages_for(int64_t tokens) const { return (tokens + page_tokens - 1) / page_tokens; }
   // Bumped whenever the bytes of a page mean something else (checkpoints of another layout are misses).

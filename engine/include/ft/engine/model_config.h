@@ -43,10 +43,12 @@ enum class ModelFamily {
   kLlama4Text,
   kDeepseekV32,
   kGlmMoeDsa,
+  kGemma4Text,
 };
 // "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3",
 // "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2", "gpt_oss", "glm4_moe_lite", "hunyuan_v1_moe",
-// "exaone_moe", "afmoe", "llama4_text", "deepseek_v32", "glm_moe_dsa" (the HF model_type).
+// "exaone_moe", "afmoe", "llama4_text", "deepseek_v32", "glm_moe_dsa", "gemma4_text" (the HF
+// model_type).
 const char* model_family_name(ModelFamily family);
 // Every family, in the order above.
 const std::vector<ModelFamily>& model_families();
@@ -172,6 +174,34 @@ struct ModelConfig {
   bool is_nope_layer(int64_t layer) const {
     return layer >= 0 && std::size_t(layer) < nope_layers.size() && nope_layers[std::size_t(layer)];
   }
+
+  // Gemma 4 (gemma4_text): full-attention layers have heads of their own shape (per_layer_config,
+  // or global_head_dim and num_global_key_value_heads), their key projection also gives the values
+  // (attention_k_eq_v) and their RoPE is its own (full_rope: proportional, or default); q/k/v are
+  // RMS-normed per head and attention is unscaled; embeddings are scaled by sqrt(hidden_size)
+  // (embedding_scale); the final logits are softcapped; a GeGLU MLP runs beside the MoE in every
+  // layer (parallel_moe: enable_moe_block), and each layer's output is scaled by its layer_scalar.
+  std::vector<int64_t> layer_head_dims;  // one per layer, 0: head_dim
+  std::vector<int64_t> layer_kv_heads;   // one per layer, 0: num_key_value_heads
+  int64_t attention_head_dim(int64_t layer) const {
+    return std::size_t(layer) < layer_head_dims.size() && layer_head_dims[std::size_t(layer)]
+               ? layer_head_dims[std::size_t(layer)]
+               : head_dim;
+  }
+  int64_t attention_kv_heads(int64_t layer) const {
+    return std::size_t(layer) < layer_kv_heads.size() && layer_kv_heads[std::size_t(layer)]
+               ? layer_kv_heads[std::size_t(layer)]
+               : num_key_value_heads;
+  }
+  bool attention_k_eq_v = false;
+  struct FullRope {
+    double theta = 1000000.0;
+    double partial_rotary_factor = 1.0;
+    bool proportional = false;
+  } full_rope;
+  double embedding_scale = 1.0;
+  double final_logit_softcapping = 0;  // 0: none
+  bool parallel_moe = false;
 
   // Linear attention (Gated DeltaNet).
   int64_t linear_conv_kernel_dim = 0;

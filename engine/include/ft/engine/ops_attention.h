@@ -43,12 +43,16 @@ struct RopeSpec {
   RopeLayout layout = RopeLayout::kNeox;
   YarnSpec yarn = {};
   Llama3RopeSpec llama3 = {};
+  // > 0: proportional RoPE (Gemma 4's full-attention layers): rotary_dim is the whole head, and
+  // only the first proportional_angles frequencies are 1 / theta^(2i / rotary_dim), the others 0
+  // (their pairs pass through unrotated).
+  std::size_t proportional_angles = 0;
   // cos and sin are multiplied by it (HF attention_scaling: YaRN's attention factor; 1 otherwise).
   float attention_factor = 1.0f;
 };
 
 // inv_freq[i] = 1 / theta^(2i / rotary_dim), i < rotary_dim/2, computed in fp32 as HF does; with
-// spec.yarn.factor > 0 the YaRN blend of it (rope_yarn.cpp).
+// spec.yarn.factor > 0 the YaRN blend of it (rope_yarn.cpp); 0 from proportional_angles on.
 std::vector<float> rope_inv_freq(const RopeSpec& spec);
 // YaRN's frequencies alone (what rope_inv_freq returns when spec.yarn.factor > 0).
 std::vector<float> yarn_inv_freq(const RopeSpec& spec);

@@ -17,12 +17,24 @@ void embedding(const float* table, std::size_t hidden, const int32_t* tokens, st
 void linear(const float* x, const float* w, const float* bias, float* y, std::size_t T,
             std::size_t out, std::size_t in);
 
-// torch semantics, fp32: sigmoid(x) = 1 / (1 + exp(-x)); silu(x) = x * sigmoid(x).
+// torch semantics, fp32: sigmoid(x) = 1 / (1 + exp(-x)); silu(x) = x * sigmoid(x);
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (gelu(approximate="tanh"),
+// HF's gelu_pytorch_tanh).
 float sigmoid(float x);
 float silu(float x);
+float gelu_tanh(float x);
 
 // out[i] = silu(gate[i]) * up[i] (the SwiGLU inner product). out may alias gate or up.
 void silu_mul(const float* gate, const float* up, float* out, std::size_t n);
+
+// out[i] = gelu_tanh(gate[i]) * up[i] (the GeGLU inner product: Gemma). out may alias gate or up.
+void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t n);
+
+// x[i] *= factor: Gemma's embedding scale (sqrt(hidden_size)) and its layers' layer_scalar.
+void scale(float* x, std::size_t n, float factor);
+
+// x[i] = cap * tanh(x[i] / cap): Gemma's final logit softcapping.
+void softcap(float* x, std::size_t n, float cap);
 
 // x[i] *= sigmoid(gate[i]): the output gate of gated attention and of the shared expert.
 void mul_sigmoid(float* x, const float* gate, std::size_t n);

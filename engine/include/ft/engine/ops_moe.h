@@ -8,18 +8,22 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ft/engine/ops_dense.h"
+
 namespace ft::engine::ref {
 
 // How a routed expert's hidden activation h comes from its gate and up products g, u (their
-// biases already added): silu(g) * u in every SwiGLU family; gpt-oss clamps both and gates with a
-// scaled sigmoid: g' = min(g, limit), u' = clamp(u, -limit, limit), h = (u' + 1) * g' *
-// sigmoid(alpha * g') (HF GptOssExperts._apply_gate).
+// biases already added): silu(g) * u in every SwiGLU family; gelu_tanh(g) * u in Gemma 4's GeGLU
+// experts; gpt-oss clamps both and gates with a scaled sigmoid: g' = min(g, limit), u' = clamp(u,
+// -limit, limit), h = (u' + 1) * g' * sigmoid(alpha * g') (HF GptOssExperts._apply_gate).
 struct ExpertGlu {
   bool clamped = false;
   float alpha = 1.702f;
   float limit = 7.0f;
+  bool gelu_tanh = false;  // GeGLU (not with clamped)
 };
 inline float expert_glu(const ExpertGlu& a, float g, float u) {
+  if (a.gelu_tanh) return gelu_tanh(g) * u;
   if (!a.clamped) return g / (1.0f + std::exp(-g)) * u;
   g = std::min(g, a.limit);
   u = std::clamp(u, -a.limit, a.limit);
@@ -44,6 +48,8 @@ struct RouterSpec {
   std::size_t n_group = 1;
   std::size_t topk_group = 1;
   const float* correction_bias = nullptr;  // [num_experts], in the backend's memory
+  // Gemma 4: each chosen expert's final weight times its own learned scale (per_expert_scale).
+  const float* per_expert_scale = nullptr;  // [num_experts], in the backend's memory; null: 1
   bool grouped() const { return n_group > 1 || correction_bias != nullptr; }
 };
 

@@ -89,6 +89,13 @@ struct RandomCheckpointSpec {
   // llama4_text: the attention temperature of its layers without RoPE (every
   // full_attention_interval-th); MoE layers are those not in mlp_only_layers, routed top-1.
   double floor_scale = 8192, attn_scale = 0.1;
+  // gemma4_text: every full_attention_interval-th layer (and the last) full attention, its heads
+  // global_head_dim wide and global_kv_heads of them, its keys also the values with
+  // attention_k_eq_v; the others slide over sliding_window; final logits softcapped (0: none).
+  int64_t global_head_dim = 64;
+  int64_t global_kv_heads = 1;
+  bool attention_k_eq_v = true;
+  double final_logit_softcapping = 0;
   // Expert tensors: per expert (mlp.experts.N.*_proj.weight; mixtral: block_sparse_moe.experts.N.w1/w2/w3)
   // or fused 3-D (mlp.experts.gate_up_proj / down_proj).
   bool fused_experts = false;

@@ -147,7 +147,8 @@ struct Item {
 }  // namespace
 
 void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, std::span<const AttentionSeq> seqs) {
-  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), P = std::size_t(l.page_tokens);
+  const std::size_t KV = std::size_t(l.kv_heads_at(layer)), D = std::size_t(l.head_dim_at(layer)),
+                    P = std::size_t(l.page_tokens);
   for (const AttentionSeq& s : seqs) {
     for (std::size_t t = 0; t < s.rows; ++t) {
       const int64_t pos = s.pos0 + int64_t(t);
@@ -165,7 +166,7 @@ void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, 
 
 void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, const float* q, std::size_t heads,
                float scale, std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) {
-  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), G = heads / KV;
+  const std::size_t KV = std::size_t(l.kv_heads_at(layer)), D = std::size_t(l.head_dim_at(layer)), G = heads / KV;
   const std::size_t P = std::size_t(l.page_tokens);
   const Kernels kern = kernels_for(D <= kMaxDim ? isa : CpuIsa::kScalar, D);
   Scratch::Frame frame(scratch);
@@ -179,7 +180,7 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
     max_chunks = std::max<std::size_t>(max_chunks, std::size_t((s.pos0 + int64_t(s.rows) - 1) / kKeyChunk + 1));
   }
   // The AMX kernel makes its own items; it knows no window or chunk.
-  const bool amx = !opt.limited() && attention_amx_fits(isa, l);
+  const bool amx = !opt.limited() && attention_amx_fits(isa, l, layer);
   std::vector<Item> items;
   for (std::size_t si = 0; si < seqs.size() && !amx; ++si) {
     const AttentionSeq& s = seqs[si];

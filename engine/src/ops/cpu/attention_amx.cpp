@@ -59,7 +59,7 @@ FT_TARGET_AMX inline void pair_row(__m512 even, __m512 odd, int* hi_row, int* lo
 FT_TARGET_AMX void run_item(const KvLayout& l, int64_t layer, const float* q, std::size_t heads, float scale,
                             const AttentionSeq& s, const Item& it, const std::size_t* col_row, const std::size_t* col_head,
                             float* part_out, AttentionPartial* part, std::size_t max_chunks) {
-  const std::size_t D = std::size_t(l.head_dim), P = std::size_t(l.page_tokens);
+  const std::size_t D = std::size_t(l.head_dim_at(layer)), P = std::size_t(l.page_tokens);
   alignas(64) int q_hi[kMaxDim / 2 * kCols], q_lo[kMaxDim / 2 * kCols];  // B tiles of Q, [d/2][cols] pairs
   alignas(64) int p_hi[32 * kCols / 2 * 2], p_lo[32 * kCols / 2 * 2];    // B tiles of P, 32 keys
   alignas(64) float S[64 * kCols];                                       // [keys][cols]
@@ -73,7 +73,8 @@ FT_TARGET_AMX void run_item(const KvLayout& l, int64_t layer, const float* q, st
   for (std::size_t c = 0; c < kCols; ++c) {
     pos[c] = -1;
     if (c >= it.cols) continue;
-    const std::size_t row = col_row[it.col0 + c], head = it.kv_head * (heads / std::size_t(l.kv_heads)) + col_head[it.col0 + c];
+    const std::size_t row = col_row[it.col0 + c],
+                      head = it.kv_head * (heads / std::size_t(l.kv_heads_at(layer))) + col_head[it.col0 + c];
     const float* qv = q + ((s.row0 + row) * heads + head) * D;
     for (std::size_t d = 0; d < D; ++d) qt[d * kCols + c] = qv[d];
     pos[c] = int32_t(s.pos0 + int64_t(row));
@@ -148,7 +149,7 @@ FT_TARGET_AMX void run_item(const KvLayout& l, int64_t layer, const float* q, st
   _mm512_store_ps(sm, run_sum);
   for (std::size_t c = 0; c < it.cols; ++c) {
     const std::size_t row = s.row0 + col_row[it.col0 + c];
-    const std::size_t head = it.kv_head * (heads / std::size_t(l.kv_heads)) + col_head[it.col0 + c];
+    const std::size_t head = it.kv_head * (heads / std::size_t(l.kv_heads_at(layer))) + col_head[it.col0 + c];
     const std::size_t at = (row * heads + head) * max_chunks + std::size_t(it.chunk);
     part[at] = {mx[c], sm[c]};
     float* o = part_out + at * D;
@@ -160,16 +161,17 @@ FT_SIMD_END
 }  // namespace
 #endif
 
-bool attention_amx_fits(CpuIsa isa, const KvLayout& l) {
-  return isa == CpuIsa::kAmxBf16 && amx_usable() && l.dtype == KvDType::kBf16 && l.head_dim % 32 == 0 &&
-         l.head_dim <= 256 && l.page_tokens % 32 == 0 && l.page_tokens <= 64;
+bool attention_amx_fits(CpuIsa isa, const KvLayout& l, int64_t layer) {
+  const int64_t D = l.head_dim_at(layer);
+  return isa == CpuIsa::kAmxBf16 && amx_usable() && l.dtype == KvDType::kBf16 && D % 32 == 0 && D <= 256 &&
+         l.page_tokens % 32 == 0 && l.page_tokens <= 64;
 }
 
 void attention_amx_partials(const KvLayout& l, int64_t layer, const float* q, std::size_t heads, float scale,
                             std::span<const AttentionSeq> seqs, float* part_out, AttentionPartial* part,
                             std::size_t max_chunks) {
 #if FT_X86
-  const std::size_t G = heads / std::size_t(l.kv_heads);
+  const std::size_t G = heads / std::size_t(l.kv_heads_at(layer));
   // Per sequence, its columns: (row, head in group), rows outer.
   std::vector<std::vector<std::size_t>> col_row(seqs.size()), col_head(seqs.size());
   std::vector<Item> items;
@@ -185,7 +187,7 @@ void attention_amx_partials(const KvLayout& l, int64_t layer, const float* q, st
       const std::size_t nc = std::min(kCols, cols - c0);
       const int64_t last = s.pos0 + int64_t(col_row[si][c0 + nc - 1]);
       for (int64_t c = 0; c <= last / kKeyChunk; ++c)
-        for (std::size_t h = 0; h < std::size_t(l.kv_heads); ++h) items.push_back({si, h, c0, nc, c});
+        for (std::size_t h = 0; h < std::size_t(l.kv_heads_at(layer)); ++h) items.push_back({si, h, c0, nc, c});
     }
   }
   tbb::parallel_for(std::size_t(0), items.size(), [&](std::size_t i) {

@@ -11,7 +11,7 @@ namespace ft::engine::cpu {
 
 // Whether the AMX kernel takes this layout on this path (bf16 KV, head_dim a multiple of 32,
 // page_tokens 32 or 64, AMX usable).
-bool attention_amx_fits(CpuIsa isa, const KvLayout& layout);
+bool attention_amx_fits(CpuIsa isa, const KvLayout& layout, int64_t layer);
 
 // For every (row, head, key chunk) the rows see: the chunk's softmax state and unnormalised output,
 // at index (row * heads + head) * max_chunks + chunk of part / part_out (part_out rows of head_dim).

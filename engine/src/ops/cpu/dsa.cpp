@@ -41,7 +41,7 @@ inline float dot(const float* a, const float* b, std::size_t n) {
 
 void index_select(Scratch& scratch, const KvLayout& layout, int64_t layer, const float* q, const float* w,
                   const IndexerSpec& spec, std::span<const AttentionSeq> seqs, int32_t* selected) {
-  const std::size_t D = std::size_t(layout.head_dim), P = std::size_t(layout.page_tokens);
+  const std::size_t D = std::size_t(layout.head_dim_at(layer)), P = std::size_t(layout.page_tokens);
   const std::size_t Hi = spec.heads, Di = spec.head_dim, K = spec.top_k;
   for (const AttentionSeq& s : seqs) {
     Scratch::Frame frame(scratch);
@@ -77,7 +77,7 @@ void index_select(Scratch& scratch, const KvLayout& layout, int64_t layer, const
 
 void sparse_attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                       std::span<const AttentionSeq> seqs, const int32_t* selected, std::size_t top_k, float* out) {
-  const std::size_t D = std::size_t(layout.head_dim), P = std::size_t(layout.page_tokens);
+  const std::size_t D = std::size_t(layout.head_dim_at(layer)), P = std::size_t(layout.page_tokens);
   for (const AttentionSeq& s : seqs) {
     tbb::parallel_for(std::size_t(0), s.rows * heads, [&](std::size_t rh) {
       const std::size_t row = s.row0 + rh / heads, h = rh % heads;

@@ -267,15 +267,15 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
   });
 }
 
-void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out, int32_t* chosen_out,
-         OpProfile* profile) {
+void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x,
+         int32_t* chosen_out, OpProfile* profile) {
   Scratch::Frame frame(s);
   const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k, A = T * K;
   std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeRoute);
   float* logits = s.floats(T * E);
   float* weights = s.floats(A);
   int32_t* chosen = s.take<int32_t>(A);
-  linear(s, isa, x, T, w.router, w.router_bias, logits);
+  linear(s, isa, router_x ? router_x : x, T, w.router, w.router_bias, logits);
   // Top-k per token, tokens spread over the threads (each token's choice is its own).
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, T, 64), [&](const tbb::blocked_range<std::size_t>& r) {
     ref::route_top_k(logits + r.begin() * E, r.size(), w.router_spec, chosen + r.begin() * K, weights + r.begin() * K);

@@ -12,10 +12,10 @@
 
 namespace ft::engine::cpu {
 
-// `chosen_out` (may be null) receives the chosen experts [T, top_k].
-// `profile` (may be null) gets the time of each phase.
+// Backend::moe (router_x: the router's input, or null for x). `chosen_out` (may be null) receives
+// the chosen experts [T, top_k]. `profile` (may be null) gets the time of each phase.
 void moe(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
-         int32_t* chosen_out = nullptr, OpProfile* profile = nullptr);
+         const float* router_x, int32_t* chosen_out = nullptr, OpProfile* profile = nullptr);
 
 // The routed experts alone, for choices already made: out [T, H] = the sum over token t's choices
 // k with chosen[t K + k] >= 0 of weights[t K + k] * expert(x_t), in ascending expert order; a

@@ -44,6 +44,23 @@ void silu_mul(const float* gate, const float* up, float* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
 }
 
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
+void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+void scale(float* x, std::size_t n, float factor) {
+  for (std::size_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
+void softcap(float* x, std::size_t n, float cap) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void mul_sigmoid(float* x, const float* gate, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] *= sigmoid(gate[i]);
 }

@@ -34,7 +34,8 @@ float get(const KvLayout& l, const std::byte* block, std::size_t at) {
 
 void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, std::size_t rows, int64_t pos0,
               std::byte* const* pages) {
-  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), P = std::size_t(l.page_tokens);
+  const std::size_t KV = std::size_t(l.kv_heads_at(layer)), D = std::size_t(l.head_dim_at(layer)),
+                    P = std::size_t(l.page_tokens);
   for (std::size_t t = 0; t < rows; ++t) {
     const int64_t pos = pos0 + int64_t(t);
     std::byte* page = pages[pos / l.page_tokens];
@@ -51,7 +52,8 @@ void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, 
 }
 
 void kv_gather(const KvLayout& l, int64_t layer, int64_t tokens, std::byte* const* pages, float* k, float* v) {
-  const std::size_t KV = std::size_t(l.kv_heads), D = std::size_t(l.head_dim), P = std::size_t(l.page_tokens);
+  const std::size_t KV = std::size_t(l.kv_heads_at(layer)), D = std::size_t(l.head_dim_at(layer)),
+                    P = std::size_t(l.page_tokens);
   for (int64_t pos = 0; pos < tokens; ++pos) {
     const std::byte* page = pages[pos / l.page_tokens];
     const std::size_t slot = std::size_t(pos % l.page_tokens);

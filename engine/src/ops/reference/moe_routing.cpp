@@ -66,6 +66,7 @@ void chosen_weights(const std::vector<float>& scores, const RouterSpec& spec, co
     float w = scores[std::size_t(chosen[i])];
     if (spec.renormalize) w /= total;
     weights[i] = w * spec.scaling;
+    if (spec.per_expert_scale) weights[i] *= spec.per_expert_scale[chosen[i]];
   }
 }
 

@@ -38,6 +38,9 @@ std::vector<float> rope_inv_freq(const RopeSpec& spec) {
     inv[i] = 1.0f / std::pow(base, exponent);
   }
   if (spec.llama3.factor > 0) llama3_scale(inv, spec.llama3);
+  if (spec.proportional_angles > 0) {
+    for (std::size_t i = spec.proportional_angles; i < inv.size(); ++i) inv[i] = 0.0f;
+  }
   return inv;
 }
 
