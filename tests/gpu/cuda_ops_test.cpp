@@ -631,18 +631,19 @@ class CudaOpsDsa : public CudaOps {
     std::vector<AttentionSeq> host_seqs, dev_seqs;
     std::size_t T = 0;
   };
-  Kv kv(int64_t slots, int64_t width, int64_t page_tokens) {
+  Kv kv(int64_t slots, int64_t width, int64_t page_tokens) { return kv(slots, width, page_tokens, shape_); }
+  Kv kv(int64_t slots, int64_t width, int64_t page_tokens, const std::vector<Seq>& shape) {
     Kv out;
     out.layout = KvLayout{2, slots, width, page_tokens, KvDType::kBf16};
     int64_t pages = 0;
-    for (const Seq& q : shape_) pages += out.layout.pages_for(q.pos0 + int64_t(q.rows));
+    for (const Seq& q : shape) pages += out.layout.pages_for(q.pos0 + int64_t(q.rows));
     const std::uint64_t bytes = std::uint64_t(pages + 1) * out.layout.page_bytes();
     out.host_pool = *KvPool::create(out.layout, bytes);
     out.dev_pool = *KvPool::create(out.layout, bytes, cuda_->memory());
-    out.host_tables.resize(shape_.size());
-    out.dev_tables.resize(shape_.size());
-    for (std::size_t i = 0; i < shape_.size(); ++i) {
-      const int64_t ctx = shape_[i].pos0 + int64_t(shape_[i].rows);
+    out.host_tables.resize(shape.size());
+    out.dev_tables.resize(shape.size());
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const int64_t ctx = shape[i].pos0 + int64_t(shape[i].rows);
       std::vector<KvPageRef>& mine = out.keep.emplace_back();
       for (int64_t p = 0; p < out.layout.pages_for(ctx); ++p) {
         mine.push_back(*out.host_pool->allocate());
@@ -658,9 +659,9 @@ class CudaOpsDsa : public CudaOps {
       on(*ref_, [&] { ref_->kv_write(out.layout, kLayer, k.data(), v.data(), {&h, 1}); });
       const float *dk = dev(k), *dv = dev(v);
       on(*cuda_, [&] { cuda_->kv_write(out.layout, kLayer, dk, dv, {&d, 1}); });
-      out.host_seqs.push_back({out.T, shape_[i].rows, shape_[i].pos0, out.host_tables[i].data()});
-      out.dev_seqs.push_back({out.T, shape_[i].rows, shape_[i].pos0, out.dev_tables[i].data()});
-      out.T += shape_[i].rows;
+      out.host_seqs.push_back({out.T, shape[i].rows, shape[i].pos0, out.host_tables[i].data()});
+      out.dev_seqs.push_back({out.T, shape[i].rows, shape[i].pos0, out.dev_tables[i].data()});
+      out.T += shape[i].rows;
     }
     return out;
   }
@@ -740,6 +741,27 @@ TEST_F(CudaOpsDsa, IndexerChoosesExactlyAsTheReference) {
     // Row 46 of the batch is the third sequence's first, at position 2: all three of its positions.
     for (std::size_t i = 0; i < K; ++i) EXPECT_EQ(got[46 * K + i], i < 3 ? int32_t(i) : -1) << i;
   }
+}
+
+// A prefill long enough that its scores (4.2M floats) come to the host in two chunks, with
+// a decode row before it: the rows on either side of the cut choose as the reference does.
+TEST_F(CudaOpsDsa, IndexerScoresOfALongPrefillComeOverInChunks) {
+  const Kv d = kv(2, 32, 64, {{1, 700}, {2900, 0}});
+  IndexerSpec spec;
+  spec.heads = 4;
+  spec.head_dim = 24;
+  spec.scale = 1.f / std::sqrt(24.f);
+  spec.weight_scale = 0.5f;
+  spec.top_k = 16;
+  spec.kv_slot = 1;
+  const std::size_t T = d.T, K = spec.top_k;
+  const std::vector<float> q = random(T * 4 * 24), w = random(T * 4);
+  std::vector<int32_t> want(T * K);
+  on(*ref_, [&] { ref_->index_select(d.layout, kLayer, q.data(), w.data(), spec, d.host_seqs, want.data()); });
+  int32_t* selected = dev_ints(std::vector<int32_t>(T * K, -7));
+  const float *dq = dev(q), *dw = dev(w);
+  on(*cuda_, [&] { cuda_->index_select(d.layout, kLayer, dq, dw, spec, d.dev_seqs, selected); });
+  EXPECT_EQ(host_ints(selected, T * K), want);
 }
 
 // Attention over each row's chosen positions against the reference on the same pages: chosen sets
