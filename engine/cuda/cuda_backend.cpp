@@ -23,6 +23,7 @@
 #include "device_memory.h"
 #include "expert_slots.h"
 #include "ft/engine/device.h"
+#include "index_rows.h"
 #include "kernels.h"
 #include "pass_graphs.h"
 
@@ -39,6 +40,9 @@ constexpr std::size_t kFusedMoeTokens = 16;
 // Up to this many rows a 16-bit product is bound by its weight reads, above it by arithmetic (a
 // 2-byte weight feeds 4T flops over the 2T split columns; an H200 does ~200 flops per byte read).
 constexpr std::size_t kOneGemmTokens = 96;
+// The indexer's scores come to the host for its top-k in chunks of rows of at most this many
+// floats (16 MiB of device scratch and of pinned memory; a prefill of a long context takes a few).
+constexpr std::size_t kIndexScoreFloats = std::size_t(4) << 20;
 
 const char* cublas_status_text(cublasStatus_t s) {
   switch (s) {
@@ -132,8 +136,9 @@ class CudaBackend final : public Backend {
   // (pass_graphs.h). Op-timed profiles and routing traces run the pass as it is.
   Status execute(const std::function<void()>& fn, const PassShape& shape) override {
     using Mode = cuda::PassGraphs::Mode;
-    // Offloaded experts (and gpt-oss's biased ones) sync each MoE layer with the host: nothing to record.
-    if ((profile_ && profile_->time_ops) || offload_ || host_synced_moe_) return execute(fn);
+    // Offloaded experts, gpt-oss's biased ones and DeepSeek sparse attention's indexer sync with the
+    // host inside the pass (host_synced_): nothing to record.
+    if ((profile_ && profile_->time_ops) || offload_ || host_synced_) return execute(fn);
     std::vector<int64_t> key = shape.key;
     key.push_back(shape.kv_tokens);
     key.push_back(trace_ ? 1 : 0);  // a traced pass also copies the routing out
@@ -455,6 +460,68 @@ class CudaBackend final : public Backend {
                           out, s());
   }
 
+  // ---- DeepSeek sparse attention ----
+  bool has_sparse_attention() const override { return true; }
+  void layer_norm(const float* x, const float* weight, const float* bias, float* out, std::size_t rows, std::size_t dim,
+                  float eps) override {
+    Timed timer(this, OpProfile::kNorm);
+    if (replaying()) return;
+    cuda::layer_norm(x, weight, bias, out, int(rows), int(dim), eps, s());
+  }
+  // The scores on the GPU, the top-k on the host (index_rows.h: ref::top_k_positions, whose tie rule
+  // is torch's on the CPU), the choices back to `selected` (device). Each chunk of scores is a
+  // synchronisation, so passes with an indexer run as they are, never recorded as graphs.
+  void index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w, const IndexerSpec& spec,
+                    std::span<const AttentionSeq> seqs, int32_t* selected) override {
+    Timed timer(this, OpProfile::kAttention);
+    if (mode_ != cuda::PassGraphs::Mode::kRun)
+      return fail("internal error: DeepSeek sparse attention's indexer cannot be recorded as a graph");
+    host_synced_ = true;
+    if (!cuda::indexer_scores_fit(layout, int(layer), spec))
+      return fail("DeepSeek sparse attention's indexer on the GPU takes bf16 KV and index keys up to " +
+                  std::to_string(cuda::kIndexMaxDim) + " wide, not " + std::to_string(spec.head_dim));
+    const AttnBatch& b = attention_batch(layout, seqs);
+    const cuda::IndexRows rows = cuda::index_rows(seqs);
+    const std::size_t T = rows.size(), K = spec.top_k;
+    if (T == 0) return;
+    Scratch::Frame frame(scratch_);
+    const cuda::IndexRowDev* rows_dev = upload(rows.dev.data(), T);
+    const std::vector<cuda::ScoreChunk> chunks = cuda::score_chunks(rows, kIndexScoreFloats);
+    std::size_t most = 1;
+    for (const cuda::ScoreChunk& c : chunks) most = std::max(most, std::size_t(c.floats));
+    float* scores_dev = scratch_.floats(most);
+    auto scores_host = pass_host_.take(most * sizeof(float));
+    auto selected_host = pass_host_.take(std::max<std::size_t>(T * K, 1) * sizeof(int32_t));
+    if (!scores_host || !selected_host) throw std::bad_alloc();
+    const auto* scores = reinterpret_cast<const float*>(*scores_host);
+    auto* chosen = reinterpret_cast<int32_t*>(*selected_host);
+    for (const cuda::ScoreChunk& c : chunks) {
+      cuda::indexer_scores(layout, int(layer), q, w, spec, int(c.row0), int(c.row1 - c.row0), rows_dev, c.offset,
+                           c.max_keys, b.seqs, b.pages, scores_dev, s());
+      const std::size_t bytes = std::size_t(c.floats) * sizeof(float);
+      check(cudaMemcpyAsync(*scores_host, scores_dev, bytes, cudaMemcpyDeviceToHost, s()),
+            "copying the indexer's scores");
+      check(cudaStreamSynchronize(s()), "copying the indexer's scores");
+      if (!failure_.empty()) return;
+      cuda::select_rows(rows, c, scores, K, chosen);
+    }
+    // From pinned memory of this pass: it stays until the pass has synchronised at its end.
+    check(cudaMemcpyAsync(selected, chosen, T * K * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
+          "uploading the indexer's choices");
+    record_selection(chosen, T, K);
+  }
+  void sparse_attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
+                        std::span<const AttentionSeq> seqs, const int32_t* selected, std::size_t top_k,
+                        float* out) override {
+    Timed timer(this, OpProfile::kAttention);
+    const AttnBatch& b = attention_batch(layout, seqs);
+    if (replaying()) return;
+    if (!cuda::sparse_attention(layout, int(layer), q, b.rows, int(heads), scale, selected, int(top_k), b.row_seq,
+                                b.seqs, b.pages, out, s()))
+      fail("DeepSeek sparse attention over " + std::to_string(top_k) + " positions of heads " +
+           std::to_string(layout.head_dim_at(layer)) + " wide does not fit the GPU's kernel");
+  }
+
   // ---- Mixture of experts ----
   // Router and top-k on the GPU. A few tokens (decode) stay on the GPU throughout; larger calls
   // group the choices by expert on the GPU, bring the experts' row counts to the host (the one
@@ -522,7 +589,7 @@ class CudaBackend final : public Backend {
           "experts other than plain SwiGLUs (gpt-oss's biased clamped GLU, Gemma 4's GeGLU) do not run "
           "offloaded on the GPU yet");
     if (mode_ != cuda::PassGraphs::Mode::kRun) return fail("a MoE with biased experts cannot be recorded as a graph");
-    host_synced_moe_ = true;
+    host_synced_ = true;
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const std::size_t K = w.router_spec.top_k;
     const cuda::RouteSpec route = route_tokens(w, router_x, T, false);
@@ -1225,7 +1292,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::ExpertSlots> offload_;                   // routed experts in host RAM, a cache of them here
   std::optional<std::chrono::steady_clock::time_point> issued_;  // the pass's first wait for results
   cuda::PassGraphs graphs_;
-  bool host_synced_moe_ = false;  // a MoE layer brings its choices to the host (moe_biased)
+  // A pass of this model brings results to the host in its middle (moe_biased's choices,
+  // index_select's scores), so none is recorded as a graph. Set by the first pass, never recorded.
+  bool host_synced_ = false;
   cuda::PassGraphs::Mode mode_ = cuda::PassGraphs::Mode::kRun;  // of the pass in progress
   int64_t kv_tokens_ = 0;  // a recorded or replayed pass's attention context (its PassShape's)
   struct PendingTrace {

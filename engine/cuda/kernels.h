@@ -14,6 +14,7 @@
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/ops_attention.h"
 #include "ft/engine/ops_deltanet.h"
+#include "ft/engine/ops_dsa.h"
 #include "ft/engine/ops_moe.h"
 
 namespace ft::engine::cuda {
@@ -215,6 +216,41 @@ bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, con
 void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
                      const AttentionOptions& opt, const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx,
                      std::byte* const* pages, float* out, cudaStream_t s);
+
+// ---- DeepSeek sparse attention (dsa_kernels.cu) ---------------------------------------------------
+
+// ref::layer_norm over `rows` rows of dim (out may alias x): the statistics in double and the rest
+// in fp32 without contraction, as the reference computes them.
+void layer_norm(const float* x, const float* w, const float* b, float* out, int rows, int dim, float eps,
+                cudaStream_t s);
+// One query row of an indexer_scores call: its scores go to scores[offset - base ..], one for each
+// of its sequence's positions 0 .. keys - 1 (keys = its position + 1; 0 for a row of no sequence).
+// seq indexes the call's AttnSeqDev array.
+struct IndexRowDev {
+  int64_t offset = 0;
+  int32_t keys = 0;
+  int32_t seq = 0;
+};
+// The widest index key the scores kernel holds.
+inline constexpr int kIndexMaxDim = 256;
+// Whether indexer_scores takes this layout and indexer (bf16 KV, spec.head_dim <= kIndexMaxDim, the
+// key's slots inside the layer's).
+bool indexer_scores_fit(const KvLayout& layout, int layer, const IndexerSpec& spec);
+// The lightning indexer's scores (ref::indexer_scores, bit for bit) of rows row0 .. row0 + rows - 1
+// of q [T, spec.heads, spec.head_dim] and w [T, spec.heads] against the index keys (bf16) in K slot
+// spec.kv_slot (and after) of layer `layer`. row_info [T] says where each row's scores go and how
+// many; max_keys: the most keys of these rows (host value, for the grid).
+void indexer_scores(const KvLayout& layout, int layer, const float* q, const float* w, const IndexerSpec& spec,
+                    int row0, int rows, const IndexRowDev* row_info, int64_t base, int max_keys, const AttnSeqDev* seqs,
+                    std::byte* const* pages, float* scores, cudaStream_t s);
+// Backend::sparse_attention (ref::sparse_attention_row for every row): q [T, heads, head_dim] over
+// the positions selected [T, top_k] (-1: none) of each row's sequence (row_seq, seqs and pages as
+// paged_attention's), query head h against kv head h; softmax in fp32 -> out [T, heads, head_dim].
+// false (nothing enqueued): a shape it does not take (KV not bf16, head_dim not a multiple of 32 up
+// to 256, top_k past the shared memory).
+bool sparse_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
+                      const int32_t* selected, int top_k, const int32_t* row_seq, const AttnSeqDev* seqs,
+                      std::byte* const* pages, float* out, cudaStream_t s);
 
 // ---- Gated DeltaNet (deltanet_kernels.cu) --------------------------------------------------------
 

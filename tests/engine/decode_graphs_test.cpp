@@ -1,6 +1,8 @@
 // Decode steps replayed from a recorded CUDA graph give exactly what the same steps give run op by
 // op: two models from one checkpoint, one with graphs off (FT_CUDA_GRAPHS=0 at load), decode the
 // same tokens for two sequences, across a context bucket (256 -> 512 tokens: a new recording).
+// DeepSeek sparse attention's indexer makes its top-k on the host in the middle of every pass, so
+// those families' steps are never recorded: with graphs on they run op by op and must give the same.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -38,6 +40,7 @@ TEST_P(DecodeGraphs, ReplayedStepsEqualStepsRunOpByOp) {
   if (!plain_swiglu_experts(GetParam()))
     GTEST_SKIP() << "experts other than plain SwiGLUs bring their choices to the host each layer: not recorded as "
                     "graphs yet";
+  const bool host_synced = GetParam() == ModelFamily::kDeepseekV32 || GetParam() == ModelFamily::kGlmMoeDsa;
   TempDir dir;
   ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(GetParam(), false)).is_ok());
   auto plain = load_cuda(dir, false);
@@ -80,9 +83,16 @@ TEST_P(DecodeGraphs, ReplayedStepsEqualStepsRunOpByOp) {
   graphed->set_profile(nullptr);
   plain->set_routing_trace(nullptr);
   graphed->set_routing_trace(nullptr);
-  // 12 steps over two context buckets: each shape runs once, is recorded, then replayed.
-  EXPECT_GE(profile.replayed_passes, 6u);
+  if (host_synced) {
+    EXPECT_EQ(profile.replayed_passes, 0u);  // asked for graphs, ran every step as it is
+    EXPECT_GE(profile.passes, steps.size());
+    EXPECT_FALSE(plain_routes.selections.empty());
+  } else {
+    // 12 steps over two context buckets: each shape runs once, is recorded, then replayed.
+    EXPECT_GE(profile.replayed_passes, 6u);
+  }
   EXPECT_EQ(graphed_routes.calls, plain_routes.calls);
+  EXPECT_EQ(graphed_routes.selections, plain_routes.selections);
   EXPECT_FALSE(plain_routes.calls.empty());
 }
 

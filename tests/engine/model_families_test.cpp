@@ -112,24 +112,5 @@ INSTANTIATE_TEST_SUITE_P(Families, ModelFamilies, ::testing::ValuesIn(cases()), 
          engine::model_family_name(info.param.family) + (info.param.fused ? "_fused" : "_per_expert");
 });
 
-// What the GPU backend has no kernels for it refuses at load, saying so, rather than run the layer
-// as something else (DeepSeek sparse attention as dense attention would be another model).
-TEST(FamilyRefusals, TheGpuRefusesDeepSeekSparseAttentionAtLoad) {
-  FT_SKIP_UNLESS_RUNNABLE(BackendKind::kCuda);
-  for (ModelFamily f : {ModelFamily::kDeepseekV32, ModelFamily::kGlmMoeDsa}) {
-    SCOPED_TRACE(engine::model_family_name(f));
-    EXPECT_FALSE(family_unsupported(BackendKind::kCuda, f).empty());
-    TempDir dir;
-    ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(f, false)).is_ok());
-    engine::LoadOptions o;
-    o.backend = BackendKind::kCuda;
-    auto m = engine::load_model(dir.path(), o);
-    ASSERT_FALSE(m.is_ok());
-    EXPECT_EQ(m.status().code(), ErrorCode::kUnsupported);
-    EXPECT_NE(m.status().message().find("sparse attention"), std::string::npos) << m.status().message();
-    EXPECT_NE(m.status().message().find("--device cpu"), std::string::npos) << m.status().message();
-  }
-}
-
 }  // namespace
 }  // namespace ft::test

@@ -100,7 +100,8 @@ TEST_P(TinyModelSplit, RestoredPrefixPlusSuffixEqualsFullSequence) {
 }
 
 // Whether token `t` of a prefill (trace `full`, one call per MoE layer over all tokens) chose the
-// same experts as its own decode step did (`steps`, one call per layer per token, in order).
+// same experts, and the same key positions in each DSA indexer, as its own decode step did (`steps`,
+// one call per layer per token, in order).
 bool same_routing(const engine::RoutingTrace& full, const engine::RoutingTrace& steps, std::size_t t) {
   const std::size_t K = full.top_k, layers = full.calls.size();
   for (std::size_t l = 0; l < layers; ++l) {
@@ -109,6 +110,12 @@ bool same_routing(const engine::RoutingTrace& full, const engine::RoutingTrace& 
     std::sort(a.begin(), a.end());
     std::sort(b.begin(), b.end());
     if (a != b) return false;
+  }
+  // An indexer's choices are in ascending order, -1 after them, in both.
+  const std::size_t S = full.selection_k, indexers = full.selections.size();
+  for (std::size_t l = 0; l < indexers; ++l) {
+    const std::vector<int32_t> a(&full.selections[l][t * S], &full.selections[l][t * S] + S);
+    if (a != steps.selections[t * indexers + l]) return false;
   }
   return true;
 }
@@ -134,7 +141,8 @@ TEST_P(TinyModelSplit, TokenByTokenDecodeMatchesPrefill) {
       ASSERT_EQ(0, std::memcmp(last.data(), &full[t * V], V * sizeof(float))) << "position " << t;
     } else if (!same_routing(full_trace, step_trace, t)) {
       // The decode and prefill products sum in different orders: where two experts' router
-      // scores all but tie, the choice may flip, a discontinuity no tolerance covers. Counted.
+      // scores (or two keys' indexer scores) all but tie, the choice may flip, a discontinuity no
+      // tolerance covers. Counted.
       ++flips;
     } else {
       EXPECT_LT(rel_l2(last.data(), &full[t * V], V), tolerance(GetParam().backend)) << "position " << t;

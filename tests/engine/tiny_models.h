@@ -222,13 +222,9 @@ inline std::string backend_unavailable(engine::BackendKind backend) {
   auto dev = engine::query_cuda_device();
   return dev ? std::string() : "no GPU: " + dev.status().message();
 }
-// Why `backend` does not run `family` (the CUDA backend refuses DeepSeek sparse attention at load:
-// it has no kernels for it yet), or empty when it does.
-inline std::string family_unsupported(engine::BackendKind backend, engine::ModelFamily family) {
-  const bool dsa = family == engine::ModelFamily::kDeepseekV32 || family == engine::ModelFamily::kGlmMoeDsa;
-  if (backend == engine::BackendKind::kCuda && dsa) return "no GPU kernels for DeepSeek sparse attention yet";
-  return {};
-}
+// Why `backend` does not run `family`, or empty when it does: where a backend that refuses a family
+// at load would say so (every backend runs every family at present).
+inline std::string family_unsupported(engine::BackendKind, engine::ModelFamily) { return {}; }
 
 // Families whose routed experts are not plain SwiGLUs (gpt-oss's biased clamped GLU, Gemma 4's
 // GeGLU): the GPU runs them expert by expert with their choices on the host, so not offloaded and

@@ -5,6 +5,7 @@
 // enters (and for whole MoE layers) and 1e-5 where the math is plain fp32. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <random>
@@ -16,6 +17,7 @@
 #include "ft/engine/bf16.h"
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/ops_attention.h"
+#include "ft/engine/ops_dsa.h"
 #include "ft/engine/sampling.h"
 #include "gpu_test_util.h"
 
@@ -713,6 +715,202 @@ TEST_F(CudaOps, DeltaNetUpdatesEachSequenceStateLikeTheReference) {
   EXPECT_EQ(host(gz, wz.size()), wz);
   EXPECT_EQ(host(gb, wb.size()), wb);
   EXPECT_EQ(host(ga, wa.size()), wa);
+}
+
+// ---- DeepSeek sparse attention ----
+
+// The KV of a DSA layer as the latent attention block lays it out (the heads' K/V slots, then the
+// index key's), the same values in bf16 pages on both sides, for sequences of different lengths over
+// several pages each: a decode row after a long context, prefills from 0 (early rows see fewer
+// positions than a top-k takes), rows after a short context, and a chunk after a longer one.
+class CudaOpsDsa : public CudaOps {
+ protected:
+  struct Seq {
+    std::size_t rows;
+    int64_t pos0;
+  };
+  const std::vector<Seq> shape_ = {{1, 300}, {45, 0}, {3, 2}, {20, 50}, {150, 37}};
+  static constexpr int64_t kLayer = 1;
+
+  struct Kv {
+    KvLayout layout;  // bf16 pages, here and on the GPU
+    std::shared_ptr<KvPool> host_pool, dev_pool;
+    std::vector<std::vector<KvPageRef>> keep;
+    std::vector<std::vector<std::byte*>> host_tables, dev_tables;
+    std::vector<AttentionSeq> host_seqs, dev_seqs;
+    std::size_t T = 0;
+  };
+  Kv kv(int64_t slots, int64_t width, int64_t page_tokens) { return kv(slots, width, page_tokens, shape_); }
+  Kv kv(int64_t slots, int64_t width, int64_t page_tokens, const std::vector<Seq>& shape) {
+    Kv out;
+    out.layout = KvLayout{2, slots, width, page_tokens, KvDType::kBf16, {}};
+    int64_t pages = 0;
+    for (const Seq& q : shape) pages += out.layout.pages_for(q.pos0 + int64_t(q.rows));
+    const std::uint64_t bytes = std::uint64_t(pages + 1) * out.layout.page_bytes();
+    out.host_pool = *KvPool::create(out.layout, bytes);
+    out.dev_pool = *KvPool::create(out.layout, bytes, cuda_->memory());
+    out.host_tables.resize(shape.size());
+    out.dev_tables.resize(shape.size());
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const int64_t ctx = shape[i].pos0 + int64_t(shape[i].rows);
+      std::vector<KvPageRef>& mine = out.keep.emplace_back();
+      for (int64_t p = 0; p < out.layout.pages_for(ctx); ++p) {
+        mine.push_back(*out.host_pool->allocate());
+        out.host_tables[i].push_back(mine.back()->data());
+        mine.push_back(*out.dev_pool->allocate());
+        out.dev_tables[i].push_back(mine.back()->data());
+      }
+      // Every position's K and V, this call's rows included (the block writes them before it selects).
+      const std::size_t n = std::size_t(ctx) * std::size_t(slots * width);
+      const std::vector<float> k = random(n), v = random(n);
+      const AttentionSeq h{0, std::size_t(ctx), 0, out.host_tables[i].data()};
+      const AttentionSeq d{0, std::size_t(ctx), 0, out.dev_tables[i].data()};
+      on(*ref_, [&] { ref_->kv_write(out.layout, kLayer, k.data(), v.data(), {&h, 1}); });
+      const float *dk = dev(k), *dv = dev(v);
+      on(*cuda_, [&] { cuda_->kv_write(out.layout, kLayer, dk, dv, {&d, 1}); });
+      out.host_seqs.push_back({out.T, shape[i].rows, shape[i].pos0, out.host_tables[i].data()});
+      out.dev_seqs.push_back({out.T, shape[i].rows, shape[i].pos0, out.dev_tables[i].data()});
+      out.T += shape[i].rows;
+    }
+    return out;
+  }
+  int32_t* dev_ints(const std::vector<int32_t>& v) {
+    auto block = MemoryBlock::allocate(cuda_->memory(), std::max<std::size_t>(v.size(), 1) * 4);
+    EXPECT_TRUE(block) << block.status().to_string();
+    MemoryBlock& b = blocks_.emplace_back(std::move(block).value());
+    cuda_->memory()->from_host(b.data(), v.data(), v.size() * 4);
+    return b.as<int32_t>();
+  }
+  std::vector<int32_t> host_ints(const int32_t* d, std::size_t n) {
+    std::vector<int32_t> v(n);
+    cuda_->memory()->to_host(v.data(), reinterpret_cast<const std::byte*>(d), n * 4);
+    return v;
+  }
+};
+
+// The indexer key's LayerNorm: the reference's statistics in double, its fp32 arithmetic after
+// them, so the rows agree to the last bit but where a double sum rounds otherwise; in place too.
+TEST_F(CudaOpsDsa, LayerNormLikeTheReference) {
+  for (auto [rows, dim] : {std::pair<std::size_t, std::size_t>{5, 24}, {33, 128}, {3, 1000}}) {
+    std::vector<float> x = random(rows * dim, 3.f);
+    for (float& v : x) v += 2.f;  // a mean far from zero, as the variance's two passes must handle
+    const std::vector<float> w = random(dim), b = random(dim);
+    std::vector<float> want(x.size());
+    on(*ref_, [&] { ref_->layer_norm(x.data(), w.data(), b.data(), want.data(), rows, dim, 1e-6f); });
+    float* dx = dev(x);
+    const float *dw = param(w), *db = param(b);
+    float* out = dev_zeros(x.size());
+    on(*cuda_, [&] { cuda_->layer_norm(dx, dw, db, out, rows, dim, 1e-6f); });
+    const std::vector<float> got = host(out, x.size());
+    EXPECT_LT(rel_l2(got, want), 1e-6) << rows << " x " << dim;
+    on(*cuda_, [&] { cuda_->layer_norm(dx, dw, db, dx, rows, dim, 1e-6f); });
+    EXPECT_EQ(host(dx, x.size()), got) << rows << " x " << dim;
+  }
+}
+
+// The indexer's choices are the reference's exactly: the scores are its arithmetic bit for bit and
+// the top-k is ref::top_k_positions on the host, so even exact ties (rows of zero queries, where
+// every score is 0 and torch's tie rule picks by the pass's row length) come out the same. Index
+// keys narrower than a slot, two slots wide, and DeepSeek-V3.2's shape (64 heads of 128 in a 192-wide
+// slot); the choices recorded in the routing trace as the reference's forced routing reads them.
+TEST_F(CudaOpsDsa, IndexerChoosesExactlyAsTheReference) {
+  struct Case {
+    std::size_t heads;  // the attention's KV slots before the index key's
+    int64_t width, page;
+    std::size_t index_heads, index_dim, top_k;
+  };
+  for (const Case c : {Case{3, 32, 16, 4, 24, 10}, Case{2, 32, 16, 8, 48, 20}, Case{4, 64, 32, 16, 64, 32},
+                       Case{2, 192, 64, 64, 128, 64}}) {
+    const int64_t slots = int64_t(c.heads) + (int64_t(c.index_dim) + c.width - 1) / c.width;
+    const Kv d = kv(slots, c.width, c.page);
+    IndexerSpec spec;
+    spec.heads = c.index_heads;
+    spec.head_dim = c.index_dim;
+    spec.scale = 1.f / std::sqrt(float(c.index_dim));
+    spec.weight_scale = 1.f / std::sqrt(float(c.index_heads));
+    spec.top_k = c.top_k;
+    spec.kv_slot = int64_t(c.heads);
+    const std::size_t T = d.T, K = c.top_k, QW = c.index_heads * c.index_dim;
+    std::vector<float> q = random(T * QW);
+    const std::vector<float> w = random(T * c.index_heads);
+    for (std::size_t t = 0; t < T; t += 7) std::fill_n(q.begin() + std::ptrdiff_t(t * QW), QW, 0.f);
+    std::vector<int32_t> want(T * K, -7);
+    on(*ref_, [&] { ref_->index_select(d.layout, kLayer, q.data(), w.data(), spec, d.host_seqs, want.data()); });
+    const float *dq = dev(q), *dw = dev(w);
+    int32_t* selected = dev_ints(std::vector<int32_t>(T * K, -7));
+    RoutingTrace trace;
+    cuda_->set_routing_trace(&trace);
+    on(*cuda_, [&] { cuda_->index_select(d.layout, kLayer, dq, dw, spec, d.dev_seqs, selected); });
+    cuda_->set_routing_trace(nullptr);
+    const std::vector<int32_t> got = host_ints(selected, T * K);
+    EXPECT_EQ(got, want) << "index keys " << c.index_dim << " wide in slots of " << c.width;
+    ASSERT_EQ(trace.selections.size(), 1u);
+    EXPECT_EQ(trace.selections[0], want);
+    EXPECT_EQ(trace.selection_k, K);
+    // Row 46 of the batch is the third sequence's first, at position 2: all three of its positions.
+    for (std::size_t i = 0; i < K; ++i) EXPECT_EQ(got[46 * K + i], i < 3 ? int32_t(i) : -1) << i;
+  }
+}
+
+// A prefill long enough that its scores (4.2M floats) come to the host in two chunks, with
+// a decode row before it: the rows on either side of the cut choose as the reference does.
+TEST_F(CudaOpsDsa, IndexerScoresOfALongPrefillComeOverInChunks) {
+  const Kv d = kv(2, 32, 64, {{1, 700}, {2900, 0}});
+  IndexerSpec spec;
+  spec.heads = 4;
+  spec.head_dim = 24;
+  spec.scale = 1.f / std::sqrt(24.f);
+  spec.weight_scale = 0.5f;
+  spec.top_k = 16;
+  spec.kv_slot = 1;
+  const std::size_t T = d.T, K = spec.top_k;
+  const std::vector<float> q = random(T * 4 * 24), w = random(T * 4);
+  std::vector<int32_t> want(T * K);
+  on(*ref_, [&] { ref_->index_select(d.layout, kLayer, q.data(), w.data(), spec, d.host_seqs, want.data()); });
+  int32_t* selected = dev_ints(std::vector<int32_t>(T * K, -7));
+  const float *dq = dev(q), *dw = dev(w);
+  on(*cuda_, [&] { cuda_->index_select(d.layout, kLayer, dq, dw, spec, d.dev_seqs, selected); });
+  EXPECT_EQ(host_ints(selected, T * K), want);
+}
+
+// Attention over each row's chosen positions against the reference on the same pages: chosen sets
+// smaller than top_k (-1 after them), a row with none (zeros), several sequences over several
+// pages, and a top_k whose shared memory needs the opt-in past 48 KB.
+TEST_F(CudaOpsDsa, SparseAttentionOverTheChosenPositions) {
+  struct Case {
+    std::size_t heads;
+    int64_t width, page;
+    std::size_t top_k;
+  };
+  for (const Case c : {Case{3, 32, 16, 12}, Case{16, 192, 64, 64}, Case{8, 128, 32, 4096}}) {
+    const Kv d = kv(int64_t(c.heads) + 1, c.width, c.page);
+    const std::size_t T = d.T, K = c.top_k, D = std::size_t(c.width);
+    std::vector<int32_t> selected(T * K, -1);
+    for (const AttentionSeq& s : d.host_seqs) {
+      for (std::size_t r = 0; r < s.rows; ++r) {
+        std::vector<int32_t> order(std::size_t(s.pos0) + r + 1);
+        for (std::size_t j = 0; j < order.size(); ++j) order[j] = int32_t(j);
+        std::shuffle(order.begin(), order.end(), rng_);
+        order.resize(std::min(order.size(), K));
+        std::sort(order.begin(), order.end());
+        std::copy(order.begin(), order.end(), selected.begin() + std::ptrdiff_t((s.row0 + r) * K));
+      }
+    }
+    std::fill_n(selected.begin() + std::ptrdiff_t(50 * K), K, -1);  // a row that chose nothing
+    const std::vector<float> q = random(T * c.heads * D);
+    const float scale = 1.f / std::sqrt(float(D));
+    std::vector<float> want(q.size());
+    on(*ref_, [&] {
+      ref_->sparse_attention(d.layout, kLayer, q.data(), c.heads, scale, d.host_seqs, selected.data(), K, want.data());
+    });
+    const float* dq = dev(q);
+    const int32_t* dsel = dev_ints(selected);
+    float* out = dev_zeros(q.size());
+    on(*cuda_, [&] { cuda_->sparse_attention(d.layout, kLayer, dq, c.heads, scale, d.dev_seqs, dsel, K, out); });
+    const std::vector<float> got = host(out, q.size());
+    EXPECT_LT(rel_l2(got, want), 1e-5) << c.heads << " heads of " << D << ", top " << K;
+    for (std::size_t i = 50 * c.heads * D; i < 51 * c.heads * D; ++i) ASSERT_EQ(got[i], 0.f) << i;
+  }
 }
 
 }  // namespace

@@ -25,12 +25,12 @@ DsaIndexerSpec dsa_indexer_spec(const ModelConfig& cfg) {
 }
 
 Result<DsaIndexer> DsaIndexer::load(const WeightLoader& w, const std::string& prefix, const DsaIndexerSpec& spec) {
-  // The CUDA backend has no indexer or sparse attention kernels yet: refused here rather than run
-  // as dense attention, which would be another model.
+  // A backend without the indexer and sparse attention ops refuses the model here rather than run
+  // it as dense attention, which would be another model (every backend has them at present).
   if (!w.backend().has_sparse_attention()) {
     return unsupported(
-        "DeepSeek sparse attention (the lightning indexer of deepseek_v32 / glm_moe_dsa) is not implemented on "
-        "this device yet: use --device cpu");
+        "DeepSeek sparse attention (the lightning indexer of deepseek_v32 / glm_moe_dsa) is not implemented on " +
+        w.backend().device_name() + ": use --device cpu");
   }
   DsaIndexer b;
   b.spec_ = spec;

@@ -368,16 +368,17 @@ class Backend {
                          std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) = 0;
 
   // ---- DeepSeek sparse attention (deepseek_v32, glm_moe_dsa) ----
-  // Whether this backend has the three ops below; a model that needs them is refused at load where
-  // it has not (their defaults here abort).
+  // Whether this backend has the three ops below (the reference, CPU and CUDA backends do); a model
+  // that needs them is refused at load where it has not (their defaults here abort).
   virtual bool has_sparse_attention() const { return false; }
   // nn.LayerNorm over rows of dim with weight and bias (ref::layer_norm); out may alias x.
   virtual void layer_norm(const float* x, const float* weight, const float* bias, float* out, std::size_t rows,
                           std::size_t dim, float eps);
   // The lightning indexer of each sequence's rows: q [T, spec.heads, spec.head_dim] (rotated),
   // w [T, spec.heads] (weights_proj's output), against the index keys of every position <= the
-  // row's own in K slot spec.kv_slot of layer `layer`; selected [T, spec.top_k] (host memory for
-  // the host backends) gets each row's chosen positions (ref::top_k_positions).
+  // row's own in K slot spec.kv_slot of layer `layer`; selected [T, spec.top_k] (in this backend's
+  // memory, as scratch() gives it) gets each row's chosen positions (ref::top_k_positions, on the
+  // host on every backend: its tie rule is torch's CPU one).
   virtual void index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w,
                             const IndexerSpec& spec, std::span<const AttentionSeq> seqs, int32_t* selected);
   // Attention of each sequence's rows of q [T, heads, head_dim] over the positions selected[t *
