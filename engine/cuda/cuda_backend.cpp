@@ -541,7 +541,7 @@ class CudaBackend final : public Backend {
     if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
       return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
     const float* rx = router_x ? router_x : x;
-    if (!w.plain_experts() || w.router_bias) return moe_biased(w, x, rx, T, out);
+    if (!w.fast_experts() || w.router_bias) return moe_biased(w, x, rx, T, out);
     if (offload_) return moe_offloaded(w, x, rx, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr;
@@ -577,17 +577,13 @@ class CudaBackend final : public Backend {
     add_shared_expert(w, x, T, out);
   }
 
-  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU) and Gemma 4's (GeGLU
-  // experts): the router's product with its bias, top-k on the device, then expert by expert
-  // through cuBLAS with the biases in the products and the GLU kernel between. The choices come to
-  // the host each layer, so passes with such layers are never recorded as graphs (the first pass
-  // of a model, never recorded, marks it). Not yet with offloaded experts, whose kernels compute
-  // plain SwiGLUs.
+  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU): the router's product
+  // with its bias, top-k on the device, then expert by expert through cuBLAS with the biases in the
+  // products and the GLU kernel between. The choices come to the host each layer, so passes with
+  // such layers are never recorded as graphs (the first pass of a model, never recorded, marks it).
+  // Not yet with offloaded experts, whose kernels compute unbiased SwiGLUs and GeGLUs.
   void moe_biased(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
-    if (offload_)
-      return fail(
-          "experts other than plain SwiGLUs (gpt-oss's biased clamped GLU, Gemma 4's GeGLU) do not run "
-          "offloaded on the GPU yet");
+    if (offload_) return fail("experts with biases and a clamped GLU (gpt-oss) do not run offloaded on the GPU yet");
     if (mode_ != cuda::PassGraphs::Mode::kRun) return fail("a MoE with biased experts cannot be recorded as a graph");
     host_synced_ = true;
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
@@ -665,8 +661,9 @@ class CudaBackend final : public Backend {
     float* weights_dev = route.weights;
     if (trace_) trace_later(chosen_dev, T, K);
     const SwiGluMatrices& first = w.experts.front();
-    const cuda::ExpertTable dims{nullptr, nullptr,           nullptr, first.gate.row_bytes, first.down.row_bytes,
-                                 int(H),  int(first.inter())};
+    const cuda::ExpertTable dims{
+        nullptr,        nullptr, nullptr, first.gate.row_bytes, first.down.row_bytes, int(H), int(first.inter()),
+        w.glu.gelu_tanh};
     phase.emplace(this, OpProfile::kMoeExperts, true);
     if (decode) {
       decode_offloaded(w, layer, dims, x, T, K, chosen_dev, route.by_expert, out);
@@ -1044,8 +1041,8 @@ class CudaBackend final : public Backend {
                        half, up.size());
         }
       });
-      cuda::silu_mul_split(g + r0 * I, u + r0 * I, int(r1 - r0), int(I), upload(part.data(), part.size()),
-                           int(part.size()), hs + 2 * r0 * I, s());
+      cuda::glu_split(g + r0 * I, u + r0 * I, int(r1 - r0), int(I), dims.gelu, upload(part.data(), part.size()),
+                      int(part.size()), hs + 2 * r0 * I, s());
       gemms([&](const Piece& p, const std::vector<const void*>&, const std::vector<const void*>&,
                 const std::vector<const void*>& down) {
         for (int half = 0; half < 2; ++half) {
@@ -1180,6 +1177,7 @@ class CudaBackend final : public Backend {
       table->down_row_bytes = first.down.row_bytes;
       table->hidden = int(w.hidden);
       table->inter = int(first.inter());
+      table->gelu = w.glu.gelu_tanh;
     }
     if (!fits) table.reset();
     return (tables_[&w] = std::move(table)).get();

@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "glu_device.h"
 #include "kernels.h"
 #include "launch.h"
 #include "route_device.h"
@@ -82,17 +83,14 @@ __global__ void gather_split_kernel(const float* src, const int64_t* rows, int w
   for (int c = threadIdx.x; c < width; c += blockDim.x) store_halves(out, at.hi + c, at.lo_step, from < 0 ? 0.f : s[c]);
 }
 
-__global__ void silu_mul_split_kernel(const float* gate, const float* up, int width, const SplitBucket* buckets,
-                                      int n_buckets, std::uint16_t* out) {
+__global__ void glu_split_kernel(const float* gate, const float* up, int width, bool gelu, const SplitBucket* buckets,
+                                 int n_buckets, std::uint16_t* out) {
   pdl_enter();
   const int64_t r = blockIdx.x;
   const SplitPlace at = split_place(r, width, buckets, n_buckets);
   const float* g = gate + std::size_t(r) * std::size_t(width);
   const float* u = up + std::size_t(r) * std::size_t(width);
-  for (int c = threadIdx.x; c < width; c += blockDim.x) {
-    const float gv = g[c];
-    store_halves(out, at.hi + c, at.lo_step, gv / (1.f + expf(-gv)) * u[c]);
-  }
+  for (int c = threadIdx.x; c < width; c += blockDim.x) store_halves(out, at.hi + c, at.lo_step, glu(g[c], u[c], gelu));
 }
 
 // y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias): the halves of a product over 2T columns added.
@@ -174,11 +172,6 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
   if (i >= n) return;
   const float g = gate[i];
   out[i] = g / (1.f + expf(-g)) * up[i];
-}
-
-// ref::gelu_tanh, fp32 (tanhf, not the approximate tanh.approx).
-__device__ __forceinline__ float gelu_tanh(float x) {
-  return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
 __global__ void gelu_tanh_mul_kernel(const float* gate, const float* up, float* out, std::size_t n) {
@@ -370,9 +363,9 @@ void gather_split(const float* src, const int64_t* rows, int R, int width, const
   if (R > 0) launch(gather_split_kernel, unsigned(R), kBlock, 0, s, src, rows, width, buckets, n_buckets, out);
 }
 
-void silu_mul_split(const float* gate, const float* up, int R, int width, const SplitBucket* buckets, int n_buckets,
-                    std::uint16_t* out, cudaStream_t s) {
-  if (R > 0) launch(silu_mul_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, buckets, n_buckets, out);
+void glu_split(const float* gate, const float* up, int R, int width, bool gelu, const SplitBucket* buckets,
+               int n_buckets, std::uint16_t* out, cudaStream_t s) {
+  if (R > 0) launch(glu_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, gelu, buckets, n_buckets, out);
 }
 
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "glu_device.h"
 #include "kernels.h"
 #include "launch.h"
 #include "route_device.h"
@@ -193,7 +194,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const ExpertTa
     }
   }
   const float gs = warp_sum(g), us = warp_sum(u);
-  if (lane == 0) h[std::size_t(pair) * e.inter + row] = gs / (1.f + expf(-gs)) * us;
+  if (lane == 0) h[std::size_t(pair) * e.inter + row] = glu(gs, us, e.gelu);
 }
 
 // One token per blockIdx.y, a warp per output row: the weighted down products of the token's

@@ -41,9 +41,10 @@ struct SplitBucket {
 // rows[r] < 0), bf16 halves, in the buckets' layout. Bit for bit the two passes' output.
 void gather_split(const float* src, const int64_t* rows, int R, int width, const SplitBucket* buckets, int n_buckets,
                   std::uint16_t* out, cudaStream_t s);
-// silu_mul and split_16 in one pass: row r of the split output is silu(gate[r, :]) * up[r, :].
-void silu_mul_split(const float* gate, const float* up, int R, int width, const SplitBucket* buckets, int n_buckets,
-                    std::uint16_t* out, cudaStream_t s);
+// The experts' GLU and split_16 in one pass: row r of the split output is glu(gate[r, :], up[r,
+// :]), GeGLU where `gelu`, else SwiGLU.
+void glu_split(const float* gate, const float* up, int R, int width, bool gelu, const SplitBucket* buckets,
+               int n_buckets, std::uint16_t* out, cudaStream_t s);
 // y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias[c]): the two halves of a product over 2T columns.
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s);
 // ref::rms_norm over `rows` rows of `dim`.
@@ -147,9 +148,10 @@ struct ExpertTable {
   std::size_t down_row_bytes = 0;
   int hidden = 0;  // H: gate/up columns, down rows
   int inter = 0;   // I: gate/up rows, down columns
+  bool gelu = false;  // GeGLU experts (Gemma 4), else SwiGLU
 };
-// h [T * top_k, inter]: for choice i of token t (row t * top_k + i), silu(gate_e x_t) * (up_e x_t)
-// with e = chosen[t * top_k + i].
+// h [T * top_k, inter]: for choice i of token t (row t * top_k + i), act(gate_e x_t) * (up_e x_t)
+// with e = chosen[t * top_k + i] and act silu, or gelu_tanh for a GeGLU table.
 void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
                  cudaStream_t s);
 // out [T, hidden] = sum over token t's choices in ascending expert order (by_expert, as the router

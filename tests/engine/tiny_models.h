@@ -226,12 +226,10 @@ inline std::string backend_unavailable(engine::BackendKind backend) {
 // at load would say so (every backend runs every family at present).
 inline std::string family_unsupported(engine::BackendKind, engine::ModelFamily) { return {}; }
 
-// Families whose routed experts are not plain SwiGLUs (gpt-oss's biased clamped GLU, Gemma 4's
-// GeGLU): the GPU runs them expert by expert with their choices on the host, so not offloaded and
-// not recorded as decode graphs yet.
-inline bool plain_swiglu_experts(engine::ModelFamily family) {
-  return family != engine::ModelFamily::kGptOss && family != engine::ModelFamily::kGemma4Text;
-}
+// Whether the GPU's fast expert kernels (unbiased SwiGLU or GeGLU) take the family's experts; not
+// gpt-oss's (biases, the clamped GLU): the GPU runs those expert by expert with their choices on
+// the host, so not offloaded and not recorded as decode graphs yet.
+inline bool gpu_fast_experts(engine::ModelFamily family) { return family != engine::ModelFamily::kGptOss; }
 
 // The family name a fixture directory is named by, for family_unsupported.
 inline engine::ModelFamily fixture_family(const std::string& name) {

@@ -72,6 +72,8 @@ struct MoeWeights {
   const float* down_bias = nullptr;  // [num_experts, hidden]
   // The routed experts are plain SwiGLUs: what every fast expert kernel computes.
   bool plain_experts() const { return !glu.clamped && !glu.gelu_tanh && !gate_bias && !up_bias && !down_bias; }
+  // Unbiased SwiGLUs or GeGLUs (Gemma 4): what the GPU's fast expert kernels compute.
+  bool fast_experts() const { return !glu.clamped && !gate_bias && !up_bias && !down_bias; }
 };
 
 // One sequence's rows in a batched attention call and where its KV lives.
