@@ -205,6 +205,12 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
   bool pin_host(std::span<const std::byte> bytes) override { return offload_ && offload_->pin(bytes); }
+  std::span<std::byte> host_buffer(std::size_t bytes) override {
+    if (offload_) {
+      if (const std::span<std::byte> pinned = offload_->pinned_buffer(bytes); !pinned.empty()) return pinned;
+    }
+    return Backend::host_buffer(bytes);
+  }
   Status place_expert(Matrix& m) override {
     if (!offload_) return place(m);
     if (m.dtype != DType::kBF16)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "device_memory.h"
@@ -92,6 +93,7 @@ ExpertSlots::~ExpertSlots() {
   if (copy_) cudaStreamSynchronize(copy_);
   if (flag_) cudaFreeHost(flag_);
   for (void* p : pinned_) cudaHostUnregister(p);
+  for (void* p : pinned_buffers_) cudaFreeHost(p);
   for (const Chunk& c : chunks_) cudaFree(c.base);
   if (zero_) cudaFree(zero_);
   for (cudaEvent_t e : {round_done_[0], round_done_[1], round_done_[2], all_done_, group_.begin, group_.end})
@@ -132,6 +134,17 @@ bool ExpertSlots::pin(std::span<const std::byte> bytes) {
     cudaGetLastError();
   }
   return false;
+}
+
+std::span<std::byte> ExpertSlots::pinned_buffer(std::size_t bytes) {
+  void* p = nullptr;
+  if (bytes == 0 || cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  std::memset(p, 0, bytes);
+  pinned_buffers_.push_back(p);
+  return {static_cast<std::byte*>(p), bytes};
 }
 
 int ExpertSlots::layer_of(const MoeWeights& w) {

@@ -68,6 +68,9 @@ class ExpertSlots {
 
   // Page-locks host memory the copies read (cudaHostRegister, read-only where the GPU takes it).
   bool pin(std::span<const std::byte> bytes);
+  // Zeroed pinned host memory for experts made at load (transposed copies), freed with the slots;
+  // empty when the driver refuses it.
+  std::span<std::byte> pinned_buffer(std::size_t bytes);
   // The MoE layer `w` is, numbered in the order layers are first seen (a pass runs them in order).
   int layer_of(const MoeWeights& w);
   // Whether `w`'s experts fit the slots (bf16, 16-byte rows, within a slot); a message if not.
@@ -154,6 +157,7 @@ class ExpertSlots {
   cudaEvent_t all_done_ = nullptr;
   std::uint64_t rounds_ = 0;
   std::vector<void*> pinned_;
+  std::vector<void*> pinned_buffers_;  // pinned_buffer's (cudaHostAlloc)
   std::unordered_map<const MoeWeights*, int> layers_;
   std::vector<const MoeWeights*> by_id_;
   std::vector<std::vector<int32_t>> last_active_;

@@ -146,17 +146,15 @@ Status MoeBlock::load_transposed_experts(const WeightLoader& w, const std::strin
                                          bool interleaved) {
   const int64_t E = int64_t(spec.router.num_experts), H = spec.hidden, I = spec.moe_inter;
   w_.experts.resize(std::size_t(E));
-  owned_.resize(std::size_t(3 * E));
   const WeightLoader x = w.experts();
   const std::string gate_up = prefix + "experts.gate_up_proj", down = prefix + "experts.down_proj";
   // gate and up: columns 0, 2, 4, ... and 1, 3, 5, ... (interleaved), or the two halves.
   const int64_t up0 = interleaved ? 1 : I, step = interleaved ? 2 : 1;
   for (int64_t e = 0; e < E; ++e) {
     SwiGluMatrices& ex = w_.experts[std::size_t(e)];
-    std::vector<std::byte>* store = &owned_[std::size_t(3 * e)];
-    FT_ASSIGN_OR_RETURN(ex.gate, x.transposed(gate_up, {E, H, 2 * I}, e, 0, step, store[0], I));
-    FT_ASSIGN_OR_RETURN(ex.up, x.transposed(gate_up, {E, H, 2 * I}, e, up0, step, store[1], I));
-    FT_ASSIGN_OR_RETURN(ex.down, x.transposed(down, {E, I, H}, e, 0, 1, store[2]));
+    FT_ASSIGN_OR_RETURN(ex.gate, x.transposed(gate_up, {E, H, 2 * I}, e, 0, step, I));
+    FT_ASSIGN_OR_RETURN(ex.up, x.transposed(gate_up, {E, H, 2 * I}, e, up0, step, I));
+    FT_ASSIGN_OR_RETURN(ex.down, x.transposed(down, {E, I, H}, e, 0, 1));
   }
   return Status::ok();
 }

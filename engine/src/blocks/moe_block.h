@@ -87,16 +87,14 @@ class MoeBlock {
   // w_.router_spec points at.
   Vector router_norm_, per_expert_scale_;
   float router_norm_eps_ = 1e-6f;
-  // gpt-oss: the biases w_ points at, and the transposed expert matrices (a moved vector keeps
-  // its buffers).
+  // gpt-oss: the biases w_ points at (a moved vector keeps its buffers).
   Vector router_bias_, gate_bias_, up_bias_, down_bias_;
-  std::vector<std::vector<std::byte>> owned_;
   // Llama 4: the shared expert, applied beside the MoE to the unscaled rows.
   std::optional<SwiGlu> input_shared_;
   Status load_gpt_oss_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
   Status load_llama4_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
   // gpt-oss's and Llama 4's [in, out] experts, gate and up interleaved or in halves, transposed
-  // into owned_.
+  // into the backend's host memory (WeightLoader::transposed).
   Status load_transposed_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec,
                                  bool interleaved);
 };

@@ -94,14 +94,13 @@ void transpose_columns(const T* src, int64_t R, int64_t C, int64_t col0, int64_t
 }  // namespace
 
 Result<Matrix> WeightLoader::transposed(const std::string& name, const std::vector<int64_t>& shape, int64_t index,
-                                        int64_t col0, int64_t step, std::vector<std::byte>& store,
-                                        int64_t count) const {
+                                        int64_t col0, int64_t step, int64_t count) const {
   FT_ASSIGN_OR_RETURN(TensorView view, float_tensor(name, shape));
   const int64_t R = shape[1], C = shape[2];
   const int64_t n = count >= 0 ? std::min(count, (C - col0 + step - 1) / step) : (C - col0 + step - 1) / step;
   const std::size_t es = dtype_size(view.dtype);
   const std::byte* src = view.data + std::size_t(index * R * C) * es;
-  store.resize(std::size_t(n * R) * es);
+  const std::span<std::byte> store = be_.host_buffer(std::size_t(n * R) * es);
   if (es == 2) {
     transpose_columns(reinterpret_cast<const std::uint16_t*>(src), R, C, col0, step, n,
                       reinterpret_cast<std::uint16_t*>(store.data()));

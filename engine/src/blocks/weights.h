@@ -113,10 +113,10 @@ class WeightLoader {
                        int64_t rows) const;
   // Columns col0, col0 + step, ... (`count` of them; -1: to the end) of slice `index` of a 3-D
   // tensor [n, R, C] stored [in, out] (gpt-oss's and Llama 4's experts as HF saves them in bf16),
-  // transposed into `store` as a [out, R] matrix in the stored dtype (exact), and placed: the copy
-  // the engine's [out, in] kernels need. The caller keeps `store` alive as long as the matrix.
+  // transposed into host memory the backend owns (Backend::host_buffer) as a [out, R] matrix in the
+  // stored dtype (exact), and placed: the copy the engine's [out, in] kernels need.
   Result<Matrix> transposed(const std::string& name, const std::vector<int64_t>& shape, int64_t index, int64_t col0,
-                            int64_t step, std::vector<std::byte>& store, int64_t count = -1) const;
+                            int64_t step, int64_t count = -1) const;
 
  private:
   Result<TensorView> float_tensor(const std::string& name, const std::vector<int64_t>& shape) const;

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -234,6 +235,10 @@ class Backend {
   }
   // A routed expert's matrix: placed like any weight, or left where it is mapped when offloaded.
   virtual Status place_expert(Matrix& m) { return place(m); }
+  // Host memory for weights made at load rather than mapped (experts transposed from HF's [in, out]
+  // layout), owned by the backend for its life: pinned where experts are offloaded, so their copies
+  // to the GPU run at PCIe speed as the mapped files' do. Zeroed.
+  virtual std::span<std::byte> host_buffer(std::size_t bytes) { return host_buffers_.emplace_back(bytes); }
   virtual std::optional<ExpertOffloadStats> expert_offload_stats() const { return std::nullopt; }
   virtual void set_moe_policy(const MoePolicy& policy) { (void)policy; }
   // Resizes the expert cache to `slots` slots (never during a pass), keeping `floor_per_layer` a
@@ -444,6 +449,9 @@ class Backend {
   Scratch scratch_;
   RoutingTrace* trace_ = nullptr;
   OpProfile* profile_ = nullptr;
+
+ private:
+  std::deque<std::vector<std::byte>> host_buffers_;  // host_buffer's, by default
 };
 
 struct BackendOptions {
