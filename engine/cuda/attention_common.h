@@ -19,6 +19,10 @@ struct PageOffsets {
   std::size_t v_base = 0;       // V block of kv head 0
   std::size_t block_bytes = 0;  // one kv head's block
 };
+// Where `layer` lives in each page of `layout` (its own shape's blocks).
+inline PageOffsets page_offsets(const KvLayout& layout, int layer) {
+  return {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes(layer)};
+}
 
 // Bit for bit bf16.h's f32_to_bf16 (round to nearest even, a NaN stays a quiet NaN with its upper
 // payload), which cuda_bf16.h's conversion does not promise for NaNs.

@@ -172,7 +172,7 @@ bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, con
   p.attention_factor = rope.attention_factor;
   p.positions = positions;
   p.page_tokens = int(layout.page_tokens);
-  p.off = {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes(layer)};
+  p.off = page_offsets(layout, layer);
   p.row_seq = row_seq;
   p.seqs = seqs;
   p.pages = pages;

@@ -571,7 +571,7 @@ void kv_write(const KvLayout& layout, int layer, const float* k, const float* v,
   const std::size_t n =
       std::size_t(T) * std::size_t(layout.kv_heads_at(layer)) * std::size_t(layout.head_dim_at(layer));
   if (n == 0) return;
-  const PageOffsets off{layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes(layer)};
+  const PageOffsets off = page_offsets(layout, layer);
   launch(kv_write_kernel, grid_for(n), kThreads, 0, s, k, v, n, int(layout.kv_heads_at(layer)),
          int(layout.head_dim_at(layer)), int(layout.page_tokens), off, row_seq, seqs, pages);
 }
@@ -588,7 +588,7 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   p.row_seq = row_seq;
   p.seqs = seqs;
   p.pages = pages;
-  p.off = {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes(layer)};
+  p.off = page_offsets(layout, layer);
   p.heads = heads;
   p.group = heads / kv_heads;
   p.head_dim = head_dim;

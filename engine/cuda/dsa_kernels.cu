@@ -371,7 +371,7 @@ bool sparse_attention(const KvLayout& layout, int layer, const float* q, int T, 
   p.row_seq = row_seq;
   p.seqs = seqs;
   p.pages = pages;
-  p.off = {layout.k_offset(layer, 0), layout.v_offset(layer, 0), layout.block_bytes(layer)};
+  p.off = page_offsets(layout, layer);
   p.heads = heads;
   p.head_dim = D;
   p.page_tokens = int(layout.page_tokens);

@@ -49,15 +49,21 @@ void ReferenceBackend::kv_write(const KvLayout& layout, int64_t layer, const flo
     ref::kv_write(layout, layer, k + s.row0 * width, v + s.row0 * width, s.rows, s.pos0, s.pages);
 }
 
+std::pair<float*, float*> ReferenceBackend::gather_kv(const KvLayout& layout, int64_t layer, const AttentionSeq& s) {
+  const std::size_t n = std::size_t(s.pos0) + s.rows;
+  const std::size_t width = std::size_t(layout.kv_heads_at(layer) * layout.head_dim_at(layer));
+  float* k = scratch_.floats(n * width);
+  float* v = scratch_.floats(n * width);
+  ref::kv_gather(layout, layer, int64_t(n), s.pages, k, v);
+  return {k, v};
+}
+
 void ReferenceBackend::attention(const KvLayout& layout, int64_t layer, const float* q, std::size_t heads, float scale,
                                  std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) {
   const std::size_t D = std::size_t(layout.head_dim_at(layer)), KV = std::size_t(layout.kv_heads_at(layer));
   for (const AttentionSeq& s : seqs) {
     Scratch::Frame frame(scratch_);
-    const std::size_t n = std::size_t(s.pos0) + s.rows;
-    float* k = scratch_.floats(n * KV * D);
-    float* v = scratch_.floats(n * KV * D);
-    ref::kv_gather(layout, layer, int64_t(n), s.pages, k, v);
+    const auto [k, v] = gather_kv(layout, layer, s);
     ref::causal_attention(q + s.row0 * heads * D, k, v, out + s.row0 * heads * D, s.rows, std::size_t(s.pos0), heads,
                           KV, D, scale, opt);
   }
@@ -76,9 +82,7 @@ void ReferenceBackend::index_select(const KvLayout& layout, int64_t layer, const
   for (const AttentionSeq& s : seqs) {
     Scratch::Frame frame(scratch_);
     const std::size_t n = std::size_t(s.pos0) + s.rows;
-    float* k = scratch_.floats(n * KV * D);
-    float* v = scratch_.floats(n * KV * D);
-    ref::kv_gather(layout, layer, int64_t(n), s.pages, k, v);
+    const auto [k, v] = gather_kv(layout, layer, s);
     float* scores = scratch_.floats(n);
     for (std::size_t r = 0; r < s.rows; ++r) {
       const std::size_t row = s.row0 + r, keys = std::size_t(s.pos0) + r + 1;  // causal
@@ -106,10 +110,7 @@ void ReferenceBackend::sparse_attention(const KvLayout& layout, int64_t layer, c
   const std::size_t D = std::size_t(layout.head_dim_at(layer)), KV = std::size_t(layout.kv_heads_at(layer));
   for (const AttentionSeq& s : seqs) {
     Scratch::Frame frame(scratch_);
-    const std::size_t n = std::size_t(s.pos0) + s.rows;
-    float* k = scratch_.floats(n * KV * D);
-    float* v = scratch_.floats(n * KV * D);
-    ref::kv_gather(layout, layer, int64_t(n), s.pages, k, v);
+    const auto [k, v] = gather_kv(layout, layer, s);
     for (std::size_t r = 0; r < s.rows; ++r) {
       const std::size_t row = s.row0 + r;
       ref::sparse_attention_row(q + row * heads * D, k, v, heads, KV, D, selected + row * top_k, top_k, scale,

@@ -6,6 +6,8 @@
 
 #include <tbb/task_arena.h>
 
+#include <utility>
+
 #include "backend/host_backend.h"
 
 namespace ft::engine {
@@ -54,6 +56,9 @@ class ReferenceBackend final : public HostBackend {
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;
 
  private:
+  // Sequence s's whole K and V of `layer` as fp32 [n, kv_heads, head_dim] in the pass's scratch
+  // (the caller's frame).
+  std::pair<float*, float*> gather_kv(const KvLayout& layout, int64_t layer, const AttentionSeq& s);
   tbb::task_arena arena_;
   const RoutingTrace* forced_ = nullptr;
   std::size_t forced_calls_ = 0;       // MoE calls routed as forced_ so far
