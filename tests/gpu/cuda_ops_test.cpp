@@ -75,6 +75,33 @@ class CudaOps : public ::testing::Test {
     cuda_->memory()->to_host(v.data(), reinterpret_cast<const std::byte*>(d), n * 4);
     return v;
   }
+  // One MoE call on both backends (host_w: the same layer with its vectors in host memory, for the
+  // reference; router_x: the router's own input, or empty): the choices agree on at least 95%, and
+  // where they all agree the outputs are within 1e-2.
+  void expect_moe_like_reference(const MoeWeights& w, const MoeWeights& host_w, std::size_t T,
+                                 const std::vector<float>& router_x = {}) {
+    const std::size_t H = std::size_t(w.hidden), K = w.router_spec.top_k;
+    const std::vector<float> x = random(T * H);
+    std::vector<float> want(x.size());
+    RoutingTrace ref_trace, gpu_trace;
+    const float* rx = router_x.empty() ? nullptr : router_x.data();
+    ref_->set_routing_trace(&ref_trace);
+    on(*ref_, [&] { ref_->moe(host_w, x.data(), T, want.data(), rx); });
+    ref_->set_routing_trace(nullptr);
+    const float* dx = dev(x);
+    const float* drx = router_x.empty() ? nullptr : dev(router_x);
+    float* out = dev_zeros(x.size());
+    cuda_->set_routing_trace(&gpu_trace);
+    on(*cuda_, [&] { cuda_->moe(w, dx, T, out, drx); });
+    cuda_->set_routing_trace(nullptr);
+    ASSERT_EQ(gpu_trace.calls.size(), 1u);
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < T * K; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
+    EXPECT_GE(same * 20, T * K * 19) << "routing differs on more than 5% of the choices, T " << T;
+    if (same == T * K) {
+      EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "T " << T;
+    }
+  }
   template <typename Fn>
   void on(Backend& b, const Fn& fn) {
     const Status st = b.execute(fn);
@@ -466,30 +493,15 @@ TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {
     w.shared = {weight(2 * I, H), weight(2 * I, H), weight(H, 2 * I)};
     w.shared_gate = weight(1, H);
     for (std::size_t T : {1, 3, 16, 70}) {
-      const std::vector<float> x = random(T * std::size_t(H));
-      std::vector<float> want(x.size());
-      RoutingTrace ref_trace, gpu_trace;
-      ref_->set_routing_trace(&ref_trace);
-      on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data(), nullptr); });
-      ref_->set_routing_trace(nullptr);
-      const float* dx = dev(x);
-      float* out = dev_zeros(x.size());
-      cuda_->set_routing_trace(&gpu_trace);
-      on(*cuda_, [&] { cuda_->moe(w, dx, T, out, nullptr); });
-      cuda_->set_routing_trace(nullptr);
-      ASSERT_EQ(gpu_trace.calls.size(), 1u);
-      std::size_t same = 0;
-      for (std::size_t i = 0; i < T * K; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
-      EXPECT_GE(same * 20, T * K * 19) << "routing differs on more than 5% of the choices, E " << E << " T " << T;
-      if (same == T * K) {
-        EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "E " << E << " T " << T;
-      }
+      SCOPED_TRACE("E " + std::to_string(E) + " I " + std::to_string(I));
+      expect_moe_like_reference(w, w, T);
     }
   }
 }
 
 // Gemma 4's MoE: the router reads an input of its own, each chosen weight times its expert's
-// per_expert_scale, GeGLU experts (the expert-by-expert path), no shared expert.
+// per_expert_scale, GeGLU experts (the decode tables up to 16 tokens, the batched GEMMs at 70), no
+// shared expert.
 TEST_F(CudaOps, GemmaRouterInputPerExpertScalesAndGeGluExpertsLikeTheReference) {
   std::deque<MoeWeights> layers;
   const int64_t E = 32, H = 256, I = 64;
@@ -505,26 +517,7 @@ TEST_F(CudaOps, GemmaRouterInputPerExpertScalesAndGeGluExpertsLikeTheReference) 
   MoeWeights& on_host = layers.emplace_back(w);
   on_host.router_spec.per_expert_scale = scales.data();
   w.router_spec.per_expert_scale = param(scales);
-  for (std::size_t T : {1, 3, 16, 70}) {
-    const std::vector<float> x = random(T * std::size_t(H)), router_x = random(T * std::size_t(H));
-    std::vector<float> want(x.size());
-    RoutingTrace ref_trace, gpu_trace;
-    ref_->set_routing_trace(&ref_trace);
-    on(*ref_, [&] { ref_->moe(on_host, x.data(), T, want.data(), router_x.data()); });
-    ref_->set_routing_trace(nullptr);
-    const float *dx = dev(x), *drx = dev(router_x);
-    float* out = dev_zeros(x.size());
-    cuda_->set_routing_trace(&gpu_trace);
-    on(*cuda_, [&] { cuda_->moe(w, dx, T, out, drx); });
-    cuda_->set_routing_trace(nullptr);
-    ASSERT_EQ(gpu_trace.calls.size(), 1u);
-    std::size_t same = 0;
-    for (std::size_t i = 0; i < T * K; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
-    EXPECT_GE(same * 20, T * K * 19) << "routing differs on more than 5% of the choices, T " << T;
-    if (same == T * K) {
-      EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "T " << T;
-    }
-  }
+  for (std::size_t T : {1, 3, 16, 70}) expect_moe_like_reference(w, on_host, T, random(T * std::size_t(H)));
 }
 
 // Layers of different shapes in one page (Gemma 4: full layers with wider heads, fewer of them):
@@ -604,24 +597,8 @@ TEST_F(CudaOps, GroupedSigmoidRouterAndUngatedSharedExpertsLikeTheReference) {
     on_host.router_spec.correction_bias = bias.data();
     w.router_spec.correction_bias = param(bias);
     for (std::size_t T : {1, 3, 16, 70}) {
-      const std::vector<float> x = random(T * std::size_t(H));
-      std::vector<float> want(x.size());
-      RoutingTrace ref_trace, gpu_trace;
-      ref_->set_routing_trace(&ref_trace);
-      on(*ref_, [&] { ref_->moe(on_host, x.data(), T, want.data(), nullptr); });
-      ref_->set_routing_trace(nullptr);
-      const float* dx = dev(x);
-      float* out = dev_zeros(x.size());
-      cuda_->set_routing_trace(&gpu_trace);
-      on(*cuda_, [&] { cuda_->moe(w, dx, T, out, nullptr); });
-      cuda_->set_routing_trace(nullptr);
-      ASSERT_EQ(gpu_trace.calls.size(), 1u);
-      std::size_t same = 0;
-      for (std::size_t i = 0; i < T * K; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
-      EXPECT_GE(same * 20, T * K * 19) << "routing differs on more than 5% of the choices, E " << E << " T " << T;
-      if (same == T * K) {
-        EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "E " << E << " T " << T;
-      }
+      SCOPED_TRACE("E " + std::to_string(E) + " groups " + std::to_string(G));
+      expect_moe_like_reference(w, on_host, T);
     }
   }
 }
