@@ -379,7 +379,8 @@ json gemma4_text_config(const RandomCheckpointSpec& s) {
       {"intermediate_size", s.intermediate_size},
       {"layer_types", types},
       {"per_layer_config", per_layer},
-      {"sliding_window", s.sliding_window},
+      // Gemma4TextConfig's default window where the spec sets none (Gemma 4 always slides).
+      {"sliding_window", s.sliding_window > 0 ? s.sliding_window : int64_t(512)},
       {"attention_k_eq_v", s.attention_k_eq_v},
       {"attention_bias", false},
       {"enable_moe_block", s.num_experts > 0},
