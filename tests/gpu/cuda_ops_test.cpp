@@ -62,17 +62,19 @@ class CudaOps : public ::testing::Test {
   }
   const float* param(const std::vector<float>& v) { return *cuda_->place(std::span<const float>(v)); }
   // Device copies of host values, and back.
-  float* dev(const std::vector<float>& v) {
-    auto block = MemoryBlock::allocate(cuda_->memory(), std::max<std::size_t>(v.size(), 1) * 4);
+  template <typename T>
+  T* dev(const std::vector<T>& v) {
+    auto block = MemoryBlock::allocate(cuda_->memory(), std::max<std::size_t>(v.size(), 1) * sizeof(T));
     EXPECT_TRUE(block) << block.status().to_string();
     MemoryBlock& b = blocks_.emplace_back(std::move(block).value());
-    cuda_->memory()->from_host(b.data(), v.data(), v.size() * 4);
-    return b.as<float>();
+    cuda_->memory()->from_host(b.data(), v.data(), v.size() * sizeof(T));
+    return b.as<T>();
   }
   float* dev_zeros(std::size_t n) { return dev(std::vector<float>(n, 0.f)); }
-  std::vector<float> host(const float* d, std::size_t n) {
-    std::vector<float> v(n);
-    cuda_->memory()->to_host(v.data(), reinterpret_cast<const std::byte*>(d), n * 4);
+  template <typename T>
+  std::vector<T> host(const T* d, std::size_t n) {
+    std::vector<T> v(n);
+    cuda_->memory()->to_host(v.data(), reinterpret_cast<const std::byte*>(d), n * sizeof(T));
     return v;
   }
   // One MoE call on both backends (host_w: the same layer with its vectors in host memory, for the
@@ -751,18 +753,6 @@ class CudaOpsDsa : public CudaOps {
     }
     return out;
   }
-  int32_t* dev_ints(const std::vector<int32_t>& v) {
-    auto block = MemoryBlock::allocate(cuda_->memory(), std::max<std::size_t>(v.size(), 1) * 4);
-    EXPECT_TRUE(block) << block.status().to_string();
-    MemoryBlock& b = blocks_.emplace_back(std::move(block).value());
-    cuda_->memory()->from_host(b.data(), v.data(), v.size() * 4);
-    return b.as<int32_t>();
-  }
-  std::vector<int32_t> host_ints(const int32_t* d, std::size_t n) {
-    std::vector<int32_t> v(n);
-    cuda_->memory()->to_host(v.data(), reinterpret_cast<const std::byte*>(d), n * 4);
-    return v;
-  }
 };
 
 // The indexer key's LayerNorm: the reference's statistics in double, its fp32 arithmetic after
@@ -814,12 +804,12 @@ TEST_F(CudaOpsDsa, IndexerChoosesExactlyAsTheReference) {
     std::vector<int32_t> want(T * K, -7);
     on(*ref_, [&] { ref_->index_select(d.layout, kLayer, q.data(), w.data(), spec, d.host_seqs, want.data()); });
     const float *dq = dev(q), *dw = dev(w);
-    int32_t* selected = dev_ints(std::vector<int32_t>(T * K, -7));
+    int32_t* selected = dev(std::vector<int32_t>(T * K, -7));
     RoutingTrace trace;
     cuda_->set_routing_trace(&trace);
     on(*cuda_, [&] { cuda_->index_select(d.layout, kLayer, dq, dw, spec, d.dev_seqs, selected); });
     cuda_->set_routing_trace(nullptr);
-    const std::vector<int32_t> got = host_ints(selected, T * K);
+    const std::vector<int32_t> got = host(selected, T * K);
     EXPECT_EQ(got, want) << "index keys " << c.index_dim << " wide in slots of " << c.width;
     ASSERT_EQ(trace.selections.size(), 1u);
     EXPECT_EQ(trace.selections[0], want);
@@ -844,10 +834,10 @@ TEST_F(CudaOpsDsa, IndexerScoresOfALongPrefillComeOverInChunks) {
   const std::vector<float> q = random(T * 4 * 24), w = random(T * 4);
   std::vector<int32_t> want(T * K);
   on(*ref_, [&] { ref_->index_select(d.layout, kLayer, q.data(), w.data(), spec, d.host_seqs, want.data()); });
-  int32_t* selected = dev_ints(std::vector<int32_t>(T * K, -7));
+  int32_t* selected = dev(std::vector<int32_t>(T * K, -7));
   const float *dq = dev(q), *dw = dev(w);
   on(*cuda_, [&] { cuda_->index_select(d.layout, kLayer, dq, dw, spec, d.dev_seqs, selected); });
-  EXPECT_EQ(host_ints(selected, T * K), want);
+  EXPECT_EQ(host(selected, T * K), want);
 }
 
 // Attention over each row's chosen positions against the reference on the same pages: chosen sets
@@ -881,7 +871,7 @@ TEST_F(CudaOpsDsa, SparseAttentionOverTheChosenPositions) {
       ref_->sparse_attention(d.layout, kLayer, q.data(), c.heads, scale, d.host_seqs, selected.data(), K, want.data());
     });
     const float* dq = dev(q);
-    const int32_t* dsel = dev_ints(selected);
+    const int32_t* dsel = dev(selected);
     float* out = dev_zeros(q.size());
     on(*cuda_, [&] { cuda_->sparse_attention(d.layout, kLayer, dq, c.heads, scale, d.dev_seqs, dsel, K, out); });
     const std::vector<float> got = host(out, q.size());
