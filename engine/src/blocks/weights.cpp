@@ -29,6 +29,16 @@ Result<TensorView> WeightLoader::float_tensor(const std::string& name, const std
   return view;
 }
 
+Result<TensorView> WeightLoader::weight_tensor(const std::string& name, const std::vector<int64_t>& shape) const {
+  FT_ASSIGN_OR_RETURN(TensorView view, ckpt_.tensor(full_name(name), shape));
+  if (!dtype_is_block(view.dtype) && view.dtype != DType::kF32 && view.dtype != DType::kF16 &&
+      view.dtype != DType::kBF16) {
+    return unsupported("tensor '" + view.name + "' has dtype " + dtype_name(view.dtype) +
+                       "; this build reads F32, F16, BF16 and GGUF's block dtypes");
+  }
+  return view;
+}
+
 Result<Vector> WeightLoader::place(std::vector<float> values) const {
   Vector v;
   v.host = std::move(values);
@@ -37,21 +47,23 @@ Result<Vector> WeightLoader::place(std::vector<float> values) const {
 }
 
 Result<Vector> WeightLoader::vector(const std::string& name, const std::vector<int64_t>& shape) const {
-  FT_ASSIGN_OR_RETURN(TensorView view, float_tensor(name, shape));
+  FT_ASSIGN_OR_RETURN(TensorView view, weight_tensor(name, shape));
   std::vector<float> out(std::size_t(view.numel()));
   FT_RETURN_IF_ERROR(to_f32(view, out.data(), 0, out.size()));
   return place(std::move(out));
 }
 
-Result<Matrix> WeightLoader::placed(Matrix m) const {
-  FT_RETURN_IF_ERROR(experts_ ? be_.place_expert(m) : be_.place(m));
+Result<Matrix> WeightLoader::placed(Matrix m, const std::string& name) const {
+  if (Status s = experts_ ? be_.place_expert(m) : be_.place(m); !s.is_ok()) {
+    return Status(s.code(), "tensor '" + name + "': " + s.message());
+  }
   if (placed_bytes_) *placed_bytes_ += m.bytes();
   return m;
 }
 
 Result<Matrix> WeightLoader::matrix(const std::string& name, const std::vector<int64_t>& shape) const {
-  FT_ASSIGN_OR_RETURN(TensorView view, float_tensor(name, shape));
-  return placed(matrix_view(view));
+  FT_ASSIGN_OR_RETURN(TensorView view, weight_tensor(name, shape));
+  return placed(matrix_view(view), view.name);
 }
 
 Result<Linear> WeightLoader::linear(const std::string& name, int64_t out, int64_t in, bool bias) const {
@@ -108,13 +120,13 @@ Result<Matrix> WeightLoader::transposed(const std::string& name, const std::vect
     transpose_columns(reinterpret_cast<const std::uint32_t*>(src), R, C, col0, step, n,
                       reinterpret_cast<std::uint32_t*>(store.data()));
   }
-  return placed(Matrix{view.dtype, n, R, store.data(), std::size_t(R) * es, nullptr});
+  return placed(Matrix{view.dtype, n, R, store.data(), std::size_t(R) * es, nullptr}, view.name);
 }
 
 Result<Matrix> WeightLoader::slice(const std::string& name, const std::vector<int64_t>& shape, int64_t index,
                                    int64_t row0, int64_t rows) const {
-  FT_ASSIGN_OR_RETURN(TensorView view, float_tensor(name, shape));
-  return placed(matrix_view(view, index, row0, rows));
+  FT_ASSIGN_OR_RETURN(TensorView view, weight_tensor(name, shape));
+  return placed(matrix_view(view, index, row0, rows), view.name);
 }
 
 }  // namespace ft::engine::blocks

@@ -99,8 +99,8 @@ class WeightLoader {
 
   // A small tensor converted to fp32 (norm weights, biases, per-head parameters).
   Result<Vector> vector(const std::string& name, const std::vector<int64_t>& shape) const;
-  // A matrix (2-D, or a 3-D tensor's [n * R, cols] rows) as a view in its stored dtype; F32, F16
-  // and BF16 are accepted, anything else is kUnsupported naming the tensor.
+  // A matrix (2-D, or a 3-D tensor's [n * R, cols] rows) as a view in its stored dtype; F32, F16,
+  // BF16 and the GGUF block dtypes are accepted, anything else is kUnsupported naming the tensor.
   Result<Matrix> matrix(const std::string& name, const std::vector<int64_t>& shape) const;
   // `name` without ".weight"; name.weight [out, in] and, when `bias`, name.bias [out].
   Result<Linear> linear(const std::string& name, int64_t out, int64_t in, bool bias = false) const;
@@ -119,8 +119,11 @@ class WeightLoader {
                             int64_t step, int64_t count = -1) const;
 
  private:
+  // F32, F16 or BF16 (what transposed() can move element by element).
   Result<TensorView> float_tensor(const std::string& name, const std::vector<int64_t>& shape) const;
-  Result<Matrix> placed(Matrix m) const;
+  // Those or a block dtype (the ops read any of them; a backend may still refuse one in place()).
+  Result<TensorView> weight_tensor(const std::string& name, const std::vector<int64_t>& shape) const;
+  Result<Matrix> placed(Matrix m, const std::string& name) const;  // name: for the backend's refusal
   const Checkpoint& ckpt_;
   std::string prefix_;
   Backend& be_;

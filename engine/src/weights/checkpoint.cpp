@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "ft/engine/gguf.h"
+#include "weights/gguf_hf.h"
 #include "weights/mapped_file.h"
 #include "weights/safetensors.h"
 
@@ -70,6 +72,9 @@ struct Checkpoint::Impl {
   std::string generation_config_text;
   std::vector<MappedFile> files;
   std::map<std::string, Entry, std::less<>> tensors;
+  // A GGUF file instead: its tensors under their HF names.
+  std::unique_ptr<GgufFile> gguf;
+  std::map<std::string, GgufHfTensor, std::less<>> gguf_tensors;
 
   // Maps `path` and records its tensors. `index` (name -> shard file name) may be null for a
   // single-file checkpoint.
@@ -102,6 +107,20 @@ Status Checkpoint::Impl::add_file(const fs::path& path, const std::string& shard
 
 Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
   std::error_code ec;
+  if (dir.extension() == ".gguf" && fs::is_regular_file(dir, ec)) {
+    auto impl = std::make_unique<Impl>();
+    impl->dir = dir;
+    FT_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(dir));
+    impl->gguf = std::make_unique<GgufFile>(std::move(file));
+    FT_ASSIGN_OR_RETURN(GgufAsHf hf, gguf_as_hf(*impl->gguf, dir.string()));
+    impl->config_text = std::move(hf.config_json);
+    impl->generation_config_text = std::move(hf.generation_config_json);
+    for (GgufHfTensor& t : hf.tensors) {
+      std::string name = t.hf_name;
+      impl->gguf_tensors.emplace(std::move(name), std::move(t));
+    }
+    return Checkpoint(std::move(impl));
+  }
   if (!fs::is_directory(dir, ec)) return not_found("checkpoint directory " + dir.string() + " does not exist");
 
   auto impl = std::make_unique<Impl>();
@@ -169,9 +188,31 @@ const fs::path& Checkpoint::dir() const { return impl_->dir; }
 const std::string& Checkpoint::config_text() const { return impl_->config_text; }
 const std::string& Checkpoint::generation_config_text() const { return impl_->generation_config_text; }
 
-bool Checkpoint::has(std::string_view name) const { return impl_->tensors.find(name) != impl_->tensors.end(); }
+bool Checkpoint::has(std::string_view name) const {
+  if (impl_->gguf) return impl_->gguf_tensors.find(name) != impl_->gguf_tensors.end();
+  return impl_->tensors.find(name) != impl_->tensors.end();
+}
 
 Result<TensorView> Checkpoint::tensor(std::string_view name) const {
+  if (impl_->gguf) {
+    const auto it = impl_->gguf_tensors.find(name);
+    if (it == impl_->gguf_tensors.end()) {
+      return not_found("tensor '" + std::string(name) + "' not found in " + impl_->dir.string());
+    }
+    const GgufHfTensor& alias = it->second;
+    const GgufTensor& t = impl_->gguf->tensors()[alias.tensor];
+    if (!t.dtype) {
+      return unsupported("tensor '" + t.name + "' (" + alias.hf_name + ") in " + impl_->dir.string() +
+                         " has ggml type " + ggml_type(t.ggml_type)->name + ", which FreeToken does not compute with");
+    }
+    TensorView view;
+    view.name = alias.hf_name;
+    view.dtype = *t.dtype;
+    view.shape = alias.shape;
+    view.data = t.data + alias.byte_offset;
+    view.nbytes = alias.nbytes;
+    return view;
+  }
   const auto it = impl_->tensors.find(name);
   if (it == impl_->tensors.end()) {
     return not_found("tensor '" + std::string(name) + "' not found in " + impl_->dir.string());
@@ -209,6 +250,7 @@ Result<std::vector<float>> Checkpoint::load_f32(std::string_view name,
 }
 
 std::vector<std::span<const std::byte>> Checkpoint::mapped_files() const {
+  if (impl_->gguf) return impl_->gguf->mapped_files();
   std::vector<std::span<const std::byte>> out;
   for (const MappedFile& f : impl_->files) out.emplace_back(f.data(), f.size());
   return out;
@@ -216,6 +258,10 @@ std::vector<std::span<const std::byte>> Checkpoint::mapped_files() const {
 
 std::vector<std::string> Checkpoint::tensor_names() const {
   std::vector<std::string> names;
+  if (impl_->gguf) {
+    for (const auto& [name, entry] : impl_->gguf_tensors) names.push_back(name);
+    return names;
+  }
   names.reserve(impl_->tensors.size());
   for (const auto& [name, entry] : impl_->tensors) names.push_back(name);
   return names;

@@ -1,5 +1,8 @@
 // A Hugging Face checkpoint directory exactly as published: config.json (+ generation_config.json)
-// and model.safetensors or sharded model-0000X-of-0000N.safetensors with model.safetensors.index.json.
+// and model.safetensors or sharded model-0000X-of-0000N.safetensors with model.safetensors.index.json;
+// or a GGUF model file (llama.cpp's format, split or not), which presents itself as the HF checkpoint
+// it was converted from (weights/gguf_hf.h): config.json rebuilt from its metadata, tensors under
+// their HF names, still in their GGUF block dtypes.
 // Files are mmap'd read-only; TensorView points into the mapping (zero copy) and stays valid as long
 // as the Checkpoint lives.
 #pragma once
@@ -40,13 +43,15 @@ class Checkpoint {
   // Opens DIR: reads config.json (required), generation_config.json (optional), maps every
   // safetensors file. Errors: kNotFound (no config/weights), kCorrupt (truncated or malformed
   // safetensors header, offsets past the end of the file, shard index naming a missing file).
-  static Result<Checkpoint> open(const std::filesystem::path& dir);
+  // A path to a .gguf file opens that file (GgufFile::open's errors, and kUnsupported for an
+  // architecture or tensor FreeToken has no HF counterpart for).
+  static Result<Checkpoint> open(const std::filesystem::path& path);
 
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;
   ~Checkpoint();
 
-  const std::filesystem::path& dir() const;
+  const std::filesystem::path& dir() const;           // the directory, or the .gguf file
   const std::string& config_text() const;             // config.json verbatim
   const std::string& generation_config_text() const;  // "" when absent
 

@@ -1,0 +1,311 @@
+#include "weights/gguf_hf.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
+
+namespace ft::engine {
+
+namespace {
+
+using json = nlohmann::json;
+
+// An architecture llama.cpp writes and the HF model it was converted from.
+struct GgufArch {
+  std::string_view arch;  // general.architecture
+  std::string_view model_type;
+  std::string_view hf_class;
+  bool norm_topk_prob;  // when the file has no {arch}.expert_weights_norm
+};
+
+constexpr GgufArch kArchs[] = {
+    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", true},
+    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", false},
+};
+
+// llama.cpp's per-layer tensor names (blk.N.<gguf>) and HF's (model.layers.N.<hf>).
+struct LayerName {
+  std::string_view gguf;
+  std::string_view hf;
+  bool as_row = false;  // a 1-D GGUF vector HF keeps as a [1, n] matrix
+};
+
+constexpr LayerName kLayerNames[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate_inp.weight", "mlp.gate.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight", true},
+    {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+    {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+    {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
+};
+
+// Expert stacks [E, R, C]: one view per expert, model.layers.N.mlp.experts.E.<hf>.
+constexpr LayerName kExpertStacks[] = {
+    {"ffn_gate_exps.weight", "gate_proj.weight"},
+    {"ffn_up_exps.weight", "up_proj.weight"},
+    {"ffn_down_exps.weight", "down_proj.weight"},
+};
+// convert_hf_to_gguf.py --fuse-gate-up-exps: [E, 2I, H], gate rows first.
+constexpr std::string_view kFusedGateUp = "ffn_gate_up_exps.weight";
+
+const GgufArch* find_arch(std::string_view name) {
+  for (const GgufArch& a : kArchs) {
+    if (a.arch == name) return &a;
+  }
+  return nullptr;
+}
+
+// Bytes of one row of `cols` values of the tensor's ggml type.
+std::size_t row_bytes(const GgufTensor& t, int64_t cols) {
+  const GgmlType* type = ggml_type(t.ggml_type);
+  return std::size_t(cols) / type->block_elems * type->block_bytes;
+}
+
+class Translator {
+ public:
+  Translator(const GgufFile& file, const GgufArch& arch, std::string label)
+      : file_(file), md_(file.metadata()), arch_(arch), label_(std::move(label)) {}
+
+  Result<GgufAsHf> run() {
+    FT_RETURN_IF_ERROR(map_tensors());
+    FT_RETURN_IF_ERROR(build_config());
+    return std::move(out_);
+  }
+
+ private:
+  std::string key(std::string_view k) const { return std::string(arch_.arch) + "." + std::string(k); }
+
+  // Copies an integer metadata key into the config when present (required: an error when absent).
+  Status int_field(std::string_view gguf_key, const char* hf_key, bool required = false) {
+    if (!md_.find(key(gguf_key))) {
+      if (required) return corrupt(label_ + ": metadata key '" + key(gguf_key) + "' is missing");
+      return Status::ok();
+    }
+    FT_ASSIGN_OR_RETURN(cfg_[hf_key], md_.get_int(key(gguf_key)));
+    return Status::ok();
+  }
+  Status float_field(std::string_view gguf_key, const char* hf_key) {
+    if (!md_.find(key(gguf_key))) return Status::ok();
+    FT_ASSIGN_OR_RETURN(cfg_[hf_key], md_.get_float(key(gguf_key)));
+    return Status::ok();
+  }
+
+  Status add(std::string hf_name, std::size_t tensor, std::size_t offset, std::size_t nbytes,
+             std::vector<int64_t> shape) {
+    if (!names_.emplace(hf_name, tensor).second) {
+      return corrupt(label_ + ": two tensors map to '" + hf_name + "' (the second is '" + file_.tensors()[tensor].name +
+                     "')");
+    }
+    out_.tensors.push_back({std::move(hf_name), tensor, offset, nbytes, std::move(shape)});
+    return Status::ok();
+  }
+
+  // One view per expert of a stack [E, R, C], rows [row0, row0 + rows) of each.
+  Status add_experts(const std::string& layer_prefix, std::string_view hf, std::size_t index, int64_t row0,
+                     int64_t rows) {
+    const GgufTensor& t = file_.tensors()[index];
+    if (t.shape.size() != 3) {
+      return corrupt(label_ + ": expert tensor '" + t.name + "' has " + std::to_string(t.shape.size()) +
+                     " dimensions, expected 3");
+    }
+    const std::size_t rb = row_bytes(t, t.shape[2]);
+    for (int64_t e = 0; e < t.shape[0]; ++e) {
+      const std::size_t offset = (std::size_t(e) * std::size_t(t.shape[1]) + std::size_t(row0)) * rb;
+      FT_RETURN_IF_ERROR(add(layer_prefix + "mlp.experts." + std::to_string(e) + "." + std::string(hf), index, offset,
+                             std::size_t(rows) * rb, {rows, t.shape[2]}));
+    }
+    return Status::ok();
+  }
+
+  Status map_layer_tensor(std::size_t index, int64_t layer, std::string_view rest) {
+    const GgufTensor& t = file_.tensors()[index];
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    if (rest == "ffn_gate_inp.weight") moe_layers_.push_back(layer);
+    for (const LayerName& n : kLayerNames) {
+      if (n.gguf != rest) continue;
+      std::vector<int64_t> shape = t.shape;
+      if (n.as_row && shape.size() == 1) shape = {1, shape[0]};
+      return add(prefix + std::string(n.hf), index, 0, t.nbytes, std::move(shape));
+    }
+    for (const LayerName& n : kExpertStacks) {
+      if (n.gguf == rest) return add_experts(prefix, n.hf, index, 0, t.shape.size() == 3 ? t.shape[1] : 0);
+    }
+    if (rest == kFusedGateUp && t.shape.size() == 3 && t.shape[1] % 2 == 0) {
+      const int64_t inter = t.shape[1] / 2;
+      FT_RETURN_IF_ERROR(add_experts(prefix, "gate_proj.weight", index, 0, inter));
+      return add_experts(prefix, "up_proj.weight", index, inter, inter);
+    }
+    return unsupported(label_ + ": tensor '" + t.name + "' of a " + std::string(arch_.arch) +
+                       " model has no meaning to FreeToken's " + std::string(arch_.model_type) + " (a newer variant?)");
+  }
+
+  Status map_tensors() {
+    const std::vector<GgufTensor>& tensors = file_.tensors();
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const GgufTensor& t = tensors[i];
+      const std::string_view name = t.name;
+      if (name == "token_embd.weight") {
+        FT_RETURN_IF_ERROR(add("model.embed_tokens.weight", i, 0, t.nbytes, t.shape));
+        if (!t.shape.empty()) vocab_ = t.shape[0];
+      } else if (name == "output_norm.weight") {
+        FT_RETURN_IF_ERROR(add("model.norm.weight", i, 0, t.nbytes, t.shape));
+      } else if (name == "output.weight") {
+        FT_RETURN_IF_ERROR(add("lm_head.weight", i, 0, t.nbytes, t.shape));
+        has_output_ = true;
+      } else if (name == "rope_freqs.weight") {
+        return unsupported(label_ + ": tensor 'rope_freqs.weight' (precomputed RoPE frequencies) is not supported");
+      } else if (name.starts_with("blk.")) {
+        const std::size_t dot = name.find('.', 4);
+        int64_t layer = -1;
+        if (dot != std::string_view::npos && dot > 4 && dot - 4 <= 6 &&
+            std::all_of(name.begin() + 4, name.begin() + long(dot), [](char c) { return c >= '0' && c <= '9'; })) {
+          layer = std::stoll(std::string(name.substr(4, dot - 4)));
+        }
+        if (layer < 0) return corrupt(label_ + ": tensor '" + t.name + "' has no layer number after 'blk.'");
+        FT_RETURN_IF_ERROR(map_layer_tensor(i, layer, name.substr(dot + 1)));
+      } else {
+        return unsupported(label_ + ": tensor '" + t.name + "' of a " + std::string(arch_.arch) +
+                           " model has no meaning to FreeToken's " + std::string(arch_.model_type));
+      }
+    }
+    if (vocab_ <= 0) return corrupt(label_ + ": no token_embd.weight tensor");
+    return Status::ok();
+  }
+
+  Status build_config() {
+    cfg_["architectures"] = json::array({std::string(arch_.hf_class)});
+    cfg_["model_type"] = std::string(arch_.model_type);
+    cfg_["vocab_size"] = vocab_;
+    cfg_["hidden_act"] = "silu";
+    FT_RETURN_IF_ERROR(int_field("embedding_length", "hidden_size", true));
+    FT_RETURN_IF_ERROR(int_field("block_count", "num_hidden_layers", true));
+    FT_RETURN_IF_ERROR(int_field("attention.head_count", "num_attention_heads", true));
+    FT_RETURN_IF_ERROR(int_field("attention.head_count_kv", "num_key_value_heads"));
+    FT_RETURN_IF_ERROR(int_field("attention.key_length", "head_dim"));
+    FT_RETURN_IF_ERROR(int_field("context_length", "max_position_embeddings"));
+    FT_RETURN_IF_ERROR(int_field("feed_forward_length", "intermediate_size"));
+    FT_RETURN_IF_ERROR(int_field("expert_feed_forward_length", "moe_intermediate_size"));
+    FT_RETURN_IF_ERROR(int_field("expert_shared_feed_forward_length", "shared_expert_intermediate_size"));
+    FT_RETURN_IF_ERROR(int_field("expert_count", "num_experts"));
+    FT_RETURN_IF_ERROR(int_field("expert_used_count", "num_experts_per_tok"));
+    FT_RETURN_IF_ERROR(float_field("attention.layer_norm_rms_epsilon", "rms_norm_eps"));
+    if (md_.find(key("attention.value_length")) && cfg_.contains("head_dim")) {
+      FT_ASSIGN_OR_RETURN(const int64_t v, md_.get_int(key("attention.value_length")));
+      if (v != cfg_["head_dim"].get<int64_t>()) {
+        return unsupported(label_ + ": value heads (" + std::to_string(v) + ") narrower or wider than key heads (" +
+                           std::to_string(cfg_["head_dim"].get<int64_t>()) + ") are not supported for " +
+                           std::string(arch_.arch));
+      }
+    }
+    bool norm_topk = arch_.norm_topk_prob;
+    if (md_.find(key("expert_weights_norm"))) {
+      FT_ASSIGN_OR_RETURN(norm_topk, md_.get_bool(key("expert_weights_norm")));
+    }
+    cfg_["norm_topk_prob"] = norm_topk;
+    cfg_["tie_word_embeddings"] = !has_output_;
+    cfg_["use_sliding_window"] = false;
+    cfg_["decoder_sparse_step"] = 1;
+    if (arch_.arch == "qwen2moe") cfg_["qkv_bias"] = names_.contains("model.layers.0.self_attn.q_proj.bias");
+    // Layers without a router are dense MLPs (Qwen's mlp_only_layers).
+    if (cfg_.contains("num_hidden_layers")) {
+      json dense = json::array();
+      std::sort(moe_layers_.begin(), moe_layers_.end());
+      for (int64_t i = 0; i < cfg_["num_hidden_layers"].get<int64_t>(); ++i) {
+        if (!std::binary_search(moe_layers_.begin(), moe_layers_.end(), i)) dense.push_back(i);
+      }
+      cfg_["mlp_only_layers"] = dense;
+    }
+    FT_RETURN_IF_ERROR(rope());
+    json gen = json::object();
+    for (const auto& [gguf_key, hf_key] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token_id"},
+                                           std::pair{"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
+      if (!md_.find(gguf_key)) continue;
+      FT_ASSIGN_OR_RETURN(const int64_t id, md_.get_int(gguf_key));
+      cfg_[hf_key] = id;
+      gen[hf_key] = id;
+    }
+    // An end-of-turn token other than eos also ends generation (Qwen3's <|im_end|> vs <|endoftext|>).
+    if (md_.find("tokenizer.ggml.eot_token_id") && gen.contains("eos_token_id")) {
+      FT_ASSIGN_OR_RETURN(const int64_t eot, md_.get_int("tokenizer.ggml.eot_token_id"));
+      const int64_t eos = gen["eos_token_id"].get<int64_t>();
+      if (eot != eos) gen["eos_token_id"] = json::array({eos, eot});
+    }
+    out_.config_json = cfg_.dump(1);
+    out_.generation_config_json = gen.empty() ? "" : gen.dump(1);
+    return Status::ok();
+  }
+
+  Status rope() {
+    json rp = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+    if (md_.find(key("rope.freq_base"))) {
+      FT_ASSIGN_OR_RETURN(rp["rope_theta"], md_.get_float(key("rope.freq_base")));
+    }
+    if (md_.find(key("rope.dimension_count")) && cfg_.contains("head_dim")) {
+      FT_ASSIGN_OR_RETURN(const int64_t dims, md_.get_int(key("rope.dimension_count")));
+      const int64_t head_dim = cfg_["head_dim"].get<int64_t>();
+      if (dims != head_dim) rp["partial_rotary_factor"] = double(dims) / double(head_dim);
+    }
+    if (md_.find(key("rope.scaling.type"))) {
+      FT_ASSIGN_OR_RETURN(const std::string_view type, md_.get_string(key("rope.scaling.type")));
+      if (type == "yarn") {
+        rp["rope_type"] = "yarn";
+        FT_ASSIGN_OR_RETURN(rp["factor"], md_.get_float(key("rope.scaling.factor")));
+        FT_ASSIGN_OR_RETURN(rp["original_max_position_embeddings"],
+                            md_.get_int(key("rope.scaling.original_context_length")));
+      } else if (type != "none") {
+        return unsupported(label_ + ": RoPE scaling '" + std::string(type) + "' is not supported for " +
+                           std::string(arch_.arch));
+      }
+    }
+    cfg_["rope_parameters"] = rp;
+    return Status::ok();
+  }
+
+  const GgufFile& file_;
+  const GgufMetadata& md_;
+  const GgufArch& arch_;
+  std::string label_;
+  json cfg_ = json::object();
+  GgufAsHf out_;
+  std::map<std::string, std::size_t> names_;
+  std::vector<int64_t> moe_layers_;
+  int64_t vocab_ = 0;
+  bool has_output_ = false;
+};
+
+}  // namespace
+
+Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label) {
+  FT_ASSIGN_OR_RETURN(const std::string_view arch_name, file.metadata().get_string("general.architecture"));
+  const GgufArch* arch = find_arch(arch_name);
+  if (!arch) {
+    std::string known;
+    for (const std::string& a : gguf_supported_architectures()) known += (known.empty() ? "" : ", ") + a;
+    return unsupported(label + ": GGUF architecture '" + std::string(arch_name) +
+                       "' is not supported (supported: " + known + ")");
+  }
+  return Translator(file, *arch, label).run();
+}
+
+std::vector<std::string> gguf_supported_architectures() {
+  std::vector<std::string> out;
+  for (const GgufArch& a : kArchs) out.emplace_back(a.arch);
+  return out;
+}
+
+}  // namespace ft::engine

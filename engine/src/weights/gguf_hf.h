@@ -1,0 +1,39 @@
+// A GGUF model file seen as the Hugging Face checkpoint it was converted from: config.json rebuilt
+// from the metadata (`{arch}.embedding_length`, `{arch}.expert_count`, ...) and every tensor under
+// its HF name, as a view into the GGUF tensor (an expert stack [E, R, C] becomes E per-expert
+// views). The models then load a GGUF exactly as they load safetensors.
+//
+// The names and keys are those llama.cpp's convert_hf_to_gguf.py writes; an architecture without
+// a table here is a one-line kUnsupported naming it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ft/common/result.h"
+#include "ft/engine/gguf.h"
+
+namespace ft::engine {
+
+struct GgufHfTensor {
+  std::string hf_name;
+  std::size_t tensor = 0;       // index into GgufFile::tensors()
+  std::size_t byte_offset = 0;  // of this view inside the GGUF tensor's data
+  std::size_t nbytes = 0;
+  std::vector<int64_t> shape;  // the HF shape, slowest-first
+};
+
+struct GgufAsHf {
+  std::string config_json;             // what config.json would say
+  std::string generation_config_json;  // bos/eos from the tokenizer metadata
+  std::vector<GgufHfTensor> tensors;
+};
+
+Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label);
+
+// The GGUF architectures (`general.architecture`) gguf_as_hf knows, for messages and listings.
+std::vector<std::string> gguf_supported_architectures();
+
+}  // namespace ft::engine
