@@ -40,6 +40,8 @@ constexpr std::size_t kFusedMoeTokens = 16;
 // Up to this many rows a 16-bit product is bound by its weight reads, above it by arithmetic (a
 // 2-byte weight feeds 4T flops over the 2T split columns; an H200 does ~200 flops per byte read).
 constexpr std::size_t kOneGemmTokens = 96;
+// The bf16 hi + lo tiles a prefill-sized product over block-dtype weights decodes at a time.
+constexpr std::size_t kBlockTileBytes = std::size_t(64) << 20;
 // The indexer's scores come to the host for its top-k in chunks of rows of at most this many
 // floats (16 MiB of device scratch and of pinned memory; a prefill of a long context takes a few).
 constexpr std::size_t kIndexScoreFloats = std::size_t(4) << 20;
@@ -251,6 +253,11 @@ class CudaBackend final : public Backend {
     Timed timer(this, OpProfile::kEmbedding);
     const int32_t* dev_ids = upload(ids.data(), ids.size());
     if (replaying()) return;
+    if (cuda::is_block_dtype(table.dtype)) {
+      cuda::embedding_blocks(weight(table), table.dtype, table.row_bytes, table.cols, dev_ids, int(ids.size()), out,
+                             s());
+      return;
+    }
     cuda::embedding(weight(table), table.dtype, table.row_bytes, table.cols, dev_ids, int(ids.size()), out, s());
   }
 
@@ -285,6 +292,15 @@ class CudaBackend final : public Backend {
     for (const LinearOut* op : rest) {
       const LinearOut& o = *op;
       const DType dt = o.w->dtype;
+      if (cuda::is_block_dtype(dt)) {
+        if (!split[0] && T > std::size_t(cuda::kGemvMaxRows)) {
+          auto* buf = scratch_.take<std::uint16_t>(2 * T * K);
+          cuda::split_16(x, T * K, T * K, false, buf, s());
+          split[0] = buf;
+        }
+        block_product(x, split[0], T, o);
+        continue;
+      }
       if (dt == DType::kF32) {
         gemm(x, T, *o.w, o.y, 0.f);
         if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(o.w->rows), s());
@@ -547,7 +563,9 @@ class CudaBackend final : public Backend {
     if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
       return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
     const float* rx = router_x ? router_x : x;
-    if (!w.fast_experts() || w.router_bias) return moe_biased(w, x, rx, T, out);
+    // Experts the fused kernels cannot read (biases, a clamped GLU, a GGUF block dtype) go expert by
+    // expert, with the choices on the host.
+    if (!w.fast_experts() || w.router_bias || (!offload_ && !expert_table(w))) return moe_biased(w, x, rx, T, out);
     if (offload_) return moe_offloaded(w, x, rx, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr;
@@ -583,11 +601,11 @@ class CudaBackend final : public Backend {
     add_shared_expert(w, x, T, out);
   }
 
-  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU): the router's product
-  // with its bias, top-k on the device, then expert by expert through cuBLAS with the biases in the
-  // products and the GLU kernel between. The choices come to the host each layer, so passes with
-  // such layers are never recorded as graphs (the first pass of a model, never recorded, marks it).
-  // Not yet with offloaded experts, whose kernels compute unbiased SwiGLUs and GeGLUs.
+  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU), and experts in GGUF
+  // block dtypes: the router's product (with its bias), top-k on the device, then expert by expert
+  // through the linear products with the biases in them and the GLU kernel between. The choices come to the host each
+  // layer, so passes with such layers are never recorded as graphs (the first pass of a model, never recorded, marks
+  // it). Not yet with offloaded experts, whose kernels compute unbiased SwiGLUs and GeGLUs.
   void moe_biased(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
     if (offload_) return fail("experts with biases and a clamped GLU (gpt-oss) do not run offloaded on the GPU yet");
     if (mode_ != cuda::PassGraphs::Mode::kRun) return fail("a MoE with biased experts cannot be recorded as a graph");
@@ -916,6 +934,41 @@ class CudaBackend final : public Backend {
     if (mode_ != cuda::PassGraphs::Mode::kRun) graphs_.log_upload(*pinned, *dev, bytes);
     if (!replaying()) check(cudaMemcpyAsync(*dev, *pinned, bytes, cudaMemcpyHostToDevice, s()), "uploading pass data");
     return reinterpret_cast<const T*>(*dev);
+  }
+
+  // A product with weights in a GGUF block dtype. Decode-sized: one kernel reads the blocks and
+  // dots them with the fp32 rows. Larger: tiles of rows are decoded into bf16 planes W ~= Wh + Wl,
+  // and with x ~= xh + xl (the split, `xs`: hi rows then lo rows) y = Wh xh + Wh xl + Wl xh, three
+  // GEMMs accumulating in fp32: the products of the dequantised weights to ~2^-16.
+  void block_product(const float* x, const std::uint16_t* xs, std::size_t T, const LinearOut& o) {
+    const Matrix& w = *o.w;
+    const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols);
+    if (T <= std::size_t(cuda::kGemvMaxRows)) {
+      cuda::gemv_blocks(weight(w), w.dtype, w.row_bytes, int(R), int(K), x, int(T), o.bias, o.y, s());
+      return;
+    }
+    Scratch::Frame frame(scratch_);
+    const std::size_t tile = std::max<std::size_t>(64, std::min(R, kBlockTileBytes / (4 * K)));
+    auto* hi = scratch_.take<std::uint16_t>(2 * tile * K);
+    std::uint16_t* lo = hi + tile * K;
+    for (std::size_t r0 = 0; r0 < R; r0 += tile) {
+      const std::size_t n = std::min(tile, R - r0);
+      cuda::dequant_split_rows(weight(w) + r0 * w.row_bytes, w.dtype, w.row_bytes, int(n), int(K), hi, lo, s());
+      gemm_bf16(xs, T, K, hi, n, o.y + r0, R, 0.f);
+      gemm_bf16(xs + T * K, T, K, hi, n, o.y + r0, R, 1.f);
+      gemm_bf16(xs, T, K, lo, n, o.y + r0, R, 1.f);
+    }
+    if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(R), s());
+  }
+
+  // y [T, ldy] (columns [0, n)) = x [T, K] w^T + beta y for a bf16 w [n, K] in device memory.
+  void gemm_bf16(const std::uint16_t* x, std::size_t T, std::size_t K, const std::uint16_t* w, std::size_t n, float* y,
+                 std::size_t ldy, float beta) {
+    const float one = 1.f;
+    const cublasStatus_t st =
+        cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(T), int(K), &one, w, CUDA_R_16BF, int(K), x,
+                     CUDA_R_16BF, int(K), &beta, y, CUDA_R_32F, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmEx: ") + cublas_status_text(st));
   }
 
   // y [T, w.rows] = x [T, w.cols] w^T + beta y: column-major C^T[rows, T] = W[cols, rows]^T X^T[cols, T].

@@ -97,6 +97,20 @@ struct GemvOut {
   const float* bias = nullptr;
   float* y = nullptr;
 };
+// GGUF block dtypes (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MXFP4), decoded 32 values at a time with
+// ggml's arithmetic (block_dequant.h). `cols` is a multiple of the block's values.
+bool is_block_dtype(DType dtype);
+// The embedding rows of `ids` from a table in a block dtype.
+void embedding_blocks(const std::byte* table, DType dtype, std::size_t row_bytes, int64_t cols, const int32_t* ids,
+                      int T, float* out, cudaStream_t s);
+// y [T, rows] = x [T, cols] w^T (+ bias) for T <= kGemvMaxRows: the decode product, one warp a row.
+void gemv_blocks(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
+                 const float* bias, float* y, cudaStream_t s);
+// w's rows [0, rows) as bf16 planes hi and lo, each [rows, cols], w ~= hi + lo: the tiles a
+// prefill-sized product hands to cuBLAS.
+void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* hi,
+                        std::uint16_t* lo, cudaStream_t s);
+
 inline constexpr int kGemvMaxOuts = 4;
 // Up to kGemvMaxOuts products of the same x [T, cols] (q, k and v; gate and up) in one launch;
 // T <= kGemvMaxRows.

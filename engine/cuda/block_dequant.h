@@ -1,0 +1,110 @@
+// GGUF block dtypes decoded on the GPU, 32 values at a time: chunk c of a row is values
+// [32c, 32c + 32), one Q8_0/Q4_0/Q4_1/MXFP4 block or one sub-block of a 256-value K-quant
+// super-block. Each value is computed as ggml's dequantize_row_* computes it (the reference,
+// src/ops/reference/dequant.cpp): the same products in the same order, rounded one at a time
+// (__fmul_rn and friends, so nvcc cannot fuse them into FMAs), so the GPU sees the reference's
+// exact weights. Internal to engine/cuda; include from .cu files only.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ft/engine/dtype.h"
+
+namespace ft::engine::cuda {
+
+__device__ __forceinline__ float f16_at(const std::uint8_t* p) {
+  return __half2float(__ushort_as_half(std::uint16_t(p[0] | (p[1] << 8))));
+}
+
+// get_scale_min_k4: sub-block j's 6-bit scale and min from Q4_K/Q5_K's 12 packed bytes.
+__device__ __forceinline__ void scale_min_k4(int j, const std::uint8_t* q, int& d, int& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// The bytes and values of one block of a block dtype (dtype_block on the device).
+__host__ __device__ constexpr int block_bytes_of(DType t) {
+  return t == DType::kQ8_0    ? 34
+         : t == DType::kQ4_0  ? 18
+         : t == DType::kQ4_1  ? 20
+         : t == DType::kQ4_K  ? 144
+         : t == DType::kQ5_K  ? 176
+         : t == DType::kQ6_K  ? 210
+         : t == DType::kMXFP4 ? 17
+                              : 0;
+}
+__host__ __device__ constexpr int block_elems_of(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ? 256 : 32;
+}
+
+// Values [32c, 32c + 32) of `row` (a row of whole blocks of `T`) into v.
+template <DType T>
+__device__ __forceinline__ void dequant_chunk(const std::byte* row, int c, float (&v)[32]) {
+  const auto* r = reinterpret_cast<const std::uint8_t*>(row);
+  if constexpr (T == DType::kQ8_0) {
+    const std::uint8_t* b = r + std::size_t(c) * 34;
+    const float d = f16_at(b);
+    for (int j = 0; j < 32; ++j) v[j] = __fmul_rn(float(std::int8_t(b[2 + j])), d);
+  } else if constexpr (T == DType::kQ4_0) {
+    const std::uint8_t* b = r + std::size_t(c) * 18;
+    const float d = f16_at(b);
+    for (int j = 0; j < 16; ++j) {
+      v[j] = __fmul_rn(float((b[2 + j] & 0x0F) - 8), d);
+      v[j + 16] = __fmul_rn(float((b[2 + j] >> 4) - 8), d);
+    }
+  } else if constexpr (T == DType::kQ4_1) {
+    const std::uint8_t* b = r + std::size_t(c) * 20;
+    const float d = f16_at(b), m = f16_at(b + 2);
+    for (int j = 0; j < 16; ++j) {
+      v[j] = __fadd_rn(__fmul_rn(float(b[4 + j] & 0x0F), d), m);
+      v[j + 16] = __fadd_rn(__fmul_rn(float(b[4 + j] >> 4), d), m);
+    }
+  } else if constexpr (T == DType::kMXFP4) {
+    constexpr std::int8_t kFp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const std::uint8_t* b = r + std::size_t(c) * 17;
+    // ggml_e8m0_to_fp32_half: 2^(e - 128); below e = 2 an fp32 subnormal.
+    const std::uint32_t e = b[0];
+    const float d = __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+    for (int j = 0; j < 16; ++j) {
+      v[j] = __fmul_rn(float(kFp4Doubled[b[1 + j] & 0x0F]), d);
+      v[j + 16] = __fmul_rn(float(kFp4Doubled[b[1 + j] >> 4]), d);
+    }
+  } else if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+    constexpr int kBytes = T == DType::kQ4_K ? 144 : 176;
+    const int j = c % 8;  // sub-block; pairs (2p, 2p + 1) share 32 bytes of nibbles, low then high
+    const std::uint8_t* b = r + std::size_t(c / 8) * kBytes;
+    const float d = f16_at(b), min = f16_at(b + 2);
+    int sc, m;
+    scale_min_k4(j, b + 4, sc, m);
+    const float d1 = __fmul_rn(d, float(sc)), m1 = __fmul_rn(min, float(m));
+    const std::uint8_t* q = b + (T == DType::kQ4_K ? 16 : 48) + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; ++l) {
+      int x = (q[l] >> shift) & 0xF;
+      if constexpr (T == DType::kQ5_K) x += (b[16 + l] >> j) & 1 ? 16 : 0;  // qh: bit j of byte l
+      v[l] = __fsub_rn(__fmul_rn(d1, float(x)), m1);
+    }
+  } else if constexpr (T == DType::kQ6_K) {
+    const std::uint8_t* b = r + std::size_t(c / 8) * 210;
+    const int j = c % 8, half = j / 4, quarter = j % 4;  // 128-value halves, each four runs of 32
+    const std::uint8_t* ql = b + 64 * half + (quarter % 2) * 32;
+    const std::uint8_t* qh = b + 128 + 32 * half;
+    const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192 + 8 * half);
+    const float d = f16_at(b + 208);
+    const int lo_shift = quarter >= 2 ? 4 : 0, hi_shift = 2 * quarter;
+    for (int l = 0; l < 32; ++l) {
+      const int q = int(std::int8_t(((ql[l] >> lo_shift) & 0xF) | (((qh[l] >> hi_shift) & 3) << 4))) - 32;
+      v[l] = __fmul_rn(__fmul_rn(d, float(sc[l / 16 + 2 * quarter])), float(q));
+    }
+  }
+}
+
+}  // namespace ft::engine::cuda

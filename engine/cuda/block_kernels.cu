@@ -1,0 +1,146 @@
+// Products and lookups over weights in GGUF block dtypes (kernels.h), read as stored: each kernel
+// decodes 32 values at a time in registers (block_dequant.h, ggml's arithmetic exactly) and never
+// writes a dequantised copy of a matrix, except the bf16 tiles a prefill-sized product feeds to
+// cuBLAS (dequant_split_rows), which are a workspace of a few MB reused tile after tile.
+#include <cuda_bf16.h>
+
+#include <utility>
+
+#include "block_dequant.h"
+#include "kernels.h"
+#include "launch.h"
+
+namespace ft::engine::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // rows per gemv block
+
+// Calls f(std::integral_constant<DType, T>{}) for a block dtype; false for any other.
+template <typename F>
+bool with_block_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kQ8_0:
+      f(std::integral_constant<DType, DType::kQ8_0>{});
+      return true;
+    case DType::kQ4_0:
+      f(std::integral_constant<DType, DType::kQ4_0>{});
+      return true;
+    case DType::kQ4_1:
+      f(std::integral_constant<DType, DType::kQ4_1>{});
+      return true;
+    case DType::kQ4_K:
+      f(std::integral_constant<DType, DType::kQ4_K>{});
+      return true;
+    case DType::kQ5_K:
+      f(std::integral_constant<DType, DType::kQ5_K>{});
+      return true;
+    case DType::kQ6_K:
+      f(std::integral_constant<DType, DType::kQ6_K>{});
+      return true;
+    case DType::kMXFP4:
+      f(std::integral_constant<DType, DType::kMXFP4>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <DType T>
+__global__ void embedding_blocks_kernel(const std::byte* table, std::size_t row_bytes, int chunks, const int32_t* ids,
+                                        float* out) {
+  pdl_enter();
+  const std::byte* row = table + std::size_t(ids[blockIdx.x]) * row_bytes;
+  float* o = out + std::size_t(blockIdx.x) * chunks * 32;
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float v[32];
+    dequant_chunk<T>(row, c, v);
+    for (int j = 0; j < 32; ++j) o[c * 32 + j] = v[j];
+  }
+}
+
+// One warp per weight row: each lane decodes every 32nd chunk of the row and dots it with the T
+// activation rows; the lanes' sums are added in a fixed tree, so a row's result never depends on
+// the launch.
+template <DType T>
+__global__ void gemv_blocks_kernel(const std::byte* w, std::size_t row_bytes, int rows, int chunks, const float* x,
+                                   int n_tokens, const float* bias, float* y) {
+  pdl_enter();
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int r = int(blockIdx.x) * kWarps + warp;
+  if (r >= rows) return;
+  const std::byte* row = w + std::size_t(r) * row_bytes;
+  const std::size_t cols = std::size_t(chunks) * 32;
+  float acc[kGemvMaxRows] = {};
+  for (int c = lane; c < chunks; c += 32) {
+    float v[32];
+    dequant_chunk<T>(row, c, v);
+    for (int t = 0; t < n_tokens; ++t) {
+      const float4* xt = reinterpret_cast<const float4*>(x + t * cols + std::size_t(c) * 32);
+      float s = 0.f;
+      for (int j = 0; j < 8; ++j) {
+        const float4 a = xt[j];
+        s += v[4 * j] * a.x + v[4 * j + 1] * a.y + v[4 * j + 2] * a.z + v[4 * j + 3] * a.w;
+      }
+      acc[t] += s;
+    }
+  }
+  for (int t = 0; t < n_tokens; ++t) {
+    float s = acc[t];
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) y[std::size_t(t) * rows + r] = s + (bias ? bias[r] : 0.f);
+  }
+}
+
+// Rows [0, rows) of w as bf16 hi + lo planes [rows, cols] (w ~= hi + lo to ~2^-17): one thread per
+// 32-value chunk.
+template <DType T>
+__global__ void dequant_split_kernel(const std::byte* w, std::size_t row_bytes, int rows, int chunks, __nv_bfloat16* hi,
+                                     __nv_bfloat16* lo) {
+  pdl_enter();
+  const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= std::size_t(rows) * chunks) return;
+  const int r = int(i / chunks), c = int(i % chunks);
+  float v[32];
+  dequant_chunk<T>(w + std::size_t(r) * row_bytes, c, v);
+  const std::size_t at = std::size_t(r) * chunks * 32 + std::size_t(c) * 32;
+  for (int j = 0; j < 32; ++j) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(v[j]);
+    hi[at + j] = h;
+    lo[at + j] = __float2bfloat16_rn(v[j] - __bfloat162float(h));
+  }
+}
+
+}  // namespace
+
+bool is_block_dtype(DType dtype) {
+  return with_block_dtype(dtype, [](auto) {});
+}
+
+void embedding_blocks(const std::byte* table, DType dtype, std::size_t row_bytes, int64_t cols, const int32_t* ids,
+                      int T, float* out, cudaStream_t s) {
+  if (T <= 0) return;
+  with_block_dtype(dtype, [&](auto t) {
+    launch(embedding_blocks_kernel<decltype(t)::value>, T, 128, 0, s, table, row_bytes, int(cols / 32), ids, out);
+  });
+}
+
+void gemv_blocks(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
+                 const float* bias, float* y, cudaStream_t s) {
+  if (T <= 0 || rows <= 0) return;
+  with_block_dtype(dtype, [&](auto t) {
+    launch(gemv_blocks_kernel<decltype(t)::value>, unsigned((rows + kWarps - 1) / kWarps), 32 * kWarps, 0, s, w,
+           row_bytes, rows, cols / 32, x, T, bias, y);
+  });
+}
+
+void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* hi,
+                        std::uint16_t* lo, cudaStream_t s) {
+  const std::size_t n = std::size_t(rows) * std::size_t(cols / 32);
+  if (n == 0) return;
+  with_block_dtype(dtype, [&](auto t) {
+    launch(dequant_split_kernel<decltype(t)::value>, unsigned((n + 127) / 128), 128, 0, s, w, row_bytes, rows,
+           cols / 32, reinterpret_cast<__nv_bfloat16*>(hi), reinterpret_cast<__nv_bfloat16*>(lo));
+  });
+}
+
+}  // namespace ft::engine::cuda
