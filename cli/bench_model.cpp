@@ -50,6 +50,8 @@ struct ModelBytes {
   double dense = 0;       // every weight but the routed experts and the embedding table
   double expert = 0;      // one routed expert of one layer
   double routed_all = 0;  // every routed expert
+  // Values (not bytes: a GGUF block dtype stores 4.5 bits of one) of the same, for the flop counts.
+  double dense_params = 0, expert_params = 0;
   double kv_per_token = 0;      // KV bytes one position holds, all attention layers
   double linear_state = 0;      // one sequence's linear-attention states (read and written each token)
   std::vector<const std::byte*> expert_data;  // the routed experts' tensors, to measure bandwidth over
@@ -66,10 +68,12 @@ ModelBytes model_bytes(const engine::Checkpoint& ckpt, const engine::Model& mode
     // (Mixtral, MiniMax-M2), feed_forward.experts (Llama 4), as the placement plan counts them.
     if (name.find(".experts.") != std::string::npos && name.find("shared_expert") == std::string::npos) {
       b.routed_all += double(t->nbytes);
+      b.expert_params += double(t->numel());
       b.expert_data.push_back(t->data);
       b.expert_sizes.push_back(t->nbytes);
     } else if (name.find("embed_tokens.weight") == std::string::npos) {
       b.dense += double(t->nbytes);
+      b.dense_params += double(t->numel());
     }
   }
   const std::size_t moe_layers = [&] {
@@ -77,7 +81,10 @@ ModelBytes model_bytes(const engine::Checkpoint& ckpt, const engine::Model& mode
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) n += c.is_moe_layer(l) ? 1 : 0;
     return n;
   }();
-  if (moe_layers && c.num_experts) b.expert = b.routed_all / double(moe_layers * std::size_t(c.num_experts));
+  if (moe_layers && c.num_experts) {
+    b.expert = b.routed_all / double(moe_layers * std::size_t(c.num_experts));
+    b.expert_params /= double(moe_layers * std::size_t(c.num_experts));
+  }
   if (const auto kv = model.kv_layout()) b.kv_per_token = double(kv->token_bytes());
   const double per_linear = 4.0 * double(c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim);
   b.linear_state = 2.0 * per_linear * double(c.count_layers(engine::LayerKind::kLinearAttention));
@@ -466,11 +473,11 @@ int bench_prefill(const Args& args) {
   const engine::ModelConfig& c = m.config();
   // Arithmetic: 2 flops per weight per token for the dense weights and the chosen experts, plus
   // attention (q.k and p.v over the positions each token sees).
-  const double expert_flops = 2.0 * (b.expert / 2.0) * double(c.num_experts_per_tok) *
+  const double expert_flops = 2.0 * b.expert_params * double(c.num_experts_per_tok) *
                               double(trace.calls.size()) / double(chunks) * double(prompt);
   // The lm_head runs for the last token only.
   const double head = double(c.vocab_size * c.hidden_size);
-  const double dense_flops = 2.0 * (b.dense / 2.0 - head) * double(prompt) + 2.0 * head;
+  const double dense_flops = 2.0 * (b.dense_params - head) * double(prompt) + 2.0 * head;
   const double attn_flops = 4.0 * double(c.num_attention_heads * c.head_dim) *
                             double(c.count_layers(engine::LayerKind::kFullAttention)) * double(prompt) * double(prompt) / 2;
   const double flops = expert_flops + dense_flops + attn_flops;

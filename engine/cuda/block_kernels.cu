@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "block_dequant.h"
+#include "glu_device.h"
 #include "kernels.h"
 #include "launch.h"
 
@@ -110,7 +111,82 @@ __global__ void dequant_split_kernel(const std::byte* w, std::size_t row_bytes, 
   }
 }
 
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// row . x over chunks [lane, lane + 32, ...) of a row of `chunks` chunks: this lane's share.
+template <DType T>
+__device__ __forceinline__ float dot_chunks(const std::byte* row, int chunks, const float* x, int lane) {
+  float s = 0.f;
+  for (int c = lane; c < chunks; c += 32) {
+    float v[32];
+    dequant_chunk<T>(row, c, v);
+    const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(c) * 32);
+    for (int j = 0; j < 8; ++j) {
+      const float4 a = xv[j];
+      s += v[4 * j] * a.x + v[4 * j + 1] * a.y + v[4 * j + 2] * a.z + v[4 * j + 3] * a.w;
+    }
+  }
+  return s;
+}
+
+// moe_gate_up_kernel (gemv_kernels.cu) on block-dtype experts: one (token, choice) pair per
+// blockIdx.y, a warp per intermediate row, the gate and up rows decoded side by side.
+template <DType G>
+__global__ void moe_gate_up_blocks_kernel(const ExpertTable e, const float* x, int top_k, const int32_t* chosen,
+                                          float* h) {
+  pdl_enter();
+  const int pair = int(blockIdx.y), row = int(blockIdx.x) * kWarps + int(threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (row >= e.inter) return;
+  const int expert = chosen[pair];
+  const float* xt = x + std::size_t(pair / top_k) * e.hidden;
+  const std::size_t off = std::size_t(row) * e.gate_up_row_bytes;
+  const int chunks = e.hidden / 32;
+  const float g = warp_sum(dot_chunks<G>(e.gate[expert] + off, chunks, xt, lane));
+  const float u = warp_sum(dot_chunks<G>(e.up[expert] + off, chunks, xt, lane));
+  if (lane == 0) h[std::size_t(pair) * e.inter + row] = glu(g, u, e.gelu);
+}
+
+// moe_down_kernel on block-dtype experts: one token per blockIdx.y, a warp per output row, the
+// weighted down products of the token's choices added in ascending expert order.
+template <DType D>
+__global__ void moe_down_blocks_kernel(const ExpertTable e, const float* h, int top_k, const ChoicesByExpert by_expert,
+                                       float* out) {
+  pdl_enter();
+  const int t = int(blockIdx.y), row = int(blockIdx.x) * kWarps + int(threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (row >= e.hidden) return;
+  float acc = 0.f;
+  for (int i = 0; i < top_k; ++i) {
+    const int at = t * top_k + i;
+    const std::byte* w = e.down[by_expert.expert[at]] + std::size_t(row) * e.down_row_bytes;
+    const float* hr = h + std::size_t(by_expert.pair[at]) * e.inter;
+    acc += by_expert.weight[at] * warp_sum(dot_chunks<D>(w, e.inter / 32, hr, lane));
+  }
+  if (lane == 0) out[std::size_t(t) * e.hidden + row] = acc;
+}
+
 }  // namespace
+
+void moe_gate_up_blocks(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
+                        cudaStream_t s) {
+  if (T <= 0) return;
+  with_block_dtype(experts.gate_up_dtype, [&](auto d) {
+    launch(moe_gate_up_blocks_kernel<decltype(d)::value>,
+           dim3(unsigned((experts.inter + kWarps - 1) / kWarps), unsigned(T * top_k)), 32 * kWarps, 0, s, experts, x,
+           top_k, chosen, h);
+  });
+}
+
+void moe_down_combine_blocks(const ExpertTable& experts, const float* h, int T, int top_k,
+                             const ChoicesByExpert& by_expert, float* out, cudaStream_t s) {
+  if (T <= 0) return;
+  with_block_dtype(experts.down_dtype, [&](auto d) {
+    launch(moe_down_blocks_kernel<decltype(d)::value>, dim3(unsigned((experts.hidden + kWarps - 1) / kWarps), unsigned(T)),
+           32 * kWarps, 0, s, experts, h, top_k, by_expert, out);
+  });
+}
 
 bool is_block_dtype(DType dtype) {
   return with_block_dtype(dtype, [](auto) {});

@@ -563,8 +563,8 @@ class CudaBackend final : public Backend {
     if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
       return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
     const float* rx = router_x ? router_x : x;
-    // Experts the fused kernels cannot read (biases, a clamped GLU, a GGUF block dtype) go expert by
-    // expert, with the choices on the host.
+    // Experts the fused kernels cannot read (biases, a clamped GLU, rows they cannot load) go expert
+    // by expert, with the choices on the host.
     if (!w.fast_experts() || w.router_bias || (!offload_ && !expert_table(w))) return moe_biased(w, x, rx, T, out);
     if (offload_) return moe_offloaded(w, x, rx, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
@@ -592,7 +592,8 @@ class CudaBackend final : public Backend {
     if (!failure_.empty()) return;
 
     phase.emplace(this, OpProfile::kMoeExperts, true);  // the experts' products and their combine
-    if (const cuda::ExpertTable* table = expert_table(w)) {
+    if (const cuda::ExpertTable* table = expert_table(w);
+        table && table->gate_up_dtype == DType::kBF16 && table->down_dtype == DType::kBF16) {
       experts_batched(*table, w, x, T, K, counts, chosen_dev, weights_dev, out);
     } else {
       experts_one_by_one(w, x, T, K, chosen_dev, weights_dev, out);
@@ -1218,10 +1219,14 @@ class CudaBackend final : public Backend {
     std::vector<const std::byte*> gate, up, down;
     for (const SwiGluMatrices& e : w.experts) {
       for (const Matrix* m : {&e.gate, &e.up, &e.down}) {
-        fits = fits && m->dtype == DType::kBF16 && m->device && cuda::gemv_fits(m->device, m->row_bytes, m->cols);
+        // bf16 rows the vector loads can read, or a GGUF block dtype (read a byte at a time).
+        fits = fits && m->device &&
+               (m->dtype == DType::kBF16 ? cuda::gemv_fits(m->device, m->row_bytes, m->cols)
+                                         : cuda::is_block_dtype(m->dtype) && m->cols % 32 == 0);
       }
       fits = fits && e.gate.row_bytes == first.gate.row_bytes && e.up.row_bytes == first.gate.row_bytes &&
-             e.down.row_bytes == first.down.row_bytes;
+             e.down.row_bytes == first.down.row_bytes && e.gate.dtype == first.gate.dtype &&
+             e.up.dtype == first.gate.dtype && e.down.dtype == first.down.dtype;
       gate.push_back(e.gate.device);
       up.push_back(e.up.device);
       down.push_back(e.down.device);
@@ -1237,6 +1242,8 @@ class CudaBackend final : public Backend {
       table->hidden = int(w.hidden);
       table->inter = int(first.inter());
       table->gelu = w.glu.gelu_tanh;
+      table->gate_up_dtype = first.gate.dtype;
+      table->down_dtype = first.down.dtype;
     }
     if (!fits) table.reset();
     return (tables_[&w] = std::move(table)).get();

@@ -163,6 +163,10 @@ struct ExpertTable {
   int hidden = 0;  // H: gate/up columns, down rows
   int inter = 0;   // I: gate/up rows, down columns
   bool gelu = false;  // GeGLU experts (Gemma 4), else SwiGLU
+  // BF16, or a GGUF block dtype (the decode kernels then decode the blocks; batched prefill GEMMs
+  // take bf16 tables only).
+  DType gate_up_dtype = DType::kBF16;
+  DType down_dtype = DType::kBF16;
 };
 // h [T * top_k, inter]: for choice i of token t (row t * top_k + i), act(gate_e x_t) * (up_e x_t)
 // with e = chosen[t * top_k + i] and act silu, or gelu_tanh for a GeGLU table.
@@ -172,6 +176,13 @@ void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, c
 // wrote it) of weight * down_e h[pair]. top_k <= 32.
 void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const ChoicesByExpert& by_expert,
                       float* out, cudaStream_t s);
+// moe_gate_up / moe_down_combine for tables whose gate/up (or down) matrices are in a block dtype:
+// the same products and order, the weights decoded in registers.
+void moe_gate_up_blocks(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
+                        cudaStream_t s);
+void moe_down_combine_blocks(const ExpertTable& experts, const float* h, int T, int top_k,
+                             const ChoicesByExpert& by_expert, float* out, cudaStream_t s);
+
 
 // ---- Sampling (sample_kernels.cu) -----------------------------------------------------------------
 
