@@ -47,6 +47,7 @@ Result<fs::path> resolve_model_dir(const std::string& spec) {
   if (spec.empty()) return invalid_argument("--model: empty");
   std::error_code ec;
   if (fs::is_directory(spec, ec)) return fs::path(spec);
+  if (fs::path(spec).extension() == ".gguf" && fs::is_regular_file(spec, ec)) return fs::path(spec);
   // ORG/NAME[@REV]: one slash, not a path that merely does not exist.
   const std::size_t at = spec.find('@');
   const std::string repo = spec.substr(0, at), revision = at == std::string::npos ? "" : spec.substr(at + 1);
