@@ -124,16 +124,20 @@ TEST_P(GgufTokenizer, EveryIdAgreesWithTokenizerJson) {
     ASSERT_EQ(g->id_to_token(id), hf->id_to_token(id)) << "id " << id;
     ASSERT_EQ(g->token_bytes(id), hf->token_bytes(id)) << "id " << id;
     if (g->is_special(id) == hf->is_special(id)) continue;
-    // The converter marks added tokens spelled like special ones (<｜tool▁call▁begin｜>) CONTROL
-    // even when HF calls them not special; nothing in the GGUF says otherwise. Only DeepSeek-V3
-    // has such tokens; they only matter to decode(skip_special_tokens=true).
+    // The converter marks added tokens spelled like special ones (<|fim_prefix|>,
+    // <｜tool▁call▁begin｜>) CONTROL even when HF calls them not special, and nothing in the GGUF
+    // says otherwise. They only matter to decode(skip_special_tokens=true).
     const std::string token = *hf->id_to_token(id);
-    EXPECT_TRUE(GetParam() == "deepseek_v3" && g->is_special(id) && token.rfind("<\xEF\xBD\x9C", 0) == 0)
+    const bool looks_special = (token.rfind("<|", 0) == 0 && token.ends_with("|>")) ||
+                               (token.rfind("<\xEF\xBD\x9C", 0) == 0 && token.ends_with("\xEF\xBD\x9C>"));
+    EXPECT_TRUE(g->is_special(id) && looks_special)
         << "id " << id << " '" << token << "': special " << g->is_special(id) << " in the GGUF, " << hf->is_special(id)
         << " in tokenizer.json";
     ++special_only_in_gguf;
   }
-  EXPECT_EQ(special_only_in_gguf, GetParam() == "deepseek_v3" ? 14u : 0u);
+  // Qwen3's six FIM and repository tokens, DeepSeek-V3's fourteen role and tool markers.
+  const std::map<std::string, std::size_t> expected = {{"qwen3", 6}, {"deepseek_v3", 14}, {"gptoss", 0}};
+  EXPECT_EQ(special_only_in_gguf, expected.at(GetParam()));
 }
 
 // Added tokens (the GGUF's control and user-defined ones) are found whole, never split or merged
