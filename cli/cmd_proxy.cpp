@@ -1,6 +1,6 @@
 // `freetoken proxy`: the agent-facing HTTP API alone, talking to an engine process started
-// elsewhere (`freetoken engine`). The model directory supplies the tokenizer and chat template;
-// it must be the engine's model.
+// elsewhere (`freetoken engine`). The model (a checkpoint directory or a .gguf file) supplies the
+// tokenizer and chat template; it must be the engine's model.
 #include <cstdio>
 
 #include "commands.h"
@@ -53,7 +53,10 @@ int run_proxy(const Args& args) {
 std::vector<Flag> proxy_flags() {
   std::vector<Flag> flags = {
       {"engine", "HOST:PORT", "the engine process (freetoken engine)", "", true},
-      {"model", "DIR", "the engine's model directory (tokenizer + chat template); default: the demo model", "", false},
+      {"model", "DIR|FILE.gguf",
+       "the engine's model, a checkpoint directory or a GGUF file (its tokenizer and chat template); default: "
+       "the demo model",
+       "", false},
       {"engine-timeout", "SECONDS", "how long to wait for the engine to answer", "60", false},
       {"engine-stall-timeout", "SECONDS",
        "a generation that hears nothing from the engine this long fails as unavailable (503, retry)", "60", false},

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/tokenizer.h"
+#include "ft/proxy/model_tokenizer.h"
 
 namespace ft::cli {
 namespace {
@@ -26,7 +27,7 @@ int run_render(const Args& args) {
   if (!read_text(args.get("conversation"), conversation)) {
     return runtime_error(cmd, "cannot read conversation file " + args.get("conversation"));
   }
-  auto tokenizer = protocol::Tokenizer::load(args.get("tokenizer"));
+  auto tokenizer = proxy::load_model_tokenizer(args.get("tokenizer"));
   if (!tokenizer) return runtime_error(cmd, tokenizer.status().to_string());
 
   Result<protocol::ChatTemplate> tmpl = unavailable("no template");
@@ -81,11 +82,12 @@ int run_render(const Args& args) {
 const Command kRenderCommand = {
     "render",
     "render a conversation with a checkpoint's own chat template (text, or token ids)",
-    "freetoken render --tokenizer DIR --conversation F.json [--template F.jinja] [--tokens] "
+    "freetoken render --tokenizer DIR|FILE.gguf --conversation F.json [--template F.jinja] [--tokens] "
     "[--no-generation-prompt] [--enable-thinking true|false] [--boundaries]",
-    {{"tokenizer", "DIR", "directory with tokenizer.json and tokenizer_config.json", "", true},
+    {{"tokenizer", "DIR|FILE.gguf", "directory with tokenizer.json and tokenizer_config.json, or a GGUF model file", "",
+      true},
      {"conversation", "FILE", "JSON {\"messages\": [...], \"tools\": [...]} (OpenAI style)", "", true},
-     {"template", "FILE", "Jinja chat template to use instead of the directory's", ""},
+     {"template", "FILE", "Jinja chat template to use instead of the model's", ""},
      {"tokens", "", "print token ids instead of text", ""},
      {"no-generation-prompt", "", "do not open an assistant turn at the end (default: open one)", ""},
      {"enable-thinking", "BOOL", "pass enable_thinking=true|false to the template (default: not passed)", ""},

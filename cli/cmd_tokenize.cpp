@@ -1,5 +1,6 @@
-// `freetoken tokenize`: text -> token ids with a HF tokenizer directory, printed as a JSON array
-// (no special tokens added), so results can be diffed against HF `tokenizers` directly.
+// `freetoken tokenize`: text -> token ids with a HF tokenizer directory (or a GGUF file's
+// vocabulary), printed as a JSON array (no special tokens added), so results can be diffed against
+// HF `tokenizers` directly.
 // --bench repeats the encode and reports throughput on stderr.
 #include <chrono>
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "commands.h"
 #include "ft/protocol/tokenizer.h"
+#include "ft/proxy/model_tokenizer.h"
 
 namespace ft::cli {
 namespace {
@@ -31,7 +33,7 @@ int run_tokenize(const Args& args) {
   if (repeat < 1) return usage_error(kName, "--repeat must be at least 1");
 
   auto load_start = std::chrono::steady_clock::now();
-  auto tokenizer = protocol::Tokenizer::load(args.get("tokenizer"));
+  auto tokenizer = proxy::load_model_tokenizer(args.get("tokenizer"));
   if (!tokenizer) return runtime_error(kName, tokenizer.status().to_string());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
 
@@ -61,9 +63,10 @@ int run_tokenize(const Args& args) {
 
 const Command kTokenizeCommand = {
     kName,
-    "print the token ids of a text as a JSON array (HF tokenizer.json directory)",
-    "freetoken tokenize --tokenizer DIR (--text S | --text-file F) [--bench [--repeat N]]",
-    {{"tokenizer", "DIR", "directory with tokenizer.json (+ tokenizer_config.json)", "", true},
+    "print the token ids of a text as a JSON array (HF tokenizer.json directory or GGUF file)",
+    "freetoken tokenize --tokenizer DIR|FILE.gguf (--text S | --text-file F) [--bench [--repeat N]]",
+    {{"tokenizer", "DIR|FILE.gguf", "directory with tokenizer.json (+ tokenizer_config.json), or a GGUF model file", "",
+      true},
      {"text", "S", "the text to encode", ""},
      {"text-file", "F", "read the text from this file (raw bytes; invalid UTF-8 becomes U+FFFD)", ""},
      {"bench", "", "also time encoding and print tokens/s on stderr", ""},

@@ -18,9 +18,10 @@ namespace ft::cli {
 
 std::filesystem::path hub_cache_dir();
 
-// `spec` as a checkpoint directory (one holding config.json): an existing directory is returned as
-// is; "ORG/NAME[@REV]" is looked up in hub_cache_dir() (REV: a branch under refs/, or a commit;
-// default main, or the only snapshot when there is no refs/main).
+// `spec` as a checkpoint directory (one holding config.json): an existing directory, or an existing
+// *.gguf file (any part of a split one), is returned as is; "ORG/NAME[@REV]" is looked up in
+// hub_cache_dir() (REV: a branch under refs/, or a commit; default main, or the only snapshot when
+// there is no refs/main).
 Result<std::filesystem::path> resolve_model_dir(const std::string& spec);
 
 // A checkpoint found in the hub cache.

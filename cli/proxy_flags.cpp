@@ -10,6 +10,7 @@
 #include "ft/protocol/chat_render.h"
 #include "ft/protocol/output_parser.h"
 #include "ft/protocol/tokenizer.h"
+#include "ft/proxy/model_tokenizer.h"
 #include "http_limit_flags.h"
 #include "key_file.h"
 
@@ -44,9 +45,12 @@ Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, co
   proxy::ServerOptions opts;
   opts.host = args.get("host");
   opts.port = args.get_int("port");
-  opts.model_id = args.has("model-name") ? args.get("model-name")
-                  : demo                 ? "freetoken-demo"
-                                         : fs::absolute(model_dir).lexically_normal().filename().string();
+  // A directory's name, or a GGUF file's without ".gguf".
+  const fs::path model_path = fs::absolute(model_dir).lexically_normal();
+  opts.model_id = args.has("model-name")              ? args.get("model-name")
+                  : demo                              ? "freetoken-demo"
+                  : model_path.extension() == ".gguf" ? model_path.stem().string()
+                                                      : model_path.filename().string();
   opts.model_aliases = split_commas(args.get("alias"));
   for (const std::string& item : split_commas(args.get("model-alias"))) {
     const auto eq = item.find('=');
@@ -82,7 +86,7 @@ Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, co
 Result<std::unique_ptr<proxy::Server>> start_proxy_server(const proxy::ServerOptions& options,
                                                           std::unique_ptr<proxy::GenerationBackend> backend,
                                                           const fs::path& model_dir) {
-  auto tokenizer = protocol::Tokenizer::load(model_dir);
+  auto tokenizer = proxy::load_model_tokenizer(model_dir);
   if (!tokenizer) return Status(tokenizer.status().code(), "tokenizer: " + tokenizer.status().message());
   auto chat_template = protocol::ChatTemplate::from_tokenizer(*tokenizer);
   if (!chat_template) return Status(chat_template.status().code(), "chat template: " + chat_template.status().message());

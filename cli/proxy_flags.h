@@ -1,5 +1,5 @@
 // What `serve` and `proxy` share: the HTTP API's flags, turning them into ServerOptions, and
-// starting the server on a model directory's tokenizer and chat template.
+// starting the server on a model's tokenizer and chat template.
 #pragma once
 
 #include <filesystem>
@@ -16,7 +16,8 @@ std::vector<Flag> proxy_server_flags();
 // kInvalidArgument for a malformed --model-alias or one naming another model.
 Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, const std::filesystem::path& model_dir);
 
-// Loads tokenizer.json + chat template from `model_dir`, creates and starts the server.
+// Loads the tokenizer and chat template of `model_dir` (a checkpoint directory or a .gguf file),
+// creates and starts the server.
 Result<std::unique_ptr<proxy::Server>> start_proxy_server(const proxy::ServerOptions& options,
                                                           std::unique_ptr<proxy::GenerationBackend> backend,
                                                           const std::filesystem::path& model_dir);

@@ -14,6 +14,7 @@ DEB_PACKAGES=(
   libcpp-httplib-dev librocksdb-dev libxxhash-dev nlohmann-json3-dev libtbb-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev
   python3
+  xz-utils  # the tests unpack the committed vocabulary GGUFs (tests/fixtures/gguf/vocab/*.xz)
   chromium fonts-dejavu-core  # the dashboard's end-to-end test drives headless Chromium
 )
 # Node.js + npm: only when absent (a Node build that bundles npm conflicts with Debian's npm).

@@ -56,7 +56,10 @@ Result<ChatTemplate> ChatTemplate::create(std::string_view source,
 }
 
 Result<ChatTemplate> ChatTemplate::from_tokenizer(const Tokenizer& tokenizer) {
-  if (tokenizer.chat_template().empty()) return not_found("the tokenizer directory ships no chat template");
+  if (tokenizer.chat_template().empty())
+    return not_found(
+        "the model ships no chat template (chat_template.jinja, tokenizer_config.json or GGUF "
+        "tokenizer.chat_template)");
   std::vector<std::pair<std::string, std::string>> special;
   if (tokenizer.bos_token()) special.emplace_back("bos_token", *tokenizer.bos_token());
   if (tokenizer.eos_token()) special.emplace_back("eos_token", *tokenizer.eos_token());

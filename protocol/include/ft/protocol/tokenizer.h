@@ -1,6 +1,7 @@
 // HuggingFace `tokenizers`-compatible text <-> token ids for byte-level BPE tokenizers (Qwen,
 // DeepSeek-V3, gpt-oss/o200k, GPT-2 family), loaded from a tokenizer.json + tokenizer_config.json
-// directory. Goal: byte-exact ids with HF `Tokenizer.encode(text, add_special_tokens=False).ids`.
+// directory, or from a GGUF file's tokenizer metadata (from_gguf, gguf_vocab.h). Goal: byte-exact
+// ids with HF `Tokenizer.encode(text, add_special_tokens=False).ids`.
 //
 // What is supported (anything else fails to load with kUnsupported, never silently differs):
 //   model          BPE (byte-level vocab, merges as "a b" strings or [a, b] pairs, ignore_merges)
@@ -33,6 +34,8 @@
 
 namespace ft::protocol {
 
+struct GgufVocab;
+
 // A place where a text's ids split cleanly: encode(text.substr(0, byte_offset)) is exactly the
 // first token_index ids of encode(text).
 struct TokenCut {
@@ -48,6 +51,10 @@ class Tokenizer {
   static Result<Tokenizer> load(const std::filesystem::path& dir);
   // Same from in-memory JSON text; config_json may be empty.
   static Result<Tokenizer> from_json(std::string_view tokenizer_json, std::string_view config_json = {});
+  // From the tokenizer.* metadata of a GGUF file (consumed): the same pipeline tokenizer.json would
+  // describe, for the `tokenizer.ggml.pre` names gguf_vocab.h lists; any other model or pre-tokenizer
+  // name is kUnsupported naming it.
+  static Result<Tokenizer> from_gguf(GgufVocab&& vocab);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
