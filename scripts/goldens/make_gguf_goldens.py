@@ -147,21 +147,22 @@ def placeholder_vocab(model_cls):
     import gguf
 
     def set_vocab(self):
+        n = self.hparams.get("vocab_size", VOCAB)
         self.gguf_writer.add_tokenizer_model("gpt2")
         self.gguf_writer.add_tokenizer_pre("qwen2")
-        self.gguf_writer.add_token_list([f"<t{i}>" for i in range(VOCAB)])
-        self.gguf_writer.add_token_types([gguf.TokenType.NORMAL] * VOCAB)
+        self.gguf_writer.add_token_list([f"<t{i}>" for i in range(n)])
+        self.gguf_writer.add_token_types([gguf.TokenType.NORMAL] * n)
         self.gguf_writer.add_token_merges([])
-        self.gguf_writer.add_eos_token_id(VOCAB - 1)
+        self.gguf_writer.add_eos_token_id(n - 1)
         self.gguf_writer.add_bos_token_id(0)
     model_cls.set_vocab = set_vocab
 
 
-def convert_f32(args, ckpt, out):
+def convert_f32(args, ckpt, out, outtype="f32"):
     """convert_hf_to_gguf.py's own classes, run in this process so the vocabulary step can be replaced."""
     if args.llama not in sys.path:
         sys.path.insert(0, args.llama)
-    sys.argv = ["convert_hf_to_gguf.py", "--outtype", "f32", "--outfile", out, ckpt]
+    sys.argv = ["convert_hf_to_gguf.py", "--outtype", outtype, "--outfile", out, ckpt]
     import convert_hf_to_gguf as conv
     from conversion.qwen import Qwen2MoeModel, Qwen3MoeModel
     placeholder_vocab(Qwen2MoeModel)
@@ -226,12 +227,18 @@ def models(args, tmp, family):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama", required=True)
-    ap.add_argument("--quantize", required=True)
-    ap.add_argument("--tokenizers", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--quantize")
+    ap.add_argument("--tokenizers")
+    ap.add_argument("--out")
     ap.add_argument("--tmp", default="/tmp/ft-gguf-goldens")
     ap.add_argument("--models-only", action="store_true", help="skip the vocab-only files")
+    ap.add_argument("--convert", nargs=2, metavar=("HF_DIR", "OUT_GGUF"),
+                    help="only convert HF_DIR (e.g. a make-synthetic-model checkpoint) to a bf16 GGUF with "
+                         "placeholder tokens, for benchmarks")
     args = ap.parse_args()
+    if args.convert:
+        convert_f32(args, args.convert[0], args.convert[1], "bf16")
+        return
     import transformers
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     shutil.rmtree(args.tmp, ignore_errors=True)

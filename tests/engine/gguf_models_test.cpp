@@ -17,6 +17,7 @@
 #include "ft/engine/model.h"
 #include "ft/engine/sampling.h"
 #include "ft/engine/state_checkpoint.h"
+#include "gguf_from_hf.h"
 #include "test_support.h"
 #include "tiny_models.h"
 
@@ -269,6 +270,31 @@ TEST(GgufCheckpoint, TwoTensorsOfOneNameAreAnError) {
   ASSERT_FALSE(ckpt.is_ok());
   EXPECT_NE(ckpt.status().message().find("attn_q_norm"), std::string::npos) << ckpt.status().message();
 }
+
+// The tests' random Qwen-MoE checkpoints (q/k/v/o biases, a dense layer, norm_topk_prob off, a
+// gated shared expert for Qwen2-MoE) written as GGUF files with the same bytes: every config
+// field and tensor must come back, so both load to the same model, logits equal bit for bit.
+class GgufRoundTrip : public ::testing::TestWithParam<engine::ModelFamily> {};
+
+TEST_P(GgufRoundTrip, TheSameWeightsFromGgufGiveTheSameLogits) {
+  TempDir dir;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path() / "hf", tiny_spec(GetParam(), false)));
+  gguf_from_hf::write(dir.path() / "hf", dir.path() / "model.gguf");
+  for (const BackendKind backend : {BackendKind::kReference, BackendKind::kCpu}) {
+    auto hf = load(dir.path() / "hf", backend);
+    auto gguf = load(dir.path() / "model.gguf", backend);
+    ASSERT_TRUE(hf && gguf);
+    EXPECT_EQ(gguf->config().model_type, hf->config().model_type);
+    const std::vector<int32_t> ids = {1, 77, 3, 200, 5, 9, 250, 0, 31, 31, 7};
+    const std::vector<float> a = logits_of(*hf, ids), b = logits_of(*gguf, ids);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << engine::backend_name(backend);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(QwenMoe, GgufRoundTrip,
+                         ::testing::Values(engine::ModelFamily::kQwen3Moe, engine::ModelFamily::kQwen2Moe),
+                         [](const auto& info) { return engine::model_family_name(info.param); });
 
 }  // namespace
 }  // namespace ft::test

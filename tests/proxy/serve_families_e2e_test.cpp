@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../engine/gguf_from_hf.h"
 #include "../engine/tiny_models.h"
 #include "ft/engine/model_config.h"
 #include "serve_process.h"
@@ -107,6 +108,46 @@ TEST(ServeFamiliesPlain, AFamilyWithoutAParserIsSaidAtStartAndServedAsText) {
   auto r = c.Post("/v1/messages", ask_body().dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// One GGUF file is a whole model: weights, tokenizer and chat template. A tiny random Qwen3-MoE with
+// the Qwen3 vocabulary, written as llama.cpp lays a GGUF out, its tokenizer.* metadata copied from the
+// vocab-only GGUF llama.cpp's converter made of the real Qwen3 tokenizer (tests/fixtures/gguf/vocab).
+TEST(ServeGguf, AnswersFromASingleGgufFile) {
+  TempDir model, work;
+  const fs::path xz = fs::path(FT_FIXTURES_DIR) / "gguf/vocab/vocab-qwen3.gguf.xz";
+  const fs::path vocab = work.path() / "vocab-qwen3.gguf";
+  ASSERT_EQ(std::system(("xz -dc '" + xz.string() + "' > '" + vocab.string() + "'").c_str()), 0)
+      << "cannot unpack " << xz << " (scripts/setup.sh installs xz-utils)";
+  auto vocab_file = engine::GgufFile::open(vocab);
+  ASSERT_TRUE(vocab_file.is_ok()) << vocab_file.status().to_string();
+  std::vector<std::string> tokenizer_kvs;
+  for (const engine::GgufKv& kv : vocab_file->metadata().entries()) {
+    if (kv.key.starts_with("tokenizer.")) tokenizer_kvs.push_back(gguf_from_hf::kv_copy(kv));
+  }
+  engine::RandomCheckpointSpec spec = tiny_spec(engine::ModelFamily::kQwen3Moe, false);
+  spec.vocab_size = 151936;
+  ASSERT_TRUE(engine::write_random_checkpoint(model.path() / "hf", spec));
+  const fs::path gguf = model.path() / "tiny-qwen3-moe.gguf";
+  gguf_from_hf::write(model.path() / "hf", gguf, tokenizer_kvs);
+
+  std::string log;
+  auto s = ServeProcess::start({"serve", "--model", gguf.string(), "--port", "0", "--ctx", "2048", "--no-store",
+                                "--device", "cpu", "--threads", "2"},
+                               work.path() / "serve.log", 120, &log);
+  ASSERT_TRUE(s) << log;
+  EXPECT_NE(s->log().find("replies read as qwen3 output"), std::string::npos) << s->log();
+  httplib::Client c("127.0.0.1", s->port());
+  c.set_read_timeout(120, 0);
+  auto r = c.Post("/v1/messages", ask_body().dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json reply = json::parse(r->body);
+  EXPECT_EQ(reply["type"], "message");
+  EXPECT_GT(reply["usage"]["input_tokens"].get<int>(), 20) << "the Qwen3 template and tools were rendered";
+  auto st = c.Get("/v1/stats");
+  ASSERT_TRUE(st && st->status == 200);
+  EXPECT_EQ(json::parse(st->body)["engine"]["model"]["family"], "qwen3_moe");
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ constexpr LayerName kLayerNames[] = {
     {"attn_v.weight", "self_attn.v_proj.weight"},
     {"attn_v.bias", "self_attn.v_proj.bias"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
     {"attn_k_norm.weight", "self_attn.k_norm.weight"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
@@ -220,7 +221,10 @@ class Translator {
     cfg_["tie_word_embeddings"] = !has_output_;
     cfg_["use_sliding_window"] = false;
     cfg_["decoder_sparse_step"] = 1;
-    if (arch_.arch == "qwen2moe") cfg_["qkv_bias"] = names_.contains("model.layers.0.self_attn.q_proj.bias");
+    // Biases are in the file or not: the config says what it holds (Qwen2-MoE's q/k/v biases,
+    // Qwen3-MoE's attention_bias).
+    cfg_["qkv_bias"] = names_.contains("model.layers.0.self_attn.q_proj.bias");
+    cfg_["attention_bias"] = names_.contains("model.layers.0.self_attn.q_proj.bias");
     // Layers without a router are dense MLPs (Qwen's mlp_only_layers).
     if (cfg_.contains("num_hidden_layers")) {
       json dense = json::array();
