@@ -11,7 +11,9 @@
 
 #include "ft/engine/backend.h"
 #include "ft/engine/bf16.h"
+#include "ft/engine/checkpoint.h"
 #include "ft/engine/expert_kernels.h"
+#include "ft/engine/gguf.h"
 #include "tiny_models.h"
 
 namespace ft::test {
@@ -248,6 +250,45 @@ TEST_P(CpuOps, NormsAndRopeMatchReference) {
   on(*cpu_, [&] { cpu_->rope(a.data(), T, heads, spec, inv.data(), pos.data()); });
   on(*ref_, [&] { ref_->rope(b.data(), T, heads, spec, inv.data(), pos.data()); });
   EXPECT_LT(rel_l2(a.data(), b.data(), a.size()), 1e-6);
+}
+
+// GGUF block dtypes: embedding rows decode exactly as the reference decodes them (on blocks of
+// random bytes: every code and scale), and products over llama-quantize's weights of every type
+// follow the reference's and give a row the same bits at any T.
+TEST_P(CpuOps, BlockDtypesDecodeAsTheReference) {
+  const std::filesystem::path gguf = std::filesystem::path(FT_FIXTURES_DIR) / "gguf";
+  auto random = engine::GgufFile::open(gguf / "random-blocks.gguf");
+  ASSERT_TRUE(random.is_ok()) << random.status().to_string();
+  for (const engine::GgufTensor& t : random->tensors()) {
+    const Matrix table = engine::matrix_view(*random->tensor(t.name));
+    std::vector<int32_t> ids(std::size_t(table.rows));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+    std::vector<float> got(ids.size() * std::size_t(table.cols)), want(got.size());
+    on(*cpu_, [&] { cpu_->embedding(table, ids, got.data()); });
+    on(*ref_, [&] { ref_->embedding(table, ids, want.data()); });
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << t.name;
+  }
+  auto mixed = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mixed.gguf");
+  auto mxfp4 = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mxfp4.gguf");
+  ASSERT_TRUE(mixed.is_ok() && mxfp4.is_ok());
+  for (const auto& [ckpt, name] : std::vector<std::pair<const engine::Checkpoint*, std::string>>{
+           {&*mixed, "model.layers.0.self_attn.q_proj.weight"},          // Q8_0
+           {&*mixed, "model.layers.0.self_attn.k_proj.weight"},          // Q4_0
+           {&*mixed, "model.layers.0.self_attn.v_proj.weight"},          // Q4_1
+           {&*mixed, "model.layers.0.self_attn.o_proj.weight"},          // Q5_K
+           {&*mixed, "model.layers.1.mlp.experts.2.gate_proj.weight"},   // Q4_K
+           {&*mixed, "lm_head.weight"},                                  // Q6_K
+           {&*mxfp4, "model.layers.0.mlp.experts.1.up_proj.weight"}}) {  // MXFP4
+    const Matrix w = engine::matrix_view(*ckpt->tensor(name));
+    const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 9;
+    const auto x = randn(T * K, rng_);
+    std::vector<float> got(T * R), want(T * R), one(R);
+    on(*cpu_, [&] { cpu_->linear(x.data(), T, w, nullptr, got.data()); });
+    on(*ref_, [&] { ref_->linear(x.data(), T, w, nullptr, want.data()); });
+    EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-6) << name;
+    on(*cpu_, [&] { cpu_->linear(x.data() + 4 * K, 1, w, nullptr, one.data()); });
+    EXPECT_EQ(0, std::memcmp(one.data(), got.data() + 4 * R, R * sizeof(float))) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, CpuOps, ::testing::ValuesIn(paths()),

@@ -12,6 +12,7 @@
 #include "ft/engine/ops_dense.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/deltanet.h"
+#include "ops/cpu/dequant_rows.h"
 #include "ops/cpu/dsa.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
@@ -51,7 +52,7 @@ CpuIsa CpuBackend::isa_for(std::size_t rows) const {
 
 void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, float* out) {
   const OpTimer timer(profile_, OpProfile::kEmbedding);
-  for (std::size_t t = 0; t < ids.size(); ++t) matrix_row_f32(table, ids[t], out + t * std::size_t(table.cols));
+  for (std::size_t t = 0; t < ids.size(); ++t) cpu::decode_row(isa_, table, ids[t], out + t * std::size_t(table.cols));
 }
 
 void CpuBackend::linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/cpu/amx.h"
+#include "ops/cpu/dequant_rows.h"
 #include "ops/cpu/dots.h"
 #include "ops/reference/dot.h"
 
@@ -37,15 +38,16 @@ void bf16_block(DotsFn dots, const PreparedX& x, const Matrix& w, std::size_t r0
   }
 }
 
-// The generic path: widen a weight row, then fp32 dots against fp32 activations.
-void widened_block(const float* x, const Matrix& w, std::size_t r0, std::size_t r1, std::size_t t0, std::size_t t1,
-                   float* y, std::size_t ldy) {
+// The generic path: widen (or, for a block dtype, decode) a weight row, then fp32 dots against
+// fp32 activations.
+void widened_block(CpuIsa isa, const float* x, const Matrix& w, std::size_t r0, std::size_t r1, std::size_t t0,
+                   std::size_t t1, float* y, std::size_t ldy) {
   static tbb::enumerable_thread_specific<std::vector<float>> rows;
   std::vector<float>& row = rows.local();
   const std::size_t cols = std::size_t(w.cols);
   row.resize(cols);
   for (std::size_t r = r0; r < r1; ++r) {
-    matrix_row_f32(w, int64_t(r), row.data());
+    decode_row(isa, w, int64_t(r), row.data());
     for (std::size_t t = t0; t < t1; ++t) y[t * ldy + r] = ref::dot8(x + t * cols, row.data(), cols);
   }
 }
@@ -127,7 +129,7 @@ void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w,
     xf = widened.data();
   }
   for_blocks(T, r0, r1, [&](std::size_t a, std::size_t b, std::size_t t0, std::size_t t1) {
-    widened_block(xf, w, a, b, t0, t1, y, ldy);
+    widened_block(isa, xf, w, a, b, t0, t1, y, ldy);
   });
 }
 

@@ -1,0 +1,160 @@
+#include "ops/cpu/dequant_rows.h"
+
+#include <cstring>
+
+#include "ft/engine/bf16.h"
+#include "ops/cpu/simd.h"
+
+namespace ft::engine::cpu {
+
+namespace {
+
+float f16_at(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+#if FT_X86
+FT_SIMD_BEGIN
+
+// 16 bytes -> 16 int32.
+FT_TARGET_AVX512 inline __m512i bytes16(const std::uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+FT_TARGET_AVX512 void q8_0(const std::uint8_t* b, float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n / 32; ++i, b += 34, y += 32) {
+    const __m512 d = _mm512_set1_ps(f16_at(b));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * h)));
+      _mm512_storeu_ps(y + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
+    }
+  }
+}
+
+FT_TARGET_AVX512 void q4_0(const std::uint8_t* b, float* y, std::size_t n) {
+  const __m512i low = _mm512_set1_epi32(0xF), eight = _mm512_set1_epi32(8);
+  for (std::size_t i = 0; i < n / 32; ++i, b += 18, y += 32) {
+    const __m512 d = _mm512_set1_ps(f16_at(b));
+    const __m512i q = bytes16(b + 2);
+    const __m512i x0 = _mm512_sub_epi32(_mm512_and_si512(q, low), eight);
+    const __m512i x1 = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
+    _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), d));
+    _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(x1), d));
+  }
+}
+
+// get_scale_min_k4 (as the reference).
+inline void scale_min_k4(int j, const std::uint8_t* q, int& d, int& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+FT_TARGET_AVX512 void q4_k(const std::uint8_t* b, float* y, std::size_t n) {
+  const __m512i low = _mm512_set1_epi32(0xF);
+  for (std::size_t i = 0; i < n / 256; ++i, b += 144) {
+    const float d = f16_at(b), min = f16_at(b + 2);
+    for (int j = 0; j < 8; ++j, y += 32) {
+      int sc, m;
+      scale_min_k4(j, b + 4, sc, m);
+      const __m512 d1 = _mm512_set1_ps(d * float(sc)), m1 = _mm512_set1_ps(min * float(m));
+      const std::uint8_t* q = b + 16 + 32 * (j / 2);
+      for (int h = 0; h < 2; ++h) {
+        __m512i x = bytes16(q + 16 * h);
+        x = _mm512_and_si512(j % 2 ? _mm512_srli_epi32(x, 4) : x, low);
+        _mm512_storeu_ps(y + 16 * h, _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(x)), m1));
+      }
+    }
+  }
+}
+
+FT_TARGET_AVX512 void q6_k(const std::uint8_t* b, float* y, std::size_t n) {
+  const __m512i low = _mm512_set1_epi32(0xF), two = _mm512_set1_epi32(3), off = _mm512_set1_epi32(32);
+  for (std::size_t i = 0; i < n / 256; ++i, b += 210) {
+    const float d = f16_at(b + 208);
+    for (int half = 0; half < 2; ++half) {
+      const std::uint8_t* qh = b + 128 + 32 * half;
+      const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192 + 8 * half);
+      for (int quarter = 0; quarter < 4; ++quarter) {
+        const std::uint8_t* ql = b + 64 * half + (quarter % 2) * 32;
+        const int lo_shift = quarter >= 2 ? 4 : 0, hi_shift = 2 * quarter;
+        for (int h = 0; h < 2; ++h) {  // l in [16h, 16h + 16): scale sc[h + 2 quarter]
+          const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(bytes16(ql + 16 * h), unsigned(lo_shift)), low);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(bytes16(qh + 16 * h), unsigned(hi_shift)), two);
+          const __m512i q = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), off);
+          const __m512 s = _mm512_set1_ps(d * float(sc[h + 2 * quarter]));
+          _mm512_storeu_ps(y + 128 * half + 32 * quarter + 16 * h, _mm512_mul_ps(s, _mm512_cvtepi32_ps(q)));
+        }
+      }
+    }
+    y += 256;
+  }
+}
+
+FT_TARGET_AVX512 void mxfp4(const std::uint8_t* b, float* y, std::size_t n) {
+  // kvalues_mxfp4: the E2M1 values doubled, by 4-bit code.
+  const __m512i table = _mm512_setr_epi32(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m512i low = _mm512_set1_epi32(0xF);
+  for (std::size_t i = 0; i < n / 32; ++i, b += 17, y += 32) {
+    // ggml_e8m0_to_fp32_half: 2^(e - 128), an fp32 subnormal below e = 2.
+    const std::uint32_t e = b[0];
+    const std::uint32_t bits = e < 2 ? 0x00200000u << e : (e - 1) << 23;
+    float d;
+    std::memcpy(&d, &bits, 4);
+    const __m512 dv = _mm512_set1_ps(d);
+    const __m512i q = bytes16(b + 1);
+    const __m512i x0 = _mm512_permutexvar_epi32(_mm512_and_si512(q, low), table);
+    const __m512i x1 = _mm512_permutexvar_epi32(_mm512_srli_epi32(q, 4), table);
+    _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), dv));
+    _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(x1), dv));
+  }
+}
+
+FT_SIMD_END
+#endif
+
+using Decoder = void (*)(const std::uint8_t*, float*, std::size_t);
+
+Decoder fast_decoder(CpuIsa isa, DType dtype) {
+#if FT_X86
+  if (isa == CpuIsa::kAvx512 || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16) {
+    switch (dtype) {
+      case DType::kQ8_0:
+        return q8_0;
+      case DType::kQ4_0:
+        return q4_0;
+      case DType::kQ4_K:
+        return q4_k;
+      case DType::kQ6_K:
+        return q6_k;
+      case DType::kMXFP4:
+        return mxfp4;
+      default:
+        return nullptr;
+    }
+  }
+#endif
+  (void)isa;
+  (void)dtype;
+  return nullptr;
+}
+
+}  // namespace
+
+bool has_fast_decoder(CpuIsa isa, DType dtype) { return fast_decoder(isa, dtype) != nullptr; }
+
+void decode_row(CpuIsa isa, const Matrix& m, int64_t r, float* out) {
+  if (const Decoder fast = fast_decoder(isa, m.dtype)) {
+    fast(reinterpret_cast<const std::uint8_t*>(m.row(r)), out, std::size_t(m.cols));
+    return;
+  }
+  matrix_row_f32(m, r, out);
+}
+
+}  // namespace ft::engine::cpu
