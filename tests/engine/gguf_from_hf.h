@@ -17,20 +17,16 @@
 
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/gguf.h"
+#include "gguf_test_util.h"
 
 namespace ft::test::gguf_from_hf {
 
-template <typename T>
-std::string le(T v) {
-  std::string s(sizeof(T), '\0');
-  std::memcpy(s.data(), &v, sizeof(T));
-  return s;
-}
-inline std::string str(std::string_view s) { return le<uint64_t>(s.size()) + std::string(s); }
-inline std::string kv_u32(std::string_view k, uint32_t v) { return str(k) + le<uint32_t>(4) + le(v); }
-inline std::string kv_f32(std::string_view k, float v) { return str(k) + le<uint32_t>(6) + le(v); }
-inline std::string kv_bool(std::string_view k, bool v) { return str(k) + le<uint32_t>(7) + le<uint8_t>(v); }
-inline std::string kv_string(std::string_view k, std::string_view v) { return str(k) + le<uint32_t>(8) + str(v); }
+using engine::gguf_test::kv_bool;
+using engine::gguf_test::kv_f32;
+using engine::gguf_test::kv_string;
+using engine::gguf_test::kv_u32;
+using engine::gguf_test::le;
+using engine::gguf_test::str;
 
 // One metadata entry of another GGUF file, re-encoded as it was.
 inline std::string kv_copy(const engine::GgufKv& kv) {

@@ -30,6 +30,8 @@ inline std::string kv_u32(std::string_view key, uint32_t v) { return str(key) + 
 inline std::string kv_u16(std::string_view key, uint16_t v) { return str(key) + le<uint32_t>(2) + le(v); }
 inline std::string kv_i32(std::string_view key, int32_t v) { return str(key) + le<uint32_t>(5) + le(v); }
 inline std::string kv_string(std::string_view key, std::string_view v) { return str(key) + le<uint32_t>(8) + str(v); }
+inline std::string kv_f32(std::string_view key, float v) { return str(key) + le<uint32_t>(6) + le(v); }
+inline std::string kv_bool(std::string_view key, bool v) { return str(key) + le<uint32_t>(7) + le<uint8_t>(v); }
 // An array entry: element type, count (which may lie), then the encoded elements.
 inline std::string kv_array(std::string_view key, uint32_t elem_type, uint64_t count, const std::string& elems) {
   return str(key) + le<uint32_t>(9) + le(elem_type) + le(count) + elems;

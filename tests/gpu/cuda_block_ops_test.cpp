@@ -25,46 +25,8 @@ std::filesystem::path gguf_fixtures() {
   return std::filesystem::path(moved && *moved ? moved : FT_FIXTURES_DIR) / "gguf";
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
-class CudaBlockOps : public ::testing::Test {
+class CudaBlockOps : public CudaAndReference {
  protected:
-  void SetUp() override {
-    FT_REQUIRE_GPU();
-    BackendOptions options;
-    options.kind = BackendKind::kCuda;
-    auto cuda = make_backend(options);
-    ASSERT_TRUE(cuda) << cuda.status().to_string();
-    cuda_ = std::move(cuda).value();
-    options.kind = BackendKind::kReference;
-    ref_ = std::move(make_backend(options)).value();
-  }
-  template <typename Fn>
-  void on(Backend& b, const Fn& fn) {
-    const Status st = b.execute(fn);
-    ASSERT_TRUE(st) << st.to_string();
-  }
-  template <typename T>
-  T* dev(const std::vector<T>& v) {
-    auto block = MemoryBlock::allocate(cuda_->memory(), std::max<std::size_t>(v.size(), 1) * sizeof(T));
-    EXPECT_TRUE(block) << block.status().to_string();
-    MemoryBlock& b = blocks_.emplace_back(std::move(block).value());
-    cuda_->memory()->from_host(b.data(), v.data(), v.size() * sizeof(T));
-    return b.as<T>();
-  }
-  template <typename T>
-  std::vector<T> host(const T* d, std::size_t n) {
-    std::vector<T> v(n);
-    cuda_->memory()->to_host(v.data(), reinterpret_cast<const std::byte*>(d), n * sizeof(T));
-    return v;
-  }
   // The embedding rows `ids` of `table` on both backends: equal bit for bit.
   void expect_embedding_exact(Matrix table, const std::vector<int32_t>& ids, const char* what) {
     std::vector<float> want(ids.size() * std::size_t(table.cols));
@@ -80,9 +42,7 @@ class CudaBlockOps : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<Backend> cuda_, ref_;
   std::mt19937 rng_{7};
-  std::vector<MemoryBlock> blocks_;
 };
 
 TEST_F(CudaBlockOps, EmbeddingRowsDecodeExactlyAsTheReference) {

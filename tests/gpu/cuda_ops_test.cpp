@@ -24,28 +24,8 @@
 namespace ft::engine {
 namespace {
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
-class CudaOps : public ::testing::Test {
+class CudaOps : public CudaAndReference {
  protected:
-  void SetUp() override {
-    FT_REQUIRE_GPU();
-    BackendOptions options;
-    options.kind = BackendKind::kCuda;
-    auto cuda = make_backend(options);
-    ASSERT_TRUE(cuda) << cuda.status().to_string();
-    cuda_ = std::move(cuda).value();
-    options.kind = BackendKind::kReference;
-    ref_ = std::move(make_backend(options)).value();
-  }
-
   std::vector<float> random(std::size_t n, float scale = 1.f) {
     std::normal_distribution<float> nd(0.f, scale);
     std::vector<float> v(n);
@@ -61,22 +41,6 @@ class CudaOps : public ::testing::Test {
     return m;
   }
   const float* param(const std::vector<float>& v) { return *cuda_->place(std::span<const float>(v)); }
-  // Device copies of host values, and back.
-  template <typename T>
-  T* dev(const std::vector<T>& v) {
-    auto block = MemoryBlock::allocate(cuda_->memory(), std::max<std::size_t>(v.size(), 1) * sizeof(T));
-    EXPECT_TRUE(block) << block.status().to_string();
-    MemoryBlock& b = blocks_.emplace_back(std::move(block).value());
-    cuda_->memory()->from_host(b.data(), v.data(), v.size() * sizeof(T));
-    return b.as<T>();
-  }
-  float* dev_zeros(std::size_t n) { return dev(std::vector<float>(n, 0.f)); }
-  template <typename T>
-  std::vector<T> host(const T* d, std::size_t n) {
-    std::vector<T> v(n);
-    cuda_->memory()->to_host(v.data(), reinterpret_cast<const std::byte*>(d), n * sizeof(T));
-    return v;
-  }
   // One MoE call on both backends (host_w: the same layer with its vectors in host memory, for the
   // reference; router_x: the router's own input, or empty): the choices agree on at least 95%, and
   // where they all agree the outputs are within 1e-2.
@@ -104,13 +68,6 @@ class CudaOps : public ::testing::Test {
       EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "T " << T;
     }
   }
-  template <typename Fn>
-  void on(Backend& b, const Fn& fn) {
-    const Status st = b.execute(fn);
-    ASSERT_TRUE(st) << st.to_string();
-  }
-
-  std::unique_ptr<Backend> cuda_, ref_;
   std::mt19937 rng_{99};
   std::vector<std::vector<bf16_t>> weights_;
   std::vector<MemoryBlock> blocks_;

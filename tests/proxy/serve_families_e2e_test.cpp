@@ -45,6 +45,26 @@ json ask_body() {
                                     {"required", json::array({"path"})}}}}})}};
 }
 
+// POSTs ask_body() to serve at `port`: the reply (discarded JSON when the request failed, which is
+// recorded as a failure).
+json ask(int port) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  auto r = c.Post("/v1/messages", ask_body().dump(), "application/json");
+  EXPECT_TRUE(r);
+  if (!r) return json::value_t::discarded;
+  EXPECT_EQ(r->status, 200) << r->body;
+  return json::parse(r->body, nullptr, false);
+}
+
+// The family /v1/stats reports for the engine.
+std::string served_family(int port) {
+  httplib::Client c("127.0.0.1", port);
+  auto st = c.Get("/v1/stats");
+  if (!st || st->status != 200) return "(no stats)";
+  return json::parse(st->body)["engine"]["model"]["family"].get<std::string>();
+}
+
 class ServeFamilies : public ::testing::TestWithParam<engine::ModelFamily> {
  protected:
   void SetUp() override {
@@ -65,19 +85,13 @@ TEST_P(ServeFamilies, AnswersAnAnthropicRequestAndSaysHowRepliesAreRead) {
   std::string log;
   auto s = serve(model.path(), &log);
   ASSERT_TRUE(s) << log;
-  httplib::Client c("127.0.0.1", s->port());
-  c.set_read_timeout(120, 0);
-  auto r = c.Post("/v1/messages", ask_body().dump(), "application/json");
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200) << r->body;
-  const json reply = json::parse(r->body);
+  const json reply = ask(s->port());
+  ASSERT_FALSE(reply.is_discarded());
   EXPECT_EQ(reply["type"], "message");
   EXPECT_TRUE(reply["stop_reason"] == "max_tokens" || reply["stop_reason"] == "end_turn" ||
               reply["stop_reason"] == "tool_use")
-      << r->body;
-  auto st = c.Get("/v1/stats");
-  ASSERT_TRUE(st && st->status == 200);
-  EXPECT_EQ(json::parse(st->body)["engine"]["model"]["family"], family);
+      << reply.dump();
+  EXPECT_EQ(served_family(s->port()), family);
   // The Qwen3 template teaches <tool_call>: a Qwen parser reads every family's replies (Qwen3.5's
   // own for its family).
   const std::string parser = family == "qwen3_5_moe" ? "qwen3.5" : "qwen3";
@@ -103,11 +117,7 @@ TEST(ServeFamiliesPlain, AFamilyWithoutAParserIsSaidAtStartAndServedAsText) {
                                work.path() / "serve.log", 120, &log);
   ASSERT_TRUE(s) << log;
   EXPECT_NE(s->log().find("model family 'dots1' has no tool-call parser here"), std::string::npos) << s->log();
-  httplib::Client c("127.0.0.1", s->port());
-  c.set_read_timeout(120, 0);
-  auto r = c.Post("/v1/messages", ask_body().dump(), "application/json");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_FALSE(ask(s->port()).is_discarded());
 }
 
 // One GGUF file is a whole model: weights, tokenizer and chat template. A tiny random Qwen3-MoE with
@@ -137,17 +147,11 @@ TEST(ServeGguf, AnswersFromASingleGgufFile) {
                                work.path() / "serve.log", 120, &log);
   ASSERT_TRUE(s) << log;
   EXPECT_NE(s->log().find("replies read as qwen3 output"), std::string::npos) << s->log();
-  httplib::Client c("127.0.0.1", s->port());
-  c.set_read_timeout(120, 0);
-  auto r = c.Post("/v1/messages", ask_body().dump(), "application/json");
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200) << r->body;
-  const json reply = json::parse(r->body);
+  const json reply = ask(s->port());
+  ASSERT_FALSE(reply.is_discarded());
   EXPECT_EQ(reply["type"], "message");
   EXPECT_GT(reply["usage"]["input_tokens"].get<int>(), 20) << "the Qwen3 template and tools were rendered";
-  auto st = c.Get("/v1/stats");
-  ASSERT_TRUE(st && st->status == 200);
-  EXPECT_EQ(json::parse(st->body)["engine"]["model"]["family"], "qwen3_moe");
+  EXPECT_EQ(served_family(s->port()), "qwen3_moe");
 }
 
 }  // namespace
