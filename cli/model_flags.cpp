@@ -103,7 +103,12 @@ std::vector<Flag> with_model_runtime_flags(std::vector<Flag> own, bool reference
   return own;
 }
 
-Flag model_flag() { return {"model", "DIR", "Hugging Face checkpoint directory (config.json + safetensors)", "", true}; }
+Flag model_flag() {
+  return {"model", "DIR",
+          "a Hugging Face checkpoint directory (config.json + safetensors), ORG/NAME in the local hub cache, a GGUF "
+          "file, or ollama:NAME[:TAG]",
+          "", true};
+}
 Flag device_flag() {
   return {"device", "DEV", "where the model runs: auto (cuda when a usable GPU exists, else cpu), cpu or cuda", "auto"};
 }

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "data_dirs.h"
+#include "ft/engine/gguf.h"
 
 namespace ft::cli {
 namespace fs = std::filesystem;
@@ -43,12 +45,50 @@ fs::path hub_cache_dir() {
   return freetoken_data_dir().parent_path() / "huggingface/hub";
 }
 
+fs::path ollama_models_dir() {
+  if (const char* v = std::getenv("OLLAMA_MODELS"); v && *v) return v;
+  if (const char* v = std::getenv("HOME"); v && *v) return fs::path(v) / ".ollama/models";
+  return freetoken_data_dir().parent_path().parent_path() / ".ollama/models";
+}
+
+Result<fs::path> resolve_ollama(const std::string& name) {
+  // [HOST/][NAMESPACE/]MODEL[:TAG], as `ollama pull` names it.
+  const std::size_t colon = name.rfind(':'), slash = name.rfind('/');
+  const bool tagged = colon != std::string::npos && (slash == std::string::npos || colon > slash);
+  const std::string tag = tagged ? name.substr(colon + 1) : "latest";
+  std::string path = tagged ? name.substr(0, colon) : name;
+  const auto parts = std::count(path.begin(), path.end(), '/');
+  if (parts == 0) path = "registry.ollama.ai/library/" + path;
+  if (parts == 1) path = "registry.ollama.ai/" + path;
+  if (path.empty() || tag.empty() || path.find("..") != std::string::npos || tag.find('/') != std::string::npos)
+    return invalid_argument("--model ollama:" + name + ": not an Ollama model name (MODEL[:TAG])");
+  const fs::path root = ollama_models_dir();
+  const fs::path manifest = root / "manifests" / path / tag;
+  std::ifstream in(manifest);
+  if (!in) return not_found("ollama:" + name + ": no manifest " + manifest.string() + " (ollama pull it first)");
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("layers") || !j["layers"].is_array())
+    return corrupt("ollama:" + name + ": " + manifest.string() + " is not an Ollama manifest");
+  for (const auto& layer : j["layers"]) {
+    if (!layer.is_object() || layer.value("mediaType", "") != "application/vnd.ollama.image.model") continue;
+    const std::string digest = layer.value("digest", "");
+    if (digest.rfind("sha256:", 0) != 0 || digest.find('/') != std::string::npos)
+      return corrupt("ollama:" + name + ": " + manifest.string() + " has a model layer without a sha256 digest");
+    const fs::path blob = root / "blobs" / ("sha256-" + digest.substr(7));
+    if (!engine::is_gguf_file(blob))
+      return not_found("ollama:" + name + ": its model blob " + blob.string() + " is missing or not a GGUF file");
+    return blob;
+  }
+  return unsupported("ollama:" + name + ": " + manifest.string() + " has no model layer");
+}
+
 Result<fs::path> resolve_model_dir(const std::string& spec) {
   if (spec.empty()) return invalid_argument("--model: empty");
+  if (spec.rfind("ollama:", 0) == 0) return resolve_ollama(spec.substr(7));
   std::error_code ec;
   if (fs::is_directory(spec, ec)) return fs::path(spec);
-  // A GGUF model file (a split one by any of its parts) loads as it is.
-  if (fs::path(spec).extension() == ".gguf" && fs::is_regular_file(spec, ec)) return fs::path(spec);
+  // A GGUF model file (any part of a split one) loads as it is, whatever its name.
+  if (engine::is_gguf_file(spec)) return fs::path(spec);
   // ORG/NAME[@REV]: one slash, not a path that merely does not exist.
   const std::size_t at = spec.find('@');
   const std::string repo = spec.substr(0, at), revision = at == std::string::npos ? "" : spec.substr(at + 1);

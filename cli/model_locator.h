@@ -4,7 +4,9 @@
 //   <hub>/models--ORG--NAME/snapshots/<commit>/    the files, symlinks into ../../blobs/<hash>
 // <hub> is $HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
 // ~/.cache/huggingface/hub. Nothing is downloaded: a repo not in the cache is an error saying where
-// it was looked for.
+// it was looked for. "ollama:NAME[:TAG]" is a model `ollama pull` stored: its manifest under
+// $OLLAMA_MODELS (default ~/.ollama/models)/manifests/HOST/NAMESPACE/NAME/TAG (registry.ollama.ai,
+// library and latest unless given) names the GGUF blob the engine reads in place.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +19,12 @@
 namespace ft::cli {
 
 std::filesystem::path hub_cache_dir();
+std::filesystem::path ollama_models_dir();
 
 // `spec` as a checkpoint directory (one holding config.json): an existing directory, or an existing
-// *.gguf file (any part of a split one), is returned as is; "ORG/NAME[@REV]" is looked up in
-// hub_cache_dir() (REV: a branch under refs/, or a commit; default main, or the only snapshot when
-// there is no refs/main).
+// GGUF file (any part of a split one), is returned as is; "ollama:NAME[:TAG]" is the GGUF blob of an
+// Ollama model; "ORG/NAME[@REV]" is looked up in hub_cache_dir() (REV: a branch under refs/, or a
+// commit; default main, or the only snapshot when there is no refs/main).
 Result<std::filesystem::path> resolve_model_dir(const std::string& spec);
 
 // A checkpoint found in the hub cache.

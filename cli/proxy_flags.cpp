@@ -45,10 +45,12 @@ Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, co
   proxy::ServerOptions opts;
   opts.host = args.get("host");
   opts.port = args.get_int("port");
-  // A directory's name, or a GGUF file's without ".gguf".
+  // A directory's name, a GGUF file's without ".gguf", or the Ollama name.
   const fs::path model_path = fs::absolute(model_dir).lexically_normal();
+  const std::string spec = args.has("model") ? args.get("model") : "";
   opts.model_id = args.has("model-name")              ? args.get("model-name")
                   : demo                              ? "freetoken-demo"
+                  : spec.rfind("ollama:", 0) == 0     ? spec.substr(7)
                   : model_path.extension() == ".gguf" ? model_path.stem().string()
                                                       : model_path.filename().string();
   opts.model_aliases = split_commas(args.get("alias"));

@@ -18,10 +18,7 @@ std::vector<std::string> copy_strings(const std::vector<std::string_view>& views
 
 }  // namespace
 
-bool is_gguf_file(const fs::path& path) {
-  std::error_code ec;
-  return path.extension() == ".gguf" && fs::is_regular_file(path, ec);
-}
+bool is_gguf_file(const fs::path& path) { return engine::is_gguf_file(path); }
 
 Result<protocol::GgufVocab> read_gguf_vocab(const engine::GgufMetadata& md) {
   protocol::GgufVocab v;

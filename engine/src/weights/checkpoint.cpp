@@ -107,7 +107,7 @@ Status Checkpoint::Impl::add_file(const fs::path& path, const std::string& shard
 
 Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
   std::error_code ec;
-  if (dir.extension() == ".gguf" && fs::is_regular_file(dir, ec)) {
+  if (is_gguf_file(dir)) {
     auto impl = std::make_unique<Impl>();
     impl->dir = dir;
     FT_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(dir));

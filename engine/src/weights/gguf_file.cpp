@@ -1,5 +1,6 @@
 // GgufFile: maps a GGUF file, or every part of a split model, and joins their tensor tables.
 #include <cstdio>
+#include <fstream>
 #include <unordered_map>
 #include <utility>
 
@@ -8,6 +9,14 @@
 #include "weights/mapped_file.h"
 
 namespace ft::engine {
+
+bool is_gguf_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  char magic[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
+}
 
 namespace {
 

@@ -43,8 +43,9 @@ class Checkpoint {
   // Opens DIR: reads config.json (required), generation_config.json (optional), maps every
   // safetensors file. Errors: kNotFound (no config/weights), kCorrupt (truncated or malformed
   // safetensors header, offsets past the end of the file, shard index naming a missing file).
-  // A path to a .gguf file opens that file (GgufFile::open's errors, and kUnsupported for an
-  // architecture or tensor FreeToken has no HF counterpart for).
+  // A path to a GGUF file (is_gguf_file: by its magic, so an Ollama blob too) opens that file
+  // (GgufFile::open's errors, and kUnsupported for an architecture or tensor FreeToken has no HF
+  // counterpart for).
   static Result<Checkpoint> open(const std::filesystem::path& path);
 
   Checkpoint(Checkpoint&&) noexcept;

@@ -110,6 +110,10 @@ struct GgufTensor {
   int64_t numel() const;
 };
 
+// A regular file that starts with GGUF's magic, whatever its name (Ollama keeps its models as
+// blobs named by digest).
+bool is_gguf_file(const std::filesystem::path& path);
+
 class GgufFile {
  public:
   // Opens PATH. A file named NAME-0000k-of-0000N.gguf whose metadata says split.count = N opens all

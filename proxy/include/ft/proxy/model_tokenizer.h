@@ -13,7 +13,8 @@
 
 namespace ft::proxy {
 
-// True for a regular file named *.gguf (any part of a split model, NAME-0000k-of-0000N.gguf).
+// True for a regular file that starts with GGUF's magic (a .gguf file, any part of a split model,
+// or an Ollama blob): engine::is_gguf_file.
 bool is_gguf_file(const std::filesystem::path& path);
 
 // A directory: protocol::Tokenizer::load. A .gguf file: read_gguf_vocab, then
