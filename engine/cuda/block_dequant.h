@@ -12,22 +12,12 @@
 #include <cstdint>
 
 #include "ft/engine/dtype.h"
+#include "ops/k_quant_scales.h"
 
 namespace ft::engine::cuda {
 
 __device__ __forceinline__ float f16_at(const std::uint8_t* p) {
   return __half2float(__ushort_as_half(std::uint16_t(p[0] | (p[1] << 8))));
-}
-
-// get_scale_min_k4: sub-block j's 6-bit scale and min from Q4_K/Q5_K's 12 packed bytes.
-__device__ __forceinline__ void scale_min_k4(int j, const std::uint8_t* q, int& d, int& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
 }
 
 // The bytes and values of one block of a block dtype (dtype_block on the device).

@@ -4,6 +4,7 @@
 
 #include "ft/engine/bf16.h"
 #include "ops/cpu/simd.h"
+#include "ops/k_quant_scales.h"
 
 namespace ft::engine::cpu {
 
@@ -42,17 +43,6 @@ FT_TARGET_AVX512 void q4_0(const std::uint8_t* b, float* y, std::size_t n) {
     const __m512i x1 = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
     _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), d));
     _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(x1), d));
-  }
-}
-
-// get_scale_min_k4 (as the reference).
-inline void scale_min_k4(int j, const std::uint8_t* q, int& d, int& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
 }
 

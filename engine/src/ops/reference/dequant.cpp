@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ft/engine/bf16.h"
+#include "ops/k_quant_scales.h"
 
 namespace ft::engine {
 
@@ -33,17 +34,6 @@ float e8m0_to_f32_half(std::uint8_t e) {
 
 // kvalues_mxfp4: the E2M1 values doubled, indexed by the 4-bit code.
 constexpr std::int8_t kFp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-// get_scale_min_k4: the 6-bit scale and min of sub-block j from the 12 packed bytes of Q4_K/Q5_K.
-void scale_min_k4(int j, const std::uint8_t* q, std::uint8_t* d, std::uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
-}
 
 }  // namespace
 
@@ -97,12 +87,12 @@ void dequantize_q4_k(const std::byte* blocks, float* y, std::size_t n) {
     const std::uint8_t* scales = b + 4;
     const std::uint8_t* q = b + 16;
     int is = 0;
-    std::uint8_t sc, m;
+    int sc, m;
     for (std::size_t j = 0; j < kQkK; j += 64) {
-      scale_min_k4(is + 0, scales, &sc, &m);
+      scale_min_k4(is + 0, scales, sc, m);
       const float d1 = d * sc;
       const float m1 = min * m;
-      scale_min_k4(is + 1, scales, &sc, &m);
+      scale_min_k4(is + 1, scales, sc, m);
       const float d2 = d * sc;
       const float m2 = min * m;
       for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
@@ -123,13 +113,13 @@ void dequantize_q5_k(const std::byte* blocks, float* y, std::size_t n) {
     const std::uint8_t* qh = b + 16;
     const std::uint8_t* ql = b + 16 + kQkK / 8;
     int is = 0;
-    std::uint8_t sc, m;
+    int sc, m;
     std::uint8_t u1 = 1, u2 = 2;
     for (std::size_t j = 0; j < kQkK; j += 64) {
-      scale_min_k4(is + 0, scales, &sc, &m);
+      scale_min_k4(is + 0, scales, sc, m);
       const float d1 = d * sc;
       const float m1 = min * m;
-      scale_min_k4(is + 1, scales, &sc, &m);
+      scale_min_k4(is + 1, scales, sc, m);
       const float d2 = d * sc;
       const float m2 = min * m;
       for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
