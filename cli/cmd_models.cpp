@@ -1,5 +1,5 @@
-// `freetoken models`: the checkpoints in the local Hugging Face cache, whether this build runs
-// them, and where they would go on this machine.
+// `freetoken models`: the checkpoints in the local Hugging Face cache and the models Ollama
+// stored, whether this build runs them, and where they would go on this machine.
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
 #include "ft/engine/model_config.h"
 #include "model_locator.h"
@@ -49,6 +50,58 @@ std::string placement_for(std::uint64_t bytes, const Result<engine::CudaDeviceIn
   return text;
 }
 
+// What a GGUF file holds, as a row: its architecture (HF model_type), the dtype of its first
+// expert (or first) matrix, and whether this build runs it.
+void describe_gguf(const fs::path& file, Row& r, const Result<engine::CudaDeviceInfo>& gpu, std::uint64_t ram) {
+  auto ckpt = engine::Checkpoint::open(file);
+  if (!ckpt) {
+    r.support = "no: " + ckpt.status().message();
+    r.placement = "-";
+    return;
+  }
+  const json j = json::parse(ckpt->config_text(), nullptr, false);
+  if (j.is_object()) r.arch = j.value("model_type", std::string("?"));
+  for (const char* name : {"model.layers.0.mlp.experts.0.gate_proj.weight", "model.layers.0.self_attn.q_proj.weight"}) {
+    if (auto t = ckpt->tensor(name)) {
+      r.dtype = engine::dtype_name(t->dtype);
+      break;
+    }
+  }
+  const auto parsed = engine::parse_model_config(ckpt->config_text(), ckpt->generation_config_text());
+  r.support = parsed ? "yes" : "no: " + parsed.status().message();
+  r.placement = parsed ? placement_for(r.model.bytes, gpu, ram) : "-";
+}
+
+// Every model in an Ollama store: manifests/HOST/NAMESPACE/MODEL/TAG, named as --model takes it.
+std::vector<Row> ollama_rows(const fs::path& root, const Result<engine::CudaDeviceInfo>& gpu, std::uint64_t ram) {
+  std::vector<Row> rows;
+  std::error_code ec;
+  const fs::path manifests = root / "manifests";
+  for (auto it = fs::recursive_directory_iterator(manifests, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (!it->is_regular_file()) continue;
+    const fs::path rel = it->path().lexically_relative(manifests);
+    std::vector<std::string> parts(rel.begin(), rel.end());
+    if (parts.size() != 4) continue;
+    std::string name = parts[2] + ":" + parts[3];
+    if (parts[1] != "library") name = parts[1] + "/" + name;
+    if (parts[0] != "registry.ollama.ai") name = parts[0] + "/" + parts[1] + "/" + parts[2] + ":" + parts[3];
+    Row r{{"ollama:" + name, parts[3], {}, 0}, "?", "?", "", ""};
+    auto blob = resolve_model_dir(r.model.repo);
+    if (!blob) {
+      r.support = "no: " + blob.status().message();
+      r.placement = "-";
+    } else {
+      r.model.dir = *blob;
+      r.model.bytes = fs::file_size(*blob, ec);
+      describe_gguf(*blob, r, gpu, ram);
+    }
+    rows.push_back(std::move(r));
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.model.repo < b.model.repo; });
+  return rows;
+}
+
 int run_models(const Args& args) {
   const fs::path hub = args.has("hub") ? fs::path(args.get("hub")) : hub_cache_dir();
   const auto gpu = engine::query_cuda_device();
@@ -68,6 +121,8 @@ int run_models(const Args& args) {
     r.placement = parsed ? placement_for(r.model.bytes, gpu, ram) : "-";
     rows.push_back(std::move(r));
   }
+  const fs::path ollama = ollama_models_dir();
+  for (Row& r : ollama_rows(ollama, gpu, ram)) rows.push_back(std::move(r));
   if (args.has("json")) {
     json out = json::array();
     for (const Row& r : rows) {
@@ -78,9 +133,11 @@ int run_models(const Args& args) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("models in %s\n", hub.c_str());
+  std::printf("models in %s and %s\n", hub.c_str(), ollama.c_str());
   if (rows.empty()) {
-    std::printf("  none (a model downloaded with the Hugging Face client lands here; pass --model DIR otherwise)\n");
+    std::printf(
+        "  none (models downloaded with the Hugging Face client or `ollama pull` land there; pass --model DIR or "
+        "--model FILE.gguf otherwise)\n");
     return 0;
   }
   std::printf("  %-40s %-14s %-9s %9s  %-9s %s\n", "MODEL", "ARCH", "DTYPE", "SIZE", "SUPPORTED", "PLACEMENT");
@@ -92,18 +149,20 @@ int run_models(const Args& args) {
   }
   for (const Row& r : rows)
     if (r.support != "yes") std::printf("  %s: %s\n", r.model.repo.c_str(), r.support.c_str());
-  std::printf("run one: freetoken serve --model ORG/NAME\n");
+  std::printf("run one: freetoken serve --model NAME (as listed)\n");
   return 0;
 }
 
 }  // namespace
 
 const Command kModelsCommand = {
-    "models", "list the models in the local Hugging Face cache and where they would run",
+    "models",
+    "list the models in the local Hugging Face cache and Ollama's store, and where they would run",
     "freetoken models [--json] [--hub DIR]",
     {{"json", "", "print JSON instead of a table", "", false},
      {"hub", "DIR", "the hub cache to list [default: $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub]", "",
       false}},
-    0, run_models};
+    0,
+    run_models};
 
 }  // namespace ft::cli

@@ -56,7 +56,10 @@ class HubCache : public ::testing::Test {
     std::ofstream(other / "config.json") << R"({"model_type": "llama", "torch_dtype": "bfloat16"})";
   }
   fs::path hub() const { return dir_.path() / "hub"; }
-  std::vector<std::pair<std::string, std::string>> env() const { return {{"HF_HUB_CACHE", hub().string()}}; }
+  // The hub cache under test, and no Ollama store (a user's own would add rows).
+  std::vector<std::pair<std::string, std::string>> env() const {
+    return {{"HF_HUB_CACHE", hub().string()}, {"OLLAMA_MODELS", (hub() / "no-ollama").string()}};
+  }
 
   static constexpr const char* kOld = "1111111111111111111111111111111111111111";
   static constexpr const char* kMain = "2222222222222222222222222222222222222222";
@@ -130,7 +133,8 @@ TEST(HubCacheFamilies, ModelsReportsACheckpointOfEveryFamilyAsSupported) {
     ASSERT_TRUE(engine::write_random_checkpoint(dir.path() / name, spec));
     add_snapshot(hub / ("models--acme--" + name), dir.path() / name, "3333333333333333333333333333333333333333");
   }
-  const CommandResult r = run_freetoken({"models", "--json"}, {{"HF_HUB_CACHE", hub.string()}});
+  const CommandResult r =
+      run_freetoken({"models", "--json"}, {{"HF_HUB_CACHE", hub.string()}, {"OLLAMA_MODELS", (hub / "none").string()}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json list = json::parse(r.out);
   ASSERT_EQ(list.size(), engine::model_families().size()) << r.out;

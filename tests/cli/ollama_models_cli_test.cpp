@@ -1,5 +1,6 @@
 // Models `ollama pull` stored: `--model ollama:NAME[:TAG]` reads the manifest under $OLLAMA_MODELS
-// and runs the GGUF blob it names in place (a blob has no .gguf name: it is known by its magic).
+// and runs the GGUF blob it names in place (a blob has no .gguf name: it is known by its magic);
+// `freetoken models` lists them under that name.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -57,6 +58,23 @@ TEST_F(OllamaStore, AMissingModelOrBlobIsAOneLineError) {
   const CommandResult no_blob = logits("ollama:tiny-moe:q4", dir_.path() / "y.safetensors");
   EXPECT_EQ(no_blob.exit_code, 2);
   EXPECT_NE(no_blob.err.find("missing or not a GGUF file"), std::string::npos) << no_blob.err;
+}
+
+TEST_F(OllamaStore, ModelsListsItUnderTheNameModelTakes) {
+  TempDir hub;
+  auto env_both = env();
+  env_both.push_back({"HF_HUB_CACHE", hub.path().string()});
+  const CommandResult r = run_freetoken({"models", "--json"}, env_both);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto list = nlohmann::json::parse(r.out);
+  ASSERT_EQ(list.size(), 1u) << r.out;
+  EXPECT_EQ(list[0]["name"], "ollama:tiny-moe:q4");
+  EXPECT_EQ(list[0]["architecture"], "qwen3_moe");
+  EXPECT_EQ(list[0]["dtype"], "Q4_K");
+  EXPECT_EQ(list[0]["supported"], true) << list[0]["support"];
+  EXPECT_EQ(list[0]["bytes"], fs::file_size(fs::path(FT_FIXTURES_DIR) / "gguf/models/qwen3_moe-mixed.gguf"));
+  const CommandResult table = run_freetoken({"models"}, env_both);
+  EXPECT_NE(table.out.find("ollama:tiny-moe:q4"), std::string::npos) << table.out;
 }
 
 }  // namespace
