@@ -602,11 +602,12 @@ class CudaBackend final : public Backend {
     add_shared_expert(w, x, T, out);
   }
 
-  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU), and experts in GGUF
-  // block dtypes: the router's product (with its bias), top-k on the device, then expert by expert
-  // through the linear products with the biases in them and the GLU kernel between. The choices come to the host each
-  // layer, so passes with such layers are never recorded as graphs (the first pass of a model, never recorded, marks
-  // it). Not yet with offloaded experts, whose kernels compute unbiased SwiGLUs and GeGLUs.
+  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU), and any experts the
+  // fused kernels cannot read: the router's product (with its bias), top-k on the device, then
+  // expert by expert through the linear products with the biases in them and the GLU kernel
+  // between. The choices come to the host each layer, so passes with such layers are never
+  // recorded as graphs (the first pass of a model, never recorded, marks it). Not yet with
+  // offloaded experts, whose kernels compute unbiased SwiGLUs and GeGLUs.
   void moe_biased(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
     if (offload_) return fail("experts with biases and a clamped GLU (gpt-oss) do not run offloaded on the GPU yet");
     if (mode_ != cuda::PassGraphs::Mode::kRun) return fail("a MoE with biased experts cannot be recorded as a graph");
