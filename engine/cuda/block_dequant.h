@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "ft/engine/dtype.h"
-#include "ops/k_quant_scales.h"
+#include "ops/block_fields.h"
 
 namespace ft::engine::cuda {
 
@@ -60,9 +60,7 @@ __device__ __forceinline__ void dequant_chunk(const std::byte* row, int c, float
   } else if constexpr (T == DType::kMXFP4) {
     constexpr std::int8_t kFp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const std::uint8_t* b = r + std::size_t(c) * 17;
-    // ggml_e8m0_to_fp32_half: 2^(e - 128); below e = 2 an fp32 subnormal.
-    const std::uint32_t e = b[0];
-    const float d = __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+    const float d = __uint_as_float(e8m0_half_bits(b[0]));
     for (int j = 0; j < 16; ++j) {
       v[j] = __fmul_rn(float(kFp4Doubled[b[1 + j] & 0x0F]), d);
       v[j + 16] = __fmul_rn(float(kFp4Doubled[b[1 + j] >> 4]), d);

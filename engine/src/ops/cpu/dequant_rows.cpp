@@ -1,10 +1,11 @@
 #include "ops/cpu/dequant_rows.h"
 
+#include <bit>
 #include <cstring>
 
 #include "ft/engine/bf16.h"
+#include "ops/block_fields.h"
 #include "ops/cpu/simd.h"
-#include "ops/k_quant_scales.h"
 
 namespace ft::engine::cpu {
 
@@ -92,11 +93,7 @@ FT_TARGET_AVX512 void mxfp4(const std::uint8_t* b, float* y, std::size_t n) {
   const __m512i table = _mm512_setr_epi32(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m512i low = _mm512_set1_epi32(0xF);
   for (std::size_t i = 0; i < n / 32; ++i, b += 17, y += 32) {
-    // ggml_e8m0_to_fp32_half: 2^(e - 128), an fp32 subnormal below e = 2.
-    const std::uint32_t e = b[0];
-    const std::uint32_t bits = e < 2 ? 0x00200000u << e : (e - 1) << 23;
-    float d;
-    std::memcpy(&d, &bits, 4);
+    const float d = std::bit_cast<float>(e8m0_half_bits(b[0]));
     const __m512 dv = _mm512_set1_ps(d);
     const __m512i q = bytes16(b + 1);
     const __m512i x0 = _mm512_permutexvar_epi32(_mm512_and_si512(q, low), table);

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "ft/engine/bf16.h"
-#include "ops/k_quant_scales.h"
+#include "ops/block_fields.h"
 
 namespace ft::engine {
 
@@ -23,13 +23,6 @@ float load_f16(const std::uint8_t* p) {
   std::uint16_t h;
   std::memcpy(&h, p, 2);
   return f16_to_f32(h);
-}
-
-// ggml_e8m0_to_fp32_half: 2^(e - 128), i.e. half the E8M0 scale, because the E2M1 table below holds
-// twice the FP4 values. e < 2 gives an fp32 subnormal, spelled out as ggml does.
-float e8m0_to_f32_half(std::uint8_t e) {
-  const std::uint32_t bits = e < 2 ? 0x00200000u << e : std::uint32_t(e - 1) << 23;
-  return std::bit_cast<float>(bits);
 }
 
 // kvalues_mxfp4: the E2M1 values doubled, indexed by the 4-bit code.
@@ -164,7 +157,7 @@ void dequantize_mxfp4(const std::byte* blocks, float* y, std::size_t n) {
   constexpr std::size_t kBytes = 1 + kQk / 2;
   for (std::size_t i = 0; i < n / kQk; ++i) {
     const std::uint8_t* b = bytes(blocks) + i * kBytes;
-    const float d = e8m0_to_f32_half(b[0]);
+    const float d = std::bit_cast<float>(e8m0_half_bits(b[0]));
     const std::uint8_t* qs = b + 1;
     for (std::size_t j = 0; j < kQk / 2; ++j) {
       const std::int8_t x0 = kFp4Doubled[qs[j] & 0x0F];
