@@ -86,8 +86,8 @@ std::vector<Row> ollama_rows(const fs::path& root, const Result<engine::CudaDevi
     std::string name = parts[2] + ":" + parts[3];
     if (parts[1] != "library") name = parts[1] + "/" + name;
     if (parts[0] != "registry.ollama.ai") name = parts[0] + "/" + parts[1] + "/" + parts[2] + ":" + parts[3];
-    Row r{{"ollama:" + name, parts[3], {}, 0}, "?", "?", "", ""};
-    auto blob = resolve_model_dir(r.model.repo);
+    Row r{{std::string(kOllamaPrefix) + name, parts[3], {}, 0}, "?", "?", "", ""};
+    auto blob = ollama_blob(it->path(), name);
     if (!blob) {
       r.support = "no: " + blob.status().message();
       r.placement = "-";

@@ -51,24 +51,14 @@ fs::path ollama_models_dir() {
   return freetoken_data_dir().parent_path().parent_path() / ".ollama/models";
 }
 
-Result<fs::path> resolve_ollama(const std::string& name) {
-  // [HOST/][NAMESPACE/]MODEL[:TAG], as `ollama pull` names it.
-  const std::size_t colon = name.rfind(':'), slash = name.rfind('/');
-  const bool tagged = colon != std::string::npos && (slash == std::string::npos || colon > slash);
-  const std::string tag = tagged ? name.substr(colon + 1) : "latest";
-  std::string path = tagged ? name.substr(0, colon) : name;
-  const auto parts = std::count(path.begin(), path.end(), '/');
-  if (parts == 0) path = "registry.ollama.ai/library/" + path;
-  if (parts == 1) path = "registry.ollama.ai/" + path;
-  if (path.empty() || tag.empty() || path.find("..") != std::string::npos || tag.find('/') != std::string::npos)
-    return invalid_argument("--model ollama:" + name + ": not an Ollama model name (MODEL[:TAG])");
-  const fs::path root = ollama_models_dir();
-  const fs::path manifest = root / "manifests" / path / tag;
+Result<fs::path> ollama_blob(const fs::path& manifest, const std::string& name) {
   std::ifstream in(manifest);
-  if (!in) return not_found("ollama:" + name + ": no manifest " + manifest.string() + " (ollama pull it first)");
+  if (!in) return not_found("ollama:" + name + ": cannot read " + manifest.string());
   const auto j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.contains("layers") || !j["layers"].is_array())
     return corrupt("ollama:" + name + ": " + manifest.string() + " is not an Ollama manifest");
+  // The store's root: ROOT/manifests/HOST/NAMESPACE/MODEL/TAG, five levels up.
+  const fs::path root = manifest.parent_path().parent_path().parent_path().parent_path().parent_path();
   for (const auto& layer : j["layers"]) {
     if (!layer.is_object() || layer.value("mediaType", "") != "application/vnd.ollama.image.model") continue;
     const std::string digest = layer.value("digest", "");
@@ -82,9 +72,26 @@ Result<fs::path> resolve_ollama(const std::string& name) {
   return unsupported("ollama:" + name + ": " + manifest.string() + " has no model layer");
 }
 
+Result<fs::path> resolve_ollama(const std::string& name) {
+  // [HOST/][NAMESPACE/]MODEL[:TAG], as `ollama pull` names it.
+  const std::size_t colon = name.rfind(':'), slash = name.rfind('/');
+  const bool tagged = colon != std::string::npos && (slash == std::string::npos || colon > slash);
+  const std::string tag = tagged ? name.substr(colon + 1) : "latest";
+  std::string path = tagged ? name.substr(0, colon) : name;
+  const auto parts = std::count(path.begin(), path.end(), '/');
+  if (parts == 0) path = "registry.ollama.ai/library/" + path;
+  if (parts == 1) path = "registry.ollama.ai/" + path;
+  if (path.empty() || tag.empty() || path.find("..") != std::string::npos || tag.find('/') != std::string::npos)
+    return invalid_argument("--model ollama:" + name + ": not an Ollama model name (MODEL[:TAG])");
+  const fs::path manifest = ollama_models_dir() / "manifests" / path / tag;
+  if (!fs::exists(manifest))
+    return not_found("ollama:" + name + ": no manifest " + manifest.string() + " (ollama pull it first)");
+  return ollama_blob(manifest, name);
+}
+
 Result<fs::path> resolve_model_dir(const std::string& spec) {
   if (spec.empty()) return invalid_argument("--model: empty");
-  if (spec.rfind("ollama:", 0) == 0) return resolve_ollama(spec.substr(7));
+  if (spec.starts_with(kOllamaPrefix)) return resolve_ollama(spec.substr(kOllamaPrefix.size()));
   std::error_code ec;
   if (fs::is_directory(spec, ec)) return fs::path(spec);
   // A GGUF model file (any part of a split one) loads as it is, whatever its name.

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ft/common/result.h"
@@ -20,6 +21,11 @@ namespace ft::cli {
 
 std::filesystem::path hub_cache_dir();
 std::filesystem::path ollama_models_dir();
+// `--model` names an Ollama model as kOllamaPrefix + NAME[:TAG].
+inline constexpr std::string_view kOllamaPrefix = "ollama:";
+// The GGUF blob an Ollama manifest (ROOT/manifests/HOST/NAMESPACE/MODEL/TAG) names, ROOT/blobs/
+// sha256-HEX; `name` is the model's, for messages.
+Result<std::filesystem::path> ollama_blob(const std::filesystem::path& manifest, const std::string& name);
 
 // `spec` as a checkpoint directory (one holding config.json): an existing directory, or an existing
 // GGUF file (any part of a split one), is returned as is; "ollama:NAME[:TAG]" is the GGUF blob of an

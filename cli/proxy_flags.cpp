@@ -13,6 +13,7 @@
 #include "ft/proxy/model_tokenizer.h"
 #include "http_limit_flags.h"
 #include "key_file.h"
+#include "model_locator.h"
 
 namespace ft::cli {
 namespace fs = std::filesystem;
@@ -50,7 +51,7 @@ Result<proxy::ServerOptions> server_options_from(const Args& args, bool demo, co
   const std::string spec = args.has("model") ? args.get("model") : "";
   opts.model_id = args.has("model-name")              ? args.get("model-name")
                   : demo                              ? "freetoken-demo"
-                  : spec.rfind("ollama:", 0) == 0     ? spec.substr(7)
+                  : spec.starts_with(kOllamaPrefix)   ? spec.substr(kOllamaPrefix.size())
                   : model_path.extension() == ".gguf" ? model_path.stem().string()
                                                       : model_path.filename().string();
   opts.model_aliases = split_commas(args.get("alias"));
