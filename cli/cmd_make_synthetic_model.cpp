@@ -1,6 +1,6 @@
 // `freetoken make-synthetic-model --like MODEL DIR`: a random-weight checkpoint with a released
 // model's exact shapes, config.json and tensor names, as sharded bf16 safetensors, for benchmarks
-// at real size (engine/synthetic_model.h).
+// at real size (engine/synthetic_model.h); with --quant, one GGUF file in a llama-quantize mix.
 #include <tbb/info.h>
 #include <unistd.h>
 
@@ -49,6 +49,32 @@ class ProgressPrinter {
   bool open_line_ = false;
 };
 
+// --quant: one GGUF file in llama-quantize's types instead of bf16 safetensors.
+int write_gguf(const char* cmd, const std::string& file, engine::SyntheticModelOptions options,
+               const std::string& quant) {
+  auto q = engine::parse_synthetic_quant(quant);
+  if (!q) return usage_error(cmd, "--quant: " + q.status().message());
+  auto spec = engine::synthetic_model_spec(options.like, options.layers);
+  if (!spec) return usage_error(cmd, spec.status().message());
+  std::printf("writing a SYNTHETIC %s GGUF (%s) with RANDOM weights (%lld layers)\n",
+              engine::synthetic_like_name(options.like), engine::synthetic_quant_name(*q),
+              static_cast<long long>(spec->num_layers));
+  std::fflush(stdout);
+  ProgressPrinter progress;
+  uint64_t bytes = 0;
+  options.progress = [&](uint64_t done, uint64_t total) {
+    progress.update(done, total);
+    bytes = total;
+  };
+  const Status s = engine::write_synthetic_gguf(file, *spec, options, *q);
+  progress.finish_line();
+  if (!s) return usage_error(cmd, s.message());
+  const double secs = progress.seconds();
+  std::printf("wrote %s: %.1f GB of tensors in %.1f s (%.2f GB/s)\n", file.c_str(), double(bytes) / 1e9, secs,
+              secs > 0 ? double(bytes) / 1e9 / secs : 0.0);
+  return 0;
+}
+
 int run_make_synthetic_model(const Args& args) {
   const char* cmd = "make-synthetic-model";
   if (args.positional().size() != 1) return usage_error(cmd, "expected one argument: the output DIR");
@@ -65,6 +91,7 @@ int run_make_synthetic_model(const Args& args) {
     return usage_error(cmd, "--seed expects an integer from 0 to 2^64-1, got '" + seed + "'");
   }
   if (options.threads < 0) return usage_error(cmd, "--threads must be 0 (all) or more");
+  if (!args.get("quant").empty()) return write_gguf(cmd, dir, options, args.get("quant"));
   auto plan = engine::plan_synthetic_model(options);
   if (!plan) return usage_error(cmd, plan.status().message());
   const int threads = options.threads > 0 ? options.threads : tbb::info::default_concurrency();
@@ -96,7 +123,8 @@ const Command kMakeSyntheticModelCommand = {
     "make-synthetic-model",
     "write a random-weight checkpoint with a released model's exact shapes (sharded bf16) for benchmarks",
     "freetoken make-synthetic-model --like qwen3-30b-a3b|qwen3.6-35b-a3b|deepseek-v3|glm-4.5-air|ernie-4.5-21b-a3b|"
-    "minimax-m2|gpt-oss-20b|llama4-scout [--layers N] [--threads N] [--seed S] DIR",
+    "minimax-m2|gpt-oss-20b|llama4-scout [--layers N] [--threads N] [--seed S] [--quant Q4_K_M|Q4_0|Q8_0] "
+    "DIR|FILE.gguf",
     {{"like", "MODEL",
       "the released model to imitate: qwen3-30b-a3b (48 layers, ~61 GB), qwen3.6-35b-a3b (40 layers, ~69 GB), "
       "deepseek-v3 (61 layers, ~1.3 TB: use --layers), glm-4.5-air (46 layers, ~220 GB), ernie-4.5-21b-a3b (28 "
@@ -105,7 +133,11 @@ const Command kMakeSyntheticModelCommand = {
       "", true},
      {"layers", "N", "write only the first N layers (config.json says N); 0: all", "0", false},
      {"threads", "N", "writer threads; 0: every hardware thread", "0", false},
-     {"seed", "S", "random seed of the weights (same seed, same bytes at any thread count)", "0", false}},
+     {"seed", "S", "random seed of the weights (same seed, same bytes at any thread count)", "0", false},
+     {"quant", "TYPE",
+      "write one GGUF file (the argument is its path) with llama-quantize's tensor types for Q4_K_M, Q4_0 or Q8_0 "
+      "instead of bf16 safetensors (Qwen3-MoE shapes)",
+      "", false}},
     1,
     run_make_synthetic_model,
 };

@@ -592,8 +592,7 @@ class CudaBackend final : public Backend {
     if (!failure_.empty()) return;
 
     phase.emplace(this, OpProfile::kMoeExperts, true);  // the experts' products and their combine
-    if (const cuda::ExpertTable* table = expert_table(w);
-        table && table->gate_up_dtype == DType::kBF16 && table->down_dtype == DType::kBF16) {
+    if (const cuda::ExpertTable* table = expert_table(w)) {
       experts_batched(*table, w, x, T, K, counts, chosen_dev, weights_dev, out);
     } else {
       experts_one_by_one(w, x, T, K, chosen_dev, weights_dev, out);
@@ -687,9 +686,16 @@ class CudaBackend final : public Backend {
     float* weights_dev = route.weights;
     if (trace_) trace_later(chosen_dev, T, K);
     const SwiGluMatrices& first = w.experts.front();
-    const cuda::ExpertTable dims{
-        nullptr,        nullptr, nullptr, first.gate.row_bytes, first.down.row_bytes, int(H), int(first.inter()),
-        w.glu.gelu_tanh};
+    const cuda::ExpertTable dims{nullptr,
+                                 nullptr,
+                                 nullptr,
+                                 first.gate.row_bytes,
+                                 first.down.row_bytes,
+                                 int(H),
+                                 int(first.inter()),
+                                 w.glu.gelu_tanh,
+                                 first.gate.dtype,
+                                 first.down.dtype};
     phase.emplace(this, OpProfile::kMoeExperts, true);
     if (decode) {
       decode_offloaded(w, layer, dims, x, T, K, chosen_dev, route.by_expert, out);
@@ -995,7 +1001,8 @@ class CudaBackend final : public Backend {
   // each expert's rows are padded to that first one's (P: zeros after its own), so padding at most
   // doubles the rows however skewed the routing is. The rows are grouped on the device
   // (moe_scatter), split in two bf16 halves, and every bucket runs batched GEMMs for gate, up and
-  // down over its experts; then the per-token combine. counts: each expert's rows. Offloaded
+  // down over its experts (split_gemms: bf16 weights as stored, GGUF blocks decoded to bf16 planes
+  // first); then the per-token combine. counts: each expert's rows. Offloaded
   // experts go in rounds of at most `round_experts` (buckets cut into pieces to fit), each made
   // resident by `resolve` before its GEMMs.
   void experts_batched(const cuda::ExpertTable& dims, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
@@ -1094,30 +1101,25 @@ class CudaBackend final : public Backend {
       };
       gemms([&](const Piece& p, const std::vector<const void*>& gate, const std::vector<const void*>& up,
                 const std::vector<const void*>&) {
-        for (int half = 0; half < 2; ++half) {
-          const std::uint16_t* in = xs + (2 * p.row0 + std::size_t(half) * p.P) * H;
-          batched_gemm(gate.data(), dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P, g + p.row0 * I,
-                       p.P * I, half, gate.size());
-          batched_gemm(up.data(), dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P, u + p.row0 * I, p.P * I,
-                       half, up.size());
-        }
+        const std::uint16_t* in = xs + 2 * p.row0 * H;
+        split_gemms(gate, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P,
+                    g + p.row0 * I, p.P * I);
+        split_gemms(up, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P,
+                    u + p.row0 * I, p.P * I);
       });
       cuda::glu_split(g + r0 * I, u + r0 * I, int(r1 - r0), int(I), dims.gelu, upload(part.data(), part.size()),
                       int(part.size()), hs + 2 * r0 * I, s());
       gemms([&](const Piece& p, const std::vector<const void*>&, const std::vector<const void*>&,
                 const std::vector<const void*>& down) {
-        for (int half = 0; half < 2; ++half) {
-          const std::uint16_t* in = hs + (2 * p.row0 + std::size_t(half) * p.P) * I;
-          batched_gemm(down.data(), dims.down_row_bytes, int(H), int(I), in, 2 * p.P * I, p.P, y + p.row0 * H, p.P * H,
-                       half, down.size());
-        }
+        split_gemms(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), hs + 2 * p.row0 * I, 2 * p.P * I, p.P,
+                    y + p.row0 * H, p.P * H);
       });
       if (round_done) round_done();
     }
     cuda::moe_combine(y, rows, sorted_weights, int(T), int(K), int(H), out, s());
   }
 
-  // Experts the batched kernels do not take (not bf16, uneven strides): the choices come to the
+  // Experts the batched kernels do not take (biases, uneven strides, unaligned rows): the choices come to the
   // host, which groups the tokens by expert; each expert with tokens runs its SwiGLU as GEMMs over
   // its rows.
   void experts_one_by_one(const MoeWeights& w, const float* x, std::size_t T, std::size_t K, const int32_t* chosen_dev,
@@ -1173,6 +1175,42 @@ class CudaBackend final : public Backend {
     }
     cuda::moe_combine(y, upload(row_of_choice.data(), row_of_choice.size()), upload(weights.data(), weights.size()),
                       int(T), int(K), int(H), out, s());
+  }
+
+  // For each expert j of `ws`: C_j [n, m] = X_j [n, k] W_j^T, X_j given as bf16 halves (x ~= hi + lo:
+  // n hi rows at b + j b_stride, then n lo rows). bf16 weights: two batched GEMMs, hi then lo added
+  // in the epilogue. GGUF blocks: decoded a few experts at a time into bf16 planes W ~= Wh + Wl
+  // (dequant_split_rows, as block_product), then Wh hi + Wh lo + Wl hi, three batched GEMMs.
+  void split_gemms(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
+                   const std::uint16_t* b, std::size_t b_stride, std::size_t n, float* c, std::size_t c_stride) {
+    const std::size_t lo_rows = n * std::size_t(k);
+    if (dtype == DType::kBF16) {
+      for (int half = 0; half < 2; ++half)
+        batched_gemm(ws.data(), row_bytes, m, k, b + std::size_t(half) * lo_rows, b_stride, n, c, c_stride, half,
+                     ws.size());
+      return;
+    }
+    Scratch::Frame frame(scratch_);
+    const std::size_t plane = std::size_t(m) * std::size_t(k);
+    const std::size_t per = std::clamp<std::size_t>(kBlockTileBytes / (4 * plane), 1, ws.size());
+    auto* hi = scratch_.take<std::uint16_t>(2 * per * plane);
+    std::uint16_t* lo = hi + per * plane;
+    std::vector<const void*> his(per), los(per);
+    for (std::size_t j0 = 0; j0 < ws.size(); j0 += per) {
+      const std::size_t nj = std::min(per, ws.size() - j0);
+      for (std::size_t j = 0; j < nj; ++j) {
+        cuda::dequant_split_rows(static_cast<const std::byte*>(ws[j0 + j]), dtype, row_bytes, m, k, hi + j * plane,
+                                 lo + j * plane, s());
+        his[j] = hi + j * plane;
+        los[j] = lo + j * plane;
+      }
+      const std::uint16_t* bj = b + j0 * b_stride;
+      float* cj = c + j0 * c_stride;
+      const std::size_t plain = std::size_t(k) * 2;
+      batched_gemm(his.data(), plain, m, k, bj, b_stride, n, cj, c_stride, false, nj);
+      batched_gemm(his.data(), plain, m, k, bj + lo_rows, b_stride, n, cj, c_stride, true, nj);
+      batched_gemm(los.data(), plain, m, k, bj, b_stride, n, cj, c_stride, true, nj);
+    }
   }
 
   // For each of `count` problems j: C_j [n, m] = B_j [n, k] W_j^T (+ C_j when `accumulate`) with

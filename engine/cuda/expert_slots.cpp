@@ -7,6 +7,7 @@
 
 #include "device_memory.h"
 #include "ft/engine/offload_bandwidth.h"
+#include "kernels.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -159,12 +160,16 @@ std::string ExpertSlots::check(const MoeWeights& w) const {
   const SwiGluMatrices& f = w.experts.front();
   for (const SwiGluMatrices& e : w.experts) {
     for (const Matrix* m : {&e.gate, &e.up, &e.down}) {
-      if (m->dtype != DType::kBF16 || m->row_bytes % 16 != 0)
-        return "experts kept in host RAM must be bf16 with 16-byte rows for now";
+      // What the slot kernels read: bf16 rows of whole 16-byte vectors, or rows of GGUF blocks.
+      const bool bf16 = m->dtype == DType::kBF16 && m->row_bytes % 16 == 0;
+      if (!bf16 && !(is_block_dtype(m->dtype) && m->cols % 32 == 0))
+        return std::string("experts kept in host RAM must be bf16 (16-byte rows) or a GGUF block type, not ") +
+               dtype_name(m->dtype);
     }
     if (e.gate.row_bytes != f.gate.row_bytes || e.up.row_bytes != f.gate.row_bytes ||
-        e.down.row_bytes != f.down.row_bytes || e.bytes() != f.bytes())
-      return "experts kept in host RAM must all have one shape";
+        e.down.row_bytes != f.down.row_bytes || e.bytes() != f.bytes() || e.gate.dtype != f.gate.dtype ||
+        e.up.dtype != f.gate.dtype || e.down.dtype != f.down.dtype)
+      return "experts kept in host RAM must all have one shape and type in a layer";
   }
   if (aligned(f.gate.bytes()) + aligned(f.up.bytes()) + aligned(f.down.bytes()) > o_.slot_bytes)
     return "internal error: an expert larger than its slot";
@@ -296,6 +301,10 @@ void ExpertSlots::calibrate(const MoeWeights& w) {
   calibrated_ = true;
   std::string device;
   if (cudaDeviceProp prop{}; cudaGetDeviceProperties(&prop, 0) == cudaSuccess) device = prop.name;
+  // The CPU's rate is per byte of the experts' type (blocks take more work a byte than bf16), so
+  // the cache is kept per type too.
+  const SwiGluMatrices& f = w.experts.front();
+  device += std::string(" / ") + dtype_name(f.gate.dtype) + "+" + dtype_name(f.down.dtype) + " experts";
   const int threads = cpu_.threads();
   Result<SplitCosts> c = not_found("");
   if (!o_.costs_cache.empty() && !o_.recalibrate) c = load_offload_costs(o_.costs_cache, device, threads);

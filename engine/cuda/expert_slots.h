@@ -73,7 +73,8 @@ class ExpertSlots {
   std::span<std::byte> pinned_buffer(std::size_t bytes);
   // The MoE layer `w` is, numbered in the order layers are first seen (a pass runs them in order).
   int layer_of(const MoeWeights& w);
-  // Whether `w`'s experts fit the slots (bf16, 16-byte rows, within a slot); a message if not.
+  // Whether `w`'s experts fit the slots (bf16 with 16-byte rows or GGUF blocks, one shape and type,
+  // within a slot); a message if not.
   std::string check(const MoeWeights& w) const;
   // One expert's bytes (what a fetch moves).
   static std::size_t expert_bytes(const MoeWeights& w) { return w.experts.front().bytes(); }

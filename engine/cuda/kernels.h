@@ -163,8 +163,8 @@ struct ExpertTable {
   int hidden = 0;  // H: gate/up columns, down rows
   int inter = 0;   // I: gate/up rows, down columns
   bool gelu = false;  // GeGLU experts (Gemma 4), else SwiGLU
-  // BF16, or a GGUF block dtype (the decode kernels then decode the blocks; batched prefill GEMMs
-  // take bf16 tables only).
+  // BF16, or a GGUF block dtype (the decode kernels then decode the blocks; the prefill GEMMs take
+  // bf16 planes decoded from them a few experts at a time).
   DType gate_up_dtype = DType::kBF16;
   DType down_dtype = DType::kBF16;
 };

@@ -32,10 +32,20 @@ fs::path gguf_model(const std::string& name) {
   return fs::path(FT_FIXTURES_DIR) / "gguf" / "models" / (name + ".gguf");
 }
 
-std::unique_ptr<engine::Model> load(const fs::path& path, BackendKind backend) {
+// slots > 0: the routed experts stay in host RAM with that many GPU slots, misses served by `policy`.
+std::unique_ptr<engine::Model> load(const fs::path& path, BackendKind backend, int slots = 0,
+                                    const char* policy = "adaptive") {
   engine::LoadOptions o;
   o.backend = backend;
   o.deterministic = true;
+  if (slots > 0) {
+    o.expert_slots = slots;
+    o.kv_budget_bytes = 64ull << 20;
+    o.threads = 2;
+    auto p = engine::parse_moe_policy(policy);
+    EXPECT_TRUE(p.is_ok());
+    if (p.is_ok()) o.moe_policy = *p;
+  }
   auto m = engine::load_model(path, o);
   EXPECT_TRUE(m.is_ok()) << m.status().to_string();
   return m.is_ok() ? std::move(m).value() : nullptr;
@@ -162,6 +172,59 @@ TEST_P(GgufModel, CpuOnPackedBlocksMatchesItselfOnDequantisedWeights) {
 TEST_P(GgufModel, CudaOnPackedBlocksMatchesItselfOnDequantisedWeights) {
   FT_SKIP_UNLESS_RUNNABLE(BackendKind::kCuda);
   expect_runtime_matches(path(), golden_, BackendKind::kCuda);
+}
+
+// The routed experts in host RAM, as stored (one slot holds an expert's blocks), with fewer GPU
+// slots than a layer has experts: every policy gives the logits of the model with every expert in
+// VRAM, in prefill (experts streamed through the slots in rounds) and in decode (hits, fetches and
+// the CPU's share on the same blocks).
+TEST_P(GgufModel, CudaWithExpertsInHostRamMatchesAllResident) {
+  FT_SKIP_UNLESS_RUNNABLE(BackendKind::kCuda);
+  constexpr double kTolerance = 1e-4;  // the same kernels but for the order a token's experts are added in
+  auto resident = load(path(), BackendKind::kCuda);
+  ASSERT_TRUE(resident);
+  const auto ids = golden_.ids("input_ids");
+  ASSERT_GT(ids.size(), 16u);  // the prefill path
+  const std::size_t V = std::size_t(resident->vocab_size());
+  engine::SequenceState rs = resident->new_state();
+  std::vector<float> want(ids.size() * V);
+  ASSERT_TRUE(resident->forward(rs, ids, want.data(), LogitsMode::kAll).is_ok());
+  std::vector<int32_t> steps{engine::argmax(std::span(want).subspan((ids.size() - 1) * V, V))};
+  std::vector<std::vector<float>> want_steps;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> l(V);
+    ASSERT_TRUE(resident->forward(rs, {&steps.back(), 1}, l.data(), LogitsMode::kLast).is_ok());
+    want_steps.push_back(l);
+    steps.push_back(engine::argmax(l));
+  }
+  const int experts = int(resident->config().num_experts), top_k = int(resident->config().num_experts_per_tok);
+  const int slots = top_k + 3;  // the fewest offload takes (top_k + 2) and one more
+  ASSERT_LT(slots - top_k, experts) << "the cache must be smaller than a layer's experts";
+  for (const char* policy : {"fetch", "cpu", "adaptive"}) {
+    SCOPED_TRACE(policy);
+    auto m = load(path(), BackendKind::kCuda, slots, policy);
+    ASSERT_TRUE(m);
+    EXPECT_TRUE(m->placement().experts_on_host);
+    engine::SequenceState s = m->new_state();
+    std::vector<float> got(ids.size() * V);
+    ASSERT_TRUE(m->forward(s, ids, got.data(), LogitsMode::kAll).is_ok());
+    EXPECT_LT(worst_rel_l2(got, want, V), kTolerance);
+    const auto prefill = m->expert_offload_stats();
+    ASSERT_TRUE(prefill);
+    EXPECT_GT(prefill->fetched, 0u);
+    for (std::size_t i = 0; i < want_steps.size(); ++i) {
+      std::vector<float> l(V);
+      ASSERT_TRUE(m->forward(s, {&steps[i], 1}, l.data(), LogitsMode::kLast).is_ok());
+      EXPECT_LT(rel_l2(l.data(), want_steps[i].data(), V), kTolerance) << "step " << i;
+    }
+    const auto st = m->expert_offload_stats();
+    ASSERT_TRUE(st);
+    if (std::string(policy) == "cpu") {
+      EXPECT_GT(st->cpu_computed, 0u);
+    } else if (std::string(policy) == "fetch") {
+      EXPECT_GT(st->fetched, prefill->fetched);
+    }
+  }
 }
 
 TEST_P(GgufModel, RestorePlusSuffixEqualsTheWholeSequence) {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "ft/common/priority_mutex.h"
@@ -74,7 +74,7 @@ uint64_t default_kv_budget() {
 // The checkpoint's weights by kind, from the HF tensor names, and how many layers have routed
 // experts.
 void weigh_checkpoint(const Checkpoint& ckpt, const ModelConfig& cfg, PlacementPlan& plan) {
-  std::set<std::string> moe_layers;
+  std::map<std::string, std::uint64_t> layer_expert_bytes;  // "layers.N" -> its routed experts' bytes
   for (const std::string& name : ckpt.tensor_names()) {
     auto view = ckpt.tensor(name);
     if (!view) continue;
@@ -84,13 +84,17 @@ void weigh_checkpoint(const Checkpoint& ckpt, const ModelConfig& cfg, PlacementP
     } else if (routed && name.find("shared_expert") == std::string::npos) {
       plan.routed_expert_bytes += view->nbytes;
       if (const std::size_t at = name.find("layers."); at != std::string::npos)
-        moe_layers.insert(name.substr(at, name.find('.', at + 7) - at));
+        layer_expert_bytes[name.substr(at, name.find('.', at + 7) - at)] += view->nbytes;
     } else {
       plan.dense_bytes += view->nbytes;
     }
   }
-  plan.moe_layers = moe_layers.size();
+  plan.moe_layers = layer_expert_bytes.size();
   plan.experts_per_layer = uint64_t(std::max<int64_t>(cfg.num_experts, 0));
+  // A layer's experts share one shape and dtype (the offload checks it); layers may differ.
+  for (const auto& [layer, bytes] : layer_expert_bytes)
+    if (plan.experts_per_layer)
+      plan.largest_expert_bytes = std::max(plan.largest_expert_bytes, bytes / plan.experts_per_layer);
 }
 
 // The GPU budget: --gpu-mem or what is free (less room for the CUDA libraries and what is kept

@@ -42,8 +42,9 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
                        gib_text(r.budget_bytes));
   }
   plan.experts_on_host = true;
-  // One expert's bytes, each of its three matrices aligned.
-  const std::uint64_t expert = plan.routed_expert_bytes / (plan.moe_layers * plan.experts_per_layer);
+  // The largest expert's bytes, each of its three matrices aligned.
+  const std::uint64_t expert =
+      std::max(plan.largest_expert_bytes, plan.routed_expert_bytes / (plan.moe_layers * plan.experts_per_layer));
   plan.expert_slot_bytes = (expert + kAlign - 1) / kAlign * kAlign + 3 * kAlign;
   const std::uint64_t fixed = plan.device_weight_bytes() + plan.workspace_bytes;
   const std::uint64_t least = fixed + kv_min + 3 * plan.expert_slot_bytes;

@@ -306,6 +306,18 @@ Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label) {
   return Translator(file, *arch, label).run();
 }
 
+std::string_view gguf_layer_name(std::string_view hf) {
+  for (const LayerName& n : kLayerNames)
+    if (n.hf == hf) return n.gguf;
+  return {};
+}
+
+std::string_view gguf_expert_stack_name(std::string_view hf) {
+  for (const LayerName& n : kExpertStacks)
+    if (n.hf == hf) return n.gguf;
+  return {};
+}
+
 std::vector<std::string> gguf_supported_architectures() {
   std::vector<std::string> out;
   for (const GgufArch& a : kArchs) out.emplace_back(a.arch);

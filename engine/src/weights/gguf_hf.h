@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ft/common/result.h"
@@ -32,6 +33,12 @@ struct GgufAsHf {
 };
 
 Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label);
+
+// llama.cpp's names for HF ones, the other way: a per-layer tensor ("self_attn.q_proj.weight" ->
+// "attn_q.weight") and the stack a routed expert's matrix goes into ("gate_proj.weight" ->
+// "ffn_gate_exps.weight"); empty when there is none.
+std::string_view gguf_layer_name(std::string_view hf);
+std::string_view gguf_expert_stack_name(std::string_view hf);
 
 // The GGUF architectures (`general.architecture`) gguf_as_hf knows, for messages and listings.
 std::vector<std::string> gguf_supported_architectures();

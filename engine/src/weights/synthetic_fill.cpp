@@ -30,6 +30,8 @@ struct WorkItem {
   uint64_t block;
 };
 
+}  // namespace
+
 Status pwrite_all(int fd, const void* data, std::size_t n, uint64_t offset, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -42,6 +44,8 @@ Status pwrite_all(int fd, const void* data, std::size_t n, uint64_t offset, cons
   }
   return Status::ok();
 }
+
+namespace {
 
 // The first error any worker saw; later items are skipped once there is one.
 class FirstError {
@@ -93,34 +97,39 @@ Status fill_tensors(const std::vector<PlannedTensor>& tensors, const std::vector
     total += 2 * n;
   }
 
-  std::atomic<uint64_t> done{0};
-  FirstError error;
   tbb::enumerable_thread_specific<std::vector<bf16_t>> buffers([] { return std::vector<bf16_t>(kChunkElements); });
-  auto fill_item = [&](const WorkItem& item) {
+  auto fill_item = [&](std::size_t i, std::atomic<uint64_t>& done) -> Status {
+    const WorkItem& item = items[i];
     const PlannedTensor& t = tensors[item.tensor];
     const TensorTarget& target = targets[item.tensor];
     const uint64_t first = item.block * kBlockElements;
     const uint64_t end = std::min(uint64_t(t.numel()), first + kBlockElements);
     BlockGenerator gen(t.init, table_of[item.tensor], block_seed(seed, t.name, item.block));
     std::vector<bf16_t>& buf = buffers.local();
-    for (uint64_t at = first; at < end && !error.failed(); at += kChunkElements) {
+    for (uint64_t at = first; at < end; at += kChunkElements) {
       const std::size_t count = std::size_t(std::min<uint64_t>(kChunkElements, end - at));
       gen.fill(buf.data(), count);
-      Status s = pwrite_all(target.fd, buf.data(), 2 * count, target.offset + 2 * at, *target.path);
-      if (!s) {
-        error.set(std::move(s));
-        return;
-      }
+      FT_RETURN_IF_ERROR(pwrite_all(target.fd, buf.data(), 2 * count, target.offset + 2 * at, *target.path));
       done.fetch_add(2 * count, std::memory_order_relaxed);
     }
+    return Status::ok();
   };
+  return parallel_fill(items.size(), threads, total, progress, fill_item);
+}
 
+Status parallel_fill(std::size_t n_items, int threads, uint64_t total,
+                     const std::function<void(uint64_t, uint64_t)>& progress,
+                     const std::function<Status(std::size_t, std::atomic<uint64_t>&)>& fill) {
+  std::atomic<uint64_t> done{0};
+  FirstError error;
   const int n_threads = threads > 0 ? threads : tbb::info::default_concurrency();
   auto run = [&] {
     tbb::task_arena arena(n_threads);
     arena.execute([&] {
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, items.size(), 1), [&](const auto& range) {
-        for (std::size_t i = range.begin(); i != range.end() && !error.failed(); ++i) fill_item(items[i]);
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n_items, 1), [&](const auto& range) {
+        for (std::size_t i = range.begin(); i != range.end() && !error.failed(); ++i) {
+          if (Status s = fill(i, done); !s) error.set(std::move(s));
+        }
       });
     });
   };

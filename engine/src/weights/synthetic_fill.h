@@ -2,6 +2,8 @@
 // pwrite into files that already exist at their final size, by a pool of worker threads.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -24,5 +26,15 @@ struct TensorTarget {
 // 200 ms and once at the end. The first write error stops the remaining items and is returned.
 Status fill_tensors(const std::vector<PlannedTensor>& tensors, const std::vector<TensorTarget>& targets, uint64_t seed,
                     int threads, const std::function<void(uint64_t, uint64_t)>& progress);
+
+// Runs fill(i, done) for every item i < n_items on `threads` worker threads (0: all), each adding
+// the bytes it wrote to `done`; progress(done, total) as fill_tensors. The first error stops the
+// remaining items and is returned.
+Status parallel_fill(std::size_t n_items, int threads, uint64_t total,
+                     const std::function<void(uint64_t, uint64_t)>& progress,
+                     const std::function<Status(std::size_t, std::atomic<uint64_t>&)>& fill);
+
+// Writes all n bytes at `offset` of `fd` (retrying short writes); kIo naming `path`.
+Status pwrite_all(int fd, const void* data, std::size_t n, uint64_t offset, const std::string& path);
 
 }  // namespace ft::engine::synthetic

@@ -17,6 +17,9 @@ struct PlacementPlan {
   std::uint64_t embedding_bytes = 0;   // token embedding and lm_head (once when tied)
   std::uint64_t dense_bytes = 0;       // attention, linear attention, dense MLPs, routers, shared experts, norms
   std::uint64_t routed_expert_bytes = 0;
+  // The largest layer's expert (gate, up, down): a quantised file may store some layers' experts
+  // in a wider type (Q4_K_M's Q6_K downs), and a slot must hold any. 0: the average is used.
+  std::uint64_t largest_expert_bytes = 0;
   std::uint64_t kv_page_bytes = 0;     // one page: page_tokens positions of every attention layer
   std::uint64_t kv_pages = 0;          // the pool's budget in pages
   std::uint64_t kv_tokens = 0;         // positions those pages hold, over all sequences

@@ -1,0 +1,157 @@
+// Synthetic GGUF models (write_synthetic_gguf): a small Qwen3-MoE written as Q4_K_M reads back
+// through the GGUF loader with llama-quantize's type for every tensor (Q6_K for the output and for
+// attn_v / ffn_down in use_more_bits' layers, Q4_K elsewhere, F32 norms and routers), values that
+// spread like the init, the same bytes at any thread count, and a model that loads and runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include "ft/engine/checkpoint.h"
+#include "ft/engine/model.h"
+#include "ft/engine/synthetic_model.h"
+#include "test_support.h"
+
+namespace ft::test {
+namespace {
+
+namespace fs = std::filesystem;
+using engine::DType;
+
+// Shapes whose rows are whole 256-value super-blocks, 8 layers (use_more_bits: 0, 3, 6, 7).
+engine::RandomCheckpointSpec small_spec() {
+  engine::RandomCheckpointSpec s;
+  s.family = engine::ModelFamily::kQwen3Moe;
+  s.vocab_size = 512;
+  s.hidden_size = 256;
+  s.num_layers = 8;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_dim = 64;
+  s.intermediate_size = 512;
+  s.num_experts = 4;
+  s.top_k = 2;
+  s.moe_intermediate_size = 256;
+  return s;
+}
+
+Status write(const fs::path& file, engine::SyntheticQuant q, int threads = 0, uint64_t seed = 3) {
+  engine::SyntheticModelOptions o;
+  o.threads = threads;
+  o.seed = seed;
+  return engine::write_synthetic_gguf(file, small_spec(), o, q);
+}
+
+std::string bytes_of(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(SyntheticGguf, Q4KMHasLlamaQuantizesTypesAndReadsBack) {
+  TempDir dir;
+  const fs::path file = dir.path() / "m.gguf";
+  ASSERT_TRUE(write(file, engine::SyntheticQuant::kQ4_K_M).is_ok());
+  auto ckpt = engine::Checkpoint::open(file);
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  const auto dtype = [&](const std::string& name) {
+    auto v = ckpt->tensor(name);
+    EXPECT_TRUE(v.is_ok()) << name;
+    return v.is_ok() ? v->dtype : DType::kF32;
+  };
+  EXPECT_EQ(dtype("lm_head.weight"), DType::kQ6_K);
+  EXPECT_EQ(dtype("model.embed_tokens.weight"), DType::kQ4_K);
+  EXPECT_EQ(dtype("model.norm.weight"), DType::kF32);
+  for (int layer = 0; layer < 8; ++layer) {
+    SCOPED_TRACE(layer);
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    const bool more = layer == 0 || layer == 3 || layer == 6 || layer == 7;
+    const DType wide = more ? DType::kQ6_K : DType::kQ4_K;
+    EXPECT_EQ(dtype(p + "self_attn.v_proj.weight"), wide);
+    EXPECT_EQ(dtype(p + "mlp.experts.3.down_proj.weight"), wide);
+    EXPECT_EQ(dtype(p + "self_attn.q_proj.weight"), DType::kQ4_K);
+    EXPECT_EQ(dtype(p + "self_attn.k_proj.weight"), DType::kQ4_K);
+    EXPECT_EQ(dtype(p + "self_attn.o_proj.weight"), DType::kQ4_K);
+    EXPECT_EQ(dtype(p + "mlp.experts.0.gate_proj.weight"), DType::kQ4_K);
+    EXPECT_EQ(dtype(p + "mlp.experts.0.up_proj.weight"), DType::kQ4_K);
+    EXPECT_EQ(dtype(p + "mlp.gate.weight"), DType::kF32);
+    EXPECT_EQ(dtype(p + "input_layernorm.weight"), DType::kF32);
+    EXPECT_EQ(dtype(p + "self_attn.q_norm.weight"), DType::kF32);
+  }
+  // The decoded values spread like the init (normal, the spec's scale), in every block type.
+  std::map<std::string, double> scale;
+  for (const engine::PlannedTensor& t : engine::random_checkpoint_tensors(small_spec())) scale[t.name] = t.init.scale;
+  for (const char* name :
+       {"model.layers.1.mlp.experts.2.down_proj.weight", "model.layers.0.mlp.experts.2.down_proj.weight",
+        "model.layers.2.self_attn.q_proj.weight", "lm_head.weight"}) {
+    SCOPED_TRACE(name);
+    auto v = ckpt->tensor(name);
+    ASSERT_TRUE(v.is_ok());
+    std::vector<float> x(std::size_t(v->numel()));
+    ASSERT_TRUE(engine::to_f32(*v, x.data(), 0, x.size()).is_ok());
+    double sum = 0, sq = 0;
+    for (float f : x) {
+      ASSERT_TRUE(std::isfinite(f));
+      sum += f;
+      sq += double(f) * f;
+    }
+    const double mean = sum / double(x.size()), sd = std::sqrt(sq / double(x.size()) - mean * mean);
+    const std::string like = std::string(name).find("experts.") != std::string::npos
+                                 ? "model.layers.0.mlp.experts.0.down_proj.weight"
+                                 : name;
+    ASSERT_GT(scale.count(like), 0u);
+    EXPECT_LT(std::abs(mean), 0.1 * scale[like]);
+    EXPECT_NEAR(sd, scale[like], 0.1 * scale[like]);
+  }
+}
+
+TEST(SyntheticGguf, LoadsAndRunsOnTheCpu) {
+  TempDir dir;
+  const fs::path file = dir.path() / "m.gguf";
+  ASSERT_TRUE(write(file, engine::SyntheticQuant::kQ4_0).is_ok());
+  engine::LoadOptions o;
+  o.backend = engine::BackendKind::kCpu;
+  auto m = engine::load_model(file, o);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const std::vector<int32_t> ids = {1, 7, 42, 300, 511};
+  std::vector<float> logits(ids.size() * 512);
+  engine::SequenceState s = (*m)->new_state();
+  ASSERT_TRUE((*m)->forward(s, ids, logits.data(), engine::LogitsMode::kAll).is_ok());
+  for (float f : logits) ASSERT_TRUE(std::isfinite(f));
+  EXPECT_NE(logits[0], logits[512]);  // positions differ
+}
+
+TEST(SyntheticGguf, SameSeedSameBytesAtAnyThreadCount) {
+  TempDir dir;
+  ASSERT_TRUE(write(dir.path() / "a.gguf", engine::SyntheticQuant::kQ4_K_M, 1).is_ok());
+  ASSERT_TRUE(write(dir.path() / "b.gguf", engine::SyntheticQuant::kQ4_K_M, 3).is_ok());
+  ASSERT_TRUE(write(dir.path() / "c.gguf", engine::SyntheticQuant::kQ4_K_M, 3, 4).is_ok());
+  const std::string a = bytes_of(dir.path() / "a.gguf");
+  EXPECT_GT(a.size(), 1000000u);
+  EXPECT_TRUE(a == bytes_of(dir.path() / "b.gguf"));
+  EXPECT_FALSE(a == bytes_of(dir.path() / "c.gguf"));
+}
+
+TEST(SyntheticGguf, RefusesOtherFamiliesPartialBlocksAndExistingFiles) {
+  TempDir dir;
+  const fs::path file = dir.path() / "m.gguf";
+  engine::SyntheticModelOptions o;
+  engine::RandomCheckpointSpec mixtral = small_spec();
+  mixtral.family = engine::ModelFamily::kMixtral;
+  Status s = engine::write_synthetic_gguf(file, mixtral, o, engine::SyntheticQuant::kQ4_0);
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported) << s.to_string();
+  engine::RandomCheckpointSpec narrow = small_spec();
+  narrow.moe_intermediate_size = 96;  // down_proj rows of 96 values: not whole Q4_K super-blocks
+  s = engine::write_synthetic_gguf(file, narrow, o, engine::SyntheticQuant::kQ4_K_M);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("down_exps"), std::string::npos) << s.message();
+  EXPECT_FALSE(fs::exists(file));
+  ASSERT_TRUE(write(file, engine::SyntheticQuant::kQ8_0).is_ok());
+  s = write(file, engine::SyntheticQuant::kQ8_0);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+  EXPECT_TRUE(engine::Checkpoint::open(file).is_ok());  // the first one is untouched
+}
+
+}  // namespace
+}  // namespace ft::test
