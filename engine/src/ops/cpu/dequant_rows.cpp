@@ -1,5 +1,6 @@
 #include "ops/cpu/dequant_rows.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -25,33 +26,40 @@ FT_TARGET_AVX512 inline __m512i bytes16(const std::uint8_t* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-FT_TARGET_AVX512 void q8_0(const std::uint8_t* b, float* y, std::size_t n) {
-  for (std::size_t i = 0; i < n / 32; ++i, b += 34, y += 32) {
+// The decoders hand each 16 decoded values to a sink with their offset in the row: StoreSink
+// writes them out (decode_row), DotSink multiplies them into per-token accumulators (block_dots).
+// Both see the same values, computed as the reference computes them.
+
+template <typename Sink>
+FT_TARGET_AVX512 void q8_0(const std::uint8_t* b, std::size_t n, Sink& sink) {
+  for (std::size_t i = 0; i < n / 32; ++i, b += 34) {
     const __m512 d = _mm512_set1_ps(f16_at(b));
     for (int h = 0; h < 2; ++h) {
       const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * h)));
-      _mm512_storeu_ps(y + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
+      sink(32 * i + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
     }
   }
 }
 
-FT_TARGET_AVX512 void q4_0(const std::uint8_t* b, float* y, std::size_t n) {
+template <typename Sink>
+FT_TARGET_AVX512 void q4_0(const std::uint8_t* b, std::size_t n, Sink& sink) {
   const __m512i low = _mm512_set1_epi32(0xF), eight = _mm512_set1_epi32(8);
-  for (std::size_t i = 0; i < n / 32; ++i, b += 18, y += 32) {
+  for (std::size_t i = 0; i < n / 32; ++i, b += 18) {
     const __m512 d = _mm512_set1_ps(f16_at(b));
     const __m512i q = bytes16(b + 2);
     const __m512i x0 = _mm512_sub_epi32(_mm512_and_si512(q, low), eight);
     const __m512i x1 = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
-    _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), d));
-    _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(x1), d));
+    sink(32 * i, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), d));
+    sink(32 * i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(x1), d));
   }
 }
 
-FT_TARGET_AVX512 void q4_k(const std::uint8_t* b, float* y, std::size_t n) {
+template <typename Sink>
+FT_TARGET_AVX512 void q4_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
   const __m512i low = _mm512_set1_epi32(0xF);
   for (std::size_t i = 0; i < n / 256; ++i, b += 144) {
     const float d = f16_at(b), min = f16_at(b + 2);
-    for (int j = 0; j < 8; ++j, y += 32) {
+    for (int j = 0; j < 8; ++j) {
       int sc, m;
       scale_min_k4(j, b + 4, sc, m);
       const __m512 d1 = _mm512_set1_ps(d * float(sc)), m1 = _mm512_set1_ps(min * float(m));
@@ -59,13 +67,15 @@ FT_TARGET_AVX512 void q4_k(const std::uint8_t* b, float* y, std::size_t n) {
       for (int h = 0; h < 2; ++h) {
         __m512i x = bytes16(q + 16 * h);
         x = _mm512_and_si512(j % 2 ? _mm512_srli_epi32(x, 4) : x, low);
-        _mm512_storeu_ps(y + 16 * h, _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(x)), m1));
+        sink(256 * i + 32 * std::size_t(j) + 16 * std::size_t(h),
+             _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(x)), m1));
       }
     }
   }
 }
 
-FT_TARGET_AVX512 void q6_k(const std::uint8_t* b, float* y, std::size_t n) {
+template <typename Sink>
+FT_TARGET_AVX512 void q6_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
   const __m512i low = _mm512_set1_epi32(0xF), two = _mm512_set1_epi32(3), off = _mm512_set1_epi32(32);
   for (std::size_t i = 0; i < n / 256; ++i, b += 210) {
     const float d = f16_at(b + 208);
@@ -80,27 +90,65 @@ FT_TARGET_AVX512 void q6_k(const std::uint8_t* b, float* y, std::size_t n) {
           const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(bytes16(qh + 16 * h), unsigned(hi_shift)), two);
           const __m512i q = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), off);
           const __m512 s = _mm512_set1_ps(d * float(sc[h + 2 * quarter]));
-          _mm512_storeu_ps(y + 128 * half + 32 * quarter + 16 * h, _mm512_mul_ps(s, _mm512_cvtepi32_ps(q)));
+          sink(256 * i + 128 * std::size_t(half) + 32 * std::size_t(quarter) + 16 * std::size_t(h),
+               _mm512_mul_ps(s, _mm512_cvtepi32_ps(q)));
         }
       }
     }
-    y += 256;
   }
 }
 
-FT_TARGET_AVX512 void mxfp4(const std::uint8_t* b, float* y, std::size_t n) {
+template <typename Sink>
+FT_TARGET_AVX512 void mxfp4(const std::uint8_t* b, std::size_t n, Sink& sink) {
   // kvalues_mxfp4: the E2M1 values doubled, by 4-bit code.
   const __m512i table = _mm512_setr_epi32(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m512i low = _mm512_set1_epi32(0xF);
-  for (std::size_t i = 0; i < n / 32; ++i, b += 17, y += 32) {
+  for (std::size_t i = 0; i < n / 32; ++i, b += 17) {
     const float d = std::bit_cast<float>(e8m0_half_bits(b[0]));
     const __m512 dv = _mm512_set1_ps(d);
     const __m512i q = bytes16(b + 1);
     const __m512i x0 = _mm512_permutexvar_epi32(_mm512_and_si512(q, low), table);
     const __m512i x1 = _mm512_permutexvar_epi32(_mm512_srli_epi32(q, 4), table);
-    _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), dv));
-    _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(x1), dv));
+    sink(32 * i, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), dv));
+    sink(32 * i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(x1), dv));
   }
+}
+
+struct StoreSink {
+  float* y;
+  FT_TARGET_AVX512 void operator()(std::size_t at, __m512 v) const { _mm512_storeu_ps(y + at, v); }
+};
+
+// Up to kBlockDotTokens activation rows: acc[t] += v * x_t[at .. at + 16).
+struct DotSink {
+  const float* x;
+  std::size_t ldx, T;
+  __m512 acc[kBlockDotTokens];
+  FT_TARGET_AVX512 void operator()(std::size_t at, __m512 v) {
+    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(v, _mm512_loadu_ps(x + t * ldx + at), acc[t]);
+  }
+};
+
+FT_TARGET_AVX512 float dot_decoded_avx512(const float* row, const float* x, std::size_t cols) {
+  __m512 acc = _mm512_setzero_ps();
+  for (std::size_t at = 0; at < cols; at += 16)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(row + at), _mm512_loadu_ps(x + at), acc);
+  return hsum512(acc);
+}
+
+template <void (*Decode)(const std::uint8_t*, std::size_t, StoreSink&)>
+FT_TARGET_AVX512 void decode_with(const std::uint8_t* b, float* y, std::size_t n) {
+  StoreSink sink{y};
+  Decode(b, n, sink);
+}
+
+template <void (*Decode)(const std::uint8_t*, std::size_t, DotSink&)>
+FT_TARGET_AVX512 void dots_with(const std::uint8_t* row, std::size_t cols, const float* x, std::size_t ldx,
+                                std::size_t T, float* out) {
+  DotSink sink{x, ldx, std::min(T, kBlockDotTokens), {}};
+  for (std::size_t t = 0; t < sink.T; ++t) sink.acc[t] = _mm512_setzero_ps();
+  Decode(row, cols, sink);
+  for (std::size_t t = 0; t < sink.T; ++t) out[t] = hsum512(sink.acc[t]);
 }
 
 FT_SIMD_END
@@ -108,33 +156,54 @@ FT_SIMD_END
 
 using Decoder = void (*)(const std::uint8_t*, float*, std::size_t);
 
-Decoder fast_decoder(CpuIsa isa, DType dtype) {
+// The decoder and the fused dot of one type, or nulls.
+struct Kernels {
+  Decoder decode = nullptr;
+  BlockDotsFn dots = nullptr;
+};
+
+Kernels kernels_for(CpuIsa isa, DType dtype) {
 #if FT_X86
   if (isa == CpuIsa::kAvx512 || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16) {
     switch (dtype) {
       case DType::kQ8_0:
-        return q8_0;
+        return {decode_with<q8_0>, dots_with<q8_0>};
       case DType::kQ4_0:
-        return q4_0;
+        return {decode_with<q4_0>, dots_with<q4_0>};
       case DType::kQ4_K:
-        return q4_k;
+        return {decode_with<q4_k>, dots_with<q4_k>};
       case DType::kQ6_K:
-        return q6_k;
+        return {decode_with<q6_k>, dots_with<q6_k>};
       case DType::kMXFP4:
-        return mxfp4;
+        return {decode_with<mxfp4>, dots_with<mxfp4>};
       default:
-        return nullptr;
+        return {};
     }
   }
 #endif
   (void)isa;
   (void)dtype;
-  return nullptr;
+  return {};
 }
+
+Decoder fast_decoder(CpuIsa isa, DType dtype) { return kernels_for(isa, dtype).decode; }
 
 }  // namespace
 
 bool has_fast_decoder(CpuIsa isa, DType dtype) { return fast_decoder(isa, dtype) != nullptr; }
+
+BlockDotsFn block_dots_for(CpuIsa isa, DType dtype) { return kernels_for(isa, dtype).dots; }
+
+float dot_decoded(const float* row, const float* x, std::size_t cols) {
+#if FT_X86
+  return dot_decoded_avx512(row, x, cols);
+#else
+  (void)row;
+  (void)x;
+  (void)cols;
+  return 0.f;  // unreachable: block_dots_for gives no fused kernel off x86
+#endif
+}
 
 void decode_row(CpuIsa isa, const Matrix& m, int64_t r, float* out) {
   if (const Decoder fast = fast_decoder(isa, m.dtype)) {

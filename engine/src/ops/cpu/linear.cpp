@@ -42,13 +42,29 @@ void bf16_block(DotsFn dots, const PreparedX& x, const Matrix& w, std::size_t r0
 // fp32 activations.
 void widened_block(CpuIsa isa, const float* x, const Matrix& w, std::size_t r0, std::size_t r1, std::size_t t0,
                    std::size_t t1, float* y, std::size_t ldy) {
+  const std::size_t cols = std::size_t(w.cols);
+  // A few tokens on a block dtype: the fused kernel decodes each row in registers per group of
+  // tokens (more tokens: one decoded row serves them all).
+  if (const BlockDotsFn fused = block_dots_for(isa, w.dtype); fused && t1 - t0 <= 2 * kBlockDotTokens) {
+    float out[kBlockDotTokens];
+    for (std::size_t r = r0; r < r1; ++r) {
+      const auto* row = reinterpret_cast<const std::uint8_t*>(w.row(int64_t(r)));
+      for (std::size_t t = t0; t < t1; t += kBlockDotTokens) {
+        const std::size_t n = std::min(kBlockDotTokens, t1 - t);
+        fused(row, cols, x + t * cols, cols, n, out);
+        for (std::size_t j = 0; j < n; ++j) y[(t + j) * ldy + r] = out[j];
+      }
+    }
+    return;
+  }
   static tbb::enumerable_thread_specific<std::vector<float>> rows;
   std::vector<float>& row = rows.local();
-  const std::size_t cols = std::size_t(w.cols);
   row.resize(cols);
+  const bool fused = block_dots_for(isa, w.dtype) != nullptr;
   for (std::size_t r = r0; r < r1; ++r) {
     decode_row(isa, w, int64_t(r), row.data());
-    for (std::size_t t = t0; t < t1; ++t) y[t * ldy + r] = ref::dot8(x + t * cols, row.data(), cols);
+    for (std::size_t t = t0; t < t1; ++t)
+      y[t * ldy + r] = fused ? dot_decoded(row.data(), x + t * cols, cols) : ref::dot8(x + t * cols, row.data(), cols);
   }
 }
 

@@ -1,16 +1,18 @@
 #include "ops/cpu/moe.h"
 
 #include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "ft/engine/ops_moe.h"
 #include "ops/cpu/amx.h"
+#include "ops/cpu/dequant_rows.h"
 #include "ops/cpu/dots.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
@@ -194,6 +196,67 @@ bool amx_experts_fit(CpuIsa isa, const MoeWeights& w) {
   return true;
 }
 
+// Row r of `m` dotted with n fp32 rows x_j = x + j * ld into out[j]: a few tokens through the
+// fused block kernel (the row decoded in registers), more through one decoded row.
+void row_dots(CpuIsa isa, BlockDotsFn fused, const Matrix& m, std::size_t r, const float* x, std::size_t ld,
+              std::size_t n, float* out) {
+  const std::size_t cols = std::size_t(m.cols);
+  const auto* row = reinterpret_cast<const std::uint8_t*>(m.row(int64_t(r)));
+  if (n <= 2 * kBlockDotTokens) {
+    for (std::size_t t = 0; t < n; t += kBlockDotTokens) fused(row, cols, x + t * ld, ld, n - t, out + t);
+    return;
+  }
+  static tbb::enumerable_thread_specific<std::vector<float>> rows;
+  std::vector<float>& w = rows.local();
+  w.resize(cols);
+  decode_row(isa, m, int64_t(r), w.data());
+  for (std::size_t t = 0; t < n; ++t) out[t] = dot_decoded(w.data(), x + t * ld, cols);
+}
+
+bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w) {
+  for (const SwiGluMatrices& m : w.experts)
+    for (const Matrix* x : {&m.gate, &m.up, &m.down})
+      if (!block_dots_for(isa, x->dtype)) return false;
+  return !w.experts.empty();
+}
+
+// Every expert in a GGUF block dtype with a fused kernel: the bf16 path's two passes over work
+// items of 32 rows (gate and up rows together, h = GLU in fp32; then down), each row decoded in
+// registers against the expert's tokens.
+void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y) {
+  const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
+  const bool plain = w.plain_experts();
+  float* h = s.floats(std::max<std::size_t>(g.begin[E], 1) * I);
+  const std::vector<Item> up_items = items(g, E, I);
+  tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
+    const Item& it = up_items[i];
+    const SwiGluMatrices& m = w.experts[it.expert];
+    const BlockDotsFn gate = block_dots_for(isa, m.gate.dtype), up = block_dots_for(isa, m.up.dtype);
+    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
+    std::vector<float> gb(n), ub(n);
+    for (std::size_t r = it.r0; r < it.r1; ++r) {
+      row_dots(isa, gate, m.gate, r, xg + a0 * H, H, n, gb.data());
+      row_dots(isa, up, m.up, r, xg + a0 * H, H, n, ub.data());
+      const float bg = bias_at(w.gate_bias, it.expert, I, r), bu = bias_at(w.up_bias, it.expert, I, r);
+      for (std::size_t j = 0; j < n; ++j)
+        h[(a0 + j) * I + r] = plain ? silu(gb[j]) * ub[j] : ref::expert_glu(w.glu, gb[j] + bg, ub[j] + bu);
+    }
+  });
+  const std::vector<Item> down_items = items(g, E, H);
+  tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
+    const Item& it = down_items[i];
+    const SwiGluMatrices& m = w.experts[it.expert];
+    const BlockDotsFn down = block_dots_for(isa, m.down.dtype);
+    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
+    std::vector<float> db(n);
+    for (std::size_t r = it.r0; r < it.r1; ++r) {
+      row_dots(isa, down, m.down, r, h + a0 * I, I, n, db.data());
+      const float bd = bias_at(w.down_bias, it.expert, H, r);
+      for (std::size_t j = 0; j < n; ++j) y[(a0 + j) * H + r] = db[j] + bd;
+    }
+  });
+}
+
 // Experts in other dtypes: each expert in turn through the generic linear.
 void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden);
@@ -245,7 +308,11 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
   } else {
     float* xg = s.floats(A * H);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * H, x + g.token_of[a] * H, H * sizeof(float));
-    experts_generic(s, isa, w, g, xg, y);
+    if (fused_blocks_fit(isa, w)) {
+      experts_blocks(s, isa, w, g, xg, y);
+    } else {
+      experts_generic(s, isa, w, g, xg, y);
+    }
   }
 
   phase.emplace(profile, OpProfile::kMoeCombine);
