@@ -170,6 +170,7 @@ __global__ void moe_down_blocks_kernel(const ExpertTable e, const float* h, int 
 void moe_gate_up_blocks(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
                         cudaStream_t s) {
   if (T <= 0) return;
+  if (experts.gate_up_units) return moe_gate_up_units(experts, x, T, top_k, chosen, h, s);
   with_block_dtype(experts.gate_up_dtype, [&](auto d) {
     launch(moe_gate_up_blocks_kernel<decltype(d)::value>,
            dim3(unsigned((experts.inter + kWarps - 1) / kWarps), unsigned(T * top_k)), 32 * kWarps, 0, s, experts, x,
@@ -180,6 +181,7 @@ void moe_gate_up_blocks(const ExpertTable& experts, const float* x, int T, int t
 void moe_down_combine_blocks(const ExpertTable& experts, const float* h, int T, int top_k,
                              const ChoicesByExpert& by_expert, float* out, cudaStream_t s) {
   if (T <= 0) return;
+  if (experts.down_units) return moe_down_combine_units(experts, h, T, top_k, by_expert, out, s);
   with_block_dtype(experts.down_dtype, [&](auto d) {
     launch(moe_down_blocks_kernel<decltype(d)::value>, dim3(unsigned((experts.hidden + kWarps - 1) / kWarps), unsigned(T)),
            32 * kWarps, 0, s, experts, h, top_k, by_expert, out);
@@ -201,6 +203,7 @@ void embedding_blocks(const std::byte* table, DType dtype, std::size_t row_bytes
 void gemv_blocks(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
                  const float* bias, float* y, cudaStream_t s) {
   if (T <= 0 || rows <= 0) return;
+  if (units_fit(dtype, w, row_bytes, cols)) return gemv_units(w, dtype, row_bytes, rows, cols, x, T, bias, y, s);
   with_block_dtype(dtype, [&](auto t) {
     launch(gemv_blocks_kernel<decltype(t)::value>, unsigned((rows + kWarps - 1) / kWarps), 32 * kWarps, 0, s, w,
            row_bytes, rows, cols / 32, x, T, bias, y);

@@ -215,8 +215,9 @@ class CudaBackend final : public Backend {
   }
   Status place_expert(Matrix& m) override {
     if (!offload_) return place(m);
-    if (m.dtype != DType::kBF16)
-      return unsupported(std::string("experts kept in host RAM must be bf16 for now, not ") + dtype_name(m.dtype));
+    if (m.dtype != DType::kBF16 && !cuda::is_block_dtype(m.dtype))
+      return unsupported(std::string("experts kept in host RAM must be bf16 or a GGUF block type, not ") +
+                         dtype_name(m.dtype));
     return Status::ok();  // read where it is mapped: copied into a slot, or computed on the CPU
   }
   std::optional<ExpertOffloadStats> expert_offload_stats() const override {
@@ -642,9 +643,14 @@ class CudaBackend final : public Backend {
     route.weights = scratch_.floats(T * K);
     if (by_expert)
       route.by_expert = {scratch_.take<int32_t>(T * K), scratch_.take<int32_t>(T * K), scratch_.floats(T * K)};
-    if (!w.router_bias && T <= std::size_t(cuda::kGemvMaxRows) && w.router.dtype == DType::kBF16 &&
-        cuda::gemv_fits(weight(w.router), w.router.row_bytes, w.router.cols) && route_counter()) {
-      const cuda::GemvOut router{weight(w.router), w.router.row_bytes, int(E), nullptr, logits};
+    // A bf16 router, or an fp32 one (GGUF keeps routers unquantised) with 16-byte rows.
+    const bool f32 = w.router.dtype == DType::kF32 && w.router.row_bytes % 16 == 0 &&
+                     reinterpret_cast<std::uintptr_t>(w.router.device) % 16 == 0 && w.router.cols % 4 == 0;
+    if (!w.router_bias && T <= std::size_t(cuda::kGemvMaxRows) &&
+        (f32 ||
+         (w.router.dtype == DType::kBF16 && cuda::gemv_fits(weight(w.router), w.router.row_bytes, w.router.cols))) &&
+        route_counter()) {
+      const cuda::GemvOut router{weight(w.router), w.router.row_bytes, int(E), nullptr, logits, f32};
       cuda::gemv_route(router, int(w.router.cols), x, int(T), route, route_done_, s());
     } else {
       linear(x, T, w.router, w.router_bias, logits);
@@ -686,16 +692,11 @@ class CudaBackend final : public Backend {
     float* weights_dev = route.weights;
     if (trace_) trace_later(chosen_dev, T, K);
     const SwiGluMatrices& first = w.experts.front();
-    const cuda::ExpertTable dims{nullptr,
-                                 nullptr,
-                                 nullptr,
-                                 first.gate.row_bytes,
-                                 first.down.row_bytes,
-                                 int(H),
-                                 int(first.inter()),
-                                 w.glu.gelu_tanh,
-                                 first.gate.dtype,
-                                 first.down.dtype};
+    const cuda::ExpertTable dims{nullptr, nullptr, nullptr, first.gate.row_bytes, first.down.row_bytes, int(H),
+                                 int(first.inter()), w.glu.gelu_tanh, first.gate.dtype, first.down.dtype,
+                                 // slots start on 256 bytes: the rows fit wherever the first expert's do
+                                 cuda::units_fit(first.gate.dtype, nullptr, first.gate.row_bytes, int(H)),
+                                 cuda::units_fit(first.down.dtype, nullptr, first.down.row_bytes, int(first.inter()))};
     phase.emplace(this, OpProfile::kMoeExperts, true);
     if (decode) {
       decode_offloaded(w, layer, dims, x, T, K, chosen_dev, route.by_expert, out);
@@ -1283,6 +1284,14 @@ class CudaBackend final : public Backend {
       table->gelu = w.glu.gelu_tanh;
       table->gate_up_dtype = first.gate.dtype;
       table->down_dtype = first.down.dtype;
+      table->gate_up_units = table->down_units = true;
+      for (const SwiGluMatrices& e : w.experts) {
+        table->gate_up_units = table->gate_up_units &&
+                               cuda::units_fit(e.gate.dtype, e.gate.device, e.gate.row_bytes, int(e.gate.cols)) &&
+                               cuda::units_fit(e.up.dtype, e.up.device, e.up.row_bytes, int(e.up.cols));
+        table->down_units =
+            table->down_units && cuda::units_fit(e.down.dtype, e.down.device, e.down.row_bytes, int(e.down.cols));
+      }
     }
     if (!fits) table.reset();
     return (tables_[&w] = std::move(table)).get();

@@ -166,9 +166,12 @@ std::string ExpertSlots::check(const MoeWeights& w) const {
         return std::string("experts kept in host RAM must be bf16 (16-byte rows) or a GGUF block type, not ") +
                dtype_name(m->dtype);
     }
+    if (e.up.dtype != e.gate.dtype)
+      return std::string("experts kept in host RAM need gate and up in one type (this file has gate ") +
+             dtype_name(e.gate.dtype) + ", up " + dtype_name(e.up.dtype) + ")";
     if (e.gate.row_bytes != f.gate.row_bytes || e.up.row_bytes != f.gate.row_bytes ||
         e.down.row_bytes != f.down.row_bytes || e.bytes() != f.bytes() || e.gate.dtype != f.gate.dtype ||
-        e.up.dtype != f.gate.dtype || e.down.dtype != f.down.dtype)
+        e.down.dtype != f.down.dtype)
       return "experts kept in host RAM must all have one shape and type in a layer";
   }
   if (aligned(f.gate.bytes()) + aligned(f.up.bytes()) + aligned(f.down.bytes()) > o_.slot_bytes)

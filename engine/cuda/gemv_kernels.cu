@@ -101,6 +101,25 @@ __device__ __forceinline__ void dot_rows(const std::byte* row, int cols, const f
   }
 }
 
+// acc[t] += w_row . x_t for an fp32 row (a GGUF router), 4 columns a lane a step, steps ascending.
+template <int NT>
+__device__ __forceinline__ void dot_rows_f32_after_wait(const std::byte* row, int cols, const float* x, int T,
+                                                        float (&acc)[NT]) {
+  const float4* w4 = reinterpret_cast<const float4*>(row);
+  const int n4 = cols / 4, lane = int(threadIdx.x & 31);
+  pdl_enter();
+#pragma unroll 4
+  for (int c = lane; c < n4; c += 32) {
+    const float4 w = __ldg(w4 + c);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t >= T) break;
+      const float4 a = reinterpret_cast<const float4*>(x + std::size_t(t) * cols)[c];
+      acc[t] += w.x * a.x + w.y * a.y + w.z * a.z + w.w * a.w;
+    }
+  }
+}
+
 // The products of one launch; block b works on product `out` where first_block[out] <= b.
 struct GemvBatch {
   GemvOut outs[kGemvMaxOuts];
@@ -121,7 +140,11 @@ __device__ __forceinline__ void gemv_rows(const GemvBatch& batch, int cols, cons
     return;
   }
   float acc[NT] = {};
-  dot_rows_after_wait<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
+  if (out.f32) {
+    dot_rows_f32_after_wait<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
+  } else {
+    dot_rows_after_wait<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
+  }
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= T) break;

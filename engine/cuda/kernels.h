@@ -96,6 +96,7 @@ struct GemvOut {
   int rows = 0;
   const float* bias = nullptr;
   float* y = nullptr;
+  bool f32 = false;  // fp32 weights (16-byte aligned rows), else bf16; gemv_route only
 };
 // GGUF block dtypes (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MXFP4), decoded 32 values at a time with
 // ggml's arithmetic (block_dequant.h). `cols` is a multiple of the block's values.
@@ -106,6 +107,12 @@ void embedding_blocks(const std::byte* table, DType dtype, std::size_t row_bytes
 // y [T, rows] = x [T, cols] w^T (+ bias) for T <= kGemvMaxRows: the decode product, one warp a row.
 void gemv_blocks(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
                  const float* bias, float* y, cudaStream_t s);
+// The same on the types with 64-value units (Q4_K, Q6_K, Q4_0, Q8_0: block_units.h): wide loads,
+// scales applied per group; units_fit says whether w's rows allow it (alignment, whole units).
+// gemv_blocks takes this path by itself where it fits.
+bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols);
+void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
+                const float* bias, float* y, cudaStream_t s);
 // w's rows [0, rows) as bf16 planes hi and lo, each [rows, cols], w ~= hi + lo: the tiles a
 // prefill-sized product hands to cuBLAS.
 void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* hi,
@@ -167,6 +174,9 @@ struct ExpertTable {
   // bf16 planes decoded from them a few experts at a time).
   DType gate_up_dtype = DType::kBF16;
   DType down_dtype = DType::kBF16;
+  // Every expert's gate/up (down) rows fit the unit kernels (units_fit): the block kernels use them.
+  bool gate_up_units = false;
+  bool down_units = false;
 };
 // h [T * top_k, inter]: for choice i of token t (row t * top_k + i), act(gate_e x_t) * (up_e x_t)
 // with e = chosen[t * top_k + i] and act silu, or gelu_tanh for a GeGLU table.
@@ -182,7 +192,11 @@ void moe_gate_up_blocks(const ExpertTable& experts, const float* x, int T, int t
                         cudaStream_t s);
 void moe_down_combine_blocks(const ExpertTable& experts, const float* h, int T, int top_k,
                              const ChoicesByExpert& by_expert, float* out, cudaStream_t s);
-
+// Their unit versions (block_unit_kernels.cu), for tables whose gate_up_units / down_units hold.
+void moe_gate_up_units(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
+                       cudaStream_t s);
+void moe_down_combine_units(const ExpertTable& experts, const float* h, int T, int top_k,
+                            const ChoicesByExpert& by_expert, float* out, cudaStream_t s);
 
 // ---- Sampling (sample_kernels.cu) -----------------------------------------------------------------
 

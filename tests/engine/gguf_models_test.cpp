@@ -200,6 +200,20 @@ TEST_P(GgufModel, CudaWithExpertsInHostRamMatchesAllResident) {
   const int experts = int(resident->config().num_experts), top_k = int(resident->config().num_experts_per_tok);
   const int slots = top_k + 3;  // the fewest offload takes (top_k + 2) and one more
   ASSERT_LT(slots - top_k, experts) << "the cache must be smaller than a layer's experts";
+  // The slot kernels take gate and up in one type; a file that quantised them differently (the
+  // mixed fixture: Q4_K gate, Q5_K up) is refused with that reason, and the pass fails cleanly.
+  auto ckpt = engine::Checkpoint::open(path());
+  ASSERT_TRUE(ckpt.is_ok());
+  if (ckpt->tensor("model.layers.0.mlp.experts.0.gate_proj.weight")->dtype !=
+      ckpt->tensor("model.layers.0.mlp.experts.0.up_proj.weight")->dtype) {
+    auto m = load(path(), BackendKind::kCuda, slots);
+    ASSERT_TRUE(m);
+    engine::SequenceState s = m->new_state();
+    const Status st = m->forward(s, ids, nullptr, LogitsMode::kNone);
+    EXPECT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("gate and up in one type"), std::string::npos) << st.to_string();
+    return;
+  }
   for (const char* policy : {"fetch", "cpu", "adaptive"}) {
     SCOPED_TRACE(policy);
     auto m = load(path(), BackendKind::kCuda, slots, policy);
@@ -224,6 +238,25 @@ TEST_P(GgufModel, CudaWithExpertsInHostRamMatchesAllResident) {
     } else if (std::string(policy) == "fetch") {
       EXPECT_GT(st->fetched, prefill->fetched);
     }
+  }
+}
+
+// Decode steps on the GPU (one token a pass: the block GEMV and expert kernels, the fp32 router's
+// fused routing) give the logits the prefill of the same tokens gives (split bf16 GEMMs), to the
+// 2e-3 every GPU decode-vs-prefill test allows.
+TEST_P(GgufModel, CudaDecodeStepsMatchThePrefillOfTheSameTokens) {
+  FT_SKIP_UNLESS_RUNNABLE(BackendKind::kCuda);
+  auto m = load(path(), BackendKind::kCuda);
+  ASSERT_TRUE(m);
+  const auto ids = golden_.ids("input_ids");
+  const std::size_t V = std::size_t(m->vocab_size()), T = ids.size(), steps = 6;
+  const std::vector<float> full = logits_of(*m, ids);
+  engine::SequenceState s = m->new_state();
+  ASSERT_TRUE(m->forward(s, std::span(ids).first(T - steps), nullptr, LogitsMode::kNone).is_ok());
+  for (std::size_t i = T - steps; i < T; ++i) {
+    std::vector<float> l(V);
+    ASSERT_TRUE(m->forward(s, std::span(ids).subspan(i, 1), l.data(), LogitsMode::kLast).is_ok());
+    EXPECT_LT(rel_l2(l.data(), &full[i * V], V), 2e-3) << "position " << i;
   }
 }
 

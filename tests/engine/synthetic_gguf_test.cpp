@@ -13,6 +13,7 @@
 #include "ft/engine/model.h"
 #include "ft/engine/synthetic_model.h"
 #include "test_support.h"
+#include "tiny_models.h"
 
 namespace ft::test {
 namespace {
@@ -120,6 +121,48 @@ TEST(SyntheticGguf, LoadsAndRunsOnTheCpu) {
   ASSERT_TRUE((*m)->forward(s, ids, logits.data(), engine::LogitsMode::kAll).is_ok());
   for (float f : logits) ASSERT_TRUE(std::isfinite(f));
   EXPECT_NE(logits[0], logits[512]);  // positions differ
+}
+
+// A Q4_K_M model on the GPU (Q4_K gate/up and Q6_K downs through the lane kernels): decode steps
+// give the prefill's logits (2e-3, as every GPU decode-vs-prefill test), and with the experts in
+// host RAM behind three slots every step gives the all-resident logits.
+TEST(SyntheticGguf, Q4KMOnTheGpuDecodesAsItPrefillsResidentOrOffloaded) {
+  FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda);
+  TempDir dir;
+  const fs::path file = dir.path() / "m.gguf";
+  ASSERT_TRUE(write(file, engine::SyntheticQuant::kQ4_K_M).is_ok());
+  const auto load = [&](int slots) {
+    engine::LoadOptions o;
+    o.backend = engine::BackendKind::kCuda;
+    o.deterministic = true;
+    o.expert_slots = slots;
+    o.kv_budget_bytes = 64ull << 20;
+    auto m = engine::load_model(file, o);
+    EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+    return m.is_ok() ? std::move(m).value() : nullptr;
+  };
+  auto resident = load(0), offloaded = load(5);
+  ASSERT_TRUE(resident && offloaded);
+  const std::size_t V = 512, T = 40, steps = 6;
+  std::vector<int32_t> ids(T);
+  for (std::size_t i = 0; i < T; ++i) ids[i] = int32_t((i * 37 + 11) % V);
+  std::vector<float> full(T * V);
+  engine::SequenceState s = resident->new_state();
+  ASSERT_TRUE(resident->forward(s, ids, full.data(), engine::LogitsMode::kAll).is_ok());
+  engine::SequenceState r = resident->new_state(), o = offloaded->new_state();
+  const auto prefix = std::span(ids).first(T - steps);
+  ASSERT_TRUE(resident->forward(r, prefix, nullptr, engine::LogitsMode::kNone).is_ok());
+  ASSERT_TRUE(offloaded->forward(o, prefix, nullptr, engine::LogitsMode::kNone).is_ok());
+  for (std::size_t i = T - steps; i < T; ++i) {
+    std::vector<float> lr(V), lo(V);
+    ASSERT_TRUE(resident->forward(r, std::span(ids).subspan(i, 1), lr.data(), engine::LogitsMode::kLast).is_ok());
+    ASSERT_TRUE(offloaded->forward(o, std::span(ids).subspan(i, 1), lo.data(), engine::LogitsMode::kLast).is_ok());
+    EXPECT_LT(rel_l2(lr.data(), &full[i * V], V), 2e-3) << "position " << i;
+    EXPECT_LT(rel_l2(lo.data(), lr.data(), V), 1e-4) << "position " << i;
+  }
+  const auto st = offloaded->expert_offload_stats();
+  ASSERT_TRUE(st);
+  EXPECT_GT(st->misses, 0u);
 }
 
 TEST(SyntheticGguf, SameSeedSameBytesAtAnyThreadCount) {
