@@ -1,7 +1,8 @@
 // Decode-sized products on the GGUF block types with lanes (block_units.h: Q4_K, Q6_K, Q4_0,
-// Q8_0): the linear gemv and the two MoE expert kernels. A warp takes a row 256 values a step,
-// every lane 8 of them; the lanes' sums are added in a fixed tree, so a row's result depends on
-// its length alone, never on the launch or the token count.
+// Q8_0): the linear gemv and the two MoE expert kernels. A warp takes a row a step at a time (four
+// K-quant super-blocks, or eight 32-value blocks), and long rows are split over up to 8 warps so that each has only a few
+// steps (their loads all in flight at once); the lanes' and the warps' sums are added in a fixed
+// order, so a row's result depends on its length alone, never on the launch or the token count.
 #include "block_units.h"
 #include "glu_device.h"
 #include "kernels.h"
@@ -10,13 +11,13 @@
 namespace ft::engine::cuda {
 namespace {
 
-using units::kStep;
+using units::kUnitValues;
 using units::Lane;
 using units::Piece;
 using units::piece_dot;
 
 constexpr int kWarps = 8;
-constexpr int kDownRows = 4;     // output rows of a moe_down block (its warps split the choices)
+constexpr int kDownRows = 2;     // output rows of a moe_down block (its warps split the choices)
 constexpr int kMoeMaxTopK = 32;  // the router's limit (kernels.h)
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -25,66 +26,128 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// acc[t] += row . x_t (x_t = x + t * ldx) over the row's `steps` steps, this lane's share.
+// A warp-step of a row: 32 / Lane<T>::kLanes units side by side, each lane in one of them.
+template <DType T>
+__host__ __device__ constexpr int units_per_step() {
+  return 32 / Lane<T>::kLanes;
+}
+template <DType T>
+__host__ __device__ constexpr int steps_of(int cols) {
+  return (cols / kUnitValues + units_per_step<T>() - 1) / units_per_step<T>();
+}
+
+// acc[t] += row . x_t (x_t = x + t * ldx) over steps [s0, s1) of a row of `units` units, this
+// lane's share (a lane whose unit is past the row's end adds nothing).
 template <DType T, int NT>
-__device__ __forceinline__ void row_dot(const std::byte* row, int steps, const float* x, std::size_t ldx, int n_tokens,
-                                        float (&acc)[NT]) {
+__device__ __forceinline__ void row_dot(const std::byte* row, int units, int s0, int s1, const float* x,
+                                        std::size_t ldx, int n_tokens, float (&acc)[NT]) {
   const auto* r = reinterpret_cast<const std::uint8_t*>(row);
-  const int lane = int(threadIdx.x % 32);
-#pragma unroll 4
-  for (int s = 0; s < steps; ++s) {
-    Piece p;
-    Lane<T>::decode(r + std::size_t(s) * Lane<T>::kStepBytes, lane, p);
+  const int lane = int(threadIdx.x % 32), j = lane % Lane<T>::kLanes;
+#pragma unroll 2
+  for (int s = s0; s < s1; ++s) {
+    const int u = s * units_per_step<T>() + lane / Lane<T>::kLanes;
+    if (u >= units) break;
+    Piece<Lane<T>::kGroup> p;
+    Lane<T>::decode(r + std::size_t(u) * Lane<T>::kUnitBytes, j, p);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       if (t >= n_tokens) break;
-      acc[t] += piece_dot<T>(p, x + std::size_t(t) * ldx + std::size_t(s) * kStep);
+      acc[t] += piece_dot<T>(p, x + std::size_t(t) * ldx + std::size_t(u) * kUnitValues);
     }
   }
 }
 
+// How a block's warps share rows: `split` warps a row (each a contiguous quarter, say, of its
+// steps), 8 / split rows a block. A warp's steps are few enough that their loads are in flight
+// together; the split's partial sums are added in warp order, so a row's result depends on its
+// length alone.
+struct Split {
+  int split, row, part, s0, s1;
+};
+__device__ __forceinline__ Split split_of(int split, int steps) {
+  const int warp = int(threadIdx.x / 32);
+  const int part = warp % split, per = (steps + split - 1) / split;
+  return {split, int(blockIdx.x) * (kWarps / split) + warp / split, part, min(steps, part * per),
+          min(steps, (part + 1) * per)};
+}
+
+// Warps per row: about two steps each.
+int split_for(int steps) { return steps >= 16 ? 8 : steps >= 8 ? 4 : steps >= 4 ? 2 : 1; }
+
 template <DType T, int NT>
-__global__ void gemv_units_kernel(const std::byte* w, std::size_t row_bytes, int rows, int cols, const float* x,
-                                  int n_tokens, const float* bias, float* y) {
+__global__ void gemv_units_kernel(const std::byte* w, std::size_t row_bytes, int rows, int cols, int split,
+                                  const float* x, int n_tokens, const float* bias, float* y) {
   pdl_enter();
-  const int row = int(blockIdx.x) * kWarps + int(threadIdx.x / 32);
-  if (row >= rows) return;
+  __shared__ float part[kWarps][NT];
+  const Split sp = split_of(split, steps_of<T>(cols));
+  const int row = min(sp.row, rows - 1);  // a row past the end computes the last one and writes nothing
   float acc[NT] = {};
-  row_dot<T, NT>(w + std::size_t(row) * row_bytes, cols / kStep, x, std::size_t(cols), n_tokens, acc);
+  row_dot<T, NT>(w + std::size_t(row) * row_bytes, cols / kUnitValues, sp.s0, sp.s1, x, std::size_t(cols), n_tokens,
+                 acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= n_tokens) break;
-    const float s = warp_sum(acc[t]);
-    if (threadIdx.x % 32 == 0) y[std::size_t(t) * rows + row] = s + (bias ? bias[row] : 0.f);
+    const float v = warp_sum(acc[t]);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32][t] = v;
+  }
+  __syncthreads();
+  // Thread i < rows of the block x tokens adds row i's parts in order.
+  const int rows_here = kWarps / split, i = int(threadIdx.x);
+  if (i < rows_here * n_tokens) {
+    const int r = i % rows_here, t = i / rows_here, out_row = int(blockIdx.x) * rows_here + r;
+    if (out_row < rows) {
+      float v = 0.f;
+      for (int k = 0; k < split; ++k) v += part[r * split + k][t];
+      y[std::size_t(t) * rows + out_row] = v + (bias ? bias[out_row] : 0.f);
+    }
   }
 }
 
-// h[pair, row] = glu(gate_e . x_t, up_e . x_t) for pair = t * top_k + k (e = chosen[pair]): a warp
-// a row, both matrices' loads in flight together.
+// h[pair, row] = glu(gate_e . x_t, up_e . x_t) for pair = t * top_k + k (e = chosen[pair]): both
+// matrices' loads in flight together, a row's steps split over warps as in the gemv.
 template <DType G>
 __global__ void moe_gate_up_units_kernel(const ExpertTable e, const float* x, int top_k, const int32_t* chosen,
-                                         float* h) {
+                                         int split, float* h) {
   pdl_enter();
-  const int pair = int(blockIdx.y), row = int(blockIdx.x) * kWarps + int(threadIdx.x / 32);
-  if (row >= e.inter) return;
+  __shared__ float part[kWarps][2];
+  const int pair = int(blockIdx.y);
+  const Split sp = split_of(split, steps_of<G>(e.hidden));
+  const int row = min(sp.row, e.inter - 1);
   const int expert = chosen[pair];
   const float* xt = x + std::size_t(pair / top_k) * e.hidden;
   const std::size_t off = std::size_t(row) * e.gate_up_row_bytes;
   const auto* g = reinterpret_cast<const std::uint8_t*>(e.gate[expert] + off);
   const auto* u = reinterpret_cast<const std::uint8_t*>(e.up[expert] + off);
-  const int lane = int(threadIdx.x % 32);
+  const int lane = int(threadIdx.x % 32), j = lane % Lane<G>::kLanes, units = e.hidden / kUnitValues;
   float gs = 0.f, us = 0.f;
-#pragma unroll 2
-  for (int s = 0; s < e.hidden / kStep; ++s) {
-    Piece pg, pu;
-    Lane<G>::decode(g + std::size_t(s) * Lane<G>::kStepBytes, lane, pg);
-    Lane<G>::decode(u + std::size_t(s) * Lane<G>::kStepBytes, lane, pu);
-    gs += piece_dot<G>(pg, xt + std::size_t(s) * kStep);
-    us += piece_dot<G>(pu, xt + std::size_t(s) * kStep);
+  for (int s = sp.s0; s < sp.s1; ++s) {
+    const int k = s * units_per_step<G>() + lane / Lane<G>::kLanes;
+    if (k >= units) break;
+    Piece<Lane<G>::kGroup> pg, pu;
+    Lane<G>::decode(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
+    Lane<G>::decode(u + std::size_t(k) * Lane<G>::kUnitBytes, j, pu);
+    gs += piece_dot<G>(pg, xt + std::size_t(k) * kUnitValues);
+    us += piece_dot<G>(pu, xt + std::size_t(k) * kUnitValues);
   }
   gs = warp_sum(gs);
   us = warp_sum(us);
-  if (lane == 0) h[std::size_t(pair) * e.inter + row] = glu(gs, us, e.gelu);
+  if (lane == 0) {
+    part[threadIdx.x / 32][0] = gs;
+    part[threadIdx.x / 32][1] = us;
+  }
+  __syncthreads();
+  const int rows_here = kWarps / split, r = int(threadIdx.x);
+  if (r < rows_here) {
+    const int out_row = int(blockIdx.x) * rows_here + r;
+    if (out_row < e.inter) {
+      float gv = 0.f, uv = 0.f;
+      for (int k = 0; k < split; ++k) {
+        gv += part[r * split + k][0];
+        uv += part[r * split + k][1];
+      }
+      h[std::size_t(pair) * e.inter + out_row] = glu(gv, uv, e.gelu);
+    }
+  }
 }
 
 // out[t, row] = sum over token t's choices, in ascending expert order, of weight * down_e . h[pair].
@@ -97,15 +160,28 @@ __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, int t
   __shared__ float part[kMoeMaxTopK][kDownRows];
   const int t = int(blockIdx.y), row0 = int(blockIdx.x) * kDownRows, warp = int(threadIdx.x / 32);
   const int rows = min(kDownRows, e.hidden - row0);
+  const int units = e.inter / kUnitValues, lane = int(threadIdx.x % 32), j = lane % Lane<D>::kLanes;
   for (int i = warp; i < top_k; i += kWarps) {
     const int at = t * top_k + i;
-    const std::byte* w = e.down[by_expert.expert[at]];
+    const auto* w = reinterpret_cast<const std::uint8_t*>(e.down[by_expert.expert[at]]);
     const float* hr = h + std::size_t(by_expert.pair[at]) * e.inter;
-    for (int r = 0; r < rows; ++r) {
-      float s[1] = {};
-      row_dot<D, 1>(w + std::size_t(row0 + r) * e.down_row_bytes, e.inter / kStep, hr, 0, 1, s);
-      const float v = warp_sum(s[0]);
-      if (threadIdx.x % 32 == 0) part[i][r] = by_expert.weight[at] * v;
+    // The block's rows side by side, so all their loads are in flight together.
+    float s[kDownRows] = {};
+    for (int st = 0; st < steps_of<D>(e.inter); ++st) {
+      const int k = st * units_per_step<D>() + lane / Lane<D>::kLanes;
+      if (k >= units) break;
+#pragma unroll
+      for (int r = 0; r < kDownRows; ++r) {
+        Piece<Lane<D>::kGroup> p;
+        const int row = row0 + min(r, rows - 1);
+        Lane<D>::decode(w + std::size_t(row) * e.down_row_bytes + std::size_t(k) * Lane<D>::kUnitBytes, j, p);
+        s[r] += piece_dot<D>(p, hr + std::size_t(k) * kUnitValues);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) {
+      const float v = warp_sum(s[r]);
+      if (lane == 0 && r < rows) part[i][r] = by_expert.weight[at] * v;
     }
   }
   __syncthreads();
@@ -139,7 +215,7 @@ bool with_unit_dtype(DType t, F&& f) {
 }  // namespace
 
 bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols) {
-  if (!units::has_units(dtype) || cols % kStep != 0) return false;
+  if (!units::has_units(dtype) || cols % kUnitValues != 0) return false;
   // Q4_K's lanes load 16-byte headers and aligned words: its rows must start on 16 bytes.
   if (dtype == DType::kQ4_K) return reinterpret_cast<std::uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0;
   return reinterpret_cast<std::uintptr_t>(w) % 2 == 0 && row_bytes % 2 == 0;
@@ -147,13 +223,15 @@ bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols)
 
 void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
                 const float* bias, float* y, cudaStream_t s) {
-  const unsigned blocks = unsigned((rows + kWarps - 1) / kWarps);
   with_unit_dtype(dtype, [&](auto d) {
     constexpr DType D = decltype(d)::value;
+    const int split = split_for(steps_of<D>(cols)), per_block = kWarps / split;
+    const unsigned blocks = unsigned((rows + per_block - 1) / per_block);
     if (T == 1) {
-      launch(gemv_units_kernel<D, 1>, blocks, 32 * kWarps, 0, s, w, row_bytes, rows, cols, x, T, bias, y);
+      launch(gemv_units_kernel<D, 1>, blocks, 32 * kWarps, 0, s, w, row_bytes, rows, cols, split, x, T, bias, y);
     } else {
-      launch(gemv_units_kernel<D, kGemvMaxRows>, blocks, 32 * kWarps, 0, s, w, row_bytes, rows, cols, x, T, bias, y);
+      launch(gemv_units_kernel<D, kGemvMaxRows>, blocks, 32 * kWarps, 0, s, w, row_bytes, rows, cols, split, x, T,
+             bias, y);
     }
   });
 }
@@ -161,9 +239,10 @@ void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows
 void moe_gate_up_units(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
                        cudaStream_t s) {
   with_unit_dtype(experts.gate_up_dtype, [&](auto d) {
+    const int split = split_for(steps_of<decltype(d)::value>(experts.hidden)), per_block = kWarps / split;
     launch(moe_gate_up_units_kernel<decltype(d)::value>,
-           dim3(unsigned((experts.inter + kWarps - 1) / kWarps), unsigned(T * top_k)), 32 * kWarps, 0, s, experts, x,
-           top_k, chosen, h);
+           dim3(unsigned((experts.inter + per_block - 1) / per_block), unsigned(T * top_k)), 32 * kWarps, 0, s,
+           experts, x, top_k, chosen, split, h);
   });
 }
 

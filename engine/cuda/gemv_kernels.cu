@@ -108,7 +108,7 @@ __device__ __forceinline__ void dot_rows_f32_after_wait(const std::byte* row, in
   const float4* w4 = reinterpret_cast<const float4*>(row);
   const int n4 = cols / 4, lane = int(threadIdx.x & 31);
   pdl_enter();
-#pragma unroll 4
+#pragma unroll 8
   for (int c = lane; c < n4; c += 32) {
     const float4 w = __ldg(w4 + c);
 #pragma unroll

@@ -155,6 +155,18 @@ TEST(GpuPlan, AModelThatFitsStaysResident) {
   EXPECT_EQ(p.device_weight_bytes(), p.weight_bytes());
 }
 
+// Q4_K_M stores some layers' downs in Q6_K: a slot holds the largest layer's expert, not the average.
+TEST(GpuPlan, ASlotHoldsTheLargestLayersExpert) {
+  engine::PlacementPlan p = qwen3_30b_plan();
+  const uint64_t q4k = 2ull * 768 * 2048 / 256 * 144, q6k = 2048ull * 768 / 256 * 210;
+  p.routed_expert_bytes = 48ull * 128 * (q4k + 768ull * 2048 / 256 * 144) / 2 + 48ull * 128 * (q4k + q6k) / 2;
+  p.largest_expert_bytes = q4k + q6k;
+  ASSERT_TRUE(engine::plan_gpu_memory(p, {8ull << 30}).is_ok());
+  ASSERT_TRUE(p.experts_on_host);
+  EXPECT_GE(p.expert_slot_bytes, p.largest_expert_bytes + 3 * 256);
+  EXPECT_LT(p.expert_slot_bytes, p.largest_expert_bytes + 5 * 256);
+}
+
 TEST(GpuPlan, ExpertsMoveToHostRamAndTheRestBecomesSlots) {
   for (uint64_t gib : {8ull, 12ull, 24ull}) {
     SCOPED_TRACE(std::to_string(gib) + " GiB");

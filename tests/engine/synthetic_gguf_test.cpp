@@ -80,6 +80,14 @@ TEST(SyntheticGguf, Q4KMHasLlamaQuantizesTypesAndReadsBack) {
     EXPECT_EQ(dtype(p + "input_layernorm.weight"), DType::kF32);
     EXPECT_EQ(dtype(p + "self_attn.q_norm.weight"), DType::kF32);
   }
+  // Layers differ in expert size (Q6_K downs where use_more_bits): the plan knows the largest.
+  engine::LoadOptions cpu;
+  cpu.backend = engine::BackendKind::kCpu;
+  auto m = engine::load_model(file, cpu);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const uint64_t q4k_row = 256 / 256 * 144, q6k_row = 256 / 256 * 210;  // a 256-wide row
+  EXPECT_EQ((*m)->placement().largest_expert_bytes, 2 * 256 * q4k_row + 256 * q6k_row);
+  EXPECT_GT((*m)->placement().largest_expert_bytes * 4 * 8, (*m)->placement().routed_expert_bytes);
   // The decoded values spread like the init (normal, the spec's scale), in every block type.
   std::map<std::string, double> scale;
   for (const engine::PlannedTensor& t : engine::random_checkpoint_tensors(small_spec())) scale[t.name] = t.init.scale;
