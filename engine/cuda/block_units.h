@@ -36,6 +36,21 @@ __device__ __forceinline__ std::uint32_t load4_a2(const std::uint8_t* p) {
   return std::uint32_t(__ldg(h)) | (std::uint32_t(__ldg(h + 1)) << 16);
 }
 
+// 16 bytes from a 2-byte-aligned address as 4 words: loads of the aligned words that hold them,
+// funnel-shifted (every word loaded holds a byte of the range, so nothing is read past its last
+// aligned word).
+__device__ __forceinline__ void load16_a2(const std::uint8_t* p, std::uint32_t (&w)[4]) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  const auto* base = reinterpret_cast<const std::uint32_t*>(addr & ~std::uintptr_t(3));
+  const unsigned shift = unsigned(addr & 3) * 8;
+  std::uint32_t a[5];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a[i] = __ldg(base + i);
+  a[4] = shift ? __ldg(base + 4) : 0u;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(a[i], a[i + 1], shift);
+}
+
 // Byte k (0..11) of the K-quants' 12 packed scale bytes held as three words.
 __device__ __forceinline__ int scale_byte(std::uint32_t s0, std::uint32_t s1, std::uint32_t s2, int k) {
   const std::uint32_t w = k < 4 ? s0 : k < 8 ? s1 : s2;
@@ -113,12 +128,13 @@ struct Lane<DType::kQ6_K> {
     const int half = j / 4, qa = (j / 2) % 2, l16 = 16 * (j % 2);
     const float d = half_at(blk + 208);
     const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192 + 8 * half);
+    std::uint32_t ql[4], qh[4];
+    load16_a2(blk + 16 * j, ql);
+    load16_a2(blk + 128 + 32 * half + l16, qh);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const std::uint32_t ql = load4_a2(blk + 16 * j + 4 * k);
-      const std::uint32_t qh = load4_a2(blk + 128 + 32 * half + l16 + 4 * k);
-      const std::uint32_t lo = (ql & 0x0F0F0F0Fu) | (((qh >> (2 * qa)) & 0x03030303u) << 4);
-      const std::uint32_t hi = ((ql >> 4) & 0x0F0F0F0Fu) | (((qh >> (2 * qa + 4)) & 0x03030303u) << 4);
+      const std::uint32_t lo = (ql[k] & 0x0F0F0F0Fu) | (((qh[k] >> (2 * qa)) & 0x03030303u) << 4);
+      const std::uint32_t hi = ((ql[k] >> 4) & 0x0F0F0F0Fu) | (((qh[k] >> (2 * qa + 4)) & 0x03030303u) << 4);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         o.q[4 * k + i] = byte_plus_2p23(lo, i) - 8388640.f;  // - 2^23 - 32
