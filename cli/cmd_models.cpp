@@ -1,5 +1,6 @@
-// `freetoken models`: the checkpoints in the local Hugging Face cache and the models Ollama
-// stored, whether this build runs them, and where they would go on this machine.
+// `freetoken models`: the checkpoints in the local Hugging Face cache, the models Ollama stored and
+// the GGUF files llama.cpp and LM Studio keep (or under --dir), whether this build runs them, and
+// where they would go on this machine.
 #include <unistd.h>
 
 #include <cstdio>
@@ -123,6 +124,16 @@ int run_models(const Args& args) {
   }
   const fs::path ollama = ollama_models_dir();
   for (Row& r : ollama_rows(ollama, gpu, ram)) rows.push_back(std::move(r));
+  // Loose GGUF files: where llama.cpp and LM Studio keep them, and --dir.
+  std::vector<fs::path> dirs = gguf_dirs();
+  if (args.has("dir")) dirs.insert(dirs.begin(), fs::path(args.get("dir")));
+  for (const fs::path& d : dirs) {
+    for (CachedModel& m : list_gguf_files(d)) {
+      Row r{std::move(m), "?", "?", "", ""};
+      describe_gguf(r.model.dir, r, gpu, ram);
+      rows.push_back(std::move(r));
+    }
+  }
   if (args.has("json")) {
     json out = json::array();
     for (const Row& r : rows) {
@@ -133,11 +144,13 @@ int run_models(const Args& args) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("models in %s and %s\n", hub.c_str(), ollama.c_str());
+  std::string where = hub.string() + ", " + ollama.string();
+  for (const fs::path& d : dirs) where += ", " + d.string();
+  std::printf("models in %s\n", where.c_str());
   if (rows.empty()) {
     std::printf(
-        "  none (models downloaded with the Hugging Face client or `ollama pull` land there; pass --model DIR or "
-        "--model FILE.gguf otherwise)\n");
+        "  none (models downloaded with the Hugging Face client, `ollama pull`, llama.cpp or LM Studio land there; "
+        "pass --dir DIR to list GGUF files elsewhere, --model DIR or --model FILE.gguf to run one)\n");
     return 0;
   }
   std::printf("  %-40s %-14s %-9s %9s  %-9s %s\n", "MODEL", "ARCH", "DTYPE", "SIZE", "SUPPORTED", "PLACEMENT");
@@ -157,9 +170,11 @@ int run_models(const Args& args) {
 
 const Command kModelsCommand = {
     "models",
-    "list the models in the local Hugging Face cache and Ollama's store, and where they would run",
-    "freetoken models [--json] [--hub DIR]",
+    "list the models in the local Hugging Face cache, Ollama's store and llama.cpp's and LM Studio's GGUF folders, "
+    "and where they would run",
+    "freetoken models [--json] [--hub DIR] [--dir DIR]",
     {{"json", "", "print JSON instead of a table", "", false},
+     {"dir", "DIR", "also list the GGUF files under DIR (a few levels deep)", "", false},
      {"hub", "DIR", "the hub cache to list [default: $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub]", "",
       false}},
     0,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "data_dirs.h"
@@ -132,6 +133,74 @@ std::vector<CachedModel> list_hub_cache(const fs::path& hub) {
       std::error_code size_ec;
       const auto size = fs::file_size(f.path(), size_ec);  // follows the symlink into blobs/
       if (!size_ec) m.bytes += size;
+    }
+    out.push_back(std::move(m));
+  }
+  std::sort(out.begin(), out.end(), [](const CachedModel& a, const CachedModel& b) { return a.repo < b.repo; });
+  return out;
+}
+
+std::vector<fs::path> gguf_dirs() {
+  std::vector<fs::path> out;
+  const char* home = std::getenv("HOME");
+  if (const char* v = std::getenv("LLAMA_CACHE"); v && *v) {
+    out.emplace_back(v);
+  } else if (home && *home) {
+    out.push_back(fs::path(home) / ".cache/llama.cpp");
+  }
+  if (home && *home) {
+    out.push_back(fs::path(home) / ".lmstudio/models");
+    out.push_back(fs::path(home) / ".cache/lm-studio/models");
+  }
+  return out;
+}
+
+namespace {
+
+// gguf-split's part names, PREFIX-%05d-of-%05d.gguf: the part number, or 0 for any other name.
+int split_part(const std::string& name) {
+  constexpr std::size_t kTail = std::string_view("-00001-of-00002.gguf").size();
+  if (name.size() < kTail || name.compare(name.size() - kTail + 6, 4, "-of-") != 0) return 0;
+  const std::string part = name.substr(name.size() - kTail + 1, 5);
+  if (!std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) return 0;
+  return std::stoi(part);
+}
+
+}  // namespace
+
+std::vector<CachedModel> list_gguf_files(const fs::path& dir) {
+  std::vector<CachedModel> out;
+  std::error_code ec;
+  std::map<std::string, std::uint64_t> split_bytes;  // "PREFIX-of-N" -> the parts' bytes
+  std::vector<fs::path> files;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it.depth() > 3) it.disable_recursion_pending();
+    std::error_code file_ec;
+    if (!it->is_regular_file(file_ec) || it->path().extension() != ".gguf") continue;
+    const std::string name = it->path().filename().string();
+    const int part = split_part(name);
+    const std::uint64_t size = it->file_size(file_ec);
+    if (part > 0) {
+      const fs::path key =
+          it->path().parent_path() / (name.substr(0, name.size() - 20) + name.substr(name.size() - 10));
+      split_bytes[key.string()] += file_ec ? 0 : size;
+      if (part != 1) continue;
+    }
+    if (!engine::is_gguf_file(it->path())) continue;
+    files.push_back(it->path());
+  }
+  for (const fs::path& f : files) {
+    CachedModel m;
+    m.repo = f.string();
+    m.dir = f;
+    const std::string name = f.filename().string();
+    std::error_code size_ec;
+    if (split_part(name) == 1) {
+      m.bytes =
+          split_bytes[(f.parent_path() / (name.substr(0, name.size() - 20) + name.substr(name.size() - 10))).string()];
+    } else {
+      m.bytes = fs::file_size(f, size_ec);
     }
     out.push_back(std::move(m));
   }

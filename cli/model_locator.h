@@ -43,4 +43,12 @@ struct CachedModel {
 // Every repo in the hub cache whose resolved snapshot has a config.json, by repo name.
 std::vector<CachedModel> list_hub_cache(const std::filesystem::path& hub);
 
+// Folders other tools keep GGUF files in: llama.cpp's download cache ($LLAMA_CACHE, else
+// ~/.cache/llama.cpp) and LM Studio's (~/.lmstudio/models, ~/.cache/lm-studio/models).
+std::vector<std::filesystem::path> gguf_dirs();
+// The GGUF model files under `dir` (a few levels deep, known by their magic): one entry per model,
+// named by its path as --model takes it; a split model by its first part (-00001-of-N), its bytes
+// all parts'.
+std::vector<CachedModel> list_gguf_files(const std::filesystem::path& dir);
+
 }  // namespace ft::cli

@@ -56,9 +56,12 @@ class HubCache : public ::testing::Test {
     std::ofstream(other / "config.json") << R"({"model_type": "llama", "torch_dtype": "bfloat16"})";
   }
   fs::path hub() const { return dir_.path() / "hub"; }
-  // The hub cache under test, and no Ollama store (a user's own would add rows).
+  // The hub cache under test, and no Ollama store or GGUF folders (a user's own would add rows).
   std::vector<std::pair<std::string, std::string>> env() const {
-    return {{"HF_HUB_CACHE", hub().string()}, {"OLLAMA_MODELS", (hub() / "no-ollama").string()}};
+    return {{"HF_HUB_CACHE", hub().string()},
+            {"OLLAMA_MODELS", (hub() / "no-ollama").string()},
+            {"HOME", (hub() / "no-home").string()},
+            {"LLAMA_CACHE", (hub() / "no-llama").string()}};
   }
 
   static constexpr const char* kOld = "1111111111111111111111111111111111111111";
@@ -133,8 +136,10 @@ TEST(HubCacheFamilies, ModelsReportsACheckpointOfEveryFamilyAsSupported) {
     ASSERT_TRUE(engine::write_random_checkpoint(dir.path() / name, spec));
     add_snapshot(hub / ("models--acme--" + name), dir.path() / name, "3333333333333333333333333333333333333333");
   }
-  const CommandResult r =
-      run_freetoken({"models", "--json"}, {{"HF_HUB_CACHE", hub.string()}, {"OLLAMA_MODELS", (hub / "none").string()}});
+  const CommandResult r = run_freetoken({"models", "--json"}, {{"HF_HUB_CACHE", hub.string()},
+                                                               {"OLLAMA_MODELS", (hub / "none").string()},
+                                                               {"HOME", (hub / "none").string()},
+                                                               {"LLAMA_CACHE", (hub / "none").string()}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json list = json::parse(r.out);
   ASSERT_EQ(list.size(), engine::model_families().size()) << r.out;
