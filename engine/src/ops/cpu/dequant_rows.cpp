@@ -119,13 +119,16 @@ struct StoreSink {
   FT_TARGET_AVX512 void operator()(std::size_t at, __m512 v) const { _mm512_storeu_ps(y + at, v); }
 };
 
-// Up to kBlockDotTokens activation rows: acc[t] += v * x_t[at .. at + 16).
+// NT activation rows: acc[t] += v * x_t[at .. at + 16), unrolled so the accumulators stay in
+// registers.
+template <int NT>
 struct DotSink {
   const float* x;
-  std::size_t ldx, T;
-  __m512 acc[kBlockDotTokens];
+  std::size_t ldx;
+  __m512 acc[NT];
   FT_TARGET_AVX512 void operator()(std::size_t at, __m512 v) {
-    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(v, _mm512_loadu_ps(x + t * ldx + at), acc[t]);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(v, _mm512_loadu_ps(x + std::size_t(t) * ldx + at), acc[t]);
   }
 };
 
@@ -136,19 +139,48 @@ FT_TARGET_AVX512 float dot_decoded_avx512(const float* row, const float* x, std:
   return hsum512(acc);
 }
 
-template <void (*Decode)(const std::uint8_t*, std::size_t, StoreSink&)>
+// Each decoder as a type, so one name serves every sink.
+#define FT_DECODER(Name, fn)                                                          \
+  struct Name {                                                                       \
+    template <typename Sink>                                                          \
+    FT_TARGET_AVX512 static void run(const std::uint8_t* b, std::size_t n, Sink& s) { \
+      fn(b, n, s);                                                                    \
+    }                                                                                 \
+  };
+FT_DECODER(Q8_0, q8_0)
+FT_DECODER(Q4_0, q4_0)
+FT_DECODER(Q4_K, q4_k)
+FT_DECODER(Q6_K, q6_k)
+FT_DECODER(MXFP4, mxfp4)
+#undef FT_DECODER
+
+template <typename D>
 FT_TARGET_AVX512 void decode_with(const std::uint8_t* b, float* y, std::size_t n) {
   StoreSink sink{y};
-  Decode(b, n, sink);
+  D::run(b, n, sink);
 }
 
-template <void (*Decode)(const std::uint8_t*, std::size_t, DotSink&)>
+template <typename D, int NT>
+FT_TARGET_AVX512 void dots_n(const std::uint8_t* row, std::size_t cols, const float* x, std::size_t ldx, float* out) {
+  DotSink<NT> sink{x, ldx, {}};
+  for (int t = 0; t < NT; ++t) sink.acc[t] = _mm512_setzero_ps();
+  D::run(row, cols, sink);
+  for (int t = 0; t < NT; ++t) out[t] = hsum512(sink.acc[t]);
+}
+
+template <typename D>
 FT_TARGET_AVX512 void dots_with(const std::uint8_t* row, std::size_t cols, const float* x, std::size_t ldx,
                                 std::size_t T, float* out) {
-  DotSink sink{x, ldx, std::min(T, kBlockDotTokens), {}};
-  for (std::size_t t = 0; t < sink.T; ++t) sink.acc[t] = _mm512_setzero_ps();
-  Decode(row, cols, sink);
-  for (std::size_t t = 0; t < sink.T; ++t) out[t] = hsum512(sink.acc[t]);
+  switch (std::min(T, kBlockDotTokens)) {
+    case 1:
+      return dots_n<D, 1>(row, cols, x, ldx, out);
+    case 2:
+      return dots_n<D, 2>(row, cols, x, ldx, out);
+    case 3:
+      return dots_n<D, 3>(row, cols, x, ldx, out);
+    default:
+      return dots_n<D, 4>(row, cols, x, ldx, out);
+  }
 }
 
 FT_SIMD_END
@@ -167,15 +199,15 @@ Kernels kernels_for(CpuIsa isa, DType dtype) {
   if (isa == CpuIsa::kAvx512 || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16) {
     switch (dtype) {
       case DType::kQ8_0:
-        return {decode_with<q8_0>, dots_with<q8_0>};
+        return {decode_with<Q8_0>, dots_with<Q8_0>};
       case DType::kQ4_0:
-        return {decode_with<q4_0>, dots_with<q4_0>};
+        return {decode_with<Q4_0>, dots_with<Q4_0>};
       case DType::kQ4_K:
-        return {decode_with<q4_k>, dots_with<q4_k>};
+        return {decode_with<Q4_K>, dots_with<Q4_K>};
       case DType::kQ6_K:
-        return {decode_with<q6_k>, dots_with<q6_k>};
+        return {decode_with<Q6_K>, dots_with<Q6_K>};
       case DType::kMXFP4:
-        return {decode_with<mxfp4>, dots_with<mxfp4>};
+        return {decode_with<MXFP4>, dots_with<MXFP4>};
       default:
         return {};
     }
