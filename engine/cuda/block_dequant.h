@@ -10,11 +10,42 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "ft/engine/dtype.h"
 #include "ops/block_fields.h"
 
 namespace ft::engine::cuda {
+
+// Calls f(std::integral_constant<DType, T>{}) for a block dtype; false for any other.
+template <typename F>
+bool with_block_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kQ8_0:
+      f(std::integral_constant<DType, DType::kQ8_0>{});
+      return true;
+    case DType::kQ4_0:
+      f(std::integral_constant<DType, DType::kQ4_0>{});
+      return true;
+    case DType::kQ4_1:
+      f(std::integral_constant<DType, DType::kQ4_1>{});
+      return true;
+    case DType::kQ4_K:
+      f(std::integral_constant<DType, DType::kQ4_K>{});
+      return true;
+    case DType::kQ5_K:
+      f(std::integral_constant<DType, DType::kQ5_K>{});
+      return true;
+    case DType::kQ6_K:
+      f(std::integral_constant<DType, DType::kQ6_K>{});
+      return true;
+    case DType::kMXFP4:
+      f(std::integral_constant<DType, DType::kMXFP4>{});
+      return true;
+    default:
+      return false;
+  }
+}
 
 __device__ __forceinline__ float f16_at(const std::uint8_t* p) {
   return __half2float(__ushort_as_half(std::uint16_t(p[0] | (p[1] << 8))));

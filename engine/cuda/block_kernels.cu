@@ -1,7 +1,8 @@
 // Products and lookups over weights in GGUF block dtypes (kernels.h), read as stored: each kernel
 // decodes 32 values at a time in registers (block_dequant.h, ggml's arithmetic exactly) and never
 // writes a dequantised copy of a matrix, except the bf16 tiles a prefill-sized product feeds to
-// cuBLAS (dequant_split_rows), which are a workspace of a few MB reused tile after tile.
+// cuBLAS (dequant_split_rows), which are a workspace of a few MB reused tile after tile. Decode
+// products on the types with lanes (Q4_K, Q6_K, Q4_0, Q8_0) go to block_unit_kernels.cu instead.
 #include <cuda_bf16.h>
 
 #include <utility>
@@ -15,36 +16,6 @@ namespace ft::engine::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // rows per gemv block
-
-// Calls f(std::integral_constant<DType, T>{}) for a block dtype; false for any other.
-template <typename F>
-bool with_block_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::kQ8_0:
-      f(std::integral_constant<DType, DType::kQ8_0>{});
-      return true;
-    case DType::kQ4_0:
-      f(std::integral_constant<DType, DType::kQ4_0>{});
-      return true;
-    case DType::kQ4_1:
-      f(std::integral_constant<DType, DType::kQ4_1>{});
-      return true;
-    case DType::kQ4_K:
-      f(std::integral_constant<DType, DType::kQ4_K>{});
-      return true;
-    case DType::kQ5_K:
-      f(std::integral_constant<DType, DType::kQ5_K>{});
-      return true;
-    case DType::kQ6_K:
-      f(std::integral_constant<DType, DType::kQ6_K>{});
-      return true;
-    case DType::kMXFP4:
-      f(std::integral_constant<DType, DType::kMXFP4>{});
-      return true;
-    default:
-      return false;
-  }
-}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);

@@ -3,6 +3,7 @@
 // K-quant super-blocks, or eight 32-value blocks), and long rows are split over up to 8 warps so that each has only a few
 // steps (their loads all in flight at once); the lanes' and the warps' sums are added in a fixed
 // order, so a row's result depends on its length alone, never on the launch or the token count.
+#include "block_dequant.h"
 #include "block_units.h"
 #include "glu_device.h"
 #include "kernels.h"
@@ -192,24 +193,17 @@ __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, int t
   }
 }
 
+// Calls f(std::integral_constant<DType, T>{}) for a type with lanes; false for any other.
 template <typename F>
 bool with_unit_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::kQ4_K:
-      f(std::integral_constant<DType, DType::kQ4_K>{});
-      return true;
-    case DType::kQ6_K:
-      f(std::integral_constant<DType, DType::kQ6_K>{});
-      return true;
-    case DType::kQ4_0:
-      f(std::integral_constant<DType, DType::kQ4_0>{});
-      return true;
-    case DType::kQ8_0:
-      f(std::integral_constant<DType, DType::kQ8_0>{});
-      return true;
-    default:
-      return false;
-  }
+  bool done = false;
+  with_block_dtype(t, [&](auto d) {
+    if constexpr (units::has_units(decltype(d)::value)) {
+      f(d);
+      done = true;
+    }
+  });
+  return done;
 }
 
 }  // namespace
