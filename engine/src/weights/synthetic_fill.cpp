@@ -1,5 +1,6 @@
 #include "weights/synthetic_fill.h"
 
+#include <sys/statvfs.h>
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/info.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <map>
@@ -43,6 +45,17 @@ Status pwrite_all(int fd, const void* data, std::size_t n, uint64_t offset, cons
     offset += uint64_t(w);
   }
   return Status::ok();
+}
+
+Status check_free_space(const std::filesystem::path& dir, uint64_t need) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return io_error("cannot stat " + dir.string() + ": " + std::strerror(errno));
+  const uint64_t available = uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
+  if (available >= need) return Status::ok();
+  char text[96];
+  std::snprintf(text, sizeof text, ": the model needs %.1f GB, %.1f GB is free", double(need) / 1e9,
+                double(available) / 1e9);
+  return io_error("not enough space in " + dir.string() + text);
 }
 
 namespace {

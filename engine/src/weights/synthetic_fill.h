@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ Status fill_tensors(const std::vector<PlannedTensor>& tensors, const std::vector
 Status parallel_fill(std::size_t n_items, int threads, uint64_t total,
                      const std::function<void(uint64_t, uint64_t)>& progress,
                      const std::function<Status(std::size_t, std::atomic<uint64_t>&)>& fill);
+
+// kIo when the filesystem holding `dir` has less than `need` bytes free, saying how much each is.
+Status check_free_space(const std::filesystem::path& dir, uint64_t need);
 
 // Writes all n bytes at `offset` of `fd` (retrying short writes); kIo naming `path`.
 Status pwrite_all(int fd, const void* data, std::size_t n, uint64_t offset, const std::string& path);

@@ -2,7 +2,6 @@
 // stacked), each in the type llama-quantize would give it, written in parallel into a GGUF file
 // created at its final size.
 #include <fcntl.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <bit>
@@ -186,18 +185,6 @@ Result<std::vector<std::string>> metadata(const RandomCheckpointSpec& s, Synthet
   return kvs;
 }
 
-Status check_free_space(const fs::path& file, std::uint64_t need) {
-  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  struct statvfs st {};
-  if (::statvfs(dir.c_str(), &st) != 0) return io_error("cannot stat " + dir.string() + ": " + std::strerror(errno));
-  const std::uint64_t available = std::uint64_t(st.f_bavail) * std::uint64_t(st.f_frsize);
-  if (available < need) {
-    return io_error("not enough space in " + dir.string() + ": the file needs " + std::to_string(need >> 20) +
-                    " MiB, " + std::to_string(available >> 20) + " MiB are free");
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
 const char* synthetic_quant_name(SyntheticQuant quant) {
@@ -231,7 +218,8 @@ Status write_synthetic_gguf(const fs::path& file, const RandomCheckpointSpec& sp
   std::vector<gguf_writer::TensorEntry> entries;
   for (const Planned& t : tensors) entries.push_back({t.name, t.shape, t.type.id, t.bytes()});
   const gguf_writer::Layout layout = gguf_writer::layout(kvs, entries);
-  FT_RETURN_IF_ERROR(check_free_space(file, layout.file_size + (1 << 20)));
+  FT_RETURN_IF_ERROR(synthetic::check_free_space(file.has_parent_path() ? file.parent_path() : fs::path("."),
+                                                 layout.file_size + (1 << 20)));
 
   const std::string path = file.string();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

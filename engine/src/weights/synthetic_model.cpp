@@ -3,7 +3,6 @@
 #include "ft/engine/synthetic_model.h"
 
 #include <fcntl.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -94,17 +93,6 @@ Result<bool> prepare_dir(const fs::path& dir) {
   return true;
 }
 
-Status check_free_space(const fs::path& dir, uint64_t need) {
-  struct statvfs st {};
-  if (::statvfs(dir.c_str(), &st) != 0) return io_error("cannot stat " + dir.string() + ": " + errno_text());
-  const uint64_t available = uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
-  if (available < need) {
-    return io_error("not enough space in " + dir.string() + ": the checkpoint needs " + gigabytes(need) + ", " +
-                    gigabytes(available) + " is free");
-  }
-  return Status::ok();
-}
-
 std::string pretty_name(SyntheticLike like) {
   return like == SyntheticLike::kQwen3_30B_A3B ? "Qwen3-30B-A3B" : "Qwen3.6-35B-A3B";
 }
@@ -182,7 +170,7 @@ Status write_synthetic_model(const fs::path& dir, const SyntheticModelOptions& o
 
   FT_ASSIGN_OR_RETURN(const bool created_dir, prepare_dir(dir));
   Rollback rollback(dir, created_dir);
-  FT_RETURN_IF_ERROR(check_free_space(dir, need + (1 << 20)));
+  FT_RETURN_IF_ERROR(synthetic::check_free_space(dir, need + (1 << 20)));
 
   std::vector<std::string> paths(n_shards);
   std::vector<UniqueFd> fds;
