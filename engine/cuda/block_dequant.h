@@ -1,6 +1,6 @@
-// GGUF block dtypes decoded on the GPU, 32 values at a time: chunk c of a row is values
-// [32c, 32c + 32), one Q8_0/Q4_0/Q4_1/MXFP4 block or one sub-block of a 256-value K-quant
-// super-block. Each value is computed as ggml's dequantize_row_* computes it (the reference,
+// Block dtypes decoded on the GPU, 32 values at a time: chunk c of a row is values [32c, 32c + 32),
+// one Q8_0/Q4_0/Q4_1/MXFP4 block, one sub-block of a 256-value K-quant super-block, a quarter of an
+// FP8 row block or half an NVFP4 one. Each value is computed as ggml's dequantize_row_* computes it (the reference,
 // src/ops/reference/dequant.cpp): the same products in the same order, rounded one at a time
 // (__fmul_rn and friends, so nvcc cannot fuse them into FMAs), so the GPU sees the reference's
 // exact weights. Internal to engine/cuda; include from .cu files only.
@@ -42,6 +42,12 @@ bool with_block_dtype(DType t, F&& f) {
     case DType::kMXFP4:
       f(std::integral_constant<DType, DType::kMXFP4>{});
       return true;
+    case DType::kF8E4M3B128:
+      f(std::integral_constant<DType, DType::kF8E4M3B128>{});
+      return true;
+    case DType::kNVFP4:
+      f(std::integral_constant<DType, DType::kNVFP4>{});
+      return true;
     default:
       return false;
   }
@@ -50,20 +56,28 @@ bool with_block_dtype(DType t, F&& f) {
 __device__ __forceinline__ float f16_at(const std::uint8_t* p) {
   return __half2float(__ushort_as_half(std::uint16_t(p[0] | (p[1] << 8))));
 }
+__device__ __forceinline__ float f32_at(const std::uint8_t* p) {  // 4-byte aligned in both row blocks that hold one
+  return *reinterpret_cast<const float*>(p);
+}
 
 // The bytes and values of one block of a block dtype (dtype_block on the device).
 __host__ __device__ constexpr int block_bytes_of(DType t) {
-  return t == DType::kQ8_0    ? 34
-         : t == DType::kQ4_0  ? 18
-         : t == DType::kQ4_1  ? 20
-         : t == DType::kQ4_K  ? 144
-         : t == DType::kQ5_K  ? 176
-         : t == DType::kQ6_K  ? 210
-         : t == DType::kMXFP4 ? 17
-                              : 0;
+  return t == DType::kQ8_0         ? 34
+         : t == DType::kQ4_0       ? 18
+         : t == DType::kQ4_1       ? 20
+         : t == DType::kQ4_K       ? 144
+         : t == DType::kQ5_K       ? 176
+         : t == DType::kQ6_K       ? 210
+         : t == DType::kMXFP4      ? 17
+         : t == DType::kF8E4M3B128 ? 132
+         : t == DType::kNVFP4      ? 40
+                                   : 0;
 }
 __host__ __device__ constexpr int block_elems_of(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ? 256 : 32;
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ? 256
+         : t == DType::kF8E4M3B128                                   ? 128
+         : t == DType::kNVFP4                                        ? 64
+                                                                     : 32;
 }
 
 // Values [32c, 32c + 32) of `row` (a row of whole blocks of `T`) into v.
@@ -95,6 +109,23 @@ __device__ __forceinline__ void dequant_chunk(const std::byte* row, int c, float
     for (int j = 0; j < 16; ++j) {
       v[j] = __fmul_rn(float(kFp4Doubled[b[1 + j] & 0x0F]), d);
       v[j + 16] = __fmul_rn(float(kFp4Doubled[b[1 + j] >> 4]), d);
+    }
+  } else if constexpr (T == DType::kF8E4M3B128) {
+    const std::uint8_t* b = r + std::size_t(c / 4) * 132;
+    const float d = f32_at(b);
+    const std::uint8_t* q = b + 4 + 32 * (c % 4);
+    for (int j = 0; j < 32; ++j) v[j] = __fmul_rn(__uint_as_float(e4m3_bits(q[j])), d);
+  } else if constexpr (T == DType::kNVFP4) {
+    const std::uint8_t* b = r + std::size_t(c / 2) * 40;
+    const float global = f32_at(b);
+    for (int s = 0; s < 2; ++s) {  // this chunk's two groups of 16
+      const int g = 2 * (c % 2) + s;
+      const float d = __fmul_rn(__uint_as_float(e4m3_bits(b[4 + g])), global);
+      const std::uint8_t* q = b + 8 + 8 * g;
+      for (int k = 0; k < 8; ++k) {
+        v[16 * s + 2 * k] = __fmul_rn(e2m1_value(q[k] & 0x0F), d);
+        v[16 * s + 2 * k + 1] = __fmul_rn(e2m1_value(q[k] >> 4), d);
+      }
     }
   } else if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
     constexpr int kBytes = T == DType::kQ4_K ? 144 : 176;

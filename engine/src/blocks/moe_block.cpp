@@ -150,6 +150,18 @@ Status MoeBlock::load_transposed_experts(const WeightLoader& w, const std::strin
   const std::string gate_up = prefix + "experts.gate_up_proj", down = prefix + "experts.down_proj";
   // gate and up: columns 0, 2, 4, ... and 1, 3, 5, ... (interleaved), or the two halves.
   const int64_t up0 = interleaved ? 1 : I, step = interleaved ? 2 : 1;
+  // Block dtypes (gpt-oss's MXFP4, a GGUF's) are stored [out, in] already: gate and up are rows,
+  // down is read in place.
+  FT_ASSIGN_OR_RETURN(const TensorView stored, w.checkpoint().tensor(w.full_name(gate_up)));
+  if (dtype_is_block(stored.dtype)) {
+    for (int64_t e = 0; e < E; ++e) {
+      SwiGluMatrices& ex = w_.experts[std::size_t(e)];
+      FT_ASSIGN_OR_RETURN(ex.gate, x.strided_rows(gate_up, {E, 2 * I, H}, e, 0, step, I));
+      FT_ASSIGN_OR_RETURN(ex.up, x.strided_rows(gate_up, {E, 2 * I, H}, e, up0, step, I));
+      FT_ASSIGN_OR_RETURN(ex.down, x.slice(down, {E, H, I}, e, 0, H));
+    }
+    return Status::ok();
+  }
   for (int64_t e = 0; e < E; ++e) {
     SwiGluMatrices& ex = w_.experts[std::size_t(e)];
     FT_ASSIGN_OR_RETURN(ex.gate, x.transposed(gate_up, {E, H, 2 * I}, e, 0, step, I));

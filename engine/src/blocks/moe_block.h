@@ -14,8 +14,9 @@
 //   gpt-oss:    router.{weight,bias}; experts.gate_up_proj [E, hidden, 2*inter] stored [in, out]
 //               with gate and up interleaved column by column (gate = [..., ::2]), its bias
 //               [E, 2*inter] interleaved alike, experts.down_proj [E, inter, hidden] [in, out] and
-//               its bias [E, hidden]. HF's bf16 layout is transposed into host memory at load (the
-//               MXFP4 release stores [out, in] and will load in place).
+//               its bias [E, hidden]. HF's bf16 layout is transposed into host memory at load. The
+//               MXFP4 release stores [out, in] ([E, 2*inter, hidden] with interleaved rows): down is
+//               read in place, gate's and up's rows gathered into host memory.
 //   Llama 4:    router.weight; experts.gate_up_proj [E, hidden, 2*inter] stored [in, out], gate
 //               the first half of the columns and up the second, experts.down_proj [E, inter,
 //               hidden] [in, out] (transposed at load as gpt-oss's); shared_expert.* as wide.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 namespace ft::engine::blocks {
 
@@ -121,6 +122,19 @@ Result<Matrix> WeightLoader::transposed(const std::string& name, const std::vect
                       reinterpret_cast<std::uint32_t*>(store.data()));
   }
   return placed(Matrix{view.dtype, n, R, store.data(), std::size_t(R) * es, nullptr}, view.name);
+}
+
+Result<Matrix> WeightLoader::strided_rows(const std::string& name, const std::vector<int64_t>& shape, int64_t index,
+                                          int64_t row0, int64_t step, int64_t count) const {
+  FT_ASSIGN_OR_RETURN(TensorView view, weight_tensor(name, shape));
+  const Matrix all = matrix_view(view, index, 0, shape[1]);
+  if (row0 < 0 || step < 1 || count < 0 || row0 + (count - 1) * step >= all.rows)
+    return invalid_argument("rows " + std::to_string(row0) + " + " + std::to_string(step) + "k of '" + name +
+                            "' run past its " + std::to_string(all.rows) + " rows");
+  const std::span<std::byte> store = be_.host_buffer(std::size_t(count) * all.row_bytes);
+  for (int64_t r = 0; r < count; ++r)
+    std::memcpy(store.data() + std::size_t(r) * all.row_bytes, all.row(row0 + r * step), all.row_bytes);
+  return placed(Matrix{view.dtype, count, all.cols, store.data(), all.row_bytes, nullptr}, view.name);
 }
 
 Result<Matrix> WeightLoader::slice(const std::string& name, const std::vector<int64_t>& shape, int64_t index,

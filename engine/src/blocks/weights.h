@@ -117,6 +117,11 @@ class WeightLoader {
   // stored dtype (exact), and placed: the copy the engine's [out, in] kernels need.
   Result<Matrix> transposed(const std::string& name, const std::vector<int64_t>& shape, int64_t index, int64_t col0,
                             int64_t step, int64_t count = -1) const;
+  // Rows row0, row0 + step, ... (`count` of them) of slice `index` of a 3-D tensor [n, R, cols] in
+  // its stored dtype (any: rows are whole blocks), copied into host memory the backend owns and
+  // placed: gate and up of gpt-oss's block-dtype experts, whose rows interleave.
+  Result<Matrix> strided_rows(const std::string& name, const std::vector<int64_t>& shape, int64_t index, int64_t row0,
+                              int64_t step, int64_t count) const;
 
  private:
   // F32, F16 or BF16 (what transposed() can move element by element).

@@ -4,8 +4,8 @@
 // whose router has a bias and takes the softmax over its top-k logits, and whose experts carry
 // biases and gate with the clamped GLU (ref::ExpertGlu: alpha 1.702, limit 7, as HF hard-codes).
 // HF's bf16 expert tensors are [in, out] with gate and up interleaved: MoeBlock transposes them at
-// load (blocks/moe_block.h). The released weights are MXFP4, which the loader refuses (bf16 / fp16
-// / fp32 only).
+// load (blocks/moe_block.h). The released weights are MXFP4 (experts.*_blocks / *_scales), read as
+// [out, in] MXFP4 row blocks (weights/quantized_safetensors.h), gate and up gathered from their rows.
 #include "models/registry.h"
 
 namespace ft::engine::models {

@@ -1,6 +1,7 @@
 #include "ft/engine/checkpoint.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "ft/engine/gguf.h"
 #include "weights/gguf_hf.h"
 #include "weights/mapped_file.h"
+#include "weights/quantized_safetensors.h"
 #include "weights/safetensors.h"
 
 namespace ft::engine {
@@ -75,11 +77,45 @@ struct Checkpoint::Impl {
   // A GGUF file instead: its tensors under their HF names.
   std::unique_ptr<GgufFile> gguf;
   std::map<std::string, GgufHfTensor, std::less<>> gguf_tensors;
+  // FP8 / MXFP4 / NVFP4 weights, repacked into row blocks at open (weights/quantized_safetensors.h),
+  // and the stored tensors they replace.
+  struct PageFree {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  struct Quantized {
+    QuantizedWeight weight;
+    std::unique_ptr<std::byte[], PageFree> blocks;
+  };
+  std::map<std::string, Quantized, std::less<>> quantized;
+  std::set<std::string, std::less<>> hidden;
 
   // Maps `path` and records its tensors. `index` (name -> shard file name) may be null for a
   // single-file checkpoint.
   Status add_file(const fs::path& path, const std::string& shard_name, const std::map<std::string, std::string>* index);
+  // Finds the quantized weights among the tensors and repacks them.
+  Status add_quantized();
+  Result<TensorView> stored(std::string_view name) const;  // a tensor as the files hold it
 };
+
+Status Checkpoint::Impl::add_quantized() {
+  std::map<std::string, SafetensorsEntry, std::less<>> entries;
+  for (const auto& [name, e] : tensors) entries.emplace(name, e.meta);
+  FT_ASSIGN_OR_RETURN(std::vector<QuantizedWeight> found, find_quantized_weights(entries, config_text));
+  const auto part = [this](std::string_view name) { return stored(name); };
+  for (QuantizedWeight& w : found) {
+    // Page-aligned, so pinning it for GPU copies covers whole pages of its own.
+    const std::size_t bytes = (w.nbytes() + 4095) / 4096 * 4096;
+    Quantized q{std::move(w),
+                std::unique_ptr<std::byte[], PageFree>(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)))};
+    if (!q.blocks)
+      return unavailable("cannot allocate " + std::to_string(bytes) + " bytes for '" + q.weight.name + "'");
+    FT_RETURN_IF_ERROR(repack_quantized(q.weight, part, q.blocks.get()));
+    hidden.insert(q.weight.hidden.begin(), q.weight.hidden.end());
+    std::string name = q.weight.name;
+    quantized.emplace(std::move(name), std::move(q));
+  }
+  return Status::ok();
+}
 
 Status Checkpoint::Impl::add_file(const fs::path& path, const std::string& shard_name,
                                   const std::map<std::string, std::string>* index) {
@@ -135,6 +171,7 @@ Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
   // Same precedence as transformers: a single model.safetensors wins over an index.
   if (fs::exists(dir / kSingleFile, ec)) {
     FT_RETURN_IF_ERROR(impl->add_file(dir / kSingleFile, kSingleFile, nullptr));
+    FT_RETURN_IF_ERROR(impl->add_quantized());
     return Checkpoint(std::move(impl));
   }
   if (!fs::exists(dir / kIndex, ec)) {
@@ -176,6 +213,7 @@ Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
                      (dir / shard).string() + " does not contain it");
     }
   }
+  FT_RETURN_IF_ERROR(impl->add_quantized());
   return Checkpoint(std::move(impl));
 }
 
@@ -190,7 +228,8 @@ const std::string& Checkpoint::generation_config_text() const { return impl_->ge
 
 bool Checkpoint::has(std::string_view name) const {
   if (impl_->gguf) return impl_->gguf_tensors.find(name) != impl_->gguf_tensors.end();
-  return impl_->tensors.find(name) != impl_->tensors.end();
+  if (impl_->quantized.contains(name)) return true;
+  return impl_->tensors.find(name) != impl_->tensors.end() && !impl_->hidden.contains(name);
 }
 
 Result<TensorView> Checkpoint::tensor(std::string_view name) const {
@@ -213,12 +252,27 @@ Result<TensorView> Checkpoint::tensor(std::string_view name) const {
     view.nbytes = alias.nbytes;
     return view;
   }
-  const auto it = impl_->tensors.find(name);
-  if (it == impl_->tensors.end()) {
-    return not_found("tensor '" + std::string(name) + "' not found in " + impl_->dir.string());
+  if (const auto q = impl_->quantized.find(name); q != impl_->quantized.end()) {
+    TensorView view;
+    view.name = q->second.weight.name;
+    view.dtype = q->second.weight.dtype;
+    view.shape = q->second.weight.shape;
+    view.data = q->second.blocks.get();
+    view.nbytes = q->second.weight.nbytes();
+    return view;
   }
+  if (impl_->hidden.contains(name)) {
+    return not_found("tensor '" + std::string(name) + "' not found in " + impl_->dir.string() +
+                     " (it is part of a quantized weight)");
+  }
+  return impl_->stored(name);
+}
+
+Result<TensorView> Checkpoint::Impl::stored(std::string_view name) const {
+  const auto it = tensors.find(name);
+  if (it == tensors.end()) return not_found("tensor '" + std::string(name) + "' not found in " + dir.string());
   const Impl::Entry& entry = it->second;
-  const MappedFile& file = impl_->files[entry.file];
+  const MappedFile& file = files[entry.file];
   if (!entry.meta.dtype) {
     return unsupported("tensor '" + entry.meta.name + "' in " + file.path().string() + " has dtype " +
                        entry.meta.dtype_spelling + ", which FreeToken does not support");
@@ -253,6 +307,7 @@ std::vector<std::span<const std::byte>> Checkpoint::mapped_files() const {
   if (impl_->gguf) return impl_->gguf->mapped_files();
   std::vector<std::span<const std::byte>> out;
   for (const MappedFile& f : impl_->files) out.emplace_back(f.data(), f.size());
+  for (const auto& [name, q] : impl_->quantized) out.emplace_back(q.blocks.get(), q.weight.nbytes());
   return out;
 }
 
@@ -263,7 +318,10 @@ std::vector<std::string> Checkpoint::tensor_names() const {
     return names;
   }
   names.reserve(impl_->tensors.size());
-  for (const auto& [name, entry] : impl_->tensors) names.push_back(name);
+  for (const auto& [name, entry] : impl_->tensors)
+    if (!impl_->hidden.contains(name) && !impl_->quantized.contains(name)) names.push_back(name);
+  for (const auto& [name, q] : impl_->quantized) names.push_back(name);
+  std::sort(names.begin(), names.end());
   return names;
 }
 

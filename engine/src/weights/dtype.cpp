@@ -37,6 +37,10 @@ const char* dtype_name(DType dtype) {
       return "Q6_K";
     case DType::kMXFP4:
       return "MXFP4";
+    case DType::kF8E4M3B128:
+      return "F8_E4M3_B128";
+    case DType::kNVFP4:
+      return "NVFP4";
   }
   return "?";
 }
@@ -72,6 +76,11 @@ DTypeBlock dtype_block(DType dtype) {
       return {256, 128 + 64 + 16 + 2};
     case DType::kMXFP4:
       return {32, 1 + 16};
+    // FreeToken's own row blocks (dtype.h): the scales first, 4-byte aligned, then the codes.
+    case DType::kF8E4M3B128:
+      return {128, 4 + 128};
+    case DType::kNVFP4:
+      return {64, 4 + 4 + 32};
   }
   return {1, 0};
 }
@@ -195,6 +204,8 @@ Status to_f32(const TensorView& view, float* out, std::size_t offset, std::size_
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kMXFP4:
+    case DType::kF8E4M3B128:
+    case DType::kNVFP4:
       break;
   }
   return unsupported("to_f32: tensor '" + view.name + "' has dtype " + dtype_name(view.dtype) +

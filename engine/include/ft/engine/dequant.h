@@ -21,6 +21,10 @@ void dequantize_q4_k(const std::byte* blocks, float* out, std::size_t n);
 void dequantize_q5_k(const std::byte* blocks, float* out, std::size_t n);
 void dequantize_q6_k(const std::byte* blocks, float* out, std::size_t n);
 void dequantize_mxfp4(const std::byte* blocks, float* out, std::size_t n);
+// Safetensors' FP8 and NVFP4 weights as repacked into row blocks (dtype.h), by the formats' own
+// definitions (OCP FP8 E4M3; NVIDIA's NVFP4: E2M1 values, E4M3 scales per 16, an fp32 tensor scale).
+void dequantize_f8_b128(const std::byte* blocks, float* out, std::size_t n);
+void dequantize_nvfp4(const std::byte* blocks, float* out, std::size_t n);
 
 // The function above for `dtype`; false (nothing written) for a dense dtype.
 bool dequantize_row(DType dtype, const std::byte* blocks, float* out, std::size_t n);

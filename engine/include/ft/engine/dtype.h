@@ -29,6 +29,10 @@ enum class DType {
   kQ5_K,   // 256 values: as Q4_K plus 32 bytes of fifth bits
   kQ6_K,   // 256 values: 128 bytes low 4 bits, 64 bytes high 2 bits, 16 int8 sub-block scales, f16 scale
   kMXFP4,  // 32 values: E8M0 shared exponent, 16 bytes of E2M1 (FP4) values
+  // Safetensors' scaled formats (FP8 checkpoints, NVFP4), repacked at load into row blocks that carry
+  // their scales (weights/quantized_safetensors.h), so every block kernel reads them as it reads GGUF's:
+  kF8E4M3B128,  // 128 values: f32 scale, 128 x E4M3 (FP8 with 128x128-tile, per-row or per-tensor scales)
+  kNVFP4,       // 64 values: f32 tensor scale, 4 x E4M3 scales (16 values each), 32 bytes of E2M1 pairs
 };
 
 // A dtype's storage unit: `elems` consecutive values in `bytes` bytes. A dense dtype is

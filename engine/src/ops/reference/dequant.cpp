@@ -168,6 +168,36 @@ void dequantize_mxfp4(const std::byte* blocks, float* y, std::size_t n) {
   }
 }
 
+// The formats' own definitions (FP8: value = e4m3 * scale; NVFP4: value = e2m1 * (e4m3 * global)),
+// one rounding per product, as PyTorch computes them.
+void dequantize_f8_b128(const std::byte* blocks, float* y, std::size_t n) {
+  constexpr std::size_t kValues = 128, kBytes = 4 + kValues;
+  for (std::size_t i = 0; i < n / kValues; ++i) {
+    const std::uint8_t* b = bytes(blocks) + i * kBytes;
+    float d;
+    std::memcpy(&d, b, 4);
+    for (std::size_t j = 0; j < kValues; ++j) y[i * kValues + j] = std::bit_cast<float>(e4m3_bits(b[4 + j])) * d;
+  }
+}
+
+void dequantize_nvfp4(const std::byte* blocks, float* y, std::size_t n) {
+  constexpr std::size_t kValues = 64, kBytes = 40, kGroup = 16;
+  for (std::size_t i = 0; i < n / kValues; ++i) {
+    const std::uint8_t* b = bytes(blocks) + i * kBytes;
+    float global;
+    std::memcpy(&global, b, 4);
+    for (std::size_t g = 0; g < kValues / kGroup; ++g) {
+      const float d = std::bit_cast<float>(e4m3_bits(b[4 + g])) * global;
+      const std::uint8_t* q = b + 8 + g * kGroup / 2;
+      float* out = y + i * kValues + g * kGroup;
+      for (std::size_t k = 0; k < kGroup / 2; ++k) {
+        out[2 * k] = e2m1_value(q[k] & 0x0F) * d;
+        out[2 * k + 1] = e2m1_value(q[k] >> 4) * d;
+      }
+    }
+  }
+}
+
 bool dequantize_row(DType dtype, const std::byte* blocks, float* out, std::size_t n) {
   switch (dtype) {
     case DType::kQ8_0:
@@ -190,6 +220,12 @@ bool dequantize_row(DType dtype, const std::byte* blocks, float* out, std::size_
       return true;
     case DType::kMXFP4:
       dequantize_mxfp4(blocks, out, n);
+      return true;
+    case DType::kF8E4M3B128:
+      dequantize_f8_b128(blocks, out, n);
+      return true;
+    case DType::kNVFP4:
+      dequantize_nvfp4(blocks, out, n);
       return true;
     case DType::kF32:
     case DType::kF16:

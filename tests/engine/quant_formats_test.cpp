@@ -1,0 +1,395 @@
+// Safetensors checkpoints in FP8 (128x128 tiles or per-row scales), MXFP4 (gpt-oss's layout) and
+// NVFP4 (ModelOpt's): the weights read as row blocks equal, bit for bit, what PyTorch computes by the
+// formats' definitions (tests/fixtures/quant, made by scripts/goldens/make_quant_fixtures.py; the
+// MXFP4 values also by transformers' own converter); broken files are one-line errors naming the
+// tensor; and a model whose linear weights are FP8 or NVFP4 gives, on the CPU and CUDA runtimes, the
+// logits of the same model on the dequantised weights within 1e-3.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "ft/engine/checkpoint.h"
+#include "ft/engine/dequant.h"
+#include "ft/engine/model.h"
+#include "test_support.h"
+#include "tiny_models.h"
+
+namespace ft::test {
+namespace {
+
+namespace fs = std::filesystem;
+using engine::BackendKind;
+using engine::DType;
+
+fs::path fixture() { return fs::path(FT_FIXTURES_DIR) / "quant" / "quant-formats.safetensors"; }
+
+// A checkpoint directory holding `file` as its model.safetensors (and an empty config).
+fs::path as_checkpoint(const fs::path& file, const fs::path& dir, const std::string& config = "{}") {
+  fs::copy_file(file, dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "config.json") << config;
+  return dir;
+}
+
+std::vector<float> values_of(const engine::Checkpoint& c, const std::string& name) {
+  auto v = c.tensor(name);
+  EXPECT_TRUE(v.is_ok()) << v.status().to_string();
+  if (!v.is_ok()) return {};
+  std::vector<float> out(std::size_t(v->numel()));
+  EXPECT_TRUE(engine::to_f32(*v, out.data(), 0, out.size()).is_ok());
+  return out;
+}
+
+// Bit for bit (none of these values is NaN). `signed_zero`: a -0 may read as +0, as it does in ggml's
+// MXFP4 table (code 8 is int8 0 there, -0.0 in the OCP definition); equal values, every product alike.
+void expect_bits_equal(const std::vector<float>& got, const std::vector<float>& want, const std::string& what,
+                       bool signed_zero = true) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::size_t differ = 0, first = 0, zeros = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const bool same = std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]);
+    const bool zero_sign = !same && got[i] == 0 && want[i] == 0;
+    zeros += zero_sign;
+    if (!same && (signed_zero || !zero_sign) && differ++ == 0) first = i;
+  }
+  EXPECT_EQ(differ, 0u) << what << ": first at " << first << ": " << got[first] << " vs " << want[first];
+  if (!signed_zero) EXPECT_GT(zeros, 0u) << what << ": the -0 codes were expected to read as +0";
+}
+
+TEST(QuantFormats, Fp8TilesMxfp4AndNvfp4EqualPyTorchsValuesBitForBit) {
+  TempDir tmp;
+  auto ckpt = engine::Checkpoint::open(as_checkpoint(fixture(), tmp.path()));
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  const SafetensorsFile want = SafetensorsFile::read(fixture());
+
+  auto fp8 = ckpt->tensor("fp8.weight");
+  ASSERT_TRUE(fp8.is_ok());
+  EXPECT_EQ(fp8->dtype, DType::kF8E4M3B128);
+  EXPECT_EQ(fp8->shape, (std::vector<int64_t>{200, 384}));
+  expect_bits_equal(values_of(*ckpt, "fp8.weight"), want.f32("fp8.dequant"), "fp8");
+
+  auto mx = ckpt->tensor("mxfp4.gate_up_proj");
+  ASSERT_TRUE(mx.is_ok());
+  EXPECT_EQ(mx->dtype, DType::kMXFP4);
+  EXPECT_EQ(mx->shape, (std::vector<int64_t>{2, 64, 128}));
+  expect_bits_equal(values_of(*ckpt, "mxfp4.gate_up_proj"), want.f32("mxfp4.dequant"), "mxfp4 (definition)", false);
+  expect_bits_equal(values_of(*ckpt, "mxfp4.gate_up_proj"), want.f32("mxfp4.dequant_transformers"),
+                    "mxfp4 (transformers' convert_moe_packed_tensors)", false);
+
+  auto nv = ckpt->tensor("nvfp4.weight");
+  ASSERT_TRUE(nv.is_ok());
+  EXPECT_EQ(nv->dtype, DType::kNVFP4);
+  EXPECT_EQ(nv->shape, (std::vector<int64_t>{64, 192}));
+  expect_bits_equal(values_of(*ckpt, "nvfp4.weight"), want.f32("nvfp4.dequant"), "nvfp4");
+
+  // The parts are the weights now: not listed, not loadable on their own.
+  const auto names = ckpt->tensor_names();
+  for (const char* part : {"fp8.weight_scale_inv", "mxfp4.gate_up_proj_blocks", "mxfp4.gate_up_proj_scales",
+                           "nvfp4.weight_scale", "nvfp4.weight_scale_2", "nvfp4.input_scale"}) {
+    EXPECT_EQ(std::count(names.begin(), names.end(), part), 0) << part;
+    EXPECT_FALSE(ckpt->has(part)) << part;
+  }
+  EXPECT_TRUE(ckpt->has("mxfp4.gate_up_proj") && ckpt->has("fp8.dequant"));
+}
+
+// Every E4M3 code as PyTorch's float8_e4m3fn converts it (subnormals, the largest 448, both NaNs).
+TEST(QuantFormats, EveryE4m3CodeConvertsAsPyTorchConvertsIt) {
+  const SafetensorsFile want = SafetensorsFile::read(fixture());
+  const std::vector<float> torch = want.f32("fp8.codes_f32");
+  ASSERT_EQ(torch.size(), 256u);
+  std::vector<std::byte> blocks(2 * 132);
+  for (int b = 0; b < 2; ++b) {
+    const float one = 1.0f;
+    std::memcpy(blocks.data() + b * 132, &one, 4);
+    for (int j = 0; j < 128; ++j) blocks[std::size_t(b * 132 + 4 + j)] = std::byte(b * 128 + j);
+  }
+  std::vector<float> got(256);
+  engine::dequantize_f8_b128(blocks.data(), got.data(), 256);
+  for (int c = 0; c < 256; ++c) {
+    if (std::isnan(torch[std::size_t(c)])) {
+      EXPECT_TRUE(std::isnan(got[std::size_t(c)])) << "code " << c;
+    } else {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[std::size_t(c)]), std::bit_cast<uint32_t>(torch[std::size_t(c)]))
+          << "code " << c << ": " << got[std::size_t(c)] << " vs " << torch[std::size_t(c)];
+    }
+  }
+}
+
+// ---- writing quantized checkpoints (the model tests' inputs) --------------------------------------
+
+// Round-to-nearest (ties to the even code) onto a sorted table of non-negative values; returns the index.
+std::size_t nearest(const std::vector<float>& table, float a) {
+  const auto hi = std::lower_bound(table.begin(), table.end(), a);
+  if (hi == table.begin()) return 0;
+  if (hi == table.end()) return table.size() - 1;
+  const std::size_t i = std::size_t(hi - table.begin());
+  const float up = table[i] - a, down = a - table[i - 1];
+  return up < down || (up == down && i % 2 == 0) ? i : i - 1;
+}
+
+const std::vector<float>& e4m3_table() {  // codes 0..126: every non-negative finite E4M3 value
+  static const std::vector<float> t = [] {
+    std::vector<std::byte> block(132);
+    const float one = 1.0f;
+    std::memcpy(block.data(), &one, 4);
+    for (int j = 0; j < 128; ++j) block[std::size_t(4 + j)] = std::byte(j);
+    std::vector<float> v(128);
+    engine::dequantize_f8_b128(block.data(), v.data(), 128);
+    v.pop_back();  // 0x7f: NaN
+    return v;
+  }();
+  return t;
+}
+std::uint8_t to_e4m3(float x) {
+  const std::uint8_t code = std::uint8_t(nearest(e4m3_table(), std::fabs(x)));
+  return x < 0 && code ? code | 0x80 : code;
+}
+std::uint8_t to_e2m1(float x) {
+  static const std::vector<float> t = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  const std::uint8_t code = std::uint8_t(nearest(t, std::fabs(x)));
+  return x < 0 && code ? code | 8 : code;
+}
+
+engine::OwnedTensor owned(std::string name, DType dtype, std::vector<int64_t> shape, const void* data,
+                          std::size_t bytes) {
+  engine::OwnedTensor t{std::move(name), dtype, std::move(shape), std::vector<std::byte>(bytes)};
+  std::memcpy(t.data.data(), data, bytes);
+  return t;
+}
+
+// FP8 in 128x128 tiles, DeepSeek's way: scale = amax / 448 per tile.
+void fp8_parts(const std::string& name, const std::vector<float>& w, int64_t R, int64_t C,
+               std::vector<engine::OwnedTensor>& out) {
+  const int64_t TR = (R + 127) / 128, TC = C / 128;
+  std::vector<float> scale(std::size_t(TR * TC));
+  std::vector<std::uint8_t> codes(w.size());
+  for (int64_t i = 0; i < TR; ++i)
+    for (int64_t j = 0; j < TC; ++j) {
+      float amax = 0;
+      for (int64_t r = i * 128; r < std::min(R, i * 128 + 128); ++r)
+        for (int64_t c = j * 128; c < j * 128 + 128; ++c) amax = std::max(amax, std::fabs(w[std::size_t(r * C + c)]));
+      const float s = amax > 0 ? amax / 448.0f : 1.0f;
+      scale[std::size_t(i * TC + j)] = s;
+      for (int64_t r = i * 128; r < std::min(R, i * 128 + 128); ++r)
+        for (int64_t c = j * 128; c < j * 128 + 128; ++c)
+          codes[std::size_t(r * C + c)] = to_e4m3(w[std::size_t(r * C + c)] / s);
+    }
+  out.push_back(owned(name, DType::kF8E4M3, {R, C}, codes.data(), codes.size()));
+  const std::string stem = name.substr(0, name.size() - 7);
+  out.push_back(owned(stem + ".weight_scale_inv", DType::kF32, {TR, TC}, scale.data(), scale.size() * 4));
+}
+
+// NVFP4, ModelOpt's way: a tensor scale amax / (448 * 6), an E4M3 scale a 16 values.
+void nvfp4_parts(const std::string& name, const std::vector<float>& w, int64_t R, int64_t C,
+                 std::vector<engine::OwnedTensor>& out) {
+  float amax = 0;
+  for (float v : w) amax = std::max(amax, std::fabs(v));
+  const float global = amax > 0 ? amax / (448.0f * 6.0f) : 1.0f;
+  std::vector<std::uint8_t> codes(w.size() / 2), scales(w.size() / 16);
+  for (std::size_t g = 0; g < scales.size(); ++g) {
+    float gmax = 0;
+    for (std::size_t k = 0; k < 16; ++k) gmax = std::max(gmax, std::fabs(w[g * 16 + k]));
+    scales[g] = to_e4m3(gmax / 6.0f / global);
+    const float s = e4m3_table()[scales[g]] * global;
+    for (std::size_t k = 0; k < 16; k += 2) {
+      const std::uint8_t lo = s > 0 ? to_e2m1(w[g * 16 + k] / s) : 0, hi = s > 0 ? to_e2m1(w[g * 16 + k + 1] / s) : 0;
+      codes[(g * 16 + k) / 2] = std::uint8_t(lo | hi << 4);
+    }
+  }
+  const std::string stem = name.substr(0, name.size() - 7);
+  out.push_back(owned(name, DType::kU8, {R, C / 2}, codes.data(), codes.size()));
+  out.push_back(owned(stem + ".weight_scale", DType::kF8E4M3, {R, C / 16}, scales.data(), scales.size()));
+  out.push_back(owned(stem + ".weight_scale_2", DType::kF32, {}, &global, 4));
+  const float input_scale = 1.0f;
+  out.push_back(owned(stem + ".input_scale", DType::kF32, {}, &input_scale, 4));
+}
+
+// MXFP4, gpt-oss's way: experts [E, in, out] as [E, out, in] blocks of 32 along `in`, an E8M0 scale
+// 2^(floor(log2 amax) - 2) a block (so its largest value lands on E2M1's top codes).
+void mxfp4_parts(const std::string& name, const std::vector<float>& w, int64_t E, int64_t in, int64_t out_dim,
+                 std::vector<engine::OwnedTensor>& out) {
+  const int64_t G = in / 32;
+  std::vector<std::uint8_t> blocks(std::size_t(E * out_dim * G * 16)), scales(std::size_t(E * out_dim * G));
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t o = 0; o < out_dim; ++o)
+      for (int64_t g = 0; g < G; ++g) {
+        const auto value = [&](int64_t k) { return w[std::size_t((e * in + g * 32 + k) * out_dim + o)]; };
+        float amax = 0;
+        for (int64_t k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(value(k)));
+        const int exp = amax > 0 ? std::clamp(int(std::floor(std::log2(amax))) - 2, -127, 127) : -127;
+        const std::size_t group = std::size_t((e * out_dim + o) * G + g);
+        scales[group] = std::uint8_t(exp + 127);
+        for (int64_t k = 0; k < 32; k += 2)
+          blocks[group * 16 + std::size_t(k / 2)] =
+              std::uint8_t(to_e2m1(std::ldexp(value(k), -exp)) | to_e2m1(std::ldexp(value(k + 1), -exp)) << 4);
+      }
+  out.push_back(owned(name + "_blocks", DType::kU8, {E, out_dim, G, 16}, blocks.data(), blocks.size()));
+  out.push_back(owned(name + "_scales", DType::kU8, {E, out_dim, G}, scales.data(), scales.size()));
+}
+
+enum class Format { kFp8, kNvfp4, kMxfp4 };
+const char* format_name(Format f) { return f == Format::kFp8 ? "Fp8" : f == Format::kNvfp4 ? "Nvfp4" : "Mxfp4"; }
+
+// `from` with every projection (attention, MLP and expert *_proj.weight) whose columns are whole
+// row blocks stored in `format`, as the released checkpoints store them (MXFP4: gpt-oss's fused
+// experts); everything else as it was.
+fs::path write_quantized(const fs::path& from, Format format, const fs::path& dir) {
+  auto src = engine::Checkpoint::open(from);
+  EXPECT_TRUE(src.is_ok()) << src.status().to_string();
+  std::vector<engine::OwnedTensor> out;
+  std::size_t quantized = 0;
+  for (const std::string& name : src->tensor_names()) {
+    auto v = src->tensor(name);
+    const int64_t block = format == Format::kFp8 ? 128 : 64;
+    const bool proj = name.size() > 12 && name.substr(name.size() - 12) == "_proj.weight" && v->shape.size() == 2 &&
+                      v->shape[1] % block == 0;
+    const bool experts = name.size() > 5 && name.substr(name.size() - 5) == "_proj" && v->shape.size() == 3;
+    if (format == Format::kMxfp4 ? !experts : !proj) {
+      out.push_back(owned(name, v->dtype, v->shape, v->data, v->nbytes));
+      continue;
+    }
+    std::vector<float> w(std::size_t(v->numel()));
+    EXPECT_TRUE(engine::to_f32(*v, w.data(), 0, w.size()).is_ok());
+    if (format == Format::kMxfp4)
+      mxfp4_parts(name, w, v->shape[0], v->shape[1], v->shape[2], out);
+    else
+      (format == Format::kFp8 ? fp8_parts : nvfp4_parts)(name, w, v->shape[0], v->shape[1], out);
+    ++quantized;
+  }
+  EXPECT_GT(quantized, 0u);
+  EXPECT_TRUE(engine::write_safetensors(dir / "model.safetensors", out).is_ok());
+  std::ofstream(dir / "config.json") << src->config_text();
+  if (!src->generation_config_text().empty())
+    std::ofstream(dir / "generation_config.json") << src->generation_config_text();
+  return dir;
+}
+
+// The checkpoint with every tensor as F32 values (the quantized ones dequantised; MXFP4 experts
+// [E, out, in] back in HF's [E, in, out]).
+fs::path write_dequantised(const fs::path& from, const fs::path& dir) {
+  auto src = engine::Checkpoint::open(from);
+  EXPECT_TRUE(src.is_ok()) << src.status().to_string();
+  std::vector<engine::OwnedTensor> out;
+  for (const std::string& name : src->tensor_names()) {
+    auto v = src->tensor(name);
+    std::vector<float> w(std::size_t(v->numel()));
+    EXPECT_TRUE(engine::to_f32(*v, w.data(), 0, w.size()).is_ok()) << name;
+    std::vector<int64_t> shape = v->shape;
+    if (v->dtype == DType::kMXFP4 && shape.size() == 3) {
+      const int64_t E = shape[0], O = shape[1], I = shape[2];
+      std::vector<float> t(w.size());
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t o = 0; o < O; ++o)
+          for (int64_t i = 0; i < I; ++i) t[std::size_t((e * I + i) * O + o)] = w[std::size_t((e * O + o) * I + i)];
+      w = std::move(t);
+      shape = {E, I, O};
+    }
+    out.push_back(owned(name, DType::kF32, shape, w.data(), w.size() * 4));
+  }
+  EXPECT_TRUE(engine::write_safetensors(dir / "model.safetensors", out).is_ok());
+  std::ofstream(dir / "config.json") << src->config_text();
+  return dir;
+}
+
+std::vector<float> logits_of(const fs::path& dir, BackendKind backend, const std::vector<int32_t>& ids) {
+  engine::LoadOptions o;
+  o.backend = backend;
+  o.deterministic = true;
+  auto m = engine::load_model(dir, o);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  if (!m.is_ok()) return {};
+  std::vector<float> out(ids.size() * std::size_t((*m)->vocab_size()));
+  engine::SequenceState s = (*m)->new_state();
+  const Status st = (*m)->forward(s, ids, out.data(), engine::LogitsMode::kAll);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return out;
+}
+
+class QuantModel : public ::testing::TestWithParam<std::tuple<Format, BackendKind>> {};
+
+TEST_P(QuantModel, LogitsOnTheQuantizedWeightsEqualThoseOnTheirDequantisedValues) {
+  const auto [format, backend] = GetParam();
+  FT_SKIP_UNLESS_RUNNABLE(backend);
+  const std::string family = format == Format::kMxfp4 ? "gpt_oss" : "qwen3_moe";
+  if (!fixture_present(family)) GTEST_SKIP() << "no " << family << " fixture";
+  TempDir q, d;
+  const fs::path quantized = write_quantized(fixture_checkpoint(family), format, q.path());
+  const fs::path dense = write_dequantised(quantized, d.path());
+  auto ckpt = engine::Checkpoint::open(quantized);
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  auto wq = ckpt->tensor(format == Format::kMxfp4 ? "model.layers.0.mlp.experts.gate_up_proj"
+                                                  : "model.layers.0.self_attn.q_proj.weight");
+  ASSERT_TRUE(wq.is_ok());
+  EXPECT_EQ(wq->dtype, format == Format::kFp8     ? DType::kF8E4M3B128
+                       : format == Format::kNvfp4 ? DType::kNVFP4
+                                                  : DType::kMXFP4);
+  const std::vector<int32_t> ids = test_tokens(24, 1024);
+  const std::vector<float> got = logits_of(quantized, backend, ids), want = logits_of(dense, backend, ids);
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (std::size_t t = 0; t < ids.size(); ++t) worst = std::max(worst, rel_l2(&got[t * 1024], &want[t * 1024], 1024));
+  EXPECT_LT(worst, 1e-3);
+  std::printf("[ %s %s on %s ] worst logits rel L2 %.3g against the dequantised weights\n", family.c_str(),
+              format_name(format), engine::backend_name(backend), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantModel,
+                         ::testing::Combine(::testing::Values(Format::kFp8, Format::kNvfp4, Format::kMxfp4),
+                                            ::testing::Values(BackendKind::kCpu, BackendKind::kCuda)),
+                         [](const auto& info) {
+                           return std::string(format_name(std::get<0>(info.param))) + "_" +
+                                  engine::backend_name(std::get<1>(info.param));
+                         });
+
+// ---- broken files --------------------------------------------------------------------------------
+
+// A checkpoint of `tensors` (name -> dtype, shape; zero bytes); the error opening it.
+std::string open_error(const std::vector<engine::OwnedTensor>& tensors, const std::string& config = "{}") {
+  TempDir tmp;
+  EXPECT_TRUE(engine::write_safetensors(tmp.path() / "model.safetensors", tensors).is_ok());
+  std::ofstream(tmp.path() / "config.json") << config;
+  auto c = engine::Checkpoint::open(tmp.path());
+  return c.is_ok() ? "" : c.status().message();
+}
+
+engine::OwnedTensor zeros(std::string name, DType dtype, std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return engine::OwnedTensor{std::move(name), dtype, std::move(shape),
+                             std::vector<std::byte>(std::size_t(n) * engine::dtype_size(dtype))};
+}
+
+TEST(QuantFormats, BrokenWeightsAreOneLineErrorsNamingTheTensor) {
+  const std::string w = "model.layers.0.mlp.down_proj.weight";
+  // A tile scale of the wrong shape.
+  std::string e = open_error({zeros(w, DType::kF8E4M3, {256, 384}),
+                              zeros("model.layers.0.mlp.down_proj.weight_scale_inv", DType::kF32, {2, 2})});
+  EXPECT_NE(e.find("down_proj.weight_scale_inv"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 3]"), std::string::npos) << e;
+  // FP8 without any scale.
+  e = open_error({zeros(w, DType::kF8E4M3, {256, 384})});
+  EXPECT_NE(e.find(w), std::string::npos) << e;
+  // Columns that are not whole row blocks.
+  e = open_error({zeros(w, DType::kF8E4M3, {256, 200}),
+                  zeros("model.layers.0.mlp.down_proj.weight_scale_inv", DType::kF32, {2, 2})});
+  EXPECT_NE(e.find("200 columns"), std::string::npos) << e;
+  // Tiles narrower than a row block.
+  e = open_error({zeros(w, DType::kF8E4M3, {256, 384}),
+                  zeros("model.layers.0.mlp.down_proj.weight_scale_inv", DType::kF32, {4, 6})},
+                 R"({"quantization_config": {"weight_block_size": [64, 64]}})");
+  EXPECT_NE(e.find("64 columns wide"), std::string::npos) << e;
+  // NVFP4 without its tensor scale; MXFP4 scales that do not match the blocks.
+  e = open_error(
+      {zeros(w, DType::kU8, {64, 96}), zeros("model.layers.0.mlp.down_proj.weight_scale", DType::kF8E4M3, {64, 12})});
+  EXPECT_NE(e.find("weight_scale_2"), std::string::npos) << e;
+  e = open_error({zeros("experts.down_proj_blocks", DType::kU8, {2, 64, 4, 16}),
+                  zeros("experts.down_proj_scales", DType::kU8, {2, 64, 3})});
+  EXPECT_NE(e.find("experts.down_proj_scales"), std::string::npos) << e;
+  for (const std::string& line : {e}) EXPECT_EQ(line.find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ft::test
