@@ -101,22 +101,46 @@ __device__ __forceinline__ void dot_rows(const std::byte* row, int cols, const f
   }
 }
 
-// acc[t] += w_row . x_t for an fp32 row (a GGUF router), 4 columns a lane a step, steps ascending.
+// An fp32 product (a GGUF router: E rows of hidden fp32, too few rows to keep the GPU's loads in
+// flight a warp a row) with kF32Split warps a row: warp p of a row takes float4 steps p*32 + lane,
+// + 32 kF32Split, ...; the warps' sums are added in warp order. The order depends on the row length
+// alone, so a token's logits do not depend on how many tokens share the call.
+constexpr int kF32Split = 4, kF32RowsPerBlock = kWarps / kF32Split;
+
 template <int NT>
-__device__ __forceinline__ void dot_rows_f32_after_wait(const std::byte* row, int cols, const float* x, int T,
-                                                        float (&acc)[NT]) {
-  const float4* w4 = reinterpret_cast<const float4*>(row);
-  const int n4 = cols / 4, lane = int(threadIdx.x & 31);
+__device__ __forceinline__ void gemv_rows_f32(const GemvOut& out, int first_row, int cols, const float* x, int T) {
+  __shared__ float partial[kWarps][NT];
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int row = first_row + warp / kF32Split, part = warp % kF32Split;
+  float acc[NT] = {};
   pdl_enter();
-#pragma unroll 8
-  for (int c = lane; c < n4; c += 32) {
-    const float4 w = __ldg(w4 + c);
+  if (row < out.rows) {
+    const float4* w4 = reinterpret_cast<const float4*>(out.w + std::size_t(row) * out.row_bytes);
+    const int n4 = cols / 4;
+#pragma unroll 4
+    for (int c = part * 32 + lane; c < n4; c += 32 * kF32Split) {
+      const float4 w = __ldg(w4 + c);
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= T) break;
-      const float4 a = reinterpret_cast<const float4*>(x + std::size_t(t) * cols)[c];
-      acc[t] += w.x * a.x + w.y * a.y + w.z * a.z + w.w * a.w;
+      for (int t = 0; t < NT; ++t) {
+        if (t >= T) break;
+        const float4 a = reinterpret_cast<const float4*>(x + std::size_t(t) * cols)[c];
+        acc[t] += w.x * a.x + w.y * a.y + w.z * a.z + w.w * a.w;
+      }
     }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const float v = warp_sum(acc[t]);
+    if (lane == 0) partial[warp][t] = v;
+  }
+  __syncthreads();
+  if (part != 0 || lane != 0 || row >= out.rows) return;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    if (t >= T) break;
+    float v = partial[warp][t];
+    for (int p = 1; p < kF32Split; ++p) v += partial[warp + p][t];
+    out.y[std::size_t(t) * out.rows + row] = v + (out.bias ? out.bias[row] : 0.f);
   }
 }
 
@@ -134,17 +158,14 @@ __device__ __forceinline__ void gemv_rows(const GemvBatch& batch, int cols, cons
   int o = 0;
   while (o + 1 < batch.n_outs && blockIdx.x >= batch.first_block[o + 1]) ++o;
   const GemvOut& out = batch.outs[o];
+  if (out.f32) return gemv_rows_f32<NT>(out, int(blockIdx.x - batch.first_block[o]) * kF32RowsPerBlock, cols, x, T);
   const int row = int(blockIdx.x - batch.first_block[o]) * kWarps + (threadIdx.x >> 5);
   if (row >= out.rows) {
     pdl_enter();
     return;
   }
   float acc[NT] = {};
-  if (out.f32) {
-    dot_rows_f32_after_wait<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
-  } else {
-    dot_rows_after_wait<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
-  }
+  dot_rows_after_wait<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= T) break;
@@ -288,7 +309,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable
   if (lane == 0) out[std::size_t(t) * e.hidden + row] = acc;
 }
 
-unsigned row_blocks(int rows) { return unsigned((rows + kWarps - 1) / kWarps); }
+unsigned row_blocks(int rows, int per_block = kWarps) { return unsigned((rows + per_block - 1) / per_block); }
 
 }  // namespace
 
@@ -303,7 +324,7 @@ GemvBatch make_batch(const GemvOut* outs, int n_outs) {
   batch.n_outs = n_outs;
   for (int o = 0; o < n_outs; ++o) {
     batch.outs[o] = outs[o];
-    batch.first_block[o + 1] = batch.first_block[o] + row_blocks(outs[o].rows);
+    batch.first_block[o + 1] = batch.first_block[o] + row_blocks(outs[o].rows, outs[o].f32 ? kF32RowsPerBlock : kWarps);
   }
   return batch;
 }

@@ -5,10 +5,12 @@
 // cuBLAS: 1e-4, as the bf16 products) follow the dequantised fp32 product. The weights are llama-quantize's, from the
 // committed GGUF fixtures. Skips without a GPU.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 
 #include "ft/engine/backend.h"
@@ -96,6 +98,40 @@ TEST_F(CudaBlockOps, ProductsOfEveryBlockDtypeMatchTheDequantisedReference) {
       EXPECT_LT(rel_l2(host(y, T * R), want), tol) << name << " (" << dtype_name(w.dtype) << "), T " << T;
     }
   }
+}
+
+// Safetensors' FP8 / NVFP4 / MXFP4 weights as repacked into row blocks (the fixture PyTorch made):
+// embedding rows decode exactly, products follow the dequantised reference.
+TEST_F(CudaBlockOps, SafetensorsFp8Nvfp4AndMxfp4RowBlocksDecodeAndMultiplyAsTheReference) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ft-quant-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(gguf_fixtures().parent_path() / "quant" / "quant-formats.safetensors",
+                             dir / "model.safetensors", std::filesystem::copy_options::overwrite_existing);
+  { std::ofstream(dir / "config.json") << "{}"; }
+  auto ckpt = Checkpoint::open(dir);
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (const char* name : {"fp8.weight", "nvfp4.weight", "mxfp4.gate_up_proj"}) {
+    auto view = ckpt->tensor(name);
+    ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+    Matrix w = view->shape.size() == 3 ? matrix_view(*view, 1, 0, view->shape[1]) : matrix_view(*view);
+    std::vector<int32_t> ids(std::size_t(w.rows));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(ids.size() - 1 - i);
+    expect_embedding_exact(w, ids, name);
+    ASSERT_TRUE(cuda_->place(w));
+    const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols);
+    for (std::size_t T : {1, 4, 9, 64}) {
+      std::vector<float> x(T * K), want(T * R);
+      for (float& v : x) v = nd(rng_);
+      on(*ref_, [&] { ref_->linear(x.data(), T, w, nullptr, want.data()); });
+      float* y = dev(std::vector<float>(T * R, 0.f));
+      const float* dx = dev(x);
+      on(*cuda_, [&] { cuda_->linear(dx, T, w, nullptr, y); });
+      const double tol = T <= 8 ? 2e-6 : 1e-4;
+      EXPECT_LT(rel_l2(host(y, T * R), want), tol) << name << " (" << dtype_name(w.dtype) << "), T " << T;
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
