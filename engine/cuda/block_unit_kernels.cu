@@ -1,8 +1,8 @@
-// Decode-sized products on the GGUF block types with lanes (block_units.h: Q4_K, Q6_K, Q4_0,
-// Q8_0): the linear gemv and the two MoE expert kernels. A warp takes a row a step at a time (four
-// K-quant super-blocks, or eight 32-value blocks), and long rows are split over up to 8 warps so that each has only a few
-// steps (their loads all in flight at once); the lanes' and the warps' sums are added in a fixed
-// order, so a row's result depends on its length alone, never on the launch or the token count.
+// Decode-sized products on the block types with lanes (block_units.h: Q4_K, Q6_K, Q4_0, Q8_0,
+// FP8, NVFP4): the linear gemv and the two MoE expert kernels. A warp takes a row a step at a time (four
+// K-quant super-blocks, or eight 32-value blocks), and long rows are split over up to 8 warps so that each has only a
+// few steps (their loads all in flight at once); the lanes' and the warps' sums are added in a fixed order, so a row's
+// result depends on its length alone, never on the launch or the token count.
 #include "block_dequant.h"
 #include "block_units.h"
 #include "glu_device.h"
@@ -212,6 +212,9 @@ bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols)
   if (!units::has_units(dtype) || cols % kUnitValues != 0) return false;
   // Q4_K's lanes load 16-byte headers and aligned words: its rows must start on 16 bytes.
   if (dtype == DType::kQ4_K) return reinterpret_cast<std::uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0;
+  // FP8's and NVFP4's lanes load their fp32 scales and code words aligned.
+  if (dtype == DType::kF8E4M3B128 || dtype == DType::kNVFP4)
+    return reinterpret_cast<std::uintptr_t>(w) % 4 == 0 && row_bytes % 4 == 0;
   return reinterpret_cast<std::uintptr_t>(w) % 2 == 0 && row_bytes % 2 == 0;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -198,6 +199,72 @@ struct Lane<DType::kQ8_0> {
   }
 };
 
+// F8_E4M3_B128 (safetensors FP8 repacked, dtype.h): a unit is 2 blocks of 132 bytes (4-byte aligned:
+// an fp32 scale, 128 E4M3 codes) read by 32 lanes: lane l holds codes 8 (l % 16) .. + 7 of block
+// l / 16, two groups of 4; value = code * d. E4M3 pairs convert to fp16 pairs in one instruction on
+// sm_89+ (exact: fp16 holds every E4M3 value), then to fp32.
+template <>
+struct Lane<DType::kF8E4M3B128> {
+  static constexpr bool kOffset = false;
+  static constexpr int kUnitBytes = 2 * 132, kLanes = 32, kGroup = 4;
+  __device__ __forceinline__ static void decode(const std::uint8_t* unit, int lane, Piece<kGroup>& o) {
+    const std::uint8_t* blk = unit + (lane / 16) * 132;
+    const auto* codes = reinterpret_cast<const std::uint32_t*>(blk + 4 + 8 * (lane % 16));
+    const float d = __ldg(reinterpret_cast<const float*>(blk));
+    const std::uint32_t words[2] = {__ldg(codes), __ldg(codes + 1)};
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __half2 pair = __half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[k] >> (16 * h)), __NV_E4M3));
+        const float2 f = __half22float2(pair);
+        o.q[4 * k + 2 * h] = f.x;
+        o.q[4 * k + 2 * h + 1] = f.y;
+      }
+    o.a[0] = o.a[1] = d;
+    o.b[0] = o.b[1] = 0.f;
+    o.at[0] = 128 * (lane / 16) + 8 * (lane % 16);
+    o.at[1] = o.at[0] + 4;
+  }
+};
+
+// NVFP4 (dtype.h): a unit is 4 blocks of 40 bytes (4-byte aligned: the fp32 tensor scale, 4 E4M3
+// group scales, 32 bytes of E2M1 pairs) read by 32 lanes: lane l holds code bytes 4 (l % 8) .. + 3
+// of block l / 8, values 8 (l % 8) .. + 7 of one 16-value group, two groups of 4 here. An E2M1 code
+// (s, e, m) is the fp16 s.000ee.m000000000 times 2^14, exactly; the 2^14 joins the scale
+// (value = code * (e4m3 * global), the product the reference rounds, times a power of two).
+template <>
+struct Lane<DType::kNVFP4> {
+  static constexpr bool kOffset = false;
+  static constexpr int kUnitBytes = 4 * 40, kLanes = 32, kGroup = 4;
+  __device__ __forceinline__ static void decode(const std::uint8_t* unit, int lane, Piece<kGroup>& o) {
+    const std::uint8_t* blk = unit + (lane / 8) * 40;
+    const std::uint32_t w = __ldg(reinterpret_cast<const std::uint32_t*>(blk + 8 + 4 * (lane % 8)));
+    const float global = __ldg(reinterpret_cast<const float*>(blk));
+    const int g = (lane % 8) / 2;
+    const std::uint32_t scale_code = (__ldg(reinterpret_cast<const std::uint32_t*>(blk + 4)) >> (8 * g)) & 0xFF;
+    const float d =
+        __fmul_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(scale_code), __NV_E4M3))), global);
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const std::uint32_t x =
+          __byte_perm(w, 0, k == 0 ? 0x4140u : 0x4342u);  // bytes 2k, 2k + 1 in the halves' low bytes
+      const std::uint32_t lo = ((x & 0x00080008u) << 12) | ((x & 0x00070007u) << 9);  // values 4k, 4k + 2
+      const std::uint32_t hi = ((x & 0x00800080u) << 8) | ((x & 0x00700070u) << 5);   // values 4k + 1, 4k + 3
+      const float2 fl = __half22float2(*reinterpret_cast<const __half2*>(&lo));
+      const float2 fh = __half22float2(*reinterpret_cast<const __half2*>(&hi));
+      o.q[4 * k] = fl.x;
+      o.q[4 * k + 1] = fh.x;
+      o.q[4 * k + 2] = fl.y;
+      o.q[4 * k + 3] = fh.y;
+    }
+    o.a[0] = o.a[1] = d * 16384.f;  // 2^14, exact
+    o.b[0] = o.b[1] = 0.f;
+    o.at[0] = 64 * (lane / 8) + 8 * (lane % 8);
+    o.at[1] = o.at[0] + 4;
+  }
+};
+
 // The piece's contribution to row . x, x at the unit's first value (16-byte aligned).
 template <DType T>
 __device__ __forceinline__ float piece_dot(const Piece<Lane<T>::kGroup>& o, const float* x) {
@@ -224,7 +291,8 @@ __device__ __forceinline__ float piece_dot(const Piece<Lane<T>::kGroup>& o, cons
 
 // Whether a dtype has lanes here (others take block_kernels.cu's per-value path).
 __host__ __device__ constexpr bool has_units(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ4_0 || t == DType::kQ8_0;
+  return t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ4_0 || t == DType::kQ8_0 || t == DType::kF8E4M3B128 ||
+         t == DType::kNVFP4;
 }
 
 }  // namespace ft::engine::cuda::units

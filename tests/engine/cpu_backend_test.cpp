@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <vector>
 
@@ -288,6 +289,46 @@ TEST_P(CpuOps, BlockDtypesDecodeAsTheReference) {
     EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-6) << name;
     on(*cpu_, [&] { cpu_->linear(x.data() + 4 * K, 1, w, nullptr, one.data()); });
     EXPECT_EQ(0, std::memcmp(one.data(), got.data() + 4 * R, R * sizeof(float))) << name;
+  }
+}
+
+// Safetensors' FP8, NVFP4 and MXFP4 weights as row blocks (the fixture PyTorch made, and FP8 blocks
+// holding every code, NaNs included): rows decode as the reference decodes them, bit for bit, and
+// products follow it and give a row the same bits at any T.
+TEST_P(CpuOps, SafetensorsRowBlocksDecodeAsTheReference) {
+  TempDir dir;
+  std::filesystem::copy_file(std::filesystem::path(FT_FIXTURES_DIR) / "quant" / "quant-formats.safetensors",
+                             dir.path() / "model.safetensors");
+  { std::ofstream(dir.path() / "config.json") << "{}"; }
+  auto ckpt = engine::Checkpoint::open(dir.path());
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  std::vector<std::byte> every_code(4 * 132);
+  for (std::size_t b = 0; b < 4; ++b) {
+    const float d = b % 2 ? -0.37f : 1.f;
+    std::memcpy(every_code.data() + b * 132, &d, 4);
+    for (std::size_t j = 0; j < 128; ++j) every_code[b * 132 + 4 + j] = std::byte((b % 2) * 128 + j);
+  }
+  const Matrix codes{engine::DType::kF8E4M3B128, 2, 256, every_code.data(), 264, nullptr};
+  for (const auto& [name, w] : std::vector<std::pair<std::string, Matrix>>{
+           {"every E4M3 code", codes},
+           {"fp8.weight", engine::matrix_view(*ckpt->tensor("fp8.weight"))},
+           {"nvfp4.weight", engine::matrix_view(*ckpt->tensor("nvfp4.weight"))},
+           {"mxfp4.gate_up_proj", engine::matrix_view(*ckpt->tensor("mxfp4.gate_up_proj"), 1, 0, 64)}}) {
+    std::vector<int32_t> ids(std::size_t(w.rows));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+    std::vector<float> got(ids.size() * std::size_t(w.cols)), want(got.size());
+    on(*cpu_, [&] { cpu_->embedding(w, ids, got.data()); });
+    on(*ref_, [&] { ref_->embedding(w, ids, want.data()); });
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << name;
+    if (name == "every E4M3 code") continue;  // NaNs in every product
+    const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 9;
+    const auto x = randn(T * K, rng_);
+    std::vector<float> y(T * R), y_ref(T * R), one(R);
+    on(*cpu_, [&] { cpu_->linear(x.data(), T, w, nullptr, y.data()); });
+    on(*ref_, [&] { ref_->linear(x.data(), T, w, nullptr, y_ref.data()); });
+    EXPECT_LT(rel_l2(y.data(), y_ref.data(), y.size()), 1e-6) << name;
+    on(*cpu_, [&] { cpu_->linear(x.data() + 4 * K, 1, w, nullptr, one.data()); });
+    EXPECT_EQ(0, std::memcmp(one.data(), y.data() + 4 * R, R * sizeof(float))) << name;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 
@@ -132,6 +133,45 @@ TEST_F(CudaBlockOps, SafetensorsFp8Nvfp4AndMxfp4RowBlocksDecodeAndMultiplyAsTheR
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// FP8 and NVFP4 row blocks of random codes and scales at widths of whole 256-value units, where the
+// decode products take the lane kernels (block_units.h): they follow the dequantised reference.
+TEST_F(CudaBlockOps, Fp8AndNvfp4LaneProductsMatchTheDequantisedReference) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (DType dtype : {DType::kF8E4M3B128, DType::kNVFP4}) {
+    for (int64_t K : {256, 1280}) {
+      const int64_t R = 300;
+      const DTypeBlock b = dtype_block(dtype);
+      const std::size_t row_bytes = std::size_t(K) / b.elems * b.bytes;
+      std::vector<std::byte> bytes(std::size_t(R) * row_bytes);
+      for (std::size_t blk = 0; blk < bytes.size() / b.bytes; ++blk) {
+        std::byte* p = bytes.data() + blk * b.bytes;
+        const float d = scale(rng_);
+        std::memcpy(p, &d, 4);
+        for (std::size_t i = 4; i < b.bytes; ++i) {
+          int v = byte(rng_);
+          const bool e4m3 = dtype == DType::kF8E4M3B128 || i < 8;  // FP8 codes, NVFP4's group scales
+          if (e4m3 && (v & 0x7F) == 0x7F) v &= 0x7E;               // no NaN codes
+          if (dtype == DType::kNVFP4 && i < 8) v &= 0x7F;          // positive group scales
+          p[i] = std::byte(v);
+        }
+      }
+      Matrix w{dtype, R, K, bytes.data(), row_bytes, nullptr};
+      ASSERT_TRUE(cuda_->place(w));
+      for (std::size_t T : {1, 2, 5, 8}) {
+        std::vector<float> x(T * std::size_t(K)), want(T * std::size_t(R));
+        for (float& v : x) v = nd(rng_);
+        on(*ref_, [&] { ref_->linear(x.data(), T, w, nullptr, want.data()); });
+        float* y = dev(std::vector<float>(want.size(), 0.f));
+        const float* dx = dev(x);
+        on(*cuda_, [&] { cuda_->linear(dx, T, w, nullptr, y); });
+        EXPECT_LT(rel_l2(host(y, want.size()), want), 2e-6) << dtype_name(dtype) << ", K " << K << ", T " << T;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -114,6 +114,50 @@ FT_TARGET_AVX512 void mxfp4(const std::uint8_t* b, std::size_t n, Sink& sink) {
   }
 }
 
+// FP8 row blocks (128 values: fp32 d, 128 E4M3 codes). An E4M3 code's bits shifted into an fp16's
+// (sign to bit 15, exponent and mantissa to bits 13..7) are its value times 2^-8 exactly, normal or
+// subnormal; times 256 (exact), then d, as the reference. Codes S.1111.111 are NaN, as there.
+template <typename Sink>
+FT_TARGET_AVX512 void f8_b128(const std::uint8_t* b, std::size_t n, Sink& sink) {
+  const __m512i sign = _mm512_set1_epi32(0x80), magnitude = _mm512_set1_epi32(0x7F);
+  const __m512 two8 = _mm512_set1_ps(256.f);
+  const __m512i quiet_nan = _mm512_set1_epi32(0x7FC00000);
+  for (std::size_t i = 0; i < n / 128; ++i, b += 132) {
+    float d;
+    std::memcpy(&d, b, 4);
+    const __m512 dv = _mm512_set1_ps(d);
+    for (int c = 0; c < 8; ++c) {
+      const __m512i q = bytes16(b + 4 + 16 * c);
+      const __m512i m = _mm512_and_si512(q, magnitude);
+      const __m512i h = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(q, sign), 8), _mm512_slli_epi32(m, 7));
+      __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), two8);
+      const __m512i nan = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(q, sign), 24), quiet_nan);
+      v = _mm512_mask_mov_ps(v, _mm512_cmpeq_epi32_mask(m, magnitude), _mm512_castsi512_ps(nan));
+      sink(128 * i + 16 * std::size_t(c), _mm512_mul_ps(v, dv));
+    }
+  }
+}
+
+// NVFP4 row blocks (64 values: fp32 tensor scale, 4 E4M3 group scales, 32 bytes of E2M1 pairs, the
+// even value low): a group's 8 bytes become 16 codes in value order, looked up as floats.
+template <typename Sink>
+FT_TARGET_AVX512 void nvfp4(const std::uint8_t* b, std::size_t n, Sink& sink) {
+  const __m512 table =
+      _mm512_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f);
+  const __m128i low = _mm_set1_epi8(0x0F);
+  for (std::size_t i = 0; i < n / 64; ++i, b += 40) {
+    float global;
+    std::memcpy(&global, b, 4);
+    for (int g = 0; g < 4; ++g) {
+      const __m512 d = _mm512_set1_ps(std::bit_cast<float>(e4m3_bits(b[4 + g])) * global);
+      const __m128i t = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 8 + 8 * g));
+      const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(t, low), _mm_and_si128(_mm_srli_epi16(t, 4), low));
+      const __m512 v = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table);
+      sink(64 * i + 16 * std::size_t(g), _mm512_mul_ps(v, d));
+    }
+  }
+}
+
 struct StoreSink {
   float* y;
   FT_TARGET_AVX512 void operator()(std::size_t at, __m512 v) const { _mm512_storeu_ps(y + at, v); }
@@ -152,6 +196,8 @@ FT_DECODER(Q4_0, q4_0)
 FT_DECODER(Q4_K, q4_k)
 FT_DECODER(Q6_K, q6_k)
 FT_DECODER(MXFP4, mxfp4)
+FT_DECODER(F8B128, f8_b128)
+FT_DECODER(NVFP4, nvfp4)
 #undef FT_DECODER
 
 template <typename D>
@@ -208,6 +254,10 @@ Kernels kernels_for(CpuIsa isa, DType dtype) {
         return {decode_with<Q6_K>, dots_with<Q6_K>};
       case DType::kMXFP4:
         return {decode_with<MXFP4>, dots_with<MXFP4>};
+      case DType::kF8E4M3B128:
+        return {decode_with<F8B128>, dots_with<F8B128>};
+      case DType::kNVFP4:
+        return {decode_with<NVFP4>, dots_with<NVFP4>};
       default:
         return {};
     }
