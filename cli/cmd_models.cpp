@@ -116,6 +116,14 @@ int run_models(const Args& args) {
       r.arch = j.value("model_type", std::string("?"));
       if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) r.dtype = j["torch_dtype"];
       if (j.contains("dtype") && j["dtype"].is_string()) r.dtype = j["dtype"];
+      // A quantized release names its format here (its dtype is the unquantized tensors'): "fp8",
+      // "mxfp4", or ModelOpt's algorithm ("NVFP4").
+      if (const auto q = j.find("quantization_config"); q != j.end() && q->is_object()) {
+        if (q->contains("quant_algo") && (*q)["quant_algo"].is_string())
+          r.dtype = (*q)["quant_algo"];
+        else if (q->contains("quant_method") && (*q)["quant_method"].is_string())
+          r.dtype = (*q)["quant_method"];
+      }
     }
     const auto parsed = engine::parse_model_config(config);
     r.support = parsed ? "yes" : "no: " + parsed.status().message();

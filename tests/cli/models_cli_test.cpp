@@ -54,6 +54,11 @@ class HubCache : public ::testing::Test {
     const fs::path other = hub() / "models--meta--llama-ish" / "snapshots" / kOld;
     fs::create_directories(other);
     std::ofstream(other / "config.json") << R"({"model_type": "llama", "torch_dtype": "bfloat16"})";
+    // An FP8 release names its format in quantization_config (torch_dtype is the unquantized tensors').
+    const fs::path fp8 = hub() / "models--qwen--moe-fp8" / "snapshots" / kOld;
+    fs::create_directories(fp8);
+    std::ofstream(fp8 / "config.json")
+        << R"({"model_type": "qwen3_moe", "torch_dtype": "bfloat16", "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}})";
   }
   fs::path hub() const { return dir_.path() / "hub"; }
   // The hub cache under test, and no Ollama store or GGUF folders (a user's own would add rows).
@@ -98,7 +103,7 @@ TEST_F(HubCache, ModelsListsWhatTheCacheHoldsAndWhetherItRuns) {
   const CommandResult r = run_freetoken({"models", "--json"}, env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json list = json::parse(r.out);
-  ASSERT_EQ(list.size(), 2u) << r.out;
+  ASSERT_EQ(list.size(), 3u) << r.out;
   const json& tiny = list[0];
   EXPECT_EQ(tiny["name"], "acme/tiny-moe");
   EXPECT_EQ(tiny["revision"], kMain);
@@ -111,6 +116,8 @@ TEST_F(HubCache, ModelsListsWhatTheCacheHoldsAndWhetherItRuns) {
   EXPECT_EQ(llama["supported"], false);
   EXPECT_EQ(llama["dtype"], "bfloat16");
   EXPECT_NE(llama["support"].get<std::string>().find("llama"), std::string::npos) << llama["support"];
+  EXPECT_EQ(list[2]["name"], "qwen/moe-fp8");
+  EXPECT_EQ(list[2]["dtype"], "fp8");
 
   const CommandResult table = run_freetoken({"models"}, env());
   ASSERT_EQ(table.exit_code, 0) << table.err;
