@@ -462,6 +462,57 @@ TEST(SyntheticModel, WritesOneQwen3_30B_A3BLayerTheLoaderReadsAndTheSameBytesAtA
   EXPECT_EQ(tensor_hashes(*again), hashes);
 }
 
+// --quant FP8: the projections as the FP8 releases store them (F8_E4M3 with a weight_scale_inv a
+// 128x128 tile), the router, norms and embeddings bf16; read back as FP8 row blocks whose values
+// have the init's spread, and run.
+TEST(SyntheticModel, WritesAnFp8LayerAsTheFp8ReleasesStoreIt) {
+  TempDir tmp;
+  const auto dir = tmp.path() / "qwen3-30b-a3b-fp8";
+  engine::SyntheticModelOptions opts = options_for(SyntheticLike::kQwen3_30B_A3B, 1);
+  opts.threads = 2;
+  opts.fp8 = true;
+  const auto plan = engine::plan_synthetic_model(opts);
+  ASSERT_TRUE(plan.is_ok());
+  std::size_t fp8 = 0;
+  for (std::size_t i = 0; i < plan->tensors.size(); ++i) {
+    const std::string& name = plan->tensors[i].name;
+    const bool proj = name.ends_with("_proj.weight");
+    EXPECT_EQ(plan->dtypes[i], proj                           ? engine::DType::kF8E4M3
+                               : name.ends_with("_scale_inv") ? engine::DType::kF32
+                                                              : engine::DType::kBF16)
+        << name;
+    fp8 += proj;
+  }
+  EXPECT_EQ(fp8, 4u + 3u * 128u);  // q, k, v, o and every expert's three
+  ASSERT_TRUE(engine::write_synthetic_model(dir, opts).is_ok());
+
+  auto ckpt = engine::Checkpoint::open(dir);
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  const auto config = nlohmann::json::parse(ckpt->config_text());
+  EXPECT_EQ(config.at("quantization_config").at("quant_method"), "fp8");
+  EXPECT_EQ(config.at("quantization_config").at("weight_block_size"), nlohmann::json({128, 128}));
+  auto q = ckpt->tensor("model.layers.0.self_attn.q_proj.weight", {4096, 2048});
+  ASSERT_TRUE(q.is_ok()) << q.status().to_string();
+  EXPECT_EQ(q->dtype, engine::DType::kF8E4M3B128);
+  EXPECT_FALSE(ckpt->has("model.layers.0.self_attn.q_proj.weight_scale_inv"));
+  EXPECT_EQ(ckpt->tensor("model.layers.0.mlp.gate.weight")->dtype, engine::DType::kBF16);
+  for (const auto& [name, fan_in] : std::vector<std::pair<std::string, double>>{
+           {"model.layers.0.self_attn.q_proj.weight", 2048}, {"model.layers.0.mlp.experts.77.down_proj.weight", 768}}) {
+    const auto [m, sd] = moments(*ckpt->tensor(name));
+    EXPECT_NEAR(m, 0.0, 0.02 / std::sqrt(fan_in)) << name;
+    EXPECT_NEAR(sd, 1 / std::sqrt(fan_in), 0.05 / std::sqrt(fan_in)) << name;
+  }
+  engine::LoadOptions lo;
+  lo.threads = 2;
+  auto model = engine::load_model(dir, lo);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  engine::SequenceState state = (*model)->new_state();
+  std::vector<float> logits(std::size_t((*model)->vocab_size()));
+  const std::vector<int32_t> ids = {1, 2, 3, 4};
+  ASSERT_TRUE((*model)->forward(state, ids, logits.data(), engine::LogitsMode::kLast).is_ok());
+  EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+}
+
 TEST(SyntheticModelCli, UnknownLikeExitsTwoWithOneLine) {
   TempDir tmp;
   expect_one_line_error(run_freetoken({"make-synthetic-model", "--like", "qwen9-1t", (tmp.path() / "m").string()}),

@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <future>
@@ -19,6 +21,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "ops/block_fields.h"
 #include "weights/synthetic_values.h"
 
 namespace ft::engine::synthetic {
@@ -32,7 +35,29 @@ struct WorkItem {
   uint64_t block;
 };
 
+// Codes with bit 6 clear: exponent field 0..7, so |value| <= 1.875 and never the NaN 0x7f.
+constexpr std::uint8_t kFp8CodeMask = 0xBF;
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
+
+std::size_t encoding_bytes(Encoding e) { return e == Encoding::kBf16 ? 2 : e == Encoding::kFp8Codes ? 1 : 4; }
+
+float fp8_codes_rms() {
+  double sum = 0;
+  for (unsigned c = 0; c <= kFp8CodeMask; ++c) {
+    if ((c & kFp8CodeMask) != c) continue;
+    const double v = std::bit_cast<float>(e4m3_bits(c));
+    sum += v * v;
+  }
+  return float(std::sqrt(sum / 128.0));  // 128 codes: 64 magnitudes, both signs
+}
 
 Status pwrite_all(int fd, const void* data, std::size_t n, uint64_t offset, const std::string& path) {
   const char* p = static_cast<const char*>(data);
@@ -107,7 +132,7 @@ Status fill_tensors(const std::vector<PlannedTensor>& tensors, const std::vector
   for (std::size_t i : order) {
     const uint64_t n = uint64_t(tensors[i].numel());
     for (uint64_t b = 0; b * kBlockElements < n; ++b) items.push_back({i, b});
-    total += 2 * n;
+    total += encoding_bytes(targets[i].encoding) * n;
   }
 
   tbb::enumerable_thread_specific<std::vector<bf16_t>> buffers([] { return std::vector<bf16_t>(kChunkElements); });
@@ -117,8 +142,27 @@ Status fill_tensors(const std::vector<PlannedTensor>& tensors, const std::vector
     const TensorTarget& target = targets[item.tensor];
     const uint64_t first = item.block * kBlockElements;
     const uint64_t end = std::min(uint64_t(t.numel()), first + kBlockElements);
-    BlockGenerator gen(t.init, table_of[item.tensor], block_seed(seed, t.name, item.block));
     std::vector<bf16_t>& buf = buffers.local();
+    if (target.encoding != Encoding::kBf16) {  // FP8 codes or a constant, through the same 128 KiB buffer
+      uint64_t state = block_seed(seed, t.name, item.block);
+      const std::size_t per = encoding_bytes(target.encoding), chunk = 2 * kChunkElements / per;
+      auto* bytes = reinterpret_cast<std::uint8_t*>(buf.data());
+      for (uint64_t at = first; at < end; at += chunk) {
+        const std::size_t count = std::size_t(std::min<uint64_t>(chunk, end - at));
+        if (target.encoding == Encoding::kFp8Codes) {
+          for (std::size_t k = 0; k < count; k += 8) {
+            const uint64_t r = splitmix64(state) & 0xBFBFBFBFBFBFBFBFull;
+            std::memcpy(bytes + k, &r, std::min<std::size_t>(8, count - k));
+          }
+        } else {
+          for (std::size_t k = 0; k < count; ++k) std::memcpy(bytes + 4 * k, &target.constant, 4);
+        }
+        FT_RETURN_IF_ERROR(pwrite_all(target.fd, bytes, per * count, target.offset + per * at, *target.path));
+        done.fetch_add(per * count, std::memory_order_relaxed);
+      }
+      return Status::ok();
+    }
+    BlockGenerator gen(t.init, table_of[item.tensor], block_seed(seed, t.name, item.block));
     for (uint64_t at = first; at < end; at += kChunkElements) {
       const std::size_t count = std::size_t(std::min<uint64_t>(kChunkElements, end - at));
       gen.fill(buf.data(), count);

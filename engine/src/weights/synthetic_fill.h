@@ -15,11 +15,21 @@
 
 namespace ft::engine::synthetic {
 
-// Where one tensor's bf16 data goes: an open, writable file descriptor and the byte offset there.
+// How a tensor's values are stored: bf16 draws of its init; FP8 E4M3 codes (random, magnitudes at
+// most 1.875, no NaN: the scale tensor beside it gives them the init's spread); or one fp32 value
+// repeated (an FP8 weight's scales).
+enum class Encoding { kBf16, kFp8Codes, kF32Constant };
+std::size_t encoding_bytes(Encoding e);  // per value: 2, 1, 4
+// The root mean square of the kFp8Codes values: an FP8 weight of spread sigma has scales sigma / it.
+float fp8_codes_rms();
+
+// Where one tensor's data goes: an open, writable file descriptor and the byte offset there.
 struct TensorTarget {
   int fd = -1;
   uint64_t offset = 0;
   const std::string* path = nullptr;  // for error messages
+  Encoding encoding = Encoding::kBf16;
+  float constant = 0;  // kF32Constant's value
 };
 
 // Splits the tensors into (tensor, kBlockElements block) items and fills them on `threads` worker

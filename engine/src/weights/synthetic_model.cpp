@@ -111,8 +111,10 @@ std::string readme(SyntheticLike like, const SyntheticPlan& plan, const Syntheti
   text +=
       "This is **not a trained model**: every weight is random (seeded, so the files are reproducible).\n"
       "It has the exact shapes, config.json and Hugging Face tensor names of the released model, as\n";
-  text += "bf16 safetensors in " + std::to_string(plan.shard_files.size()) +
-          " shard(s) with model.safetensors.index.json (" + gigabytes(plan.total_bytes) + "),\n";
+  text +=
+      std::string(options.fp8 ? "safetensors (projections FP8 in 128x128 tiles, the rest bf16)" : "bf16 safetensors") +
+      " in " + std::to_string(plan.shard_files.size()) + " shard(s) with model.safetensors.index.json (" +
+      gigabytes(plan.total_bytes) + "),\n";
   text +=
       "so the engine can be measured at real size. Its output is meaningless; never use it to judge\n"
       "output quality. No tokenizer is included.\n";
@@ -134,11 +136,28 @@ Result<SyntheticPlan> plan_synthetic_model(const SyntheticModelOptions& options)
   SyntheticPlan plan;
   FT_ASSIGN_OR_RETURN(plan.spec, synthetic_model_spec(options.like, options.layers));
   plan.spec.seed = options.seed;
-  plan.tensors = random_checkpoint_tensors(plan.spec);
+  for (PlannedTensor& t : random_checkpoint_tensors(plan.spec)) {
+    const bool fp8 = options.fp8 && t.name.ends_with("_proj.weight") && t.shape.size() == 2 && t.shape[1] % 128 == 0;
+    if (!fp8) {
+      plan.tensors.push_back(std::move(t));
+      plan.dtypes.push_back(DType::kBF16);
+      plan.constants.push_back(0);
+      continue;
+    }
+    // Codes of spread fp8_codes_rms(), one scale for every tile giving them the init's spread.
+    const double sigma = t.init.kind == TensorInit::Kind::kNormal ? t.init.scale : 0.02;
+    PlannedTensor scale{t.name + "_scale_inv", {(t.shape[0] + 127) / 128, t.shape[1] / 128}, t.init};
+    plan.tensors.push_back(std::move(t));
+    plan.dtypes.push_back(DType::kF8E4M3);
+    plan.constants.push_back(0);
+    plan.tensors.push_back(std::move(scale));
+    plan.dtypes.push_back(DType::kF32);
+    plan.constants.push_back(float(sigma / synthetic::fp8_codes_rms()));
+  }
   std::size_t shards = 0;
   uint64_t in_shard = 0;
-  for (const PlannedTensor& t : plan.tensors) {
-    const uint64_t bytes = 2 * uint64_t(t.numel());
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+    const uint64_t bytes = dtype_size(plan.dtypes[i]) * uint64_t(plan.tensors[i].numel());
     if (shards == 0 || (in_shard > 0 && in_shard + bytes > kSyntheticShardBytes)) {
       ++shards;
       in_shard = 0;
@@ -162,7 +181,7 @@ Status write_synthetic_model(const fs::path& dir, const SyntheticModelOptions& o
   uint64_t need = 0;
   for (const std::vector<std::size_t>& m : members) {
     std::vector<TensorHeader> headers;
-    for (std::size_t i : m) headers.push_back({plan.tensors[i].name, DType::kBF16, plan.tensors[i].shape});
+    for (std::size_t i : m) headers.push_back({plan.tensors[i].name, plan.dtypes[i], plan.tensors[i].shape});
     FT_ASSIGN_OR_RETURN(SafetensorsLayout layout, layout_safetensors(headers, {{"format", "pt"}}));
     need += layout.file_size;
     layouts.push_back(std::move(layout));
@@ -189,7 +208,11 @@ Status write_synthetic_model(const fs::path& dir, const SyntheticModelOptions& o
       return io_error("cannot size " + paths[s] + ": " + errno_text());
     }
     for (std::size_t k = 0; k < members[s].size(); ++k) {
-      targets[members[s][k]] = {fd.get(), layouts[s].begin[k], &paths[s]};
+      const std::size_t i = members[s][k];
+      const synthetic::Encoding e = plan.dtypes[i] == DType::kBF16     ? synthetic::Encoding::kBf16
+                                    : plan.dtypes[i] == DType::kF8E4M3 ? synthetic::Encoding::kFp8Codes
+                                                                       : synthetic::Encoding::kF32Constant;
+      targets[i] = {fd.get(), layouts[s].begin[k], &paths[s], e, plan.constants[i]};
     }
     fds.push_back(std::move(fd));
   }
@@ -202,8 +225,15 @@ Status write_synthetic_model(const fs::path& dir, const SyntheticModelOptions& o
   }
 
   const std::vector<std::pair<std::string, std::string>> notes = {{"freetoken_synthetic", config_note(options.like)}};
+  std::string config = random_checkpoint_config_json(plan.spec, notes);
+  if (options.fp8) {  // as the FP8 releases say it
+    nlohmann::json j = nlohmann::json::parse(config);
+    j["quantization_config"] = {
+        {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
+    config = j.dump(2) + "\n";
+  }
   const std::vector<std::pair<std::string, std::string>> small_files = {
-      {"config.json", random_checkpoint_config_json(plan.spec, notes)},
+      {"config.json", config},
       {"generation_config.json", random_checkpoint_generation_config_json(plan.spec)},
       {"README.md", readme(options.like, plan, options)},
   };
