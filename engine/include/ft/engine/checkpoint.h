@@ -4,7 +4,9 @@
 // it was converted from (weights/gguf_hf.h): config.json rebuilt from its metadata, tensors under
 // their HF names, still in their GGUF block dtypes.
 // Files are mmap'd read-only; TensorView points into the mapping (zero copy) and stays valid as long
-// as the Checkpoint lives.
+// as the Checkpoint lives. Weights stored in FP8, MXFP4 or NVFP4 (codes and scales in separate
+// tensors) are the exception: repacked once at open into row blocks of one tensor each
+// (weights/quantized_safetensors.h), their parts hidden.
 #pragma once
 
 #include <cstddef>
