@@ -488,7 +488,10 @@ TEST(QuantFormats, BrokenWeightsAreOneLineErrorsNamingTheTensor) {
   e = open_error({zeros("experts.down_proj_blocks", DType::kU8, {2, 64, 4, 16}),
                   zeros("experts.down_proj_scales", DType::kU8, {2, 64, 3})});
   EXPECT_NE(e.find("experts.down_proj_scales"), std::string::npos) << e;
-  for (const std::string& line : {e}) EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  // compressed-tensors' packed weights are named, not misread.
+  e = open_error({zeros("model.layers.0.mlp.down_proj.weight_packed", DType::kU8, {64, 96})});
+  EXPECT_NE(e.find("weight_packed' is packed by compressed-tensors"), std::string::npos) << e;
 }
 
 }  // namespace

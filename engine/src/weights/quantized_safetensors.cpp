@@ -161,6 +161,10 @@ Result<std::vector<QuantizedWeight>> find_quantized_weights(const Entries& entri
       if (scale != nullptr && scale->dtype == DType::kF8E4M3) {
         FT_ASSIGN_OR_RETURN(w, nvfp4_weight(entries, name, e, *scale));
       }
+    } else if (ends_with(name, ".weight_packed")) {
+      // compressed-tensors' packed layouts (its NVFP4 and int4 schemes): their scales mean other things.
+      return unsupported("tensor '" + name + "' is packed by compressed-tensors (" + e.dtype_spelling +
+                         "), which FreeToken does not read; FP8, MXFP4 and ModelOpt's NVFP4 checkpoints load");
     } else if (e.dtype == DType::kU8 && ends_with(name, "_blocks") &&
                find(entries, name.substr(0, name.size() - 7) + "_scales") != nullptr) {
       FT_ASSIGN_OR_RETURN(w, mxfp4_weight(entries, name, e));
