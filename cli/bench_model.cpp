@@ -177,7 +177,7 @@ void print_issue_time(const engine::OpProfile& p) {
 
 struct Loaded {
   std::unique_ptr<engine::Model> model;
-  engine::Checkpoint ckpt;
+  std::shared_ptr<const engine::Checkpoint> ckpt;  // the model's own
   ModelBytes bytes;
   double bandwidth = 0;
   // Experts in host RAM: pinned host -> GPU copies, and the host's read rate over the mapped experts.
@@ -196,17 +196,18 @@ Result<Loaded> load(const Args& args, const std::string& cmd) {
   }
   const long anon0 = rss_anon_kb();
   const auto t0 = Clock::now();
-  FT_ASSIGN_OR_RETURN(auto model, load_model_from_flags(args));
+  std::shared_ptr<const engine::Checkpoint> ckpt;
+  FT_ASSIGN_OR_RETURN(auto model, load_model_from_flags(args, &ckpt));
   const double load_s = seconds_since(t0);
-  FT_ASSIGN_OR_RETURN(const std::filesystem::path dir, resolve_model_dir(args.get("model")));
-  FT_ASSIGN_OR_RETURN(engine::Checkpoint ckpt, engine::Checkpoint::open(dir));
   Loaded l{std::move(model), std::move(ckpt), {}, 0, 0, 0};
-  l.bytes = model_bytes(l.ckpt, *l.model);
+  l.bytes = model_bytes(*l.ckpt, *l.model);
   const engine::ModelConfig& c = l.model->config();
   std::printf("%s: %s, %lld layers, %s backend, %d threads\n", cmd.c_str(), c.model_type.c_str(),
               (long long)c.num_hidden_layers, engine::backend_name(l.model->backend_kind()), l.model->threads());
-  std::printf("  load         %.2f s; anonymous RSS %+.0f MB after load (weights are file-backed: %.2f GB)\n", load_s,
-              double(rss_anon_kb() - anon0) / 1024.0, (l.bytes.dense + l.bytes.routed_all) / 1e9);
+  std::printf(
+      "  load         %.2f s; anonymous RSS %+.0f MB after load (weights %.2f GB: mapped files, or FP8/MXFP4/NVFP4 "
+      "repacked)\n",
+      load_s, double(rss_anon_kb() - anon0) / 1024.0, (l.bytes.dense + l.bytes.routed_all) / 1e9);
   if (l.model->backend_kind() == engine::BackendKind::kCuda) {
     l.bandwidth = device_bandwidth;
     std::printf("  device copy  %.0f GB/s (read + written, a %zu MiB device-to-device copy before loading, best of 4)\n",

@@ -34,10 +34,14 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text) {
   return ids;
 }
 
-Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args) {
+Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args,
+                                                             std::shared_ptr<const engine::Checkpoint>* checkpoint) {
   FT_ASSIGN_OR_RETURN(const std::filesystem::path dir, resolve_model_dir(args.get("model")));
   FT_ASSIGN_OR_RETURN(engine::LoadOptions options, load_options_from_flags(args));
-  FT_ASSIGN_OR_RETURN(auto model, engine::load_model(dir, options));
+  FT_ASSIGN_OR_RETURN(engine::Checkpoint opened, engine::Checkpoint::open(dir));
+  auto shared = std::make_shared<const engine::Checkpoint>(std::move(opened));
+  if (checkpoint) *checkpoint = shared;
+  FT_ASSIGN_OR_RETURN(auto model, engine::load_model(std::move(shared), options));
   // On the GPU, where everything went (stderr: stdout carries the command's output).
   if (model->backend_kind() == engine::BackendKind::kCuda) std::fputs(model->placement().to_text().c_str(), stderr);
   return model;

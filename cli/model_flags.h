@@ -17,8 +17,11 @@ namespace ft::cli {
 // negative ids or ids beyond int32.
 Result<std::vector<int32_t>> parse_token_list(const std::string& text);
 
-// Opens --model DIR with the runtime flags below.
-Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args);
+// Opens --model DIR with the runtime flags below. `checkpoint` (optional) receives the checkpoint
+// the model reads, for callers that look at its tensors too (opening it again would repack a
+// quantized checkpoint's weights a second time).
+Result<std::unique_ptr<engine::Model>> load_model_from_flags(
+    const Args& args, std::shared_ptr<const engine::Checkpoint>* checkpoint = nullptr);
 // --device, --threads, --kv-budget, --gpu-mem, --moe-policy, --expert-slots, --reference and
 // --deterministic (those present) as load
 // options. --device auto (the default) is cuda when a usable GPU exists, else cpu; --device cuda
