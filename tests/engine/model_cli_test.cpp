@@ -127,6 +127,15 @@ TEST_F(ModelCli, BenchBwSaysWhyWithoutAGpu) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// bench decode on the CPU: the model's lines, its bytes counted on the checkpoint it loaded.
+TEST_F(ModelCli, BenchDecodeReportsSpeedAgainstTheBound) {
+  const CommandResult r = run_freetoken(
+      {"bench", "decode", "--model", dir_.path().string(), "--device", "cpu", "--steps", "2", "--prompt", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"  load ", "  decode ", "tok/s", "  bound ", "measured/bound"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+}
+
 TEST_F(ModelCli, UnknownArchitectureExitsTwo) {
   write_file(dir_.path() / "config.json", R"({"architectures": ["MambaForCausalLM"], "model_type": "mamba"})");
   expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1"}),
