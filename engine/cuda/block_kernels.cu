@@ -72,20 +72,36 @@ __global__ void gemv_blocks_kernel(const std::byte* w, std::size_t row_bytes, in
 
 // Rows [0, rows) of w as bf16 hi + lo planes [rows, cols] (w ~= hi + lo to ~2^-17): one thread per
 // 32-value chunk.
+// Matrix blockIdx.y: ws[blockIdx.y] (or w when ws is null) into planes at hi / lo + y * plane.
 template <DType T>
-__global__ void dequant_split_kernel(const std::byte* w, std::size_t row_bytes, int rows, int chunks, __nv_bfloat16* hi,
-                                     __nv_bfloat16* lo) {
+__global__ void dequant_split_kernel(const std::byte* w, const std::byte* const* ws, std::size_t row_bytes, int rows,
+                                     int chunks, __nv_bfloat16* hi, __nv_bfloat16* lo, std::size_t plane) {
   pdl_enter();
   const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= std::size_t(rows) * chunks) return;
+  if (ws) w = ws[blockIdx.y];
+  hi += blockIdx.y * plane;
+  lo += blockIdx.y * plane;
   const int r = int(i / chunks), c = int(i % chunks);
   float v[32];
   dequant_chunk<T>(w + std::size_t(r) * row_bytes, c, v);
+  // The chunk's 64 bytes of each plane go out as four 16-byte stores: adjacent threads write
+  // adjacent chunks, so a warp's stores cover whole lines (one 2-byte store per value made every
+  // store instruction touch 32 lines).
   const std::size_t at = std::size_t(r) * chunks * 32 + std::size_t(c) * 32;
-  for (int j = 0; j < 32; ++j) {
-    const __nv_bfloat16 h = __float2bfloat16_rn(v[j]);
-    hi[at + j] = h;
-    lo[at + j] = __float2bfloat16_rn(v[j] - __bfloat162float(h));
+  uint4* hv = reinterpret_cast<uint4*>(hi + at);
+  uint4* lv = reinterpret_cast<uint4*>(lo + at);
+  for (int q = 0; q < 4; ++q) {
+    std::uint32_t hw[4], lw[4];
+    for (int p = 0; p < 4; ++p) {
+      const float a = v[8 * q + 2 * p], b = v[8 * q + 2 * p + 1];
+      const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+      const __nv_bfloat162 l = __floats2bfloat162_rn(a - __low2float(h), b - __high2float(h));
+      hw[p] = *reinterpret_cast<const std::uint32_t*>(&h);
+      lw[p] = *reinterpret_cast<const std::uint32_t*>(&l);
+    }
+    hv[q] = make_uint4(hw[0], hw[1], hw[2], hw[3]);
+    lv[q] = make_uint4(lw[0], lw[1], lw[2], lw[3]);
   }
 }
 
@@ -186,8 +202,20 @@ void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, 
   const std::size_t n = std::size_t(rows) * std::size_t(cols / 32);
   if (n == 0) return;
   with_block_dtype(dtype, [&](auto t) {
-    launch(dequant_split_kernel<decltype(t)::value>, unsigned((n + 127) / 128), 128, 0, s, w, row_bytes, rows,
-           cols / 32, reinterpret_cast<__nv_bfloat16*>(hi), reinterpret_cast<__nv_bfloat16*>(lo));
+    launch(dequant_split_kernel<decltype(t)::value>, unsigned((n + 127) / 128), 128, 0, s, w,
+           static_cast<const std::byte* const*>(nullptr), row_bytes, rows, cols / 32,
+           reinterpret_cast<__nv_bfloat16*>(hi), reinterpret_cast<__nv_bfloat16*>(lo), std::size_t(0));
+  });
+}
+
+void dequant_split_matrices(const std::byte* const* ws, int count, DType dtype, std::size_t row_bytes, int rows,
+                            int cols, std::uint16_t* hi, std::uint16_t* lo, cudaStream_t s) {
+  const std::size_t n = std::size_t(rows) * std::size_t(cols / 32);
+  if (n == 0 || count == 0) return;
+  with_block_dtype(dtype, [&](auto t) {
+    launch(dequant_split_kernel<decltype(t)::value>, dim3(unsigned((n + 127) / 128), unsigned(count)), 128, 0, s,
+           static_cast<const std::byte*>(nullptr), ws, row_bytes, rows, cols / 32, reinterpret_cast<__nv_bfloat16*>(hi),
+           reinterpret_cast<__nv_bfloat16*>(lo), std::size_t(rows) * std::size_t(cols));
   });
 }
 

@@ -40,8 +40,8 @@ constexpr std::size_t kFusedMoeTokens = 16;
 // Up to this many rows a 16-bit product is bound by its weight reads, above it by arithmetic (a
 // 2-byte weight feeds 4T flops over the 2T split columns; an H200 does ~200 flops per byte read).
 constexpr std::size_t kOneGemmTokens = 96;
-// The bf16 hi + lo tiles a prefill-sized product over block-dtype weights decodes at a time.
-constexpr std::size_t kBlockTileBytes = std::size_t(64) << 20;
+// The most bf16 hi + lo tiles a prefill-sized product over block-dtype weights decodes at a time.
+constexpr std::size_t kBlockTileBytes = std::size_t(256) << 20;
 // The indexer's scores come to the host for its top-k in chunks of rows of at most this many
 // floats (16 MiB of device scratch and of pinned memory; a prefill of a long context takes a few).
 constexpr std::size_t kIndexScoreFloats = std::size_t(4) << 20;
@@ -957,7 +957,7 @@ class CudaBackend final : public Backend {
       return;
     }
     Scratch::Frame frame(scratch_);
-    const std::size_t tile = std::max<std::size_t>(64, std::min(R, kBlockTileBytes / (4 * K)));
+    const std::size_t tile = std::max<std::size_t>(64, std::min(R, tile_bytes() / (4 * K)));
     auto* hi = scratch_.take<std::uint16_t>(2 * tile * K);
     std::uint16_t* lo = hi + tile * K;
     for (std::size_t r0 = 0; r0 < R; r0 += tile) {
@@ -969,6 +969,11 @@ class CudaBackend final : public Backend {
     }
     if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(R), s());
   }
+
+  // Bytes of decoded bf16 planes a prefill-sized block product may hold at once: up to
+  // kBlockTileBytes, and at most half of what the workspace still has free (larger tiles mean fewer
+  // launches and GEMM calls, which the host issues one by one).
+  std::size_t tile_bytes() const { return std::min(kBlockTileBytes, scratch_.available() / 2); }
 
   // y [T, ldy] (columns [0, n)) = x [T, K] w^T + beta y for a bf16 w [n, K] in device memory.
   void gemm_bf16(const std::uint16_t* x, std::size_t T, std::size_t K, const std::uint16_t* w, std::size_t n, float* y,
@@ -1193,18 +1198,19 @@ class CudaBackend final : public Backend {
     }
     Scratch::Frame frame(scratch_);
     const std::size_t plane = std::size_t(m) * std::size_t(k);
-    const std::size_t per = std::clamp<std::size_t>(kBlockTileBytes / (4 * plane), 1, ws.size());
+    const std::size_t per = std::clamp<std::size_t>(tile_bytes() / (4 * plane), 1, ws.size());
     auto* hi = scratch_.take<std::uint16_t>(2 * per * plane);
     std::uint16_t* lo = hi + per * plane;
     std::vector<const void*> his(per), los(per);
+    for (std::size_t j = 0; j < per; ++j) {
+      his[j] = hi + j * plane;
+      los[j] = lo + j * plane;
+    }
     for (std::size_t j0 = 0; j0 < ws.size(); j0 += per) {
       const std::size_t nj = std::min(per, ws.size() - j0);
-      for (std::size_t j = 0; j < nj; ++j) {
-        cuda::dequant_split_rows(static_cast<const std::byte*>(ws[j0 + j]), dtype, row_bytes, m, k, hi + j * plane,
-                                 lo + j * plane, s());
-        his[j] = hi + j * plane;
-        los[j] = lo + j * plane;
-      }
+      // One launch decodes the sub-batch: the host issuing a launch per expert set the pace.
+      const auto* src = reinterpret_cast<const std::byte* const*>(upload(ws.data() + j0, nj));
+      cuda::dequant_split_matrices(src, int(nj), dtype, row_bytes, m, k, hi, lo, s());
       const std::uint16_t* bj = b + j0 * b_stride;
       float* cj = c + j0 * c_stride;
       const std::size_t plain = std::size_t(k) * 2;

@@ -117,6 +117,10 @@ void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows
 // prefill-sized product hands to cuBLAS.
 void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* hi,
                         std::uint16_t* lo, cudaStream_t s);
+// The same for `count` matrices of one shape in one launch: matrix j (device pointer ws[j]) into
+// hi / lo + j * rows * cols.
+void dequant_split_matrices(const std::byte* const* ws, int count, DType dtype, std::size_t row_bytes, int rows,
+                            int cols, std::uint16_t* hi, std::uint16_t* lo, cudaStream_t s);
 
 inline constexpr int kGemvMaxOuts = 4;
 // Up to kGemvMaxOuts products of the same x [T, cols] (q, k and v; gate and up) in one launch;

@@ -65,4 +65,10 @@ std::size_t Scratch::capacity() const {
   return n;
 }
 
+std::size_t Scratch::available() const {
+  std::size_t n = 0;
+  for (std::size_t b = block_; b < blocks_.size(); ++b) n += blocks_[b].size - (b == block_ ? used_ : 0);
+  return n;
+}
+
 }  // namespace ft::engine

@@ -40,7 +40,8 @@ class Scratch {
   }
   float* floats(std::size_t n) { return take<float>(n); }
 
-  std::size_t capacity() const;  // bytes held
+  std::size_t capacity() const;   // bytes held
+  std::size_t available() const;  // bytes that can be taken from now on without allocating
   // Holds at least `bytes` in one block from now on (call before the first pass: a workspace of a
   // known size instead of blocks grown pass by pass). Fails only when the memory does.
   bool reserve(std::size_t bytes);
