@@ -359,6 +359,16 @@ TEST(GgufCheckpoint, UnknownArchitectureOrTensorIsAOneLineError) {
   EXPECT_EQ(tensor.status().message().find('\n'), std::string::npos);
 }
 
+// A "llama" GGUF is Mixtral when it has experts; without them it is a dense Llama, which is not a
+// MoE model: refused in one line rather than loaded as something else.
+TEST(GgufCheckpoint, ADenseLlamaIsRefusedInOneLine) {
+  auto dense = engine::Checkpoint::open(fs::path(FT_FIXTURES_DIR) / "gguf" / "q4_k.gguf");
+  ASSERT_FALSE(dense.is_ok());
+  EXPECT_EQ(dense.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(dense.status().message().find("dense"), std::string::npos) << dense.status().message();
+  EXPECT_EQ(dense.status().message().find('\n'), std::string::npos);
+}
+
 TEST(GgufCheckpoint, TwoTensorsOfOneNameAreAnError) {
   TempDir tmp;
   auto ckpt = engine::Checkpoint::open(

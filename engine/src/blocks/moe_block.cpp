@@ -126,6 +126,21 @@ Status MoeBlock::load_gpt_oss_experts(const WeightLoader& w, const std::string& 
   FT_ASSIGN_OR_RETURN(router_bias_, w.vector(prefix + "router.bias", {E}));
   m.router_bias = router_bias_.data();
   m.glu = spec.glu;
+  if (w.has(prefix + "experts.gate_proj_bias")) {
+    // A GGUF's layout: the converter split gate and up (weights and biases), each expert [out, in].
+    FT_ASSIGN_OR_RETURN(gate_bias_, w.vector(prefix + "experts.gate_proj_bias", {E, I}));
+    FT_ASSIGN_OR_RETURN(up_bias_, w.vector(prefix + "experts.up_proj_bias", {E, I}));
+    FT_ASSIGN_OR_RETURN(down_bias_, w.vector(prefix + "experts.down_proj_bias", {E, H}));
+    m.gate_bias = gate_bias_.data();
+    m.up_bias = up_bias_.data();
+    m.down_bias = down_bias_.data();
+    m.experts.resize(std::size_t(E));
+    const WeightLoader x = w.experts();
+    for (int64_t e = 0; e < E; ++e) {
+      FT_ASSIGN_OR_RETURN(m.experts[std::size_t(e)], x.swiglu(prefix + "experts." + std::to_string(e) + ".", H, I));
+    }
+    return Status::ok();
+  }
   // Biases: gate_up's interleaved into gate and up halves.
   FT_ASSIGN_OR_RETURN(Vector gate_up_bias, w.vector(prefix + "experts.gate_up_proj_bias", {E, 2 * I}));
   std::vector<float> gate_bias(std::size_t(E * I)), up_bias(std::size_t(E * I));

@@ -484,6 +484,11 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   FT_ASSIGN_OR_RETURN(cfg.max_position_embeddings,
                       text.integer_or("max_position_embeddings", max_position_default(cfg.family)));
   if (mla) FT_RETURN_IF_ERROR(config::parse_mla(text, cfg));
+  // No HF config of these families says it (ERNIE's and Llama 4's parsers set it): a GGUF's does,
+  // whose converter permuted q and k rows into adjacent rotary pairs (gguf_hf.cpp).
+  if (!mla) {
+    FT_ASSIGN_OR_RETURN(cfg.rope_interleave, text.boolean_or("rope_interleave", false));
+  }
   if (config::is_dsa_family(cfg.family)) FT_RETURN_IF_ERROR(config::parse_dsa(*text_json, text, cfg));
 
   // qwen3_next and qwen3_5_moe default partial_rotary_factor to 0.25 ("assign default for BC"),

@@ -12,17 +12,26 @@ namespace {
 
 using json = nlohmann::json;
 
+enum class ArchId { kQwen3Moe, kQwen2Moe, kLlama, kGlm4Moe, kGptOss, kOlmoe, kErnie4_5Moe };
+
 // An architecture llama.cpp writes and the HF model it was converted from.
 struct GgufArch {
   std::string_view arch;  // general.architecture
   std::string_view model_type;
   std::string_view hf_class;
   bool norm_topk_prob;  // when the file has no {arch}.expert_weights_norm
+  ArchId id;
 };
 
 constexpr GgufArch kArchs[] = {
-    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", true},
-    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", false},
+    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", true, ArchId::kQwen3Moe},
+    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", false, ArchId::kQwen2Moe},
+    // Mixtral is a "llama" with experts (a llama without them is a dense model: refused).
+    {"llama", "mixtral", "MixtralForCausalLM", true, ArchId::kLlama},
+    {"glm4moe", "glm4_moe", "Glm4MoeForCausalLM", true, ArchId::kGlm4Moe},
+    {"gpt-oss", "gpt_oss", "GptOssForCausalLM", true, ArchId::kGptOss},
+    {"olmoe", "olmoe", "OlmoeForCausalLM", false, ArchId::kOlmoe},
+    {"ernie4_5-moe", "ernie4_5_moe", "Ernie4_5_MoeForCausalLM", true, ArchId::kErnie4_5Moe},
 };
 
 // llama.cpp's per-layer tensor names (blk.N.<gguf>) and HF's (model.layers.N.<hf>).
@@ -55,6 +64,34 @@ constexpr LayerName kLayerNames[] = {
     {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
 };
 
+// Names one architecture gives otherwise (checked before the table above). GLM-4.5 and gpt-oss
+// keep HF's post_attention_layernorm as llama.cpp's post_attention_norm; gpt-oss's router is
+// mlp.router, and its experts' biases, which HF interleaves (gate_up_proj_bias), come as three
+// stacks, under names of their own here.
+struct ArchName {
+  ArchId arch;
+  LayerName name;
+};
+
+constexpr ArchName kArchNames[] = {
+    {ArchId::kGlm4Moe, {"post_attention_norm.weight", "post_attention_layernorm.weight"}},
+    {ArchId::kGlm4Moe, {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias"}},
+    {ArchId::kGlm4Moe, {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"}},
+    {ArchId::kGlm4Moe, {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"}},
+    {ArchId::kGlm4Moe, {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"}},
+    {ArchId::kGptOss, {"post_attention_norm.weight", "post_attention_layernorm.weight"}},
+    {ArchId::kGptOss, {"attn_sinks.weight", "self_attn.sinks"}},
+    {ArchId::kGptOss, {"ffn_gate_inp.weight", "mlp.router.weight"}},
+    {ArchId::kGptOss, {"ffn_gate_inp.bias", "mlp.router.bias"}},
+    {ArchId::kGptOss, {"ffn_gate_exps.bias", "mlp.experts.gate_proj_bias"}},
+    {ArchId::kGptOss, {"ffn_up_exps.bias", "mlp.experts.up_proj_bias"}},
+    {ArchId::kGptOss, {"ffn_down_exps.bias", "mlp.experts.down_proj_bias"}},
+    {ArchId::kErnie4_5Moe, {"exp_probs_b.bias", "mlp.moe_statics.e_score_correction_bias"}},
+    {ArchId::kErnie4_5Moe, {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"}},
+    {ArchId::kErnie4_5Moe, {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"}},
+    {ArchId::kErnie4_5Moe, {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"}},
+};
+
 // Expert stacks [E, R, C]: one view per expert, model.layers.N.mlp.experts.E.<hf>.
 constexpr LayerName kExpertStacks[] = {
     {"ffn_gate_exps.weight", "gate_proj.weight"},
@@ -83,6 +120,11 @@ class Translator {
       : file_(file), md_(file.metadata()), arch_(arch), label_(std::move(label)) {}
 
   Result<GgufAsHf> run() {
+    // llama.cpp reads a "llama" without expert_count as a dense model (Llama, Mistral): not ours.
+    if (arch_.id == ArchId::kLlama && !md_.find(key("expert_count"))) {
+      return unsupported(label_ + ": a llama GGUF without experts is a dense model; FreeToken runs MoE models");
+    }
+    FT_RETURN_IF_ERROR(count_layers());
     FT_RETURN_IF_ERROR(map_tensors());
     FT_RETURN_IF_ERROR(build_config());
     return std::move(out_);
@@ -90,6 +132,23 @@ class Translator {
 
  private:
   std::string key(std::string_view k) const { return std::string(arch_.arch) + "." + std::string(k); }
+
+  // The decoder layers: block_count less the multi-token-prediction layers GLM's converter appends.
+  Status count_layers() {
+    if (!md_.find(key("block_count")))
+      return corrupt(label_ + ": metadata key '" + key("block_count") + "' is missing");
+    FT_ASSIGN_OR_RETURN(const int64_t blocks, md_.get_int(key("block_count")));
+    int64_t nextn = 0;
+    if (md_.find(key("nextn_predict_layers"))) {
+      FT_ASSIGN_OR_RETURN(nextn, md_.get_int(key("nextn_predict_layers")));
+    }
+    layers_ = blocks - nextn;
+    if (blocks <= 0 || nextn < 0 || layers_ <= 0) {
+      return corrupt(label_ + ": block_count " + std::to_string(blocks) + " with " + std::to_string(nextn) +
+                     " prediction layers leaves no decoder layers");
+    }
+    return Status::ok();
+  }
 
   // Copies an integer metadata key into the config when present (required: an error when absent).
   Status int_field(std::string_view gguf_key, const char* hf_key, bool required = false) {
@@ -136,7 +195,12 @@ class Translator {
   Status map_layer_tensor(std::size_t index, int64_t layer, std::string_view rest) {
     const GgufTensor& t = file_.tensors()[index];
     const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    if (layer >= layers_) return Status::ok();  // multi-token-prediction layers (GLM's nextn): unused
     if (rest == "ffn_gate_inp.weight") moe_layers_.push_back(layer);
+    for (const ArchName& a : kArchNames) {
+      if (a.arch != arch_.id || a.name.gguf != rest) continue;
+      return add(prefix + std::string(a.name.hf), index, 0, t.nbytes, t.shape);
+    }
     for (const LayerName& n : kLayerNames) {
       if (n.gguf != rest) continue;
       std::vector<int64_t> shape = t.shape;
@@ -194,7 +258,7 @@ class Translator {
     cfg_["vocab_size"] = vocab_;
     cfg_["hidden_act"] = "silu";
     FT_RETURN_IF_ERROR(int_field("embedding_length", "hidden_size", true));
-    FT_RETURN_IF_ERROR(int_field("block_count", "num_hidden_layers", true));
+    cfg_["num_hidden_layers"] = layers_;
     FT_RETURN_IF_ERROR(int_field("attention.head_count", "num_attention_heads", true));
     FT_RETURN_IF_ERROR(int_field("attention.head_count_kv", "num_key_value_heads"));
     FT_RETURN_IF_ERROR(int_field("attention.key_length", "head_dim"));
@@ -235,6 +299,7 @@ class Translator {
       cfg_["mlp_only_layers"] = dense;
     }
     FT_RETURN_IF_ERROR(rope());
+    FT_RETURN_IF_ERROR(arch_config());
     json gen = json::object();
     for (const auto& [gguf_key, hf_key] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token_id"},
                                            std::pair{"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
@@ -251,6 +316,69 @@ class Translator {
     }
     out_.config_json = cfg_.dump(1);
     out_.generation_config_json = gen.empty() ? "" : gen.dump(1);
+    return Status::ok();
+  }
+
+  // What one architecture's config says beyond the common keys.
+  Status arch_config() {
+    switch (arch_.id) {
+      case ArchId::kLlama:
+        // The converter permutes q and k rows so RoPE rotates adjacent pairs (llama.cpp's order):
+        // rotating those pairs computes the same scores as HF's rotation of halves.
+        cfg_["rope_interleave"] = true;
+        return Status::ok();
+      case ArchId::kGlm4Moe:
+        return glm4_moe_config();
+      case ArchId::kGptOss:
+        return gpt_oss_config();
+      case ArchId::kErnie4_5Moe:
+        return ernie4_5_moe_config();
+      default:
+        return Status::ok();
+    }
+  }
+
+  // GLM-4.5's DeepSeek-V3-style router and shared experts; dense layers first.
+  Status glm4_moe_config() {
+    if (md_.find(key("expert_gating_func"))) {
+      FT_ASSIGN_OR_RETURN(const int64_t gating, md_.get_int(key("expert_gating_func")));
+      if (gating != 2) {  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID
+        return unsupported(label_ + ": glm4moe expert_gating_func " + std::to_string(gating) +
+                           " is not supported (only 2, sigmoid)");
+      }
+    }
+    if (cfg_.contains("num_experts")) cfg_["n_routed_experts"] = cfg_["num_experts"];
+    FT_RETURN_IF_ERROR(int_field("expert_shared_count", "n_shared_experts"));
+    FT_RETURN_IF_ERROR(int_field("leading_dense_block_count", "first_k_dense_replace"));
+    FT_RETURN_IF_ERROR(float_field("expert_weights_scale", "routed_scaling_factor"));
+    // GLM-4.5's releases route in one group; the converter writes no group keys.
+    cfg_["n_group"] = 1;
+    cfg_["topk_group"] = 1;
+    FT_RETURN_IF_ERROR(int_field("expert_group_count", "n_group"));
+    FT_RETURN_IF_ERROR(int_field("expert_group_used_count", "topk_group"));
+    cfg_["use_qk_norm"] = names_.contains("model.layers.0.self_attn.q_norm.weight");
+    return Status::ok();
+  }
+
+  // ERNIE 4.5: MoE layers from moe_layer_start_index on, every moe_layer_interval-th; shared
+  // experts as wide as moe_num_shared_experts routed ones.
+  Status ernie4_5_moe_config() {
+    if (cfg_.contains("num_experts")) cfg_["moe_num_experts"] = cfg_["num_experts"];
+    FT_RETURN_IF_ERROR(int_field("expert_shared_count", "moe_num_shared_experts"));
+    FT_RETURN_IF_ERROR(int_field("leading_dense_block_count", "moe_layer_start_index"));
+    FT_RETURN_IF_ERROR(int_field("interleave_moe_layer_step", "moe_layer_interval"));
+    cfg_["use_bias"] = false;
+    return Status::ok();
+  }
+
+  // gpt-oss: every other layer (the first included) attends within the window, YaRN untruncated.
+  Status gpt_oss_config() {
+    FT_RETURN_IF_ERROR(int_field("attention.sliding_window", "sliding_window", true));
+    json types = json::array();
+    for (int64_t i = 0; i < layers_; ++i) types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+    cfg_["layer_types"] = types;
+    cfg_["attention_bias"] = true;
+    cfg_["rope_parameters"]["truncate"] = false;
     return Status::ok();
   }
 
@@ -289,6 +417,7 @@ class Translator {
   std::map<std::string, std::size_t> names_;
   std::vector<int64_t> moe_layers_;
   int64_t vocab_ = 0;
+  int64_t layers_ = 0;
   bool has_output_ = false;
 };
 
