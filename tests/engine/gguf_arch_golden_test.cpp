@@ -2,8 +2,10 @@
 // made by scripts/goldens/make_gguf_arch_fixtures.py; bf16, so lossless): each architecture's names,
 // layouts and metadata keys as the converter writes them (Mixtral's permuted q/k rows, GLM-4.5's
 // post_attention_norm and router bias, gpt-oss's split gate/up stacks with their biases and sinks,
-// OLMoE's whole-projection q/k norms, ERNIE 4.5's interleaved MoE layers and correction bias) must
-// read back as the model HF computed the family's golden logits from.
+// OLMoE's whole-projection q/k norms, ERNIE 4.5's interleaved MoE layers and correction bias,
+// DeepSeek-V3's and GLM-4.7-Flash's latent attention with kv_b_proj split in two, one half
+// transposed, and YaRN's mscale_all_dim as a log multiplier) must read back as the model HF
+// computed the family's golden logits from.
 //   - the fp32 reference on the GGUF is within 1e-3 of HF at every position, greedy-identical;
 //   - the CPU runtime on the GGUF matches the CPU runtime on the safetensors checkpoint (1e-3: the
 //     same model through other kernels, adjacent rotary pairs instead of halves, gpt-oss's experts
@@ -52,25 +54,14 @@ std::vector<float> logits_of(const engine::Model& m, const std::vector<int32_t>&
   return out;
 }
 
-std::vector<int32_t> greedy(const engine::Model& m, const std::vector<int32_t>& ids, std::size_t n) {
-  std::vector<float> logits(std::size_t(m.vocab_size()));
-  engine::SequenceState state = m.new_state();
-  std::vector<int32_t> out, input = ids;
-  for (std::size_t i = 0; i < n; ++i) {
-    EXPECT_TRUE(m.forward(state, input, logits.data(), engine::LogitsMode::kLast).is_ok());
-    out.push_back(engine::argmax(logits));
-    input = {out.back()};
-  }
-  return out;
-}
-
 class GgufArch : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufArch, ReadsAsTheHfModelItWasConvertedFrom) {
   const std::string family = GetParam();
   auto gguf = load(arch_gguf(family), BackendKind::kReference);
   ASSERT_TRUE(gguf);
-  EXPECT_EQ(engine::model_family_name(gguf->config().family), family);
+  // GLM-4.7-Flash is a DeepSeek-V3 to llama.cpp (arch deepseek2): it reads as one.
+  EXPECT_EQ(engine::model_family_name(gguf->config().family), family == "glm4_moe_lite" ? "deepseek_v3" : family);
   const SafetensorsFile golden = SafetensorsFile::read(fixture_dir(family) / "golden.safetensors");
   const auto ids = golden.ids("input_ids");
   const auto want = golden.f32("logits");
@@ -81,7 +72,7 @@ TEST_P(GgufArch, ReadsAsTheHfModelItWasConvertedFrom) {
   for (std::size_t t = 0; t < T; ++t) worst = std::max(worst, rel_l2(&got[t * V], &want[t * V], V));
   EXPECT_LT(worst, 1e-3) << family << ": the worst position's relative L2 against HF";
   const auto want_greedy = golden.ids("greedy_ids");
-  EXPECT_EQ(greedy(*gguf, ids, want_greedy.size()), want_greedy) << family;
+  EXPECT_EQ(greedy_steps(*gguf, ids, want_greedy.size()), want_greedy) << family;
   std::printf("[ %s ] GGUF vs HF: worst position relative L2 %.2e\n", family.c_str(), worst);
 }
 
@@ -97,7 +88,8 @@ TEST_P(GgufArch, RuntimeOnTheGgufEqualsTheRuntimeOnTheSafetensors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GgufArch,
-                         ::testing::Values("mixtral", "glm4_moe", "gpt_oss", "olmoe", "ernie4_5_moe"),
+                         ::testing::Values("mixtral", "glm4_moe", "gpt_oss", "olmoe", "ernie4_5_moe", "deepseek_v3",
+                                           "glm4_moe_lite"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

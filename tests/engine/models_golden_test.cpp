@@ -172,21 +172,6 @@ TEST_P(Golden, LogitsMatchHfAtEveryPosition) {
       worst_along, flips, T, reselections);
 }
 
-// Greedy decoding of n tokens after `ids`: each step's argmax, the next step fed `feed`'s token
-// where given (teacher forcing), else its own.
-std::vector<int32_t> greedy_steps(const engine::Model& m, const std::vector<int32_t>& ids, std::size_t n,
-                                  const std::vector<int32_t>* feed) {
-  std::vector<float> logits(std::size_t(m.vocab_size()));
-  engine::SequenceState state = m.new_state();
-  std::vector<int32_t> out, input = ids;
-  for (std::size_t i = 0; i < n; ++i) {
-    EXPECT_TRUE(m.forward(state, input, logits.data(), engine::LogitsMode::kLast).is_ok());
-    out.push_back(engine::argmax(logits));
-    input = {feed ? (*feed)[i] : out.back()};
-  }
-  return out;
-}
-
 // Exactly as many tokens as HF produced, without stopping at eos (if HF stopped at an eos, ours
 // must too). The reference: identical to HF. A runtime backend: identical to HF up to the step
 // where rounding first flipped a router's choice (as in the logits test), and at every step

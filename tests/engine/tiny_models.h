@@ -22,8 +22,10 @@
 #include "ft/engine/backend.h"
 #include "ft/engine/bf16.h"
 #include "ft/engine/device.h"
+#include "ft/engine/model.h"
 #include "ft/engine/model_config.h"
 #include "ft/engine/random_checkpoint.h"
+#include "ft/engine/sampling.h"
 #include "golden_weights.h"
 #include "test_support.h"
 
@@ -359,6 +361,21 @@ inline double rel_l2(const float* a, const float* b, std::size_t n) {
     den += double(b[i]) * double(b[i]);
   }
   return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// Greedy decoding of n tokens after `ids`: each step's argmax, the next step fed `feed`'s token
+// where given (teacher forcing), else its own.
+inline std::vector<int32_t> greedy_steps(const engine::Model& m, const std::vector<int32_t>& ids, std::size_t n,
+                                         const std::vector<int32_t>* feed = nullptr) {
+  std::vector<float> logits(std::size_t(m.vocab_size()));
+  engine::SequenceState state = m.new_state();
+  std::vector<int32_t> out, input = ids;
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(m.forward(state, input, logits.data(), engine::LogitsMode::kLast).is_ok());
+    out.push_back(engine::argmax(logits));
+    input = {feed ? (*feed)[i] : out.back()};
+  }
+  return out;
 }
 
 // Deterministic pseudo-random token ids in [0, vocab).

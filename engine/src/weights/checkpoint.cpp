@@ -77,6 +77,12 @@ struct Checkpoint::Impl {
   // A GGUF file instead: its tensors under their HF names.
   std::unique_ptr<GgufFile> gguf;
   std::map<std::string, GgufHfTensor, std::less<>> gguf_tensors;
+  // Matrices a GGUF splits that HF keeps whole (DeepSeek's kv_b_proj), built at open in fp32.
+  struct Built {
+    std::vector<int64_t> shape;
+    std::vector<float> data;
+  };
+  std::map<std::string, Built, std::less<>> gguf_built;
   // FP8 / MXFP4 / NVFP4 weights, repacked into row blocks at open (weights/quantized_safetensors.h),
   // and the stored tensors they replace.
   struct PageFree {
@@ -155,6 +161,22 @@ Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
       std::string name = t.hf_name;
       impl->gguf_tensors.emplace(std::move(name), std::move(t));
     }
+    const auto raw = [&](std::size_t index) -> Result<TensorView> {
+      const GgufTensor& t = impl->gguf->tensors()[index];
+      if (!t.dtype) {
+        return unsupported("tensor '" + t.name + "' in " + dir.string() + " has ggml type " +
+                           ggml_type(t.ggml_type)->name + ", which FreeToken does not compute with");
+      }
+      return TensorView{t.name, *t.dtype, t.shape, t.data, t.nbytes};
+    };
+    for (const GgufKvB& j : hf.kv_b) {
+      FT_ASSIGN_OR_RETURN(const TensorView k, raw(j.k_b));
+      FT_ASSIGN_OR_RETURN(const TensorView v, raw(j.v_b));
+      Impl::Built b{{j.heads * (j.nope + j.v_dim), j.kv_lora}, {}};
+      b.data.resize(std::size_t(b.shape[0] * b.shape[1]));
+      FT_RETURN_IF_ERROR(gguf_join_kv_b(j, k, v, b.data.data()));
+      impl->gguf_built.emplace(j.hf_name, std::move(b));
+    }
     return Checkpoint(std::move(impl));
   }
   if (!fs::is_directory(dir, ec)) return not_found("checkpoint directory " + dir.string() + " does not exist");
@@ -227,13 +249,18 @@ const std::string& Checkpoint::config_text() const { return impl_->config_text; 
 const std::string& Checkpoint::generation_config_text() const { return impl_->generation_config_text; }
 
 bool Checkpoint::has(std::string_view name) const {
-  if (impl_->gguf) return impl_->gguf_tensors.find(name) != impl_->gguf_tensors.end();
+  if (impl_->gguf) return impl_->gguf_tensors.contains(name) || impl_->gguf_built.contains(name);
   if (impl_->quantized.contains(name)) return true;
   return impl_->tensors.find(name) != impl_->tensors.end() && !impl_->hidden.contains(name);
 }
 
 Result<TensorView> Checkpoint::tensor(std::string_view name) const {
   if (impl_->gguf) {
+    if (const auto b = impl_->gguf_built.find(name); b != impl_->gguf_built.end()) {
+      return TensorView{b->first, DType::kF32, b->second.shape,
+                        reinterpret_cast<const std::byte*>(b->second.data.data()),
+                        b->second.data.size() * sizeof(float)};
+    }
     const auto it = impl_->gguf_tensors.find(name);
     if (it == impl_->gguf_tensors.end()) {
       return not_found("tensor '" + std::string(name) + "' not found in " + impl_->dir.string());
@@ -315,6 +342,8 @@ std::vector<std::string> Checkpoint::tensor_names() const {
   std::vector<std::string> names;
   if (impl_->gguf) {
     for (const auto& [name, entry] : impl_->gguf_tensors) names.push_back(name);
+    for (const auto& [name, built] : impl_->gguf_built) names.push_back(name);
+    std::sort(names.begin(), names.end());
     return names;
   }
   names.reserve(impl_->tensors.size());

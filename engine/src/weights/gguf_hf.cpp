@@ -12,7 +12,7 @@ namespace {
 
 using json = nlohmann::json;
 
-enum class ArchId { kQwen3Moe, kQwen2Moe, kLlama, kGlm4Moe, kGptOss, kOlmoe, kErnie4_5Moe };
+enum class ArchId { kQwen3Moe, kQwen2Moe, kLlama, kGlm4Moe, kGptOss, kOlmoe, kErnie4_5Moe, kDeepseek2 };
 
 // An architecture llama.cpp writes and the HF model it was converted from.
 struct GgufArch {
@@ -32,6 +32,9 @@ constexpr GgufArch kArchs[] = {
     {"gpt-oss", "gpt_oss", "GptOssForCausalLM", true, ArchId::kGptOss},
     {"olmoe", "olmoe", "OlmoeForCausalLM", false, ArchId::kOlmoe},
     {"ernie4_5-moe", "ernie4_5_moe", "Ernie4_5_MoeForCausalLM", true, ArchId::kErnie4_5Moe},
+    // DeepSeek-V3 / R1, Kimi K2, GLM-4.7-Flash: latent attention. The converter writes
+    // expert_weights_norm only when it is true.
+    {"deepseek2", "deepseek_v3", "DeepseekV3ForCausalLM", false, ArchId::kDeepseek2},
 };
 
 // llama.cpp's per-layer tensor names (blk.N.<gguf>) and HF's (model.layers.N.<hf>).
@@ -86,6 +89,16 @@ constexpr ArchName kArchNames[] = {
     {ArchId::kGptOss, {"ffn_gate_exps.bias", "mlp.experts.gate_proj_bias"}},
     {ArchId::kGptOss, {"ffn_up_exps.bias", "mlp.experts.up_proj_bias"}},
     {ArchId::kGptOss, {"ffn_down_exps.bias", "mlp.experts.down_proj_bias"}},
+    {ArchId::kDeepseek2, {"attn_q_a.weight", "self_attn.q_a_proj.weight"}},
+    {ArchId::kDeepseek2, {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"}},
+    {ArchId::kDeepseek2, {"attn_q_b.weight", "self_attn.q_b_proj.weight"}},
+    {ArchId::kDeepseek2, {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"}},
+    {ArchId::kDeepseek2, {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"}},
+    {ArchId::kDeepseek2, {"attn_kv_b.weight", "self_attn.kv_b_proj.weight"}},  // older converters
+    {ArchId::kDeepseek2, {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias"}},
+    {ArchId::kDeepseek2, {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"}},
+    {ArchId::kDeepseek2, {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"}},
+    {ArchId::kDeepseek2, {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"}},
     {ArchId::kErnie4_5Moe, {"exp_probs_b.bias", "mlp.moe_statics.e_score_correction_bias"}},
     {ArchId::kErnie4_5Moe, {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"}},
     {ArchId::kErnie4_5Moe, {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"}},
@@ -197,6 +210,10 @@ class Translator {
     const std::string prefix = "model.layers." + std::to_string(layer) + ".";
     if (layer >= layers_) return Status::ok();  // multi-token-prediction layers (GLM's nextn): unused
     if (rest == "ffn_gate_inp.weight") moe_layers_.push_back(layer);
+    if (arch_.id == ArchId::kDeepseek2 && (rest == "attn_k_b.weight" || rest == "attn_v_b.weight")) {
+      (rest == "attn_k_b.weight" ? k_b_ : v_b_)[layer] = index;
+      return Status::ok();
+    }
     for (const ArchName& a : kArchNames) {
       if (a.arch != arch_.id || a.name.gguf != rest) continue;
       return add(prefix + std::string(a.name.hf), index, 0, t.nbytes, t.shape);
@@ -249,6 +266,31 @@ class Translator {
       }
     }
     if (vocab_ <= 0) return corrupt(label_ + ": no token_embd.weight tensor");
+    return join_kv_b();
+  }
+
+  // DeepSeek's split kv_b_proj: both halves of every layer that has one, shapes that fit together.
+  Status join_kv_b() {
+    for (const auto& [layer, k] : k_b_) {
+      const auto v = v_b_.find(layer);
+      const std::string name = "model.layers." + std::to_string(layer) + ".self_attn.kv_b_proj.weight";
+      if (v == v_b_.end())
+        return corrupt(label_ + ": layer " + std::to_string(layer) + " has attn_k_b but no attn_v_b");
+      const GgufTensor& kt = file_.tensors()[k];
+      const GgufTensor& vt = file_.tensors()[v->second];
+      // k_b [heads, kv_lora, nope], v_b [heads, v, kv_lora]
+      if (kt.shape.size() != 3 || vt.shape.size() != 3 || kt.shape[0] != vt.shape[0] || kt.shape[1] != vt.shape[2]) {
+        return corrupt(label_ + ": '" + kt.name + "' and '" + vt.name + "' do not split one kv_b_proj");
+      }
+      GgufKvB j{name, k, v->second, kt.shape[0], kt.shape[2], vt.shape[1], kt.shape[1]};
+      if (!names_.emplace(name, k).second) return corrupt(label_ + ": two tensors map to '" + name + "'");
+      out_.kv_b.push_back(std::move(j));
+    }
+    for (const auto& [layer, v] : v_b_) {
+      if (!k_b_.contains(layer)) {
+        return corrupt(label_ + ": layer " + std::to_string(layer) + " has attn_v_b but no attn_k_b");
+      }
+    }
     return Status::ok();
   }
 
@@ -269,7 +311,7 @@ class Translator {
     FT_RETURN_IF_ERROR(int_field("expert_count", "num_experts"));
     FT_RETURN_IF_ERROR(int_field("expert_used_count", "num_experts_per_tok"));
     FT_RETURN_IF_ERROR(float_field("attention.layer_norm_rms_epsilon", "rms_norm_eps"));
-    if (md_.find(key("attention.value_length")) && cfg_.contains("head_dim")) {
+    if (arch_.id != ArchId::kDeepseek2 && md_.find(key("attention.value_length")) && cfg_.contains("head_dim")) {
       FT_ASSIGN_OR_RETURN(const int64_t v, md_.get_int(key("attention.value_length")));
       if (v != cfg_["head_dim"].get<int64_t>()) {
         return unsupported(label_ + ": value heads (" + std::to_string(v) + ") narrower or wider than key heads (" +
@@ -333,6 +375,8 @@ class Translator {
         return gpt_oss_config();
       case ArchId::kErnie4_5Moe:
         return ernie4_5_moe_config();
+      case ArchId::kDeepseek2:
+        return deepseek2_config();
       default:
         return Status::ok();
     }
@@ -347,18 +391,85 @@ class Translator {
                            " is not supported (only 2, sigmoid)");
       }
     }
-    if (cfg_.contains("num_experts")) cfg_["n_routed_experts"] = cfg_["num_experts"];
-    FT_RETURN_IF_ERROR(int_field("expert_shared_count", "n_shared_experts"));
-    FT_RETURN_IF_ERROR(int_field("leading_dense_block_count", "first_k_dense_replace"));
-    FT_RETURN_IF_ERROR(float_field("expert_weights_scale", "routed_scaling_factor"));
-    // GLM-4.5's releases route in one group; the converter writes no group keys.
-    cfg_["n_group"] = 1;
-    cfg_["topk_group"] = 1;
-    FT_RETURN_IF_ERROR(int_field("expert_group_count", "n_group"));
-    FT_RETURN_IF_ERROR(int_field("expert_group_used_count", "topk_group"));
+    FT_RETURN_IF_ERROR(sigmoid_moe_config());
     cfg_["use_qk_norm"] = names_.contains("model.layers.0.self_attn.q_norm.weight");
     return Status::ok();
   }
+
+  // The DeepSeek-V3-style MoE keys GLM-4.5 and DeepSeek share: routed and shared experts, dense
+  // leading layers, the routed scaling, expert groups (one when the file says none: GLM-4.5's
+  // converter writes no group keys, its releases route in one group).
+  Status sigmoid_moe_config() {
+    if (cfg_.contains("num_experts")) cfg_["n_routed_experts"] = cfg_["num_experts"];
+    FT_RETURN_IF_ERROR(int_field("expert_shared_count", "n_shared_experts"));
+    // The dense leading layers are those without a router: the tensors say it even where
+    // leading_dense_block_count does not (GLM-4.7-Flash's config names its dense layers in
+    // mlp_layer_types, which the converter does not read).
+    const int64_t dense = first_moe_layer();
+    for (int64_t i = dense; i < layers_; ++i) {
+      if (!std::binary_search(moe_layers_.begin(), moe_layers_.end(), i)) {
+        return unsupported(label_ + ": layer " + std::to_string(i) +
+                           " has no router after MoE layers: only leading dense layers are supported");
+      }
+    }
+    cfg_["first_k_dense_replace"] = dense;
+    FT_RETURN_IF_ERROR(float_field("expert_weights_scale", "routed_scaling_factor"));
+    cfg_["n_group"] = 1;
+    cfg_["topk_group"] = 1;
+    FT_RETURN_IF_ERROR(int_field("expert_group_count", "n_group"));
+    return int_field("expert_group_used_count", "topk_group");
+  }
+
+  // DeepSeek-V3: latent attention (the GGUF says one kv head: the latent; HF repeats none), the
+  // sigmoid router with its correction bias and groups, shared experts, dense leading layers, and
+  // YaRN whose softmax factor the file keeps as 0.1 * mscale_all_dim (mscale: 1, as released).
+  Status deepseek2_config() {
+    cfg_["num_key_value_heads"] = cfg_["num_attention_heads"];
+    cfg_.erase("head_dim");  // key_length is the latent's (kv_lora + rope); MLA widths follow
+    const auto get = [&](std::string_view k) -> Result<int64_t> { return md_.get_int(key(k)); };
+    FT_ASSIGN_OR_RETURN(const int64_t kv_lora, get("attention.kv_lora_rank"));
+    FT_ASSIGN_OR_RETURN(const int64_t rope_dim, get("rope.dimension_count"));
+    // Absorption-era files say the per-head widths in *_mla keys; older ones in key/value_length.
+    const bool mla_keys = md_.find(key("attention.key_length_mla")) != nullptr;
+    FT_ASSIGN_OR_RETURN(const int64_t qk_head, get(mla_keys ? "attention.key_length_mla" : "attention.key_length"));
+    FT_ASSIGN_OR_RETURN(const int64_t v_head, get(mla_keys ? "attention.value_length_mla" : "attention.value_length"));
+    cfg_["kv_lora_rank"] = kv_lora;
+    cfg_["qk_rope_head_dim"] = rope_dim;
+    cfg_["qk_nope_head_dim"] = qk_head - rope_dim;
+    cfg_["v_head_dim"] = v_head;
+    cfg_["q_lora_rank"] = nullptr;
+    FT_RETURN_IF_ERROR(int_field("attention.q_lora_rank", "q_lora_rank"));
+    cfg_["rope_interleave"] = true;
+    FT_RETURN_IF_ERROR(sigmoid_moe_config());
+    // DeepSeek-V2's softmax routers (gating 1, no correction bias) are refused by the config parser
+    // with their names.
+    int64_t gating = 2;
+    if (md_.find(key("expert_gating_func"))) {
+      FT_ASSIGN_OR_RETURN(gating, get("expert_gating_func"));
+    }
+    cfg_["scoring_func"] = gating == 2 ? "sigmoid" : "softmax";
+    cfg_["topk_method"] =
+        names_.contains("model.layers." + std::to_string(first_moe_layer()) + ".mlp.gate.e_score_correction_bias")
+            ? "noaux_tc"
+            : "greedy";
+    json& rp = cfg_["rope_parameters"];
+    if (rp["rope_type"] == "yarn") {
+      rp["mscale"] = 1.0;
+      if (md_.find(key("rope.scaling.yarn_log_multiplier"))) {
+        FT_ASSIGN_OR_RETURN(const double log_mul, md_.get_float(key("rope.scaling.yarn_log_multiplier")));
+        rp["mscale_all_dim"] = log_mul / 0.1;
+      }
+      for (const auto& [gguf_key, hf_key] : {std::pair{"rope.scaling.yarn_beta_fast", "beta_fast"},
+                                             std::pair{"rope.scaling.yarn_beta_slow", "beta_slow"}}) {
+        if (!md_.find(key(gguf_key))) continue;
+        FT_ASSIGN_OR_RETURN(rp[hf_key], md_.get_float(key(gguf_key)));
+      }
+    }
+    return Status::ok();
+  }
+
+  // The first layer with a router (moe_layers_ is sorted by build_config).
+  int64_t first_moe_layer() const { return moe_layers_.empty() ? layers_ : moe_layers_.front(); }
 
   // ERNIE 4.5: MoE layers from moe_layer_start_index on, every moe_layer_interval-th; shared
   // experts as wide as moe_num_shared_experts routed ones.
@@ -416,6 +527,7 @@ class Translator {
   GgufAsHf out_;
   std::map<std::string, std::size_t> names_;
   std::vector<int64_t> moe_layers_;
+  std::map<int64_t, std::size_t> k_b_, v_b_;  // DeepSeek's kv_b_proj halves by layer
   int64_t vocab_ = 0;
   int64_t layers_ = 0;
   bool has_output_ = false;
@@ -433,6 +545,21 @@ Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label) {
                        "' is not supported (supported: " + known + ")");
   }
   return Translator(file, *arch, label).run();
+}
+
+Status gguf_join_kv_b(const GgufKvB& j, const TensorView& k, const TensorView& v, float* out) {
+  const std::size_t heads = std::size_t(j.heads), nope = std::size_t(j.nope), vd = std::size_t(j.v_dim),
+                    lora = std::size_t(j.kv_lora);
+  std::vector<float> kf(heads * lora * nope), vf(heads * vd * lora);
+  FT_RETURN_IF_ERROR(to_f32(k, kf.data(), 0, kf.size()));
+  FT_RETURN_IF_ERROR(to_f32(v, vf.data(), 0, vf.size()));
+  for (std::size_t h = 0; h < heads; ++h) {
+    float* rows = out + h * (nope + vd) * lora;
+    for (std::size_t i = 0; i < nope; ++i)
+      for (std::size_t c = 0; c < lora; ++c) rows[i * lora + c] = kf[(h * lora + c) * nope + i];
+    std::copy_n(vf.data() + h * vd * lora, vd * lora, rows + nope * lora);
+  }
+  return Status::ok();
 }
 
 std::string_view gguf_layer_name(std::string_view hf) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ft/common/result.h"
+#include "ft/engine/checkpoint.h"
 #include "ft/engine/gguf.h"
 
 namespace ft::engine {
@@ -26,11 +27,27 @@ struct GgufHfTensor {
   std::vector<int64_t> shape;  // the HF shape, slowest-first
 };
 
+// A matrix no GGUF tensor holds as HF does: DeepSeek-V2/V3's kv_b_proj [heads * (nope + v),
+// kv_lora], which the converter split into attn_k_b [heads, kv_lora, nope] (each head's key part
+// transposed, for llama.cpp's absorbed attention) and attn_v_b [heads, v, kv_lora]. Checkpoint
+// builds it at open (gguf_join_kv_b), the only weight a GGUF does not give in place.
+struct GgufKvB {
+  std::string hf_name;
+  std::size_t k_b = 0, v_b = 0;  // indices into GgufFile::tensors()
+  int64_t heads = 0, nope = 0, v_dim = 0, kv_lora = 0;
+};
+
 struct GgufAsHf {
   std::string config_json;             // what config.json would say
   std::string generation_config_json;  // bos/eos from the tokenizer metadata
   std::vector<GgufHfTensor> tensors;
+  std::vector<GgufKvB> kv_b;
 };
+
+// kv_b_proj rows from attn_k_b / attn_v_b (k and v as TensorViews of those tensors, any dtype
+// to_f32 reads): per head its nope key rows (k_b transposed), then its v rows, as fp32 into `out`
+// [heads * (nope + v_dim), kv_lora].
+Status gguf_join_kv_b(const GgufKvB& j, const TensorView& k, const TensorView& v, float* out);
 
 Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label);
 
