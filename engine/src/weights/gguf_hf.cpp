@@ -70,7 +70,8 @@ constexpr LayerName kLayerNames[] = {
 // Names one architecture gives otherwise (checked before the table above). GLM-4.5 and gpt-oss
 // keep HF's post_attention_layernorm as llama.cpp's post_attention_norm; gpt-oss's router is
 // mlp.router, and its experts' biases, which HF interleaves (gate_up_proj_bias), come as three
-// stacks, under names of their own here.
+// stacks, under names of their own here; DeepSeek's latent attention has tensors of its own; the
+// DeepSeek-style routers' correction bias is exp_probs_b, their shared experts plural.
 struct ArchName {
   ArchId arch;
   LayerName name;
