@@ -147,6 +147,21 @@ Status Checkpoint::Impl::add_file(const fs::path& path, const std::string& shard
   return Status::ok();
 }
 
+namespace {
+
+// A view of bytes [offset, offset + nbytes) of GGUF tensor `t` under `name` (its HF name, or its own),
+// or kUnsupported when FreeToken does not compute with the tensor's ggml type.
+Result<TensorView> gguf_view(const GgufTensor& t, const std::string& name, const fs::path& file,
+                             std::vector<int64_t> shape, std::size_t offset, std::size_t nbytes) {
+  if (!t.dtype) {
+    return unsupported("tensor '" + t.name + "'" + (name == t.name ? "" : " (" + name + ")") + " in " + file.string() +
+                       " has ggml type " + ggml_type(t.ggml_type)->name + ", which FreeToken does not compute with");
+  }
+  return TensorView{name, *t.dtype, std::move(shape), t.data + offset, nbytes};
+}
+
+}  // namespace
+
 Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
   std::error_code ec;
   if (is_gguf_file(dir)) {
@@ -161,13 +176,9 @@ Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
       std::string name = t.hf_name;
       impl->gguf_tensors.emplace(std::move(name), std::move(t));
     }
-    const auto raw = [&](std::size_t index) -> Result<TensorView> {
+    const auto raw = [&](std::size_t index) {
       const GgufTensor& t = impl->gguf->tensors()[index];
-      if (!t.dtype) {
-        return unsupported("tensor '" + t.name + "' in " + dir.string() + " has ggml type " +
-                           ggml_type(t.ggml_type)->name + ", which FreeToken does not compute with");
-      }
-      return TensorView{t.name, *t.dtype, t.shape, t.data, t.nbytes};
+      return gguf_view(t, t.name, dir, t.shape, 0, t.nbytes);
     };
     for (const GgufKvB& j : hf.kv_b) {
       FT_ASSIGN_OR_RETURN(const TensorView k, raw(j.k_b));
@@ -266,18 +277,8 @@ Result<TensorView> Checkpoint::tensor(std::string_view name) const {
       return not_found("tensor '" + std::string(name) + "' not found in " + impl_->dir.string());
     }
     const GgufHfTensor& alias = it->second;
-    const GgufTensor& t = impl_->gguf->tensors()[alias.tensor];
-    if (!t.dtype) {
-      return unsupported("tensor '" + t.name + "' (" + alias.hf_name + ") in " + impl_->dir.string() +
-                         " has ggml type " + ggml_type(t.ggml_type)->name + ", which FreeToken does not compute with");
-    }
-    TensorView view;
-    view.name = alias.hf_name;
-    view.dtype = *t.dtype;
-    view.shape = alias.shape;
-    view.data = t.data + alias.byte_offset;
-    view.nbytes = alias.nbytes;
-    return view;
+    return gguf_view(impl_->gguf->tensors()[alias.tensor], alias.hf_name, impl_->dir, alias.shape, alias.byte_offset,
+                     alias.nbytes);
   }
   if (const auto q = impl_->quantized.find(name); q != impl_->quantized.end()) {
     TensorView view;

@@ -385,13 +385,6 @@ class Translator {
 
   // GLM-4.5's DeepSeek-V3-style router and shared experts; dense layers first.
   Status glm4_moe_config() {
-    if (md_.find(key("expert_gating_func"))) {
-      FT_ASSIGN_OR_RETURN(const int64_t gating, md_.get_int(key("expert_gating_func")));
-      if (gating != 2) {  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID
-        return unsupported(label_ + ": glm4moe expert_gating_func " + std::to_string(gating) +
-                           " is not supported (only 2, sigmoid)");
-      }
-    }
     FT_RETURN_IF_ERROR(sigmoid_moe_config());
     cfg_["use_qk_norm"] = names_.contains("model.layers.0.self_attn.q_norm.weight");
     return Status::ok();
@@ -401,6 +394,13 @@ class Translator {
   // leading layers, the routed scaling, expert groups (one when the file says none: GLM-4.5's
   // converter writes no group keys, its releases route in one group).
   Status sigmoid_moe_config() {
+    // llama.cpp's expert_gating_func: 2 sigmoid, 1 softmax (DeepSeek-V2's routers, which the config
+    // parser refuses by their scoring_func).
+    int64_t gating = 2;
+    if (md_.find(key("expert_gating_func"))) {
+      FT_ASSIGN_OR_RETURN(gating, md_.get_int(key("expert_gating_func")));
+    }
+    cfg_["scoring_func"] = gating == 2 ? "sigmoid" : "softmax";
     if (cfg_.contains("num_experts")) cfg_["n_routed_experts"] = cfg_["num_experts"];
     FT_RETURN_IF_ERROR(int_field("expert_shared_count", "n_shared_experts"));
     // The dense leading layers are those without a router: the tensors say it even where
@@ -442,13 +442,7 @@ class Translator {
     FT_RETURN_IF_ERROR(int_field("attention.q_lora_rank", "q_lora_rank"));
     cfg_["rope_interleave"] = true;
     FT_RETURN_IF_ERROR(sigmoid_moe_config());
-    // DeepSeek-V2's softmax routers (gating 1, no correction bias) are refused by the config parser
-    // with their names.
-    int64_t gating = 2;
-    if (md_.find(key("expert_gating_func"))) {
-      FT_ASSIGN_OR_RETURN(gating, get("expert_gating_func"));
-    }
-    cfg_["scoring_func"] = gating == 2 ? "sigmoid" : "softmax";
+    // DeepSeek-V2's routers have no correction bias: refused by the config parser by topk_method.
     cfg_["topk_method"] =
         names_.contains("model.layers." + std::to_string(first_moe_layer()) + ".mlp.gate.e_score_correction_bias")
             ? "noaux_tc"
@@ -489,7 +483,6 @@ class Translator {
     json types = json::array();
     for (int64_t i = 0; i < layers_; ++i) types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
     cfg_["layer_types"] = types;
-    cfg_["attention_bias"] = true;
     cfg_["rope_parameters"]["truncate"] = false;
     return Status::ok();
   }
@@ -551,14 +544,13 @@ Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label) {
 Status gguf_join_kv_b(const GgufKvB& j, const TensorView& k, const TensorView& v, float* out) {
   const std::size_t heads = std::size_t(j.heads), nope = std::size_t(j.nope), vd = std::size_t(j.v_dim),
                     lora = std::size_t(j.kv_lora);
-  std::vector<float> kf(heads * lora * nope), vf(heads * vd * lora);
+  std::vector<float> kf(heads * lora * nope);
   FT_RETURN_IF_ERROR(to_f32(k, kf.data(), 0, kf.size()));
-  FT_RETURN_IF_ERROR(to_f32(v, vf.data(), 0, vf.size()));
   for (std::size_t h = 0; h < heads; ++h) {
     float* rows = out + h * (nope + vd) * lora;
     for (std::size_t i = 0; i < nope; ++i)
       for (std::size_t c = 0; c < lora; ++c) rows[i * lora + c] = kf[(h * lora + c) * nope + i];
-    std::copy_n(vf.data() + h * vd * lora, vd * lora, rows + nope * lora);
+    FT_RETURN_IF_ERROR(to_f32(v, rows + nope * lora, h * vd * lora, vd * lora));  // v rows as stored
   }
   return Status::ok();
 }
