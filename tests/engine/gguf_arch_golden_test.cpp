@@ -78,22 +78,6 @@ TEST_P(GgufArch, ReadsAsTheHfModelItWasConvertedFrom) {
   std::printf("[ %s ] GGUF vs HF: worst position relative L2 %.2e\n", family.c_str(), worst);
 }
 
-// The first position where the two runs' routers chose different experts in any MoE layer (T
-// when none): rounding that differs by kernel can flip a near-tie, a jump every later position sees.
-std::size_t first_flip(const engine::RoutingTrace& a, const engine::RoutingTrace& b, std::size_t T) {
-  std::size_t first = T;
-  for (std::size_t c = 0; c < std::min(a.calls.size(), b.calls.size()); ++c) {
-    for (std::size_t t = 0; t < T; ++t) {
-      std::vector<int32_t> x(a.calls[c].begin() + long(t * a.top_k), a.calls[c].begin() + long((t + 1) * a.top_k));
-      std::vector<int32_t> y(b.calls[c].begin() + long(t * b.top_k), b.calls[c].begin() + long((t + 1) * b.top_k));
-      std::sort(x.begin(), x.end());
-      std::sort(y.begin(), y.end());
-      if (x != y) first = std::min(first, t);
-    }
-  }
-  return first;
-}
-
 // A runtime backend on the GGUF: at every position within 1e-2 of the fp32 reference on the same
 // file routed as the runtime was (its bf16 products and KV; a near-tie the runtime's rounding sent
 // elsewhere, counted, is at most 5% of the positions), and within 1e-3 of the same runtime on the
@@ -116,21 +100,12 @@ void expect_same_runtime(const std::string& family, BackendKind backend) {
   ASSERT_EQ(a.size(), b.size());
   double worst = 0;
   for (std::size_t t = 0; t < T; ++t) worst = std::max(worst, rel_l2(&a[t * V], &want[t * V], V));
-  std::size_t root_flips = 0;
-  for (std::size_t t = 0; t < T; ++t) {
-    engine::RoutingTrace one_a, one_b;  // position t of every call
-    for (std::size_t c = 0; c < ta.calls.size(); ++c) {
-      one_a.calls.emplace_back(ta.calls[c].begin() + long(t * ta.top_k),
-                               ta.calls[c].begin() + long((t + 1) * ta.top_k));
-      one_b.calls.emplace_back(along.unforced[c].begin() + long(t * ta.top_k),
-                               along.unforced[c].begin() + long((t + 1) * ta.top_k));
-    }
-    one_a.top_k = one_b.top_k = ta.top_k;
-    root_flips += first_flip(one_a, one_b, 1) == 0;
-  }
+  const std::vector<bool> flipped = routing_flips(T, along.unforced, ta.calls, ta.top_k);
+  const std::size_t root_flips = std::size_t(std::count(flipped.begin(), flipped.end(), true));
   EXPECT_LT(worst, 1e-2) << family << " on " << engine::backend_name(backend) << ", against the reference routed alike";
   EXPECT_LE(root_flips * 20, T) << family << ": " << root_flips << " positions' routing flipped by rounding";
-  const std::size_t same = first_flip(ta, tb, T);
+  const std::vector<bool> diverged = routing_flips(T, ta.calls, tb.calls, ta.top_k);
+  const std::size_t same = std::size_t(std::find(diverged.begin(), diverged.end(), true) - diverged.begin());
   const double rel = rel_l2(a.data(), b.data(), same * V);
   EXPECT_LT(rel, 1e-3) << family << " on " << engine::backend_name(backend) << ", against the safetensors";
   std::printf(

@@ -76,23 +76,6 @@ class Golden : public ::testing::TestWithParam<Case> {
     EXPECT_TRUE(ref->forward(s, ids, out.logits.data(), engine::LogitsMode::kAll).is_ok());
     return out;
   }
-  // Per position: whether any MoE layer chose another set of experts in `a` than in `b` (K each).
-  static std::vector<bool> routing_flips(std::size_t T, const std::vector<std::vector<int32_t>>& a,
-                                         const std::vector<std::vector<int32_t>>& b, std::size_t K) {
-    std::vector<bool> out(T, false);
-    EXPECT_EQ(a.size(), b.size());
-    for (std::size_t c = 0; c < std::min(a.size(), b.size()); ++c) {
-      for (std::size_t t = 0; t < T; ++t) {
-        std::vector<int32_t> x(&a[c][t * K], &a[c][t * K] + K);
-        std::vector<int32_t> y(&b[c][t * K], &b[c][t * K] + K);
-        std::sort(x.begin(), x.end());
-        std::sort(y.begin(), y.end());
-        if (x != y) out[t] = true;
-      }
-    }
-    return out;
-  }
-
   static void or_into(std::vector<bool>& a, const std::vector<bool>& b) {
     for (std::size_t t = 0; t < a.size() && t < b.size(); ++t) a[t] = a[t] || b[t];
   }

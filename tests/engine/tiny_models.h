@@ -363,6 +363,24 @@ inline double rel_l2(const float* a, const float* b, std::size_t n) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
+// Per position: whether any MoE layer chose another set of experts in `a` than in `b` (K each; the
+// calls of two RoutingTraces).
+inline std::vector<bool> routing_flips(std::size_t T, const std::vector<std::vector<int32_t>>& a,
+                                       const std::vector<std::vector<int32_t>>& b, std::size_t K) {
+  std::vector<bool> out(T, false);
+  EXPECT_EQ(a.size(), b.size());
+  for (std::size_t c = 0; c < std::min(a.size(), b.size()); ++c) {
+    for (std::size_t t = 0; t < T; ++t) {
+      std::vector<int32_t> x(&a[c][t * K], &a[c][t * K] + K);
+      std::vector<int32_t> y(&b[c][t * K], &b[c][t * K] + K);
+      std::sort(x.begin(), x.end());
+      std::sort(y.begin(), y.end());
+      if (x != y) out[t] = true;
+    }
+  }
+  return out;
+}
+
 // Greedy decoding of n tokens after `ids`: each step's argmax, the next step fed `feed`'s token
 // where given (teacher forcing), else its own.
 inline std::vector<int32_t> greedy_steps(const engine::Model& m, const std::vector<int32_t>& ids, std::size_t n,
