@@ -30,11 +30,14 @@ struct Shape {
   int dk = 0;        // head_k_dim
   int dv = 0;        // head_v_dim
   int v_per_k = 0;   // value heads per key head
+  int v_tiled = 0;   // value head h reads key head h % nk (else h / v_per_k): DeltaNetDims::v_heads_tiled
   int taps = 0;      // conv kernel K
   int key_dim = 0;   // nk * dk
   int value_dim = 0; // nv * dv
   int conv_dim = 0;  // 2 * key_dim + value_dim
 };
+
+__device__ __forceinline__ int key_head(const Shape& sh, int h) { return sh.v_tiled ? h % sh.nk : h / sh.v_per_k; }
 
 Shape shape_of(const ref::DeltaNetDims& d) {
   Shape s;
@@ -43,6 +46,7 @@ Shape shape_of(const ref::DeltaNetDims& d) {
   s.dk = static_cast<int>(d.head_k_dim);
   s.dv = static_cast<int>(d.head_v_dim);
   s.v_per_k = static_cast<int>(d.v_per_k());
+  s.v_tiled = d.v_heads_tiled ? 1 : 0;
   s.taps = static_cast<int>(d.conv_kernel);
   s.key_dim = static_cast<int>(d.key_dim());
   s.value_dim = static_cast<int>(d.value_dim());
@@ -420,7 +424,7 @@ __global__ void __launch_bounds__(kRuleWarps * kWarp)
 
   RuleSource src;
   const float* base = mixed + static_cast<std::size_t>(seq.row0) * sh.conv_dim;
-  src.q = base + (h / sh.v_per_k) * sh.dk;
+  src.q = base + key_head(sh, h) * sh.dk;
   src.v = base + 2 * sh.key_dim + h * sh.dv + block_col0;
   src.decay = decay + static_cast<std::size_t>(seq.row0) * sh.nv + h;
   src.beta = beta + static_cast<std::size_t>(seq.row0) * sh.nv + h;
@@ -496,7 +500,7 @@ __global__ void __launch_bounds__(kGenericThreads)
   float* S = seq.recurrent + static_cast<std::size_t>(h) * sh.dk * sh.dv + j;  // column j, row stride dv
   for (int t = 0; t < seq.rows; ++t) {
     const std::size_t row = static_cast<std::size_t>(seq.row0) + t;
-    const float* q = mixed + row * sh.conv_dim + (h / sh.v_per_k) * sh.dk;
+    const float* q = mixed + row * sh.conv_dim + key_head(sh, h) * sh.dk;
     const float* k = q + sh.key_dim;
     const float v = mixed[row * sh.conv_dim + 2 * sh.key_dim + h * sh.dv + j];
     const float d = decay[row * sh.nv + h], bt = beta[row * sh.nv + h];

@@ -203,32 +203,36 @@ TEST_P(CpuOps, DeltaNetMatchesTheRecurrentReferenceAndAnySplit) {
   d.head_k_dim = 16;
   d.head_v_dim = 16;
   d.conv_kernel = 4;
-  const std::size_t T = 40, C = d.conv_dim(), nv = d.num_v_heads;
-  const auto qkv = randn(T * C, rng_), z = randn(T * d.value_dim(), rng_), b = randn(T * nv, rng_),
-             a = randn(T * nv, rng_), conv = randn(C * d.conv_kernel, rng_, 0.5f);
-  std::vector<float> dt_bias(nv, 0.5f), a_log(nv, 0.3f), norm(d.head_v_dim, 1.0f);
-  const engine::DeltaNetParams p{conv.data(), dt_bias.data(), a_log.data(), norm.data()};
-  const auto sizes = engine::ref::deltanet_state_sizes(d);
-  const auto run = [&](Backend& be, std::size_t from, std::size_t n, std::vector<float>& cs, std::vector<float>& rs,
-                       float* out) {
-    const engine::DeltaNetSeq seq{0, n, cs.data(), rs.data()};
-    be.execute([&] {
-      be.deltanet(d, p, qkv.data() + from * C, z.data() + from * d.value_dim(), b.data() + from * nv,
-                  a.data() + from * nv, {&seq, 1}, out);
-    });
-  };
-  std::vector<float> c1(sizes.conv_floats), r1(sizes.recurrent_floats), c2 = c1, r2 = r1;
-  std::vector<float> got(T * d.value_dim()), want(got.size());
-  run(*cpu_, 0, T, c1, r1, got.data());
-  // The reference backend takes the chunked form for T > 1; token by token it is the recurrent one.
-  for (std::size_t t = 0; t < T; ++t) run(*ref_, t, 1, c2, r2, want.data() + t * d.value_dim());
-  EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
-  // Split anywhere: the same bits.
-  std::vector<float> c3(sizes.conv_floats), r3(sizes.recurrent_floats), split(got.size());
-  run(*cpu_, 0, 17, c3, r3, split.data());
-  run(*cpu_, 17, T - 17, c3, r3, split.data() + 17 * d.value_dim());
-  EXPECT_EQ(0, std::memcmp(split.data(), got.data(), got.size() * sizeof(float)));
-  EXPECT_EQ(r3, r1);
+  for (const bool tiled : {false, true}) {  // value heads grouped by key head (HF) or tiled (GGUF)
+    SCOPED_TRACE(tiled ? "tiled value heads" : "grouped value heads");
+    d.v_heads_tiled = tiled;
+    const std::size_t T = 40, C = d.conv_dim(), nv = d.num_v_heads;
+    const auto qkv = randn(T * C, rng_), z = randn(T * d.value_dim(), rng_), b = randn(T * nv, rng_),
+               a = randn(T * nv, rng_), conv = randn(C * d.conv_kernel, rng_, 0.5f);
+    std::vector<float> dt_bias(nv, 0.5f), a_log(nv, 0.3f), norm(d.head_v_dim, 1.0f);
+    const engine::DeltaNetParams p{conv.data(), dt_bias.data(), a_log.data(), norm.data()};
+    const auto sizes = engine::ref::deltanet_state_sizes(d);
+    const auto run = [&](Backend& be, std::size_t from, std::size_t n, std::vector<float>& cs, std::vector<float>& rs,
+                         float* out) {
+      const engine::DeltaNetSeq seq{0, n, cs.data(), rs.data()};
+      be.execute([&] {
+        be.deltanet(d, p, qkv.data() + from * C, z.data() + from * d.value_dim(), b.data() + from * nv,
+                    a.data() + from * nv, {&seq, 1}, out);
+      });
+    };
+    std::vector<float> c1(sizes.conv_floats), r1(sizes.recurrent_floats), c2 = c1, r2 = r1;
+    std::vector<float> got(T * d.value_dim()), want(got.size());
+    run(*cpu_, 0, T, c1, r1, got.data());
+    // The reference backend takes the chunked form for T > 1; token by token it is the recurrent one.
+    for (std::size_t t = 0; t < T; ++t) run(*ref_, t, 1, c2, r2, want.data() + t * d.value_dim());
+    EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
+    // Split anywhere: the same bits.
+    std::vector<float> c3(sizes.conv_floats), r3(sizes.recurrent_floats), split(got.size());
+    run(*cpu_, 0, 17, c3, r3, split.data());
+    run(*cpu_, 17, T - 17, c3, r3, split.data() + 17 * d.value_dim());
+    EXPECT_EQ(0, std::memcmp(split.data(), got.data(), got.size() * sizeof(float)));
+    EXPECT_EQ(r3, r1);
+  }
 }
 
 TEST_P(CpuOps, NormsAndRopeMatchReference) {

@@ -134,27 +134,39 @@ TEST(DeltaNetRule, ChunkedMatchesRecurrent) {
   }
 }
 
-TEST(DeltaNetRule, ValueHeadReadsKeyHeadByRepeatInterleave) {
-  // nv = 4, nk = 2: value heads 0,1 read key head 0 and 2,3 read key head 1 (HF repeat_interleave).
+TEST(DeltaNetRule, ValueHeadReadsItsKeyHeadGroupedOrTiled) {
+  // nv = 4, nk = 2. Grouped (HF repeat_interleave): value heads 0,1 read key head 0 and 2,3 key
+  // head 1. Tiled (llama.cpp's Qwen3.5 GGUF order): heads 0,2 read key head 0 and 1,3 key head 1.
   const std::size_t T = 70, nk = 2, nv = 4, dk = 8, dv = 5;
-  const RuleCase c = make_rule_case(T, nk, nv, dk, dv, -0.5f, 7);
-  std::vector<float> S = c.state, out(T * nv * dv);
-  ref::gated_delta_rule_chunked(c.d, c.input(), T, S.data(), out.data());
+  for (const bool tiled : {false, true}) {
+    for (const bool chunked : {false, true}) {
+      RuleCase c = make_rule_case(T, nk, nv, dk, dv, -0.5f, 7);
+      c.d.v_heads_tiled = tiled;
+      std::vector<float> S = c.state, out(T * nv * dv);
+      if (chunked)
+        ref::gated_delta_rule_chunked(c.d, c.input(), T, S.data(), out.data());
+      else
+        ref::gated_delta_rule_recurrent(c.d, c.input(), T, S.data(), out.data());
 
-  DeltaNetDims one = c.d;
-  one.num_k_heads = one.num_v_heads = 1;
-  for (std::size_t h = 0; h < nv; ++h) {
-    const std::size_t kh = h / (nv / nk);
-    std::vector<float> g1(T), b1(T), s1(c.state.begin() + h * dk * dv, c.state.begin() + (h + 1) * dk * dv);
-    for (std::size_t t = 0; t < T; ++t) g1[t] = c.g[t * nv + h], b1[t] = c.beta[t * nv + h];
-    DeltaRuleInput in1{c.q.data() + kh * dk, c.k.data() + kh * dk, c.v.data() + h * dv,
-                       nk * dk, nv * dv, g1.data(), b1.data()};
-    std::vector<float> o1(T * dv);
-    ref::gated_delta_rule_recurrent(one, in1, T, s1.data(), o1.data());
-    std::vector<float> oh(T * dv);
-    for (std::size_t t = 0; t < T; ++t)
-      for (std::size_t j = 0; j < dv; ++j) oh[t * dv + j] = out[t * nv * dv + h * dv + j];
-    EXPECT_LT(rel_l2(oh, o1), 1e-5) << "value head " << h;
+      DeltaNetDims one = c.d;
+      one.num_k_heads = one.num_v_heads = 1;
+      one.v_heads_tiled = false;
+      for (std::size_t h = 0; h < nv; ++h) {
+        const std::size_t kh = tiled ? h % nk : h / (nv / nk);
+        EXPECT_EQ(kh, c.d.k_head(h));
+        std::vector<float> g1(T), b1(T), s1(c.state.begin() + h * dk * dv, c.state.begin() + (h + 1) * dk * dv);
+        for (std::size_t t = 0; t < T; ++t) g1[t] = c.g[t * nv + h], b1[t] = c.beta[t * nv + h];
+        DeltaRuleInput in1{
+            c.q.data() + kh * dk, c.k.data() + kh * dk, c.v.data() + h * dv, nk * dk, nv * dv, g1.data(), b1.data()};
+        std::vector<float> o1(T * dv);
+        ref::gated_delta_rule_recurrent(one, in1, T, s1.data(), o1.data());
+        std::vector<float> oh(T * dv);
+        for (std::size_t t = 0; t < T; ++t)
+          for (std::size_t j = 0; j < dv; ++j) oh[t * dv + j] = out[t * nv * dv + h * dv + j];
+        EXPECT_LT(rel_l2(oh, o1), 1e-5) << "value head " << h << (tiled ? " tiled" : " grouped")
+                                        << (chunked ? " chunked" : " recurrent");
+      }
+    }
   }
 }
 

@@ -604,53 +604,61 @@ TEST_F(CudaOps, DeltaNetUpdatesEachSequenceStateLikeTheReference) {
   d.head_k_dim = 128;
   d.head_v_dim = 128;
   d.conv_kernel = 4;
-  const std::size_t C = d.conv_dim(), nv = d.num_v_heads, VD = d.value_dim();
-  const auto sizes = ref::deltanet_state_sizes(d);
-  const std::vector<float> conv1d = random(C * d.conv_kernel, 0.5f), dt_bias = random(nv), a_log = random(nv, 0.5f),
-                           norm = random(d.head_v_dim);
-  const DeltaNetParams rp{conv1d.data(), dt_bias.data(), a_log.data(), norm.data()};
-  const DeltaNetParams dp{param(conv1d), param(dt_bias), param(a_log), param(norm)};
-  const std::vector<std::size_t> rows = {1, 30, 70};
-  std::size_t T = 0;
-  for (std::size_t r : rows) T += r;
-  const std::vector<float> qkv = random(T * C), z = random(T * VD), b = random(T * nv), a = random(T * nv);
-  std::vector<std::vector<float>> conv, rec;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    conv.push_back(random(sizes.conv_floats));
-    rec.push_back(random(sizes.recurrent_floats, 0.1f));
-  }
-  std::vector<std::vector<float>> ref_conv = conv, ref_rec = rec;
-  std::vector<DeltaNetSeq> ref_seqs, dev_seqs;
-  std::vector<float*> dconv, drec;
-  for (std::size_t i = 0, row = 0; i < rows.size(); row += rows[i], ++i) {
-    ref_seqs.push_back({row, rows[i], ref_conv[i].data(), ref_rec[i].data()});
-    dconv.push_back(dev(conv[i]));
-    drec.push_back(dev(rec[i]));
-    dev_seqs.push_back({row, rows[i], dconv[i], drec[i]});
-  }
-  std::vector<float> want(T * VD);
-  on(*ref_, [&] { ref_->deltanet(d, rp, qkv.data(), z.data(), b.data(), a.data(), ref_seqs, want.data()); });
-  const float *dqkv = dev(qkv), *dz = dev(z), *db = dev(b), *da = dev(a);
-  float* out = dev_zeros(want.size());
-  on(*cuda_, [&] { cuda_->deltanet(d, dp, dqkv, dz, db, da, dev_seqs, out); });
-  EXPECT_LT(rel_l2(host(out, want.size()), want), 1e-4);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    EXPECT_LT(rel_l2(host(dconv[i], sizes.conv_floats), ref_conv[i]), 1e-6) << "sequence " << i;
-    EXPECT_LT(rel_l2(host(drec[i], sizes.recurrent_floats), ref_rec[i]), 1e-4) << "sequence " << i;
-  }
+  // Value heads reading their key head as HF groups them, and tiled (Qwen3.5 GGUF files).
+  for (const bool tiled : {false, true}) {
+    SCOPED_TRACE(tiled ? "tiled value heads" : "grouped value heads");
+    d.v_heads_tiled = tiled;
+    const std::size_t C = d.conv_dim(), nv = d.num_v_heads, VD = d.value_dim();
+    const auto sizes = ref::deltanet_state_sizes(d);
+    const std::vector<float> conv1d = random(C * d.conv_kernel, 0.5f), dt_bias = random(nv), a_log = random(nv, 0.5f),
+                             norm = random(d.head_v_dim);
+    const DeltaNetParams rp{conv1d.data(), dt_bias.data(), a_log.data(), norm.data()};
+    const DeltaNetParams dp{param(conv1d), param(dt_bias), param(a_log), param(norm)};
+    const std::vector<std::size_t> rows = {1, 30, 70};
+    std::size_t T = 0;
+    for (std::size_t r : rows) T += r;
+    const std::vector<float> qkv = random(T * C), z = random(T * VD), b = random(T * nv), a = random(T * nv);
+    std::vector<std::vector<float>> conv, rec;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      conv.push_back(random(sizes.conv_floats));
+      rec.push_back(random(sizes.recurrent_floats, 0.1f));
+    }
+    std::vector<std::vector<float>> ref_conv = conv, ref_rec = rec;
+    std::vector<DeltaNetSeq> ref_seqs, dev_seqs;
+    std::vector<float*> dconv, drec;
+    for (std::size_t i = 0, row = 0; i < rows.size(); row += rows[i], ++i) {
+      ref_seqs.push_back({row, rows[i], ref_conv[i].data(), ref_rec[i].data()});
+      dconv.push_back(dev(conv[i]));
+      drec.push_back(dev(rec[i]));
+      dev_seqs.push_back({row, rows[i], dconv[i], drec[i]});
+    }
+    std::vector<float> want(T * VD);
+    on(*ref_, [&] { ref_->deltanet(d, rp, qkv.data(), z.data(), b.data(), a.data(), ref_seqs, want.data()); });
+    const float *dqkv = dev(qkv), *dz = dev(z), *db = dev(b), *da = dev(a);
+    float* out = dev_zeros(want.size());
+    on(*cuda_, [&] { cuda_->deltanet(d, dp, dqkv, dz, db, da, dev_seqs, out); });
+    EXPECT_LT(rel_l2(host(out, want.size()), want), 1e-4);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_LT(rel_l2(host(dconv[i], sizes.conv_floats), ref_conv[i]), 1e-6) << "sequence " << i;
+      EXPECT_LT(rel_l2(host(drec[i], sizes.recurrent_floats), ref_rec[i]), 1e-4) << "sequence " << i;
+    }
 
-  // qwen3_next's fused projections split the same way.
-  ref::DeltaNetDims f = d;
-  const std::vector<float> qkvz = random(T * (2 * d.key_dim() + 2 * VD)), ba = random(T * 2 * nv);
-  std::vector<float> wqkv(T * C), wz(T * VD), wb(T * nv), wa(T * nv);
-  on(*ref_, [&] { ref_->deltanet_unfuse(f, qkvz.data(), ba.data(), T, wqkv.data(), wz.data(), wb.data(), wa.data()); });
-  float *gq = dev_zeros(wqkv.size()), *gz = dev_zeros(wz.size()), *gb = dev_zeros(wb.size()), *ga = dev_zeros(wa.size());
-  const float *dqkvz = dev(qkvz), *dba = dev(ba);
-  on(*cuda_, [&] { cuda_->deltanet_unfuse(f, dqkvz, dba, T, gq, gz, gb, ga); });
-  EXPECT_EQ(host(gq, wqkv.size()), wqkv);
-  EXPECT_EQ(host(gz, wz.size()), wz);
-  EXPECT_EQ(host(gb, wb.size()), wb);
-  EXPECT_EQ(host(ga, wa.size()), wa);
+    // qwen3_next's fused projections split the same way.
+    if (tiled) continue;
+    ref::DeltaNetDims f = d;
+    const std::vector<float> qkvz = random(T * (2 * d.key_dim() + 2 * VD)), ba = random(T * 2 * nv);
+    std::vector<float> wqkv(T * C), wz(T * VD), wb(T * nv), wa(T * nv);
+    on(*ref_,
+       [&] { ref_->deltanet_unfuse(f, qkvz.data(), ba.data(), T, wqkv.data(), wz.data(), wb.data(), wa.data()); });
+    float *gq = dev_zeros(wqkv.size()), *gz = dev_zeros(wz.size()), *gb = dev_zeros(wb.size()),
+          *ga = dev_zeros(wa.size());
+    const float *dqkvz = dev(qkvz), *dba = dev(ba);
+    on(*cuda_, [&] { cuda_->deltanet_unfuse(f, dqkvz, dba, T, gq, gz, gb, ga); });
+    EXPECT_EQ(host(gq, wqkv.size()), wqkv);
+    EXPECT_EQ(host(gz, wz.size()), wz);
+    EXPECT_EQ(host(gb, wb.size()), wb);
+    EXPECT_EQ(host(ga, wa.size()), wa);
+  }
 }
 
 // ---- DeepSeek sparse attention ----

@@ -632,6 +632,7 @@ LinearAttentionSpec linear_attention_spec(const ModelConfig& cfg, ref::DeltaNetP
   s.dims.head_k_dim = std::size_t(cfg.linear_key_head_dim);
   s.dims.head_v_dim = std::size_t(cfg.linear_value_head_dim);
   s.dims.conv_kernel = std::size_t(cfg.linear_conv_kernel_dim);
+  s.dims.v_heads_tiled = cfg.linear_value_heads_tiled;
   s.dims.norm_eps = cfg.rms_norm_eps;
   return s;
 }

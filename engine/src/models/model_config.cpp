@@ -532,6 +532,7 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     FT_ASSIGN_OR_RETURN(cfg.linear_value_head_dim, text.integer_or("linear_value_head_dim", 128));
     FT_ASSIGN_OR_RETURN(cfg.linear_num_key_heads, text.integer_or("linear_num_key_heads", 16));
     FT_ASSIGN_OR_RETURN(cfg.linear_num_value_heads, text.integer_or("linear_num_value_heads", 32));
+    FT_ASSIGN_OR_RETURN(cfg.linear_value_heads_tiled, text.boolean_or("linear_value_heads_tiled", false));
   }
 
   // Stop tokens: generation_config.json wins (it is what HF generate uses), then config.json.

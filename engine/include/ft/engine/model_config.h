@@ -209,6 +209,9 @@ struct ModelConfig {
   int64_t linear_value_head_dim = 0;
   int64_t linear_num_key_heads = 0;
   int64_t linear_num_value_heads = 0;
+  // Value heads stored tiled over the key heads (no HF config says it; a GGUF's does, whose
+  // converter reordered Qwen3.5/3.6's value heads: ref::DeltaNetDims::v_heads_tiled).
+  bool linear_value_heads_tiled = false;
 
   // Generation: eos ids from generation_config.json (else config.json); may be empty.
   std::vector<int32_t> eos_token_ids;

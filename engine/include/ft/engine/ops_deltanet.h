@@ -25,6 +25,12 @@ struct DeltaNetDims {
   std::size_t head_v_dim = 0;   // linear_value_head_dim
   std::size_t conv_kernel = 4;  // linear_conv_kernel_dim (K)
   float norm_eps = 1e-6f;       // rms_norm_eps, used by the gated output norm
+  // Which key head a value head reads. HF repeats each key head over consecutive value heads
+  // (value head h reads key head h / v_per_k). llama.cpp's converter stores Qwen3.5/3.6's value
+  // heads tiled instead (value head h reads key head h % num_k_heads), permuting every value-head
+  // tensor alike (v rows, z, a, b, A, dt, conv channels, out_proj columns), so that mapping is the
+  // only thing that differs.
+  bool v_heads_tiled = false;
 
   std::size_t key_dim() const { return num_k_heads * head_k_dim; }
   std::size_t value_dim() const { return num_v_heads * head_v_dim; }
@@ -32,6 +38,7 @@ struct DeltaNetDims {
   std::size_t conv_dim() const { return 2 * key_dim() + value_dim(); }
   // Value heads per key head (HF: num_v_heads // num_k_heads).
   std::size_t v_per_k() const { return num_k_heads ? num_v_heads / num_k_heads : 0; }
+  std::size_t k_head(std::size_t v_head) const { return v_heads_tiled ? v_head % num_k_heads : v_head / v_per_k(); }
 };
 
 // ---- State -------------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ HeadFn head_fn(CpuIsa isa, std::size_t dv) {
 void deltanet(Scratch& scratch, CpuIsa isa, const ref::DeltaNetDims& d, const DeltaNetParams& p, const float* qkv,
               const float* z, const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) {
   const std::size_t conv_dim = d.conv_dim(), key_dim = d.key_dim(), value_dim = d.value_dim();
-  const std::size_t nv = d.num_v_heads, dk = d.head_k_dim, dv = d.head_v_dim, r = d.v_per_k();
+  const std::size_t nv = d.num_v_heads, dk = d.head_k_dim, dv = d.head_v_dim;
   const HeadFn step = dv <= 1024 ? head_fn(isa, dv) : nullptr;
   Scratch::Frame frame(scratch);
   std::size_t T = 0;
@@ -146,7 +146,7 @@ void deltanet(Scratch& scratch, CpuIsa isa, const ref::DeltaNetDims& d, const De
   // Heads and sequences are independent; each writes only its own state and output slices.
   tbb::parallel_for(std::size_t(0), seqs.size() * nv, [&](std::size_t i) {
     const DeltaNetSeq& s = seqs[i / nv];
-    const std::size_t h = i % nv, kh = h / r;
+    const std::size_t h = i % nv, kh = d.k_head(h);
     float* S = s.recurrent + h * dk * dv;
     float qn[1024], kn[1024];
     for (std::size_t t = s.row0; t < s.row0 + s.rows; ++t) {

@@ -38,7 +38,7 @@ struct ChunkScratch {
 void run_chunk(const DeltaNetDims& dims, const DeltaRuleInput& in, std::size_t h, std::size_t t0,
                std::size_t n, float q_scale, ChunkScratch& sc, float* S, float* out) {
   const std::size_t nv = dims.num_v_heads, dk = dims.head_k_dim, dv = dims.head_v_dim;
-  const std::size_t kh = h / dims.v_per_k();  // repeat_interleave head mapping
+  const std::size_t kh = dims.k_head(h);
 
   float cum = 0.f;
   for (std::size_t i = 0; i < n; ++i) {

@@ -14,14 +14,13 @@ namespace ft::engine::ref {
 void gated_delta_rule_recurrent(const DeltaNetDims& dims, const DeltaRuleInput& in, std::size_t T,
                                 float* state, float* out) {
   const std::size_t nv = dims.num_v_heads, dk = dims.head_k_dim, dv = dims.head_v_dim;
-  const std::size_t r = dims.v_per_k();
   const float q_scale = 1.0f / std::sqrt(float(dk));
 
   // Heads are independent and each writes only its own state and output slices: deterministic.
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nv), [&](const tbb::blocked_range<std::size_t>& hr) {
     std::vector<float> qn(dk), kn(dk), kv(dv);
     for (std::size_t h = hr.begin(); h < hr.end(); ++h) {
-      const std::size_t kh = h / r;  // repeat_interleave: value heads kh*r .. kh*r+r-1 share kh
+      const std::size_t kh = dims.k_head(h);
       float* S = state + h * dk * dv;  // [dk, dv]
       for (std::size_t t = 0; t < T; ++t) {
         dn::l2_normalize(in.q + t * in.qk_stride + kh * dk, qn.data(), dk, q_scale);
