@@ -6,10 +6,16 @@ Result<LinearAttentionBlock> LinearAttentionBlock::load(const WeightLoader& w, c
                                                         const LinearAttentionSpec& spec) {
   LinearAttentionBlock b;
   b.spec_ = spec;
+  // A Qwen3-Next GGUF holds the split projections (its converter took in_proj_qkvz apart, and
+  // gguf_hf.cpp takes in_proj_ba apart): the same values in Qwen3.5's layout.
+  if (spec.layout == ref::DeltaNetProjLayout::kQwen3NextFused && !w.has(prefix + "in_proj_qkvz.weight") &&
+      w.has(prefix + "in_proj_qkv.weight")) {
+    b.spec_.layout = ref::DeltaNetProjLayout::kQwen3_5Split;
+  }
   const ref::DeltaNetDims& d = spec.dims;
   const int64_t hidden = int64_t(d.hidden), nv = int64_t(d.num_v_heads);
   const int64_t key_dim = int64_t(d.key_dim()), value_dim = int64_t(d.value_dim());
-  if (spec.layout == ref::DeltaNetProjLayout::kQwen3NextFused) {
+  if (b.spec_.layout == ref::DeltaNetProjLayout::kQwen3NextFused) {
     FT_ASSIGN_OR_RETURN(b.qkvz_, w.matrix(prefix + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, hidden}));
     FT_ASSIGN_OR_RETURN(b.ba_, w.matrix(prefix + "in_proj_ba.weight", {2 * nv, hidden}));
   } else {

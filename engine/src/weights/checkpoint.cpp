@@ -77,7 +77,8 @@ struct Checkpoint::Impl {
   // A GGUF file instead: its tensors under their HF names.
   std::unique_ptr<GgufFile> gguf;
   std::map<std::string, GgufHfTensor, std::less<>> gguf_tensors;
-  // Matrices a GGUF splits that HF keeps whole (DeepSeek's kv_b_proj), built at open in fp32.
+  // Tensors a GGUF stores otherwise than HF (GgufBuilt: DeepSeek's kv_b_proj, Qwen3-Next's 1 + w
+  // norms, ...), built at open in fp32.
   struct Built {
     std::vector<int64_t> shape;
     std::vector<float> data;
@@ -180,13 +181,15 @@ Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
       const GgufTensor& t = impl->gguf->tensors()[index];
       return gguf_view(t, t.name, dir, t.shape, 0, t.nbytes);
     };
-    for (const GgufKvB& j : hf.kv_b) {
-      FT_ASSIGN_OR_RETURN(const TensorView k, raw(j.k_b));
-      FT_ASSIGN_OR_RETURN(const TensorView v, raw(j.v_b));
-      Impl::Built b{{j.heads * (j.nope + j.v_dim), j.kv_lora}, {}};
-      b.data.resize(std::size_t(b.shape[0] * b.shape[1]));
-      FT_RETURN_IF_ERROR(gguf_join_kv_b(j, k, v, b.data.data()));
-      impl->gguf_built.emplace(j.hf_name, std::move(b));
+    for (const GgufBuilt& b : hf.built) {
+      FT_ASSIGN_OR_RETURN(const TensorView src, raw(b.src));
+      FT_ASSIGN_OR_RETURN(const TensorView src2, raw(b.src2));
+      Impl::Built built{b.shape, {}};
+      std::size_t n = 1;
+      for (const int64_t d : b.shape) n *= std::size_t(d);
+      built.data.resize(n);
+      FT_RETURN_IF_ERROR(gguf_build(b, src, src2, built.data.data()));
+      impl->gguf_built.emplace(b.hf_name, std::move(built));
     }
     return Checkpoint(std::move(impl));
   }

@@ -1,6 +1,7 @@
 #include "weights/gguf_hf.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,7 +13,18 @@ namespace {
 
 using json = nlohmann::json;
 
-enum class ArchId { kQwen3Moe, kQwen2Moe, kLlama, kGlm4Moe, kGptOss, kOlmoe, kErnie4_5Moe, kDeepseek2 };
+enum class ArchId {
+  kQwen3Moe,
+  kQwen2Moe,
+  kLlama,
+  kGlm4Moe,
+  kGptOss,
+  kOlmoe,
+  kErnie4_5Moe,
+  kDeepseek2,
+  kQwen3Next,
+  kQwen35Moe
+};
 
 // An architecture llama.cpp writes and the HF model it was converted from.
 struct GgufArch {
@@ -35,7 +47,12 @@ constexpr GgufArch kArchs[] = {
     // DeepSeek-V3 / R1, Kimi K2, GLM-4.7-Flash: latent attention. The converter writes
     // expert_weights_norm only when it is true.
     {"deepseek2", "deepseek_v3", "DeepseekV3ForCausalLM", false, ArchId::kDeepseek2},
+    // Gated DeltaNet hybrids: Qwen3-Next, and Qwen3.5 / 3.6 MoE (text; as the text-only export).
+    {"qwen3next", "qwen3_next", "Qwen3NextForCausalLM", true, ArchId::kQwen3Next},
+    {"qwen35moe", "qwen3_5_moe_text", "Qwen3_5MoeForCausalLM", true, ArchId::kQwen35Moe},
 };
+
+bool is_deltanet_arch(ArchId id) { return id == ArchId::kQwen3Next || id == ArchId::kQwen35Moe; }
 
 // llama.cpp's per-layer tensor names (blk.N.<gguf>) and HF's (model.layers.N.<hf>).
 struct LayerName {
@@ -104,6 +121,22 @@ constexpr ArchName kArchNames[] = {
     {ArchId::kErnie4_5Moe, {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"}},
     {ArchId::kErnie4_5Moe, {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"}},
     {ArchId::kErnie4_5Moe, {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"}},
+};
+
+// The Gated DeltaNet hybrids' names (qwen3next, qwen35moe): the layer norms as GLM's, the linear
+// attention's projections (Qwen3-Next's in_proj_qkvz arrives split as Qwen3.5's in_proj_qkv +
+// in_proj_z; its in_proj_ba is ssm_ba, taken apart below), convolution, gates and output.
+constexpr LayerName kDeltaNetNames[] = {
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"attn_qkv.weight", "linear_attn.in_proj_qkv.weight"},
+    {"attn_gate.weight", "linear_attn.in_proj_z.weight"},
+    {"ssm_beta.weight", "linear_attn.in_proj_b.weight"},
+    {"ssm_alpha.weight", "linear_attn.in_proj_a.weight"},
+    {"ssm_dt.bias", "linear_attn.dt_bias"},
+    {"ssm_a", "linear_attn.A_log"},
+    {"ssm_conv1d.weight", "linear_attn.conv1d.weight"},
+    {"ssm_norm.weight", "linear_attn.norm.weight"},
+    {"ssm_out.weight", "linear_attn.out_proj.weight"},
 };
 
 // Expert stacks [E, R, C]: one view per expert, model.layers.N.mlp.experts.E.<hf>.
@@ -189,6 +222,61 @@ class Translator {
     return Status::ok();
   }
 
+  Status build(GgufBuilt b) {
+    if (!names_.emplace(b.hf_name, b.src).second) {
+      return corrupt(label_ + ": two tensors map to '" + b.hf_name + "' (the second is '" +
+                     file_.tensors()[b.src].name + "')");
+    }
+    out_.built.push_back(std::move(b));
+    return Status::ok();
+  }
+
+  // A whole GGUF tensor under its HF name: in place, or built where the converter changed its
+  // values (the DeltaNet hybrids' 1 + w norms and -exp(A_log)).
+  Status place(std::string hf_name, std::size_t index, std::vector<int64_t> shape) {
+    const GgufTensor& t = file_.tensors()[index];
+    if (is_deltanet_arch(arch_.id)) {
+      constexpr std::string_view kOnePlus[] = {"input_layernorm.weight", "post_attention_layernorm.weight",
+                                               "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+                                               "model.norm.weight"};
+      const bool one_plus = std::any_of(std::begin(kOnePlus), std::end(kOnePlus),
+                                        [&](std::string_view n) { return std::string_view(hf_name).ends_with(n); });
+      const bool a_log = std::string_view(hf_name).ends_with("linear_attn.A_log");
+      if (one_plus || a_log) {
+        GgufBuilt b;
+        b.op = a_log ? GgufBuilt::Op::kLogOfNegated : GgufBuilt::Op::kMinusOne;
+        b.hf_name = std::move(hf_name);
+        b.shape = std::move(shape);
+        b.src = index;
+        return build(std::move(b));
+      }
+    }
+    return add(std::move(hf_name), index, 0, t.nbytes, std::move(shape));
+  }
+
+  // Qwen3-Next's in_proj_ba [nk * 2r, hidden]: per key head its r beta rows, then its r alpha rows
+  // (HF's grouping) -> in_proj_b and in_proj_a [nv, hidden], value heads in order.
+  Status split_ba(const std::string& prefix, std::size_t index) {
+    const GgufTensor& t = file_.tensors()[index];
+    FT_ASSIGN_OR_RETURN(const int64_t nk, md_.get_int(key("ssm.group_count")));
+    FT_ASSIGN_OR_RETURN(const int64_t nv, md_.get_int(key("ssm.time_step_rank")));
+    if (t.shape.size() != 2 || nk <= 0 || nv % nk != 0 || t.shape[0] != 2 * nv) {
+      return corrupt(label_ + ": '" + t.name + "' is not [2 * ssm.time_step_rank, hidden] over ssm.group_count groups");
+    }
+    const int64_t r = nv / nk;
+    for (const int half : {0, 1}) {
+      GgufBuilt b;
+      b.op = GgufBuilt::Op::kGatherRows;
+      b.hf_name = prefix + (half ? "linear_attn.in_proj_a.weight" : "linear_attn.in_proj_b.weight");
+      b.shape = {nv, t.shape[1]};
+      b.src = index;
+      for (int64_t g = 0; g < nk; ++g)
+        for (int64_t j = 0; j < r; ++j) b.rows.push_back(g * 2 * r + half * r + j);
+      FT_RETURN_IF_ERROR(build(std::move(b)));
+    }
+    return Status::ok();
+  }
+
   // One view per expert of a stack [E, R, C], rows [row0, row0 + rows) of each.
   Status add_experts(const std::string& layer_prefix, std::string_view hf, std::size_t index, int64_t row0,
                      int64_t rows) {
@@ -217,13 +305,23 @@ class Translator {
     }
     for (const ArchName& a : kArchNames) {
       if (a.arch != arch_.id || a.name.gguf != rest) continue;
-      return add(prefix + std::string(a.name.hf), index, 0, t.nbytes, t.shape);
+      return place(prefix + std::string(a.name.hf), index, t.shape);
+    }
+    if (is_deltanet_arch(arch_.id)) {
+      if (rest == "ssm_a") linear_layers_.push_back(layer);
+      if (rest == "ssm_ba.weight") return split_ba(prefix, index);
+      for (const LayerName& n : kDeltaNetNames) {
+        if (n.gguf != rest) continue;
+        std::vector<int64_t> shape = t.shape;  // the conv1d weight squeezed: HF's [channels, 1, K]
+        if (rest == "ssm_conv1d.weight" && shape.size() == 2) shape = {shape[0], 1, shape[1]};
+        return place(prefix + std::string(n.hf), index, std::move(shape));
+      }
     }
     for (const LayerName& n : kLayerNames) {
       if (n.gguf != rest) continue;
       std::vector<int64_t> shape = t.shape;
       if (n.as_row && shape.size() == 1) shape = {1, shape[0]};
-      return add(prefix + std::string(n.hf), index, 0, t.nbytes, std::move(shape));
+      return place(prefix + std::string(n.hf), index, std::move(shape));
     }
     for (const LayerName& n : kExpertStacks) {
       if (n.gguf == rest) return add_experts(prefix, n.hf, index, 0, t.shape.size() == 3 ? t.shape[1] : 0);
@@ -246,7 +344,7 @@ class Translator {
         FT_RETURN_IF_ERROR(add("model.embed_tokens.weight", i, 0, t.nbytes, t.shape));
         if (!t.shape.empty()) vocab_ = t.shape[0];
       } else if (name == "output_norm.weight") {
-        FT_RETURN_IF_ERROR(add("model.norm.weight", i, 0, t.nbytes, t.shape));
+        FT_RETURN_IF_ERROR(place("model.norm.weight", i, t.shape));
       } else if (name == "output.weight") {
         FT_RETURN_IF_ERROR(add("lm_head.weight", i, 0, t.nbytes, t.shape));
         has_output_ = true;
@@ -283,9 +381,17 @@ class Translator {
       if (kt.shape.size() != 3 || vt.shape.size() != 3 || kt.shape[0] != vt.shape[0] || kt.shape[1] != vt.shape[2]) {
         return corrupt(label_ + ": '" + kt.name + "' and '" + vt.name + "' do not split one kv_b_proj");
       }
-      GgufKvB j{name, k, v->second, kt.shape[0], kt.shape[2], vt.shape[1], kt.shape[1]};
-      if (!names_.emplace(name, k).second) return corrupt(label_ + ": two tensors map to '" + name + "'");
-      out_.kv_b.push_back(std::move(j));
+      GgufBuilt b;
+      b.op = GgufBuilt::Op::kJoinKvB;
+      b.hf_name = name;
+      b.shape = {kt.shape[0] * (kt.shape[2] + vt.shape[1]), kt.shape[1]};
+      b.src = k;
+      b.src2 = v->second;
+      b.heads = kt.shape[0];
+      b.nope = kt.shape[2];
+      b.v_dim = vt.shape[1];
+      b.kv_lora = kt.shape[1];
+      FT_RETURN_IF_ERROR(build(std::move(b)));
     }
     for (const auto& [layer, v] : v_b_) {
       if (!k_b_.contains(layer)) {
@@ -378,6 +484,9 @@ class Translator {
         return ernie4_5_moe_config();
       case ArchId::kDeepseek2:
         return deepseek2_config();
+      case ArchId::kQwen3Next:
+      case ArchId::kQwen35Moe:
+        return deltanet_config();
       default:
         return Status::ok();
     }
@@ -463,6 +572,33 @@ class Translator {
     return Status::ok();
   }
 
+  // Qwen3-Next / Qwen3.5: the linear attention's widths from the ssm.* keys, which layers are
+  // linear (those with an ssm_a: the file's layer list is optional), and for qwen35moe the value
+  // heads the converter reordered into tiled order.
+  Status deltanet_config() {
+    FT_RETURN_IF_ERROR(int_field("ssm.conv_kernel", "linear_conv_kernel_dim", true));
+    FT_RETURN_IF_ERROR(int_field("ssm.state_size", "linear_key_head_dim", true));
+    FT_RETURN_IF_ERROR(int_field("ssm.group_count", "linear_num_key_heads", true));
+    FT_RETURN_IF_ERROR(int_field("ssm.time_step_rank", "linear_num_value_heads", true));
+    FT_RETURN_IF_ERROR(int_field("ssm.inner_size", "linear_value_head_dim", true));
+    const int64_t nv = cfg_["linear_num_value_heads"].get<int64_t>();
+    const int64_t inner = cfg_["linear_value_head_dim"].get<int64_t>();
+    if (nv <= 0 || inner % nv != 0) {
+      return corrupt(label_ + ": ssm.inner_size " + std::to_string(inner) +
+                     " is not a multiple of ssm.time_step_rank " + std::to_string(nv));
+    }
+    cfg_["linear_value_head_dim"] = inner / nv;
+    std::sort(linear_layers_.begin(), linear_layers_.end());
+    json types = json::array();
+    for (int64_t i = 0; i < layers_; ++i) {
+      types.push_back(std::binary_search(linear_layers_.begin(), linear_layers_.end(), i) ? "linear_attention"
+                                                                                          : "full_attention");
+    }
+    cfg_["layer_types"] = types;
+    cfg_["linear_value_heads_tiled"] = arch_.id == ArchId::kQwen35Moe;
+    return Status::ok();
+  }
+
   // The first layer with a router (moe_layers_ is sorted by build_config).
   int64_t first_moe_layer() const { return moe_layers_.empty() ? layers_ : moe_layers_.front(); }
 
@@ -522,6 +658,7 @@ class Translator {
   std::map<std::string, std::size_t> names_;
   std::vector<int64_t> moe_layers_;
   std::map<int64_t, std::size_t> k_b_, v_b_;  // DeepSeek's kv_b_proj halves by layer
+  std::vector<int64_t> linear_layers_;        // the DeltaNet hybrids' linear-attention layers
   int64_t vocab_ = 0;
   int64_t layers_ = 0;
   bool has_output_ = false;
@@ -541,7 +678,10 @@ Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label) {
   return Translator(file, *arch, label).run();
 }
 
-Status gguf_join_kv_b(const GgufKvB& j, const TensorView& k, const TensorView& v, float* out) {
+namespace {
+
+// kv_b_proj rows: per head its nope key rows (k_b transposed), then its v rows.
+Status join_kv_b(const GgufBuilt& j, const TensorView& k, const TensorView& v, float* out) {
   const std::size_t heads = std::size_t(j.heads), nope = std::size_t(j.nope), vd = std::size_t(j.v_dim),
                     lora = std::size_t(j.kv_lora);
   std::vector<float> kf(heads * lora * nope);
@@ -555,10 +695,41 @@ Status gguf_join_kv_b(const GgufKvB& j, const TensorView& k, const TensorView& v
   return Status::ok();
 }
 
+}  // namespace
+
+Status gguf_build(const GgufBuilt& b, const TensorView& src, const TensorView& src2, float* out) {
+  std::size_t n = 1;
+  for (const int64_t d : b.shape) n *= std::size_t(d);
+  switch (b.op) {
+    case GgufBuilt::Op::kJoinKvB:
+      return join_kv_b(b, src, src2, out);
+    case GgufBuilt::Op::kMinusOne:
+    case GgufBuilt::Op::kLogOfNegated: {
+      FT_RETURN_IF_ERROR(to_f32(src, out, 0, n));
+      for (std::size_t i = 0; i < n; ++i) out[i] = b.op == GgufBuilt::Op::kMinusOne ? out[i] - 1.0f : std::log(-out[i]);
+      return Status::ok();
+    }
+    case GgufBuilt::Op::kGatherRows: {
+      const std::size_t cols = b.shape.size() == 2 ? std::size_t(b.shape[1]) : 0;
+      for (std::size_t i = 0; i < b.rows.size(); ++i) {
+        FT_RETURN_IF_ERROR(to_f32(src, out + i * cols, std::size_t(b.rows[i]) * cols, cols));
+      }
+      return Status::ok();
+    }
+  }
+  return internal_error("gguf_build: unknown op");
+}
+
 std::string_view gguf_layer_name(std::string_view hf) {
   for (const LayerName& n : kLayerNames)
     if (n.hf == hf) return n.gguf;
   return {};
+}
+
+std::string_view gguf_deltanet_layer_name(std::string_view hf) {
+  for (const LayerName& n : kDeltaNetNames)
+    if (n.hf == hf) return n.gguf;
+  return gguf_layer_name(hf);
 }
 
 std::string_view gguf_expert_stack_name(std::string_view hf) {

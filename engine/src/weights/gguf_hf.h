@@ -27,27 +27,36 @@ struct GgufHfTensor {
   std::vector<int64_t> shape;  // the HF shape, slowest-first
 };
 
-// A matrix no GGUF tensor holds as HF does: DeepSeek-V2/V3's kv_b_proj [heads * (nope + v),
-// kv_lora], which the converter split into attn_k_b [heads, kv_lora, nope] (each head's key part
-// transposed, for llama.cpp's absorbed attention) and attn_v_b [heads, v, kv_lora]. Checkpoint
-// builds it at open (gguf_join_kv_b), the only weight a GGUF does not give in place.
-struct GgufKvB {
+// A tensor no GGUF tensor holds as HF does, which Checkpoint builds in fp32 at open (gguf_build):
+// the only weights a GGUF does not give in place, all small next to the model.
+//   kJoinKvB:      DeepSeek-V2/V3's kv_b_proj [heads * (nope + v), kv_lora], which the converter
+//                  split into attn_k_b [heads, kv_lora, nope] (each head's key part transposed, for
+//                  llama.cpp's absorbed attention) and attn_v_b [heads, v, kv_lora] (src2).
+//   kMinusOne:     a norm weight HF applies as (1 + w), stored by the converter as 1 + w (Qwen3-Next,
+//                  Qwen3.5/3.6): w back, exactly (the converter adds in fp32).
+//   kLogOfNegated: DeltaNet's A_log, stored as A = -exp(A_log): log(-A).
+//   kGatherRows:   rows of src in the order `rows` lists (Qwen3-Next's in_proj_ba, whose b and a rows
+//                  interleave by key head, as two matrices).
+struct GgufBuilt {
+  enum class Op { kJoinKvB, kMinusOne, kLogOfNegated, kGatherRows };
+  Op op = Op::kMinusOne;
   std::string hf_name;
-  std::size_t k_b = 0, v_b = 0;  // indices into GgufFile::tensors()
-  int64_t heads = 0, nope = 0, v_dim = 0, kv_lora = 0;
+  std::vector<int64_t> shape;                           // of the result, slowest-first
+  std::size_t src = 0, src2 = 0;                        // indices into GgufFile::tensors()
+  int64_t heads = 0, nope = 0, v_dim = 0, kv_lora = 0;  // kJoinKvB
+  std::vector<int64_t> rows;                            // kGatherRows
 };
 
 struct GgufAsHf {
   std::string config_json;             // what config.json would say
   std::string generation_config_json;  // bos/eos from the tokenizer metadata
   std::vector<GgufHfTensor> tensors;
-  std::vector<GgufKvB> kv_b;
+  std::vector<GgufBuilt> built;
 };
 
-// kv_b_proj rows from attn_k_b / attn_v_b (k and v as TensorViews of those tensors, any dtype
-// to_f32 reads): per head its nope key rows (k_b transposed), then its v rows, as fp32 into `out`
-// [heads * (nope + v_dim), kv_lora].
-Status gguf_join_kv_b(const GgufKvB& j, const TensorView& k, const TensorView& v, float* out);
+// Fills `out` (the product of b.shape floats) from the GGUF tensors `src` and `src2` (TensorViews
+// of b.src and b.src2, any dtype to_f32 reads; src2 is read by kJoinKvB only).
+Status gguf_build(const GgufBuilt& b, const TensorView& src, const TensorView& src2, float* out);
 
 Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label);
 
@@ -55,6 +64,9 @@ Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label);
 // "attn_q.weight") and the stack a routed expert's matrix goes into ("gate_proj.weight" ->
 // "ffn_gate_exps.weight"); empty when there is none.
 std::string_view gguf_layer_name(std::string_view hf);
+// The same for the Gated DeltaNet hybrids (qwen3next, qwen35moe), whose names differ for the linear
+// attention ("linear_attn.A_log" -> "ssm_a") and the post-attention norm.
+std::string_view gguf_deltanet_layer_name(std::string_view hf);
 std::string_view gguf_expert_stack_name(std::string_view hf);
 
 // The GGUF architectures (`general.architecture`) gguf_as_hf knows, for messages and listings.
