@@ -139,7 +139,8 @@ const Command kMakeSyntheticModelCommand = {
      {"seed", "S", "random seed of the weights (same seed, same bytes at any thread count)", "0", false},
      {"quant", "TYPE",
       "FP8: the projections in FP8 with 128x128-tile scales, as the FP8 releases (safetensors, DIR); Q4_K_M, Q4_0 "
-      "or Q8_0: one GGUF file (the argument is its path) with llama-quantize's tensor types (Qwen3-MoE shapes)",
+      "or Q8_0: one GGUF file (the argument is its path) with llama-quantize's tensor types (qwen3-30b-a3b, "
+      "qwen3.6-35b-a3b)",
       "", false}},
     1,
     run_make_synthetic_model,

@@ -204,5 +204,73 @@ TEST(SyntheticGguf, RefusesOtherFamiliesPartialBlocksAndExistingFiles) {
   EXPECT_TRUE(engine::Checkpoint::open(file).is_ok());  // the first one is untouched
 }
 
+// Qwen3.5 / 3.6 MoE (qwen35moe): three Gated DeltaNet layers to one full-attention layer, fused
+// expert stacks, the norms stored as 1 + w and A_log as -exp(A_log), as llama.cpp's converter
+// writes them; they read back as the model's own values, and the model runs.
+TEST(SyntheticGguf, Qwen35MoeReadsBackAsTheHfModelAndRuns) {
+  engine::RandomCheckpointSpec s = small_spec();
+  s.family = engine::ModelFamily::kQwen3_5Moe;
+  s.head_dim = 64;
+  s.partial_rotary_factor = 0.25;
+  s.full_attention_interval = 4;
+  s.linear_num_key_heads = 2;
+  s.linear_num_value_heads = 4;
+  s.linear_key_head_dim = 32;
+  s.linear_value_head_dim = 64;
+  s.linear_conv_kernel_dim = 4;
+  s.shared_expert_intermediate_size = 256;
+  s.fused_experts = true;
+  s.intermediate_size = 0;
+  TempDir dir;
+  const fs::path file = dir.path() / "m.gguf";
+  engine::SyntheticModelOptions o;
+  ASSERT_TRUE(engine::write_synthetic_gguf(file, s, o, engine::SyntheticQuant::kQ4_K_M).is_ok());
+  auto ckpt = engine::Checkpoint::open(file);
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  const auto values = [&](const std::string& name) {
+    auto v = ckpt->tensor(name);
+    EXPECT_TRUE(v.is_ok()) << name;
+    std::vector<float> x(v.is_ok() ? std::size_t(v->numel()) : 0);
+    if (v.is_ok()) {
+      EXPECT_TRUE(engine::to_f32(*v, x.data(), 0, x.size()).is_ok());
+    }
+    return std::make_pair(v.is_ok() ? v->dtype : DType::kF32, x);
+  };
+  // Zero-centred norms drawn N(0, 0.1^2): read back around 0, not around the stored 1.
+  for (const char* name :
+       {"model.norm.weight", "model.layers.0.input_layernorm.weight", "model.layers.3.post_attention_layernorm.weight",
+        "model.layers.3.self_attn.q_norm.weight"}) {
+    const auto [dtype, x] = values(name);
+    EXPECT_EQ(dtype, DType::kF32) << name;
+    double sum = 0;
+    for (float f : x) sum += f;
+    EXPECT_LT(std::abs(sum / double(x.size())), 0.05) << name;
+  }
+  // A_log drawn log U(1, 8): back in [0, log 8] through -exp and log.
+  const auto [a_type, a_log] = values("model.layers.0.linear_attn.A_log");
+  for (float f : a_log) {
+    EXPECT_GE(f, -1e-6f);
+    EXPECT_LE(f, std::log(8.0f) + 1e-5f);
+  }
+  EXPECT_EQ(values("model.layers.0.linear_attn.conv1d.weight").first, DType::kF32);
+  EXPECT_EQ(values("model.layers.0.linear_attn.in_proj_qkv.weight").first, DType::kQ6_K);  // use_more_bits
+  EXPECT_EQ(values("model.layers.1.linear_attn.in_proj_qkv.weight").first, DType::kQ4_K);
+  EXPECT_EQ(values("model.layers.1.linear_attn.in_proj_b.weight").first, DType::kQ4_K);
+  EXPECT_EQ(values("model.layers.3.mlp.experts.0.up_proj.weight").first, DType::kQ4_K);
+  EXPECT_FALSE(ckpt->has("model.layers.3.linear_attn.A_log"));  // a full-attention layer
+
+  engine::LoadOptions cpu;
+  cpu.backend = engine::BackendKind::kCpu;
+  auto m = engine::load_model(file, cpu);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(engine::model_family_name((*m)->config().family), std::string("qwen3_5_moe"));
+  const std::vector<int32_t> ids = {1, 7, 42, 300, 511};
+  std::vector<float> logits(ids.size() * 512);
+  engine::SequenceState st = (*m)->new_state();
+  ASSERT_TRUE((*m)->forward(st, ids, logits.data(), engine::LogitsMode::kAll).is_ok());
+  for (float f : logits) ASSERT_TRUE(std::isfinite(f));
+  EXPECT_NE(logits[0], logits[512]);
+}
+
 }  // namespace
 }  // namespace ft::test

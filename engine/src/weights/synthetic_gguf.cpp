@@ -6,12 +6,14 @@
 
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <map>
 
 #include "ft/engine/synthetic_model.h"
 #include "weights/gguf_hf.h"
 #include "weights/gguf_writer.h"
+#include "weights/random_checkpoint_layout.h"
 #include "weights/synthetic_fill.h"
 #include "weights/synthetic_values.h"
 
@@ -30,11 +32,16 @@ constexpr BlockType kF32{0, 1, 4}, kQ4_0{2, 32, 18}, kQ8_0{8, 32, 34}, kQ4_K{12,
 // Output bytes per work item (whole blocks): the unit of determinism and of parallel work.
 constexpr std::uint64_t kItemBytes = std::uint64_t(4) << 20;
 
+// How the converter changes an F32 tensor's values: Qwen3-Next / Qwen3.5 norms stored as 1 + w,
+// DeltaNet's A_log stored as A = -exp(A_log).
+enum class Stored { kAsIs, kOnePlus, kNegExp };
+
 struct Planned {
   std::string name;            // llama.cpp's
   std::vector<int64_t> shape;  // slowest-first
   BlockType type;
   TensorInit init;
+  Stored stored = Stored::kAsIs;
   std::uint64_t bytes() const {
     std::uint64_t n = 1;
     for (int64_t d : shape) n *= std::uint64_t(d);
@@ -49,12 +56,17 @@ bool ends_with(std::string_view s, std::string_view tail) { return s.size() >= t
 
 // The type llama-quantize's mix gives a tensor (llama_tensor_get_type for these architectures).
 BlockType quant_type(SyntheticQuant q, const std::string& name, std::size_t dims, int64_t layer, int64_t layers) {
-  if (dims < 2 || ends_with(name, "_norm.weight") || name.find("ffn_gate_inp") != std::string::npos) return kF32;
+  // Norms, routers and DeltaNet's short convolution (4 taps a row) stay F32, as llama-quantize keeps them.
+  if (dims < 2 || ends_with(name, "_norm.weight") || name.find("ffn_gate_inp") != std::string::npos ||
+      name.find("ssm_conv1d") != std::string::npos)
+    return kF32;
   const BlockType base = q == SyntheticQuant::kQ4_K_M ? kQ4_K : q == SyntheticQuant::kQ4_0 ? kQ4_0 : kQ8_0;
   if (name == "output.weight") return base.id == kQ8_0.id ? kQ8_0 : kQ6_K;
   if (q != SyntheticQuant::kQ4_K_M || layer < 0) return base;
   const bool more = use_more_bits(layer, layers);
-  if (more && (name.find(".attn_v.") != std::string::npos || name.find(".ffn_down") != std::string::npos)) return kQ6_K;
+  if (more && (name.find(".attn_v.") != std::string::npos || name.find(".attn_qkv.") != std::string::npos ||
+               name.find(".ffn_down") != std::string::npos))
+    return kQ6_K;
   return base;
 }
 
@@ -102,21 +114,36 @@ void random_blocks(BlockType t, double sigma, std::uint64_t state, std::uint8_t*
 Result<std::vector<Planned>> plan_tensors(const RandomCheckpointSpec& spec, SyntheticQuant quant) {
   std::vector<Planned> out;
   std::map<std::string, std::size_t> stacks;
-  const auto add = [&](std::string name, std::vector<int64_t> shape, const TensorInit& init, int64_t layer) {
+  const bool hybrid = is_hybrid(spec);
+  const auto add = [&](std::string name, std::vector<int64_t> shape, const TensorInit& init, int64_t layer,
+                       Stored stored = Stored::kAsIs) {
     const BlockType t = quant_type(quant, name, shape.size(), layer, spec.num_layers);
     if (shape.back() % t.elems != 0) {
       return invalid_argument("tensor " + name + " has " + std::to_string(shape.back()) +
                               " columns, not whole blocks of " + std::to_string(t.elems));
     }
-    out.push_back({std::move(name), std::move(shape), t, init});
+    out.push_back({std::move(name), std::move(shape), t, init, stored});
     return Status::ok();
   };
+  // The hybrids' zero-centred norms, which the converter stores as 1 + w.
+  const auto norm_stored = [&](std::string_view hf) {
+    return hybrid && (hf == "model.norm.weight" || hf.ends_with("input_layernorm.weight") ||
+                      hf.ends_with("post_attention_layernorm.weight") || hf.ends_with("self_attn.q_norm.weight") ||
+                      hf.ends_with("self_attn.k_norm.weight"))
+               ? Stored::kOnePlus
+               : Stored::kAsIs;
+  };
   for (const PlannedTensor& t : random_checkpoint_tensors(spec)) {
-    const std::string_view n = t.name;
+    std::string_view n = t.name;
+    std::string unnested;  // Qwen3.5's text tensors under model.language_model.: as a text-only export
+    if (n.starts_with("model.language_model.")) {
+      unnested = "model." + std::string(n.substr(21));
+      n = unnested;
+    }
     if (n == "model.embed_tokens.weight") {
       FT_RETURN_IF_ERROR(add("token_embd.weight", t.shape, t.init, -1));
     } else if (n == "model.norm.weight") {
-      FT_RETURN_IF_ERROR(add("output_norm.weight", t.shape, t.init, -1));
+      FT_RETURN_IF_ERROR(add("output_norm.weight", t.shape, t.init, -1, norm_stored(n)));
     } else if (n == "lm_head.weight") {
       FT_RETURN_IF_ERROR(add("output.weight", t.shape, t.init, -1));
     } else if (n.starts_with("model.layers.")) {
@@ -124,7 +151,11 @@ Result<std::vector<Planned>> plan_tensors(const RandomCheckpointSpec& spec, Synt
       const std::string layer(n.substr(13, dot - 13));
       const std::string_view rest = n.substr(dot + 1);
       const std::string blk = "blk." + layer + ".";
-      if (rest.starts_with("mlp.experts.")) {
+      if (rest == "mlp.experts.gate_up_proj" || rest == "mlp.experts.down_proj") {  // fused stacks [E, R, C]
+        const bool gate_up = rest == "mlp.experts.gate_up_proj";
+        FT_RETURN_IF_ERROR(add(blk + (gate_up ? "ffn_gate_up_exps.weight" : "ffn_down_exps.weight"), t.shape, t.init,
+                               std::stoll(layer)));
+      } else if (rest.starts_with("mlp.experts.")) {
         const std::size_t e_end = rest.find('.', 12);
         const std::string_view stack = gguf_expert_stack_name(rest.substr(e_end + 1));
         if (stack.empty()) return unsupported("no GGUF name for " + t.name);
@@ -134,11 +165,13 @@ Result<std::vector<Planned>> plan_tensors(const RandomCheckpointSpec& spec, Synt
           FT_RETURN_IF_ERROR(add(name, {spec.num_experts, t.shape[0], t.shape[1]}, t.init, std::stoll(layer)));
         }
       } else {
-        const std::string_view gguf = gguf_layer_name(rest);
+        const std::string_view gguf = hybrid ? gguf_deltanet_layer_name(rest) : gguf_layer_name(rest);
         if (gguf.empty()) return unsupported("no GGUF name for " + t.name);
         std::vector<int64_t> shape = t.shape;
-        if (rest == "mlp.shared_expert_gate.weight") shape = {shape.back()};  // a vector in GGUF
-        FT_RETURN_IF_ERROR(add(blk + std::string(gguf), shape, t.init, std::stoll(layer)));
+        if (rest == "mlp.shared_expert_gate.weight") shape = {shape.back()};        // a vector in GGUF
+        if (rest == "linear_attn.conv1d.weight") shape = {shape[0], shape.back()};  // squeezed
+        const Stored stored = rest == "linear_attn.A_log" ? Stored::kNegExp : norm_stored(rest);
+        FT_RETURN_IF_ERROR(add(blk + std::string(gguf), shape, t.init, std::stoll(layer), stored));
       }
     } else {
       return unsupported("no GGUF name for " + t.name);
@@ -155,8 +188,11 @@ Result<std::vector<std::string>> metadata(const RandomCheckpointSpec& s, Synthet
     arch = "qwen3moe";
   } else if (s.family == ModelFamily::kQwen2Moe) {
     arch = "qwen2moe";
+  } else if (s.family == ModelFamily::kQwen3_5Moe) {
+    arch = "qwen35moe";
   } else {
-    return unsupported(std::string("synthetic GGUF files are written for Qwen3-MoE and Qwen2-MoE only, not ") +
+    return unsupported(std::string("synthetic GGUF files are written for Qwen3-MoE, Qwen2-MoE and Qwen3.5-MoE only, "
+                                   "not ") +
                        model_family_name(s.family));
   }
   const auto u32 = [](int64_t v) { return std::uint32_t(v); };
@@ -180,8 +216,20 @@ Result<std::vector<std::string>> metadata(const RandomCheckpointSpec& s, Synthet
       kv_u32(arch + ".expert_feed_forward_length", u32(s.moe_intermediate_size)),
       kv_bool(arch + ".expert_weights_norm", s.norm_topk_prob),
   };
-  if (s.family == ModelFamily::kQwen2Moe)
+  if (s.family == ModelFamily::kQwen2Moe || s.family == ModelFamily::kQwen3_5Moe)
     kvs.push_back(kv_u32(arch + ".expert_shared_feed_forward_length", u32(s.shared_expert_intermediate_size)));
+  if (s.family == ModelFamily::kQwen3_5Moe) {
+    const auto rope_dims = int64_t(double(s.head_dim) * s.partial_rotary_factor);
+    for (std::string kv : {kv_u32(arch + ".rope.dimension_count", u32(rope_dims)),
+                           kv_u32(arch + ".ssm.conv_kernel", u32(s.linear_conv_kernel_dim)),
+                           kv_u32(arch + ".ssm.state_size", u32(s.linear_key_head_dim)),
+                           kv_u32(arch + ".ssm.group_count", u32(s.linear_num_key_heads)),
+                           kv_u32(arch + ".ssm.time_step_rank", u32(s.linear_num_value_heads)),
+                           kv_u32(arch + ".ssm.inner_size", u32(s.linear_value_head_dim * s.linear_num_value_heads)),
+                           kv_u32(arch + ".full_attention_interval", u32(s.full_attention_interval))}) {
+      kvs.push_back(std::move(kv));
+    }
+  }
   return kvs;
 }
 
@@ -268,7 +316,9 @@ Status write_synthetic_gguf(const fs::path& file, const RandomCheckpointSpec& sp
       std::vector<bf16_t> v(n / 4);
       synthetic::BlockGenerator(t.init, table.data(), seed).fill(v.data(), v.size());
       for (std::size_t i = 0; i < v.size(); ++i) {
-        const float f = bf16_to_f32(v[i]);
+        float f = bf16_to_f32(v[i]);
+        if (t.stored == Stored::kOnePlus) f += 1.0f;
+        if (t.stored == Stored::kNegExp) f = -std::exp(f);
         std::memcpy(buf.data() + 4 * i, &f, 4);
       }
     } else {
