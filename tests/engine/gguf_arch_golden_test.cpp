@@ -4,7 +4,9 @@
 // post_attention_norm and router bias, gpt-oss's split gate/up stacks with their biases and sinks,
 // OLMoE's whole-projection q/k norms, ERNIE 4.5's interleaved MoE layers and correction bias,
 // DeepSeek-V3's and GLM-4.7-Flash's latent attention with kv_b_proj split in two, one half
-// transposed, and YaRN's mscale_all_dim as a log multiplier) must read back as the model HF
+// transposed, and YaRN's mscale_all_dim as a log multiplier; Qwen3-Next's and Qwen3.5's norms stored
+// as 1 + w, A_log as -exp(A_log), Qwen3-Next's projections split and Qwen3.5's value heads reordered
+// into tiled order) must read back as the model HF
 // computed the family's golden logits from.
 //   - the fp32 reference on the GGUF is within 1e-3 of HF at every position, greedy-identical;
 //   - the CPU and CUDA runtimes on the GGUF are within 1e-2 of the reference routed alike (flips
@@ -125,7 +127,7 @@ TEST_P(GgufArch, CudaOnTheGgufEqualsCudaOnTheSafetensors) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GgufArch,
                          ::testing::Values("mixtral", "glm4_moe", "gpt_oss", "olmoe", "ernie4_5_moe", "deepseek_v3",
-                                           "glm4_moe_lite"),
+                                           "glm4_moe_lite", "qwen3_next", "qwen3_5_moe"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
