@@ -65,26 +65,36 @@ __device__ __forceinline__ void row_dot(const std::byte* row, int units, int s0,
 struct Split {
   int split, row, part, s0, s1;
 };
-__device__ __forceinline__ Split split_of(int split, int steps) {
+__device__ __forceinline__ Split split_of(int split, int steps, int block = int(blockIdx.x)) {
   const int warp = int(threadIdx.x / 32);
   const int part = warp % split, per = (steps + split - 1) / split;
-  return {split, int(blockIdx.x) * (kWarps / split) + warp / split, part, min(steps, part * per),
-          min(steps, (part + 1) * per)};
+  return {split, block * (kWarps / split) + warp / split, part, min(steps, part * per), min(steps, (part + 1) * per)};
 }
 
 // Warps per row: about two steps each.
 int split_for(int steps) { return steps >= 16 ? 8 : steps >= 8 ? 4 : steps >= 4 ? 2 : 1; }
 
+// The products of one launch (same dtype and columns, one x); block b works on product `o` where
+// first_block[o] <= b.
+struct UnitsBatch {
+  UnitsOut outs[kGemvMaxOuts];
+  unsigned first_block[kGemvMaxOuts + 1];
+  int n_outs;
+};
+
 template <DType T, int NT>
-__global__ void gemv_units_kernel(const std::byte* w, std::size_t row_bytes, int rows, int cols, int split,
-                                  const float* x, int n_tokens, const float* bias, float* y) {
+__global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, const float* x, int n_tokens) {
   pdl_enter();
+  int o = 0;
+  while (o + 1 < batch.n_outs && blockIdx.x >= batch.first_block[o + 1]) ++o;
+  const UnitsOut& out = batch.outs[o];
+  const int block = int(blockIdx.x - batch.first_block[o]), rows = out.rows;
   __shared__ float part[kWarps][NT];
-  const Split sp = split_of(split, steps_of<T>(cols));
+  const Split sp = split_of(split, steps_of<T>(cols), block);
   const int row = min(sp.row, rows - 1);  // a row past the end computes the last one and writes nothing
   float acc[NT] = {};
-  row_dot<T, NT>(w + std::size_t(row) * row_bytes, cols / kUnitValues, sp.s0, sp.s1, x, std::size_t(cols), n_tokens,
-                 acc);
+  row_dot<T, NT>(out.w + std::size_t(row) * out.row_bytes, cols / kUnitValues, sp.s0, sp.s1, x, std::size_t(cols),
+                 n_tokens, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= n_tokens) break;
@@ -95,11 +105,11 @@ __global__ void gemv_units_kernel(const std::byte* w, std::size_t row_bytes, int
   // Thread i < rows of the block x tokens adds row i's parts in order.
   const int rows_here = kWarps / split, i = int(threadIdx.x);
   if (i < rows_here * n_tokens) {
-    const int r = i % rows_here, t = i / rows_here, out_row = int(blockIdx.x) * rows_here + r;
+    const int r = i % rows_here, t = i / rows_here, out_row = block * rows_here + r;
     if (out_row < rows) {
       float v = 0.f;
       for (int k = 0; k < split; ++k) v += part[r * split + k][t];
-      y[std::size_t(t) * rows + out_row] = v + (bias ? bias[out_row] : 0.f);
+      out.y[std::size_t(t) * rows + out_row] = v + (out.bias ? out.bias[out_row] : 0.f);
     }
   }
 }
@@ -220,15 +230,30 @@ bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols)
 
 void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
                 const float* bias, float* y, cudaStream_t s) {
+  const UnitsOut one{w, row_bytes, rows, bias, y};
+  gemv_units_batch(&one, 1, dtype, cols, x, T, s);
+}
+
+void gemv_units_batch(const UnitsOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s) {
+  if (T <= 0 || n_outs <= 0) return;
+  if (n_outs > kGemvMaxOuts) {
+    gemv_units_batch(outs, kGemvMaxOuts, dtype, cols, x, T, s);
+    return gemv_units_batch(outs + kGemvMaxOuts, n_outs - kGemvMaxOuts, dtype, cols, x, T, s);
+  }
   with_unit_dtype(dtype, [&](auto d) {
     constexpr DType D = decltype(d)::value;
     const int split = split_for(steps_of<D>(cols)), per_block = kWarps / split;
-    const unsigned blocks = unsigned((rows + per_block - 1) / per_block);
+    UnitsBatch batch{};
+    batch.n_outs = n_outs;
+    for (int o = 0; o < n_outs; ++o) {
+      batch.outs[o] = outs[o];
+      batch.first_block[o + 1] = batch.first_block[o] + unsigned((outs[o].rows + per_block - 1) / per_block);
+    }
+    const unsigned blocks = batch.first_block[n_outs];
     if (T == 1) {
-      launch(gemv_units_kernel<D, 1>, blocks, 32 * kWarps, 0, s, w, row_bytes, rows, cols, split, x, T, bias, y);
+      launch(gemv_units_kernel<D, 1>, blocks, 32 * kWarps, 0, s, batch, cols, split, x, T);
     } else {
-      launch(gemv_units_kernel<D, kGemvMaxRows>, blocks, 32 * kWarps, 0, s, w, row_bytes, rows, cols, split, x, T,
-             bias, y);
+      launch(gemv_units_kernel<D, kGemvMaxRows>, blocks, 32 * kWarps, 0, s, batch, cols, split, x, T);
     }
   });
 }

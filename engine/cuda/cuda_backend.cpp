@@ -278,18 +278,31 @@ class CudaBackend final : public Backend {
     const std::uint16_t* split[2] = {nullptr, nullptr};  // bf16, f16
     // Decode: the bf16 products read their weights once with fp32 activations, no split, all in
     // one launch.
+    // fp32 weights (a GGUF's shared-expert gate) join them: a warp group a row. Block-dtype products
+    // read in units go out in one launch per dtype.
     cuda::GemvOut gemv[cuda::kGemvMaxOuts];
     int n_gemv = 0;
+    std::vector<std::pair<DType, std::vector<cuda::UnitsOut>>> units;
     std::vector<const LinearOut*> rest;
+    const bool decode = T <= std::size_t(cuda::kGemvMaxRows);
     for (const LinearOut& o : outs) {
-      if (T <= std::size_t(cuda::kGemvMaxRows) && n_gemv < cuda::kGemvMaxOuts && o.w->dtype == DType::kBF16 &&
-          cuda::gemv_fits(weight(*o.w), o.w->row_bytes, o.w->cols)) {
-        gemv[n_gemv++] = {weight(*o.w), o.w->row_bytes, int(o.w->rows), o.bias, o.y};
+      const DType dt = o.w->dtype;
+      const std::byte* w = weight(*o.w);
+      if (decode && n_gemv < cuda::kGemvMaxOuts && (dt == DType::kBF16 || dt == DType::kF32) &&
+          cuda::gemv_fits(w, o.w->row_bytes, o.w->cols)) {
+        gemv[n_gemv++] = {w, o.w->row_bytes, int(o.w->rows), o.bias, o.y, dt == DType::kF32};
+      } else if (decode && cuda::units_fit(dt, w, o.w->row_bytes, int(o.w->cols))) {
+        auto it = std::find_if(units.begin(), units.end(), [&](const auto& u) {
+          return u.first == dt && u.second.size() < std::size_t(cuda::kGemvMaxOuts);
+        });
+        if (it == units.end()) it = units.insert(units.end(), {dt, {}});
+        it->second.push_back({w, o.w->row_bytes, int(o.w->rows), o.bias, o.y});
       } else {
         rest.push_back(&o);
       }
     }
     if (n_gemv) cuda::gemv_bf16(gemv, n_gemv, int(K), x, int(T), s());
+    for (const auto& [dt, u] : units) cuda::gemv_units_batch(u.data(), int(u.size()), dt, int(K), x, int(T), s());
     for (const LinearOut* op : rest) {
       const LinearOut& o = *op;
       const DType dt = o.w->dtype;

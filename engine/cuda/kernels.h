@@ -113,6 +113,16 @@ void gemv_blocks(const std::byte* w, DType dtype, std::size_t row_bytes, int row
 bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols);
 void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
                 const float* bias, float* y, cudaStream_t s);
+// Up to kGemvMaxOuts such products of one dtype and width over the same x in one launch (a DeltaNet
+// layer's q|k|v, z, b and a; a shared expert's gate and up): each is the same as gemv_units alone.
+struct UnitsOut {
+  const std::byte* w = nullptr;
+  std::size_t row_bytes = 0;
+  int rows = 0;
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+void gemv_units_batch(const UnitsOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s);
 // w's rows [0, rows) as bf16 planes hi and lo, each [rows, cols], w ~= hi + lo: the tiles a
 // prefill-sized product hands to cuBLAS.
 void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* hi,

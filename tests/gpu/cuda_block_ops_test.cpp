@@ -101,6 +101,60 @@ TEST_F(CudaBlockOps, ProductsOfEveryBlockDtypeMatchTheDequantisedReference) {
   }
 }
 
+// Decode-sized products handed over together (a DeltaNet layer's q|k|v, z, b, a; a shared expert's
+// gate and up; an fp32 gate beside them) go out a launch per dtype, at most four a launch: each
+// equals its product alone bit for bit, and the dequantised reference.
+TEST_F(CudaBlockOps, ProductsBatchedInOneLaunchEqualEachAlone) {
+  auto mixed = Checkpoint::open(gguf_fixtures() / "models" / "qwen3_moe-mixed.gguf");
+  ASSERT_TRUE(mixed.is_ok());
+  std::vector<Matrix> ws;
+  for (const char* name :
+       {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight", "lm_head.weight"}) {
+    ws.push_back(matrix_view(*mixed->tensor(name)));  // Q8_0, Q4_0, Q6_K
+  }
+  for (int e = 0; e < 4; ++e) {  // eight Q4_K products: two launches
+    for (const char* m : {"gate_proj", "up_proj"}) {
+      const std::string name = "model.layers.1.mlp.experts." + std::to_string(e) + "." + m + ".weight";
+      ws.push_back(matrix_view(*mixed->tensor(name)));
+    }
+  }
+  const std::size_t K = std::size_t(ws[0].cols);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> gate_f32(3 * K);  // an fp32 [3, K] matrix (a GGUF's shared-expert gate is [1, K])
+  for (float& v : gate_f32) v = nd(rng_);
+  ws.push_back(matrix_view(TensorView{"gate",
+                                      DType::kF32,
+                                      {3, int64_t(K)},
+                                      reinterpret_cast<const std::byte*>(gate_f32.data()),
+                                      gate_f32.size() * sizeof(float)}));
+  for (Matrix& w : ws) {
+    ASSERT_EQ(std::size_t(w.cols), K);
+    ASSERT_TRUE(cuda_->place(w));
+  }
+  for (std::size_t T : {1, 5}) {
+    std::vector<float> x(T * K);
+    for (float& v : x) v = nd(rng_);
+    const float* dx = dev(x);
+    std::vector<float*> together, alone;
+    std::vector<Backend::LinearOut> outs;
+    for (const Matrix& w : ws) {
+      together.push_back(dev(std::vector<float>(T * std::size_t(w.rows), 0.f)));
+      alone.push_back(dev(std::vector<float>(T * std::size_t(w.rows), 0.f)));
+      outs.push_back({&w, nullptr, together.back()});
+    }
+    on(*cuda_, [&] { cuda_->linears(dx, T, outs); });
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      const std::size_t n = T * std::size_t(ws[i].rows);
+      on(*cuda_, [&] { cuda_->linear(dx, T, ws[i], nullptr, alone[i]); });
+      std::vector<float> want(n);
+      on(*ref_, [&] { ref_->linear(x.data(), T, ws[i], nullptr, want.data()); });
+      const std::vector<float> got = host(together[i], n);
+      EXPECT_EQ(got, host(alone[i], n)) << "product " << i << " (" << dtype_name(ws[i].dtype) << "), T " << T;
+      EXPECT_LT(rel_l2(got, want), 2e-6) << "product " << i << " (" << dtype_name(ws[i].dtype) << "), T " << T;
+    }
+  }
+}
+
 // Safetensors' FP8 / NVFP4 / MXFP4 weights as repacked into row blocks (the fixture PyTorch made):
 // embedding rows decode exactly, products follow the dequantised reference.
 TEST_F(CudaBlockOps, SafetensorsFp8Nvfp4AndMxfp4RowBlocksDecodeAndMultiplyAsTheReference) {
