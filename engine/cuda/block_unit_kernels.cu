@@ -77,7 +77,7 @@ int split_for(int steps) { return steps >= 16 ? 8 : steps >= 8 ? 4 : steps >= 4 
 // The products of one launch (same dtype and columns, one x); block b works on product `o` where
 // first_block[o] <= b.
 struct UnitsBatch {
-  UnitsOut outs[kGemvMaxOuts];
+  GemvOut outs[kGemvMaxOuts];
   unsigned first_block[kGemvMaxOuts + 1];
   int n_outs;
 };
@@ -87,7 +87,7 @@ __global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, c
   pdl_enter();
   int o = 0;
   while (o + 1 < batch.n_outs && blockIdx.x >= batch.first_block[o + 1]) ++o;
-  const UnitsOut& out = batch.outs[o];
+  const GemvOut& out = batch.outs[o];
   const int block = int(blockIdx.x - batch.first_block[o]), rows = out.rows;
   __shared__ float part[kWarps][NT];
   const Split sp = split_of(split, steps_of<T>(cols), block);
@@ -230,11 +230,11 @@ bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols)
 
 void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
                 const float* bias, float* y, cudaStream_t s) {
-  const UnitsOut one{w, row_bytes, rows, bias, y};
+  const GemvOut one{w, row_bytes, rows, bias, y};
   gemv_units_batch(&one, 1, dtype, cols, x, T, s);
 }
 
-void gemv_units_batch(const UnitsOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s) {
+void gemv_units_batch(const GemvOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s) {
   if (T <= 0 || n_outs <= 0) return;
   if (n_outs > kGemvMaxOuts) {
     gemv_units_batch(outs, kGemvMaxOuts, dtype, cols, x, T, s);

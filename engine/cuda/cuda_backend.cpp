@@ -282,7 +282,7 @@ class CudaBackend final : public Backend {
     // read in units go out in one launch per dtype.
     cuda::GemvOut gemv[cuda::kGemvMaxOuts];
     int n_gemv = 0;
-    std::vector<std::pair<DType, std::vector<cuda::UnitsOut>>> units;
+    std::vector<std::pair<DType, std::vector<cuda::GemvOut>>> units;
     std::vector<const LinearOut*> rest;
     const bool decode = T <= std::size_t(cuda::kGemvMaxRows);
     for (const LinearOut& o : outs) {

@@ -88,15 +88,15 @@ void copy_columns(const float* src, std::size_t src_ld, std::size_t repeat, floa
 inline constexpr int kGemvMaxRows = 8;
 // Whether gemv_bf16 can read this weight (16-byte aligned rows of a multiple of 8 columns).
 bool gemv_fits(const std::byte* w, std::size_t row_bytes, int64_t cols);
-// One product of a gemv call: y [T, rows] = x [T, cols] w^T (+ bias), w bf16 [rows, cols] with
-// row stride row_bytes.
+// One product of a gemv call: y [T, rows] = x [T, cols] w^T (+ bias), w [rows, cols] (bf16, fp32
+// where f32 says, or the block dtype of a gemv_units_batch call) with row stride row_bytes.
 struct GemvOut {
   const std::byte* w = nullptr;
   std::size_t row_bytes = 0;
   int rows = 0;
   const float* bias = nullptr;
   float* y = nullptr;
-  bool f32 = false;  // fp32 weights (16-byte aligned rows), else bf16; gemv_route only
+  bool f32 = false;  // fp32 weights (16-byte aligned rows), else bf16
 };
 // GGUF block dtypes (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MXFP4), decoded 32 values at a time with
 // ggml's arithmetic (block_dequant.h). `cols` is a multiple of the block's values.
@@ -114,15 +114,9 @@ bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols)
 void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
                 const float* bias, float* y, cudaStream_t s);
 // Up to kGemvMaxOuts such products of one dtype and width over the same x in one launch (a DeltaNet
-// layer's q|k|v, z, b and a; a shared expert's gate and up): each is the same as gemv_units alone.
-struct UnitsOut {
-  const std::byte* w = nullptr;
-  std::size_t row_bytes = 0;
-  int rows = 0;
-  const float* bias = nullptr;
-  float* y = nullptr;
-};
-void gemv_units_batch(const UnitsOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s);
+// layer's q|k|v, z, b and a; a shared expert's gate and up), GemvOut's w in that dtype (f32 unused):
+// each is the same as gemv_units alone.
+void gemv_units_batch(const GemvOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s);
 // w's rows [0, rows) as bf16 planes hi and lo, each [rows, cols], w ~= hi + lo: the tiles a
 // prefill-sized product hands to cuBLAS.
 void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* hi,
