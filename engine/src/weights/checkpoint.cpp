@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -183,12 +184,12 @@ Result<Checkpoint> Checkpoint::open(const fs::path& dir) {
     };
     for (const GgufBuilt& b : hf.built) {
       FT_ASSIGN_OR_RETURN(const TensorView src, raw(b.src));
-      FT_ASSIGN_OR_RETURN(const TensorView src2, raw(b.src2));
-      Impl::Built built{b.shape, {}};
-      std::size_t n = 1;
-      for (const int64_t d : b.shape) n *= std::size_t(d);
-      built.data.resize(n);
-      FT_RETURN_IF_ERROR(gguf_build(b, src, src2, built.data.data()));
+      std::optional<TensorView> src2;  // kv_b_proj's second half
+      if (b.op == GgufBuilt::Op::kJoinKvB) {
+        FT_ASSIGN_OR_RETURN(src2, raw(b.src2));
+      }
+      Impl::Built built{b.shape, std::vector<float>(b.numel())};
+      FT_RETURN_IF_ERROR(gguf_build(b, src, src2 ? &*src2 : nullptr, built.data.data()));
       impl->gguf_built.emplace(b.hf_name, std::move(built));
     }
     return Checkpoint(std::move(impl));

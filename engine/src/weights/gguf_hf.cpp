@@ -236,11 +236,7 @@ class Translator {
   Status place(std::string hf_name, std::size_t index, std::vector<int64_t> shape) {
     const GgufTensor& t = file_.tensors()[index];
     if (is_deltanet_arch(arch_.id)) {
-      constexpr std::string_view kOnePlus[] = {"input_layernorm.weight", "post_attention_layernorm.weight",
-                                               "self_attn.q_norm.weight", "self_attn.k_norm.weight",
-                                               "model.norm.weight"};
-      const bool one_plus = std::any_of(std::begin(kOnePlus), std::end(kOnePlus),
-                                        [&](std::string_view n) { return std::string_view(hf_name).ends_with(n); });
+      const bool one_plus = gguf_stores_one_plus(hf_name);
       const bool a_log = std::string_view(hf_name).ends_with("linear_attn.A_log");
       if (one_plus || a_log) {
         GgufBuilt b;
@@ -697,12 +693,25 @@ Status join_kv_b(const GgufBuilt& j, const TensorView& k, const TensorView& v, f
 
 }  // namespace
 
-Status gguf_build(const GgufBuilt& b, const TensorView& src, const TensorView& src2, float* out) {
+std::size_t GgufBuilt::numel() const {
   std::size_t n = 1;
-  for (const int64_t d : b.shape) n *= std::size_t(d);
+  for (const int64_t d : shape) n *= std::size_t(d);
+  return n;
+}
+
+bool gguf_stores_one_plus(std::string_view hf_name) {
+  constexpr std::string_view kOnePlus[] = {"input_layernorm.weight", "post_attention_layernorm.weight",
+                                           "self_attn.q_norm.weight", "self_attn.k_norm.weight", "model.norm.weight"};
+  return std::any_of(std::begin(kOnePlus), std::end(kOnePlus),
+                     [&](std::string_view n) { return hf_name.ends_with(n); });
+}
+
+Status gguf_build(const GgufBuilt& b, const TensorView& src, const TensorView* src2, float* out) {
+  const std::size_t n = b.numel();
   switch (b.op) {
     case GgufBuilt::Op::kJoinKvB:
-      return join_kv_b(b, src, src2, out);
+      if (!src2) return internal_error("gguf_build: kv_b_proj needs attn_v_b");
+      return join_kv_b(b, src, *src2, out);
     case GgufBuilt::Op::kMinusOne:
     case GgufBuilt::Op::kLogOfNegated: {
       FT_RETURN_IF_ERROR(to_f32(src, out, 0, n));

@@ -45,6 +45,7 @@ struct GgufBuilt {
   std::size_t src = 0, src2 = 0;                        // indices into GgufFile::tensors()
   int64_t heads = 0, nope = 0, v_dim = 0, kv_lora = 0;  // kJoinKvB
   std::vector<int64_t> rows;                            // kGatherRows
+  std::size_t numel() const;                            // of the result
 };
 
 struct GgufAsHf {
@@ -54,9 +55,14 @@ struct GgufAsHf {
   std::vector<GgufBuilt> built;
 };
 
-// Fills `out` (the product of b.shape floats) from the GGUF tensors `src` and `src2` (TensorViews
-// of b.src and b.src2, any dtype to_f32 reads; src2 is read by kJoinKvB only).
-Status gguf_build(const GgufBuilt& b, const TensorView& src, const TensorView& src2, float* out);
+// Fills `out` (b.numel() floats) from the GGUF tensors `src` and, for kJoinKvB, `src2` (TensorViews
+// of b.src and b.src2, any dtype to_f32 reads; src2 is null for the other ops).
+Status gguf_build(const GgufBuilt& b, const TensorView& src, const TensorView* src2, float* out);
+
+// Whether a Gated DeltaNet hybrid's converter stores this HF tensor as 1 + w (Qwen3-Next's and
+// Qwen3.5's zero-centred norms: the layer norms, q/k norms and the final norm; not the linear
+// attention's gated norm).
+bool gguf_stores_one_plus(std::string_view hf_name);
 
 Result<GgufAsHf> gguf_as_hf(const GgufFile& file, const std::string& label);
 

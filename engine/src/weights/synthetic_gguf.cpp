@@ -127,11 +127,7 @@ Result<std::vector<Planned>> plan_tensors(const RandomCheckpointSpec& spec, Synt
   };
   // The hybrids' zero-centred norms, which the converter stores as 1 + w.
   const auto norm_stored = [&](std::string_view hf) {
-    return hybrid && (hf == "model.norm.weight" || hf.ends_with("input_layernorm.weight") ||
-                      hf.ends_with("post_attention_layernorm.weight") || hf.ends_with("self_attn.q_norm.weight") ||
-                      hf.ends_with("self_attn.k_norm.weight"))
-               ? Stored::kOnePlus
-               : Stored::kAsIs;
+    return hybrid && gguf_stores_one_plus(hf) ? Stored::kOnePlus : Stored::kAsIs;
   };
   for (const PlannedTensor& t : random_checkpoint_tensors(spec)) {
     std::string_view n = t.name;
