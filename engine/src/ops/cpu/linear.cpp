@@ -12,6 +12,7 @@
 #include "ops/cpu/amx.h"
 #include "ops/cpu/dequant_rows.h"
 #include "ops/cpu/dots.h"
+#include "ops/cpu/int8_dots.h"
 #include "ops/reference/dot.h"
 
 namespace ft::engine::cpu {
@@ -40,9 +41,23 @@ void bf16_block(DotsFn dots, const PreparedX& x, const Matrix& w, std::size_t r0
 
 // The generic path: widen (or, for a block dtype, decode) a weight row, then fp32 dots against
 // fp32 activations.
-void widened_block(CpuIsa isa, const float* x, const Matrix& w, std::size_t r0, std::size_t r1, std::size_t t0,
-                   std::size_t t1, float* y, std::size_t ldy) {
+void widened_block(CpuIsa isa, const float* x, const X8Rows* x8, const Matrix& w, std::size_t r0, std::size_t r1,
+                   std::size_t t0, std::size_t t1, float* y, std::size_t ldy) {
   const std::size_t cols = std::size_t(w.cols);
+  // Q4_K / Q6_K with integer products: every token count the same kernel, a few tokens a call.
+  if (x8) {
+    const Int8DotsFn dots = int8_dots_for(isa, w.dtype);
+    float out[kInt8DotTokens];
+    for (std::size_t r = r0; r < r1; ++r) {
+      const auto* row = reinterpret_cast<const std::uint8_t*>(w.row(int64_t(r)));
+      for (std::size_t t = t0; t < t1; t += kInt8DotTokens) {
+        const std::size_t n = std::min(kInt8DotTokens, t1 - t);
+        dots(row, cols, *x8, t, n, out);
+        for (std::size_t j = 0; j < n; ++j) y[(t + j) * ldy + r] = out[j];
+      }
+    }
+    return;
+  }
   // A few tokens on a block dtype: the fused kernel decodes each row in registers per group of
   // tokens (more tokens: one decoded row serves them all).
   if (const BlockDotsFn fused = block_dots_for(isa, w.dtype); fused && t1 - t0 <= 2 * kBlockDotTokens) {
@@ -144,8 +159,11 @@ void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w,
     }
     xf = widened.data();
   }
+  X8Rows x8;
+  const bool int8 = int8_dots_for(isa, w.dtype) && w.cols % int64_t(kX8Block) == 0;
+  if (int8) x8.quantize(xf, T, std::size_t(w.cols), std::size_t(w.cols));
   for_blocks(T, r0, r1, [&](std::size_t a, std::size_t b, std::size_t t0, std::size_t t1) {
-    widened_block(isa, xf, w, a, b, t0, t1, y, ldy);
+    widened_block(isa, xf, int8 ? &x8 : nullptr, w, a, b, t0, t1, y, ldy);
   });
 }
 

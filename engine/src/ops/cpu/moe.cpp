@@ -15,6 +15,7 @@
 #include "ops/cpu/dequant_rows.h"
 #include "ops/cpu/dots.h"
 #include "ops/cpu/elementwise.h"
+#include "ops/cpu/int8_dots.h"
 #include "ops/cpu/linear.h"
 
 namespace ft::engine::cpu {
@@ -213,6 +214,28 @@ void row_dots(CpuIsa isa, BlockDotsFn fused, const Matrix& m, std::size_t r, con
   for (std::size_t t = 0; t < n; ++t) out[t] = dot_decoded(w.data(), x + t * ld, cols);
 }
 
+// The same with the integer products where m's dtype has them and x8 holds the rows (x's row j is
+// x8's row a0 + j).
+void row_dots(CpuIsa isa, BlockDotsFn fused, const X8Rows* x8, std::size_t a0, const Matrix& m, std::size_t r,
+              const float* x, std::size_t ld, std::size_t n, float* out) {
+  if (const Int8DotsFn dots = x8 ? int8_dots_for(isa, m.dtype) : nullptr) {
+    const auto* row = reinterpret_cast<const std::uint8_t*>(m.row(int64_t(r)));
+    for (std::size_t t = 0; t < n; t += kInt8DotTokens)
+      dots(row, std::size_t(m.cols), *x8, a0 + t, std::min(kInt8DotTokens, n - t), out + t);
+    return;
+  }
+  row_dots(isa, fused, m, r, x, ld, n, out);
+}
+
+// Whether any expert's `which` matrix takes the integer products (then its input is quantised).
+template <typename Which>
+bool any_int8(CpuIsa isa, const MoeWeights& w, std::size_t cols, Which which) {
+  if (cols % kX8Block != 0) return false;
+  return std::any_of(w.experts.begin(), w.experts.end(), [&](const SwiGluMatrices& m) {
+    return which(m, [&](const Matrix& x) { return int8_dots_for(isa, x.dtype) != nullptr; });
+  });
+}
+
 bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w) {
   for (const SwiGluMatrices& m : w.experts)
     for (const Matrix* x : {&m.gate, &m.up, &m.down})
@@ -227,6 +250,11 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   const bool plain = w.plain_experts();
   float* h = s.floats(std::max<std::size_t>(g.begin[E], 1) * I);
+  const std::size_t A = g.begin[E];
+  X8Rows xq, hq;  // the inputs as int8 planes, where an expert's dtype has integer products
+  const bool x_int8 = any_int8(isa, w, H, [](const SwiGluMatrices& m, auto has) { return has(m.gate) || has(m.up); });
+  const bool h_int8 = any_int8(isa, w, I, [](const SwiGluMatrices& m, auto has) { return has(m.down); });
+  if (x_int8) xq.quantize(xg, A, H, H);
   const std::vector<Item> up_items = items(g, E, I);
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
     const Item& it = up_items[i];
@@ -235,13 +263,14 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
     std::vector<float> gb(n), ub(n);
     for (std::size_t r = it.r0; r < it.r1; ++r) {
-      row_dots(isa, gate, m.gate, r, xg + a0 * H, H, n, gb.data());
-      row_dots(isa, up, m.up, r, xg + a0 * H, H, n, ub.data());
+      row_dots(isa, gate, x_int8 ? &xq : nullptr, a0, m.gate, r, xg + a0 * H, H, n, gb.data());
+      row_dots(isa, up, x_int8 ? &xq : nullptr, a0, m.up, r, xg + a0 * H, H, n, ub.data());
       const float bg = bias_at(w.gate_bias, it.expert, I, r), bu = bias_at(w.up_bias, it.expert, I, r);
       for (std::size_t j = 0; j < n; ++j)
         h[(a0 + j) * I + r] = plain ? silu(gb[j]) * ub[j] : ref::expert_glu(w.glu, gb[j] + bg, ub[j] + bu);
     }
   });
+  if (h_int8) hq.quantize(h, A, I, I);
   const std::vector<Item> down_items = items(g, E, H);
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const Item& it = down_items[i];
@@ -250,7 +279,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
     std::vector<float> db(n);
     for (std::size_t r = it.r0; r < it.r1; ++r) {
-      row_dots(isa, down, m.down, r, h + a0 * I, I, n, db.data());
+      row_dots(isa, down, h_int8 ? &hq : nullptr, a0, m.down, r, h + a0 * I, I, n, db.data());
       const float bd = bias_at(w.down_bias, it.expert, H, r);
       for (std::size_t j = 0; j < n; ++j) y[(a0 + j) * H + r] = db[j] + bd;
     }

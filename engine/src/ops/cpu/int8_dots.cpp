@@ -1,0 +1,223 @@
+#include "ops/cpu/int8_dots.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "ft/engine/bf16.h"
+#include "ops/block_fields.h"
+#include "ops/cpu/simd.h"
+
+namespace ft::engine::cpu {
+
+namespace {
+
+// One row of `cols` values: per 256, d1 = max |x| / 127 and d2 = d1 / 254; hi = round(x / d1),
+// lo = round((x - d1 hi) / d2), both within [-127, 127]; the sums in a fixed order.
+void quantize_row(const float* x, std::size_t cols, std::int8_t* hi, std::int8_t* lo, float* d, float* s16,
+                  float* s32) {
+  for (std::size_t b = 0; b < cols / kX8Block; ++b) {
+    const float* v = x + b * kX8Block;
+    float amax = 0.f;
+    for (std::size_t i = 0; i < kX8Block; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float d1 = amax / 127.f, d2 = d1 / 254.f;
+    d[2 * b] = d1;
+    d[2 * b + 1] = d2;
+    for (std::size_t i = 0; i < kX8Block; ++i) {
+      int q1 = 0, q2 = 0;
+      if (amax > 0.f) {
+        q1 = std::clamp(int(std::nearbyint(v[i] / d1)), -127, 127);
+        q2 = std::clamp(int(std::nearbyint(std::fma(-float(q1), d1, v[i]) / d2)), -127, 127);
+      }
+      hi[b * kX8Block + i] = std::int8_t(q1);
+      lo[b * kX8Block + i] = std::int8_t(q2);
+    }
+  }
+  for (std::size_t g = 0; g < cols / 16; ++g) {
+    float s = 0.f;
+    for (std::size_t i = 0; i < 16; ++i) s += x[16 * g + i];
+    s16[g] = s;
+  }
+  for (std::size_t g = 0; g < cols / 32; ++g) s32[g] = s16[2 * g] + s16[2 * g + 1];
+}
+
+float f16_at(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+#if FT_X86
+FT_SIMD_BEGIN
+
+FT_TARGET_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Sum over 32 values of codes (unsigned bytes) times x (signed bytes), as 8 int32 lanes each
+// weighted by its 16-bit scale lanes.
+FT_TARGET_AVX2 inline __m256i scaled_dot32(__m256i codes, const std::int8_t* x, __m256i scale) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, load32(x)), scale);
+}
+
+// Q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles): sub-block j
+// is the low (j even) or high nibbles of bytes 32 (j / 2) ..; value = d sc_j q - dmin m_j. Codes
+// 0..15 times |x| <= 127, two a lane, fit VPMADDUBSW's int16 (3,810); times sc <= 63, int32.
+template <int NT>
+FT_TARGET_AVX2 void q4_k_dots(const std::uint8_t* b, std::size_t cols, const X8Rows& x, std::size_t t0, float* out) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT], offs[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = offs[t] = _mm256_setzero_ps();
+  for (std::size_t i = 0; i < cols / 256; ++i, b += 144) {
+    const float d = f16_at(b), dmin = f16_at(b + 2);
+    // The 12 scale bytes unpacked four at a time (get_scale_min_k4 for all j at once): bytes of
+    // u[0..1] are sc_0..7, of u[2..3] m_0..7.
+    std::uint32_t u[4];
+    std::memcpy(u, b + 4, 12);
+    u[3] = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const std::uint32_t m_lo = u[1] & 0x3F3F3F3Fu;
+    u[1] = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = m_lo;
+    u[0] &= 0x3F3F3F3Fu;
+    const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u)));  // sc | m, int16
+    const __m256i sc2 = _mm256_permute2x128_si256(sm, sm, 0x00);  // sc_0..7 in both lanes
+    __m256i scale[8];
+    for (int j = 0; j < 8; ++j)
+      scale[j] = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16(std::int16_t(0x0100 + 0x0202 * j)));
+    const __m256 m =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(sm, 1))), _mm256_set1_ps(dmin));
+    __m256i codes[8];
+    for (int p = 0; p < 4; ++p) {
+      const __m256i v = load32(b + 16 + 32 * p);
+      codes[2 * p] = _mm256_and_si256(v, low);
+      codes[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    }
+    for (int t = 0; t < NT; ++t) {
+      const std::int8_t* hi = x.hi(t0 + t) + 256 * i;
+      const std::int8_t* lo = x.lo(t0 + t) + 256 * i;
+      __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        sh = _mm256_add_epi32(sh, scaled_dot32(codes[j], hi + 32 * j, scale[j]));
+        sl = _mm256_add_epi32(sl, scaled_dot32(codes[j], lo + 32 * j, scale[j]));
+      }
+      const float* dd = x.scales(t0 + t) + 2 * i;
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sh), _mm256_set1_ps(d * dd[0]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sl), _mm256_set1_ps(d * dd[1]), acc[t]);
+      offs[t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(x.sums32(t0 + t) + 8 * i), offs[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) - hsum256(offs[t]);
+}
+
+// Q6_K (210 bytes: 128 bytes of low 4 bits, 64 of high 2 bits, 16 int8 scales, d): per 128 values
+// (half h), bytes ql[64h ..] give values 0..63 (low nibbles) and 64..127 (high), qh[32h ..] their
+// top bits in pairs; value = d sc_k (q - 32), one scale per 16 values. Codes 0..63 (the -32 through
+// the sums of x): 2 x 63 x 127 fits int16.
+template <int NT>
+FT_TARGET_AVX2 void q6_k_dots(const std::uint8_t* b, std::size_t cols, const X8Rows& x, std::size_t t0, float* out) {
+  const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
+  // Words 0..7 from the first int16 of a dword, 8..15 from the second: [sc_2k x 8 | sc_2k+1 x 8].
+  const __m256i pair_to_halves =
+      _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+  __m256 acc[NT], offs[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = offs[t] = _mm256_setzero_ps();
+  for (std::size_t i = 0; i < cols / 256; ++i, b += 210) {
+    const float d = f16_at(b + 208);
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    __m256i codes[8], scale[8];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i a = load32(b + 64 * h), c = load32(b + 64 * h + 32), q = load32(b + 128 + 32 * h);
+      codes[4 * h] = _mm256_or_si256(_mm256_and_si256(a, low), _mm256_and_si256(_mm256_slli_epi16(q, 4), top));
+      codes[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(c, low), _mm256_and_si256(_mm256_slli_epi16(q, 2), top));
+      codes[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low), _mm256_and_si256(q, top));
+      codes[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low),
+                                         _mm256_and_si256(_mm256_srli_epi16(q, 2), top));
+    }
+    for (int k = 0; k < 8; ++k)
+      scale[k] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(k)), pair_to_halves);
+    const __m256 sc_lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8));
+    const __m256 sc_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8)));
+    const __m256 off = _mm256_set1_ps(32.f * d);
+    for (int t = 0; t < NT; ++t) {
+      const std::int8_t* hi = x.hi(t0 + t) + 256 * i;
+      const std::int8_t* lo = x.lo(t0 + t) + 256 * i;
+      __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k) {
+        sh = _mm256_add_epi32(sh, scaled_dot32(codes[k], hi + 32 * k, scale[k]));
+        sl = _mm256_add_epi32(sl, scaled_dot32(codes[k], lo + 32 * k, scale[k]));
+      }
+      const float* dd = x.scales(t0 + t) + 2 * i;
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sh), _mm256_set1_ps(d * dd[0]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sl), _mm256_set1_ps(d * dd[1]), acc[t]);
+      const float* s = x.sums16(t0 + t) + 16 * i;
+      const __m256 corr = _mm256_fmadd_ps(sc_lo, _mm256_loadu_ps(s), _mm256_mul_ps(sc_hi, _mm256_loadu_ps(s + 8)));
+      offs[t] = _mm256_fmadd_ps(corr, off, offs[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) - hsum256(offs[t]);
+}
+
+#define FT_INT8_KERNEL(Name, fn)                                                                                      \
+  FT_TARGET_AVX2 void Name(const std::uint8_t* row, std::size_t cols, const X8Rows& x, std::size_t t0, std::size_t n, \
+                           float* out) {                                                                              \
+    switch (n) {                                                                                                      \
+      case 1:                                                                                                         \
+        return fn<1>(row, cols, x, t0, out);                                                                          \
+      case 2:                                                                                                         \
+        return fn<2>(row, cols, x, t0, out);                                                                          \
+      case 3:                                                                                                         \
+        return fn<3>(row, cols, x, t0, out);                                                                          \
+      default:                                                                                                        \
+        return fn<4>(row, cols, x, t0, out);                                                                          \
+    }                                                                                                                 \
+  }
+FT_INT8_KERNEL(q4_k_int8, q4_k_dots)
+FT_INT8_KERNEL(q6_k_int8, q6_k_dots)
+#undef FT_INT8_KERNEL
+
+FT_SIMD_END
+#endif
+
+bool int8_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("FT_CPU_INT8");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
+}  // namespace
+
+void X8Rows::quantize(const float* x, std::size_t T, std::size_t cols, std::size_t ld) {
+  cols_ = cols;
+  hi_.resize(T * cols);
+  lo_.resize(T * cols);
+  d_.resize(T * (cols / kX8Block) * 2);
+  s16_.resize(T * (cols / 16));
+  s32_.resize(T * (cols / 32));
+  const auto row = [&](std::size_t t) {
+    quantize_row(x + t * ld, cols, hi_.data() + t * cols, lo_.data() + t * cols, d_.data() + t * (cols / kX8Block) * 2,
+                 s16_.data() + t * (cols / 16), s32_.data() + t * (cols / 32));
+  };
+  if (T < 16) {
+    for (std::size_t t = 0; t < T; ++t) row(t);
+    return;
+  }
+  tbb::parallel_for(std::size_t(0), T, row);
+}
+
+Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype) {
+#if FT_X86
+  if (isa != CpuIsa::kScalar && int8_enabled()) {
+    if (dtype == DType::kQ4_K) return q4_k_int8;
+    if (dtype == DType::kQ6_K) return q6_k_int8;
+  }
+#endif
+  (void)isa;
+  (void)dtype;
+  return nullptr;
+}
+
+}  // namespace ft::engine::cpu

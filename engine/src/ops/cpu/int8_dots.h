@@ -1,0 +1,54 @@
+// Decode-sized products on Q4_K and Q6_K rows with integer arithmetic: the activations quantised
+// once per call into two int8 planes (x ~= d1 hi + d2 lo per 256 values, d2 = d1 / 254: within
+// 1/64,516 of the block's largest value, what the bf16 hi + lo planes of the other products give),
+// the weights' codes multiplied as bytes (VPMADDUBSW, then VPMADDWD with the sub-block scales),
+// scaled once per super-block. A fused fp32 kernel decodes every value into a float first; here 32
+// values take a handful of integer instructions, so a core streams several times the bytes.
+//
+// The offsets (Q4_K's mins, Q6_K's -32) multiply fp32 sums of x over their sub-blocks, exact.
+// Every token's result is the same instruction sequence whatever the token count (each token has
+// its own accumulators), so a batch equals its sequences alone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ft/engine/dtype.h"
+#include "ft/engine/expert_kernels.h"
+
+namespace ft::engine::cpu {
+
+inline constexpr std::size_t kX8Block = 256;  // values per (d1, d2)
+
+// T rows of `cols` activations (cols a multiple of 256) as the integer products read them.
+class X8Rows {
+ public:
+  X8Rows() = default;
+  // Quantises x [T, cols] (row stride ld floats) into this object's buffers (reused across calls).
+  void quantize(const float* x, std::size_t T, std::size_t cols, std::size_t ld);
+
+  std::size_t cols() const { return cols_; }
+  const std::int8_t* hi(std::size_t t) const { return hi_.data() + t * cols_; }
+  const std::int8_t* lo(std::size_t t) const { return lo_.data() + t * cols_; }
+  const float* scales(std::size_t t) const { return d_.data() + t * (cols_ / kX8Block) * 2; }  // d1, d2 per block
+  const float* sums16(std::size_t t) const { return s16_.data() + t * (cols_ / 16); }          // sum of every 16 values
+  const float* sums32(std::size_t t) const { return s32_.data() + t * (cols_ / 32); }          // sum of every 32 values
+
+ private:
+  std::size_t cols_ = 0;
+  std::vector<std::int8_t> hi_, lo_;
+  std::vector<float> d_, s16_, s32_;
+};
+
+// out[j] = row . x_{t0 + j} for j < n (n <= kInt8DotTokens): the row's super-blocks against the
+// quantised rows.
+inline constexpr std::size_t kInt8DotTokens = 4;
+using Int8DotsFn = void (*)(const std::uint8_t* row, std::size_t cols, const X8Rows& x, std::size_t t0, std::size_t n,
+                            float* out);
+
+// The integer kernel for `dtype` on `isa` (AVX2 and up: Q4_K, Q6_K), or null. FT_CPU_INT8=0 turns
+// them off (the fp32 fused kernels then serve, as on CPUs without AVX2).
+Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype);
+
+}  // namespace ft::engine::cpu
