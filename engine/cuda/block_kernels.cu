@@ -155,9 +155,9 @@ __global__ void moe_down_blocks_kernel(const ExpertTable e, const float* h, int 
 }  // namespace
 
 void moe_gate_up_blocks(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
-                        cudaStream_t s) {
+                        cudaStream_t s, const X8* xq) {
   if (T <= 0) return;
-  if (experts.gate_up_units) return moe_gate_up_units(experts, x, T, top_k, chosen, h, s);
+  if (experts.gate_up_units) return moe_gate_up_units(experts, x, T, top_k, chosen, h, s, xq);
   with_block_dtype(experts.gate_up_dtype, [&](auto d) {
     launch(moe_gate_up_blocks_kernel<decltype(d)::value>,
            dim3(unsigned((experts.inter + kWarps - 1) / kWarps), unsigned(T * top_k)), 32 * kWarps, 0, s, experts, x,
@@ -166,9 +166,9 @@ void moe_gate_up_blocks(const ExpertTable& experts, const float* x, int T, int t
 }
 
 void moe_down_combine_blocks(const ExpertTable& experts, const float* h, int T, int top_k,
-                             const ChoicesByExpert& by_expert, float* out, cudaStream_t s) {
+                             const ChoicesByExpert& by_expert, float* out, cudaStream_t s, const X8* hq) {
   if (T <= 0) return;
-  if (experts.down_units) return moe_down_combine_units(experts, h, T, top_k, by_expert, out, s);
+  if (experts.down_units) return moe_down_combine_units(experts, h, T, top_k, by_expert, out, s, hq);
   with_block_dtype(experts.down_dtype, [&](auto d) {
     launch(moe_down_blocks_kernel<decltype(d)::value>, dim3(unsigned((experts.hidden + kWarps - 1) / kWarps), unsigned(T)),
            32 * kWarps, 0, s, experts, h, top_k, by_expert, out);

@@ -3,6 +3,9 @@
 // K-quant super-blocks, or eight 32-value blocks), and long rows are split over up to 8 warps so that each has only a
 // few steps (their loads all in flight at once); the lanes' and the warps' sums are added in a fixed order, so a row's
 // result depends on its length alone, never on the launch or the token count.
+#include <cstdlib>
+#include <cstring>
+
 #include "block_dequant.h"
 #include "block_units.h"
 #include "glu_device.h"
@@ -37,10 +40,15 @@ __host__ __device__ constexpr int steps_of(int cols) {
   return (cols / kUnitValues + units_per_step<T>() - 1) / units_per_step<T>();
 }
 
-// acc[t] += row . x_t (x_t = x + t * ldx) over steps [s0, s1) of a row of `units` units, this
-// lane's share (a lane whose unit is past the row's end adds nothing).
-template <DType T, int NT>
-__device__ __forceinline__ void row_dot(const std::byte* row, int units, int s0, int s1, const float* x,
+// Token t's int8 activations from value `at` of its row (row stride ld values).
+__device__ __forceinline__ units::X8Row x8_at(const X8& q, std::size_t at) {
+  return {q.hi + at, q.lo + at, reinterpret_cast<const float4*>(q.meta) + at / 32};
+}
+
+// acc[t] += row . x_t (x_t = x + t * ldx, or xq's row t with Q) over steps [s0, s1) of a row of
+// `units` units, this lane's share (a lane whose unit is past the row's end adds nothing).
+template <DType T, int NT, bool Q>
+__device__ __forceinline__ void row_dot(const std::byte* row, int units, int s0, int s1, const float* x, const X8& xq,
                                         std::size_t ldx, int n_tokens, float (&acc)[NT]) {
   const auto* r = reinterpret_cast<const std::uint8_t*>(row);
   const int lane = int(threadIdx.x % 32), j = lane % Lane<T>::kLanes;
@@ -48,12 +56,23 @@ __device__ __forceinline__ void row_dot(const std::byte* row, int units, int s0,
   for (int s = s0; s < s1; ++s) {
     const int u = s * units_per_step<T>() + lane / Lane<T>::kLanes;
     if (u >= units) break;
-    Piece<Lane<T>::kGroup> p;
-    Lane<T>::decode(r + std::size_t(u) * Lane<T>::kUnitBytes, j, p);
+    const std::uint8_t* unit = r + std::size_t(u) * Lane<T>::kUnitBytes;
+    if constexpr (Q) {
+      units::CodePiece<Lane<T>::kGroup> p;
+      Lane<T>::codes(unit, j, p);
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= n_tokens) break;
-      acc[t] += piece_dot<T>(p, x + std::size_t(t) * ldx + std::size_t(u) * kUnitValues);
+      for (int t = 0; t < NT; ++t) {
+        if (t >= n_tokens) break;
+        acc[t] += units::codes_dot<T>(p, x8_at(xq, std::size_t(t) * ldx + std::size_t(u) * kUnitValues));
+      }
+    } else {
+      Piece<Lane<T>::kGroup> p;
+      Lane<T>::decode(unit, j, p);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t >= n_tokens) break;
+        acc[t] += piece_dot<T>(p, x + std::size_t(t) * ldx + std::size_t(u) * kUnitValues);
+      }
     }
   }
 }
@@ -82,8 +101,9 @@ struct UnitsBatch {
   int n_outs;
 };
 
-template <DType T, int NT>
-__global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, const float* x, int n_tokens) {
+template <DType T, int NT, bool Q>
+__global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, const float* x, const X8 xq,
+                                  int n_tokens) {
   pdl_enter();
   int o = 0;
   while (o + 1 < batch.n_outs && blockIdx.x >= batch.first_block[o + 1]) ++o;
@@ -93,8 +113,8 @@ __global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, c
   const Split sp = split_of(split, steps_of<T>(cols), block);
   const int row = min(sp.row, rows - 1);  // a row past the end computes the last one and writes nothing
   float acc[NT] = {};
-  row_dot<T, NT>(out.w + std::size_t(row) * out.row_bytes, cols / kUnitValues, sp.s0, sp.s1, x, std::size_t(cols),
-                 n_tokens, acc);
+  row_dot<T, NT, Q>(out.w + std::size_t(row) * out.row_bytes, cols / kUnitValues, sp.s0, sp.s1, x, xq,
+                    std::size_t(cols), n_tokens, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= n_tokens) break;
@@ -116,16 +136,16 @@ __global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, c
 
 // h[pair, row] = glu(gate_e . x_t, up_e . x_t) for pair = t * top_k + k (e = chosen[pair]): both
 // matrices' loads in flight together, a row's steps split over warps as in the gemv.
-template <DType G>
-__global__ void moe_gate_up_units_kernel(const ExpertTable e, const float* x, int top_k, const int32_t* chosen,
-                                         int split, float* h) {
+template <DType G, bool Q>
+__global__ void moe_gate_up_units_kernel(const ExpertTable e, const float* x, const X8 xq, int top_k,
+                                         const int32_t* chosen, int split, float* h) {
   pdl_enter();
   __shared__ float part[kWarps][2];
   const int pair = int(blockIdx.y);
   const Split sp = split_of(split, steps_of<G>(e.hidden));
   const int row = min(sp.row, e.inter - 1);
   const int expert = chosen[pair];
-  const float* xt = x + std::size_t(pair / top_k) * e.hidden;
+  const std::size_t xt = std::size_t(pair / top_k) * std::size_t(e.hidden);  // the token's row
   const std::size_t off = std::size_t(row) * e.gate_up_row_bytes;
   const auto* g = reinterpret_cast<const std::uint8_t*>(e.gate[expert] + off);
   const auto* u = reinterpret_cast<const std::uint8_t*>(e.up[expert] + off);
@@ -134,11 +154,21 @@ __global__ void moe_gate_up_units_kernel(const ExpertTable e, const float* x, in
   for (int s = sp.s0; s < sp.s1; ++s) {
     const int k = s * units_per_step<G>() + lane / Lane<G>::kLanes;
     if (k >= units) break;
-    Piece<Lane<G>::kGroup> pg, pu;
-    Lane<G>::decode(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
-    Lane<G>::decode(u + std::size_t(k) * Lane<G>::kUnitBytes, j, pu);
-    gs += piece_dot<G>(pg, xt + std::size_t(k) * kUnitValues);
-    us += piece_dot<G>(pu, xt + std::size_t(k) * kUnitValues);
+    const std::size_t at = xt + std::size_t(k) * kUnitValues;
+    if constexpr (Q) {
+      units::CodePiece<Lane<G>::kGroup> pg, pu;
+      Lane<G>::codes(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
+      Lane<G>::codes(u + std::size_t(k) * Lane<G>::kUnitBytes, j, pu);
+      const units::X8Row xr = x8_at(xq, at);
+      gs += units::codes_dot<G>(pg, xr);
+      us += units::codes_dot<G>(pu, xr);
+    } else {
+      Piece<Lane<G>::kGroup> pg, pu;
+      Lane<G>::decode(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
+      Lane<G>::decode(u + std::size_t(k) * Lane<G>::kUnitBytes, j, pu);
+      gs += piece_dot<G>(pg, x + at);
+      us += piece_dot<G>(pu, x + at);
+    }
   }
   gs = warp_sum(gs);
   us = warp_sum(us);
@@ -164,9 +194,9 @@ __global__ void moe_gate_up_units_kernel(const ExpertTable e, const float* x, in
 // out[t, row] = sum over token t's choices, in ascending expert order, of weight * down_e . h[pair].
 // A block takes kDownRows rows of one token; its warps split the choices (warp w: w, w + 8, ..),
 // each weighted product lands in shared memory, and the block adds them in choice order.
-template <DType D>
-__global__ void moe_down_units_kernel(const ExpertTable e, const float* h, int top_k, const ChoicesByExpert by_expert,
-                                      float* out) {
+template <DType D, bool Q>
+__global__ void moe_down_units_kernel(const ExpertTable e, const float* h, const X8 hq, int top_k,
+                                      const ChoicesByExpert by_expert, float* out) {
   pdl_enter();
   __shared__ float part[kMoeMaxTopK][kDownRows];
   const int t = int(blockIdx.y), row0 = int(blockIdx.x) * kDownRows, warp = int(threadIdx.x / 32);
@@ -175,7 +205,7 @@ __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, int t
   for (int i = warp; i < top_k; i += kWarps) {
     const int at = t * top_k + i;
     const auto* w = reinterpret_cast<const std::uint8_t*>(e.down[by_expert.expert[at]]);
-    const float* hr = h + std::size_t(by_expert.pair[at]) * e.inter;
+    const std::size_t hr = std::size_t(by_expert.pair[at]) * std::size_t(e.inter);  // the pair's row of h
     // The block's rows side by side, so all their loads are in flight together.
     float s[kDownRows] = {};
     for (int st = 0; st < steps_of<D>(e.inter); ++st) {
@@ -183,10 +213,17 @@ __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, int t
       if (k >= units) break;
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r) {
-        Piece<Lane<D>::kGroup> p;
         const int row = row0 + min(r, rows - 1);
-        Lane<D>::decode(w + std::size_t(row) * e.down_row_bytes + std::size_t(k) * Lane<D>::kUnitBytes, j, p);
-        s[r] += piece_dot<D>(p, hr + std::size_t(k) * kUnitValues);
+        const std::uint8_t* unit = w + std::size_t(row) * e.down_row_bytes + std::size_t(k) * Lane<D>::kUnitBytes;
+        if constexpr (Q) {
+          units::CodePiece<Lane<D>::kGroup> p;
+          Lane<D>::codes(unit, j, p);
+          s[r] += units::codes_dot<D>(p, x8_at(hq, hr + std::size_t(k) * kUnitValues));
+        } else {
+          Piece<Lane<D>::kGroup> p;
+          Lane<D>::decode(unit, j, p);
+          s[r] += piece_dot<D>(p, h + hr + std::size_t(k) * kUnitValues);
+        }
       }
     }
 #pragma unroll
@@ -234,11 +271,12 @@ void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows
   gemv_units_batch(&one, 1, dtype, cols, x, T, s);
 }
 
-void gemv_units_batch(const GemvOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s) {
+void gemv_units_batch(const GemvOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s,
+                      const X8* xq) {
   if (T <= 0 || n_outs <= 0) return;
   if (n_outs > kGemvMaxOuts) {
-    gemv_units_batch(outs, kGemvMaxOuts, dtype, cols, x, T, s);
-    return gemv_units_batch(outs + kGemvMaxOuts, n_outs - kGemvMaxOuts, dtype, cols, x, T, s);
+    gemv_units_batch(outs, kGemvMaxOuts, dtype, cols, x, T, s, xq);
+    return gemv_units_batch(outs + kGemvMaxOuts, n_outs - kGemvMaxOuts, dtype, cols, x, T, s, xq);
   }
   with_unit_dtype(dtype, [&](auto d) {
     constexpr DType D = decltype(d)::value;
@@ -250,31 +288,112 @@ void gemv_units_batch(const GemvOut* outs, int n_outs, DType dtype, int cols, co
       batch.first_block[o + 1] = batch.first_block[o] + unsigned((outs[o].rows + per_block - 1) / per_block);
     }
     const unsigned blocks = batch.first_block[n_outs];
-    if (T == 1) {
-      launch(gemv_units_kernel<D, 1>, blocks, 32 * kWarps, 0, s, batch, cols, split, x, T);
-    } else {
-      launch(gemv_units_kernel<D, kGemvMaxRows>, blocks, 32 * kWarps, 0, s, batch, cols, split, x, T);
+    const X8 q = xq ? *xq : X8{};
+    if constexpr (units::has_codes(D)) {
+      if (xq) {
+        if (T == 1)
+          return launch(gemv_units_kernel<D, 1, true>, blocks, 32 * kWarps, 0, s, batch, cols, split, x, q, T);
+        return launch(gemv_units_kernel<D, kGemvMaxRows, true>, blocks, 32 * kWarps, 0, s, batch, cols, split, x, q, T);
+      }
     }
+    if (T == 1) return launch(gemv_units_kernel<D, 1, false>, blocks, 32 * kWarps, 0, s, batch, cols, split, x, q, T);
+    launch(gemv_units_kernel<D, kGemvMaxRows, false>, blocks, 32 * kWarps, 0, s, batch, cols, split, x, q, T);
   });
 }
 
 void moe_gate_up_units(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
-                       cudaStream_t s) {
+                       cudaStream_t s, const X8* xq) {
   with_unit_dtype(experts.gate_up_dtype, [&](auto d) {
-    const int split = split_for(steps_of<decltype(d)::value>(experts.hidden)), per_block = kWarps / split;
-    launch(moe_gate_up_units_kernel<decltype(d)::value>,
-           dim3(unsigned((experts.inter + per_block - 1) / per_block), unsigned(T * top_k)), 32 * kWarps, 0, s,
-           experts, x, top_k, chosen, split, h);
+    constexpr DType D = decltype(d)::value;
+    const int split = split_for(steps_of<D>(experts.hidden)), per_block = kWarps / split;
+    const dim3 grid(unsigned((experts.inter + per_block - 1) / per_block), unsigned(T * top_k));
+    const X8 q = xq ? *xq : X8{};
+    if constexpr (units::has_codes(D)) {
+      if (xq)
+        return launch(moe_gate_up_units_kernel<D, true>, grid, 32 * kWarps, 0, s, experts, x, q, top_k, chosen, split,
+                      h);
+    }
+    launch(moe_gate_up_units_kernel<D, false>, grid, 32 * kWarps, 0, s, experts, x, q, top_k, chosen, split, h);
   });
 }
 
 void moe_down_combine_units(const ExpertTable& experts, const float* h, int T, int top_k,
-                            const ChoicesByExpert& by_expert, float* out, cudaStream_t s) {
+                            const ChoicesByExpert& by_expert, float* out, cudaStream_t s, const X8* hq) {
   with_unit_dtype(experts.down_dtype, [&](auto d) {
-    launch(moe_down_units_kernel<decltype(d)::value>,
-           dim3(unsigned((experts.hidden + kDownRows - 1) / kDownRows), unsigned(T)), 32 * kWarps, 0, s, experts, h,
-           top_k, by_expert, out);
+    constexpr DType D = decltype(d)::value;
+    const dim3 grid(unsigned((experts.hidden + kDownRows - 1) / kDownRows), unsigned(T));
+    const X8 q = hq ? *hq : X8{};
+    if constexpr (units::has_codes(D)) {
+      if (hq)
+        return launch(moe_down_units_kernel<D, true>, grid, 32 * kWarps, 0, s, experts, h, q, top_k, by_expert, out);
+    }
+    launch(moe_down_units_kernel<D, false>, grid, 32 * kWarps, 0, s, experts, h, q, top_k, by_expert, out);
   });
+}
+
+// ---- int8 activations ----------------------------------------------------------------------------
+
+namespace {
+
+// One warp per 32-value block: the block's largest magnitude, the two int8 planes, the halves' sums
+// (a fixed shuffle tree, so the same x always gives the same bytes).
+__global__ void quantize_x8_kernel(const float* x, int n_blocks, std::int8_t* hi, std::int8_t* lo, float4* meta) {
+  pdl_enter();
+  const int b = int(blockIdx.x) * kWarps + int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  if (b >= n_blocks) return;
+  const std::size_t at = std::size_t(b) * 32 + std::size_t(lane);
+  const float v = x[at];
+  float amax = fabsf(v);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  const float d1 = amax / 127.f, d2 = d1 / 254.f;
+  int q1 = 0, q2 = 0;
+  if (amax > 0.f) {
+    q1 = max(-127, min(127, __float2int_rn(v / d1)));
+    q2 = max(-127, min(127, __float2int_rn(fmaf(-float(q1), d1, v) / d2)));
+  }
+  hi[at] = std::int8_t(q1);
+  lo[at] = std::int8_t(q2);
+  float sum = v;
+#pragma unroll
+  for (int off = 8; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);  // within each half
+  const float upper = __shfl_sync(0xffffffffu, sum, 16);
+  if (lane == 0) meta[b] = make_float4(d1, d2, sum, upper);
+}
+
+std::size_t align16(std::size_t n) { return (n + 15) & ~std::size_t(15); }
+
+}  // namespace
+
+std::size_t x8_bytes(int T, int cols) {
+  const std::size_t n = std::size_t(T) * std::size_t(cols);
+  return 2 * align16(n) + align16(n / 32 * sizeof(float4));
+}
+
+X8 quantize_x8(const float* x, int T, int cols, std::byte* buf, cudaStream_t s) {
+  const std::size_t n = std::size_t(T) * std::size_t(cols);
+  auto* hi = reinterpret_cast<std::int8_t*>(buf);
+  auto* lo = reinterpret_cast<std::int8_t*>(buf + align16(n));
+  auto* meta = reinterpret_cast<float4*>(buf + 2 * align16(n));
+  const int n_blocks = int(n / 32);
+  if (n_blocks > 0)
+    launch(quantize_x8_kernel, unsigned((n_blocks + kWarps - 1) / kWarps), 32 * kWarps, 0, s, x, n_blocks, hi, lo,
+           meta);
+  return {hi, lo, reinterpret_cast<const float*>(meta)};
+}
+
+bool int8_products() {
+  static const bool on = [] {
+    const char* env = std::getenv("FT_CUDA_INT8");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
+bool has_int8_products(DType dtype) {
+  bool yes = false;
+  with_block_dtype(dtype, [&](auto d) { yes = units::has_codes(decltype(d)::value); });
+  return yes;
 }
 
 }  // namespace ft::engine::cuda

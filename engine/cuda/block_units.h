@@ -8,6 +8,9 @@
 // value: sum_i (a q_i + b) x_i = a (sum_i q_i x_i) + b (sum_i x_i).
 // The codes and scales are ggml's exactly (a = d * sc rounded as the reference rounds it); only
 // the order of the fp32 sums differs from the dequantise-then-dot reference (~1e-7 relative).
+// The integer types (Q4_K, Q6_K, Q4_0, Q8_0) also hand out their codes as packed bytes, for
+// products with x as two int8 planes (X8Row, codes_dot): four products per dp4a instead of a
+// permute, an add and an FMA per value, and 2 bytes of x a value instead of 4.
 // Internal to engine/cuda; include from .cu files only.
 #pragma once
 
@@ -79,6 +82,17 @@ struct Piece {
   int at[2];
 };
 
+// The same 2 * G values as integer codes for the int8 products (x8_products below): group g's G
+// codes packed four to a word (signed bytes), value = a[g] * code + offset, where the offsets of a
+// group add up to b[g] times the sum of x over the group's G values (G = 16), or over the group's
+// 32-value block divided by the 8 groups that share it (G = 4, the same in total).
+template <int G>
+struct CodePiece {
+  std::uint32_t w[2][G / 4];
+  float a[2], b[2];
+  int at[2];
+};
+
 template <DType T>
 struct Lane;
 
@@ -103,6 +117,28 @@ struct Lane<DType::kQ4_K> {
         o.q[4 * k + i] = byte_plus_2p23(lo, i) - 8388608.f;
         o.q[16 + 4 * k + i] = byte_plus_2p23(hi, i) - 8388608.f;
       }
+    }
+    const int p = j / 2;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      int sc, m;
+      scale_min(2 * p + g, head.y, head.z, head.w, sc, m);
+      o.a[g] = __fmul_rn(d, float(sc));
+      o.b[g] = -__fmul_rn(dmin, float(m));
+    }
+    o.at[0] = 64 * p + 16 * (j % 2);
+    o.at[1] = o.at[0] + 32;
+  }
+  __device__ __forceinline__ static void codes(const std::uint8_t* blk, int j, CodePiece<kGroup>& o) {
+    const uint4 head = __ldg(reinterpret_cast<const uint4*>(blk));
+    const uint4 w = __ldg(reinterpret_cast<const uint4*>(blk + 16) + j);
+    const float d = __half2float(__ushort_as_half(std::uint16_t(head.x))),
+                dmin = __half2float(__ushort_as_half(std::uint16_t(head.x >> 16)));
+    const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      o.w[0][k] = words[k] & 0x0F0F0F0Fu;
+      o.w[1][k] = (words[k] >> 4) & 0x0F0F0F0Fu;
     }
     const int p = j / 2;
 #pragma unroll
@@ -149,6 +185,27 @@ struct Lane<DType::kQ6_K> {
     o.at[0] = 128 * half + 32 * qa + l16;
     o.at[1] = o.at[0] + 64;
   }
+  // Codes 0..63 (the stored bits); the -32 is the offset, b = -32 a.
+  __device__ __forceinline__ static void codes(const std::uint8_t* blk, int j, CodePiece<kGroup>& o) {
+    const int half = j / 4, qa = (j / 2) % 2, l16 = 16 * (j % 2);
+    const float d = half_at(blk + 208);
+    const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192 + 8 * half);
+    std::uint32_t ql[4], qh[4];
+    load16_a2(blk + 16 * j, ql);
+    load16_a2(blk + 128 + 32 * half + l16, qh);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      o.w[0][k] = (ql[k] & 0x0F0F0F0Fu) | (((qh[k] >> (2 * qa)) & 0x03030303u) << 4);
+      o.w[1][k] = ((ql[k] >> 4) & 0x0F0F0F0Fu) | (((qh[k] >> (2 * qa + 4)) & 0x03030303u) << 4);
+    }
+    const int is = j % 2;
+    o.a[0] = __fmul_rn(d, float(sc[is + 2 * qa]));
+    o.a[1] = __fmul_rn(d, float(sc[is + 2 * (qa + 2)]));
+    o.b[0] = -32.f * o.a[0];
+    o.b[1] = -32.f * o.a[1];
+    o.at[0] = 128 * half + 32 * qa + l16;
+    o.at[1] = o.at[0] + 64;
+  }
 };
 
 // Q4_0: a unit is 8 blocks of 18 bytes (2-byte aligned: d, 16 bytes of nibbles) read by 32 lanes:
@@ -173,6 +230,18 @@ struct Lane<DType::kQ4_0> {
     o.at[0] = 32 * (lane / 4) + 4 * (lane % 4);
     o.at[1] = o.at[0] + 16;
   }
+  // Codes 0..15; the -8 is the offset, b = -8 d.
+  __device__ __forceinline__ static void codes(const std::uint8_t* unit, int lane, CodePiece<kGroup>& o) {
+    const std::uint8_t* blk = unit + (lane / 4) * 18;
+    const std::uint32_t w = load4_a2(blk + 2 + 4 * (lane % 4));
+    const float d = half_at(blk);
+    o.w[0][0] = w & 0x0F0F0F0Fu;
+    o.w[1][0] = (w >> 4) & 0x0F0F0F0Fu;
+    o.a[0] = o.a[1] = d;
+    o.b[0] = o.b[1] = -8.f * d;
+    o.at[0] = 32 * (lane / 4) + 4 * (lane % 4);
+    o.at[1] = o.at[0] + 16;
+  }
 };
 
 // Q8_0: a unit is 8 blocks of 34 bytes (2-byte aligned: d, 32 signed bytes) read by 32 lanes:
@@ -193,6 +262,16 @@ struct Lane<DType::kQ8_0> {
       o.q[4 + i] = byte_plus_2p23(w1, i) - 8388736.f;
     }
     o.a[0] = o.a[1] = d;
+    o.b[0] = o.b[1] = 0.f;
+    o.at[0] = 32 * (lane / 4) + 8 * (lane % 4);
+    o.at[1] = o.at[0] + 4;
+  }
+  // The stored signed bytes are the codes.
+  __device__ __forceinline__ static void codes(const std::uint8_t* unit, int lane, CodePiece<kGroup>& o) {
+    const std::uint8_t* blk = unit + (lane / 4) * 34;
+    o.w[0][0] = load4_a2(blk + 2 + 8 * (lane % 4));
+    o.w[1][0] = load4_a2(blk + 6 + 8 * (lane % 4));
+    o.a[0] = o.a[1] = half_at(blk);
     o.b[0] = o.b[1] = 0.f;
     o.at[0] = 32 * (lane / 4) + 8 * (lane % 4);
     o.at[1] = o.at[0] + 4;
@@ -287,6 +366,52 @@ __device__ __forceinline__ float piece_dot(const Piece<Lane<T>::kGroup>& o, cons
     if constexpr (Lane<T>::kOffset) s = fmaf(o.b[g], sx, s);
   }
   return s;
+}
+
+// Activations for the integer products, per 32-value block of a row: x ~= d1 hi + d2 lo with hi, lo
+// int8 (d1 = max |x| / 127, d2 = d1 / 254: within 1/64,516 of the block's largest value, what
+// bf16 hi + lo gives the prefill tiles), and the fp32 sums of its two 16-value halves.
+struct X8Row {
+  const std::int8_t* hi;  // the unit's first value
+  const std::int8_t* lo;
+  const float4* meta;  // the unit's first block: {d1, d2, sum of values 0..15, sum of 16..31}
+};
+
+// The piece's contribution to row . x (x as X8Row), four products per dp4a. Exact integer sums of
+// codes times hi and times lo, scaled in fp32; the offsets through the block sums.
+template <DType T>
+__device__ __forceinline__ float codes_dot(const CodePiece<Lane<T>::kGroup>& o, const X8Row& x) {
+  constexpr int G = Lane<T>::kGroup;
+  float s = 0.f;
+#pragma unroll
+  for (int g = 0; g < 2; ++g) {
+    int s1 = 0, s2 = 0;
+    if constexpr (G == 16) {
+      const uint4 h = *reinterpret_cast<const uint4*>(x.hi + o.at[g]);
+      const uint4 l = *reinterpret_cast<const uint4*>(x.lo + o.at[g]);
+      s1 = __dp4a(int(o.w[g][0]), int(h.x), s1);
+      s1 = __dp4a(int(o.w[g][1]), int(h.y), s1);
+      s1 = __dp4a(int(o.w[g][2]), int(h.z), s1);
+      s1 = __dp4a(int(o.w[g][3]), int(h.w), s1);
+      s2 = __dp4a(int(o.w[g][0]), int(l.x), s2);
+      s2 = __dp4a(int(o.w[g][1]), int(l.y), s2);
+      s2 = __dp4a(int(o.w[g][2]), int(l.z), s2);
+      s2 = __dp4a(int(o.w[g][3]), int(l.w), s2);
+    } else {
+      s1 = __dp4a(int(o.w[g][0]), *reinterpret_cast<const int*>(x.hi + o.at[g]), 0);
+      s2 = __dp4a(int(o.w[g][0]), *reinterpret_cast<const int*>(x.lo + o.at[g]), 0);
+    }
+    const float4 m = x.meta[o.at[g] / 32];
+    s = fmaf(o.a[g], fmaf(m.x, float(s1), m.y * float(s2)), s);
+    const float sum = G == 16 ? ((o.at[g] & 16) ? m.w : m.z) : 0.125f * (m.z + m.w);
+    s = fmaf(o.b[g], sum, s);
+  }
+  return s;
+}
+
+// Whether a dtype's lanes also read integer codes (codes_dot).
+__host__ __device__ constexpr bool has_codes(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ4_0 || t == DType::kQ8_0;
 }
 
 // Whether a dtype has lanes here (others take block_kernels.cu's per-value path).

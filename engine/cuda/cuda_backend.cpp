@@ -302,7 +302,15 @@ class CudaBackend final : public Backend {
       }
     }
     if (n_gemv) cuda::gemv_bf16(gemv, n_gemv, int(K), x, int(T), s());
-    for (const auto& [dt, u] : units) cuda::gemv_units_batch(u.data(), int(u.size()), dt, int(K), x, int(T), s());
+    // The integer products read x as int8 planes, quantised once for all of them.
+    const bool any_int8 = cuda::int8_products() && std::any_of(units.begin(), units.end(), [](const auto& u) {
+                            return cuda::has_int8_products(u.first);
+                          });
+    const cuda::X8 xq = any_int8 ? quantize_x8(x, T, K) : cuda::X8{};
+    for (const auto& [dt, u] : units) {
+      cuda::gemv_units_batch(u.data(), int(u.size()), dt, int(K), x, int(T), s(),
+                             any_int8 && cuda::has_int8_products(dt) ? &xq : nullptr);
+    }
     for (const LinearOut* op : rest) {
       const LinearOut& o = *op;
       const DType dt = o.w->dtype;
@@ -593,8 +601,7 @@ class CudaBackend final : public Backend {
       float* h = scratch_.floats(T * K * std::size_t(table->inter));
       // Pair by pair: an expert two tokens chose is read from memory once and then from L2 (grouping
       // the pairs by expert measured no faster at 16 tokens).
-      cuda::moe_gate_up(*table, x, int(T), int(K), chosen_dev, h, s());
-      cuda::moe_down_combine(*table, h, int(T), int(K), route.by_expert, out, s());
+      experts_decode(*table, x, T, K, chosen_dev, h, route.by_expert, out);
       phase.emplace(this, OpProfile::kMoeCombine, true);
       add_shared_expert(w, x, T, out);
       return;
@@ -633,6 +640,27 @@ class CudaBackend final : public Backend {
     experts_one_by_one(w, x, T, K, route.chosen, route.weights, out);
     phase.emplace(this, OpProfile::kMoeCombine, true);
     add_shared_expert(w, x, T, out);
+  }
+
+  // x [T, cols] as int8 planes in this pass's scratch (the integer decode products' input).
+  cuda::X8 quantize_x8(const float* x, std::size_t T, std::size_t cols) {
+    auto* buf = scratch_.take<std::byte>(cuda::x8_bytes(int(T), int(cols)));
+    return cuda::quantize_x8(x, int(T), int(cols), buf, s());
+  }
+
+  // A few tokens' routed experts from the device's choices: gate/up into h [T * K, inter], then
+  // down and the weighted combine into out. Block experts with integer products read x and h as
+  // int8 planes.
+  void experts_decode(const cuda::ExpertTable& table, const float* x, std::size_t T, std::size_t K,
+                      const int32_t* chosen, float* h, const cuda::ChoicesByExpert& by_expert, float* out) {
+    const bool int8 = cuda::int8_products();
+    cuda::X8 xq, hq;
+    const bool gate_up_q = int8 && table.gate_up_units && cuda::has_int8_products(table.gate_up_dtype);
+    const bool down_q = int8 && table.down_units && cuda::has_int8_products(table.down_dtype);
+    if (gate_up_q) xq = quantize_x8(x, T, std::size_t(table.hidden));
+    cuda::moe_gate_up(table, x, int(T), int(K), chosen, h, s(), gate_up_q ? &xq : nullptr);
+    if (down_q) hq = quantize_x8(h, T * K, std::size_t(table.inter));
+    cuda::moe_down_combine(table, h, int(T), int(K), by_expert, out, s(), down_q ? &hq : nullptr);
   }
 
   // The router's product and top-k for T tokens into this pass's scratch: the choices per token
@@ -792,8 +820,7 @@ class CudaBackend final : public Backend {
     table.down = upload(down.data(), E);
     float* h = scratch_.floats(T * K * I);
     // The kernels take the choices per token in the router's order (gate/up) and by expert (down).
-    cuda::moe_gate_up(table, x, int(T), int(K), chosen_dev, h, s());
-    cuda::moe_down_combine(table, h, int(T), int(K), by_expert, out, s());
+    experts_decode(table, x, T, K, chosen_dev, h, by_expert, out);
     if (!any_cpu) return;
     // The CPU's share, on the CPU experts' threads while the GPU runs its own; the GPU waits for
     // its flag and adds the output straight from pinned host memory, so this thread goes on

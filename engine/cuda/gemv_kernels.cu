@@ -351,17 +351,17 @@ void gemv_route(const GemvOut& router, int cols, const float* x, int T, const Ro
 }
 
 void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
-                 cudaStream_t s) {
+                 cudaStream_t s, const X8* xq) {
   if (T <= 0) return;
-  if (experts.gate_up_dtype != DType::kBF16) return moe_gate_up_blocks(experts, x, T, top_k, chosen, h, s);
+  if (experts.gate_up_dtype != DType::kBF16) return moe_gate_up_blocks(experts, x, T, top_k, chosen, h, s, xq);
   launch(moe_gate_up_kernel, dim3(row_blocks(experts.inter), unsigned(T * top_k)), kWarps * 32, 0, s, experts, x,
          top_k, chosen, h);
 }
 
 void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const ChoicesByExpert& by_expert,
-                      float* out, cudaStream_t s) {
+                      float* out, cudaStream_t s, const X8* hq) {
   if (T <= 0) return;
-  if (experts.down_dtype != DType::kBF16) return moe_down_combine_blocks(experts, h, T, top_k, by_expert, out, s);
+  if (experts.down_dtype != DType::kBF16) return moe_down_combine_blocks(experts, h, T, top_k, by_expert, out, s, hq);
   launch(moe_down_kernel, dim3(row_blocks(experts.hidden), unsigned(T)), kWarps * 32, 0, s, experts, h, top_k,
          by_expert, out);
 }

@@ -84,6 +84,24 @@ void copy_columns(const float* src, std::size_t src_ld, std::size_t repeat, floa
 // The decode path: a few rows of fp32 activations against bf16 weights, one warp per output row
 // reading it once for every row of x (memory-bound, fp32 products and accumulation, no split).
 
+// Activations of the integer decode products (block_units.h's codes_dot): x [T, cols] as two int8
+// planes, x ~= d1 hi + d2 lo per 32-value block, and per block {d1, d2, sum of values 0..15, sum of
+// 16..31}. cols a multiple of 256; hi, lo and meta 16-byte aligned.
+struct X8 {
+  const std::int8_t* hi = nullptr;  // [T, cols]
+  const std::int8_t* lo = nullptr;  // [T, cols]
+  const float* meta = nullptr;      // [T, cols / 32, 4]
+};
+// Bytes quantize_x8 writes for [T, cols] (hi, lo, meta back to back, each 16-byte aligned).
+std::size_t x8_bytes(int T, int cols);
+// x [T, cols] into `buf` (x8_bytes of it, 16-byte aligned); the planes' view of it.
+X8 quantize_x8(const float* x, int T, int cols, std::byte* buf, cudaStream_t s);
+// Whether decode products on Q4_K / Q6_K / Q4_0 / Q8_0 take int8 activations (the default; ~2e-5
+// relative where fp32 activations give ~1e-7). FT_CUDA_INT8=0 keeps them on fp32 activations.
+bool int8_products();
+// Whether a block dtype has integer products (has_codes).
+bool has_int8_products(DType dtype);
+
 // Rows of x a gemv call takes at most.
 inline constexpr int kGemvMaxRows = 8;
 // Whether gemv_bf16 can read this weight (16-byte aligned rows of a multiple of 8 columns).
@@ -116,7 +134,9 @@ void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows
 // Up to kGemvMaxOuts such products of one dtype and width over the same x in one launch (a DeltaNet
 // layer's q|k|v, z, b and a; a shared expert's gate and up), GemvOut's w in that dtype (f32 unused):
 // each is the same as gemv_units alone.
-void gemv_units_batch(const GemvOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s);
+// xq: x as int8 planes (quantize_x8), taken where dtype has_int8_products; else x.
+void gemv_units_batch(const GemvOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s,
+                      const X8* xq = nullptr);
 // w's rows [0, rows) as bf16 planes hi and lo, each [rows, cols], w ~= hi + lo: the tiles a
 // prefill-sized product hands to cuBLAS.
 void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* hi,
@@ -189,22 +209,23 @@ struct ExpertTable {
 // h [T * top_k, inter]: for choice i of token t (row t * top_k + i), act(gate_e x_t) * (up_e x_t)
 // with e = chosen[t * top_k + i] and act silu, or gelu_tanh for a GeGLU table.
 void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
-                 cudaStream_t s);
+                 cudaStream_t s, const X8* xq = nullptr);
 // out [T, hidden] = sum over token t's choices in ascending expert order (by_expert, as the router
 // wrote it) of weight * down_e h[pair]. top_k <= 32.
 void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const ChoicesByExpert& by_expert,
-                      float* out, cudaStream_t s);
+                      float* out, cudaStream_t s, const X8* hq = nullptr);
 // moe_gate_up / moe_down_combine for tables whose gate/up (or down) matrices are in a block dtype:
 // the same products and order, the weights decoded in registers.
 void moe_gate_up_blocks(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
-                        cudaStream_t s);
+                        cudaStream_t s, const X8* xq = nullptr);
 void moe_down_combine_blocks(const ExpertTable& experts, const float* h, int T, int top_k,
-                             const ChoicesByExpert& by_expert, float* out, cudaStream_t s);
+                             const ChoicesByExpert& by_expert, float* out, cudaStream_t s, const X8* hq = nullptr);
 // Their unit versions (block_unit_kernels.cu), for tables whose gate_up_units / down_units hold.
+// xq / hq: x / h as int8 planes (quantize_x8), taken where the dtype has_int8_products.
 void moe_gate_up_units(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
-                       cudaStream_t s);
+                       cudaStream_t s, const X8* xq = nullptr);
 void moe_down_combine_units(const ExpertTable& experts, const float* h, int T, int top_k,
-                            const ChoicesByExpert& by_expert, float* out, cudaStream_t s);
+                            const ChoicesByExpert& by_expert, float* out, cudaStream_t s, const X8* hq = nullptr);
 
 // ---- Sampling (sample_kernels.cu) -----------------------------------------------------------------
 

@@ -180,7 +180,10 @@ TEST_P(GgufModel, CudaOnPackedBlocksMatchesItselfOnDequantisedWeights) {
 // the CPU's share on the same blocks).
 TEST_P(GgufModel, CudaWithExpertsInHostRamMatchesAllResident) {
   FT_SKIP_UNLESS_RUNNABLE(BackendKind::kCuda);
-  constexpr double kTolerance = 1e-4;  // the same kernels but for the order a token's experts are added in
+  // Prefill: the same kernels but for the order a token's experts are added in. Decode: the GPU's
+  // products on int8 activations against the CPU's share on fp32 or on int8 planes of its own,
+  // each ~2e-5-1e-4 from the exact product (an expert computed wrongly is ~1e-1).
+  constexpr double kTolerance = 1e-4, kDecodeTolerance = 5e-4;
   auto resident = load(path(), BackendKind::kCuda);
   ASSERT_TRUE(resident);
   const auto ids = golden_.ids("input_ids");
@@ -229,7 +232,7 @@ TEST_P(GgufModel, CudaWithExpertsInHostRamMatchesAllResident) {
     for (std::size_t i = 0; i < want_steps.size(); ++i) {
       std::vector<float> l(V);
       ASSERT_TRUE(m->forward(s, {&steps[i], 1}, l.data(), LogitsMode::kLast).is_ok());
-      EXPECT_LT(rel_l2(l.data(), want_steps[i].data(), V), kTolerance) << "step " << i;
+      EXPECT_LT(rel_l2(l.data(), want_steps[i].data(), V), kDecodeTolerance) << "step " << i;
     }
     const auto st = m->expert_offload_stats();
     ASSERT_TRUE(st);
