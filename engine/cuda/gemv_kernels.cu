@@ -193,6 +193,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_route_kernel(const GemvBatch
   if (!last) return;
   __threadfence();  // the other blocks' logits, seen after their count
   const float* logits = batch.outs[0].y;
+  if (T == 1 && !r.grouped && r.E <= kWarps * 32) {  // batch 1: the whole block ranks the logits
+    route_token_block<kWarps * 32>(logits, 0, r);
+    if (threadIdx.x == 0) *done = 0;
+    return;
+  }
   for (int t = int(threadIdx.x >> 5); t < T; t += kWarps) {
     if (r.E <= 32 * kRouteRegisters) {
       route_token<kRouteRegisters>(logits + std::size_t(t) * r.E, t, r, int(threadIdx.x & 31));

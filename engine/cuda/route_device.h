@@ -187,4 +187,50 @@ __device__ __forceinline__ void route_token(const float* l, int t, const RouteSp
   route_write(t, r, lane, my_e, my_p, picked_sum);
 }
 
+// One token's routing (not grouped) by a whole block of E <= blockDim.x threads: thread e holds logit
+// e and counts the logits ranked above it (larger, or equal at a lower index: route_token's order),
+// so the top_k are found in one pass over shared memory instead of top_k rounds of warp arg-max,
+// each a chain of dependent shuffles. The scores and their sum as route_token forms them (the
+// softmax normaliser's order differs: a block sum). Every thread of the block calls it.
+template <int kThreads>
+__device__ __forceinline__ void route_token_block(const float* l, int t, const RouteSpec& r) {
+  __shared__ float logits[kThreads];
+  __shared__ float part[kThreads / 32];
+  __shared__ int picked_e[32];
+  __shared__ float picked_p[32];
+  const int e = int(threadIdx.x), lane = e & 31, warp = e >> 5, E = r.E;
+  const float v = e < E ? l[e] : -FLT_MAX;
+  logits[e] = v;
+  float mx = v;
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  if (lane == 0) part[warp] = mx;
+  __syncthreads();
+  mx = part[0];
+  for (int w = 1; w < kThreads / 32; ++w) mx = fmaxf(mx, part[w]);
+  float sum = e < E && !r.sigmoid ? expf(v - mx) : 0.f;
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  __syncthreads();  // every thread has read part[] as maxima
+  if (lane == 0) part[warp] = sum;
+  __syncthreads();
+  sum = 0.f;
+  for (int w = 0; w < kThreads / 32; ++w) sum += part[w];
+  if (e < E) {
+    int rank = 0;
+    for (int j = 0; j < E; ++j) {
+      const float o = logits[j];
+      rank += o > v || (o == v && j < e) ? 1 : 0;
+    }
+    if (rank < r.top_k) {
+      picked_e[rank] = e;
+      picked_p[rank] = r.sigmoid ? 1.f / (1.f + expf(-v)) : expf(v - mx) / sum;
+    }
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  float picked_sum = 0.f;
+  for (int k = 0; k < r.top_k; ++k) picked_sum += picked_p[k];
+  const bool mine = lane < r.top_k;
+  route_write(t, r, lane, mine ? picked_e[lane] : 0, mine ? picked_p[lane] : 0.f, picked_sum);
+}
+
 }  // namespace ft::engine::cuda
