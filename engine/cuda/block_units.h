@@ -93,6 +93,26 @@ struct CodePiece {
   int at[2];
 };
 
+// A lane's piece with its codes made fp32 (the exponent trick: byte + 2^23, less 2^23 + kBias, exact;
+// signed codes flipped to unsigned by kFlip first), for the types whose lanes hand out integer codes:
+// the same values, in the same places, as the codes' (the offsets kOffset types keep in b).
+template <typename L>
+__device__ __forceinline__ void decode_codes(const std::uint8_t* blk, int j, Piece<L::kGroup>& o) {
+  constexpr int G = L::kGroup;
+  CodePiece<G> c;
+  L::codes(blk, j, c);
+#pragma unroll
+  for (int g = 0; g < 2; ++g) {
+#pragma unroll
+    for (int k = 0; k < G / 4; ++k)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o.q[G * g + 4 * k + i] = byte_plus_2p23(c.w[g][k] ^ L::kFlip, i) - L::kBias;
+    o.a[g] = c.a[g];
+    o.b[g] = L::kOffset ? c.b[g] : 0.f;
+    o.at[g] = c.at[g];
+  }
+}
+
 template <DType T>
 struct Lane;
 
@@ -103,31 +123,10 @@ template <>
 struct Lane<DType::kQ4_K> {
   static constexpr bool kOffset = true;
   static constexpr int kUnitBytes = 144, kLanes = 8, kGroup = 16;
+  static constexpr std::uint32_t kFlip = 0u;
+  static constexpr float kBias = 8388608.f;
   __device__ __forceinline__ static void decode(const std::uint8_t* blk, int j, Piece<kGroup>& o) {
-    const uint4 head = __ldg(reinterpret_cast<const uint4*>(blk));
-    const uint4 w = __ldg(reinterpret_cast<const uint4*>(blk + 16) + j);
-    const float d = __half2float(__ushort_as_half(std::uint16_t(head.x))),
-                dmin = __half2float(__ushort_as_half(std::uint16_t(head.x >> 16)));
-    const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const std::uint32_t lo = words[k] & 0x0F0F0F0Fu, hi = (words[k] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        o.q[4 * k + i] = byte_plus_2p23(lo, i) - 8388608.f;
-        o.q[16 + 4 * k + i] = byte_plus_2p23(hi, i) - 8388608.f;
-      }
-    }
-    const int p = j / 2;
-#pragma unroll
-    for (int g = 0; g < 2; ++g) {
-      int sc, m;
-      scale_min(2 * p + g, head.y, head.z, head.w, sc, m);
-      o.a[g] = __fmul_rn(d, float(sc));
-      o.b[g] = -__fmul_rn(dmin, float(m));
-    }
-    o.at[0] = 64 * p + 16 * (j % 2);
-    o.at[1] = o.at[0] + 32;
+    decode_codes<Lane>(blk, j, o);
   }
   __device__ __forceinline__ static void codes(const std::uint8_t* blk, int j, CodePiece<kGroup>& o) {
     const uint4 head = __ldg(reinterpret_cast<const uint4*>(blk));
@@ -161,29 +160,10 @@ template <>
 struct Lane<DType::kQ6_K> {
   static constexpr bool kOffset = false;
   static constexpr int kUnitBytes = 210, kLanes = 8, kGroup = 16;
+  static constexpr std::uint32_t kFlip = 0u;
+  static constexpr float kBias = 8388640.f;
   __device__ __forceinline__ static void decode(const std::uint8_t* blk, int j, Piece<kGroup>& o) {
-    const int half = j / 4, qa = (j / 2) % 2, l16 = 16 * (j % 2);
-    const float d = half_at(blk + 208);
-    const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192 + 8 * half);
-    std::uint32_t ql[4], qh[4];
-    load16_a2(blk + 16 * j, ql);
-    load16_a2(blk + 128 + 32 * half + l16, qh);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const std::uint32_t lo = (ql[k] & 0x0F0F0F0Fu) | (((qh[k] >> (2 * qa)) & 0x03030303u) << 4);
-      const std::uint32_t hi = ((ql[k] >> 4) & 0x0F0F0F0Fu) | (((qh[k] >> (2 * qa + 4)) & 0x03030303u) << 4);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        o.q[4 * k + i] = byte_plus_2p23(lo, i) - 8388640.f;  // - 2^23 - 32
-        o.q[16 + 4 * k + i] = byte_plus_2p23(hi, i) - 8388640.f;
-      }
-    }
-    const int is = j % 2;
-    o.a[0] = __fmul_rn(d, float(sc[is + 2 * qa]));
-    o.a[1] = __fmul_rn(d, float(sc[is + 2 * (qa + 2)]));
-    o.b[0] = o.b[1] = 0.f;
-    o.at[0] = 128 * half + 32 * qa + l16;
-    o.at[1] = o.at[0] + 64;
+    decode_codes<Lane>(blk, j, o);
   }
   // Codes 0..63 (the stored bits); the -32 is the offset, b = -32 a.
   __device__ __forceinline__ static void codes(const std::uint8_t* blk, int j, CodePiece<kGroup>& o) {
@@ -215,20 +195,10 @@ template <>
 struct Lane<DType::kQ4_0> {
   static constexpr bool kOffset = false;
   static constexpr int kUnitBytes = 8 * 18, kLanes = 32, kGroup = 4;
-  __device__ __forceinline__ static void decode(const std::uint8_t* unit, int lane, Piece<kGroup>& o) {
-    const std::uint8_t* blk = unit + (lane / 4) * 18;
-    const std::uint32_t w = load4_a2(blk + 2 + 4 * (lane % 4));
-    const float d = half_at(blk);
-    const std::uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      o.q[i] = byte_plus_2p23(lo, i) - 8388616.f;  // - 2^23 - 8
-      o.q[4 + i] = byte_plus_2p23(hi, i) - 8388616.f;
-    }
-    o.a[0] = o.a[1] = d;
-    o.b[0] = o.b[1] = 0.f;
-    o.at[0] = 32 * (lane / 4) + 4 * (lane % 4);
-    o.at[1] = o.at[0] + 16;
+  static constexpr std::uint32_t kFlip = 0u;
+  static constexpr float kBias = 8388616.f;
+  __device__ __forceinline__ static void decode(const std::uint8_t* blk, int j, Piece<kGroup>& o) {
+    decode_codes<Lane>(blk, j, o);
   }
   // Codes 0..15; the -8 is the offset, b = -8 d.
   __device__ __forceinline__ static void codes(const std::uint8_t* unit, int lane, CodePiece<kGroup>& o) {
@@ -251,20 +221,10 @@ template <>
 struct Lane<DType::kQ8_0> {
   static constexpr bool kOffset = false;
   static constexpr int kUnitBytes = 8 * 34, kLanes = 32, kGroup = 4;
-  __device__ __forceinline__ static void decode(const std::uint8_t* unit, int lane, Piece<kGroup>& o) {
-    const std::uint8_t* blk = unit + (lane / 4) * 34;
-    const std::uint32_t w0 = load4_a2(blk + 2 + 8 * (lane % 4)) ^ 0x80808080u;
-    const std::uint32_t w1 = load4_a2(blk + 6 + 8 * (lane % 4)) ^ 0x80808080u;
-    const float d = half_at(blk);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      o.q[i] = byte_plus_2p23(w0, i) - 8388736.f;  // - 2^23 - 128
-      o.q[4 + i] = byte_plus_2p23(w1, i) - 8388736.f;
-    }
-    o.a[0] = o.a[1] = d;
-    o.b[0] = o.b[1] = 0.f;
-    o.at[0] = 32 * (lane / 4) + 8 * (lane % 4);
-    o.at[1] = o.at[0] + 4;
+  static constexpr std::uint32_t kFlip = 0x80808080u;
+  static constexpr float kBias = 8388736.f;
+  __device__ __forceinline__ static void decode(const std::uint8_t* blk, int j, Piece<kGroup>& o) {
+    decode_codes<Lane>(blk, j, o);
   }
   // The stored signed bytes are the codes.
   __device__ __forceinline__ static void codes(const std::uint8_t* unit, int lane, CodePiece<kGroup>& o) {

@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace ft::engine {
 
@@ -42,6 +43,13 @@ inline float f16_to_f32(std::uint16_t h) {
     bits = sign | (std::uint32_t(e) << 23) | ((mant & 0x3ffu) << 13);
   }
   return std::bit_cast<float>(bits);
+}
+
+// The half stored at p, any alignment (a GGUF block's scale fields).
+inline float f16_at(const void* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
 }
 
 }  // namespace ft::engine

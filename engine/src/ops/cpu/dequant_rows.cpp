@@ -12,12 +12,6 @@ namespace ft::engine::cpu {
 
 namespace {
 
-float f16_at(const std::uint8_t* p) {
-  std::uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
 #if FT_X86
 FT_SIMD_BEGIN
 

@@ -44,12 +44,6 @@ void quantize_row(const float* x, std::size_t cols, std::int8_t* hi, std::int8_t
   for (std::size_t g = 0; g < cols / 32; ++g) s32[g] = s16[2 * g] + s16[2 * g + 1];
 }
 
-float f16_at(const std::uint8_t* p) {
-  std::uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
 #if FT_X86
 FT_SIMD_BEGIN
 
@@ -59,6 +53,23 @@ FT_TARGET_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(
 // weighted by its 16-bit scale lanes.
 FT_TARGET_AVX2 inline __m256i scaled_dot32(__m256i codes, const std::int8_t* x, __m256i scale) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, load32(x)), scale);
+}
+
+// acc += d (d1 sum_k codes_k . hi_k scale_k + d2 sum_k codes_k . lo_k scale_k) over super-block i of
+// token t's planes: the eight 32-value pieces of a super-block against the token's int8 planes, in
+// int32, scaled once.
+FT_TARGET_AVX2 inline __m256 add_super_block(const __m256i (&codes)[8], const __m256i (&scale)[8], const X8Rows& x,
+                                             std::size_t t, std::size_t i, float d, __m256 acc) {
+  const std::int8_t* hi = x.hi(t) + 256 * i;
+  const std::int8_t* lo = x.lo(t) + 256 * i;
+  __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
+  for (int k = 0; k < 8; ++k) {
+    sh = _mm256_add_epi32(sh, scaled_dot32(codes[k], hi + 32 * k, scale[k]));
+    sl = _mm256_add_epi32(sl, scaled_dot32(codes[k], lo + 32 * k, scale[k]));
+  }
+  const float* dd = x.scales(t) + 2 * i;
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sh), _mm256_set1_ps(d * dd[0]), acc);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sl), _mm256_set1_ps(d * dd[1]), acc);
 }
 
 // Q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles): sub-block j
@@ -94,16 +105,7 @@ FT_TARGET_AVX2 void q4_k_dots(const std::uint8_t* b, std::size_t cols, const X8R
       codes[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
     }
     for (int t = 0; t < NT; ++t) {
-      const std::int8_t* hi = x.hi(t0 + t) + 256 * i;
-      const std::int8_t* lo = x.lo(t0 + t) + 256 * i;
-      __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
-      for (int j = 0; j < 8; ++j) {
-        sh = _mm256_add_epi32(sh, scaled_dot32(codes[j], hi + 32 * j, scale[j]));
-        sl = _mm256_add_epi32(sl, scaled_dot32(codes[j], lo + 32 * j, scale[j]));
-      }
-      const float* dd = x.scales(t0 + t) + 2 * i;
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sh), _mm256_set1_ps(d * dd[0]), acc[t]);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sl), _mm256_set1_ps(d * dd[1]), acc[t]);
+      acc[t] = add_super_block(codes, scale, x, t0 + t, i, d, acc[t]);
       offs[t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(x.sums32(t0 + t) + 8 * i), offs[t]);
     }
   }
@@ -141,16 +143,7 @@ FT_TARGET_AVX2 void q6_k_dots(const std::uint8_t* b, std::size_t cols, const X8R
     const __m256 sc_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8)));
     const __m256 off = _mm256_set1_ps(32.f * d);
     for (int t = 0; t < NT; ++t) {
-      const std::int8_t* hi = x.hi(t0 + t) + 256 * i;
-      const std::int8_t* lo = x.lo(t0 + t) + 256 * i;
-      __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
-      for (int k = 0; k < 8; ++k) {
-        sh = _mm256_add_epi32(sh, scaled_dot32(codes[k], hi + 32 * k, scale[k]));
-        sl = _mm256_add_epi32(sl, scaled_dot32(codes[k], lo + 32 * k, scale[k]));
-      }
-      const float* dd = x.scales(t0 + t) + 2 * i;
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sh), _mm256_set1_ps(d * dd[0]), acc[t]);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sl), _mm256_set1_ps(d * dd[1]), acc[t]);
+      acc[t] = add_super_block(codes, scale, x, t0 + t, i, d, acc[t]);
       const float* s = x.sums16(t0 + t) + 16 * i;
       const __m256 corr = _mm256_fmadd_ps(sc_lo, _mm256_loadu_ps(s), _mm256_mul_ps(sc_hi, _mm256_loadu_ps(s + 8)));
       offs[t] = _mm256_fmadd_ps(corr, off, offs[t]);

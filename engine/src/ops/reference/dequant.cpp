@@ -19,12 +19,6 @@ constexpr std::size_t kQkK = 256;  // values per K-quant super-block
 
 const std::uint8_t* bytes(const std::byte* p) { return reinterpret_cast<const std::uint8_t*>(p); }
 
-float load_f16(const std::uint8_t* p) {
-  std::uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
 // kvalues_mxfp4: the E2M1 values doubled, indexed by the 4-bit code.
 constexpr std::int8_t kFp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -34,7 +28,7 @@ void dequantize_q8_0(const std::byte* blocks, float* y, std::size_t n) {
   constexpr std::size_t kBytes = 2 + kQk;
   for (std::size_t i = 0; i < n / kQk; ++i) {
     const std::uint8_t* b = bytes(blocks) + i * kBytes;
-    const float d = load_f16(b);
+    const float d = f16_at(b);
     const std::int8_t* qs = reinterpret_cast<const std::int8_t*>(b + 2);
     for (std::size_t j = 0; j < kQk; ++j) y[i * kQk + j] = qs[j] * d;
   }
@@ -44,7 +38,7 @@ void dequantize_q4_0(const std::byte* blocks, float* y, std::size_t n) {
   constexpr std::size_t kBytes = 2 + kQk / 2;
   for (std::size_t i = 0; i < n / kQk; ++i) {
     const std::uint8_t* b = bytes(blocks) + i * kBytes;
-    const float d = load_f16(b);
+    const float d = f16_at(b);
     const std::uint8_t* qs = b + 2;
     for (std::size_t j = 0; j < kQk / 2; ++j) {
       const int x0 = (qs[j] & 0x0F) - 8;
@@ -59,8 +53,8 @@ void dequantize_q4_1(const std::byte* blocks, float* y, std::size_t n) {
   constexpr std::size_t kBytes = 4 + kQk / 2;
   for (std::size_t i = 0; i < n / kQk; ++i) {
     const std::uint8_t* b = bytes(blocks) + i * kBytes;
-    const float d = load_f16(b);
-    const float m = load_f16(b + 2);
+    const float d = f16_at(b);
+    const float m = f16_at(b + 2);
     const std::uint8_t* qs = b + 4;
     for (std::size_t j = 0; j < kQk / 2; ++j) {
       const int x0 = qs[j] & 0x0F;
@@ -75,8 +69,8 @@ void dequantize_q4_k(const std::byte* blocks, float* y, std::size_t n) {
   constexpr std::size_t kBytes = 4 + 12 + kQkK / 2;
   for (std::size_t i = 0; i < n / kQkK; ++i) {
     const std::uint8_t* b = bytes(blocks) + i * kBytes;
-    const float d = load_f16(b);
-    const float min = load_f16(b + 2);
+    const float d = f16_at(b);
+    const float min = f16_at(b + 2);
     const std::uint8_t* scales = b + 4;
     const std::uint8_t* q = b + 16;
     int is = 0;
@@ -100,8 +94,8 @@ void dequantize_q5_k(const std::byte* blocks, float* y, std::size_t n) {
   constexpr std::size_t kBytes = 4 + 12 + kQkK / 8 + kQkK / 2;
   for (std::size_t i = 0; i < n / kQkK; ++i) {
     const std::uint8_t* b = bytes(blocks) + i * kBytes;
-    const float d = load_f16(b);
-    const float min = load_f16(b + 2);
+    const float d = f16_at(b);
+    const float min = f16_at(b + 2);
     const std::uint8_t* scales = b + 4;
     const std::uint8_t* qh = b + 16;
     const std::uint8_t* ql = b + 16 + kQkK / 8;
@@ -132,7 +126,7 @@ void dequantize_q6_k(const std::byte* blocks, float* y, std::size_t n) {
     const std::uint8_t* ql = b;
     const std::uint8_t* qh = b + kQkK / 2;
     const std::int8_t* sc = reinterpret_cast<const std::int8_t*>(b + kQkK / 2 + kQkK / 4);
-    const float d = load_f16(b + kQkK / 2 + kQkK / 4 + kQkK / 16);
+    const float d = f16_at(b + kQkK / 2 + kQkK / 4 + kQkK / 16);
     for (std::size_t n128 = 0; n128 < kQkK; n128 += 128) {
       for (int l = 0; l < 32; ++l) {
         const int is = l / 16;
