@@ -346,9 +346,12 @@ __global__ void quantize_x8_kernel(const float* x, int n_blocks, std::int8_t* hi
   float amax = fabsf(v);
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  const float d1 = amax / 127.f, d2 = d1 / 254.f;
+  // A block holding a NaN or an infinity: NaN scales, zero codes (its products are NaN, as with
+  // fp32 activations).
+  const bool finite = __all_sync(0xffffffffu, isfinite(v));
+  const float d1 = finite ? amax / 127.f : __int_as_float(0x7fc00000), d2 = d1 / 254.f;
   int q1 = 0, q2 = 0;
-  if (amax > 0.f) {
+  if (finite && amax > 0.f) {
     q1 = max(-127, min(127, __float2int_rn(v / d1)));
     q2 = max(-127, min(127, __float2int_rn(fmaf(-float(q1), d1, v) / d2)));
   }

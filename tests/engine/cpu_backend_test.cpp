@@ -330,6 +330,12 @@ TEST_P(CpuOps, IntegerProductsFollowTheReferenceAtAnyT) {
             << name << ", T " << T << ", t " << t;
       }
     }
+    // A NaN in the input makes every output NaN, as the fp32 products do (the planes do not hide it).
+    auto x = randn(K, rng_);
+    x[5] = std::nanf("");
+    std::vector<float> y(R);
+    on(*cpu_, [&] { cpu_->linear(x.data(), 1, w, nullptr, y.data()); });
+    EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return std::isnan(v); })) << name;
   }
 }
 

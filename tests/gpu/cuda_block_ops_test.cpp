@@ -114,6 +114,15 @@ TEST_F(CudaBlockOps, ProductsOfEveryBlockDtypeMatchTheDequantisedReference) {
       const double tol = T <= 8 ? decode_tolerance(w.dtype) : 1e-4;
       EXPECT_LT(rel_l2(host(y, T * R), want), tol) << name << " (" << dtype_name(w.dtype) << "), T " << T;
     }
+    // A NaN in a decode input makes every output NaN (the int8 planes do not hide it).
+    std::vector<float> x(K);
+    for (float& v : x) v = nd(rng_);
+    x[5] = std::nanf("");
+    float* y = dev(std::vector<float>(R, 0.f));
+    const float* dx = dev(x);
+    on(*cuda_, [&] { cuda_->linear(dx, 1, w, nullptr, y); });
+    const std::vector<float> got = host(y, R);
+    EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isnan(v); })) << name;
   }
 }
 

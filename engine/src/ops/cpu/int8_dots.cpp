@@ -16,19 +16,25 @@ namespace ft::engine::cpu {
 namespace {
 
 // One row of `cols` values: per 256, d1 = max |x| / 127 and d2 = d1 / 254; hi = round(x / d1),
-// lo = round((x - d1 hi) / d2), both within [-127, 127]; the sums in a fixed order.
+// lo = round((x - d1 hi) / d2), both within [-127, 127]; the sums in a fixed order. A block holding
+// a NaN or an infinity gets NaN scales (and zero codes), so the products it enters are NaN, as with
+// fp32 activations.
 void quantize_row(const float* x, std::size_t cols, std::int8_t* hi, std::int8_t* lo, float* d, float* s16,
                   float* s32) {
   for (std::size_t b = 0; b < cols / kX8Block; ++b) {
     const float* v = x + b * kX8Block;
     float amax = 0.f;
-    for (std::size_t i = 0; i < kX8Block; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d1 = amax / 127.f, d2 = d1 / 254.f;
+    bool finite = true;
+    for (std::size_t i = 0; i < kX8Block; ++i) {
+      amax = std::max(amax, std::fabs(v[i]));
+      finite = finite && std::isfinite(v[i]);
+    }
+    const float d1 = finite ? amax / 127.f : std::nanf(""), d2 = d1 / 254.f;
     d[2 * b] = d1;
     d[2 * b + 1] = d2;
     for (std::size_t i = 0; i < kX8Block; ++i) {
       int q1 = 0, q2 = 0;
-      if (amax > 0.f) {
+      if (finite && amax > 0.f) {
         q1 = std::clamp(int(std::nearbyint(v[i] / d1)), -127, 127);
         q2 = std::clamp(int(std::nearbyint(std::fma(-float(q1), d1, v[i]) / d2)), -127, 127);
       }
