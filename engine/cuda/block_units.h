@@ -82,8 +82,8 @@ struct Piece {
   int at[2];
 };
 
-// The same 2 * G values as integer codes for the int8 products (x8_products below): group g's G
-// codes packed four to a word (signed bytes), value = a[g] * code + offset, where the offsets of a
+// The same 2 * G values as integer codes for the int8 products (codes_dot below): group g's G
+// codes packed four to a word as signed bytes, value = a[g] * code + offset, where the offsets of a
 // group add up to b[g] times the sum of x over the group's G values (G = 16), or over the group's
 // 32-value block divided by the 8 groups that share it (G = 4, the same in total).
 template <int G>
@@ -93,9 +93,10 @@ struct CodePiece {
   int at[2];
 };
 
-// A lane's piece with its codes made fp32 (the exponent trick: byte + 2^23, less 2^23 + kBias, exact;
-// signed codes flipped to unsigned by kFlip first), for the types whose lanes hand out integer codes:
-// the same values, in the same places, as the codes' (the offsets kOffset types keep in b).
+// A lane's piece with its codes made fp32 (the exponent trick: the float 2^23 + byte, less kBias =
+// 2^23 plus the type's offset, exact; signed codes flipped to unsigned by kFlip first), for the types
+// whose lanes hand out integer codes: the same values, in the same places, as the codes' (kOffset
+// types keep their offsets in b, the others fold them into kBias).
 template <typename L>
 __device__ __forceinline__ void decode_codes(const std::uint8_t* blk, int j, Piece<L::kGroup>& o) {
   constexpr int G = L::kGroup;
