@@ -298,10 +298,19 @@ def llama4_text():
 
 
 def deepseek_v4():
-    return auto("deepseek_v4", moe_intermediate_size=64, num_key_value_heads=1, head_dim=64, q_lora_rank=48,
-                num_experts_per_tok=4, n_routed_experts=16, n_shared_experts=1, o_groups=2, o_lora_rank=32,
-                index_n_heads=4, index_head_dim=32, index_topk=16, sliding_window=16, num_nextn_predict_layers=0,
-                layer_types=None, mlp_layer_types=None, rms_norm_eps=1e-6)
+    # Every layer kind (sliding window 16; compressed sparse attention: an entry per 4 tokens, the
+    # indexer keeping 8 of the 25; heavily compressed: an entry per 16 tokens, 6 of them) and both
+    # router kinds (hash, then scored); the clamp at 1.5 so it bites on unit pre-activations; YaRN
+    # on the compress rope (docs/deepseek-v4.md, section 8).
+    return auto("deepseek_v4", moe_intermediate_size=64, head_dim=64, q_lora_rank=48, num_experts_per_tok=4,
+                n_routed_experts=16, o_groups=2, o_lora_rank=32, index_n_heads=16, index_head_dim=32, index_topk=8,
+                sliding_window=16, compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 16},
+                layer_types=["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+                             "compressed_sparse_attention"],
+                mlp_layer_types=["hash_moe", "moe", "moe", "moe"], partial_rotary_factor=0.25, swiglu_limit=1.5,
+                rope_parameters={"rope_type": "yarn", "factor": 16.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                 "original_max_position_embeddings": 256},
+                num_nextn_predict_layers=0, rms_norm_eps=1e-6)
 
 
 ARCHS.update({"gpt_oss": gpt_oss, "hunyuan_v1_moe": hunyuan_v1_moe, "glm4_moe_lite": glm4_moe_lite,
@@ -332,6 +341,17 @@ def scale_init(model, gen):
     for name, b in model.named_buffers():
         if name.endswith("e_score_correction_bias"):
             b.copy_(0.1 * torch.randn(b.shape, generator=gen))
+
+
+@torch.no_grad()
+def hash_tables(model, gen):
+    """DeepSeek-V4's hash routing reads a token's experts from a table (tid2eid [vocab, top_k], zeros
+    at init: every token would choose expert 0 top_k times): top_k distinct random experts a token."""
+    for name, t in list(model.named_buffers()) + list(model.named_parameters()):
+        if name.endswith("tid2eid"):
+            E = model.config.n_routed_experts
+            rows = [torch.randperm(E, generator=gen)[: t.shape[-1]] for _ in range(t.shape[0])]
+            t.copy_(torch.stack(rows).to(t.dtype))
 
 
 def recipe_weights(ckpt, base_seed, adjust=None):
@@ -395,6 +415,7 @@ def make(name, out_root, recipe=False):
     cls = type(model)
     if not recipe:
         scale_init(model, gen)
+    hash_tables(model, gen)  # kept as values in a recipe too
     out = os.path.join(out_root, name)
     ckpt = os.path.join(out, "checkpoint")
     shutil.rmtree(out, ignore_errors=True)
