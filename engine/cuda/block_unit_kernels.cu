@@ -385,18 +385,14 @@ X8 quantize_x8(const float* x, int T, int cols, std::byte* buf, cudaStream_t s) 
   return {hi, lo, reinterpret_cast<const float*>(meta)};
 }
 
-bool int8_products() {
+bool int8_products(DType dtype) {
   static const bool on = [] {
     const char* env = std::getenv("FT_CUDA_INT8");
     return !(env && std::strcmp(env, "0") == 0);
   }();
-  return on;
-}
-
-bool has_int8_products(DType dtype) {
-  bool yes = false;
-  with_block_dtype(dtype, [&](auto d) { yes = units::has_codes(decltype(d)::value); });
-  return yes;
+  bool codes = false;
+  with_block_dtype(dtype, [&](auto d) { codes = units::has_codes(decltype(d)::value); });
+  return on && codes;
 }
 
 }  // namespace ft::engine::cuda

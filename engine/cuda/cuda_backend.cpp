@@ -303,14 +303,12 @@ class CudaBackend final : public Backend {
     }
     if (n_gemv) cuda::gemv_bf16(gemv, n_gemv, int(K), x, int(T), s());
     // The integer products read x as int8 planes, quantised once for all of them.
-    const bool any_int8 = cuda::int8_products() && std::any_of(units.begin(), units.end(), [](const auto& u) {
-                            return cuda::has_int8_products(u.first);
-                          });
+    const bool any_int8 =
+        std::any_of(units.begin(), units.end(), [](const auto& u) { return cuda::int8_products(u.first); });
     const cuda::X8 xq = any_int8 ? quantize_x8(x, T, K) : cuda::X8{};
-    for (const auto& [dt, u] : units) {
+    for (const auto& [dt, u] : units)
       cuda::gemv_units_batch(u.data(), int(u.size()), dt, int(K), x, int(T), s(),
-                             any_int8 && cuda::has_int8_products(dt) ? &xq : nullptr);
-    }
+                             cuda::int8_products(dt) ? &xq : nullptr);
     for (const LinearOut* op : rest) {
       const LinearOut& o = *op;
       const DType dt = o.w->dtype;
@@ -653,10 +651,9 @@ class CudaBackend final : public Backend {
   // int8 planes.
   void experts_decode(const cuda::ExpertTable& table, const float* x, std::size_t T, std::size_t K,
                       const int32_t* chosen, float* h, const cuda::ChoicesByExpert& by_expert, float* out) {
-    const bool int8 = cuda::int8_products();
     cuda::X8 xq, hq;
-    const bool gate_up_q = int8 && table.gate_up_units && cuda::has_int8_products(table.gate_up_dtype);
-    const bool down_q = int8 && table.down_units && cuda::has_int8_products(table.down_dtype);
+    const bool gate_up_q = table.gate_up_units && cuda::int8_products(table.gate_up_dtype);
+    const bool down_q = table.down_units && cuda::int8_products(table.down_dtype);
     if (gate_up_q) xq = quantize_x8(x, T, std::size_t(table.hidden));
     cuda::moe_gate_up(table, x, int(T), int(K), chosen, h, s(), gate_up_q ? &xq : nullptr);
     if (down_q) hq = quantize_x8(h, T * K, std::size_t(table.inter));

@@ -96,11 +96,10 @@ struct X8 {
 std::size_t x8_bytes(int T, int cols);
 // x [T, cols] into `buf` (x8_bytes of it, 16-byte aligned); the planes' view of it.
 X8 quantize_x8(const float* x, int T, int cols, std::byte* buf, cudaStream_t s);
-// Whether decode products on Q4_K / Q6_K / Q4_0 / Q8_0 take int8 activations (the default; ~2e-5
-// relative where fp32 activations give ~1e-7). FT_CUDA_INT8=0 keeps them on fp32 activations.
-bool int8_products();
-// Whether a block dtype has integer products (has_codes).
-bool has_int8_products(DType dtype);
+// Whether decode products on `dtype` take int8 activations: Q4_K / Q6_K / Q4_0 / Q8_0 (block_units.h's
+// has_codes) do by default (~2e-5 relative where fp32 activations give ~1e-7); FT_CUDA_INT8=0 keeps
+// them on fp32 activations.
+bool int8_products(DType dtype);
 
 // Rows of x a gemv call takes at most.
 inline constexpr int kGemvMaxRows = 8;
@@ -134,7 +133,7 @@ void gemv_units(const std::byte* w, DType dtype, std::size_t row_bytes, int rows
 // Up to kGemvMaxOuts such products of one dtype and width over the same x in one launch (a DeltaNet
 // layer's q|k|v, z, b and a; a shared expert's gate and up), GemvOut's w in that dtype (f32 unused):
 // each is the same as gemv_units alone.
-// xq: x as int8 planes (quantize_x8), taken where dtype has_int8_products; else x.
+// xq: x as int8 planes (quantize_x8), taken where int8_products(dtype); else x.
 void gemv_units_batch(const GemvOut* outs, int n_outs, DType dtype, int cols, const float* x, int T, cudaStream_t s,
                       const X8* xq = nullptr);
 // w's rows [0, rows) as bf16 planes hi and lo, each [rows, cols], w ~= hi + lo: the tiles a
@@ -221,7 +220,7 @@ void moe_gate_up_blocks(const ExpertTable& experts, const float* x, int T, int t
 void moe_down_combine_blocks(const ExpertTable& experts, const float* h, int T, int top_k,
                              const ChoicesByExpert& by_expert, float* out, cudaStream_t s, const X8* hq = nullptr);
 // Their unit versions (block_unit_kernels.cu), for tables whose gate_up_units / down_units hold.
-// xq / hq: x / h as int8 planes (quantize_x8), taken where the dtype has_int8_products.
+// xq / hq: x / h as int8 planes (quantize_x8), taken where int8_products(dtype).
 void moe_gate_up_units(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
                        cudaStream_t s, const X8* xq = nullptr);
 void moe_down_combine_units(const ExpertTable& experts, const float* h, int T, int top_k,

@@ -219,4 +219,8 @@ Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype) {
   return nullptr;
 }
 
+Int8DotsFn int8_dots_for(CpuIsa isa, const Matrix& m) {
+  return m.cols % int64_t(kX8Block) == 0 ? int8_dots_for(isa, m.dtype) : nullptr;
+}
+
 }  // namespace ft::engine::cpu

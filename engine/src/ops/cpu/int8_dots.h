@@ -16,6 +16,7 @@
 
 #include "ft/engine/dtype.h"
 #include "ft/engine/expert_kernels.h"
+#include "ft/engine/matrix.h"
 
 namespace ft::engine::cpu {
 
@@ -50,5 +51,14 @@ using Int8DotsFn = void (*)(const std::uint8_t* row, std::size_t cols, const X8R
 // The integer kernel for `dtype` on `isa` (AVX2 and up: Q4_K, Q6_K), or null. FT_CPU_INT8=0 turns
 // them off (the fp32 fused kernels then serve, as on CPUs without AVX2).
 Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype);
+// The kernel for matrix m (whose rows are whole 256-value blocks), or null.
+Int8DotsFn int8_dots_for(CpuIsa isa, const Matrix& m);
+
+// out[j] = row . x_{t0 + j} for any n, kInt8DotTokens tokens a call (the same kernel at any n).
+inline void int8_row_dots(Int8DotsFn dots, const std::uint8_t* row, std::size_t cols, const X8Rows& x, std::size_t t0,
+                          std::size_t n, float* out) {
+  for (std::size_t t = 0; t < n; t += kInt8DotTokens)
+    dots(row, cols, x, t0 + t, n - t < kInt8DotTokens ? n - t : kInt8DotTokens, out + t);
+}
 
 }  // namespace ft::engine::cpu

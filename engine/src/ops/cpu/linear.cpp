@@ -46,13 +46,13 @@ void widened_block(CpuIsa isa, const float* x, const X8Rows* x8, const Matrix& w
   const std::size_t cols = std::size_t(w.cols);
   // Q4_K / Q6_K with integer products: every token count the same kernel, a few tokens a call.
   if (x8) {
-    const Int8DotsFn dots = int8_dots_for(isa, w.dtype);
-    float out[kInt8DotTokens];
+    const Int8DotsFn dots = int8_dots_for(isa, w);
+    float out[kTokenBlock];
     for (std::size_t r = r0; r < r1; ++r) {
       const auto* row = reinterpret_cast<const std::uint8_t*>(w.row(int64_t(r)));
-      for (std::size_t t = t0; t < t1; t += kInt8DotTokens) {
-        const std::size_t n = std::min(kInt8DotTokens, t1 - t);
-        dots(row, cols, *x8, t, n, out);
+      for (std::size_t t = t0; t < t1; t += kTokenBlock) {
+        const std::size_t n = std::min(kTokenBlock, t1 - t);
+        int8_row_dots(dots, row, cols, *x8, t, n, out);
         for (std::size_t j = 0; j < n; ++j) y[(t + j) * ldy + r] = out[j];
       }
     }
@@ -160,7 +160,7 @@ void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w,
     xf = widened.data();
   }
   X8Rows x8;
-  const bool int8 = int8_dots_for(isa, w.dtype) && w.cols % int64_t(kX8Block) == 0;
+  const bool int8 = int8_dots_for(isa, w) != nullptr;
   if (int8) x8.quantize(xf, T, std::size_t(w.cols), std::size_t(w.cols));
   for_blocks(T, r0, r1, [&](std::size_t a, std::size_t b, std::size_t t0, std::size_t t1) {
     widened_block(isa, xf, int8 ? &x8 : nullptr, w, a, b, t0, t1, y, ldy);

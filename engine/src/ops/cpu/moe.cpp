@@ -218,22 +218,11 @@ void row_dots(CpuIsa isa, BlockDotsFn fused, const Matrix& m, std::size_t r, con
 // x8's row a0 + j).
 void row_dots(CpuIsa isa, BlockDotsFn fused, const X8Rows* x8, std::size_t a0, const Matrix& m, std::size_t r,
               const float* x, std::size_t ld, std::size_t n, float* out) {
-  if (const Int8DotsFn dots = x8 ? int8_dots_for(isa, m.dtype) : nullptr) {
-    const auto* row = reinterpret_cast<const std::uint8_t*>(m.row(int64_t(r)));
-    for (std::size_t t = 0; t < n; t += kInt8DotTokens)
-      dots(row, std::size_t(m.cols), *x8, a0 + t, std::min(kInt8DotTokens, n - t), out + t);
+  if (const Int8DotsFn dots = x8 ? int8_dots_for(isa, m) : nullptr) {
+    int8_row_dots(dots, reinterpret_cast<const std::uint8_t*>(m.row(int64_t(r))), std::size_t(m.cols), *x8, a0, n, out);
     return;
   }
   row_dots(isa, fused, m, r, x, ld, n, out);
-}
-
-// Whether any expert's `which` matrix takes the integer products (then its input is quantised).
-template <typename Which>
-bool any_int8(CpuIsa isa, const MoeWeights& w, std::size_t cols, Which which) {
-  if (cols % kX8Block != 0) return false;
-  return std::any_of(w.experts.begin(), w.experts.end(), [&](const SwiGluMatrices& m) {
-    return which(m, [&](const Matrix& x) { return int8_dots_for(isa, x.dtype) != nullptr; });
-  });
 }
 
 bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w) {
@@ -252,8 +241,11 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   float* h = s.floats(std::max<std::size_t>(g.begin[E], 1) * I);
   const std::size_t A = g.begin[E];
   X8Rows xq, hq;  // the inputs as int8 planes, where an expert's dtype has integer products
-  const bool x_int8 = any_int8(isa, w, H, [](const SwiGluMatrices& m, auto has) { return has(m.gate) || has(m.up); });
-  const bool h_int8 = any_int8(isa, w, I, [](const SwiGluMatrices& m, auto has) { return has(m.down); });
+  const bool x_int8 = std::any_of(w.experts.begin(), w.experts.end(), [&](const SwiGluMatrices& m) {
+    return int8_dots_for(isa, m.gate) || int8_dots_for(isa, m.up);
+  });
+  const bool h_int8 = std::any_of(w.experts.begin(), w.experts.end(),
+                                  [&](const SwiGluMatrices& m) { return int8_dots_for(isa, m.down) != nullptr; });
   if (x_int8) xq.quantize(xg, A, H, H);
   const std::vector<Item> up_items = items(g, E, I);
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
