@@ -54,7 +54,6 @@ __device__ __forceinline__ float warp_sum(float v) {
 // Grid (T, blocks of kWarps heads). Lane owns dims lane + 32 c, c < NC (head_dim <= 32 NC).
 template <int NC>
 __global__ void __launch_bounds__(kWarps * 32) attention_inputs_kernel(const InputsParams p) {
-  pdl_enter();
   extern __shared__ float smem[];  // cos [half], sin [half], then a row of head_dim per warp
   const int row = int(blockIdx.x), warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
   const int head = int(blockIdx.y) * kWarps + warp, D = p.head_dim, half = p.half;
@@ -63,8 +62,26 @@ __global__ void __launch_bounds__(kWarps * 32) attention_inputs_kernel(const Inp
   float* cs = smem;
   float* buf = smem + 2 * half + warp * D;
 
-  // The head's values and (for k) where the row's KV goes are asked for first: both are round
-  // trips to memory that the trigonometry below overlaps.
+  // Before the wait, what no kernel writes (the pass's uploads, the weights): where the row's KV
+  // goes (a chain of dependent loads), the rotation's cos/sin and the norm's weights, all while
+  // the q/k/v product still runs.
+  const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
+  std::byte* page = is_q ? nullptr : at.table[at.pos / p.page_tokens];
+  const float pos = float(p.positions[row]);
+  for (int i = int(threadIdx.x); i < half; i += int(blockDim.x)) {
+    double sn, cn;
+    sincos(double(__fmul_rn(p.inv_freq[i], pos)), &sn, &cn);
+    cs[i] = __fmul_rn(float(cn), p.attention_factor);
+    cs[half + i] = __fmul_rn(float(sn), p.attention_factor);
+  }
+  float wn[NC];
+  if (valid && p.q_norm) {
+    const float* w = is_q ? p.q_norm : p.k_norm;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) wn[c] = lane + 32 * c < D ? w[lane + 32 * c] : 0.f;
+  }
+  pdl_enter();  // q, k and v are the previous kernel's
+
   float* x = is_q ? p.q + (std::size_t(row) * p.heads + std::size_t(head)) * std::size_t(D)
                   : p.k + (std::size_t(row) * p.kv_heads + std::size_t(max(kvh, 0))) * std::size_t(D);
   float vals[NC];
@@ -73,27 +90,16 @@ __global__ void __launch_bounds__(kWarps * 32) attention_inputs_kernel(const Inp
     const int d = lane + 32 * c;
     vals[c] = valid && d < D ? x[d] : 0.f;
   }
-  const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
-
-  const float pos = float(p.positions[row]);
-  for (int i = int(threadIdx.x); i < half; i += int(blockDim.x)) {
-    double sn, cn;
-    sincos(double(__fmul_rn(p.inv_freq[i], pos)), &sn, &cn);
-    cs[i] = __fmul_rn(float(cn), p.attention_factor);
-    cs[half + i] = __fmul_rn(float(sn), p.attention_factor);
-  }
-
   if (valid && p.q_norm) {
     float ss = 0.f;
 #pragma unroll
     for (int c = 0; c < NC; ++c) ss += vals[c] * vals[c];
     const float inv = rsqrtf(warp_sum(ss) / float(D) + p.eps);
-    const float* w = is_q ? p.q_norm : p.k_norm;
     const float base = p.zero_centered ? 1.f : 0.f;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int d = lane + 32 * c;
-      if (d < D) vals[c] = vals[c] * inv * (base + w[d]);
+      if (d < D) vals[c] = vals[c] * inv * (base + wn[c]);
     }
   }
   if (valid) {
@@ -119,7 +125,6 @@ __global__ void __launch_bounds__(kWarps * 32) attention_inputs_kernel(const Inp
   const float* vr = nullptr;
   std::size_t slot = 0;
   if (!is_q) {
-    std::byte* page = at.table[at.pos / p.page_tokens];
     slot = std::size_t(at.pos % p.page_tokens);
     kb = reinterpret_cast<std::uint16_t*>(page + p.off.k_base + std::size_t(kvh) * p.off.block_bytes);
     vb = reinterpret_cast<std::uint16_t*>(page + p.off.v_base + std::size_t(kvh) * p.off.block_bytes);

@@ -450,7 +450,6 @@ __device__ void write_output(const AttnParams& p, int ranks, RankSmem rank_smem,
 // Grid: x = row * cluster + cluster rank, y = kv head * slices + slice. Block: warps of 32.
 template <int NC, int MQ>
 __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const AttnParams p) {
-  pdl_enter();
   extern __shared__ float4 smem_f4[];  // float4: the vector loads of q and p need 16-byte alignment
   float* smem = reinterpret_cast<float*>(smem_f4);
   const int warps = int(blockDim.x / 32), warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
@@ -458,6 +457,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
   const int kvh = int(blockIdx.y) / p.slices, slice = int(blockIdx.y) % p.slices;
   const int h0 = kvh * p.group + slice * p.per_slice;
   const int count = min(p.per_slice, p.group - slice * p.per_slice);
+  // Where the row's keys are (a chain of dependent loads through the pass's uploads, which no kernel
+  // writes) is asked for while the previous kernel still runs.
+  const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
+  pdl_enter();
   if (count <= 0) return;  // the same for every block of a cluster
   if (p.tile_rows > 0 && tile_in_one_sequence(row / p.tile_rows, p.tile_rows, p.rows, p.row_seq)) return;
 #if FT_ATTN_CLUSTERS
@@ -470,9 +473,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
 #endif
   const AttnSmem sm(smem, MQ, warps, p.head_dim);
 
-  // Where the row's keys are (a chain of dependent loads) is asked first, so that it overlaps
-  // the queries' loads.
-  const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
   // The queries; heads past `count` are zeros, computed along and never written.
 #pragma unroll 4
   for (int i = threadIdx.x; i < MQ * p.head_dim; i += blockDim.x) {

@@ -77,6 +77,18 @@ __device__ __forceinline__ void row_dot(const std::byte* row, int units, int s0,
   }
 }
 
+// The lines of this lane's units over steps [s0, s1) of a row, asked for ahead (row_dot's loads).
+template <DType T>
+__device__ __forceinline__ void prefetch_steps(const std::byte* row, int units, int s0, int s1) {
+  const int lane = int(threadIdx.x % 32), j = lane % Lane<T>::kLanes;
+  for (int s = s0; s < s1; ++s) {
+    const int u = s * units_per_step<T>() + lane / Lane<T>::kLanes;
+    if (u >= units) break;
+    constexpr std::size_t kLaneBytes = Lane<T>::kUnitBytes / Lane<T>::kLanes;
+    prefetch_l2(row + std::size_t(u) * Lane<T>::kUnitBytes + std::size_t(j) * kLaneBytes);
+  }
+}
+
 // How a block's warps share rows: `split` warps a row (each a contiguous quarter, say, of its
 // steps), 8 / split rows a block. A warp's steps are few enough that their loads are in flight
 // together; the split's partial sums are added in warp order, so a row's result depends on its
@@ -104,7 +116,6 @@ struct UnitsBatch {
 template <DType T, int NT, bool Q>
 __global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, const float* x, const X8 xq,
                                   int n_tokens) {
-  pdl_enter();
   int o = 0;
   while (o + 1 < batch.n_outs && blockIdx.x >= batch.first_block[o + 1]) ++o;
   const GemvOut& out = batch.outs[o];
@@ -112,6 +123,8 @@ __global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, c
   __shared__ float part[kWarps][NT];
   const Split sp = split_of(split, steps_of<T>(cols), block);
   const int row = min(sp.row, rows - 1);  // a row past the end computes the last one and writes nothing
+  prefetch_steps<T>(out.w + std::size_t(row) * out.row_bytes, cols / kUnitValues, sp.s0, sp.s1);
+  pdl_enter();  // x is the previous kernel's
   float acc[NT] = {};
   row_dot<T, NT, Q>(out.w + std::size_t(row) * out.row_bytes, cols / kUnitValues, sp.s0, sp.s1, x, xq,
                     std::size_t(cols), n_tokens, acc);

@@ -133,20 +133,25 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* out, int 
 template <int V, bool kAdd>
 __global__ void rms_norm_vec_kernel(float* x, const float* delta, const float* w, float* out, int dim, float eps,
                                     bool zero_centered) {
-  pdl_enter();
   const int n4 = dim / 4;
   float4* xr = reinterpret_cast<float4*>(x + std::size_t(blockIdx.x) * dim);
   const float4* dr = reinterpret_cast<const float4*>(delta + (kAdd ? std::size_t(blockIdx.x) * dim : 0));
   const float4* w4 = reinterpret_cast<const float4*>(w);
   float4* o = reinterpret_cast<float4*>(out + std::size_t(blockIdx.x) * dim);
   float4 v[V], g[V];
+  // The weight is a placed weight, no kernel's output: read while the previous kernel runs.
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int i = int(threadIdx.x) + j * int(blockDim.x);
+    if (i < n4) g[j] = w4[i];
+  }
+  pdl_enter();
   float sum = 0.f;
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     const int i = int(threadIdx.x) + j * int(blockDim.x);
     if (i < n4) {
       v[j] = xr[i];
-      g[j] = w4[i];
       if constexpr (kAdd) {
         const float4 d = dr[i];
         v[j] = make_float4(v[j].x + d.x, v[j].y + d.y, v[j].z + d.z, v[j].w + d.w);

@@ -32,6 +32,11 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
+// Asks L2 for the line holding p, without waiting for it: a kernel names the weights it is about to
+// read before pdl_enter(), so that their trip from memory overlaps the previous kernel instead of
+// following it. Only for what no kernel writes (the rule above).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // Whether the current device takes programmatic dependent launches (asked once per device).
 bool pdl_supported();
 
