@@ -9,10 +9,12 @@
 // returned without waiting could finish before its predecessor, and the kernel after it, which
 // waits only for its immediate predecessor, would then read unfinished results.
 //
-// What a kernel may read before pdl_enter(): what no kernel writes (weights, expert tables) and what
+// What a kernel may read before pdl_enter(): what no kernel writes (weights, expert tables, the pass's
+// uploads: positions, page tables; a copy is an ordinary dependency, never overlapped) and what
 // kernels two or more launches back wrote. Its predecessor lets it launch only after having waited
 // itself, so by the time it runs, every kernel before its predecessor has finished. The decode
-// products use this to start streaming their weights while the previous kernel still runs.
+// products, the norms and attention use this to start their trips to memory (weights, page tables)
+// while the previous kernel still runs.
 // Internal to engine/cuda.
 #pragma once
 
