@@ -580,6 +580,8 @@ class CudaBackend final : public Backend {
     }
     Scratch::Frame frame(scratch_);
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
+    if (w.router_spec.scoring == ref::RouterScoring::kSqrtSoftplus)
+      return fail("the GPU router scores by softmax or sigmoid; sqrt-softplus (DeepSeek-V4) is not on the GPU yet");
     if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
       return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
     const float* rx = router_x ? router_x : x;

@@ -198,7 +198,7 @@ __global__ void softcap_kernel(float* x, std::size_t n, float cap) {
 }
 
 __global__ void expert_glu_kernel(const float* gate, const float* up, float* out, std::size_t n, bool clamped,
-                                  bool gelu, float alpha, float limit) {
+                                  bool gelu, float alpha, float limit, float up_offset) {
   pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
@@ -213,7 +213,7 @@ __global__ void expert_glu_kernel(const float* gate, const float* up, float* out
   }
   g = fminf(g, limit);
   u = fminf(fmaxf(u, -limit), limit);
-  out[i] = (u + 1.f) * (g / (1.f + expf(-alpha * g)));
+  out[i] = (u + up_offset) * (g / (1.f + expf(-alpha * g)));
 }
 
 __global__ void mul_sigmoid_kernel(float* x, const float* gate, std::size_t n) {
@@ -426,7 +426,7 @@ void expert_glu(const float* gate, const float* up, float* out, std::size_t n, c
                 cudaStream_t s) {
   if (n)
     launch(expert_glu_kernel, blocks_for(n), kBlock, 0, s, gate, up, out, n, glu.clamped, glu.gelu_tanh, glu.alpha,
-           glu.limit);
+           glu.limit, glu.up_offset);
 }
 
 void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s) {

@@ -15,11 +15,14 @@ namespace ft::engine::ref {
 // How a routed expert's hidden activation h comes from its gate and up products g, u (their
 // biases already added): silu(g) * u in every SwiGLU family; gelu_tanh(g) * u in Gemma 4's GeGLU
 // experts; gpt-oss clamps both and gates with a scaled sigmoid: g' = min(g, limit), u' = clamp(u,
-// -limit, limit), h = (u' + 1) * g' * sigmoid(alpha * g') (HF GptOssExperts._apply_gate).
+// -limit, limit), h = (u' + up_offset) * g' * sigmoid(alpha * g') (HF GptOssExperts._apply_gate:
+// up_offset 1, alpha 1.702). DeepSeek-V4 clamps the same way around a plain SwiGLU: up_offset 0,
+// alpha 1, so h = silu(g') * u' (swiglu_limit).
 struct ExpertGlu {
   bool clamped = false;
   float alpha = 1.702f;
   float limit = 7.0f;
+  float up_offset = 1.0f;
   bool gelu_tanh = false;  // GeGLU (not with clamped)
 };
 inline float expert_glu(const ExpertGlu& a, float g, float u) {
@@ -27,13 +30,18 @@ inline float expert_glu(const ExpertGlu& a, float g, float u) {
   if (!a.clamped) return g / (1.0f + std::exp(-g)) * u;
   g = std::min(g, a.limit);
   u = std::clamp(u, -a.limit, a.limit);
-  return (u + 1.0f) * (g / (1.0f + std::exp(-a.alpha * g)));
+  return (u + a.up_offset) * (g / (1.0f + std::exp(-a.alpha * g)));
 }
 
 enum class RouterScoring {
-  kSoftmax,  // Qwen, Mixtral: probabilities over all experts, then top-k
-  kSigmoid,  // DeepSeek-V3 style: independent sigmoid scores, then top-k
+  kSoftmax,       // Qwen, Mixtral: probabilities over all experts, then top-k
+  kSigmoid,       // DeepSeek-V3 style: independent sigmoid scores, then top-k
+  kSqrtSoftplus,  // DeepSeek-V4: independent sqrt(softplus(logit)) scores, then top-k
 };
+
+// DeepSeek-V4's router score: sqrt(softplus(x)) with torch's softplus (beta 1, threshold 20: x
+// itself above 20, log1p(exp(x)) below).
+inline float sqrt_softplus(float x) { return std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x))); }
 
 struct RouterSpec {
   std::size_t num_experts = 0;

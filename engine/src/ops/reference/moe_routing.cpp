@@ -43,7 +43,7 @@ void grouped_choice(const float* scores, const RouterSpec& spec, std::vector<flo
 
 namespace {
 
-// Token t's scores: softmax or sigmoid of its logits.
+// Token t's scores: softmax, sigmoid or sqrt-softplus of its logits.
 void token_scores(const float* l, const RouterSpec& spec, std::vector<float>& scores) {
   const std::size_t E = spec.num_experts;
   if (spec.scoring == RouterScoring::kSoftmax) {
@@ -51,13 +51,15 @@ void token_scores(const float* l, const RouterSpec& spec, std::vector<float>& sc
     float sum = 0.0f;
     for (std::size_t e = 0; e < E; ++e) sum += scores[e] = std::exp(l[e] - m);
     for (std::size_t e = 0; e < E; ++e) scores[e] /= sum;
+  } else if (spec.scoring == RouterScoring::kSqrtSoftplus) {
+    for (std::size_t e = 0; e < E; ++e) scores[e] = sqrt_softplus(l[e]);
   } else {
     for (std::size_t e = 0; e < E; ++e) scores[e] = sigmoid(l[e]);
   }
 }
 
 // The K chosen experts' weights from their scores. HF adds 1e-20 to the sum where it renormalises
-// (DeepSeek-V3): nothing in fp32 next to a sum of sigmoid scores, so left out.
+// (DeepSeek-V3, V4): nothing in fp32 next to a sum of sigmoid or sqrt-softplus scores, so left out.
 void chosen_weights(const std::vector<float>& scores, const RouterSpec& spec, const int32_t* chosen, float* weights) {
   const std::size_t K = spec.top_k;
   float total = 0.0f;
