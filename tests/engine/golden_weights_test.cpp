@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -52,6 +53,59 @@ TEST(GoldenWeights, AManifestBecomesTheCheckpointPythonWrote) {
                              0.8879871368408203f, 0.9341830015182495f, 1.0354580879211426f};
   ASSERT_EQ(norm.size(), 6u);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(norm[i], want_norm[i]) << i;
+}
+
+// DeepSeek-V4's hash-routing tables are kept as their values, I64 or I32, in the manifest's order.
+TEST(GoldenWeights, IndexTablesAreWrittenAsTheirValues) {
+  const nlohmann::json manifest = {{"seed", 1},
+                                   {"tensors",
+                                    {{{"name", "model.layers.0.ffn.gate.tid2eid"},
+                                      {"dtype", "I64"},
+                                      {"shape", {3, 2}},
+                                      {"values", {2, 8, 10, 4, 0, 15}}},
+                                     {{"name", "narrow"}, {"dtype", "I32"}, {"shape", {2}}, {"values", {-1, 7}}}}}};
+  TempDir dir;
+  ASSERT_TRUE(write_golden_weights(manifest, dir.path()).is_ok());
+  const SafetensorsFile f = SafetensorsFile::read(dir.path() / "model.safetensors");
+  const auto& wide = f.tensors.at("model.layers.0.ffn.gate.tid2eid");
+  EXPECT_EQ(wide.dtype, "I64");
+  EXPECT_EQ(wide.shape, (std::vector<int64_t>{3, 2}));
+  std::vector<int64_t> got(6);
+  ASSERT_EQ(wide.data.size(), 48u);
+  std::memcpy(got.data(), wide.data.data(), 48);
+  EXPECT_EQ(got, (std::vector<int64_t>{2, 8, 10, 4, 0, 15}));
+  const auto& narrow = f.tensors.at("narrow");
+  EXPECT_EQ(narrow.dtype, "I32");
+  std::int32_t n[2];
+  ASSERT_EQ(narrow.data.size(), 8u);
+  std::memcpy(n, narrow.data.data(), 8);
+  EXPECT_EQ(n[0], -1);
+  EXPECT_EQ(n[1], 7);
+
+  nlohmann::json short_list = manifest;
+  short_list["tensors"][0]["values"] = {1, 2, 3};
+  const Status st = write_golden_weights(short_list, dir.path());
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("tid2eid"), std::string::npos) << st.message();
+}
+
+// The DeepSeek-V4 fixture (made ahead of its family) rebuilds with its hash tables: layer 0 routes
+// every token to 4 distinct experts of 16, as the golden script drew them.
+TEST(GoldenWeights, TheDeepseekV4FixtureRebuildsWithItsHashTables) {
+  const std::filesystem::path dir = materialized_checkpoint(fixture_dir("deepseek_v4") / "checkpoint");
+  const SafetensorsFile f = SafetensorsFile::read(dir / "model.safetensors");
+  const auto& t = f.tensors.at("model.layers.0.ffn.gate.tid2eid");
+  ASSERT_EQ(t.dtype, "I64");
+  ASSERT_EQ(t.shape, (std::vector<int64_t>{1024, 4}));
+  std::vector<int64_t> ids(1024 * 4);
+  std::memcpy(ids.data(), t.data.data(), ids.size() * 8);
+  for (std::size_t row = 0; row < 1024; ++row) {
+    std::vector<int64_t> r(ids.begin() + std::ptrdiff_t(4 * row), ids.begin() + std::ptrdiff_t(4 * row + 4));
+    std::sort(r.begin(), r.end());
+    ASSERT_TRUE(r.front() >= 0 && r.back() < 16 && std::adjacent_find(r.begin(), r.end()) == r.end()) << row;
+  }
+  EXPECT_FALSE(f.has("model.layers.1.ffn.gate.tid2eid"));  // layer 1 routes by score
+  EXPECT_TRUE(f.has("model.layers.1.ffn.gate.bias"));
 }
 
 TEST(GoldenWeights, AFixtureWithARecipeLoadsAsAModel) {

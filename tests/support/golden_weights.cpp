@@ -32,10 +32,27 @@ Status write_golden_weights(const nlohmann::json& manifest, const std::filesyste
     t.name = e.at("name").get<std::string>();
     t.shape = e.at("shape").get<std::vector<int64_t>>();
     const std::string dtype = e.at("dtype").get<std::string>();
-    if (dtype != "BF16" && dtype != "F32") return invalid_argument("weights.json: " + t.name + " has dtype " + dtype);
-    t.dtype = dtype == "BF16" ? engine::DType::kBF16 : engine::DType::kF32;
     std::uint64_t n = 1;
     for (const int64_t d : t.shape) n *= std::uint64_t(d);
+    if (dtype == "I64" || dtype == "I32") {  // an index table (hash routing), kept as its values
+      const auto values = e.at("values").get<std::vector<int64_t>>();
+      if (values.size() != n) return invalid_argument("weights.json: " + t.name + " lists the wrong number of values");
+      const bool wide = dtype == "I64";
+      t.dtype = wide ? engine::DType::kI64 : engine::DType::kI32;
+      t.data.resize(n * (wide ? 8 : 4));
+      for (std::uint64_t i = 0; i < n; ++i) {
+        if (wide) {
+          std::memcpy(t.data.data() + 8 * i, &values[i], 8);
+        } else {
+          const auto v = std::int32_t(values[i]);
+          std::memcpy(t.data.data() + 4 * i, &v, 4);
+        }
+      }
+      tensors.push_back(std::move(t));
+      continue;
+    }
+    if (dtype != "BF16" && dtype != "F32") return invalid_argument("weights.json: " + t.name + " has dtype " + dtype);
+    t.dtype = dtype == "BF16" ? engine::DType::kBF16 : engine::DType::kF32;
     const double offset = e.at("offset").get<double>(), scale = e.at("scale").get<double>();
     const std::uint64_t seed = golden_tensor_seed(t.name, base);
     t.data.resize(n * (t.dtype == engine::DType::kBF16 ? 2 : 4));

@@ -19,6 +19,8 @@ std::uint64_t golden_tensor_seed(std::string_view name, std::uint64_t base_seed)
 double golden_uniform(std::uint64_t seed, std::uint64_t i);
 // Writes `dir`/model.safetensors from a weights.json manifest:
 //   {"seed": S, "tensors": [{"name", "dtype": "BF16"|"F32", "shape": [...], "offset", "scale"}]}
+// and index tables (DeepSeek-V4's hash routing) as their values: {"name", "dtype": "I64"|"I32",
+// "shape", "values": [...]}.
 Status write_golden_weights(const nlohmann::json& manifest, const std::filesystem::path& dir);
 
 }  // namespace ft::test
