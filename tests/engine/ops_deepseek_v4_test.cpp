@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "deepseek_v4_test_util.h"
 #include "ft/engine/ops_attention.h"
 #include "ft/engine/ops_compressor.h"
 #include "ft/engine/ops_hyper.h"
@@ -19,25 +20,6 @@ namespace {
 using engine::CompressorSpec;
 using engine::CompressorState;
 using engine::HyperSpec;
-
-std::vector<float> randn(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-// The compress rope of the shrunk golden config (§8): r = 16, theta 160000, YaRN factor 16 over 256.
-std::vector<float> compress_inv_freq(std::size_t r) {
-  engine::ref::RopeSpec spec;
-  spec.head_dim = r;
-  spec.rotary_dim = r;
-  spec.theta = 160000.0;
-  spec.layout = engine::ref::RopeLayout::kGptj;
-  spec.yarn.factor = 16.0;
-  spec.yarn.original_max_position_embeddings = 256;
-  return engine::ref::rope_inv_freq(spec);
-}
 
 // ---- hyper-connections ------------------------------------------------------------------------
 
