@@ -123,11 +123,11 @@ __global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, c
   __shared__ float part[kWarps][NT];
   const Split sp = split_of(split, steps_of<T>(cols), block);
   const int row = min(sp.row, rows - 1);  // a row past the end computes the last one and writes nothing
-  prefetch_steps<T>(out.w + std::size_t(row) * out.row_bytes, cols / kUnitValues, sp.s0, sp.s1);
+  const std::byte* w = out.w + std::size_t(row) * out.row_bytes;
+  prefetch_steps<T>(w, cols / kUnitValues, sp.s0, sp.s1);
   pdl_enter();  // x is the previous kernel's
   float acc[NT] = {};
-  row_dot<T, NT, Q>(out.w + std::size_t(row) * out.row_bytes, cols / kUnitValues, sp.s0, sp.s1, x, xq,
-                    std::size_t(cols), n_tokens, acc);
+  row_dot<T, NT, Q>(w, cols / kUnitValues, sp.s0, sp.s1, x, xq, std::size_t(cols), n_tokens, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= n_tokens) break;

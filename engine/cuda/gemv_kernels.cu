@@ -113,14 +113,14 @@ __device__ __forceinline__ void gemv_rows_f32(const GemvOut& out, int first_row,
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
   const int row = first_row + warp / kF32Split, part = warp % kF32Split;
   float acc[NT] = {};
+  // (a warp past the last row reads nothing; its pointer stays in the matrix)
+  const float4* w4 = reinterpret_cast<const float4*>(out.w + std::size_t(min(row, out.rows - 1)) * out.row_bytes);
+  const int n4 = cols / 4;
   if (row < out.rows) {  // the weights' lines asked for while the previous kernel runs
-    const float4* w4 = reinterpret_cast<const float4*>(out.w + std::size_t(row) * out.row_bytes);
-    for (int c = part * 32 + lane; c < cols / 4; c += 32 * kF32Split) prefetch_l2(w4 + c);
+    for (int c = part * 32 + lane; c < n4; c += 32 * kF32Split) prefetch_l2(w4 + c);
   }
   pdl_enter();
   if (row < out.rows) {
-    const float4* w4 = reinterpret_cast<const float4*>(out.w + std::size_t(row) * out.row_bytes);
-    const int n4 = cols / 4;
 #pragma unroll 4
     for (int c = part * 32 + lane; c < n4; c += 32 * kF32Split) {
       const float4 w = __ldg(w4 + c);

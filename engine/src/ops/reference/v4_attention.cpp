@@ -8,6 +8,7 @@
 #include "ft/engine/ops_attention.h"
 #include "ft/engine/ops_compressor.h"
 #include "ft/engine/ops_v4_attention.h"
+#include "ops/reference/dot.h"
 
 namespace ft::engine::ref {
 
@@ -94,12 +95,9 @@ void grouped_o_proj(const float* o, const float* weight, std::size_t T, std::siz
   for (std::size_t t = 0; t < T; ++t) {
     for (std::size_t g = 0; g < groups; ++g) {
       const float* x = o + t * in + g * cols;
-      for (std::size_t r = 0; r < rank; ++r) {
-        const float* wr = weight + (g * rank + r) * cols;
-        float acc = 0.0f;
-        for (std::size_t c = 0; c < cols; ++c) acc += x[c] * wr[c];
-        out[t * groups * rank + g * rank + r] = acc;
-      }
+      // Each group's rows as ref::linear multiplies them (one group: exactly ref::linear).
+      for (std::size_t r = 0; r < rank; ++r)
+        out[t * groups * rank + g * rank + r] = dot8(x, weight + (g * rank + r) * cols, cols);
     }
   }
 }
