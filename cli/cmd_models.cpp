@@ -51,6 +51,11 @@ std::string placement_for(std::uint64_t bytes, const Result<engine::CudaDeviceIn
   return text;
 }
 
+// Whether this build runs a parsed config: it parses and load_model builds its family.
+Status runnable(const Result<engine::ModelConfig>& parsed) {
+  return parsed ? engine::family_built(parsed->family) : parsed.status();
+}
+
 // What a GGUF file holds, as a row: its architecture (HF model_type), the dtype of its first
 // expert (or first) matrix, and whether this build runs it.
 void describe_gguf(const fs::path& file, Row& r, const Result<engine::CudaDeviceInfo>& gpu, std::uint64_t ram) {
@@ -68,9 +73,9 @@ void describe_gguf(const fs::path& file, Row& r, const Result<engine::CudaDevice
       break;
     }
   }
-  const auto parsed = engine::parse_model_config(ckpt->config_text(), ckpt->generation_config_text());
-  r.support = parsed ? "yes" : "no: " + parsed.status().message();
-  r.placement = parsed ? placement_for(r.model.bytes, gpu, ram) : "-";
+  const Status runs = runnable(engine::parse_model_config(ckpt->config_text(), ckpt->generation_config_text()));
+  r.support = runs.is_ok() ? "yes" : "no: " + runs.message();
+  r.placement = runs.is_ok() ? placement_for(r.model.bytes, gpu, ram) : "-";
 }
 
 // Every model in an Ollama store: manifests/HOST/NAMESPACE/MODEL/TAG, named as --model takes it.
@@ -125,9 +130,9 @@ int run_models(const Args& args) {
           r.dtype = (*q)["quant_method"];
       }
     }
-    const auto parsed = engine::parse_model_config(config);
-    r.support = parsed ? "yes" : "no: " + parsed.status().message();
-    r.placement = parsed ? placement_for(r.model.bytes, gpu, ram) : "-";
+    const Status runs = runnable(engine::parse_model_config(config));
+    r.support = runs.is_ok() ? "yes" : "no: " + runs.message();
+    r.placement = runs.is_ok() ? placement_for(r.model.bytes, gpu, ram) : "-";
     rows.push_back(std::move(r));
   }
   const fs::path ollama = ollama_models_dir();

@@ -157,5 +157,27 @@ TEST(HubCacheFamilies, ModelsReportsACheckpointOfEveryFamilyAsSupported) {
   }
 }
 
+// A family whose config parses but whose blocks are not built (deepseek_v4) is listed as not run,
+// saying so, rather than as supported.
+TEST(HubCacheFamilies, ModelsSaysAParsedButUnbuiltFamilyDoesNotRun) {
+  TempDir dir;
+  const fs::path hub = dir.path() / "hub";
+  const fs::path snapshot =
+      hub / "models--deepseek-ai--v4-tiny" / "snapshots" / "4444444444444444444444444444444444444444";
+  fs::create_directories(snapshot);
+  fs::copy_file(fs::path(FT_FIXTURES_DIR) / "models" / "deepseek_v4" / "checkpoint" / "config.json",
+                snapshot / "config.json");
+  const CommandResult r = run_freetoken({"models", "--json"}, {{"HF_HUB_CACHE", hub.string()},
+                                                               {"OLLAMA_MODELS", (hub / "none").string()},
+                                                               {"HOME", (hub / "none").string()},
+                                                               {"LLAMA_CACHE", (hub / "none").string()}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json list = json::parse(r.out);
+  ASSERT_EQ(list.size(), 1u) << r.out;
+  EXPECT_EQ(list[0]["architecture"], "deepseek_v4");
+  EXPECT_EQ(list[0]["supported"], false);
+  EXPECT_EQ(list[0]["support"], "no: deepseek_v4: config parsed; the family's blocks are not built yet");
+}
+
 }  // namespace
 }  // namespace ft::test

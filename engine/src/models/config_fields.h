@@ -143,5 +143,11 @@ Status parse_gemma4_rope(const Fields& text, ModelConfig& cfg);
 // (enable_moe_block, num_experts, top_k_experts, moe_intermediate_size), softcapping and embedding
 // scale; refuses per-layer embeddings, shared KV layers and bidirectional attention.
 Status parse_gemma4_text(const Fields& text, ModelConfig& cfg);
+// config_deepseek_v4.cpp: deepseek_v4's fields (ModelConfig::DeepseekV4 and the common ones it
+// shares) as saved (layer_types, compress_rates, mlp_layer_types, rope_parameters {main, compress})
+// or under the published DeepSeek-V4-Flash keys (compress_ratios, compress_rate_csa / _hca,
+// num_hash_layers, qk_rope_head_dim, rope_scaling with compress_rope_theta), with
+// DeepseekV4Config's defaults; refuses router scores other than sqrtsoftplus and sigmoid.
+Status parse_deepseek_v4(const Fields& text, ModelConfig& cfg);
 
 }  // namespace ft::engine::config

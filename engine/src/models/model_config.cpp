@@ -2,11 +2,12 @@
 // (Qwen3MoeConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig, MixtralConfig, Qwen2MoeConfig,
 // OlmoeConfig, DeepseekV3Config, Glm4MoeConfig, Dots1Config, Ernie4_5_MoeConfig, MiniMaxM2Config,
 // GptOssConfig, Glm4MoeLiteConfig, HunYuanMoEV1Config, ExaoneMoeConfig, AfmoeConfig,
-// Llama4TextConfig, DeepseekV32Config, GlmMoeDsaConfig; the MoE parts of the last fourteen in
-// config_sigmoid_moe.cpp (the indexer's in config_dsa.cpp), config_ernie4_5_moe.cpp,
-// config_minimax_m2.cpp, config_gpt_oss.cpp, config_hunyuan_v1_moe.cpp, config_exaone_moe.cpp,
-// config_afmoe.cpp and config_llama4.cpp), because save_pretrained may omit keys equal to their
-// defaults and older checkpoints predate newer keys.
+// Llama4TextConfig, DeepseekV32Config, GlmMoeDsaConfig, DeepseekV4Config; the MoE parts of those
+// from DeepseekV3Config to GlmMoeDsaConfig in config_sigmoid_moe.cpp (the indexer's in config_dsa.cpp),
+// config_ernie4_5_moe.cpp, config_minimax_m2.cpp, config_gpt_oss.cpp, config_hunyuan_v1_moe.cpp,
+// config_exaone_moe.cpp, config_afmoe.cpp and config_llama4.cpp; DeepseekV4Config's rope, layers and
+// MoE in config_deepseek_v4.cpp), because save_pretrained may omit keys equal to their defaults and
+// older checkpoints predate newer keys.
 #include "ft/engine/model_config.h"
 
 #include <algorithm>
@@ -32,6 +33,7 @@ std::optional<ModelFamily> family_from_model_type(const std::string& t) {
   if (t == "kimi_k2") return ModelFamily::kDeepseekV3;  // Kimi K2: DeepSeek-V3's architecture
   if (t == "llama4") return ModelFamily::kLlama4Text;   // the multimodal wrapper: its text_config
   if (t == "gemma4") return ModelFamily::kGemma4Text;   // likewise
+  if (t == "deepseek_v4") return ModelFamily::kDeepseekV4;  // parsed, not in model_families()
   for (ModelFamily f : model_families()) {
     if (t == model_family_name(f)) return f;
   }
@@ -61,6 +63,7 @@ std::optional<ModelFamily> family_from_architecture(const std::string& a) {
   if (a == "DeepseekV32ForCausalLM") return ModelFamily::kDeepseekV32;
   if (a == "GlmMoeDsaForCausalLM") return ModelFamily::kGlmMoeDsa;
   if (a == "Gemma4ForCausalLM" || a == "Gemma4ForConditionalGeneration") return ModelFamily::kGemma4Text;
+  if (a == "DeepseekV4ForCausalLM") return ModelFamily::kDeepseekV4;
   return std::nullopt;
 }
 
@@ -96,6 +99,7 @@ FamilyDefaults family_defaults(ModelFamily f) {
       return {500000.0, 1e-5, true};  // Llama4TextConfig.default_theta
     case ModelFamily::kDeepseekV32:
     case ModelFamily::kGemma4Text:
+    case ModelFamily::kDeepseekV4:
       return {10000.0, 1e-6, true};
     case ModelFamily::kGlmMoeDsa:
     case ModelFamily::kGlm4MoeLite:
@@ -114,6 +118,7 @@ int64_t max_position_default(ModelFamily f) {
   if (f == ModelFamily::kHunyuanV1Moe) return 2048;
   if (f == ModelFamily::kDeepseekV32) return 163840;
   if (f == ModelFamily::kGlmMoeDsa) return 202752;
+  if (f == ModelFamily::kDeepseekV4) return 1048576;
   return 0;
 }
 
@@ -497,12 +502,14 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
   if (cfg.family == ModelFamily::kMinimaxM2) {
     FT_ASSIGN_OR_RETURN(default_partial, config::minimax_partial_rotary(text, cfg));
   }
+  // DeepSeek-V4's two ropes and its own layer kinds are read with the rest of its config below.
+  const bool v4 = cfg.family == ModelFamily::kDeepseekV4;
   if (cfg.family == ModelFamily::kGemma4Text) {
     FT_RETURN_IF_ERROR(config::parse_gemma4_rope(text, cfg));  // a rope dict per layer type
-  } else {
+  } else if (!v4) {
     FT_RETURN_IF_ERROR(parse_rope(text, cfg, default_partial));
   }
-  FT_RETURN_IF_ERROR(parse_layers(*text_json, text, cfg, hybrid));
+  if (!v4) FT_RETURN_IF_ERROR(parse_layers(*text_json, text, cfg, hybrid));
   FT_ASSIGN_OR_RETURN(cfg.norm_topk_prob, text.boolean_or("norm_topk_prob", defaults.norm_topk_prob));
   if (sigmoid_moe) {
     FT_RETURN_IF_ERROR(config::parse_sigmoid_moe(text, cfg));
@@ -522,6 +529,8 @@ Result<ModelConfig> parse(const json& root, const json* gen) {
     FT_RETURN_IF_ERROR(config::parse_llama4_text(text, cfg));
   } else if (cfg.family == ModelFamily::kGemma4Text) {
     FT_RETURN_IF_ERROR(config::parse_gemma4_text(text, cfg));
+  } else if (v4) {
+    FT_RETURN_IF_ERROR(config::parse_deepseek_v4(text, cfg));
   } else {
     FT_RETURN_IF_ERROR(parse_softmax_moe(text, cfg));
   }
@@ -592,6 +601,8 @@ const char* model_family_name(ModelFamily family) {
       return "glm_moe_dsa";
     case ModelFamily::kGemma4Text:
       return "gemma4_text";
+    case ModelFamily::kDeepseekV4:
+      return "deepseek_v4";
   }
   return "?";
 }
@@ -604,6 +615,12 @@ const std::vector<ModelFamily>& model_families() {
       ModelFamily::kGlm4MoeLite, ModelFamily::kHunyuanV1Moe, ModelFamily::kExaoneMoe,  ModelFamily::kAfmoe,
       ModelFamily::kLlama4Text,  ModelFamily::kDeepseekV32,  ModelFamily::kGlmMoeDsa,  ModelFamily::kGemma4Text};
   return all;
+}
+
+Status family_built(ModelFamily family) {
+  const std::vector<ModelFamily>& built = model_families();
+  if (std::find(built.begin(), built.end(), family) != built.end()) return Status::ok();
+  return unsupported(std::string(model_family_name(family)) + ": config parsed; the family's blocks are not built yet");
 }
 
 bool is_hybrid_family(ModelFamily family) {

@@ -43,6 +43,8 @@ Recipe recipe_for(ModelFamily family) {
       return models::glm_moe_dsa;
     case ModelFamily::kGemma4Text:
       return models::gemma4_text;
+    case ModelFamily::kDeepseekV4:
+      return nullptr;  // its config parses; its blocks are not built yet (family_built says so)
   }
   return nullptr;
 }
@@ -53,6 +55,7 @@ Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const Checkpoint> chec
   if (!checkpoint) return invalid_argument("load_model: no checkpoint");
   FT_ASSIGN_OR_RETURN(ModelConfig cfg,
                       parse_model_config(checkpoint->config_text(), checkpoint->generation_config_text()));
+  FT_RETURN_IF_ERROR(family_built(cfg.family));
   Recipe recipe = recipe_for(cfg.family);
   if (!recipe) return internal_error(std::string("no recipe for ") + model_family_name(cfg.family));
   const blocks::DecoderRecipe r = recipe(*checkpoint);

@@ -483,6 +483,13 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
     case ModelFamily::kGemma4Text:
       c = gemma4_text_config(s);
       break;
+    case ModelFamily::kDeepseekV4:
+      // Not in model_families(), so nothing asks for one: the common keys under its name, which
+      // load_model refuses until the family's blocks exist.
+      c = text;
+      c["architectures"] = {"DeepseekV4ForCausalLM"};
+      c["model_type"] = "deepseek_v4";
+      break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The
       // vision tower's weights are not written: this engine serves text only.

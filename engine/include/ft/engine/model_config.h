@@ -22,7 +22,9 @@
 
 namespace ft::engine {
 
-// The model families this engine implements; each has one file in engine/src/models/.
+// The model families this engine implements; each has one file in engine/src/models/. The last,
+// deepseek_v4, is parsed only: its blocks are not built, so load_model refuses it and
+// model_families() leaves it out.
 enum class ModelFamily {
   kQwen3Moe,
   kQwen3Next,
@@ -44,19 +46,34 @@ enum class ModelFamily {
   kDeepseekV32,
   kGlmMoeDsa,
   kGemma4Text,
+  kDeepseekV4,
 };
 // "qwen3_moe", "qwen3_next", "qwen3_5_moe", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3",
 // "glm4_moe", "dots1", "ernie4_5_moe", "minimax_m2", "gpt_oss", "glm4_moe_lite", "hunyuan_v1_moe",
-// "exaone_moe", "afmoe", "llama4_text", "deepseek_v32", "glm_moe_dsa", "gemma4_text" (the HF
-// model_type).
+// "exaone_moe", "afmoe", "llama4_text", "deepseek_v32", "glm_moe_dsa", "gemma4_text", "deepseek_v4"
+// (the HF model_type).
 const char* model_family_name(ModelFamily family);
-// Every family, in the order above.
+// Every family load_model builds, in the order above (not deepseek_v4: the tests and tools that walk
+// this list load each family).
 const std::vector<ModelFamily>& model_families();
+// Ok when load_model builds the family (one model_families() lists), else kUnsupported saying why
+// ("deepseek_v4: config parsed; the family's blocks are not built yet"): a config that parses is
+// not yet one that runs.
+Status family_built(ModelFamily family);
 // Whether the family mixes linear-attention (Gated DeltaNet) layers with full attention.
 bool is_hybrid_family(ModelFamily family);
 
 // The token mixer of one decoder layer.
 enum class LayerKind { kFullAttention, kLinearAttention };
+
+// DeepSeek-V4's attention of one layer (HF layer_types). Every kind attends the sliding window of the
+// sequence's own kv rows; CSA ("compressed_sparse_attention") adds the entries its indexer picks of
+// those compressed every csa_rate tokens, HCA ("heavily_compressed_attention") every visible entry
+// compressed every hca_rate tokens; "sliding_attention" has no compressor.
+enum class V4AttentionKind { kSliding, kCsa, kHca };
+// DeepSeek-V4's router of one layer (HF mlp_layer_types): "hash_moe" takes its experts from a table
+// indexed by token id, "moe" the top-k by score plus a correction bias.
+enum class V4RouterKind { kHashMoe, kMoe };
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kQwen3Moe;
@@ -202,6 +219,40 @@ struct ModelConfig {
   double embedding_scale = 1.0;
   double final_logit_softcapping = 0;  // 0: none
   bool parallel_moe = false;
+
+  // DeepSeek-V4 (deepseek_v4, docs/deepseek-v4.md §1). The common fields hold what it shares with the
+  // others: head_dim d (queries, the one K = V head, compressed entries), qk_rope_head_dim r (the
+  // roped LAST r dims of every head; partial_rotary_factor = r / d), rope_theta (the "main" rope of
+  // sliding layers), sliding_window (W, on every layer), q_lora_rank, index_* (the CSA indexer), the
+  // experts with one shared expert moe_intermediate_size wide (shared_expert_intermediate_size),
+  // routed_scaling_factor. num_key_value_heads is 1, n_shared_experts and norm_topk_prob are ignored
+  // (HF ignores them), and no layer is dense.
+  struct DeepseekV4 {
+    std::vector<V4AttentionKind> attention;  // one per layer
+    std::vector<V4RouterKind> routers;       // one per layer
+    int64_t csa_rate = 4, hca_rate = 128;    // m of each compressed kind (compress_rates)
+    int64_t hc_mult = 4;                     // N residual streams (mHC)
+    int64_t hc_sinkhorn_iters = 20;
+    double hc_eps = 1e-6;
+    int64_t o_groups = 8, o_lora_rank = 1024;   // the grouped output projection
+    double swiglu_limit = 10.0;                 // clamp of the gate/up products, routed and shared experts
+    std::string scoring_func = "sqrtsoftplus";  // or "sigmoid"
+    bool mlp_bias = false;                      // biases on the shared expert
+    // The "compress" rope of CSA/HCA layers (their q, kv, output, entries and indexer): "default" or
+    // "yarn", whose truncate is always true (HF 5.17 looks for it beside "main" and "compress", where
+    // V4 has none) and attention_factor 1 (HF's default for V4; another is refused), so neither
+    // cos/sin nor the softmax scale get YaRN's mscale.
+    std::string compress_rope_type = "default";
+    double compress_rope_theta = 160000.0;
+    Yarn compress_yarn;
+
+    // m of layer `layer`: 0 on a sliding_attention layer (or out of range).
+    int64_t compress_rate(int64_t layer) const {
+      if (layer < 0 || std::size_t(layer) >= attention.size()) return 0;
+      const V4AttentionKind k = attention[std::size_t(layer)];
+      return k == V4AttentionKind::kCsa ? csa_rate : k == V4AttentionKind::kHca ? hca_rate : 0;
+    }
+  } deepseek_v4;
 
   // Linear attention (Gated DeltaNet).
   int64_t linear_conv_kernel_dim = 0;
