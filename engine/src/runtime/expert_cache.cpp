@@ -52,6 +52,7 @@ void ExpertCache::touch(int slot) {
 void ExpertCache::drop(int slot) {
   Key& k = slot_key_[std::size_t(slot)];
   if (k.layer < 0) return;
+  ++version_;
   slot_of_[index(k.layer, k.expert)] = -1;
   --stats_[std::size_t(k.layer)].resident;
   k = {};
@@ -85,6 +86,7 @@ std::optional<ExpertCache::Admitted> ExpertCache::admit(int layer, int expert, A
   drop(best);
   slot_key_[std::size_t(best)] = {layer, expert};
   slot_of_[index(layer, expert)] = best;
+  ++version_;
   ++stats_[std::size_t(layer)].resident;
   touch(best);
   return a;

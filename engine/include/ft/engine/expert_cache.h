@@ -76,6 +76,9 @@ class ExpertCache {
   std::uint64_t hits() const;
   std::uint64_t misses() const;
   int resident() const;  // slots in use
+  // Changes whenever an expert enters or leaves a slot: who maps (layer, expert) to memory rebuilds
+  // its view when this moved.
+  std::uint64_t version() const { return version_; }
 
  private:
   static constexpr std::uint64_t kNever = 0;
@@ -98,6 +101,7 @@ class ExpertCache {
   std::vector<LayerStats> stats_;
   std::vector<float> freq_;  // per (layer, expert)
   std::uint64_t uses_ = 0;   // since the last halving
+  std::uint64_t version_ = 0;
 };
 
 }  // namespace ft::engine
