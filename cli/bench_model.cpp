@@ -348,6 +348,11 @@ int bench_decode(const Args& args) {
           "copying) and computed %.1f on the CPU (%.2f GB, %.1f GB/s while computing)\n",
           after->policy.c_str(), 100 * hit, after->slots, fetched / steps, fb / steps / 1e9,
           fs > 0 ? fb / fs / 1e9 : 0.0, cpu / steps, cb / steps / 1e9, cs > 0 ? cb / cs / 1e9 : 0.0);
+      if (const double in_place = double(after->read_in_place - before->read_in_place); in_place > 0)
+        std::printf(
+            "  in place     a step read %.1f missed experts from host memory (%.2f GB): %.1f GB/s over the step\n",
+            in_place / steps, double(after->read_in_place_bytes - before->read_in_place_bytes) / steps / 1e9,
+            double(after->read_in_place_bytes - before->read_in_place_bytes) / secs / 1e9);
       std::printf(
           "  hybrid bound %.1f ms/step = %.2f tok/s (HBM %.0f GB/s; misses %.2f GB at %.1f + %.1f GB/s PCIe + host "
           "read); measured/bound %.2f\n",

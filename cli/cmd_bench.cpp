@@ -357,7 +357,9 @@ const Command kBenchCommand = {
      {"kv-budget", "GB", "decode, prefill: KV page memory (default: a quarter of RAM)", ""},
      {"gpu-mem", "GiB", "decode, prefill: GPU memory the model may use (less than the model: experts in host RAM)", ""},
      {"moe-policy", "P",
-      "decode, prefill: how cache misses are served with experts in host RAM (adaptive, fetch, cpu, ratio:Q)", ""},
+      "decode, prefill: how cache misses are served with experts in host RAM (adaptive, fetch, cpu, ratio:Q, "
+      "direct[:Q])",
+      ""},
      {"expert-slots", "N", "decode, prefill: experts in host RAM with exactly N GPU slots", ""},
      {"feed", "HOW",
       "decode: the next tokens: greedy (random weights loop: repeated routing) or random (routing near uniform)", ""},

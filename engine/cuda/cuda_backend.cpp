@@ -108,6 +108,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<Memory> memory() const override { return memory_; }
 
   Status execute(const std::function<void()>& fn) override {
+    if (offload_) offload_->begin_in_place_pass(s());
     begin_pass();
     const auto t0 = std::chrono::steady_clock::now();
     try {
@@ -118,6 +119,7 @@ class CudaBackend final : public Backend {
     // Issued: when the pass first waited for its results (the logits' copy), else now.
     const auto t1 = issued_.value_or(std::chrono::steady_clock::now());
     if (cudaError_t err = cudaStreamSynchronize(s()); err != cudaSuccess) fail(cuda::error_text("forward pass", err));
+    if (offload_) offload_->end_cpu_share();
     if (profile_) {
       profile_->issue_seconds += std::chrono::duration<double>(t1 - t0).count();
       profile_->pass_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -126,10 +128,7 @@ class CudaBackend final : public Backend {
     if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) fail(cuda::error_text("kernel launch", err));
     for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
     pending_traces_.clear();
-    if (offload_) {
-      if (std::string why = offload_->take_cpu_failure(); !why.empty()) fail(why);
-      offload_->publish();
-    }
+    if (offload_) after_offloaded_pass();
     if (!failure_.empty()) return internal_error("GPU: " + failure_);
     return Status::ok();
   }
@@ -138,14 +137,18 @@ class CudaBackend final : public Backend {
   // (pass_graphs.h). Op-timed profiles and routing traces run the pass as it is.
   Status execute(const std::function<void()>& fn, const PassShape& shape) override {
     using Mode = cuda::PassGraphs::Mode;
-    // Offloaded experts, gpt-oss's biased ones and DeepSeek sparse attention's indexer sync with the
-    // host inside the pass (host_synced_): nothing to record.
-    if ((profile_ && profile_->time_ops) || offload_ || host_synced_) return execute(fn);
+    // Offloaded experts (but for misses read in place), gpt-oss's biased ones and DeepSeek sparse
+    // attention's indexer sync with the host inside the pass (host_synced_): nothing to record.
+    if ((profile_ && profile_->time_ops) || (offload_ && !offload_->in_place()) || host_synced_) return execute(fn);
     std::vector<int64_t> key = shape.key;
     key.push_back(shape.kv_tokens);
     key.push_back(trace_ ? 1 : 0);  // a traced pass also copies the routing out
+    // Misses read in place record the CPU share's kernels (publish, wait, add) only with a share:
+    // a step recorded without one must not replay once a policy with one is set.
+    key.push_back(offload_ ? (offload_->cpu_share() ? 2 : 1) : 0);
     const Mode mode = graphs_.plan(key);
     if (mode == Mode::kRun) return execute(fn);
+    if (offload_) offload_->begin_in_place_pass(s());  // uploads nothing into the capture
     begin_pass();
     graphs_.begin_pass();
     kv_tokens_ = shape.kv_tokens;
@@ -170,6 +173,7 @@ class CudaBackend final : public Backend {
     }
     const auto t1 = issued_.value_or(std::chrono::steady_clock::now());
     if (cudaError_t e = cudaStreamSynchronize(s()); e != cudaSuccess) fail(cuda::error_text("forward pass", e));
+    if (offload_) offload_->end_cpu_share();
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) fail(cuda::error_text("kernel launch", e));
     if (profile_) {
       profile_->issue_seconds += std::chrono::duration<double>(t1 - t0).count();
@@ -181,7 +185,17 @@ class CudaBackend final : public Backend {
     graphs_.copy_out();
     for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
     pending_traces_.clear();
+    if (offload_) after_offloaded_pass();
+    if (!failure_.empty()) return internal_error("GPU: " + failure_);
     return Status::ok();
+  }
+
+  // After a synchronised pass: the CPU share's failure, the cache kept for misses read in place,
+  // the stats readers see.
+  void after_offloaded_pass() {
+    if (std::string why = offload_->take_cpu_failure(); !why.empty()) fail(why);
+    offload_->after_in_place_pass();
+    offload_->publish();
   }
 
   // ---- Placement ----
@@ -576,6 +590,12 @@ class CudaBackend final : public Backend {
       // A replayed pass is a decode step: its MoE uploads nothing; a routing trace it records is
       // copied out by the graph into the pinned buffer it had when recorded (the same take here).
       if (trace_) trace_later(nullptr, T, K);
+      // Misses read in place: the recorded copy of the choices lands where it did when recorded.
+      if (offload_ && offload_->in_place() && T <= kFusedMoeTokens) {
+        const int layer = offload_->layer_of(w);
+        offload_->note_in_place(layer, int(T * K));
+        if (offload_->cpu_share()) offload_->queue_cpu_share(layer, int(T), int(K));
+      }
       return;
     }
     Scratch::Frame frame(scratch_);
@@ -738,13 +758,54 @@ class CudaBackend final : public Backend {
                                  cuda::units_fit(first.gate.dtype, nullptr, first.gate.row_bytes, int(H)),
                                  cuda::units_fit(first.down.dtype, nullptr, first.down.row_bytes, int(first.inter()))};
     phase.emplace(this, OpProfile::kMoeExperts, true);
-    if (decode) {
+    if (decode && o.in_place()) {
+      decode_in_place(w, layer, dims, x, T, K, chosen_dev, route.by_expert, out);
+    } else if (decode) {
+      o.order_after_in_place_copies(s());
       decode_offloaded(w, layer, dims, x, T, K, chosen_dev, route.by_expert, out);
     } else {
+      o.order_after_in_place_copies(s());
       prefill_offloaded(w, layer, dims, x, T, K, chosen_dev, weights_dev, out);
     }
     phase.emplace(this, OpProfile::kMoeCombine, true);
     add_shared_expert(w, x, T, out);
+  }
+
+  // Misses read in place (policy direct): the kernels read every chosen expert through the
+  // layer's table (a slot, or the expert's pinned host memory over PCIe); the choices go to the
+  // host for the cache to count after the pass. Nothing here waits, so the step records as a graph.
+  void decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x, std::size_t T,
+                       std::size_t K, const int32_t* chosen_dev, const cuda::ChoicesByExpert& by_expert, float* out) {
+    cuda::ExpertSlots& o = *offload_;
+    if (!o.knows_in_place(layer)) {
+      // A layer's first in-place step (never a recorded one: a shape runs once before it records):
+      // the table the pass began with has no host addresses for it yet.
+      if (std::string why = o.know_in_place(w, layer); !why.empty()) return fail(why);
+      o.prepare_in_place(s());
+    }
+    if (T * K > std::size_t(cuda::ExpertSlots::kMaxInPlaceChoices)) return fail("internal error: too many choices");
+    const std::size_t E = w.experts.size();
+    table.gate = o.in_place_table(layer);
+    table.up = table.gate + E;
+    table.down = table.gate + 2 * E;
+    check(cudaMemcpyAsync(o.in_place_choices(layer), chosen_dev, T * K * sizeof(int32_t), cudaMemcpyDeviceToHost, s()),
+          "routing");
+    o.note_in_place(layer, int(T * K));
+    // The CPU's share starts from the input and choices in host memory while the GPU computes
+    // its own; the GPU waits for its output only to add it.
+    const bool share = o.cpu_share();
+    const cuda::ExpertSlots::InPlaceIo& io = o.in_place_io(layer);
+    if (share) {
+      cuda::publish_to_host(x, T * std::size_t(table.hidden), by_expert.expert, by_expert.weight, int(T * K), io.x,
+                            io.chosen, io.weights, io.in, o.step_device(), s());
+      o.queue_cpu_share(layer, int(T), int(K));
+    }
+    float* h = scratch_.floats(T * K * std::size_t(table.inter));
+    experts_decode(table, x, T, K, chosen_dev, h, by_expert, out);
+    if (share) {
+      cuda::wait_host_flag_at(io.out, o.step_device(), s());
+      cuda::add(out, io.y, T * std::size_t(table.hidden), s());
+    }
   }
 
   void decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x, std::size_t T,

@@ -257,6 +257,25 @@ __global__ void wait_host_flag_kernel(const volatile unsigned* flag, unsigned va
   __threadfence_system();  // what the CPU wrote before the flag, seen by the kernels after this one
 }
 
+__global__ void wait_host_flag_at_kernel(const volatile unsigned* flag, const unsigned* value) {
+  const unsigned v = *value;
+  while (int(*flag - v) < 0) __nanosleep(256);
+  __threadfence_system();
+}
+
+__global__ void publish_to_host_kernel(const float* x, std::size_t nx, const int32_t* chosen, const float* weights,
+                                       int n, float* hx, int32_t* hc, float* hw, volatile unsigned* flag,
+                                       const unsigned* value) {
+  for (std::size_t i = threadIdx.x; i < nx; i += blockDim.x) hx[i] = x[i];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    hc[i] = chosen[i];
+    hw[i] = weights[i];
+  }
+  __threadfence_system();  // the data reaches host memory before the flag does
+  __syncthreads();
+  if (threadIdx.x == 0) *flag = *value;
+}
+
 __global__ void add_kernel(float* y, const float* x, std::size_t n) {
   pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
@@ -457,6 +476,15 @@ void attention_temperature(float* x, int T, int width, const int64_t* positions,
 
 void wait_host_flag(const unsigned* flag, unsigned value, cudaStream_t s) {
   wait_host_flag_kernel<<<1, 1, 0, s>>>(flag, value);
+}
+
+void wait_host_flag_at(const unsigned* flag, const unsigned* value, cudaStream_t s) {
+  wait_host_flag_at_kernel<<<1, 1, 0, s>>>(flag, value);
+}
+
+void publish_to_host(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n, float* hx,
+                     int32_t* hc, float* hw, unsigned* flag, const unsigned* value, cudaStream_t s) {
+  publish_to_host_kernel<<<1, 512, 0, s>>>(x, nx, chosen, weights, n, hx, hc, hw, flag, value);
 }
 
 void add(float* y, const float* x, std::size_t n, cudaStream_t s) {

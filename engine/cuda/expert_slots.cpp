@@ -1,7 +1,10 @@
 #include "expert_slots.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -46,7 +49,9 @@ void copy_expert_async(const SwiGluMatrices& m, const ExpertPtrs& to, cudaStream
 ExpertSlots::ExpertSlots(const ExpertOffloadOptions& options, int transient)
     : o_(options),
       cache_(options.slots - transient, options.layers, options.experts, options.floor_per_layer, 2),
-      cpu_(options.cpu_threads) {}
+      cpu_(options.cpu_threads),
+      in_place_(options.layers, options.experts),
+      noted_(std::size_t(options.layers), -1) {}
 
 Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOptions& options) {
   if (options.slots < min_slots(options.top_k))
@@ -60,6 +65,7 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   x->stats_.layer_hit_rate.assign(std::size_t(options.layers), 0.0);
   x->stats_.layer_fetched.assign(std::size_t(options.layers), 0);
   x->stats_.layer_cpu_computed.assign(std::size_t(options.layers), 0);
+  x->stats_.layer_read_in_place.assign(std::size_t(options.layers), 0);
   x->last_active_.resize(std::size_t(options.layers));
   x->publish();
   const auto fail = [](const char* what, cudaError_t err) {
@@ -82,6 +88,32 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   *x->flag_ = 0;
   if (cudaError_t err = cudaStreamCreateWithFlags(&x->copy_, cudaStreamNonBlocking); err != cudaSuccess)
     return fail("the copy stream", err);
+  // The in-place table and choices (small: pointers and int32s per layer), allocated here so that
+  // no pass allocates while a graph is being captured.
+  const std::size_t table = x->in_place_.table_size() * sizeof(const std::byte*);
+  void* mirror = nullptr;
+  if (cudaError_t err = cudaHostAlloc(&mirror, table, cudaHostAllocDefault); err != cudaSuccess)
+    return fail("the in-place expert table", err);
+  x->mirror_ = static_cast<const std::byte**>(mirror);
+  std::fill_n(x->mirror_, x->in_place_.table_size(), nullptr);
+  void* dev = nullptr;
+  if (cudaError_t err = cudaMalloc(&dev, table); err != cudaSuccess) return fail("the in-place expert table", err);
+  x->table_dev_ = static_cast<const std::byte**>(dev);
+  if (cudaError_t err = cudaMemset(dev, 0, table); err != cudaSuccess) return fail("the in-place expert table", err);
+  void* routes = nullptr;
+  const std::size_t route_bytes = std::size_t(options.layers) * kMaxInPlaceChoices * sizeof(int32_t);
+  if (cudaError_t err = cudaHostAlloc(&routes, route_bytes, cudaHostAllocDefault); err != cudaSuccess)
+    return fail("the in-place choices", err);
+  x->routes_ = static_cast<int32_t*>(routes);
+  if (cudaError_t err = cudaEventCreateWithFlags(&x->landed_, cudaEventDisableTiming); err != cudaSuccess)
+    return fail("copy events", err);
+  void* step = nullptr;
+  if (cudaError_t err = cudaHostAlloc(&step, sizeof(unsigned), cudaHostAllocDefault); err != cudaSuccess)
+    return fail("the step counter", err);
+  x->step_host_ = static_cast<unsigned*>(step);
+  if (cudaError_t err = cudaMalloc(&step, sizeof(unsigned)); err != cudaSuccess) return fail("the step counter", err);
+  x->step_dev_ = static_cast<unsigned*>(step);
+  x->io_.resize(std::size_t(options.layers));
   for (cudaEvent_t* e :
        {&x->round_done_[0], &x->round_done_[1], &x->round_done_[2], &x->all_done_, &x->group_.begin, &x->group_.end}) {
     if (cudaError_t err = cudaEventCreate(e); err != cudaSuccess) return fail("copy events", err);
@@ -90,9 +122,17 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
 }
 
 ExpertSlots::~ExpertSlots() {
+  end_cpu_share();
   cpu_.drain();
   if (copy_) cudaStreamSynchronize(copy_);
   if (flag_) cudaFreeHost(flag_);
+  if (mirror_) cudaFreeHost(mirror_);
+  if (routes_) cudaFreeHost(routes_);
+  if (table_dev_) cudaFree(table_dev_);
+  if (landed_) cudaEventDestroy(landed_);
+  for (void* p : io_blocks_) cudaFreeHost(p);
+  if (step_host_) cudaFreeHost(step_host_);
+  if (step_dev_) cudaFree(step_dev_);
   for (void* p : pinned_) cudaHostUnregister(p);
   for (void* p : pinned_buffers_) cudaFreeHost(p);
   for (const Chunk& c : chunks_) cudaFree(c.base);
@@ -298,6 +338,211 @@ void ExpertSlots::settle() {
   }
   cudaGetLastError();
   group_.pending = false;
+}
+
+std::string ExpertSlots::know_in_place(const MoeWeights& w, int layer) {
+  if (in_place_.knows(layer)) return "";
+  const auto device_ptr = [](const std::byte* host, const std::byte** dev) -> std::string {
+    void* d = nullptr;
+    if (cudaError_t err = cudaHostGetDevicePointer(&d, const_cast<std::byte*>(host), 0); err != cudaSuccess) {
+      cudaGetLastError();
+      return "policy direct reads experts in place, and this one is not in pinned host memory (" +
+             error_text("cudaHostGetDevicePointer", err) + ")";
+    }
+    *dev = static_cast<const std::byte*>(d);
+    return "";
+  };
+  for (std::size_t e = 0; e < w.experts.size(); ++e) {
+    const SwiGluMatrices& m = w.experts[e];
+    const Matrix* mats[3] = {&m.gate, &m.up, &m.down};
+    const std::byte* at[3] = {};
+    bool fit = true;
+    for (int i = 0; i < 3; ++i) {
+      if (std::string why = device_ptr(mats[i]->data, &at[i]); !why.empty()) return why;
+      // The kernels pick their row loads by the slot's alignment (256 bytes): rows read in place
+      // must allow the same.
+      const Matrix& x = *mats[i];
+      fit = fit &&
+            units_fit(x.dtype, at[i], x.row_bytes, int(x.cols)) ==
+                units_fit(x.dtype, nullptr, x.row_bytes, int(x.cols)) &&
+            reinterpret_cast<std::uintptr_t>(at[i]) % 16 == 0;
+    }
+    if (!fit) {
+      // Rows the checkpoint stores off the kernels' alignment: an aligned pinned copy is read instead.
+      const std::span<std::byte> copy = pinned_buffer(o_.slot_bytes);
+      if (copy.empty()) return "policy direct could not copy an unaligned expert into pinned host memory";
+      const ExpertPtrs p = layout(copy.data(), w);
+      const std::byte* dst[3] = {p.gate, p.up, p.down};
+      for (int i = 0; i < 3; ++i) {
+        std::memcpy(const_cast<std::byte*>(dst[i]), mats[i]->data, mats[i]->bytes());
+        if (std::string why = device_ptr(dst[i], &at[i]); !why.empty()) return why;
+      }
+    }
+    in_place_.set_host(layer, int(e), {at[0], at[1], at[2]});
+  }
+  // The layer's exchange with the CPU: inputs and outputs for decode's most tokens, the flags on
+  // cache lines of their own.
+  const std::size_t H = std::size_t(w.hidden), choices = kMaxInPlaceChoices;
+  const std::size_t floats = 2 * 16 * H, bytes = floats * 4 + 2 * choices * 4 + 256;
+  void* block = nullptr;
+  if (cudaError_t err = cudaHostAlloc(&block, bytes, cudaHostAllocMapped); err != cudaSuccess) {
+    cudaGetLastError();
+    return error_text("the CPU share's host memory", err);
+  }
+  std::memset(block, 0, bytes);
+  io_blocks_.push_back(block);
+  auto* b = static_cast<std::byte*>(block);
+  InPlaceIo& io = io_[std::size_t(layer)];
+  io.in = reinterpret_cast<unsigned*>(b);
+  io.out = reinterpret_cast<unsigned*>(b + 128);
+  io.x = reinterpret_cast<float*>(b + 256);
+  io.y = io.x + 16 * H;
+  io.chosen = reinterpret_cast<int32_t*>(io.y + 16 * H);
+  io.weights = reinterpret_cast<float*>(io.chosen + choices);
+  return "";
+}
+
+void ExpertSlots::begin_in_place_pass(cudaStream_t s) {
+  if (!in_place()) return;
+  *step_host_ = ++step_;
+  cudaMemcpyAsync(step_dev_, step_host_, sizeof(unsigned), cudaMemcpyHostToDevice, s);
+  prepare_in_place(s);
+}
+
+void ExpertSlots::queue_cpu_share(int layer, int T, int K) {
+  {
+    std::lock_guard lock(share_.mu);
+    share_.layers.push_back({layer, T, K});
+    if (!share_.running) {
+      share_.running = true;
+      share_.ended = false;
+      share_.abort = false;
+      cpu_.submit([this, step = step_] { run_cpu_share(step); });
+    }
+  }
+  share_.cv.notify_one();
+}
+
+void ExpertSlots::end_cpu_share() {
+  {
+    std::lock_guard lock(share_.mu);
+    if (!share_.running) return;
+    share_.ended = true;
+  }
+  // The GPU is done with the pass: a layer it never published (a failed pass) is not coming.
+  share_.abort = true;
+  share_.cv.notify_one();
+  cpu_.drain();
+}
+
+void ExpertSlots::run_cpu_share(unsigned step) {
+  const auto reached = [step](const unsigned* flag) {
+    return int(std::atomic_ref<const unsigned>(*flag).load(std::memory_order_acquire) - step) >= 0;
+  };
+  std::vector<int32_t> mine;
+  for (;;) {
+    std::array<int, 3> item{};
+    {
+      std::unique_lock lock(share_.mu);
+      share_.cv.wait(lock, [this] { return !share_.layers.empty() || share_.ended; });
+      if (share_.layers.empty()) {
+        share_.running = false;
+        return;
+      }
+      item = share_.layers.front();
+      share_.layers.pop_front();
+    }
+    const auto [layer, T, K] = item;
+    const InPlaceIo& io = io_[std::size_t(layer)];
+    while (!reached(io.in) && !share_.abort) _mm_pause();
+    if (!reached(io.in)) {
+      // The pass ended without the GPU publishing this layer: its output lacks the CPU's experts.
+      cpu_failed("internal error: a layer's CPU share never received its input from the GPU");
+      std::atomic_ref<unsigned>(*io.out).store(step, std::memory_order_release);
+      continue;
+    }
+    const MoeWeights& w = *by_id_[std::size_t(layer)];
+    const auto t0 = std::chrono::steady_clock::now();
+    mine.assign(std::size_t(T * K), -1);
+    std::size_t experts = 0;
+    for (int i = 0; i < T * K; ++i) {
+      const int32_t e = io.chosen[i];
+      if (e < 0 || e >= o_.experts || !in_place_.on_cpu(layer, e)) continue;
+      mine[std::size_t(i)] = e;
+      ++experts;  // a batch's tokens sharing an expert count it once each: the bytes read again from cache
+    }
+    if (experts > 0) {
+      try {
+        cpu_.run(w, io.x, std::size_t(T), std::size_t(K), mine.data(), io.weights, io.y);
+      } catch (const std::exception& e) {
+        cpu_failed(std::string("the CPU experts failed: ") + e.what());
+      }
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      stats_.cpu_computed += experts;
+      stats_.layer_cpu_computed[std::size_t(layer)] += experts;
+      stats_.cpu_bytes += experts * expert_bytes(w);
+      stats_.cpu_seconds += secs;
+    } else {
+      std::memset(io.y, 0, std::size_t(T) * std::size_t(w.hidden) * sizeof(float));
+    }
+    std::atomic_ref<unsigned>(*io.out).store(step, std::memory_order_release);
+  }
+}
+
+void ExpertSlots::prepare_in_place(cudaStream_t s) {
+  if (!in_place()) return;
+  if (in_place_.copies_pending()) {
+    if (cudaEventQuery(landed_) == cudaSuccess) in_place_.landed();
+    cudaGetLastError();  // not ready is no error
+  }
+  in_place_.set_cpu_share(cpu_share() ? o_.policy.ratio : 0);
+  const auto slot_at = [this](int layer, int slot) -> ExpertAddress {
+    if (std::size_t(layer) >= by_id_.size()) return {};
+    const MoeWeights& w = *by_id_[std::size_t(layer)];
+    const ExpertPtrs p = slot < 0 ? zero(w) : this->slot(slot, w);
+    return {p.gate, p.up, p.down};
+  };
+  if (in_place_.refresh(cache_, slot_at, {mirror_, in_place_.table_size()}))
+    cudaMemcpyAsync(table_dev_, mirror_, in_place_.table_size() * sizeof(const std::byte*), cudaMemcpyHostToDevice, s);
+}
+
+void ExpertSlots::after_in_place_pass() {
+  if (std::all_of(noted_.begin(), noted_.end(), [](int n) { return n < 0; })) return;
+  cache_.begin_step();
+  // Replacements a step may start (each a whole expert over PCIe while the next step reads its
+  // own misses over the same link); filling free slots is not limited.
+  static const int kReplacements = [] {
+    const char* v = std::getenv("FT_IN_PLACE_REPLACEMENTS");
+    return v ? std::max(0, std::atoi(v)) : 8;
+  }();
+  int replacements = kReplacements;
+  bool copied = false;
+  for (int l = 0; l < int(noted_.size()); ++l) {
+    const int n = std::exchange(noted_[std::size_t(l)], -1);
+    if (n < 0 || std::size_t(l) >= by_id_.size()) continue;
+    const MoeWeights& w = *by_id_[std::size_t(l)];
+    const InPlaceExperts::StepUse use =
+        in_place_.after_step(cache_, l, {in_place_choices(l), std::size_t(n)}, replacements);
+    // The misses the GPU read (the CPU's are counted by its task).
+    const auto gpu = std::uint64_t(
+        std::count_if(use.missed.begin(), use.missed.end(), [&](int e) { return !in_place_.on_cpu(l, e); }));
+    stats_.read_in_place += gpu;
+    stats_.layer_read_in_place[std::size_t(l)] += gpu;
+    stats_.read_in_place_bytes += gpu * expert_bytes(w);
+    for (const InPlaceExperts::Admission& a : use.admitted) {
+      const SwiGluMatrices& m = w.experts[std::size_t(a.expert)];
+      copy_expert_async(m, slot(a.slot, w), copy_);
+      ++stats_.fetched;
+      ++stats_.layer_fetched[std::size_t(l)];
+      stats_.fetched_bytes += m.bytes();
+      copied = true;
+    }
+  }
+  if (copied) cudaEventRecord(landed_, copy_);
+}
+
+void ExpertSlots::order_after_in_place_copies(cudaStream_t s) {
+  if (in_place_.copies_pending()) cudaStreamWaitEvent(s, landed_, 0);
 }
 
 void ExpertSlots::calibrate(const MoeWeights& w) {

@@ -7,8 +7,11 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -20,6 +23,7 @@
 #include "ft/engine/backend.h"
 #include "ft/engine/cpu_experts.h"
 #include "ft/engine/expert_cache.h"
+#include "ft/engine/in_place_experts.h"
 #include "ft/engine/moe_split.h"
 
 namespace ft::engine::cuda {
@@ -113,6 +117,55 @@ class ExpertSlots {
   // Learns the copy rate from fetch groups that have finished.
   void settle();
 
+  // ---- Misses read in place (policy direct; in_place_experts.h) ----
+  bool in_place() const { return o_.policy.kind == MoePolicy::Kind::kDirect; }
+  // Learns where `w`'s experts are in host memory as the GPU addresses them (once a layer); a
+  // message when some expert is not in pinned memory or its rows do not suit the kernels.
+  std::string know_in_place(const MoeWeights& w, int layer);
+  bool knows_in_place(int layer) const { return in_place_.knows(layer); }
+  // The layer's device table of expert pointers (gate, up, down: E each), as of the last prepare.
+  const std::byte* const* in_place_table(int layer) const {
+    return table_dev_ + std::size_t(layer) * 3 * std::size_t(o_.experts);
+  }
+  // Pinned host memory the step copies a layer's choices into (kMaxInPlaceChoices at most), and the
+  // note that this pass did (n choices); after_in_place_pass reads them.
+  int32_t* in_place_choices(int layer) { return routes_ + std::size_t(layer) * std::size_t(kMaxInPlaceChoices); }
+  void note_in_place(int layer, int n) { noted_[std::size_t(layer)] = n; }
+  static constexpr int kMaxInPlaceChoices = 16 * 32;  // decode's tokens times the router's most choices
+  // Before a pass (outside any graph capture): the step number goes up (and to the GPU), and
+  // prepare_in_place.
+  void begin_in_place_pass(cudaStream_t s);
+  // Copies that have landed flip their experts to slots, and the table goes to the GPU on `s` if
+  // it changed.
+  void prepare_in_place(cudaStream_t s);
+  // After a pass (synchronised): its noted choices counted in the cache, admissions copied on the
+  // copy stream.
+  void after_in_place_pass();
+  // A pass that reads slots through the cache itself (prefill, the other policies) waits on `s`
+  // for the in-place admissions' copies still under way.
+  void order_after_in_place_copies(cudaStream_t s);
+  // The CPU's share (policy direct:Q). Per layer, host memory both sides address: the GPU writes
+  // the layer's input and choices there and raises `in` (publish_to_host); a CPU task computes the
+  // layer's CPU experts into y and raises `out`; the GPU waits for `out` and adds y. Flags count
+  // passes (the step number: step_device() on the GPU, step() here).
+  struct InPlaceIo {
+    float* x = nullptr;
+    int32_t* chosen = nullptr;
+    float* weights = nullptr;
+    float* y = nullptr;
+    unsigned* in = nullptr;
+    unsigned* out = nullptr;
+  };
+  bool cpu_share() const { return in_place() && o_.policy.ratio > 0; }
+  const InPlaceIo& in_place_io(int layer) const { return io_[std::size_t(layer)]; }
+  const unsigned* step_device() const { return step_dev_; }
+  // Queues layer's CPU share for this pass (T tokens, K choices each): a task on the CPU experts'
+  // threads takes the pass's layers in order as the GPU publishes them.
+  void queue_cpu_share(int layer, int T, int K);
+  // After the pass's GPU work is synchronised: the task is told the pass is over and waited for
+  // (it gives up on layers the GPU never published, when the pass failed).
+  void end_cpu_share();
+
   // The GPU waits for the CPU's share of a layer on a counter in mapped host memory: a CPU task
   // signals the sequence number it was given when its output is written.
   unsigned next_cpu_seq() { return ++cpu_seq_; }
@@ -163,6 +216,27 @@ class ExpertSlots {
   std::vector<const MoeWeights*> by_id_;
   std::vector<std::vector<int32_t>> last_active_;
   bool calibrated_ = false;
+  InPlaceExperts in_place_;
+  const std::byte** mirror_ = nullptr;     // pinned: the table as the host builds it
+  const std::byte** table_dev_ = nullptr;  // the table the kernels read
+  int32_t* routes_ = nullptr;              // pinned, mapped: per layer, a step's choices
+  std::vector<int> noted_;                 // per layer: choices this pass left in routes_ (-1 none)
+  cudaEvent_t landed_ = nullptr;           // after the last admissions' copies
+  std::vector<InPlaceIo> io_;              // per layer (allocated by know_in_place)
+  std::vector<void*> io_blocks_;           // their pinned memory
+  unsigned step_ = 0;
+  unsigned* step_host_ = nullptr;  // pinned: what prepare_in_place uploads
+  unsigned* step_dev_ = nullptr;
+  // The pass's CPU share: layers queued by the host thread, taken by one task.
+  struct CpuShare {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::array<int, 3>> layers;  // layer, T, K
+    bool running = false, ended = false;
+    std::atomic<bool> abort{false};
+  };
+  CpuShare share_;
+  void run_cpu_share(unsigned step);
   // A group of fetches in flight: events around it on the copy stream, its size.
   struct Group {
     cudaEvent_t begin = nullptr, end = nullptr;

@@ -66,6 +66,13 @@ void expert_glu(const float* gate, const float* up, float* out, std::size_t n, c
 // waits for a CPU result while the host thread goes on issuing work. One thread spinning with
 // sleeps; launched without programmatic overlap.
 void wait_host_flag(const unsigned* flag, unsigned value, cudaStream_t s);
+// As wait_host_flag, for the value *value on the device when the kernel runs (a recorded step
+// replays with the step number uploaded before it).
+void wait_host_flag_at(const unsigned* flag, const unsigned* value, cudaStream_t s);
+// A MoE layer's input x [nx] and its choices (n experts, n weights) to host memory the GPU maps
+// (hx, hc, hw), then `flag` raised to *value: what the CPU's share of the layer starts from.
+void publish_to_host(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n, float* hx,
+                     int32_t* hc, float* hw, unsigned* flag, const unsigned* value, cudaStream_t s);
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s);
 // ref::scale_by_top_sigmoid and ref::attention_temperature (positions device memory).
 void scale_by_top_sigmoid(const float* x, const float* logits, int T, int width, int E, float* out, cudaStream_t s);

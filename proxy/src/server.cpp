@@ -357,6 +357,8 @@ struct Server::Impl {
              xnum("misses"));
       metric("freetoken_expert_fetched_total", "counter", "missed experts copied to the GPU", xnum("fetched"));
       metric("freetoken_expert_cpu_total", "counter", "missed experts computed on the CPU", xnum("cpu_computed"));
+      metric("freetoken_expert_read_in_place_total", "counter", "missed experts the GPU read from host memory",
+             xnum("read_in_place"));
       metric("freetoken_expert_fetched_bytes_total", "counter", "bytes of experts copied over PCIe",
              xnum("fetched_bytes"));
       metric("freetoken_expert_cpu_bytes_total", "counter", "bytes of experts read by the CPU", xnum("cpu_bytes"));

@@ -1,8 +1,8 @@
 // Routed experts kept in host RAM with a small GPU expert cache give the logits of the model with
 // every expert in VRAM, under every policy for the misses (all fetched, all on the CPU, a fixed
-// share, the adaptive split), in prefill (experts streamed through the slots in rounds) and in
-// decode; restore + suffix equals the whole sequence, and a batch equals its sequences alone.
-// Skips without a GPU.
+// share, the adaptive split, every miss read in place from host memory), in prefill (experts streamed through the slots
+// in rounds) and in decode; restore + suffix equals the whole sequence, and a batch equals its sequences alone. Skips
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,7 +75,7 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
     tokens.push_back(argmax(l.data(), V));
   }
 
-  for (const char* policy : {"fetch", "cpu", "ratio:0.5", "adaptive"}) {
+  for (const char* policy : {"fetch", "cpu", "ratio:0.5", "adaptive", "direct", "direct:0.5"}) {
     SCOPED_TRACE(policy);
     // 5 slots for 8 experts a layer (3 of them transient, for a token's 3 choices): prefill in
     // rounds of 2, misses in decode.
@@ -85,6 +85,9 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
     EXPECT_TRUE(plan.experts_on_host);
     EXPECT_EQ(plan.expert_slots, 5u);
     EXPECT_EQ(plan.moe_policy, policy);
+    engine::OpProfile profile;
+    profile.time_ops = false;  // counts passes only: op timing would run every step as it is
+    m->set_profile(&profile);
     SequenceState s = m->new_state();
     std::vector<float> got(prompt.size() * V);
     ASSERT_TRUE(m->forward(s, prompt, got.data(), LogitsMode::kAll).is_ok());
@@ -95,10 +98,12 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
     EXPECT_EQ(after_prefill->cpu_computed, 0u);
     for (int step = 0; step < 6; ++step) {
       std::vector<float> l(V);
-      ASSERT_TRUE(m->forward(s, {&tokens[std::size_t(step)], 1}, l.data(), LogitsMode::kLast).is_ok());
+      const Status st = m->forward(s, {&tokens[std::size_t(step)], 1}, l.data(), LogitsMode::kLast);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
       EXPECT_LT(rel_l2(l.data(), want_steps[std::size_t(step)].data(), V), kTolerance) << "step " << step;
       EXPECT_EQ(argmax(l.data(), V), tokens[std::size_t(step) + 1]) << "step " << step;
     }
+    m->set_profile(nullptr);
     const auto st = m->expert_offload_stats();
     ASSERT_TRUE(st);
     EXPECT_EQ(st->policy, policy);
@@ -117,9 +122,73 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
         EXPECT_GT(st->cpu_computed, 0u);
       }
       EXPECT_GT(st->fetched, after_prefill->fetched);
+    } else if (name.starts_with("direct")) {
+      // Misses read from host memory by the kernels (direct:0.5: half the uncached experts on the
+      // CPU instead, which the GPU waits for on a flag); nothing in the step waits for the host,
+      // so the decode steps record as a graph and replay (the last steps ran from the recording,
+      // their choices copied out for the cache and the CPU as the recording left them).
+      EXPECT_GT(st->read_in_place, 0u);
+      if (name == "direct") {
+        EXPECT_EQ(st->cpu_computed, 0u);
+      } else {
+        EXPECT_GT(st->cpu_computed, 0u);
+      }
+      EXPECT_GT(profile.replayed_passes, 0u);
+      // Every miss was read in place or computed on the CPU; the CPU also takes an admitted
+      // expert whose copy into its slot has not landed (the cache counts it a hit).
+      const std::uint64_t misses = st->misses - after_prefill->misses;
+      EXPECT_LE(st->read_in_place, misses);
+      EXPECT_GE(st->read_in_place + st->cpu_computed, misses);
+    } else {
+      EXPECT_EQ(st->read_in_place, 0u);
+      EXPECT_EQ(profile.replayed_passes, 0u);
     }
     EXPECT_EQ(st->layer_hit_rate.size(), plan.moe_layers);
   }
+}
+
+// Decode steps record as graphs under the in-place policies: a policy set between steps (with or
+// without the CPU's share, or one that syncs every layer) must run its own work, not a recording
+// made under another.
+TEST_P(ExpertOffloadCuda, SwitchingPoliciesBetweenStepsKeepsTheResidentLogits) {
+  auto resident = load(dir_, 0);
+  ASSERT_TRUE(resident);
+  const std::size_t V = std::size_t(resident->vocab_size());
+  const auto prompt = test_tokens(40, resident->vocab_size(), 11);
+  const std::vector<const char*> order{"direct",   "direct",     "direct", "direct:0.5", "direct:0.5",
+                                       "adaptive", "direct:0.5", "direct", "direct:0.5"};
+  SequenceState rs = resident->new_state();
+  std::vector<float> last(prompt.size() * V);
+  ASSERT_TRUE(resident->forward(rs, prompt, last.data(), LogitsMode::kAll).is_ok());
+  std::vector<int32_t> tokens{argmax(last.data() + (prompt.size() - 1) * V, V)};
+  std::vector<std::vector<float>> want;
+  for (std::size_t step = 0; step < order.size(); ++step) {
+    std::vector<float> l(V);
+    ASSERT_TRUE(resident->forward(rs, {&tokens.back(), 1}, l.data(), LogitsMode::kLast).is_ok());
+    want.push_back(l);
+    tokens.push_back(argmax(l.data(), V));
+  }
+  auto m = load(dir_, 5, "direct");
+  ASSERT_TRUE(m);
+  engine::OpProfile profile;
+  profile.time_ops = false;
+  m->set_profile(&profile);
+  SequenceState s = m->new_state();
+  ASSERT_TRUE(m->forward(s, prompt, nullptr, LogitsMode::kNone).is_ok());
+  for (std::size_t step = 0; step < order.size(); ++step) {
+    SCOPED_TRACE(order[step]);
+    m->set_moe_policy(*engine::parse_moe_policy(order[step]));
+    std::vector<float> l(V);
+    const Status st = m->forward(s, {&tokens[step], 1}, l.data(), LogitsMode::kLast);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    EXPECT_LT(rel_l2(l.data(), want[step].data(), V), kTolerance) << "step " << step;
+    EXPECT_EQ(argmax(l.data(), V), tokens[step + 1]) << "step " << step;
+  }
+  m->set_profile(nullptr);
+  EXPECT_GE(profile.replayed_passes, 3u);  // the third direct step, and the last two
+  const auto st = m->expert_offload_stats();
+  ASSERT_TRUE(st);
+  EXPECT_GT(st->cpu_computed, 0u);
 }
 
 TEST_P(ExpertOffloadCuda, RestorePlusSuffixEqualsTheWholeSequence) {

@@ -145,12 +145,12 @@ TEST(ExpertCache, ResizeGivesUpTheHighestSlots) {
 }
 
 TEST(MoeSplit, PoliciesParseAndPrintTheirNames) {
-  for (const char* name : {"adaptive", "fetch", "cpu", "ratio:0.25"}) {
+  for (const char* name : {"adaptive", "fetch", "cpu", "ratio:0.25", "direct", "direct:0.6"}) {
     auto p = engine::parse_moe_policy(name);
     ASSERT_TRUE(p.is_ok()) << name;
     EXPECT_EQ(p->name(), name);
   }
-  for (const char* bad : {"", "gpu", "ratio:", "ratio:1.5", "ratio:-0.1", "ratio:0.5x"}) {
+  for (const char* bad : {"", "gpu", "ratio:", "ratio:1.5", "ratio:-0.1", "ratio:0.5x", "direct:", "direct:2"}) {
     auto p = engine::parse_moe_policy(bad);
     ASSERT_FALSE(p.is_ok()) << bad;
     EXPECT_NE(p.status().message().find("--moe-policy"), std::string::npos);
@@ -288,7 +288,8 @@ TEST(CpuExperts, ComputesTheChosenExpertsAndLeavesTheRest) {
   // Two disjoint shares (every other choice) add up to the whole; no share is all zeros.
   std::vector<int32_t> even = chosen, odd = chosen;
   for (std::size_t i = 0; i < chosen.size(); ++i) (i % 2 ? even : odd)[i] = -1;
-  std::vector<float> a(x.size(), 1.f), b(x.size(), 1.f), sum(x.size());
+  std::vector<float> a(x.size(), 1.f), b(x.size(), 1.f);
+  std::vector<float> sum(a.size(), 0.f);
   cpu.run(layer.w, x.data(), T, K, even.data(), weights.data(), a.data());
   cpu.run(layer.w, x.data(), T, K, odd.data(), weights.data(), b.data());
   for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = a[i] + b[i];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <utility>
 
 namespace ft::engine {
 
@@ -14,6 +15,12 @@ std::string MoePolicy::name() const {
       return "fetch";
     case Kind::kCpu:
       return "cpu";
+    case Kind::kDirect: {
+      if (ratio <= 0) return "direct";
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "direct:%g", ratio);
+      return buf;
+    }
     case Kind::kRatio: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "ratio:%g", ratio);
@@ -34,17 +41,23 @@ Result<MoePolicy> parse_moe_policy(std::string_view text) {
     p.kind = MoePolicy::Kind::kCpu;
     return p;
   }
-  if (text.starts_with("ratio:")) {
-    const std::string_view q = text.substr(6);
+  if (text == "direct") {
+    p.kind = MoePolicy::Kind::kDirect;
+    return p;
+  }
+  for (const auto& [prefix, kind] : {std::pair{std::string_view("ratio:"), MoePolicy::Kind::kRatio},
+                                     std::pair{std::string_view("direct:"), MoePolicy::Kind::kDirect}}) {
+    if (!text.starts_with(prefix)) continue;
+    const std::string_view q = text.substr(prefix.size());
     double v = -1;
     const auto [end, ec] = std::from_chars(q.data(), q.data() + q.size(), v);
     if (ec == std::errc() && end == q.data() + q.size() && v >= 0 && v <= 1) {
-      p.kind = MoePolicy::Kind::kRatio;
+      p.kind = kind;
       p.ratio = v;
       return p;
     }
   }
-  return invalid_argument("--moe-policy must be adaptive, fetch, cpu or ratio:Q with Q in [0, 1], not '" +
+  return invalid_argument("--moe-policy must be adaptive, fetch, cpu, ratio:Q or direct[:Q] with Q in [0, 1], not '" +
                           std::string(text) + "'");
 }
 
@@ -71,6 +84,7 @@ SplitPlan plan_split(const MoePolicy& policy, const SplitCosts& costs, std::span
   int F = 0;
   switch (policy.kind) {
     case MoePolicy::Kind::kFetch:
+    case MoePolicy::Kind::kDirect:  // reads its misses in place and never splits; asked anyway, it fetches
       F = cap;
       break;
     case MoePolicy::Kind::kCpu:

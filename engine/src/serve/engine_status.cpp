@@ -49,13 +49,16 @@ json experts_json(const PlacementPlan& p, const std::optional<ExpertOffloadStats
                 {"fetched_bytes", s->fetched_bytes},
                 {"cpu_computed", s->cpu_computed},
                 {"cpu_bytes", s->cpu_bytes},
+                {"read_in_place", s->read_in_place},
+                {"read_in_place_bytes", s->read_in_place_bytes},
                 {"fetch_gbps", s->fetch_seconds > 0 ? double(s->fetched_bytes) / s->fetch_seconds / 1e9 : 0.0},
                 {"cpu_gbps", s->cpu_seconds > 0 ? double(s->cpu_bytes) / s->cpu_seconds / 1e9 : 0.0},
                 {"split", costs_json(s->costs)},
                 {"calibrated", costs_json(s->calibrated)},
                 {"layer_hit_rate", s->layer_hit_rate},
                 {"layer_fetched", s->layer_fetched},
-                {"layer_cpu_computed", s->layer_cpu_computed}};
+                {"layer_cpu_computed", s->layer_cpu_computed},
+                {"layer_read_in_place", s->layer_read_in_place}};
   return j;
 }
 

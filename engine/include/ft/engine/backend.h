@@ -167,11 +167,13 @@ struct ExpertOffloadStats {
   std::uint64_t hits = 0, misses = 0;           // routed-expert uses found in / missing from the cache
   std::uint64_t fetched = 0, cpu_computed = 0;  // misses fetched over PCIe / computed on the CPU
   std::uint64_t fetched_bytes = 0, cpu_bytes = 0;
+  std::uint64_t read_in_place = 0, read_in_place_bytes = 0;  // misses the GPU read from host memory (direct)
   double fetch_seconds = 0, cpu_seconds = 0;  // time the copies / the CPU share took
   SplitCosts costs;                           // now (learned while serving)
   SplitCosts calibrated;                      // measured at the first offloaded layer
   std::vector<double> layer_hit_rate;         // per MoE layer
   std::vector<std::uint64_t> layer_fetched, layer_cpu_computed;  // per MoE layer: how its misses were served
+  std::vector<std::uint64_t> layer_read_in_place;
 };
 
 class Backend {
