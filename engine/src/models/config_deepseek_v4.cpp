@@ -228,10 +228,7 @@ Status parse_moe(const Fields& text, ModelConfig& cfg) {
 
 Status check(const ModelConfig& cfg) {
   const ModelConfig::DeepseekV4& v4 = cfg.deepseek_v4;
-  auto positive = [](int64_t v, const char* name) -> Status {
-    if (v > 0) return Status::ok();
-    return invalid_argument(std::string("config.json: ") + name + " must be positive, got " + std::to_string(v));
-  };
+  const auto positive = require_positive;
   FT_RETURN_IF_ERROR(positive(cfg.q_lora_rank, "q_lora_rank"));
   FT_RETURN_IF_ERROR(positive(cfg.sliding_window, "sliding_window"));
   FT_RETURN_IF_ERROR(positive(v4.hc_mult, "hc_mult"));

@@ -81,6 +81,12 @@ class Fields {
   const json& j_;
 };
 
+// Ok when v > 0, else "config.json: NAME must be positive, got V".
+inline Status require_positive(int64_t v, const char* name) {
+  if (v > 0) return Status::ok();
+  return invalid_argument(std::string("config.json: ") + name + " must be positive, got " + std::to_string(v));
+}
+
 }  // namespace ft::engine::config
 
 namespace ft::engine {

@@ -364,10 +364,7 @@ Result<std::vector<int32_t>> eos_ids(const json& from, const char* file) {
 }
 
 Status validate(const ModelConfig& c) {
-  auto positive = [](int64_t v, const char* name) -> Status {
-    if (v <= 0) return invalid_argument(std::string("config.json: ") + name + " must be positive, got " + std::to_string(v));
-    return Status::ok();
-  };
+  const auto positive = config::require_positive;
   FT_RETURN_IF_ERROR(positive(c.vocab_size, "vocab_size"));
   FT_RETURN_IF_ERROR(positive(c.hidden_size, "hidden_size"));
   FT_RETURN_IF_ERROR(positive(c.num_hidden_layers, "num_hidden_layers"));
