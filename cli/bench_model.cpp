@@ -385,6 +385,12 @@ int bench_decode(const Args& args) {
   }
   if (profiled) {
     print_profile(profile, secs);
+    if (const double es = profile.seconds[engine::OpProfile::kMoeExperts]; es > 0 && policies.size() == 1) {
+      // The routed experts' own rate: what a CPU share of offloaded misses can stream.
+      const double eb = b.expert * distinct_experts(trace);
+      std::printf("  experts      %.2f GB in %.1f ms/step: %.1f GB/s (%.2f of the host read)\n", eb / steps / 1e9,
+                  es / steps * 1e3, eb / es / 1e9, eb / es / 1e9 / l->bandwidth);
+    }
   } else {
     print_issue_time(passes);
     m.set_profile(&profile);

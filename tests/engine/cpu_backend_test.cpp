@@ -339,6 +339,30 @@ TEST_P(CpuOps, IntegerProductsFollowTheReferenceAtAnyT) {
   }
 }
 
+// The AVX-512 integer products (VNNI: 64 values a vector) and the AVX2 ones sum the same integers;
+// only the fp32 lanes they reduce over differ, so their outputs agree to fp32 rounding.
+TEST(CpuIntegerProducts, Avx512AndAvx2AgreeToRounding) {
+  if (!engine::cpu_isa_supported(CpuIsa::kAvx512) || !__builtin_cpu_supports("avx512vnni"))
+    GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  const std::filesystem::path gguf = std::filesystem::path(FT_FIXTURES_DIR) / "gguf";
+  auto mixed = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mixed.gguf");
+  ASSERT_TRUE(mixed.is_ok());
+  auto avx2 = backend(BackendKind::kCpu, CpuIsa::kAvx2), avx512 = backend(BackendKind::kCpu, CpuIsa::kAvx512);
+  ASSERT_TRUE(avx2 && avx512);
+  std::mt19937 rng(77);
+  for (const char* name : {"model.layers.1.mlp.experts.2.gate_proj.weight", "lm_head.weight"}) {  // Q4_K, Q6_K
+    const Matrix w = engine::matrix_view(*mixed->tensor(name));
+    const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 5;
+    const auto x = randn(T * K, rng);
+    std::vector<float> a(T * R), b(T * R);
+    ASSERT_TRUE(avx2->execute([&] { avx2->linear(x.data(), T, w, nullptr, a.data()); }));
+    ASSERT_TRUE(avx512->execute([&] { avx512->linear(x.data(), T, w, nullptr, b.data()); }));
+    EXPECT_LT(rel_l2(a.data(), b.data(), a.size()), 1e-6) << name;
+    EXPECT_NE(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << name << ": the same bits, so the AVX-512 kernel was not the one that ran";
+  }
+}
+
 // Safetensors' FP8, NVFP4 and MXFP4 weights as row blocks (the fixture PyTorch made, and FP8 blocks
 // holding every code, NaNs included): rows decode as the reference decodes them, bit for bit, and
 // products follow it and give a row the same bits at any T.

@@ -253,7 +253,9 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     const SwiGluMatrices& m = w.experts[it.expert];
     const BlockDotsFn gate = block_dots_for(isa, m.gate.dtype), up = block_dots_for(isa, m.up.dtype);
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
-    std::vector<float> gb(n), ub(n);
+    thread_local std::vector<float> gb, ub;  // no allocation per item once grown
+    gb.resize(n);
+    ub.resize(n);
     for (std::size_t r = it.r0; r < it.r1; ++r) {
       row_dots(isa, gate, x_int8 ? &xq : nullptr, a0, m.gate, r, xg + a0 * H, H, n, gb.data());
       row_dots(isa, up, x_int8 ? &xq : nullptr, a0, m.up, r, xg + a0 * H, H, n, ub.data());
@@ -269,7 +271,8 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     const SwiGluMatrices& m = w.experts[it.expert];
     const BlockDotsFn down = block_dots_for(isa, m.down.dtype);
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
-    std::vector<float> db(n);
+    thread_local std::vector<float> db;
+    db.resize(n);
     for (std::size_t r = it.r0; r < it.r1; ++r) {
       row_dots(isa, down, h_int8 ? &hq : nullptr, a0, m.down, r, h + a0 * I, I, n, db.data());
       const float bd = bias_at(w.down_bias, it.expert, H, r);
