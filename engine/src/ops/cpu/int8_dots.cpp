@@ -18,7 +18,7 @@ namespace {
 // One row of `cols` values: per 256, d1 = max |x| / 127 and d2 = d1 / 254; hi = round(x / d1),
 // lo = round((x - d1 hi) / d2), both within [-127, 127]; the sums in a fixed order. A block holding
 // a NaN or an infinity gets NaN scales (and zero codes), so the products it enters are NaN, as with
-// fp32 activations.
+// fp32 activations; one so small that d2 underflows to zero (|x| < ~4e-34) gets zero codes.
 void quantize_row(const float* x, std::size_t cols, std::int8_t* hi, std::int8_t* lo, float* d, float* s16,
                   float* s32) {
   for (std::size_t b = 0; b < cols / kX8Block; ++b) {
@@ -34,7 +34,7 @@ void quantize_row(const float* x, std::size_t cols, std::int8_t* hi, std::int8_t
     d[2 * b + 1] = d2;
     for (std::size_t i = 0; i < kX8Block; ++i) {
       int q1 = 0, q2 = 0;
-      if (finite && amax > 0.f) {
+      if (d2 > 0.f) {  // false for NaN too
         q1 = std::clamp(int(std::nearbyint(v[i] / d1)), -127, 127);
         q2 = std::clamp(int(std::nearbyint(std::fma(-float(q1), d1, v[i]) / d2)), -127, 127);
       }
@@ -52,6 +52,115 @@ void quantize_row(const float* x, std::size_t cols, std::int8_t* hi, std::int8_t
 
 #if FT_X86
 FT_SIMD_BEGIN
+
+// quantize_row 16 values a vector, the same bits: the same IEEE divisions, fma and
+// round-to-nearest-even, and each 16-value sum added in the same order (one group per lane,
+// gathered with a stride of 16).
+FT_TARGET_AVX512 void quantize_row512(const float* x, std::size_t cols, std::int8_t* hi, std::int8_t* lo, float* d,
+                                      float* s16, float* s32) {
+  const __m512 inf = _mm512_set1_ps(INFINITY), lim = _mm512_set1_ps(127.f), neg = _mm512_set1_ps(-127.f);
+  const __m512i group = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(16));
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  for (std::size_t b = 0; b < cols / kX8Block; ++b) {
+    const float* v = x + b * kX8Block;
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (std::size_t k = 0; k < kX8Block; k += 16) {
+      const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(v + k));
+      amax = _mm512_max_ps(amax, a);
+      bad |= _mm512_cmp_ps_mask(a, inf, _CMP_NLT_UQ);  // infinite or NaN
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, amax);
+    float m = 0.f;
+    for (float l : lanes) m = std::max(m, l);
+    const bool finite = bad == 0;
+    const float d1 = finite ? m / 127.f : std::nanf(""), d2 = d1 / 254.f;
+    d[2 * b] = d1;
+    d[2 * b + 1] = d2;
+    std::int8_t* h = hi + b * kX8Block;
+    std::int8_t* l = lo + b * kX8Block;
+    if (!(d2 > 0.f)) {
+      std::memset(h, 0, kX8Block);
+      std::memset(l, 0, kX8Block);
+    } else {
+      const __m512 vd1 = _mm512_set1_ps(d1), vd2 = _mm512_set1_ps(d2);
+      for (std::size_t k = 0; k < kX8Block; k += 16) {
+        const __m512 z = _mm512_loadu_ps(v + k);
+        const __m512 q1 = _mm512_min_ps(_mm512_max_ps(_mm512_roundscale_ps(_mm512_div_ps(z, vd1), kNearest), neg), lim);
+        const __m512 r = _mm512_fnmadd_ps(q1, vd1, z);
+        const __m512 q2 = _mm512_min_ps(_mm512_max_ps(_mm512_roundscale_ps(_mm512_div_ps(r, vd2), kNearest), neg), lim);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(h + k), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q1)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(l + k), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q2)));
+      }
+    }
+    __m512 sum = _mm512_setzero_ps();
+    for (int i = 0; i < 16; ++i) sum = _mm512_add_ps(sum, _mm512_i32gather_ps(group, v + i, 4));
+    _mm512_storeu_ps(s16 + 16 * b, sum);
+  }
+  for (std::size_t g = 0; g < cols / 32; ++g) s32[g] = s16[2 * g] + s16[2 * g + 1];
+}
+
+// The same with 8 lanes.
+FT_TARGET_AVX2 void quantize_row256(const float* x, std::size_t cols, std::int8_t* hi, std::int8_t* lo, float* d,
+                                    float* s16, float* s32) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(INFINITY), lim = _mm256_set1_ps(127.f), neg = _mm256_set1_ps(-127.f);
+  const __m256i group = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  // 32 values as int8, in order: four vectors of 8 int32 packed down twice, then the 32-bit
+  // pieces the in-lane packs interleaved put back in place.
+  const auto store32 = [&](const __m256(&q)[4], std::int8_t* out) FT_TARGET_AVX2 {
+    const __m256i ab = _mm256_packs_epi32(_mm256_cvtps_epi32(q[0]), _mm256_cvtps_epi32(q[1]));
+    const __m256i cd = _mm256_packs_epi32(_mm256_cvtps_epi32(q[2]), _mm256_cvtps_epi32(q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), order));
+  };
+  for (std::size_t b = 0; b < cols / kX8Block; ++b) {
+    const float* v = x + b * kX8Block;
+    __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (std::size_t k = 0; k < kX8Block; k += 8) {
+      const __m256 a = _mm256_and_ps(_mm256_loadu_ps(v + k), magnitude);
+      amax = _mm256_max_ps(amax, a);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, amax);
+    float m = 0.f;
+    for (float l : lanes) m = std::max(m, l);
+    const bool finite = _mm256_movemask_ps(bad) == 0;
+    const float d1 = finite ? m / 127.f : std::nanf(""), d2 = d1 / 254.f;
+    d[2 * b] = d1;
+    d[2 * b + 1] = d2;
+    std::int8_t* h = hi + b * kX8Block;
+    std::int8_t* l = lo + b * kX8Block;
+    if (!(d2 > 0.f)) {
+      std::memset(h, 0, kX8Block);
+      std::memset(l, 0, kX8Block);
+    } else {
+      const __m256 vd1 = _mm256_set1_ps(d1), vd2 = _mm256_set1_ps(d2);
+      for (std::size_t k = 0; k < kX8Block; k += 32) {
+        __m256 q1[4], q2[4];
+        for (int j = 0; j < 4; ++j) {
+          const __m256 z = _mm256_loadu_ps(v + k + 8 * j);
+          q1[j] = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(_mm256_div_ps(z, vd1), kNearest), neg), lim);
+          const __m256 r = _mm256_fnmadd_ps(q1[j], vd1, z);
+          q2[j] = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(_mm256_div_ps(r, vd2), kNearest), neg), lim);
+        }
+        store32(q1, h + k);
+        store32(q2, l + k);
+      }
+    }
+    for (int half = 0; half < 2; ++half) {
+      __m256 sum = _mm256_setzero_ps();
+      for (int i = 0; i < 16; ++i) sum = _mm256_add_ps(sum, _mm256_i32gather_ps(v + 128 * half + i, group, 4));
+      _mm256_storeu_ps(s16 + 16 * b + 8 * half, sum);
+    }
+  }
+  for (std::size_t g = 0; g < cols / 32; ++g) s32[g] = s16[2 * g] + s16[2 * g + 1];
+}
 
 FT_TARGET_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
@@ -315,7 +424,16 @@ bool avx512_vnni() {
 
 }  // namespace
 
-void X8Rows::quantize(const float* x, std::size_t T, std::size_t cols, std::size_t ld) {
+void X8Rows::quantize(const float* x, std::size_t T, std::size_t cols, std::size_t ld, CpuIsa isa) {
+  using RowFn = void (*)(const float*, std::size_t, std::int8_t*, std::int8_t*, float*, float*, float*);
+  RowFn quantize_one = quantize_row;
+#if FT_X86
+  if (isa >= CpuIsa::kAvx512 && cpu_isa_supported(CpuIsa::kAvx512)) {
+    quantize_one = quantize_row512;
+  } else if (isa >= CpuIsa::kAvx2 && cpu_isa_supported(CpuIsa::kAvx2)) {
+    quantize_one = quantize_row256;
+  }
+#endif
   cols_ = cols;
   hi_.resize(T * cols);
   lo_.resize(T * cols);
@@ -323,7 +441,7 @@ void X8Rows::quantize(const float* x, std::size_t T, std::size_t cols, std::size
   s16_.resize(T * (cols / 16));
   s32_.resize(T * (cols / 32));
   const auto row = [&](std::size_t t) {
-    quantize_row(x + t * ld, cols, hi_.data() + t * cols, lo_.data() + t * cols, d_.data() + t * (cols / kX8Block) * 2,
+    quantize_one(x + t * ld, cols, hi_.data() + t * cols, lo_.data() + t * cols, d_.data() + t * (cols / kX8Block) * 2,
                  s16_.data() + t * (cols / 16), s32_.data() + t * (cols / 32));
   };
   if (T < 16) {

@@ -26,8 +26,9 @@ inline constexpr std::size_t kX8Block = 256;  // values per (d1, d2)
 class X8Rows {
  public:
   X8Rows() = default;
-  // Quantises x [T, cols] (row stride ld floats) into this object's buffers (reused across calls).
-  void quantize(const float* x, std::size_t T, std::size_t cols, std::size_t ld);
+  // Quantises x [T, cols] (row stride ld floats) into this object's buffers (reused across calls)
+  // with the widest vectors `isa` allows (every path writes the scalar definition's bits).
+  void quantize(const float* x, std::size_t T, std::size_t cols, std::size_t ld, CpuIsa isa);
 
   std::size_t cols() const { return cols_; }
   const std::int8_t* hi(std::size_t t) const { return hi_.data() + t * cols_; }

@@ -161,7 +161,7 @@ void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w,
   }
   X8Rows x8;
   const bool int8 = int8_dots_for(isa, w) != nullptr;
-  if (int8) x8.quantize(xf, T, std::size_t(w.cols), std::size_t(w.cols));
+  if (int8) x8.quantize(xf, T, std::size_t(w.cols), std::size_t(w.cols), isa);
   for_blocks(T, r0, r1, [&](std::size_t a, std::size_t b, std::size_t t0, std::size_t t1) {
     widened_block(isa, xf, int8 ? &x8 : nullptr, w, a, b, t0, t1, y, ldy);
   });

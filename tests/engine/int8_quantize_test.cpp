@@ -1,0 +1,81 @@
+// The CPU integer products' activation planes (ops/cpu/int8_dots.h): the vector quantiser writes
+// the scalar definition's bits, block by block, whatever the block holds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "ops/cpu/int8_dots.h"
+
+namespace ft::test {
+namespace {
+
+using engine::CpuIsa;
+using engine::cpu::X8Rows;
+
+// Same bytes, NaN for NaN included (memcmp, not ==).
+template <typename T>
+bool same_bits(const T* a, const T* b, std::size_t n) {
+  return std::memcmp(a, b, n * sizeof(T)) == 0;
+}
+
+TEST(Int8Quantize, VectorPlanesAreTheScalarDefinitionsBits) {
+  constexpr std::size_t T = 3, cols = 2048;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> x(T * cols);
+  for (float& v : x) v = normal(rng);
+  // Blocks of 256 with what the planes must carry through: all zeros, magnitudes 1e8 apart, exact
+  // halves (ties round to even), a NaN, an infinity, subnormals, values that round to +-127.
+  float* r = x.data();
+  std::fill(r, r + 256, 0.f);
+  for (std::size_t i = 256; i < 512; ++i) r[i] *= i % 2 ? 1e4f : 1e-4f;
+  for (std::size_t i = 512; i < 768; ++i) r[i] = float(int(i % 64) - 32) * 0.5f;
+  r[768 + 7] = std::numeric_limits<float>::quiet_NaN();
+  r[1024 + 100] = -std::numeric_limits<float>::infinity();
+  for (std::size_t i = 1280; i < 1536; ++i) r[i] = float(int(i % 7) - 3) * std::numeric_limits<float>::denorm_min();
+  for (std::size_t i = 1536; i < 1792; ++i) r[i] = i % 2 ? 127.4999f : -126.5f;
+  X8Rows vec, ref;
+  ref.quantize(x.data(), T, cols, cols, CpuIsa::kScalar);
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (!engine::cpu_isa_supported(isa)) continue;
+    vec.quantize(x.data(), T, cols, cols, isa);
+    for (std::size_t t = 0; t < T; ++t) {
+      SCOPED_TRACE(std::string(engine::cpu_isa_name(isa)) + " row " + std::to_string(t));
+      EXPECT_TRUE(same_bits(vec.hi(t), ref.hi(t), cols));
+      EXPECT_TRUE(same_bits(vec.lo(t), ref.lo(t), cols));
+      EXPECT_TRUE(same_bits(vec.scales(t), ref.scales(t), 2 * cols / 256));
+      EXPECT_TRUE(same_bits(vec.sums16(t), ref.sums16(t), cols / 16));
+      EXPECT_TRUE(same_bits(vec.sums32(t), ref.sums32(t), cols / 32));
+    }
+  }
+  // The special blocks came out as the definition says: zero codes for zeros and for a block
+  // holding a NaN or an infinity (whose scales are NaN), and codes reaching +-127.
+  for (std::size_t i = 0; i < 256; ++i) ASSERT_EQ(ref.hi(0)[i], 0);
+  EXPECT_TRUE(std::isnan(ref.scales(0)[2 * 3]) && std::isnan(ref.scales(0)[2 * 4]));
+  for (std::size_t i = 768; i < 1280; ++i) ASSERT_EQ(ref.hi(0)[i], 0) << i;
+  EXPECT_EQ(ref.hi(0)[1537], 127);
+}
+
+// A row quantised alone gives the bits it gets in a batch (the batch path runs rows in parallel).
+TEST(Int8Quantize, ARowIsTheSameAloneAndInABatch) {
+  constexpr std::size_t T = 20, cols = 512;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  std::vector<float> x(T * cols);
+  for (float& v : x) v = normal(rng);
+  X8Rows batch, one;
+  batch.quantize(x.data(), T, cols, cols, engine::best_cpu_isa());
+  for (std::size_t t : {std::size_t(0), std::size_t(13)}) {
+    one.quantize(x.data() + t * cols, 1, cols, cols, engine::best_cpu_isa());
+    EXPECT_TRUE(same_bits(one.hi(0), batch.hi(t), cols));
+    EXPECT_TRUE(same_bits(one.lo(0), batch.lo(t), cols));
+    EXPECT_TRUE(same_bits(one.sums16(0), batch.sums16(t), cols / 16));
+  }
+}
+
+}  // namespace
+}  // namespace ft::test
