@@ -178,20 +178,21 @@ FT_TARGET_AVX512 float dot_decoded_avx512(const float* row, const float* x, std:
 }
 
 // Each decoder as a type, so one name serves every sink.
-#define FT_DECODER(Name, fn)                                                          \
+#define FT_DECODER(Name, fn, values, bytes)                                           \
   struct Name {                                                                       \
+    static constexpr std::size_t kBlockValues = values, kBlockBytes = bytes;          \
     template <typename Sink>                                                          \
     FT_TARGET_AVX512 static void run(const std::uint8_t* b, std::size_t n, Sink& s) { \
       fn(b, n, s);                                                                    \
     }                                                                                 \
   };
-FT_DECODER(Q8_0, q8_0)
-FT_DECODER(Q4_0, q4_0)
-FT_DECODER(Q4_K, q4_k)
-FT_DECODER(Q6_K, q6_k)
-FT_DECODER(MXFP4, mxfp4)
-FT_DECODER(F8B128, f8_b128)
-FT_DECODER(NVFP4, nvfp4)
+FT_DECODER(Q8_0, q8_0, 32, 34)
+FT_DECODER(Q4_0, q4_0, 32, 18)
+FT_DECODER(Q4_K, q4_k, 256, 144)
+FT_DECODER(Q6_K, q6_k, 256, 210)
+FT_DECODER(MXFP4, mxfp4, 32, 17)
+FT_DECODER(F8B128, f8_b128, 128, 132)
+FT_DECODER(NVFP4, nvfp4, 64, 40)
 #undef FT_DECODER
 
 template <typename D>
@@ -204,6 +205,8 @@ template <typename D, int NT>
 FT_TARGET_AVX512 void dots_n(const std::uint8_t* row, std::size_t cols, const float* x, std::size_t ldx, float* out) {
   DotSink<NT> sink{x, ldx, {}};
   for (int t = 0; t < NT; ++t) sink.acc[t] = _mm512_setzero_ps();
+  // The stream a row ahead: rows of a matrix lie one after the other.
+  if (const std::size_t ahead = prefetch_distance()) prefetch(row + ahead, cols / D::kBlockValues * D::kBlockBytes);
   D::run(row, cols, sink);
   for (int t = 0; t < NT; ++t) out[t] = hsum512(sink.acc[t]);
 }

@@ -195,7 +195,9 @@ FT_TARGET_AVX2 void q4_k_dots(const std::uint8_t* b, std::size_t cols, const X8R
   const __m256i low = _mm256_set1_epi8(0x0F);
   __m256 acc[NT], offs[NT];
   for (int t = 0; t < NT; ++t) acc[t] = offs[t] = _mm256_setzero_ps();
+  const std::size_t ahead = prefetch_distance();
   for (std::size_t i = 0; i < cols / 256; ++i, b += 144) {
+    if (ahead) prefetch(b + ahead, 144);
     const float d = f16_at(b), dmin = f16_at(b + 2);
     // The 12 scale bytes unpacked four at a time (get_scale_min_k4 for all j at once): bytes of
     // u[0..1] are sc_0..7, of u[2..3] m_0..7.
@@ -239,7 +241,9 @@ FT_TARGET_AVX2 void q6_k_dots(const std::uint8_t* b, std::size_t cols, const X8R
       _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
   __m256 acc[NT], offs[NT];
   for (int t = 0; t < NT; ++t) acc[t] = offs[t] = _mm256_setzero_ps();
+  const std::size_t ahead = prefetch_distance();
   for (std::size_t i = 0; i < cols / 256; ++i, b += 210) {
+    if (ahead) prefetch(b + ahead, 210);
     const float d = f16_at(b + 208);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
@@ -312,7 +316,9 @@ FT_TARGET_AVX512VNNI void q4_k_dots512(const std::uint8_t* b, std::size_t cols, 
     acc[t] = _mm512_setzero_ps();
     offs[t] = _mm256_setzero_ps();
   }
+  const std::size_t ahead = prefetch_distance();
   for (std::size_t i = 0; i < cols / 256; ++i, b += 144) {
+    if (ahead) prefetch(b + ahead, 144);
     const float d = f16_at(b), dmin = f16_at(b + 2);
     std::uint32_t u[4];  // as in q4_k_dots
     std::memcpy(u, b + 4, 12);
@@ -354,7 +360,9 @@ FT_TARGET_AVX512VNNI void q6_k_dots512(const std::uint8_t* b, std::size_t cols, 
     acc[t] = _mm512_setzero_ps();
     offs[t] = _mm256_setzero_ps();
   }
+  const std::size_t ahead = prefetch_distance();
   for (std::size_t i = 0; i < cols / 256; ++i, b += 210) {
+    if (ahead) prefetch(b + ahead, 210);
     const float d = f16_at(b + 208);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
     const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc8));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
 
 #include "ft/engine/bf16.h"
 
@@ -26,6 +27,23 @@
 #define FT_SIMD_END _Pragma("GCC diagnostic pop")
 
 namespace ft::engine::cpu {
+
+// Bytes ahead of the weights in hand that a decode-sized kernel asks the caches for: a core's own stream
+// of misses, left to the hardware prefetchers, is latency-bound well below its share of the
+// socket's bandwidth. 2 KiB measured best on a 16-core Xeon (docs/perf-notes.md: experts 53-55 ->
+// 72-77 GB/s at 15 threads, 6.7 -> 9.1 GB/s on one); FT_CPU_PREFETCH=N sets N bytes, 0 none.
+inline std::size_t prefetch_distance() {
+  static const std::size_t bytes = [] {
+    const char* env = std::getenv("FT_CPU_PREFETCH");
+    return env ? std::size_t(std::strtoul(env, nullptr, 10)) : std::size_t(2048);
+  }();
+  return bytes;
+}
+
+// The cache lines of [p, p + n) on their way to L1.
+inline void prefetch(const void* p, std::size_t n) {
+  for (std::size_t off = 0; off < n; off += 64) _mm_prefetch(static_cast<const char*>(p) + off, _MM_HINT_T0);
+}
 
 FT_SIMD_BEGIN
 
