@@ -157,9 +157,9 @@ TEST(HubCacheFamilies, ModelsReportsACheckpointOfEveryFamilyAsSupported) {
   }
 }
 
-// A family whose config parses but whose blocks are not built (deepseek_v4) is listed as not run,
-// saying so, rather than as supported.
-TEST(HubCacheFamilies, ModelsSaysAParsedButUnbuiltFamilyDoesNotRun) {
+// DeepSeek-V4's config as HF 5.17 saves it (the golden fixture's: nested ropes, compress_rates,
+// mlp_layer_types) is listed as run.
+TEST(HubCacheFamilies, ModelsReportsDeepseekV4AsSupported) {
   TempDir dir;
   const fs::path hub = dir.path() / "hub";
   const fs::path snapshot =
@@ -175,8 +175,7 @@ TEST(HubCacheFamilies, ModelsSaysAParsedButUnbuiltFamilyDoesNotRun) {
   const json list = json::parse(r.out);
   ASSERT_EQ(list.size(), 1u) << r.out;
   EXPECT_EQ(list[0]["architecture"], "deepseek_v4");
-  EXPECT_EQ(list[0]["supported"], false);
-  EXPECT_EQ(list[0]["support"], "no: deepseek_v4: config parsed; the family's blocks are not built yet");
+  EXPECT_EQ(list[0]["supported"], true) << list[0]["support"];
 }
 
 }  // namespace

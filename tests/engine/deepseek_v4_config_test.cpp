@@ -1,7 +1,7 @@
 // deepseek_v4's config.json (docs/deepseek-v4.md §1): the form HF 5.17 saves (the golden fixture's),
 // the published DeepSeek-V4-Flash keys HF folds into it, DeepseekV4Config's defaults, the op specs
-// made from the result, the errors for what HF cannot run either, and load_model's refusal while the
-// family's blocks are not built.
+// made from the result, the errors for what HF cannot run either, and the state layout load_model
+// builds from it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -311,11 +311,25 @@ TEST(DeepseekV4Config, BadInputsAreRefusedNamingTheirField) {
   EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
 }
 
-TEST(DeepseekV4Config, LoadModelRefusesTheFamilyInOneLine) {
+// The golden fixture (sliding, CSA, HCA, CSA; head_dim 64, index_head_dim 32) loads with the state
+// layout v4_attention_block.h describes: a KV slot per layer for the kv rows and entries, one more
+// on CSA layers for the index keys; the compressed layers' open windows as sequence state, rings of
+// 2m tokens (CSA, the attention's and the indexer's rows side by side) or m (HCA).
+TEST(DeepseekV4Config, LoadModelBuildsTheFamilyWithItsStateLayout) {
   auto m = engine::load_model(fixture_checkpoint("deepseek_v4"));
-  ASSERT_FALSE(m.is_ok());
-  EXPECT_EQ(m.status().code(), ErrorCode::kUnsupported);
-  EXPECT_EQ(m.status().message(), "deepseek_v4: config parsed; the family's blocks are not built yet");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const auto kv = (*m)->kv_layout();
+  ASSERT_TRUE(kv);
+  EXPECT_EQ(kv->layers, 4);
+  const std::vector<engine::KvLayerShape> shapes = {{1, 64}, {2, 64}, {1, 64}, {2, 64}};
+  EXPECT_EQ(kv->per_layer, shapes);
+  const engine::SequenceState s = (*m)->new_state();
+  ASSERT_EQ(s.linear().size(), 3u);
+  EXPECT_EQ(s.linear()[0].layer, 1);
+  EXPECT_EQ(s.linear()[0].conv_shape, (std::vector<int64_t>{8, 2 * 64 + 2 * 32}));
+  EXPECT_EQ(s.linear()[1].layer, 2);
+  EXPECT_EQ(s.linear()[1].recurrent_shape, (std::vector<int64_t>{16, 64}));
+  EXPECT_EQ(s.linear()[2].layer, 3);
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ TEST_F(ModelCli, UnknownArchitectureExitsTwo) {
                         "unsupported architecture 'MambaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, "
                         "mixtral, qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, "
                         "gpt_oss, glm4_moe_lite, hunyuan_v1_moe, exaone_moe, afmoe, llama4_text, deepseek_v32, "
-                        "glm_moe_dsa, gemma4_text)");
+                        "glm_moe_dsa, gemma4_text, deepseek_v4)");
 }
 
 // Rewrites model.safetensors without `drop` and with `reshape` given a wrong shape.

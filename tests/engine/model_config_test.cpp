@@ -107,7 +107,7 @@ TEST(ModelConfig, UnknownArchitectureIsUnsupportedAndNamed) {
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'LlamaForCausalLM' (supported: qwen3_moe, qwen3_next, qwen3_5_moe, mixtral, "
             "qwen2_moe, olmoe, deepseek_v3, glm4_moe, dots1, ernie4_5_moe, minimax_m2, gpt_oss, glm4_moe_lite, "
-            "hunyuan_v1_moe, exaone_moe, afmoe, llama4_text, deepseek_v32, glm_moe_dsa, gemma4_text)");
+            "hunyuan_v1_moe, exaone_moe, afmoe, llama4_text, deepseek_v32, glm_moe_dsa, gemma4_text, deepseek_v4)");
 }
 
 // Mixtral-8x7B's config.json (shrunk): the experts' width is intermediate_size, their count

@@ -1,7 +1,8 @@
 // DeepSeek-V4's reference ops (ops_hyper.h, ops_compressor.h) against docs/deepseek-v4.md written
 // out again here in double: the hyper-connections' Sinkhorn, residual update and head collapse; the
-// compressors' entries, their independence of how a sequence is split into passes, and CSA's
-// window 0; the rope on the last r dims and its inverse.
+// compressors' entries, their independence of how a sequence is split into passes (also in the
+// fixed-size form a sequence state keeps), and CSA's window 0; the rope on the last r dims and its
+// inverse.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -382,6 +383,51 @@ TEST(DeepseekV4Compressor, CsaWindowZeroIgnoresCaAndLaterWindowsReadThePreviousC
   CompressorState st_cb;
   const auto got_cb = cb.run({base.T}, st_cb);
   EXPECT_FALSE(std::equal(got_cb.begin(), got_cb.begin() + std::ptrdiff_t(W), want.begin()));
+}
+
+// compress_rows, the fixed-size form a sequence state keeps: fed in any split, with its rings a
+// column of wider rows (a CSA layer's two compressors side by side), each pass's closing tokens get
+// compress()'s entries bit for bit and every other row zeros.
+void expect_rows_match_compress(const CompressorCase& c, const std::vector<std::size_t>& passes) {
+  CompressorState st;
+  const auto want = c.run({c.T}, st);
+  const std::size_t W = c.spec.width, row = c.spec.row(), R = c.spec.ring_tokens(), ld = row + 5, column = 3;
+  std::vector<float> ring_kv(R * ld, -7.0f), ring_gate(R * ld, -7.0f);  // garbage before position 0
+  std::size_t t0 = 0, next = 0;
+  for (const std::size_t n : passes) {
+    std::vector<float> entries(n * W, 99.0f);
+    engine::ref::compress_rows(c.kv.data() + t0 * row, c.gate.data() + t0 * row, n, int64_t(t0), c.bias.data(),
+                               c.norm_w.data(), c.inv_freq.data(), c.spec, ring_kv.data() + column,
+                               ring_gate.data() + column, ld, entries.data());
+    for (std::size_t t = 0; t < n; ++t) {
+      const float* got = entries.data() + t * W;
+      if ((t0 + t + 1) % c.spec.rate == 0) {
+        ASSERT_LT(next, want.size() / W);
+        EXPECT_TRUE(std::equal(got, got + W, want.begin() + std::ptrdiff_t(next * W))) << "entry " << next;
+        ++next;
+      } else {
+        EXPECT_TRUE(std::all_of(got, got + W, [](float v) { return v == 0.0f; })) << "position " << t0 + t;
+      }
+    }
+    t0 += n;
+  }
+  EXPECT_EQ(next, c.T / c.spec.rate);
+  for (std::size_t r = 0; r < R; ++r) {  // the columns beside the compressor's are untouched
+    for (std::size_t i = 0; i < column; ++i) EXPECT_EQ(ring_kv[r * ld + i], -7.0f);
+    for (std::size_t i = column + row; i < ld; ++i) EXPECT_EQ(ring_gate[r * ld + i], -7.0f);
+  }
+}
+
+TEST(DeepseekV4Compressor, FixedSizeRowsGiveTheEntriesInAnySplit) {
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "CSA" : "HCA");
+    const CompressorCase c(overlap, 4, 37, 41);
+    expect_rows_match_compress(c, {37});
+    expect_rows_match_compress(c, {5, 1, 1, 13, 17});
+    expect_rows_match_compress(c, std::vector<std::size_t>(37, 1));
+    expect_rows_match_compress(c, {3, 20, 14});
+  }
+  expect_rows_match_compress(CompressorCase(false, 16, 37, 42), {15, 1, 2, 19});
 }
 
 TEST(DeepseekV4Compressor, ShortSequencesGiveNoEntryAndKeepTheirRows) {

@@ -27,8 +27,8 @@ const char* OpProfile::name(Kind k) {
 
 namespace {
 
-// A model whose layers need an op the backend lacks is refused at load (has_sparse_attention), so
-// reaching one of these is a bug, not a user error.
+// A model whose layers need an op the backend lacks is refused at load (has_sparse_attention,
+// has_v4_ops), so reaching one of these is a bug, not a user error.
 [[noreturn]] void missing_op(const char* op) {
   std::fprintf(stderr, "freetoken: internal error: the %s op is not implemented by this backend\n", op);
   std::abort();
@@ -48,6 +48,42 @@ void Backend::index_select(const KvLayout&, int64_t, const float*, const float*,
 void Backend::sparse_attention(const KvLayout&, int64_t, const float*, std::size_t, float,
                                std::span<const AttentionSeq>, const int32_t*, std::size_t, float*) {
   missing_op("sparse_attention");
+}
+
+void Backend::moe_chosen(const MoeWeights&, const float*, std::size_t, const int32_t*, float*) {
+  missing_op("moe_chosen");
+}
+
+void Backend::expert_glu(const ref::ExpertGlu&, const float*, const float*, float*, std::size_t) {
+  missing_op("expert_glu");
+}
+
+void Backend::hc_pre(const float*, const float*, const float*, const float*, std::size_t, const HyperSpec&, float*,
+                     float*, float*) {
+  missing_op("hc_pre");
+}
+
+void Backend::hc_post(const float*, const float*, const float*, const float*, std::size_t, const HyperSpec&, float*) {
+  missing_op("hc_post");
+}
+
+void Backend::hc_head(const float*, const float*, const float*, const float*, std::size_t, const HyperSpec&, float*) {
+  missing_op("hc_head");
+}
+
+void Backend::v4_compress(const CompressorSpec&, const CompressorParams&, const float*, const float*,
+                          std::span<const CompressorSeq>, float*) {
+  missing_op("v4_compress");
+}
+
+void Backend::v4_index_select(const KvLayout&, int64_t, const float*, const float*, const IndexerSpec&, std::size_t,
+                              std::span<const AttentionSeq>, int32_t*) {
+  missing_op("v4_index_select");
+}
+
+void Backend::v4_attention(const KvLayout&, int64_t, const float*, const V4AttentionSpec&, const float*, const float*,
+                           std::span<const AttentionSeq>, const int32_t*, std::size_t, float*) {
+  missing_op("v4_attention");
 }
 
 Result<BackendKind> parse_backend(std::string_view name) {

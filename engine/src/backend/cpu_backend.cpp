@@ -17,6 +17,7 @@
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/moe.h"
+#include "ops/cpu/v4.h"
 
 namespace ft::engine {
 namespace {
@@ -181,6 +182,54 @@ void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* 
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
   cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, chosen.data(), profile_);
   record_routing(chosen.data(), T, w.router_spec.top_k);
+}
+
+void CpuBackend::moe_chosen(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen, float* out) {
+  const OpTimer timer(profile_, OpProfile::kMoe);
+  Scratch::Frame frame(scratch_);
+  const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
+  float* logits = scratch_.floats(T * E);
+  float* weights = scratch_.floats(T * K);
+  cpu::linear(scratch_, isa_for(T), x, T, w.router, w.router_bias, logits);
+  ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
+  cpu::moe_experts(scratch_, isa_for(T), w, x, T, K, chosen, weights, out, profile_);
+  record_routing(chosen, T, K);
+}
+
+void CpuBackend::hc_pre(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+                        const HyperSpec& spec, float* x, float* post, float* comb) {
+  const OpTimer timer(profile_, OpProfile::kNorm);
+  cpu::hc_pre(h, fn, base, scale, T, spec, x, post, comb);
+}
+
+void CpuBackend::hc_post(const float* h, const float* out, const float* post, const float* comb, std::size_t T,
+                         const HyperSpec& spec, float* h_new) {
+  const OpTimer timer(profile_, OpProfile::kElementwise);
+  cpu::hc_post(h, out, post, comb, T, spec, h_new);
+}
+
+void CpuBackend::hc_head(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+                         const HyperSpec& spec, float* y) {
+  const OpTimer timer(profile_, OpProfile::kNorm);
+  cpu::hc_head(h, fn, base, scale, T, spec, y);
+}
+
+void CpuBackend::v4_index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w,
+                                 const IndexerSpec& spec, std::size_t rate, std::span<const AttentionSeq> seqs,
+                                 int32_t* picks) {
+  const OpTimer timer(profile_, OpProfile::kAttention);
+  cpu::v4_index_select(scratch_, layout, layer, q, w, spec, rate, seqs, picks);
+  if (!trace_) return;
+  std::size_t T = 0;
+  for (const AttentionSeq& s : seqs) T = std::max(T, s.row0 + s.rows);
+  record_selection(picks, T, spec.top_k);
+}
+
+void CpuBackend::v4_attention(const KvLayout& layout, int64_t layer, const float* q, const V4AttentionSpec& spec,
+                              const float* sinks, const float* inv_freq, std::span<const AttentionSeq> seqs,
+                              const int32_t* picks, std::size_t top_k, float* out) {
+  const OpTimer timer(profile_, OpProfile::kAttention);
+  cpu::v4_attention(scratch_, layout, layer, q, spec, sinks, inv_freq, seqs, picks, top_k, out);
 }
 
 void CpuBackend::deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv,

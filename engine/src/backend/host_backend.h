@@ -1,13 +1,15 @@
 // The data-movement ops every backend whose activations live in host memory does the same way
 // (row gathers, copies out, column blocks, the gated-query split, qwen3_next's projection reorder,
-// Llama 4's small row scalings, Gemma's GeGLU, scales and softcap): written once
-// for the reference and CPU backends.
+// Llama 4's small row scalings, Gemma's GeGLU, scales and softcap, the clamped GLU of DeepSeek-V4's
+// shared expert, its compressors' windows): written once for the reference and CPU backends.
 #pragma once
 
 #include <cstring>
 
 #include "ft/engine/backend.h"
+#include "ft/engine/ops_compressor.h"
 #include "ft/engine/ops_dense.h"
+#include "ft/engine/ops_moe.h"
 
 namespace ft::engine {
 
@@ -42,6 +44,18 @@ class HostBackend : public Backend {
   void deltanet_unfuse(const ref::DeltaNetDims& dims, const float* qkvz, const float* ba, std::size_t T, float* qkv,
                        float* z, float* b, float* a) override {
     ref::deltanet_unfuse(dims, qkvz, ba, T, qkv, z, b, a);
+  }
+  void expert_glu(const ref::ExpertGlu& glu, const float* gate, const float* up, float* out, std::size_t n) override {
+    for (std::size_t i = 0; i < n; ++i) out[i] = ref::expert_glu(glu, gate[i], up[i]);
+  }
+  // A window's entry is a few hundred values pooled once the window closes: the reference's
+  // arithmetic, sequence by sequence.
+  void v4_compress(const CompressorSpec& spec, const CompressorParams& p, const float* kv, const float* gate,
+                   std::span<const CompressorSeq> seqs, float* entries) override {
+    for (const CompressorSeq& s : seqs) {
+      ref::compress_rows(kv + s.row0 * spec.row(), gate + s.row0 * spec.row(), s.rows, s.pos0, p.position_bias,
+                         p.norm_weight, p.inv_freq, spec, s.kv, s.gate, s.ld, entries + s.row0 * spec.width);
+    }
   }
 };
 

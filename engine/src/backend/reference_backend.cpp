@@ -6,6 +6,8 @@
 
 #include "ft/engine/ops.h"
 #include "ft/engine/ops_dense.h"
+#include "ft/engine/ops_hyper.h"
+#include "ft/engine/ops_v4_attention.h"
 
 namespace ft::engine {
 
@@ -119,6 +121,17 @@ void ReferenceBackend::sparse_attention(const KvLayout& layout, int64_t layer, c
   }
 }
 
+bool ReferenceBackend::follow_forced_routing(int32_t* chosen, std::size_t T, std::size_t K) {
+  if (forced_ && forced_calls_ < forced_->calls.size() && forced_->top_k == K &&
+      forced_->calls[forced_calls_].size() == T * K) {
+    if (trace_) trace_->unforced.emplace_back(chosen, chosen + T * K);  // its own choice, for the trace
+    std::copy_n(forced_->calls[forced_calls_++].data(), T * K, chosen);
+    return true;
+  }
+  if (forced_) forced_calls_ = forced_->calls.size();  // out of step: route freely from here on
+  return false;
+}
+
 void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) {
   const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k;
   Scratch::Frame frame(scratch_);
@@ -126,34 +139,57 @@ void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, f
   float* weights = scratch_.floats(T * K);
   int32_t* chosen = scratch_.take<int32_t>(T * K);
   linear(router_x ? router_x : x, T, w.router, w.router_bias, logits);
-  if (forced_ && forced_calls_ < forced_->calls.size() && forced_->top_k == K &&
-      forced_->calls[forced_calls_].size() == T * K) {
-    ref::route_top_k(logits, T, w.router_spec, chosen, weights);  // its own choice, for the trace
-    if (trace_) trace_->unforced.emplace_back(chosen, chosen + T * K);
-    std::copy_n(forced_->calls[forced_calls_++].data(), T * K, chosen);
-    ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
-  } else {
-    if (forced_) forced_calls_ = forced_->calls.size();  // out of step: route freely from here on
-    ref::route_top_k(logits, T, w.router_spec, chosen, weights);
-  }
+  ref::route_top_k(logits, T, w.router_spec, chosen, weights);
+  if (follow_forced_routing(chosen, T, K)) ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
   record_routing(chosen, T, K);
+  routed_experts(w, x, T, chosen, weights, out);
+  if (w.has_shared) {
+    float* shared = scratch_.floats(T * H);
+    float* gate = scratch_.floats(T);
+    swiglu(w.shared, x, shared, T);
+    if (w.shared_gated) linear(x, T, w.shared_gate, nullptr, gate);
+    for (std::size_t t = 0; t < T; ++t) {
+      const float g = w.shared_gated ? ref::sigmoid(gate[t]) : 1.0f;
+      for (std::size_t d = 0; d < H; ++d) out[t * H + d] += g * shared[t * H + d];
+    }
+  }
+}
 
+void ReferenceBackend::moe_chosen(const MoeWeights& w, const float* x, std::size_t T, const int32_t* choice,
+                                  float* out) {
+  const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
+  Scratch::Frame frame(scratch_);
+  float* logits = scratch_.floats(T * E);
+  float* weights = scratch_.floats(T * K);
+  int32_t* chosen = scratch_.take<int32_t>(T * K);
+  std::copy_n(choice, T * K, chosen);
+  linear(x, T, w.router, w.router_bias, logits);
+  follow_forced_routing(chosen, T, K);
+  ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
+  record_routing(chosen, T, K);
+  routed_experts(w, x, T, chosen, weights, out);
+}
+
+void ReferenceBackend::swiglu(const SwiGluMatrices& m, const float* in, float* res, std::size_t n) {
+  Scratch::Frame f(scratch_);
+  const std::size_t I = std::size_t(m.inter());
+  float* g = scratch_.floats(n * I);
+  float* u = scratch_.floats(n * I);
+  linear(in, n, m.gate, nullptr, g);
+  linear(in, n, m.up, nullptr, u);
+  ref::silu_mul(g, u, g, n * I);
+  linear(g, n, m.down, nullptr, res);
+}
+
+void ReferenceBackend::routed_experts(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen,
+                                      const float* weights, float* out) {
+  const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k;
   // Each expert once for all its tokens; experts added in ascending index order, as HF's loop over
   // expert_hit does.
   std::vector<std::vector<std::pair<std::size_t, float>>> routed(E);
   for (std::size_t t = 0; t < T; ++t)
     for (std::size_t i = 0; i < K; ++i) routed[std::size_t(chosen[t * K + i])].push_back({t, weights[t * K + i]});
   std::fill(out, out + T * H, 0.0f);
-  const auto swiglu = [&](const SwiGluMatrices& m, const float* in, float* res, std::size_t n) {
-    Scratch::Frame f(scratch_);
-    const std::size_t I = std::size_t(m.inter());
-    float* g = scratch_.floats(n * I);
-    float* u = scratch_.floats(n * I);
-    linear(in, n, m.gate, nullptr, g);
-    linear(in, n, m.up, nullptr, u);
-    ref::silu_mul(g, u, g, n * I);
-    linear(g, n, m.down, nullptr, res);
-  };
   // A routed expert: the plain SwiGLU, or with its biases and the family's GLU (gpt-oss).
   const auto expert = [&](std::size_t e, const float* in, float* res, std::size_t n) {
     const SwiGluMatrices& m = w.experts[e];
@@ -182,15 +218,72 @@ void ReferenceBackend::moe(const MoeWeights& w, const float* x, std::size_t T, f
       for (std::size_t d = 0; d < H; ++d) o[d] += ys[j * H + d] * wgt;
     }
   }
-  if (w.has_shared) {
-    float* shared = scratch_.floats(T * H);
-    float* gate = scratch_.floats(T);
-    swiglu(w.shared, x, shared, T);
-    if (w.shared_gated) linear(x, T, w.shared_gate, nullptr, gate);
-    for (std::size_t t = 0; t < T; ++t) {
-      const float g = w.shared_gated ? ref::sigmoid(gate[t]) : 1.0f;
-      for (std::size_t d = 0; d < H; ++d) out[t * H + d] += g * shared[t * H + d];
+}
+
+void ReferenceBackend::hc_pre(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+                              const HyperSpec& spec, float* x, float* post, float* comb) {
+  ref::hc_pre(h, fn, base, scale, T, spec, x, post, comb);
+}
+
+void ReferenceBackend::hc_post(const float* h, const float* out, const float* post, const float* comb, std::size_t T,
+                               const HyperSpec& spec, float* h_new) {
+  ref::hc_post(h, out, post, comb, T, spec, h_new);
+}
+
+void ReferenceBackend::hc_head(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+                               const HyperSpec& spec, float* y) {
+  ref::hc_head(h, fn, base, scale, T, spec, y);
+}
+
+void ReferenceBackend::v4_index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w,
+                                       const IndexerSpec& spec, std::size_t rate, std::span<const AttentionSeq> seqs,
+                                       int32_t* picks) {
+  const std::size_t D = std::size_t(layout.head_dim_at(layer)), KV = std::size_t(layout.kv_heads_at(layer));
+  const std::size_t Di = spec.head_dim, K = spec.top_k;
+  std::size_t T = 0;
+  for (const AttentionSeq& s : seqs) {
+    Scratch::Frame frame(scratch_);
+    const auto [k, v] = gather_kv(layout, layer, s);
+    // Entry e's index key: the K row of the position closing its window, from slot kv_slot on.
+    const std::size_t n = (std::size_t(s.pos0) + s.rows) / rate;
+    float* keys = scratch_.floats(std::max<std::size_t>(n, 1) * Di);
+    for (std::size_t e = 0; e < n; ++e)
+      std::copy_n(k + ((e + 1) * rate - 1) * KV * D + std::size_t(spec.kv_slot) * D, Di, keys + e * Di);
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      const std::size_t row = s.row0 + r;
+      ref::v4_index_select(q + row * spec.heads * Di, w + row * spec.heads, keys, n, s.pos0 + int64_t(r), rate, spec,
+                           picks + row * K);
     }
+    T = std::max(T, s.row0 + s.rows);
+  }
+  // Forced: the entries the runtime chose (its own choice kept for the trace), as index_select.
+  if (forced_ && forced_selections_ < forced_->selections.size() && forced_->selection_k == K &&
+      forced_->selections[forced_selections_].size() == T * K) {
+    if (trace_) trace_->unforced_selections.emplace_back(picks, picks + T * K);
+    std::copy_n(forced_->selections[forced_selections_++].data(), T * K, picks);
+  } else if (forced_) {
+    forced_selections_ = forced_->selections.size();
+  }
+  record_selection(picks, T, K);
+}
+
+void ReferenceBackend::v4_attention(const KvLayout& layout, int64_t layer, const float* q, const V4AttentionSpec& spec,
+                                    const float* sinks, const float* inv_freq, std::span<const AttentionSeq> seqs,
+                                    const int32_t* picks, std::size_t top_k, float* out) {
+  const std::size_t D = std::size_t(layout.head_dim_at(layer)), KV = std::size_t(layout.kv_heads_at(layer));
+  const std::size_t d = spec.head_dim, row = spec.heads * d;
+  for (const AttentionSeq& s : seqs) {
+    Scratch::Frame frame(scratch_);
+    const auto [k, v] = gather_kv(layout, layer, s);
+    const std::size_t n = std::size_t(s.pos0) + s.rows;
+    // The window's rows: slot 0's keys; the entries: slot 0's values where their windows close.
+    float* kv = scratch_.floats(n * d);
+    for (std::size_t p = 0; p < n; ++p) std::copy_n(k + p * KV * D, d, kv + p * d);
+    const std::size_t entries = spec.rate ? n / spec.rate : 0;
+    float* ent = scratch_.floats(std::max<std::size_t>(entries, 1) * d);
+    for (std::size_t e = 0; e < entries; ++e) std::copy_n(v + ((e + 1) * spec.rate - 1) * KV * D, d, ent + e * d);
+    ref::v4_attention(q + s.row0 * row, kv, s.rows, s.pos0, ent, entries, picks ? picks + s.row0 * top_k : nullptr,
+                      top_k, sinks, inv_freq, spec, out + s.row0 * row);
   }
 }
 

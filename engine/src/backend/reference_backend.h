@@ -54,8 +54,28 @@ class ReferenceBackend final : public HostBackend {
                         float* out) override;
   void deltanet(const ref::DeltaNetDims& dims, const DeltaNetParams& params, const float* qkv, const float* z,
                 const float* b, const float* a, std::span<const DeltaNetSeq> seqs, float* out) override;
+  void moe_chosen(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen, float* out) override;
+  bool has_v4_ops() const override { return true; }
+  void hc_pre(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+              const HyperSpec& spec, float* x, float* post, float* comb) override;
+  void hc_post(const float* h, const float* out, const float* post, const float* comb, std::size_t T,
+               const HyperSpec& spec, float* h_new) override;
+  void hc_head(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+               const HyperSpec& spec, float* y) override;
+  void v4_index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w, const IndexerSpec& spec,
+                       std::size_t rate, std::span<const AttentionSeq> seqs, int32_t* picks) override;
+  void v4_attention(const KvLayout& layout, int64_t layer, const float* q, const V4AttentionSpec& spec,
+                    const float* sinks, const float* inv_freq, std::span<const AttentionSeq> seqs, const int32_t* picks,
+                    std::size_t top_k, float* out) override;
 
  private:
+  // With forced routing in step: records `chosen` (this call's own choice) as unforced and puts the
+  // forced experts there; returns whether it did.
+  bool follow_forced_routing(int32_t* chosen, std::size_t T, std::size_t top_k);
+  void swiglu(const SwiGluMatrices& m, const float* in, float* res, std::size_t n);
+  // out [T, hidden] = the chosen experts' outputs, weighted.
+  void routed_experts(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen, const float* weights,
+                      float* out);
   // Sequence s's whole K and V of `layer` as fp32 [n, kv_heads, head_dim] in the pass's scratch
   // (the caller's frame).
   std::pair<float*, float*> gather_kv(const KvLayout& layout, int64_t layer, const AttentionSeq& s);

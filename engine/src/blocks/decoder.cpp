@@ -79,7 +79,9 @@ void weigh_checkpoint(const Checkpoint& ckpt, const ModelConfig& cfg, PlacementP
     auto view = ckpt.tensor(name);
     if (!view) continue;
     const bool routed = name.find(".experts.") != std::string::npos || name.find(".experts_") != std::string::npos;
-    if (name.find("embed_tokens") != std::string::npos || name.find("lm_head") != std::string::npos) {
+    // DeepSeek-V4's releases name them embed.weight and head.weight.
+    if (name.find("embed_tokens") != std::string::npos || name.find("lm_head") != std::string::npos ||
+        name == "embed.weight" || name == "head.weight") {
       plan.embedding_bytes += view->nbytes;
     } else if (routed && name.find("shared_expert") == std::string::npos) {
       plan.routed_expert_bytes += view->nbytes;
@@ -131,6 +133,7 @@ class DecoderModel final : public Model {
                                              const DecoderRecipe& recipe, const LoadOptions& options) {
     FT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                         make_backend({options.backend, options.threads, std::nullopt, options.deterministic}));
+    if (recipe.check_backend) FT_RETURN_IF_ERROR(recipe.check_backend(*backend));
     const Checkpoint& c = *ckpt;
     auto m = std::make_unique<DecoderModel>(ckpt, cfg, make_fingerprint(c, cfg), std::move(backend));
     PlacementPlan& plan = m->plan_;
@@ -169,15 +172,18 @@ class DecoderModel final : public Model {
     const auto progress = [&](bool done) {
       if (options.progress) options.progress(placed, plan.weight_bytes(), done);
     };
-    FT_ASSIGN_OR_RETURN(m->embed_, w.matrix("embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
+    FT_ASSIGN_OR_RETURN(m->embed_, w.matrix(recipe.embed, {cfg.vocab_size, cfg.hidden_size}));
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       FT_ASSIGN_OR_RETURN(DecoderLayer layer, recipe.build_layer(w, cfg, i));
-      if (layer.linear_attention) ++m->linear_layers_;
+      if (layer.has_state()) ++m->linear_layers_;
       m->layers_.push_back(std::move(layer));
       progress(false);
     }
     FT_ASSIGN_OR_RETURN(m->norm_, w.rms_norm("norm.weight", cfg.hidden_size, cfg.rms_norm_eps,
                                              recipe.zero_centered_norms));
+    if (recipe.hyper_head) {
+      FT_ASSIGN_OR_RETURN(m->hyper_head_, recipe.hyper_head(w, cfg));
+    }
     if (cfg.tie_word_embeddings) {
       m->lm_head_ = m->embed_;
     } else {
@@ -187,8 +193,8 @@ class DecoderModel final : public Model {
     if (m->plan_.workspace_bytes) FT_RETURN_IF_ERROR(m->be_->reserve_workspace(m->plan_.workspace_bytes));
     FT_RETURN_IF_ERROR(m->make_kv_pool(options));
     for (const DecoderLayer& l : m->layers_) {
-      if (!l.linear_attention) continue;
-      const LinearState st = l.linear_attention->empty_state(0);
+      if (!l.has_state()) continue;
+      const LinearState st = l.empty_state(0);
       m->plan_.linear_state_bytes += (st.conv_floats() + st.recurrent_floats()) * sizeof(float);
     }
     return std::unique_ptr<Model>(std::move(m));
@@ -254,7 +260,7 @@ class DecoderModel final : public Model {
   SequenceState new_state() const override {
     std::vector<LinearState> linear;
     for (std::size_t i = 0; i < layers_.size(); ++i) {
-      if (layers_[i].linear_attention) linear.push_back(layers_[i].linear_attention->empty_state(int64_t(i)));
+      if (layers_[i].has_state()) linear.push_back(layers_[i].empty_state(int64_t(i)));
     }
     return SequenceState(fingerprint_, pool_, std::move(linear), be_->memory());
   }
@@ -297,15 +303,16 @@ class DecoderModel final : public Model {
     kv.dtype = be_->kv_dtype();
     std::vector<KvLayerShape> shapes;
     for (DecoderLayer& l : layers_) {
-      if (!l.attention && !l.mla_attention) continue;
-      // Latent attention stores every head's expanded key and value (mla_attention_block.h).
-      const int64_t kv_heads = l.attention ? l.attention->spec().kv_heads : l.mla_attention->kv_heads();
-      const int64_t head_dim = l.attention ? l.attention->spec().head_dim : l.mla_attention->spec().width();
-      shapes.push_back({kv_heads, head_dim});
       if (l.attention) {
+        shapes.push_back({l.attention->spec().kv_heads, l.attention->spec().head_dim});
         l.attention->set_kv_layer(kv.layers++);
-      } else {
+      } else if (l.mla_attention) {
+        // Latent attention stores every head's expanded key and value (mla_attention_block.h).
+        shapes.push_back({l.mla_attention->kv_heads(), l.mla_attention->spec().width()});
         l.mla_attention->set_kv_layer(kv.layers++);
+      } else if (l.v4_attention) {
+        shapes.push_back({l.v4_attention->kv_heads(), l.v4_attention->head_dim()});
+        l.v4_attention->set_kv_layer(kv.layers++);
       }
     }
     if (kv.layers == 0) return Status::ok();
@@ -396,24 +403,36 @@ class DecoderModel final : public Model {
       attn[i] = {row, b.tokens.size(), pos0, b.state->page_data().data()};
     }
     const int64_t* staged_positions = be.stage({positions, T});
-    float* hidden = be.scratch().floats(T * H);
-    be.embedding(embed_, {ids, T}, hidden);
-    if (cfg_.embedding_scale != 1.0) be.scale(hidden, T * H, float(cfg_.embedding_scale));
+    // The residual: one row of H a token, or with hyper-connections N streams of it, each the embedding.
+    const std::size_t width = (hyper_head_ ? hyper_head_->spec().streams : 1) * H;
+    float* hidden = be.scratch().floats(T * width);
+    if (hyper_head_) {
+      float* embedded = be.scratch().floats(T * H);
+      be.embedding(embed_, {ids, T}, embedded);
+      be.copy_columns(embedded, H, width / H, hidden, H, T * (width / H), H);
+    } else {
+      be.embedding(embed_, {ids, T}, hidden);
+    }
+    if (cfg_.embedding_scale != 1.0) be.scale(hidden, T * width, float(cfg_.embedding_scale));
 
     const KvLayout* kv = pool_ ? &pool_->layout() : nullptr;
     std::size_t linear_index = 0;
     float* delta = be.scratch().floats(T * H);  // a layer's last residual, added by the next one
     bool delta_pending = false;
     for (const DecoderLayer& layer : layers_) {
-      if (layer.linear_attention) {
+      if (layer.has_state()) {
         for (std::size_t i = 0; i < n; ++i) {
           LinearState& st = batch[i].state->linear()[linear_index];
           linear[i] = {attn[i].row0, attn[i].rows, st.conv_data(), st.recurrent_data()};
         }
         ++linear_index;
       }
-      delta_pending =
-          layer.forward(be, hidden, delta, delta_pending, T, {kv, {attn, n}, {linear, n}, staged_positions});
+      const LayerBatch layer_batch{kv, {attn, n}, {linear, n}, staged_positions, ids};
+      if (layer.hyper) {
+        layer.forward_hyper(be, hidden, T, layer_batch);
+      } else {
+        delta_pending = layer.forward(be, hidden, delta, delta_pending, T, layer_batch);
+      }
     }
     if (delta_pending) be.add(hidden, delta, T * H);
 
@@ -429,7 +448,13 @@ class DecoderModel final : public Model {
     if (picked == 0) return;
     float* x = be.scratch().floats(picked * H);
     float* logits = be.scratch().floats(picked * V);
-    be.gather_rows(hidden, {rows, picked}, H, x);
+    if (hyper_head_) {
+      float* streams = be.scratch().floats(picked * width);
+      be.gather_rows(hidden, {rows, picked}, width, streams);
+      hyper_head_->head(be, streams, picked, x);
+    } else {
+      be.gather_rows(hidden, {rows, picked}, H, x);
+    }
     norm_.forward(be, x, x, picked);
     be.linear(x, picked, lm_head_, nullptr, logits);
     if (cfg_.final_logit_softcapping > 0) be.softcap(logits, picked * V, float(cfg_.final_logit_softcapping));
@@ -460,6 +485,7 @@ class DecoderModel final : public Model {
   Matrix embed_;  // [vocab, hidden]
   std::vector<DecoderLayer> layers_;
   RmsNorm norm_;
+  std::optional<HyperConnection> hyper_head_;  // the streams' collapse before norm_ (hyper-connections)
   Matrix lm_head_;  // [vocab, hidden]; the embedding when tied
   std::shared_ptr<KvPool> pool_;
   std::size_t linear_layers_ = 0;
@@ -478,13 +504,7 @@ bool DecoderLayer::forward(Backend& be, float* hidden, float* delta, bool delta_
   } else {
     input_norm.forward(be, hidden, normed, T);
   }
-  if (linear_attention) {
-    linear_attention->forward(be, normed, T, batch.linear, delta);
-  } else if (mla_attention) {
-    mla_attention->forward(be, *batch.kv, normed, T, batch.attention, batch.positions, delta);
-  } else {
-    attention->forward(be, *batch.kv, normed, T, batch.attention, batch.positions, delta);
-  }
+  mix(be, normed, T, batch, delta);
   if (mixer_out_norm) mixer_out_norm->forward(be, delta, delta, T);
   post_norm.add_forward(be, hidden, delta, normed, T);
   if (parallel) {
@@ -505,6 +525,41 @@ bool DecoderLayer::forward(Backend& be, float* hidden, float* delta, bool delta_
   be.add(hidden, delta, n);
   be.scale(hidden, n, *output_scale);
   return false;
+}
+
+void DecoderLayer::mix(Backend& be, const float* normed, std::size_t T, const LayerBatch& batch, float* out) const {
+  if (linear_attention) {
+    linear_attention->forward(be, normed, T, batch.linear, out);
+  } else if (mla_attention) {
+    mla_attention->forward(be, *batch.kv, normed, T, batch.attention, batch.positions, out);
+  } else if (v4_attention) {
+    v4_attention->forward(be, *batch.kv, normed, T, batch.attention, batch.linear, batch.positions, out);
+  } else {
+    attention->forward(be, *batch.kv, normed, T, batch.attention, batch.positions, out);
+  }
+}
+
+void DecoderLayer::forward_hyper(Backend& be, float* streams, std::size_t T, const LayerBatch& batch) const {
+  const std::size_t H = input_norm.weight.size(), N = hyper->mixer.spec().streams;
+  Scratch& s = be.scratch();
+  Scratch::Frame frame(s);
+  float* x = s.floats(T * H);
+  float* normed = s.floats(T * H);
+  float* out = s.floats(T * H);
+  float* post = s.floats(T * N);
+  float* comb = s.floats(T * N * N);
+  hyper->mixer.pre(be, streams, T, x, post, comb);
+  input_norm.forward(be, x, normed, T);
+  mix(be, normed, T, batch, out);
+  hyper->mixer.post(be, streams, out, post, comb, T);
+  hyper->ffn.pre(be, streams, T, x, post, comb);
+  post_norm.forward(be, x, normed, T);
+  if (moe) {
+    moe->forward(be, normed, out, T, nullptr, batch.ids);
+  } else {
+    mlp->forward(be, normed, out, T);
+  }
+  hyper->ffn.post(be, streams, out, post, comb, T);
 }
 
 Result<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const Checkpoint> ckpt, const ModelConfig& cfg,

@@ -1,7 +1,10 @@
 // The decoder stack shared by every family: a DecoderLayer is pre-norm token mixer + pre-norm
 // feed-forward with residuals; the decoder model is embedding -> layers -> final norm -> lm_head
 // and implements Model. A model file supplies only how one layer is composed (build_layer) and
-// where its tensors live (prefix).
+// where its tensors live (prefix). With hyper-connections (DeepSeek-V4's mHC, hyper_connection.h)
+// the residual is N streams of the hidden size: the embedding is copied into each, every layer
+// reads and writes them through its connections, and the recipe's head collapses them before the
+// final norm.
 #pragma once
 
 #include <functional>
@@ -11,21 +14,24 @@
 #include <string>
 
 #include "blocks/attention_block.h"
+#include "blocks/hyper_connection.h"
 #include "blocks/linear_attention_block.h"
 #include "blocks/mla_attention_block.h"
 #include "blocks/moe_block.h"
+#include "blocks/v4_attention_block.h"
 #include "blocks/weights.h"
 #include "ft/engine/model.h"
 
 namespace ft::engine::blocks {
 
 // What one layer needs to know about the batch: rows grouped by sequence, each sequence's KV
-// pages and, for a linear-attention layer, its state.
+// pages and, for a layer with state (linear attention, DeepSeek-V4's compressors), its state.
 struct LayerBatch {
   const KvLayout* kv = nullptr;
   std::span<const AttentionSeq> attention;  // per sequence
   std::span<const DeltaNetSeq> linear;      // per sequence, this layer's states
   const int64_t* positions = nullptr;       // per row
+  const int32_t* ids = nullptr;             // per row, host memory: the tokens (hash routing)
 };
 
 struct DecoderLayer {
@@ -39,6 +45,7 @@ struct DecoderLayer {
   std::optional<AttentionBlock> attention;
   std::optional<LinearAttentionBlock> linear_attention;
   std::optional<MlaAttentionBlock> mla_attention;
+  std::optional<V4AttentionBlock> v4_attention;
   // Feed-forward: exactly one of these, or both with `parallel`.
   std::optional<MoeBlock> moe;
   std::optional<SwiGlu> mlp;
@@ -51,6 +58,17 @@ struct DecoderLayer {
   std::optional<Parallel> parallel;
   // Gemma 4's layer_scalar: the stream is scaled by it once the layer's output has joined it.
   std::optional<float> output_scale;
+  // DeepSeek-V4: the residual's streams reach the mixer and the feed-forward through these.
+  struct Hyper {
+    HyperConnection mixer, ffn;
+  };
+  std::optional<Hyper> hyper;
+
+  // Whether the layer keeps per-sequence state besides its KV pages (SequenceState::linear()).
+  bool has_state() const { return linear_attention || (v4_attention && v4_attention->has_state()); }
+  LinearState empty_state(int64_t layer) const {
+    return linear_attention ? linear_attention->empty_state(layer) : v4_attention->empty_state(layer);
+  }
 
   // hidden [T, hidden] in place: h += mixer(norm(h)); h += ffn(norm(h)) (each output normed first
   // where the layer has sandwich norms) — but the last add is left
@@ -59,6 +77,12 @@ struct DecoderLayer {
   // whether `delta` holds this layer's output, not yet added (a layer with output_scale adds it).
   bool forward(Backend& be, float* hidden, float* delta, bool delta_pending, std::size_t T,
                const LayerBatch& batch) const;
+  // With hyper: streams [T, N, hidden] in place, each sub-layer between its connection's pre and post.
+  void forward_hyper(Backend& be, float* streams, std::size_t T, const LayerBatch& batch) const;
+
+ private:
+  // The token mixer: out [T, hidden] of normed [T, hidden].
+  void mix(Backend& be, const float* normed, std::size_t T, const LayerBatch& batch, float* out) const;
 };
 
 using LayerBuilder = std::function<Result<DecoderLayer>(const WeightLoader&, const ModelConfig&, int64_t layer)>;
@@ -68,6 +92,12 @@ struct DecoderRecipe {
   bool zero_centered_norms = false;   // final norm uses (1 + w)
   LayerBuilder build_layer;
   std::string lm_head = "lm_head.weight";  // from the checkpoint's root
+  std::string embed = "embed_tokens.weight";  // under prefix
+  // Hyper-connections: the head that collapses the streams (its spec says how many), loaded
+  // through the prefixed loader; null for a plain residual.
+  std::function<Result<HyperConnection>(const WeightLoader&, const ModelConfig&)> hyper_head = nullptr;
+  // Refuses a backend that lacks ops the layers need, before anything is placed (null: any runs).
+  std::function<Status(const Backend&)> check_backend = nullptr;
 };
 
 // Loads embed_tokens, every layer through recipe.build_layer, the final norm and lm_head (or ties

@@ -1,6 +1,8 @@
 #include "blocks/moe_block.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace ft::engine::blocks {
 
@@ -66,6 +68,10 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
       FT_ASSIGN_OR_RETURN(m.experts[std::size_t(e)], x.swiglu(prefix + "experts." + std::to_string(e) + ".", H, I));
     }
   }
+  if (spec.deepseek_v4) {
+    FT_RETURN_IF_ERROR(b.load_deepseek_v4(w, prefix, spec));
+    return b;
+  }
   if (spec.shared_inter > 0 && spec.shared_gated) {
     m.has_shared = true;
     FT_ASSIGN_OR_RETURN(m.shared, w.swiglu(prefix + "shared_expert.", H, spec.shared_inter));
@@ -78,7 +84,24 @@ Result<MoeBlock> MoeBlock::load(const WeightLoader& w, const std::string& prefix
   return b;
 }
 
-void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T, const float* residual) const {
+void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T, const float* residual,
+                       const int32_t* ids) const {
+  if (clamped_shared_) {
+    if (!hash_table_.empty()) {
+      const std::size_t K = w_.router_spec.top_k;
+      std::vector<int32_t> chosen(T * K);
+      for (std::size_t t = 0; t < T; ++t)
+        std::copy_n(hash_table_.data() + std::size_t(ids[t]) * K, K, chosen.data() + t * K);
+      be.moe_chosen(w_, x, T, chosen.data(), out);
+    } else {
+      be.moe(w_, x, T, out, nullptr);
+    }
+    Scratch::Frame frame(be.scratch());
+    float* shared = be.scratch().floats(T * std::size_t(w_.hidden));
+    clamped_shared_->forward(be, x, shared, T);
+    be.add(out, shared, T * std::size_t(w_.hidden));
+    return;
+  }
   if (!router_norm_.empty()) {
     Scratch::Frame frame(be.scratch());
     float* router_x = be.scratch().floats(T * std::size_t(w_.hidden));
@@ -103,6 +126,47 @@ void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T, c
   float* shared = s.floats(T * H);
   input_shared_->forward(be, x, shared, T);
   be.add(out, shared, T * H);
+}
+
+Status MoeBlock::load_deepseek_v4(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec) {
+  const int64_t H = spec.hidden, I = spec.shared_inter, E = int64_t(spec.router.num_experts),
+                K = int64_t(spec.router.top_k);
+  const std::string sp = prefix + "shared_experts.";
+  SwiGluMatrices m;
+  if (w.has(sp + "w1.weight")) {  // the releases' and HF 5.17's saved names: w1 gate, w3 up, w2 down
+    FT_ASSIGN_OR_RETURN(m.gate, w.matrix(sp + "w1.weight", {I, H}));
+    FT_ASSIGN_OR_RETURN(m.up, w.matrix(sp + "w3.weight", {I, H}));
+    FT_ASSIGN_OR_RETURN(m.down, w.matrix(sp + "w2.weight", {H, I}));
+  } else {
+    FT_ASSIGN_OR_RETURN(m, w.swiglu(sp, H, I));
+  }
+  SwiGlu shared(m);
+  shared.glu = spec.glu;
+  clamped_shared_.emplace(std::move(shared));
+  if (spec.hash_vocab <= 0) return Status::ok();
+  FT_ASSIGN_OR_RETURN(const TensorView table,
+                      w.checkpoint().tensor(w.full_name(prefix + "gate.tid2eid"), {spec.hash_vocab, K}));
+  if (table.dtype != DType::kI64 && table.dtype != DType::kI32) {
+    return unsupported("tensor '" + table.name + "' has dtype " + dtype_name(table.dtype) +
+                       "; a hash routing table is I64 or I32");
+  }
+  hash_table_.resize(std::size_t(spec.hash_vocab * K));
+  for (std::size_t i = 0; i < hash_table_.size(); ++i) {
+    int64_t e = 0;
+    if (table.dtype == DType::kI64) {
+      std::memcpy(&e, table.data + 8 * i, 8);
+    } else {
+      int32_t v;
+      std::memcpy(&v, table.data + 4 * i, 4);
+      e = v;
+    }
+    if (e < 0 || e >= E) {
+      return invalid_argument("tensor '" + table.name + "' routes token " + std::to_string(i / std::size_t(K)) +
+                              " to expert " + std::to_string(e) + " of " + std::to_string(E));
+    }
+    hash_table_[i] = int32_t(e);
+  }
+  return Status::ok();
 }
 
 Status MoeBlock::load_llama4_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec) {

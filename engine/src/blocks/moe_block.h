@@ -23,6 +23,13 @@
 //
 //   Gemma 4:    router.proj.weight, router.scale [hidden], router.per_expert_scale [E] beside
 //               experts.gate_up_proj / experts.down_proj (the fused 3-D layout above), GeGLU.
+//   DeepSeek-V4: gate.weight, gate.bias (HF's e_score_correction_bias) on score-routed layers or
+//               gate.tid2eid [vocab, top_k] I64 on hash layers; experts.N.{w1,w3,w2} (or the
+//               layouts above); shared_experts.{w1,w3,w2} (or {gate,up,down}_proj).
+//
+// DeepSeek-V4's hash layers take each token's experts from tid2eid[token id] (so forward needs the
+// token ids), weighed by the router's scores of them (Backend::moe_chosen); its routed and shared
+// experts clamp their gate and up products (ref::ExpertGlu), the shared one added to the routed sum.
 //
 // Gemma 4's router reads the layer's residual, not the experts' input: RMSNorm without a weight,
 // times router.scale and hidden^-0.5 (one RMSNorm whose weight is their product), then the
@@ -63,6 +70,8 @@ struct MoeSpec {
   bool llama4 = false;     // Llama 4's names, layout and input-scaled top-1 experts (above)
   bool gemma4 = false;     // Gemma 4's router (above); glu.gelu_tanh for its experts
   float router_norm_eps = 1e-6f;
+  bool deepseek_v4 = false;  // DeepSeek-V4's names, clamped shared expert (above); glu for every expert
+  int64_t hash_vocab = 0;    // > 0: a DeepSeek-V4 hash layer, tid2eid [hash_vocab, top_k]
 };
 
 class MoeBlock {
@@ -72,8 +81,10 @@ class MoeBlock {
   static Result<MoeBlock> load(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
 
   // out [T, hidden] = moe(x [T, hidden]); out may not alias x. residual [T, hidden]: what a router
-  // with its own norm reads (Gemma 4; null elsewhere).
-  void forward(Backend& be, const float* x, float* out, std::size_t T, const float* residual = nullptr) const;
+  // with its own norm reads (Gemma 4; null elsewhere). ids [T] (host memory): the tokens, which a
+  // hash layer routes by (null elsewhere).
+  void forward(Backend& be, const float* x, float* out, std::size_t T, const float* residual = nullptr,
+               const int32_t* ids = nullptr) const;
 
   std::size_t num_experts() const { return w_.experts.size(); }
   const SwiGluMatrices& expert(std::size_t e) const { return w_.experts[e]; }
@@ -92,6 +103,10 @@ class MoeBlock {
   Vector router_bias_, gate_bias_, up_bias_, down_bias_;
   // Llama 4: the shared expert, applied beside the MoE to the unscaled rows.
   std::optional<SwiGlu> input_shared_;
+  // DeepSeek-V4: the clamped shared expert, added to the routed experts' sum; a hash layer's table.
+  std::optional<SwiGlu> clamped_shared_;
+  std::vector<int32_t> hash_table_;  // [vocab, top_k]
+  Status load_deepseek_v4(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
   Status load_gpt_oss_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
   Status load_llama4_experts(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec);
   // gpt-oss's and Llama 4's [in, out] experts, gate and up interleaved or in halves, transposed

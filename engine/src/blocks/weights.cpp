@@ -13,7 +13,9 @@ void SwiGlu::forward(Backend& be, const float* x, float* out, std::size_t T) con
   float* u = be.scratch().floats(n);
   const Backend::LinearOut gate_up[] = {{&w.gate, nullptr, g}, {&w.up, nullptr, u}};
   be.linears(x, T, gate_up);
-  if (gelu_tanh) {
+  if (glu) {
+    be.expert_glu(*glu, g, u, g, n);
+  } else if (gelu_tanh) {
     be.gelu_tanh_mul(g, u, g, n);
   } else {
     be.silu_mul(g, u, g, n);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,12 +48,14 @@ struct Linear {
 };
 
 // The SwiGLU MLP of dense layers: down(silu(gate(x)) * up(x)); with gelu_tanh the GeGLU
-// down(gelu_tanh(gate(x)) * up(x)) (Gemma).
+// down(gelu_tanh(gate(x)) * up(x)) (Gemma); with glu, down(ref::expert_glu(gate(x), up(x)))
+// (DeepSeek-V4's shared expert, clamped as its routed experts are).
 struct SwiGlu {
   SwiGlu(SwiGluMatrices m, bool gelu = false)
       : w(m), gelu_tanh(gelu) {}  // NOLINT: implicit, so a loaded MLP assigns straight in
   SwiGluMatrices w;
   bool gelu_tanh = false;
+  std::optional<ref::ExpertGlu> glu;
   // out [T, hidden] = mlp(x [T, hidden]); out may not alias x.
   void forward(Backend& be, const float* x, float* out, std::size_t T) const;
 };

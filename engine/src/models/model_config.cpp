@@ -33,7 +33,6 @@ std::optional<ModelFamily> family_from_model_type(const std::string& t) {
   if (t == "kimi_k2") return ModelFamily::kDeepseekV3;  // Kimi K2: DeepSeek-V3's architecture
   if (t == "llama4") return ModelFamily::kLlama4Text;   // the multimodal wrapper: its text_config
   if (t == "gemma4") return ModelFamily::kGemma4Text;   // likewise
-  if (t == "deepseek_v4") return ModelFamily::kDeepseekV4;  // parsed, not in model_families()
   for (ModelFamily f : model_families()) {
     if (t == model_family_name(f)) return f;
   }
@@ -610,7 +609,8 @@ const std::vector<ModelFamily>& model_families() {
       ModelFamily::kQwen2Moe,    ModelFamily::kOlmoe,        ModelFamily::kDeepseekV3, ModelFamily::kGlm4Moe,
       ModelFamily::kDots1,       ModelFamily::kErnie4_5Moe,  ModelFamily::kMinimaxM2,  ModelFamily::kGptOss,
       ModelFamily::kGlm4MoeLite, ModelFamily::kHunyuanV1Moe, ModelFamily::kExaoneMoe,  ModelFamily::kAfmoe,
-      ModelFamily::kLlama4Text,  ModelFamily::kDeepseekV32,  ModelFamily::kGlmMoeDsa,  ModelFamily::kGemma4Text};
+      ModelFamily::kLlama4Text,  ModelFamily::kDeepseekV32,  ModelFamily::kGlmMoeDsa,  ModelFamily::kGemma4Text,
+      ModelFamily::kDeepseekV4};
   return all;
 }
 

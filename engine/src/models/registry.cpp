@@ -44,7 +44,7 @@ Recipe recipe_for(ModelFamily family) {
     case ModelFamily::kGemma4Text:
       return models::gemma4_text;
     case ModelFamily::kDeepseekV4:
-      return nullptr;  // its config parses; its blocks are not built yet (family_built says so)
+      return models::deepseek_v4;
   }
   return nullptr;
 }

@@ -29,5 +29,6 @@ blocks::DecoderRecipe llama4_text(const Checkpoint& ckpt);
 blocks::DecoderRecipe deepseek_v32(const Checkpoint& ckpt);
 blocks::DecoderRecipe glm_moe_dsa(const Checkpoint& ckpt);
 blocks::DecoderRecipe gemma4_text(const Checkpoint& ckpt);
+blocks::DecoderRecipe deepseek_v4(const Checkpoint& ckpt);
 
 }  // namespace ft::engine::models

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "ft/engine/checkpoint.h"
 #include "weights/text_file.h"
@@ -38,6 +40,22 @@ class Rng {
   bool have_spare_ = false;
 };
 
+// Rows of k distinct ids of [0, hi) (a partial Fisher-Yates shuffle per row), as I64.
+OwnedTensor expert_table(const PlannedTensor& p, Rng& rng) {
+  const int64_t rows = p.shape[0], k = p.shape[1], n = int64_t(p.init.hi);
+  OwnedTensor t{p.name, DType::kI64, p.shape, std::vector<std::byte>(std::size_t(rows * k) * 8)};
+  std::vector<int64_t> ids(static_cast<std::size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) ids[std::size_t(i)] = i;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t pick = j + int64_t(rng.next() % uint64_t(n - j));
+      std::swap(ids[std::size_t(j)], ids[std::size_t(pick)]);
+      std::memcpy(t.data.data() + std::size_t(r * k + j) * 8, &ids[std::size_t(j)], 8);
+    }
+  }
+  return t;
+}
+
 // Draws every tensor of the plan in order from one generator, so a spec and seed always give the
 // same bytes.
 std::vector<OwnedTensor> draw_tensors(const std::vector<PlannedTensor>& plan, uint64_t seed) {
@@ -50,6 +68,10 @@ std::vector<OwnedTensor> draw_tensors(const std::vector<PlannedTensor>& plan, ui
     t.dtype = DType::kBF16;
     t.shape = p.shape;
     const int64_t n = p.numel();
+    if (p.init.kind == TensorInit::Kind::kExpertTable) {
+      out.push_back(expert_table(p, rng));
+      continue;
+    }
     t.data.resize(std::size_t(n) * 2);
     const TensorInit& init = p.init;
     for (int64_t i = 0; i < n; ++i) {
@@ -58,6 +80,8 @@ std::vector<OwnedTensor> draw_tensors(const std::vector<PlannedTensor>& plan, ui
         case TensorInit::Kind::kNormal: v = init.offset + init.scale * rng.normal(); break;
         case TensorInit::Kind::kUniform: v = init.lo + (init.hi - init.lo) * rng.uniform(); break;
         case TensorInit::Kind::kLogUniform: v = std::log(init.lo + (init.hi - init.lo) * rng.uniform()); break;
+        case TensorInit::Kind::kExpertTable:
+          break;  // drawn above
       }
       const uint16_t b = f32_to_bf16(float(v));
       std::memcpy(t.data.data() + 2 * i, &b, 2);

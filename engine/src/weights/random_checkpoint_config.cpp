@@ -423,6 +423,74 @@ json dsa_config(const RandomCheckpointSpec& s) {
   return c;
 }
 
+// deepseek_v4, as DeepseekV4Config (transformers 5.17) saves it: layer_types and compress_rates,
+// mlp_layer_types, the two ropes as rope_parameters {main, compress}.
+json deepseek_v4_config(const RandomCheckpointSpec& s) {
+  const double partial = v4_partial_rotary(s);
+  std::vector<std::string> layers, routers;
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    layers.push_back(v4_layer_type(s, i));
+    routers.push_back(i < s.v4_hash_layers ? "hash_moe" : "moe");
+  }
+  json compress = {{"rope_type", "default"}, {"rope_theta", 160000.0}, {"partial_rotary_factor", partial}};
+  if (s.yarn_factor > 0) {
+    compress["rope_type"] = "yarn";
+    compress["factor"] = s.yarn_factor;
+    compress["original_max_position_embeddings"] = s.yarn_original_max_position_embeddings;
+    compress["beta_fast"] = 32.0;
+    compress["beta_slow"] = 1.0;
+    compress["attention_factor"] = 1.0;
+  }
+  return {
+      {"architectures", {"DeepseekV4ForCausalLM"}},
+      {"model_type", "deepseek_v4"},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", 1},
+      {"head_dim", s.head_dim},
+      {"q_lora_rank", v4_q_lora_rank(s)},
+      {"moe_intermediate_size", s.moe_intermediate_size},
+      {"n_routed_experts", s.num_experts},
+      {"num_experts_per_tok", s.top_k},
+      {"n_shared_experts", 1},
+      {"norm_topk_prob", true},
+      {"routed_scaling_factor", s.routed_scaling_factor},
+      {"scoring_func", s.scoring_func},
+      {"swiglu_limit", s.swiglu_limit},
+      {"o_groups", s.o_groups},
+      {"o_lora_rank", s.o_lora_rank},
+      {"index_n_heads", s.index_n_heads},
+      {"index_head_dim", s.index_head_dim},
+      {"index_topk", s.index_topk},
+      {"sliding_window", v4_sliding_window(s)},
+      {"layer_types", layers},
+      {"compress_rates",
+       {{"compressed_sparse_attention", s.v4_csa_rate}, {"heavily_compressed_attention", s.v4_hca_rate}}},
+      {"mlp_layer_types", routers},
+      {"partial_rotary_factor", partial},
+      {"rope_theta", 10000.0},
+      {"compress_rope_theta", 160000.0},
+      {"rope_parameters",
+       {{"main", {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", partial}}},
+        {"compress", compress}}},
+      {"hc_mult", s.hc_mult},
+      {"hc_sinkhorn_iters", 20},
+      {"hc_eps", 1e-6},
+      {"rms_norm_eps", 1e-6},
+      {"hidden_act", "silu"},
+      {"mlp_bias", false},
+      {"attention_bias", false},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"num_nextn_predict_layers", 0},
+      {"tie_word_embeddings", false},
+      {"bos_token_id", s.bos_token_id},
+      {"eos_token_id", eos_json(s)},
+      {"dtype", "bfloat16"},
+  };
+}
+
 }  // namespace
 
 std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
@@ -484,11 +552,7 @@ std::string random_checkpoint_config_json(const RandomCheckpointSpec& s,
       c = gemma4_text_config(s);
       break;
     case ModelFamily::kDeepseekV4:
-      // Not in model_families(), so nothing asks for one: the common keys under its name, which
-      // load_model refuses until the family's blocks exist.
-      c = text;
-      c["architectures"] = {"DeepseekV4ForCausalLM"};
-      c["model_type"] = "deepseek_v4";
+      c = deepseek_v4_config(s);
       break;
     case ModelFamily::kQwen3_5Moe:
       // The multimodal wrapper: the text model nested, a (small) vision config beside it. The

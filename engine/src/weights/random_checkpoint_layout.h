@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ft/engine/random_checkpoint.h"
 
@@ -20,5 +21,11 @@ bool is_mla(const RandomCheckpointSpec& s);
 bool is_moe_layer(const RandomCheckpointSpec& s, int64_t layer);
 // gemma4_text's layer kinds: sliding except every full_attention_interval-th and the last.
 bool is_gemma4_full_layer(const RandomCheckpointSpec& s, int64_t layer);
+// deepseek_v4: layer `layer`'s attention kind as config.json names it, and the sizes whose 0 in the
+// spec means a default (random_checkpoint.h).
+std::string v4_layer_type(const RandomCheckpointSpec& s, int64_t layer);
+int64_t v4_q_lora_rank(const RandomCheckpointSpec& s);
+int64_t v4_sliding_window(const RandomCheckpointSpec& s);
+double v4_partial_rotary(const RandomCheckpointSpec& s);
 
 }  // namespace ft::engine

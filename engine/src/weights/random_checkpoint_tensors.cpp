@@ -22,6 +22,13 @@ class Planner {
     const double scale = 1.0 / std::sqrt(double(shape.back()));
     normal(name, std::move(shape), scale);
   }
+  // k distinct ids of [0, n) a row (TensorInit::kExpertTable).
+  void expert_table(const std::string& name, int64_t rows, int64_t k, int64_t n) {
+    TensorInit init;
+    init.kind = TensorInit::Kind::kExpertTable;
+    init.hi = double(n);
+    tensors_.push_back({name, {rows, k}, init});
+  }
   void uniform(const std::string& name, std::vector<int64_t> shape, double lo, double hi, bool log_of = false) {
     TensorInit init;
     init.kind = log_of ? TensorInit::Kind::kLogUniform : TensorInit::Kind::kUniform;
@@ -261,7 +268,88 @@ void plan_mlp(Planner& w, const RandomCheckpointSpec& s, int64_t layer, const st
   }
 }
 
+// deepseek_v4's compressor (attention or indexer: entries `width` wide, two series on CSA layers).
+void plan_v4_compressor(Planner& w, const RandomCheckpointSpec& s, const std::string& c, int64_t width, int64_t rate,
+                        bool csa) {
+  const int64_t row = (csa ? 2 : 1) * width;
+  w.matrix(c + "wkv.weight", {row, s.hidden_size});
+  w.matrix(c + "wgate.weight", {row, s.hidden_size});
+  w.matrix(c + "ape", {rate, row});
+  w.normal(c + "norm.weight", {width}, 0.1, 1.0);
+}
+
+// deepseek_v4 (deepseek_v4.cpp's names; the golden recipe's init: matrices N(0, 1/fan_in), the
+// hyper-connections' bases and the sinks 0.1 N(0, 1), their scales and the norms 1 + 0.1 N(0, 1)).
+std::vector<PlannedTensor> plan_deepseek_v4(const RandomCheckpointSpec& s) {
+  Planner w;
+  const bool released = s.v4_released_names;
+  const std::string root = released ? "" : "model.";
+  const int64_t H = s.hidden_size, N = s.hc_mult, QL = v4_q_lora_rank(s), d = s.head_dim, heads = s.num_heads;
+  const int64_t E = s.num_experts, I = s.moe_intermediate_size, G = s.o_groups, R = s.o_lora_rank;
+  const auto connection = [&](const std::string& p, int64_t rows, int64_t scales) {
+    w.matrix(p + "fn", {rows, N * H});
+    w.normal(p + "base", {rows}, 0.1);
+    w.normal(p + "scale", {scales}, 0.1, 1.0);
+  };
+  w.normal(root + (released ? "embed.weight" : "embed_tokens.weight"), {s.vocab_size, H}, 1.0);
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = root + "layers." + std::to_string(i) + ".", a = p + "attn.", f = p + "ffn.";
+    const std::string kind = v4_layer_type(s, i);
+    w.normal(p + "attn_norm.weight", {H}, 0.1, 1.0);
+    w.normal(p + "ffn_norm.weight", {H}, 0.1, 1.0);
+    connection(p + "hc_attn_", (2 + N) * N, 3);
+    connection(p + "hc_ffn_", (2 + N) * N, 3);
+    w.matrix(a + "wq_a.weight", {QL, H});
+    w.normal(a + "q_norm.weight", {QL}, 0.1, 1.0);
+    w.matrix(a + "wq_b.weight", {heads * d, QL});
+    w.matrix(a + "wkv.weight", {d, H});
+    w.normal(a + (released ? "kv_norm.weight" : "norm.weight"), {d}, 0.1, 1.0);
+    w.matrix(a + "wo_a.weight", {G * R, heads * d / G});
+    w.matrix(a + "wo_b.weight", {H, G * R});
+    w.normal(a + "attn_sink", {heads}, 0.1);
+    const bool csa = kind == "compressed_sparse_attention";
+    if (kind != "sliding_attention") {
+      plan_v4_compressor(w, s, a + "compressor.", d, csa ? s.v4_csa_rate : s.v4_hca_rate, csa);
+    }
+    if (csa) {
+      plan_v4_compressor(w, s, a + "indexer.compressor.", s.index_head_dim, s.v4_csa_rate, true);
+      w.matrix(a + "indexer.wq_b.weight", {s.index_n_heads * s.index_head_dim, QL});
+      w.matrix(a + "indexer.weights_proj.weight", {s.index_n_heads, H});
+    }
+    w.matrix(f + "gate.weight", {E, H});
+    if (i < s.v4_hash_layers) {
+      w.expert_table(f + "gate.tid2eid", s.vocab_size, s.top_k, E);
+    } else {
+      w.normal(f + "gate.bias", {E}, 0.1);
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = f + "experts." + std::to_string(e) + ".";
+      w.matrix(x + "w1.weight", {I, H});
+      w.matrix(x + "w2.weight", {H, I});
+      w.matrix(x + "w3.weight", {I, H});
+    }
+    w.matrix(f + "shared_experts.w1.weight", {I, H});
+    w.matrix(f + "shared_experts.w2.weight", {H, I});
+    w.matrix(f + "shared_experts.w3.weight", {I, H});
+  }
+  w.normal(root + "norm.weight", {H}, 0.1, 1.0);
+  connection(released ? "hc_head_" : "model.hc_head.hc_", N, 1);
+  w.matrix("head.weight", {s.vocab_size, H});
+  return w.take();
+}
+
 }  // namespace
+
+std::string v4_layer_type(const RandomCheckpointSpec& s, int64_t i) {
+  if (std::size_t(i) < s.v4_layer_types.size()) return s.v4_layer_types[std::size_t(i)];
+  if (i == 0) return "sliding_attention";
+  return i % 2 == 1 ? "compressed_sparse_attention" : "heavily_compressed_attention";
+}
+int64_t v4_q_lora_rank(const RandomCheckpointSpec& s) { return s.q_lora_rank > 0 ? s.q_lora_rank : s.hidden_size / 2; }
+int64_t v4_sliding_window(const RandomCheckpointSpec& s) { return s.sliding_window > 0 ? s.sliding_window : 16; }
+double v4_partial_rotary(const RandomCheckpointSpec& s) {
+  return s.partial_rotary_factor > 0 ? s.partial_rotary_factor : 0.25;
+}
 
 bool is_hybrid(const RandomCheckpointSpec& s) { return is_hybrid_family(s.family); }
 
@@ -315,10 +403,15 @@ Status check_random_checkpoint_spec(const RandomCheckpointSpec& spec) {
       spec.decoder_sparse_step <= 0) {
     return invalid_argument("random checkpoint: sizes must be positive");
   }
+  if (spec.family == ModelFamily::kDeepseekV4 &&
+      (spec.top_k > spec.num_experts || spec.o_groups <= 0 || spec.hc_mult <= 0)) {
+    return invalid_argument("random checkpoint: deepseek_v4 needs top_k <= num_experts and positive o_groups, hc_mult");
+  }
   return Status::ok();
 }
 
 std::vector<PlannedTensor> random_checkpoint_tensors(const RandomCheckpointSpec& s) {
+  if (s.family == ModelFamily::kDeepseekV4) return plan_deepseek_v4(s);
   Planner w;
   const std::string root = s.family == ModelFamily::kQwen3_5Moe ? "model.language_model." : "model.";
   const int64_t H = s.hidden_size;

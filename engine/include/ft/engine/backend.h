@@ -40,9 +40,12 @@
 #include "ft/engine/memory.h"
 #include "ft/engine/moe_split.h"
 #include "ft/engine/ops_attention.h"
+#include "ft/engine/ops_compressor.h"
 #include "ft/engine/ops_deltanet.h"
 #include "ft/engine/ops_dsa.h"
+#include "ft/engine/ops_hyper.h"
 #include "ft/engine/ops_moe.h"
+#include "ft/engine/ops_v4_attention.h"
 #include "ft/engine/sampling.h"
 #include "ft/engine/scratch.h"
 
@@ -91,6 +94,25 @@ struct DeltaNetSeq {
   std::size_t rows = 0;
   float* conv = nullptr;       // [conv_dim, K-1], backend memory
   float* recurrent = nullptr;  // [num_v_heads, head_k_dim, head_v_dim], backend memory
+};
+
+// One sequence's rows in a batched DeepSeek-V4 compressor call and its state (ref::compress_rows'
+// rings, updated in place; backend memory).
+struct CompressorSeq {
+  std::size_t row0 = 0;
+  std::size_t rows = 0;
+  int64_t pos0 = 0;  // tokens the compressor has seen
+  float* kv = nullptr;
+  float* gate = nullptr;
+  std::size_t ld = 0;  // floats between ring rows
+};
+
+// A DeepSeek-V4 compressor's parameters, fp32 (placed): position_bias [m, row()], the kv_norm weight
+// [width], the compress rope's inv_freq [rope_dims / 2].
+struct CompressorParams {
+  const float* position_bias = nullptr;
+  const float* norm_weight = nullptr;
+  const float* inv_freq = nullptr;
 };
 
 // The small per-layer parameters of a Gated DeltaNet layer, fp32 (placed: see Backend::place).
@@ -402,6 +424,44 @@ class Backend {
   // hidden] (Gemma 4 routes on its own norm of the residual, not the experts' input), or x where
   // it is null.
   virtual void moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) = 0;
+  // The routed experts of moe for choices made elsewhere (DeepSeek-V4's hash layers: a table
+  // indexed by token id): chosen [T, top_k] (host memory), each weighed by the router's scores as
+  // ref::route_weights_for weighs a choice; recorded in the routing trace as moe's own choices are.
+  // The shared expert (w.has_shared) is the caller's. out may not alias x.
+  virtual void moe_chosen(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen, float* out);
+  // ref::expert_glu over n elements (DeepSeek-V4's shared expert clamps as its routed experts do).
+  virtual void expert_glu(const ref::ExpertGlu& glu, const float* gate, const float* up, float* out, std::size_t n);
+
+  // ---- DeepSeek-V4 (deepseek_v4) ----
+  // Whether this backend has the ops below (the reference and CPU backends do); a model that needs
+  // them is refused at load where it has not (their defaults here abort).
+  virtual bool has_v4_ops() const { return false; }
+  // ref::hc_pre, ref::hc_post, ref::hc_head (ops_hyper.h) over T tokens of the streams h [T, N, D];
+  // fn, base, scale placed fp32. h_new may be h.
+  virtual void hc_pre(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+                      const HyperSpec& spec, float* x, float* post, float* comb);
+  virtual void hc_post(const float* h, const float* out, const float* post, const float* comb, std::size_t T,
+                       const HyperSpec& spec, float* h_new);
+  virtual void hc_head(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+                       const HyperSpec& spec, float* y);
+  // ref::compress_rows for each sequence's rows of kv, gate [T, spec.row()] (raw kv_proj and gate_proj
+  // outputs): entries [T, spec.width], a row's entry where its token closes a window, else zeros.
+  virtual void v4_compress(const CompressorSpec& spec, const CompressorParams& params, const float* kv,
+                           const float* gate, std::span<const CompressorSeq> seqs, float* entries);
+  // The CSA indexer's choice (ref::v4_index_select) for each sequence's rows: q [T, spec.heads,
+  // spec.head_dim] (roped), w [T, spec.heads]; the index keys are in the K blocks of `layer` from
+  // slot spec.kv_slot on, entry e at the position closing it (e * rate + rate - 1), every entry
+  // the sequence holds after this pass a candidate. picks [T, spec.top_k] (this backend's memory),
+  // recorded as the routing trace's selections.
+  virtual void v4_index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w,
+                               const IndexerSpec& spec, std::size_t rate, std::span<const AttentionSeq> seqs,
+                               int32_t* picks);
+  // ref::v4_attention for each sequence's rows of q [T, spec.heads, spec.head_dim]: the window's keys
+  // (= values) are the K block of slot 0 of `layer`, the compressed entries its V block at the
+  // positions closing them; picks [T, top_k] (CSA) or null. out [T, spec.heads, spec.head_dim].
+  virtual void v4_attention(const KvLayout& layout, int64_t layer, const float* q, const V4AttentionSpec& spec,
+                            const float* sinks, const float* inv_freq, std::span<const AttentionSeq> seqs,
+                            const int32_t* picks, std::size_t top_k, float* out);
 
   // ---- Gated DeltaNet ----
   // ref::deltanet_unfuse: qwen3_next's fused projection outputs into the split layout.

@@ -22,9 +22,7 @@
 
 namespace ft::engine {
 
-// The model families this engine implements; each has one file in engine/src/models/. The last,
-// deepseek_v4, is parsed only: its blocks are not built, so load_model refuses it and
-// model_families() leaves it out.
+// The model families this engine implements; each has one file in engine/src/models/.
 enum class ModelFamily {
   kQwen3Moe,
   kQwen3Next,
@@ -53,12 +51,12 @@ enum class ModelFamily {
 // "exaone_moe", "afmoe", "llama4_text", "deepseek_v32", "glm_moe_dsa", "gemma4_text", "deepseek_v4"
 // (the HF model_type).
 const char* model_family_name(ModelFamily family);
-// Every family load_model builds, in the order above (not deepseek_v4: the tests and tools that walk
-// this list load each family).
+// Every family load_model builds, in the order above (the tests and tools that walk this list load
+// each family).
 const std::vector<ModelFamily>& model_families();
 // Ok when load_model builds the family (one model_families() lists), else kUnsupported saying why
-// ("deepseek_v4: config parsed; the family's blocks are not built yet"): a config that parses is
-// not yet one that runs.
+// ("<family>: config parsed; the family's blocks are not built yet"): a family whose config is
+// parsed before its blocks exist is not yet one that runs.
 Status family_built(ModelFamily family);
 // Whether the family mixes linear-attention (Gated DeltaNet) layers with full attention.
 bool is_hybrid_family(ModelFamily family);

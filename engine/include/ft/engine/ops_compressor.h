@@ -26,6 +26,9 @@ struct CompressorSpec {
 
   std::size_t series() const { return overlap ? 2 : 1; }
   std::size_t row() const { return series() * width; }
+  // Tokens a fixed-size state keeps (compress_rows): the open window's, and CSA's previous window
+  // too, whose Ca the next entry pools.
+  std::size_t ring_tokens() const { return overlap ? 2 * rate : rate; }
 };
 
 // A sequence's compressor state between passes (§4): what the next window needs of the tokens
@@ -64,5 +67,15 @@ void rope_tail(float* x, std::size_t heads, std::size_t dim, std::size_t rope_di
 std::size_t compress(const float* kv, const float* gate, std::size_t T, const float* position_bias,
                      const float* norm_weight, const float* inv_freq, const CompressorSpec& spec,
                      CompressorState& state, std::vector<float>& entries);
+
+// compress over the state as a sequence keeps it, in fixed-size memory: rings kv and gate of
+// ring_tokens() rows, `ld` floats apart, holding the raw rows of the tokens before pos0 (token p
+// at row p % ring_tokens(); the rows of positions before 0 are never read). Feeds the T tokens at
+// pos0 onwards and writes entries [T, width]: row t the entry token pos0 + t closes (it closes
+// window w when pos0 + t = w * m + m - 1), zeros where it closes none; the rings are left holding
+// the rows up to pos0 + T. The entries are compress()'s for the same tokens, bit for bit.
+void compress_rows(const float* kv, const float* gate, std::size_t T, int64_t pos0, const float* position_bias,
+                   const float* norm_weight, const float* inv_freq, const CompressorSpec& spec, float* ring_kv,
+                   float* ring_gate, std::size_t ld, float* entries);
 
 }  // namespace ft::engine::ref

@@ -96,6 +96,22 @@ struct RandomCheckpointSpec {
   int64_t global_kv_heads = 1;
   bool attention_k_eq_v = true;
   double final_logit_softcapping = 0;
+  // deepseek_v4: each layer's attention kind ("sliding_attention", "compressed_sparse_attention",
+  // "heavily_compressed_attention"; empty: a sliding layer, then CSA and HCA in turn) and the two
+  // compress rates; the first v4_hash_layers layers route by token id (the rest by score); hc_mult
+  // residual streams; the grouped output projection; the experts' clamp and the router's scoring.
+  // It also reads q_lora_rank and sliding_window (0: hidden_size / 2 and 16), the index_* sizes,
+  // partial_rotary_factor (0: 0.25), yarn_* (the compress rope's), routed_scaling_factor.
+  // v4_released_names: the releases' tensor names (no "model." prefix, embed.weight, hc_head_*,
+  // attn.kv_norm) rather than those HF 5.17's save_pretrained writes.
+  std::vector<std::string> v4_layer_types;
+  int64_t v4_csa_rate = 4, v4_hca_rate = 8;
+  int64_t v4_hash_layers = 1;
+  int64_t hc_mult = 4;
+  int64_t o_groups = 2, o_lora_rank = 16;
+  double swiglu_limit = 1.5;
+  std::string scoring_func = "sqrtsoftplus";
+  bool v4_released_names = false;
   // Expert tensors: per expert (mlp.experts.N.*_proj.weight; mixtral: block_sparse_moe.experts.N.w1/w2/w3)
   // or fused 3-D (mlp.experts.gate_up_proj / down_proj).
   bool fused_experts = false;
@@ -113,16 +129,18 @@ Status check_random_checkpoint_spec(const RandomCheckpointSpec& spec);
 // How a tensor's values are drawn (the rules above), before rounding to bf16.
 struct TensorInit {
   enum class Kind {
-    kNormal,      // offset + scale * N(0, 1)
-    kUniform,     // U(lo, hi)
-    kLogUniform,  // log U(lo, hi)
+    kNormal,       // offset + scale * N(0, 1)
+    kUniform,      // U(lo, hi)
+    kLogUniform,   // log U(lo, hi)
+    kExpertTable,  // I64, not bf16: each row of a [rows, k] table k distinct ids of [0, hi) (DeepSeek-V4's
+                   // hash routing; the full-size synthetic writers take no family that has one)
   };
   Kind kind = Kind::kNormal;
   double scale = 1.0, offset = 0.0;  // kNormal
   double lo = 0.0, hi = 1.0;         // kUniform, kLogUniform
 };
 
-// One tensor of the checkpoint a spec describes (stored as bf16).
+// One tensor of the checkpoint a spec describes (stored as bf16; an expert table as I64).
 struct PlannedTensor {
   std::string name;
   std::vector<int64_t> shape;

@@ -1,7 +1,9 @@
 // Everything a model remembers about one sequence after position() tokens: the attention KV as a
 // list of pages from the model's KV pool (kv_pool.h), and per linear-attention (Gated DeltaNet)
-// layer the short-convolution and recurrent state, fp32 and fixed-size whatever the length. A
-// Model creates an empty one (Model::new_state()); Model::forward appends tokens at position().
+// layer the short-convolution and recurrent state, fp32 and fixed-size whatever the length
+// (DeepSeek-V4's compressed layers keep their open windows' raw rows in one too: conv the kv rows,
+// recurrent the gate rows; v4_attention_block.h). A Model creates an empty one (Model::new_state());
+// Model::forward appends tokens at position().
 //
 // Snapshots are store checkpoints (state_checkpoint.h): the page list (shared, not copied) plus a
 // copy of the linear states.

@@ -106,4 +106,44 @@ std::size_t compress(const float* kv, const float* gate, std::size_t T, const fl
   return std::size_t(state.entries - before);
 }
 
+void compress_rows(const float* kv, const float* gate, std::size_t T, int64_t pos0, const float* position_bias,
+                   const float* norm_weight, const float* inv_freq, const CompressorSpec& spec, float* ring_kv,
+                   float* ring_gate, std::size_t ld, float* entries) {
+  const std::size_t m = spec.rate, W = spec.width, row = spec.row(), R = spec.ring_tokens();
+  const auto at = [&](float* ring, int64_t p) { return ring + std::size_t(p % int64_t(R)) * ld; };
+  // The state compress() would hold after pos0 tokens, from the rows the ring keeps of them.
+  CompressorState st;
+  st.entries = pos0 / int64_t(m);
+  const int64_t open0 = st.entries * int64_t(m);
+  for (int64_t p = open0; p < pos0; ++p) {
+    st.kv.insert(st.kv.end(), at(ring_kv, p), at(ring_kv, p) + row);
+    st.gate.insert(st.gate.end(), at(ring_gate, p), at(ring_gate, p) + row);
+  }
+  if (spec.overlap && st.entries > 0) {
+    st.prev_kv.resize(m * W);
+    st.prev_gate.resize(m * W);
+    for (std::size_t j = 0; j < m; ++j) {
+      const int64_t p = open0 - int64_t(m) + int64_t(j);
+      for (std::size_t c = 0; c < W; ++c) {
+        st.prev_kv[j * W + c] = at(ring_kv, p)[c];
+        st.prev_gate[j * W + c] = at(ring_gate, p)[c] + position_bias[j * row + c];
+      }
+    }
+  }
+  std::vector<float> made;
+  compress(kv, gate, T, position_bias, norm_weight, inv_freq, spec, st, made);
+  std::fill(entries, entries + T * W, 0.0f);
+  // Entry w closes with token w * m + m - 1: the n-th new one with the n-th closing token of the pass.
+  std::size_t next = 0;
+  for (std::size_t t = 0; t < T; ++t) {
+    if ((pos0 + int64_t(t) + 1) % int64_t(m) != 0) continue;
+    std::copy_n(made.data() + next * W, W, entries + t * W);
+    ++next;
+  }
+  for (std::size_t t = T > R ? T - R : 0; t < T; ++t) {
+    std::copy_n(kv + t * row, row, at(ring_kv, pos0 + int64_t(t)));
+    std::copy_n(gate + t * row, row, at(ring_gate, pos0 + int64_t(t)));
+  }
+}
+
 }  // namespace ft::engine::ref
