@@ -343,11 +343,17 @@ int bench_decode(const Args& args) {
       const double fb = double(after->fetched_bytes - before->fetched_bytes),
                    cb = double(after->cpu_bytes - before->cpu_bytes);
       const double fs = after->fetch_seconds - before->fetch_seconds, cs = after->cpu_seconds - before->cpu_seconds;
+      std::string policy_now = after->policy;
+      if (after->policy.starts_with("direct")) {
+        char share[48];
+        std::snprintf(share, sizeof share, " (CPU share now %.2f)", after->cpu_share);
+        policy_now += share;
+      }
       std::printf(
           "  offload      %s: hit rate %.1f%% (%d slots); a step fetched %.1f experts (%.2f GB, %.1f GB/s while "
           "copying) and computed %.1f on the CPU (%.2f GB, %.1f GB/s while computing)\n",
-          after->policy.c_str(), 100 * hit, after->slots, fetched / steps, fb / steps / 1e9,
-          fs > 0 ? fb / fs / 1e9 : 0.0, cpu / steps, cb / steps / 1e9, cs > 0 ? cb / cs / 1e9 : 0.0);
+          policy_now.c_str(), 100 * hit, after->slots, fetched / steps, fb / steps / 1e9, fs > 0 ? fb / fs / 1e9 : 0.0,
+          cpu / steps, cb / steps / 1e9, cs > 0 ? cb / cs / 1e9 : 0.0);
       if (const double in_place = double(after->read_in_place - before->read_in_place); in_place > 0)
         std::printf(
             "  in place     a step read %.1f missed experts from host memory (%.2f GB): %.1f GB/s over the step\n",

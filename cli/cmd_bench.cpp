@@ -358,7 +358,7 @@ const Command kBenchCommand = {
      {"gpu-mem", "GiB", "decode, prefill: GPU memory the model may use (less than the model: experts in host RAM)", ""},
      {"moe-policy", "P",
       "decode, prefill: how cache misses are served with experts in host RAM (adaptive, fetch, cpu, ratio:Q, "
-      "direct[:Q])",
+      "direct[:Q], direct:auto)",
       ""},
      {"expert-slots", "N", "decode, prefill: experts in host RAM with exactly N GPU slots", ""},
      {"feed", "HOW",

@@ -131,8 +131,9 @@ Flag gpu_mem_flag() {
 Flag moe_policy_flag() {
   return {"moe-policy", "P",
           "with experts in host RAM (a --gpu-mem below the model): how decode serves expert cache misses: adaptive "
-          "(fetch some over PCIe, compute the rest on the CPU, split by a cost model), fetch, cpu or ratio:Q (a fixed "
-          "share Q fetched)",
+          "(fetch some over PCIe, compute the rest on the CPU, split by a cost model), fetch, cpu, ratio:Q (a fixed "
+          "share Q fetched), direct[:Q] (the GPU reads misses in place from host RAM, a share Q of them on the CPU) "
+          "or direct:auto (that share tuned while decoding)",
           "adaptive", false};
 }
 Flag expert_slots_flag() {

@@ -149,6 +149,7 @@ ExpertOffloadStats ExpertSlots::snapshot() const {
 
 void ExpertSlots::publish() {
   ExpertOffloadStats s = stats_;
+  s.cpu_share = cpu_share() ? share_now() : 0;
   s.resident = cache_.resident();
   s.hits = cache_.hits();
   s.misses = cache_.misses();
@@ -405,6 +406,7 @@ std::string ExpertSlots::know_in_place(const MoeWeights& w, int layer) {
 void ExpertSlots::begin_in_place_pass(cudaStream_t s) {
   if (!in_place()) return;
   *step_host_ = ++step_;
+  pass_began_ = std::chrono::steady_clock::now();
   cudaMemcpyAsync(step_dev_, step_host_, sizeof(unsigned), cudaMemcpyHostToDevice, s);
   prepare_in_place(s);
 }
@@ -495,7 +497,7 @@ void ExpertSlots::prepare_in_place(cudaStream_t s) {
     if (cudaEventQuery(landed_) == cudaSuccess) in_place_.landed();
     cudaGetLastError();  // not ready is no error
   }
-  in_place_.set_cpu_share(cpu_share() ? o_.policy.ratio : 0);
+  in_place_.set_cpu_share(cpu_share() ? share_now() : 0);
   const auto slot_at = [this](int layer, int slot) -> ExpertAddress {
     if (std::size_t(layer) >= by_id_.size()) return {};
     const MoeWeights& w = *by_id_[std::size_t(layer)];
@@ -507,7 +509,13 @@ void ExpertSlots::prepare_in_place(cudaStream_t s) {
 }
 
 void ExpertSlots::after_in_place_pass() {
-  if (std::all_of(noted_.begin(), noted_.end(), [](int n) { return n < 0; })) return;
+  const auto first = std::find_if(noted_.begin(), noted_.end(), [](int n) { return n >= 0; });
+  if (first == noted_.end()) return;  // no decode-sized MoE call read in place
+  if (o_.policy.auto_share) {
+    // The pass's wall time, sync included: what the share should make short. Its choices (tokens x
+    // top-k) tell passes of one shape from another.
+    tuner_.observe(*first, std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_began_).count());
+  }
   cache_.begin_step();
   // Replacements a step may start (each a whole expert over PCIe while the next step reads its
   // own misses over the same link); filling free slots is not limited.

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -25,6 +26,7 @@
 #include "ft/engine/expert_cache.h"
 #include "ft/engine/in_place_experts.h"
 #include "ft/engine/moe_split.h"
+#include "ft/engine/share_tuner.h"
 
 namespace ft::engine::cuda {
 
@@ -61,6 +63,7 @@ class ExpertSlots {
   void set_policy(const MoePolicy& p) {
     o_.policy = p;
     stats_.policy = p.name();
+    tuner_ = ShareTuner();  // direct:auto starts its climb again
   }
   ExpertCache& cache() { return cache_; }
   SplitModel& model() { return model_; }
@@ -156,7 +159,10 @@ class ExpertSlots {
     unsigned* in = nullptr;
     unsigned* out = nullptr;
   };
-  bool cpu_share() const { return in_place() && o_.policy.ratio > 0; }
+  // A step with a CPU share runs its kernels (publish, wait, add) even when direct:auto's share is
+  // at 0 for the moment, so the recorded graph stays the same while the share moves.
+  bool cpu_share() const { return in_place() && (o_.policy.ratio > 0 || o_.policy.auto_share); }
+  double share_now() const { return o_.policy.auto_share ? tuner_.share() : o_.policy.ratio; }
   const InPlaceIo& in_place_io(int layer) const { return io_[std::size_t(layer)]; }
   const unsigned* step_device() const { return step_dev_; }
   // Queues layer's CPU share for this pass (T tokens, K choices each): a task on the CPU experts'
@@ -225,6 +231,8 @@ class ExpertSlots {
   std::vector<InPlaceIo> io_;              // per layer (allocated by know_in_place)
   std::vector<void*> io_blocks_;           // their pinned memory
   unsigned step_ = 0;
+  ShareTuner tuner_;  // direct:auto
+  std::chrono::steady_clock::time_point pass_began_;
   unsigned* step_host_ = nullptr;  // pinned: what prepare_in_place uploads
   unsigned* step_dev_ = nullptr;
   // The pass's CPU share: layers queued by the host thread, taken by one task.

@@ -104,7 +104,7 @@ TEST_F(ModelCli, CudaWithoutAGpuAndUnknownDevicesExitTwoSayingWhy) {
       "--gpu-mem needs the GPU");
   expect_one_line_error(
       run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--moe-policy", "gpu"}),
-      "--moe-policy must be adaptive, fetch, cpu, ratio:Q or direct[:Q] with Q in [0, 1]");
+      "--moe-policy must be adaptive, fetch, cpu, ratio:Q, direct[:Q] with Q in [0, 1] or direct:auto");
   expect_one_line_error(run_freetoken({"generate", "--model", dir_.path().string(), "--tokens", "1", "--device", "cpu",
                                        "--moe-policy", "cpu"}),
                         "--moe-policy needs the GPU");

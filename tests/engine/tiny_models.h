@@ -250,6 +250,11 @@ inline std::string backend_unavailable(engine::BackendKind backend) {
   auto dev = engine::query_cuda_device();
   return dev ? std::string() : "no GPU: " + dev.status().message();
 }
+// DeepSeek sparse attention's indexer brings its scores to the host inside a pass (the top-k runs
+// there): such a family's decode steps never record as CUDA graphs yet.
+inline bool decode_host_synced(engine::ModelFamily family) {
+  return family == engine::ModelFamily::kDeepseekV32 || family == engine::ModelFamily::kGlmMoeDsa;
+}
 // Why `backend` does not run `family`, or empty when it does: where a backend refuses a family at
 // load (deepseek_v4 on the GPU, which has none of its ops yet).
 inline std::string family_unsupported(engine::BackendKind backend, engine::ModelFamily family) {

@@ -16,6 +16,7 @@ std::string MoePolicy::name() const {
     case Kind::kCpu:
       return "cpu";
     case Kind::kDirect: {
+      if (auto_share) return "direct:auto";
       if (ratio <= 0) return "direct";
       char buf[32];
       std::snprintf(buf, sizeof buf, "direct:%g", ratio);
@@ -41,8 +42,9 @@ Result<MoePolicy> parse_moe_policy(std::string_view text) {
     p.kind = MoePolicy::Kind::kCpu;
     return p;
   }
-  if (text == "direct") {
+  if (text == "direct" || text == "direct:auto") {
     p.kind = MoePolicy::Kind::kDirect;
+    p.auto_share = text == "direct:auto";
     return p;
   }
   for (const auto& [prefix, kind] : {std::pair{std::string_view("ratio:"), MoePolicy::Kind::kRatio},
@@ -57,8 +59,9 @@ Result<MoePolicy> parse_moe_policy(std::string_view text) {
       return p;
     }
   }
-  return invalid_argument("--moe-policy must be adaptive, fetch, cpu, ratio:Q or direct[:Q] with Q in [0, 1], not '" +
-                          std::string(text) + "'");
+  return invalid_argument(
+      "--moe-policy must be adaptive, fetch, cpu, ratio:Q, direct[:Q] with Q in [0, 1] or direct:auto, not '" +
+      std::string(text) + "'");
 }
 
 double split_seconds(const SplitCosts& c, std::span<const SplitMiss> fetch, std::span<const SplitMiss> cpu,

@@ -51,6 +51,7 @@ json experts_json(const PlacementPlan& p, const std::optional<ExpertOffloadStats
                 {"cpu_bytes", s->cpu_bytes},
                 {"read_in_place", s->read_in_place},
                 {"read_in_place_bytes", s->read_in_place_bytes},
+                {"cpu_share", s->cpu_share},
                 {"fetch_gbps", s->fetch_seconds > 0 ? double(s->fetched_bytes) / s->fetch_seconds / 1e9 : 0.0},
                 {"cpu_gbps", s->cpu_seconds > 0 ? double(s->cpu_bytes) / s->cpu_seconds / 1e9 : 0.0},
                 {"split", costs_json(s->costs)},

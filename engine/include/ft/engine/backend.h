@@ -191,6 +191,7 @@ struct ExpertOffloadStats {
   std::uint64_t fetched_bytes = 0, cpu_bytes = 0;
   std::uint64_t read_in_place = 0, read_in_place_bytes = 0;  // misses the GPU read from host memory (direct)
   double fetch_seconds = 0, cpu_seconds = 0;  // time the copies / the CPU share took
+  double cpu_share = 0;                       // direct[:Q|:auto]: the share of the uncached experts on the CPU now
   SplitCosts costs;                           // now (learned while serving)
   SplitCosts calibrated;                      // measured at the first offloaded layer
   std::vector<double> layer_hit_rate;         // per MoE layer

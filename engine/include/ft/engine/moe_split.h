@@ -2,7 +2,7 @@
 // fetched over PCIe into a GPU slot (then computed there) or computed on the CPU where it lies,
 // both at once. The planner picks how many to fetch from a cost model of the two paths (bytes,
 // PCIe and CPU GB/s, per-copy and per-layer overheads, tokens per expert); fixed policies stay
-// selectable for comparison (`--moe-policy adaptive|fetch|cpu|ratio:Q|direct[:Q]`).
+// selectable for comparison (`--moe-policy adaptive|fetch|cpu|ratio:Q|direct[:Q|:auto]`).
 #pragma once
 
 #include <cstddef>
@@ -17,13 +17,16 @@ namespace ft::engine {
 
 struct MoePolicy {
   // kDirect: decode reads the misses in place from pinned host memory (in_place_experts.h), a share
-  // of the uncached experts (ratio) computed on the CPU instead.
+  // of the uncached experts (ratio) computed on the CPU instead; with auto_share (direct:auto) the
+  // share is found while decoding (share_tuner.h).
   enum class Kind { kAdaptive, kFetch, kCpu, kRatio, kDirect };
   Kind kind = Kind::kAdaptive;
   double ratio = 0;  // kRatio: the share of a layer's misses fetched; kDirect: of the uncached experts on the CPU
+  bool auto_share = false;
   std::string name() const;
 };
-// "adaptive", "fetch", "cpu", "ratio:Q" or "direct[:Q]" (0 <= Q <= 1); kInvalidArgument otherwise.
+// "adaptive", "fetch", "cpu", "ratio:Q", "direct[:Q]" (0 <= Q <= 1) or "direct:auto";
+// kInvalidArgument otherwise.
 Result<MoePolicy> parse_moe_policy(std::string_view text);
 
 // The cost model's rates. `freetoken bench bw` measures them; serving re-estimates them from the
