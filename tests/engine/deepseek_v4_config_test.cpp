@@ -10,6 +10,7 @@
 
 #include "deepseek_v4_test_util.h"
 #include "ft/engine/deepseek_v4_specs.h"
+#include "ft/engine/device.h"
 #include "ft/engine/model.h"
 #include "ft/engine/model_config.h"
 #include "test_support.h"
@@ -298,6 +299,18 @@ TEST(DeepseekV4Config, BadInputsAreRefusedNamingTheirField) {
       {R"("index_head_dim": 32)", ErrorCode::kInvalidArgument, "index_head_dim must be at least"},
       {R"("hc_sinkhorn_iters": 0)", ErrorCode::kInvalidArgument, "hc_sinkhorn_iters"},
       {R"("o_groups": 3)", ErrorCode::kInvalidArgument, "o_groups"},
+      // The releases' formats only (FP8 E4M3 linears with UE8M0 tiles, FP4 or FP8 experts).
+      {R"("quantization_config": {"quant_method": "mxfp4"})", ErrorCode::kUnsupported, "quant_method 'mxfp4'"},
+      {R"("quantization_config": {"weight_block_size": [128, 128]})", ErrorCode::kUnsupported, "quant_method ''"},
+      {R"("quantization_config": {"quant_method": "fp8", "fmt": "e5m2"})", ErrorCode::kUnsupported, "fmt 'e5m2'"},
+      {R"("quantization_config": {"quant_method": "fp8", "scale_fmt": "e4m3"})", ErrorCode::kUnsupported,
+       "scale_fmt 'e4m3'"},
+      {R"("quantization_config": {"quant_method": "fp8", "activation_scheme": "static"})", ErrorCode::kUnsupported,
+       "activation_scheme 'static'"},
+      {R"("quantization_config": {"quant_method": "fp8", "weight_block_size": [128]})", ErrorCode::kInvalidArgument,
+       "weight_block_size"},
+      {R"("quantization_config": "fp8")", ErrorCode::kInvalidArgument, "'quantization_config' must be an object"},
+      {R"("expert_dtype": "int4")", ErrorCode::kUnsupported, "expert_dtype 'int4'"},
   };
   for (const Bad& b : bad) {
     auto c = engine::parse_model_config(base + b.keys + "}");
@@ -307,8 +320,15 @@ TEST(DeepseekV4Config, BadInputsAreRefusedNamingTheirField) {
   }
   // The same keys with acceptable values parse, so each refusal above is its value's.
   auto ok = engine::parse_model_config(base + R"("compress_ratios": [0, 4, 128, 4, 0], "index_head_dim": 64,
-      "mlp_layer_types": ["hash_moe", "moe", "moe", "moe"], "o_groups": 4, "hc_sinkhorn_iters": 1})");
+      "mlp_layer_types": ["hash_moe", "moe", "moe", "moe"], "o_groups": 4, "hc_sinkhorn_iters": 1,
+      "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "scale_fmt": "ue8m0",
+                              "weight_block_size": [128, 128], "activation_scheme": "dynamic"}})");
   EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
+  // Flash-Base's shape: FP8 experts, fp32 tile scales (no scale_fmt).
+  for (const char* experts : {R"("expert_dtype": "fp8")", R"("expert_dtype": null)", R"("expert_dtype": "fp4")"}) {
+    auto base_ok = engine::parse_model_config(base + experts + R"(, "quantization_config": {"quant_method": "fp8"}})");
+    EXPECT_TRUE(base_ok.is_ok()) << experts << ": " << base_ok.status().to_string();
+  }
 }
 
 // The golden fixture (sliding, CSA, HCA, CSA; head_dim 64, index_head_dim 32) loads with the state
@@ -330,6 +350,19 @@ TEST(DeepseekV4Config, LoadModelBuildsTheFamilyWithItsStateLayout) {
   EXPECT_EQ(s.linear()[1].layer, 2);
   EXPECT_EQ(s.linear()[1].recurrent_shape, (std::vector<int64_t>{16, 64}));
   EXPECT_EQ(s.linear()[2].layer, 3);
+}
+
+// The GPU has no V4 kernels yet: loading there fails at once, in one line that says what to do.
+TEST(DeepseekV4Config, TheGpuRefusesTheFamilyInOneLine) {
+  if (!engine::query_cuda_device()) GTEST_SKIP() << "no GPU";
+  engine::LoadOptions o;
+  o.backend = engine::BackendKind::kCuda;
+  auto m = engine::load_model(fixture_checkpoint("deepseek_v4"), o);
+  ASSERT_FALSE(m.is_ok());
+  const std::string why = m.status().message();
+  EXPECT_NE(why.find("deepseek_v4"), std::string::npos) << why;
+  EXPECT_NE(why.find("--device cpu"), std::string::npos) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
 }
 
 }  // namespace

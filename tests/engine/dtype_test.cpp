@@ -23,7 +23,8 @@ TensorView view_of(const std::vector<T>& values, DType dtype) {
 }
 
 TEST(DType, NamesSizesAndParsingAgree) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kU8, DType::kF8E4M3}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kU8, DType::kF8E4M3,
+                  DType::kI8, DType::kF8E8M0}) {
     auto parsed = dtype_from_name(dtype_name(d));
     ASSERT_TRUE(parsed.is_ok()) << dtype_name(d);
     EXPECT_EQ(*parsed, d);
@@ -33,6 +34,8 @@ TEST(DType, NamesSizesAndParsingAgree) {
   EXPECT_EQ(dtype_size(DType::kBF16), 2u);
   EXPECT_EQ(dtype_size(DType::kI64), 8u);
   EXPECT_EQ(dtype_size(DType::kF8E4M3), 1u);
+  EXPECT_EQ(dtype_size(DType::kI8), 1u);
+  EXPECT_EQ(dtype_size(DType::kF8E8M0), 1u);
 }
 
 TEST(DType, UnknownNameIsUnsupportedAndNamed) {

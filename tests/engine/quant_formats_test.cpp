@@ -3,7 +3,9 @@
 // formats' definitions (tests/fixtures/quant, made by scripts/goldens/make_quant_fixtures.py; the
 // MXFP4 values also by transformers' own converter); broken files are one-line errors naming the
 // tensor; and a model whose linear weights are FP8 or NVFP4 gives, on the CPU and CUDA runtimes, the
-// logits of the same model on the dequantised weights within 1e-3.
+// logits of the same model on the dequantised weights within 1e-3. DeepSeek-V4's released formats
+// (FP8 with UE8M0 tile scales, FP4 experts) are checked value by value against definitions written
+// here, and a tiny V4 in them against the bf16 model holding their values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -444,6 +446,308 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantModel,
                                   engine::backend_name(std::get<1>(info.param));
                          });
 
+// ---- DeepSeek-V4's released formats -------------------------------------------------------------
+// FP8 linears: X.weight E4M3 with X.scale UE8M0 (F8_E8M0) a 128x128 tile; routed experts FP4: X.weight
+// I8 [out, in/2] (E2M1 pairs, the even value in the low nibble) with X.scale UE8M0 [out, in/32].
+
+// The formats' definitions, written apart from the engine's: UE8M0 2^(e - 127) with 255 NaN; E2M1
+// sign, then magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}; E4M3 bias 7, subnormals m * 2^-9, S.1111.111 NaN.
+float ue8m0(std::uint8_t e) { return e == 255 ? std::nanf("") : std::ldexp(1.0f, int(e) - 127); }
+float e2m1(std::uint8_t code) {
+  static constexpr float kMagnitude[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  return code & 8 ? -kMagnitude[code & 7] : kMagnitude[code & 7];
+}
+float e4m3(std::uint8_t code) {
+  const int e = (code >> 3) & 15, m = code & 7;
+  if (e == 15 && m == 7) return std::nanf("");
+  const float v = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(float(8 + m), e - 10);
+  return code & 0x80 ? -v : v;
+}
+// Value i of a row of FP4 bytes: the low nibble holds the even value.
+std::uint8_t fp4_code(const std::uint8_t* row, std::size_t i) { return (row[i / 2] >> (4 * (i & 1))) & 0x0F; }
+
+// DeepSeek's UE8M0 scale of a block whose largest magnitude is amax and whose codes reach `top`: the
+// least power of two with amax / scale <= top.
+std::uint8_t ue8m0_for(float amax, float top) {
+  if (!(amax > 0)) return 127;
+  int k;
+  const float f = std::frexp(amax / top, &k);  // f * 2^k, f in [0.5, 1)
+  return std::uint8_t(std::clamp((f == 0.5f ? k - 1 : k) + 127, 0, 254));
+}
+
+// Same value and the same bits, but a NaN for a NaN and +0 for -0 (ggml's MXFP4 table has no -0).
+void expect_value(float got, float want, const std::string& what) {
+  if (std::isnan(want)) {
+    EXPECT_TRUE(std::isnan(got)) << what << ": " << got;
+  } else if (want == 0) {
+    EXPECT_EQ(got, 0.0f) << what;
+  } else {
+    EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << what << ": " << got << " vs " << want;
+  }
+}
+
+TEST(QuantFormats, Ue8m0ScalesConvertByTheirDefinition) {
+  std::vector<std::uint8_t> codes(256);
+  for (int e = 0; e < 256; ++e) codes[std::size_t(e)] = std::uint8_t(e);
+  const engine::TensorView v{"s", DType::kF8E8M0, {256}, reinterpret_cast<const std::byte*>(codes.data()), 256};
+  std::vector<float> got(256);
+  ASSERT_TRUE(engine::to_f32(v, got.data(), 0, 256).is_ok());
+  for (int e = 0; e < 255; ++e) EXPECT_EQ(got[std::size_t(e)], std::ldexp(1.0, e - 127)) << "e = " << e;
+  EXPECT_TRUE(std::isnan(got[255]));
+  EXPECT_EQ(got[127], 1.0f);
+  EXPECT_EQ(std::fpclassify(got[0]), FP_SUBNORMAL);  // 2^-127
+  EXPECT_EQ(got[254], 0x1p127f);
+  EXPECT_STREQ(engine::dtype_name(DType::kF8E8M0), "F8_E8M0");
+  EXPECT_STREQ(engine::dtype_name(DType::kI8), "I8");
+}
+
+// FP4 experts, 2-D as the releases store them (I8 codes, F8_E8M0 scales) and 3-D with both parts U8:
+// every code in both nibbles, beside scales from 2^-127 to 2^127, against the definition value by
+// value. The value order pins the nibble order: a swapped pair reads other codes.
+TEST(QuantFormats, DeepseekV4Fp4ExpertsReadAsMxfp4ValueByValue) {
+  const std::vector<std::uint8_t> exps = {0, 1, 2, 60, 126, 127, 128, 131, 200, 252, 253, 254};
+  struct Case {
+    std::string name;
+    std::vector<int64_t> shape;  // in values
+    DType codes_dtype, scales_dtype;
+  };
+  for (const Case& c : {Case{"layers.1.ffn.experts.3.w1", {6, 64}, DType::kI8, DType::kF8E8M0},
+                        Case{"experts.w2", {2, 3, 96}, DType::kU8, DType::kU8}}) {
+    int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < c.shape.size(); ++i) rows *= c.shape[i];
+    const int64_t C = c.shape.back();
+    std::vector<std::uint8_t> codes(std::size_t(rows * C / 2)), scales(std::size_t(rows * C / 32));
+    for (std::size_t k = 0; k < codes.size(); ++k)
+      codes[k] = std::uint8_t((k * 7 + k / 13) % 16 | ((k * 3 + 5) % 16) << 4);
+    for (std::size_t g = 0; g < scales.size(); ++g) scales[g] = exps[g % exps.size()];
+    std::vector<int64_t> packed = c.shape, scale_shape = c.shape;
+    packed.back() /= 2;
+    scale_shape.back() /= 32;
+    TempDir tmp;
+    std::vector<engine::OwnedTensor> parts = {
+        owned(c.name + ".weight", c.codes_dtype, packed, codes.data(), codes.size()),
+        owned(c.name + ".scale", c.scales_dtype, scale_shape, scales.data(), scales.size())};
+    ASSERT_TRUE(engine::write_safetensors(tmp.path() / "model.safetensors", parts).is_ok());
+    std::ofstream(tmp.path() / "config.json") << "{}";
+    auto ckpt = engine::Checkpoint::open(tmp.path());
+    ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+    auto t = ckpt->tensor(c.name + ".weight");
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    EXPECT_EQ(t->dtype, DType::kMXFP4);
+    EXPECT_EQ(t->shape, c.shape);
+    const std::vector<float> got = values_of(*ckpt, c.name + ".weight");
+    ASSERT_EQ(got.size(), std::size_t(rows * C));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < C; ++i) {
+        const std::uint8_t code = fp4_code(codes.data() + r * C / 2, std::size_t(i));
+        const std::uint8_t e = scales[std::size_t(r * C / 32 + i / 32)];
+        expect_value(got[std::size_t(r * C + i)], e2m1(code) * ue8m0(e),
+                     c.name + " [" + std::to_string(r) + ", " + std::to_string(i) + "] code " + std::to_string(code) +
+                         " e " + std::to_string(e));
+      }
+    EXPECT_FALSE(ckpt->has(c.name + ".scale"));
+    const auto names = ckpt->tensor_names();
+    EXPECT_EQ(names, std::vector<std::string>{c.name + ".weight"});
+  }
+}
+
+// FP8 linears with UE8M0 tile scales (X.scale as the releases name it, X.weight_scale_inv as HF's
+// quantizer renames it) and fp32 ones (DeepSeek-V4-Flash-Base): every E4M3 code, a tile at 2^-127,
+// one at 2^127, one NaN, rows that end inside a tile.
+TEST(QuantFormats, DeepseekV4Fp8LinearsWithUe8m0TileScalesReadByDefinition) {
+  const int64_t R = 200, C = 256;
+  std::vector<std::uint8_t> codes(std::size_t(R * C));
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) codes[std::size_t(r * C + c)] = std::uint8_t((r * 131 + c * 7) & 0xFF);
+  const std::vector<std::uint8_t> tiles = {0, 127, 254, 255};  // [2, 2]
+  const float f32_tiles[4] = {0.375f, 1e-3f, 3.0f, 0.5f};
+  TempDir tmp;
+  std::vector<engine::OwnedTensor> parts = {
+      owned("layers.0.attn.wq_a.weight", DType::kF8E4M3, {R, C}, codes.data(), codes.size()),
+      owned("layers.0.attn.wq_a.scale", DType::kF8E8M0, {2, 2}, tiles.data(), tiles.size()),
+      owned("model.layers.0.self_attn.o_b_proj.weight", DType::kF8E4M3, {R, C}, codes.data(), codes.size()),
+      owned("model.layers.0.self_attn.o_b_proj.weight_scale_inv", DType::kF8E8M0, {2, 2}, tiles.data(), tiles.size()),
+      owned("layers.0.ffn.experts.0.w1.weight", DType::kF8E4M3, {R, C}, codes.data(), codes.size()),
+      owned("layers.0.ffn.experts.0.w1.scale", DType::kF32, {2, 2}, f32_tiles, sizeof f32_tiles)};
+  ASSERT_TRUE(engine::write_safetensors(tmp.path() / "model.safetensors", parts).is_ok());
+  std::ofstream(tmp.path() / "config.json") << R"({"quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
+      "scale_fmt": "ue8m0", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}})";
+  auto ckpt = engine::Checkpoint::open(tmp.path());
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  for (const char* name :
+       {"layers.0.attn.wq_a.weight", "model.layers.0.self_attn.o_b_proj.weight", "layers.0.ffn.experts.0.w1.weight"}) {
+    auto t = ckpt->tensor(name);
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    EXPECT_EQ(t->dtype, DType::kF8E4M3B128);
+    const bool f32 = std::string(name).find("experts") != std::string::npos;
+    const std::vector<float> got = values_of(*ckpt, name);
+    ASSERT_EQ(got.size(), std::size_t(R * C));
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        const std::size_t tile = std::size_t(r / 128 * 2 + c / 128);
+        const float scale = f32 ? f32_tiles[tile] : ue8m0(tiles[tile]);
+        const float want = e4m3(codes[std::size_t(r * C + c)]) * scale;
+        const float v = got[std::size_t(r * C + c)];
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(v)) << name << " [" << r << ", " << c << "]";
+        } else {
+          EXPECT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(want)) << name << " [" << r << ", " << c << "]";
+        }
+      }
+  }
+  for (const char* part : {"layers.0.attn.wq_a.scale", "model.layers.0.self_attn.o_b_proj.weight_scale_inv",
+                           "layers.0.ffn.experts.0.w1.scale"})
+    EXPECT_FALSE(ckpt->has(part)) << part;
+}
+
+// FP8 as the releases store it: a UE8M0 scale a 128x128 tile, the least power of two that brings
+// the tile within E4M3's 448. `dense` gets the values by definition.
+void v4_fp8_parts(const std::string& name, const std::vector<float>& w, int64_t R, int64_t C,
+                  std::vector<engine::OwnedTensor>& out, std::vector<float>& dense) {
+  const int64_t TR = (R + 127) / 128, TC = C / 128;
+  std::vector<std::uint8_t> scale(std::size_t(TR * TC)), codes(w.size());
+  dense.resize(w.size());
+  for (int64_t i = 0; i < TR; ++i)
+    for (int64_t j = 0; j < TC; ++j) {
+      float amax = 0;
+      for (int64_t r = i * 128; r < std::min(R, i * 128 + 128); ++r)
+        for (int64_t c = j * 128; c < j * 128 + 128; ++c) amax = std::max(amax, std::fabs(w[std::size_t(r * C + c)]));
+      const std::uint8_t e = ue8m0_for(amax, 448.0f);
+      scale[std::size_t(i * TC + j)] = e;
+      for (int64_t r = i * 128; r < std::min(R, i * 128 + 128); ++r)
+        for (int64_t c = j * 128; c < j * 128 + 128; ++c) {
+          const std::size_t at = std::size_t(r * C + c);
+          codes[at] = to_e4m3(w[at] / ue8m0(e));
+          dense[at] = e4m3(codes[at]) * ue8m0(e);
+        }
+    }
+  const std::string stem = name.substr(0, name.size() - 6);  // "X." of "X.weight"
+  out.push_back(owned(name, DType::kF8E4M3, {R, C}, codes.data(), codes.size()));
+  out.push_back(owned(stem + "scale", DType::kF8E8M0, {TR, TC}, scale.data(), scale.size()));
+}
+
+// FP4 as the releases store the routed experts: a UE8M0 scale a 32 values, the least power of two
+// that brings them within E2M1's 6; two codes a byte, the even value low.
+void v4_fp4_parts(const std::string& name, const std::vector<float>& w, int64_t R, int64_t C,
+                  std::vector<engine::OwnedTensor>& out, std::vector<float>& dense) {
+  std::vector<std::uint8_t> codes(w.size() / 2, 0), scales(w.size() / 32);
+  dense.resize(w.size());
+  for (std::size_t g = 0; g < scales.size(); ++g) {
+    float amax = 0;
+    for (std::size_t k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(w[g * 32 + k]));
+    scales[g] = ue8m0_for(amax, 6.0f);
+    const float s = ue8m0(scales[g]);
+    for (std::size_t k = 0; k < 32; ++k) {
+      const std::size_t at = g * 32 + k;
+      const std::uint8_t code = to_e2m1(w[at] / s);
+      codes[at / 2] |= std::uint8_t(code << (4 * (at & 1)));
+      dense[at] = e2m1(code) * s;
+    }
+  }
+  const std::string stem = name.substr(0, name.size() - 6);
+  out.push_back(owned(name, DType::kI8, {R, C / 2}, codes.data(), codes.size()));
+  out.push_back(owned(stem + "scale", DType::kF8E8M0, {R, C / 32}, scales.data(), scales.size()));
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// `from` (a bf16 deepseek_v4 checkpoint under the releases' names) in the releases' formats, FP8
+// linears (the attention's, the indexer's query, the shared expert) and FP4 routed experts, with
+// their quantization_config and expert_dtype; and beside it the same model in bf16 holding those
+// weights' values by the formats' definitions (exact in bf16: E4M3 and E2M1 times powers of two).
+void write_v4_released(const fs::path& from, const fs::path& released, const fs::path& dense) {
+  auto src = engine::Checkpoint::open(from);
+  ASSERT_TRUE(src.is_ok()) << src.status().to_string();
+  std::vector<engine::OwnedTensor> q, d;
+  std::size_t fp8 = 0, fp4 = 0;
+  for (const std::string& name : src->tensor_names()) {
+    auto v = src->tensor(name);
+    ASSERT_TRUE(v.is_ok());
+    const bool linear = ends_with(name, ".attn.wq_a.weight") || ends_with(name, ".attn.wq_b.weight") ||
+                        ends_with(name, ".attn.wkv.weight") || ends_with(name, ".attn.wo_a.weight") ||
+                        ends_with(name, ".attn.wo_b.weight") || ends_with(name, ".attn.indexer.wq_b.weight") ||
+                        name.find(".ffn.shared_experts.") != std::string::npos;
+    const bool expert = name.find(".ffn.experts.") != std::string::npos;
+    if (!linear && !expert) {
+      q.push_back(owned(name, v->dtype, v->shape, v->data, v->nbytes));
+      d.push_back(owned(name, v->dtype, v->shape, v->data, v->nbytes));
+      continue;
+    }
+    ASSERT_EQ(v->shape.size(), 2u) << name;
+    ASSERT_EQ(v->shape[1] % (linear ? 128 : 32), 0) << name;
+    std::vector<float> w(std::size_t(v->numel())), values;
+    ASSERT_TRUE(engine::to_f32(*v, w.data(), 0, w.size()).is_ok());
+    (linear ? v4_fp8_parts : v4_fp4_parts)(name, w, v->shape[0], v->shape[1], q, values);
+    ++(linear ? fp8 : fp4);
+    std::vector<engine::bf16_t> b(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      b[i] = engine::f32_to_bf16(values[i]);
+      ASSERT_EQ(engine::bf16_to_f32(b[i]), values[i]) << name << " " << i;
+    }
+    d.push_back(owned(name, DType::kBF16, v->shape, b.data(), b.size() * 2));
+  }
+  EXPECT_GT(fp8, 0u);
+  EXPECT_GT(fp4, 0u);
+  ASSERT_TRUE(engine::write_safetensors(released / "model.safetensors", q).is_ok());
+  ASSERT_TRUE(engine::write_safetensors(dense / "model.safetensors", d).is_ok());
+  auto config = nlohmann::json::parse(src->config_text());
+  std::ofstream(dense / "config.json") << config.dump();
+  config["expert_dtype"] = "fp4";
+  config["quantization_config"] = {{"quant_method", "fp8"},
+                                   {"fmt", "e4m3"},
+                                   {"scale_fmt", "ue8m0"},
+                                   {"weight_block_size", {128, 128}},
+                                   {"activation_scheme", "dynamic"}};
+  std::ofstream(released / "config.json") << config.dump();
+  for (const fs::path& dir : {released, dense})
+    std::ofstream(dir / "generation_config.json") << src->generation_config_text();
+}
+
+// The tiny deepseek_v4 model (every attention kind, hash and score routing) under the releases'
+// names, 128 wide where the FP8 linears read (hidden, q LoRA, the output groups, the shared expert).
+engine::RandomCheckpointSpec v4_released_spec() {
+  engine::RandomCheckpointSpec s = tiny_spec(engine::ModelFamily::kDeepseekV4, /*fused_experts=*/false);
+  s.v4_released_names = true;
+  s.hidden_size = 128;
+  s.q_lora_rank = 128;
+  s.num_heads = 4;
+  s.head_dim = 64;
+  s.o_groups = 2;
+  s.o_lora_rank = 64;
+  s.moe_intermediate_size = 128;
+  return s;
+}
+
+class DeepseekV4Released : public ::testing::TestWithParam<BackendKind> {};
+
+// The model on its released formats gives the logits of the bf16 model on their values: the same
+// numbers on the reference, which converts both to fp32 row by row; on the CPU the block kernels'
+// fp32 sums against the bf16 products. Greedy tokens identical.
+TEST_P(DeepseekV4Released, LogitsEqualThoseOfTheBf16ModelOnTheirValues) {
+  const BackendKind backend = GetParam();
+  const engine::RandomCheckpointSpec spec = v4_released_spec();
+  TempDir src, q, d;
+  ASSERT_TRUE(engine::write_random_checkpoint(src.path(), spec).is_ok());
+  write_v4_released(src.path(), q.path(), d.path());
+  auto ckpt = engine::Checkpoint::open(q.path());
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  EXPECT_EQ(ckpt->tensor("layers.1.ffn.experts.0.w2.weight")->dtype, DType::kMXFP4);
+  EXPECT_EQ(ckpt->tensor("layers.1.attn.wo_a.weight")->dtype, DType::kF8E4M3B128);
+  EXPECT_EQ(ckpt->tensor("layers.1.attn.indexer.wq_b.weight")->dtype, DType::kF8E4M3B128);
+  const std::vector<int32_t> ids = test_tokens(40, spec.vocab_size, 5);
+  const std::string what = std::string("deepseek_v4 FP8 + FP4 on ") + engine::backend_name(backend);
+  expect_close(logits_gap(q.path(), d.path(), backend, ids, 4), backend == BackendKind::kReference ? 1e-6 : 1e-2,
+               what + " against the bf16 model on their values");
+  auto a = load(q.path(), backend), b = load(d.path(), backend);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(greedy_steps(*a, ids, 8), greedy_steps(*b, ids, 8)) << what;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DeepseekV4Released, ::testing::Values(BackendKind::kReference, BackendKind::kCpu),
+                         [](const auto& info) { return std::string(engine::backend_name(info.param)); });
+
 // ---- broken files --------------------------------------------------------------------------------
 
 // A checkpoint of `tensors` (name -> dtype, shape; zero bytes); the error opening it.
@@ -488,6 +792,22 @@ TEST(QuantFormats, BrokenWeightsAreOneLineErrorsNamingTheTensor) {
   e = open_error({zeros("experts.down_proj_blocks", DType::kU8, {2, 64, 4, 16}),
                   zeros("experts.down_proj_scales", DType::kU8, {2, 64, 3})});
   EXPECT_NE(e.find("experts.down_proj_scales"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  // DeepSeek-V4's parts: a tile scale or an FP4 scale of the wrong shape or dtype, a NaN FP4 scale.
+  e = open_error({zeros("layers.0.attn.wq_a.weight", DType::kF8E4M3, {256, 384}),
+                  zeros("layers.0.attn.wq_a.scale", DType::kF8E8M0, {2, 2})});
+  EXPECT_NE(e.find("layers.0.attn.wq_a.scale"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 3]"), std::string::npos) << e;
+  const std::string x = "layers.0.ffn.experts.0.w1";
+  e = open_error({zeros(x + ".weight", DType::kI8, {64, 48}), zeros(x + ".scale", DType::kF8E8M0, {64, 4})});
+  EXPECT_NE(e.find(x + ".scale"), std::string::npos) << e;
+  EXPECT_NE(e.find("[64, 3]"), std::string::npos) << e;
+  e = open_error({zeros(x + ".weight", DType::kI8, {64, 48}), zeros(x + ".scale", DType::kF32, {64, 3})});
+  EXPECT_NE(e.find("is F32 [64, 3], expected F8_E8M0"), std::string::npos) << e;
+  engine::OwnedTensor nan_scale = zeros(x + ".scale", DType::kF8E8M0, {64, 3});
+  nan_scale.data[100] = std::byte{0xFF};
+  e = open_error({zeros(x + ".weight", DType::kI8, {64, 48}), nan_scale});
+  EXPECT_NE(e.find(x + ".scale' holds the E8M0 NaN code 0xFF (scale 100)"), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos);
   // compressed-tensors' packed weights are named, not misread.
   e = open_error({zeros("model.layers.0.mlp.down_proj.weight_packed", DType::kU8, {64, 96})});

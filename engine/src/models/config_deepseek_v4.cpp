@@ -226,6 +226,41 @@ Status parse_moe(const Fields& text, ModelConfig& cfg) {
   return Status::ok();
 }
 
+// The releases' formats (docs/deepseek-v4.md §3): FP8 E4M3 linears with UE8M0 tile scales (or fp32
+// ones), routed experts in FP4 ("expert_dtype": "fp4") or as the linears (none, "fp8"). The tensors
+// themselves say which weight is which (weights/quantized_safetensors.h); these keys are checked so
+// that a format the readers do not know is named here, not misread or reported as a stray tensor.
+Status check_quantization(const Fields& text) {
+  if (text.has("quantization_config")) {
+    const json* q = text.object("quantization_config");
+    if (!q) return invalid_argument("config.json: field 'quantization_config' must be an object");
+    const Fields f(*q);
+    FT_ASSIGN_OR_RETURN(const std::string method, f.string_or("quant_method", ""));
+    FT_ASSIGN_OR_RETURN(const std::string fmt, f.string_or("fmt", "e4m3"));
+    FT_ASSIGN_OR_RETURN(const std::string scale_fmt, f.string_or("scale_fmt", "ue8m0"));
+    FT_ASSIGN_OR_RETURN(const std::string activations, f.string_or("activation_scheme", "dynamic"));
+    const auto refuse = [](const std::string& key, const std::string& value, const char* supported) {
+      return unsupported("deepseek_v4: quantization_config." + key + " '" + value + "' is not supported (only " +
+                         supported + ")");
+    };
+    if (method != "fp8") return refuse("quant_method", method, "'fp8', the releases' block-scaled FP8");
+    if (fmt != "e4m3") return refuse("fmt", fmt, "'e4m3'");
+    if (scale_fmt != "ue8m0") return refuse("scale_fmt", scale_fmt, "'ue8m0' or none");
+    if (activations != "dynamic") return refuse("activation_scheme", activations, "'dynamic'");
+    if (f.has("weight_block_size")) {
+      FT_ASSIGN_OR_RETURN(const std::vector<int64_t> block, f.int_list_or_empty("weight_block_size"));
+      if (block.size() != 2 || block[0] <= 0 || block[1] <= 0) {
+        return invalid_argument("config.json: quantization_config.weight_block_size must be two positive integers");
+      }
+    }
+  }
+  FT_ASSIGN_OR_RETURN(const std::string experts, text.string_or("expert_dtype", ""));
+  if (!experts.empty() && experts != "fp4" && experts != "fp8") {
+    return unsupported("deepseek_v4: expert_dtype '" + experts + "' is not supported (only 'fp4', 'fp8' or none)");
+  }
+  return Status::ok();
+}
+
 Status check(const ModelConfig& cfg) {
   const ModelConfig::DeepseekV4& v4 = cfg.deepseek_v4;
   const auto positive = require_positive;
@@ -290,6 +325,7 @@ Status parse_deepseek_v4(const Fields& text, ModelConfig& cfg) {
   FT_RETURN_IF_ERROR(parse_routers(text, cfg));
   FT_RETURN_IF_ERROR(parse_ropes(text, cfg));
   FT_RETURN_IF_ERROR(parse_moe(text, cfg));
+  FT_RETURN_IF_ERROR(check_quantization(text));
   return check(cfg);
 }
 

@@ -28,6 +28,11 @@ FT_HOST_DEVICE inline void scale_min_k4(int j, const std::uint8_t* q, int& d, in
 // twice the FP4 values); below e = 2 an fp32 subnormal, spelled out as ggml does.
 FT_HOST_DEVICE inline std::uint32_t e8m0_half_bits(std::uint32_t e) { return e < 2 ? 0x00200000u << e : (e - 1) << 23; }
 
+// An OCP UE8M0 scale as fp32 bits: 2^(e - 127), e = 0 the fp32 subnormal 2^-127, e = 255 NaN.
+FT_HOST_DEVICE inline std::uint32_t e8m0_bits(std::uint32_t e) {
+  return e == 255 ? 0x7FC00000u : e == 0 ? 0x00400000u : e << 23;
+}
+
 // An OCP FP8 E4M3 code ("e4m3fn": bias 7, no infinities, S.1111.111 NaN) as fp32 bits, exactly as
 // PyTorch's float8_e4m3fn converts it; a subnormal m * 2^-9 is renormalised.
 FT_HOST_DEVICE inline std::uint32_t e4m3_bits(std::uint32_t code) {

@@ -8,6 +8,7 @@
 
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/dequant.h"
+#include "ops/block_fields.h"
 
 // safetensors stores little-endian data and we read it in place from the mapping.
 static_assert(std::endian::native == std::endian::little, "FreeToken assumes a little-endian host");
@@ -23,6 +24,10 @@ const char* dtype_name(DType dtype) {
     case DType::kI32: return "I32";
     case DType::kU8: return "U8";
     case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kI8:
+      return "I8";
+    case DType::kF8E8M0:
+      return "F8_E8M0";
     case DType::kQ8_0:
       return "Q8_0";
     case DType::kQ4_0:
@@ -60,6 +65,8 @@ DTypeBlock dtype_block(DType dtype) {
     case DType::kU8:
       return {1, 1};
     case DType::kF8E4M3:
+    case DType::kI8:
+    case DType::kF8E8M0:
       return {1, 1};
     // ggml's block structs (ggml-common.h), whose sizes gguf-py's GGML_QUANT_SIZES repeats.
     case DType::kQ8_0:
@@ -104,8 +111,8 @@ std::optional<std::size_t> dtype_bytes(DType dtype, std::uint64_t count) {
 }
 
 Result<DType> dtype_from_name(std::string_view name) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kU8,
-                  DType::kF8E4M3}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kU8, DType::kF8E4M3,
+                  DType::kI8, DType::kF8E8M0}) {
     if (name == dtype_name(d)) return d;
   }
   return unsupported("dtype '" + std::string(name) + "' is not supported");
@@ -193,10 +200,16 @@ Status to_f32(const TensorView& view, float* out, std::size_t offset, std::size_
       for (std::size_t i = 0; i < count; ++i) out[i] = f16_to_f32(load<uint16_t>(p + 2 * i));
       return Status::ok();
     }
+    case DType::kF8E8M0: {
+      const auto* p = reinterpret_cast<const std::uint8_t*>(view.data) + offset;
+      for (std::size_t i = 0; i < count; ++i) out[i] = std::bit_cast<float>(e8m0_bits(p[i]));
+      return Status::ok();
+    }
     case DType::kI64:
     case DType::kI32:
     case DType::kU8:
     case DType::kF8E4M3:
+    case DType::kI8:
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_1:

@@ -3,10 +3,14 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "ft/engine/bf16.h"
+#include "ops/block_fields.h"
 
 namespace ft::engine {
 namespace {
@@ -33,8 +37,12 @@ int64_t numel(const std::vector<int64_t>& shape) {
 }
 
 bool is_float_scale(const SafetensorsEntry& e) { return e.dtype == DType::kF32 || e.dtype == DType::kBF16; }
+// UE8M0 scales (DeepSeek-V4's releases): F8_E8M0, or the same bytes stored as U8.
+bool is_e8m0_scale(const SafetensorsEntry& e) { return e.dtype == DType::kF8E8M0 || e.dtype == DType::kU8; }
 
 float scale_at(const TensorView& v, std::size_t i) {
+  if (v.dtype == DType::kF8E8M0 || v.dtype == DType::kU8)
+    return std::bit_cast<float>(e8m0_bits(std::to_integer<std::uint32_t>(v.data[i])));
   if (v.dtype == DType::kF32) {
     float f;
     std::memcpy(&f, v.data + 4 * i, 4);
@@ -81,14 +89,17 @@ Result<QuantizedWeight> fp8_weight(const Entries& entries, const std::string& na
   const int64_t R = e.shape[e.shape.size() - 2], C = e.shape.back();
   QuantizedWeight w{
       QuantizedWeight::Kind::kFp8Tiles, name, DType::kF8E4M3B128, e.shape, name, "", "", tile.first, tile.second, {}};
-  if (const SafetensorsEntry* s = find(entries, stem + ".weight_scale_inv")) {
+  // DeepSeek-V4's releases name the tile scales X.scale (HF's FP8 quantizer renames them weight_scale_inv).
+  const SafetensorsEntry* tiles = find(entries, stem + ".weight_scale_inv");
+  if (tiles == nullptr) tiles = find(entries, stem + ".scale");
+  if (const SafetensorsEntry* s = tiles) {
     std::vector<int64_t> want(e.shape.begin(), e.shape.end() - 2);
     want.push_back((R + tile.first - 1) / tile.first);
     want.push_back((C + tile.second - 1) / tile.second);
-    if (!is_float_scale(*s) || s->shape != want)
+    if (!(is_float_scale(*s) || is_e8m0_scale(*s)) || s->shape != want)
       return corrupt("tensor '" + s->name + "' is " + s->dtype_spelling + " " + shape_text(s->shape) +
-                     ", expected F32 " + shape_text(want) + ": one scale a " + std::to_string(tile.first) + "x" +
-                     std::to_string(tile.second) + " tile of '" + name + "' " + shape_text(e.shape));
+                     ", expected F32 or F8_E8M0 " + shape_text(want) + ": one scale a " + std::to_string(tile.first) +
+                     "x" + std::to_string(tile.second) + " tile of '" + name + "' " + shape_text(e.shape));
     if (tile.second % kFp8Block != 0)
       return unsupported("tensor '" + name + "' is scaled in tiles " + std::to_string(tile.second) +
                          " columns wide; FreeToken computes FP8 in 128-value row blocks (a multiple is needed)");
@@ -102,7 +113,7 @@ Result<QuantizedWeight> fp8_weight(const Entries& entries, const std::string& na
     w.kind = QuantizedWeight::Kind::kFp8Rows;
     w.scales = s->name;
   } else {
-    return unsupported("FP8 tensor '" + name + "' has no weight_scale_inv or weight_scale beside it");
+    return unsupported("FP8 tensor '" + name + "' has no weight_scale_inv, scale or weight_scale beside it");
   }
   FT_RETURN_IF_ERROR(whole_blocks(name, C, kFp8Block, "FP8"));
   w.hidden = {w.scales};
@@ -145,6 +156,22 @@ Result<QuantizedWeight> mxfp4_weight(const Entries& entries, const std::string& 
       QuantizedWeight::Kind::kMxfp4, stem, DType::kMXFP4, shape, name, s->name, "", 0, 0, {name, s->name}};
 }
 
+// DeepSeek-V4's FP4 experts: gpt-oss's MXFP4 values with the codes one row after another, so a row's
+// groups of 32 are its blocks in order, as in X_blocks.
+Result<QuantizedWeight> fp4_weight(const std::string& name, const SafetensorsEntry& e, const SafetensorsEntry& s) {
+  if (e.shape.size() < 2)
+    return corrupt("FP4 tensor '" + name + "' has shape " + shape_text(e.shape) + ", not a matrix");
+  std::vector<int64_t> shape = e.shape;
+  shape.back() *= 2;  // two E2M1 values a byte
+  std::vector<int64_t> want(shape.begin(), shape.end() - 1);
+  want.push_back(shape.back() / kMxfp4Group);
+  if (!is_e8m0_scale(s) || s.shape != want || shape.back() % kMxfp4Group != 0)
+    return corrupt("tensor '" + s.name + "' is " + s.dtype_spelling + " " + shape_text(s.shape) +
+                   ", expected F8_E8M0 " + shape_text(want) + ": one UE8M0 scale a 32 values of the FP4 tensor '" +
+                   name + "' " + shape_text(shape));
+  return QuantizedWeight{QuantizedWeight::Kind::kMxfp4, name, DType::kMXFP4, shape, name, s.name, "", 0, 0, {s.name}};
+}
+
 }  // namespace
 
 std::size_t QuantizedWeight::nbytes() const { return dtype_bytes(dtype, uint64_t(numel(shape))).value_or(0); }
@@ -154,8 +181,13 @@ Result<std::vector<QuantizedWeight>> find_quantized_weights(const Entries& entri
   std::vector<QuantizedWeight> out;
   for (const auto& [name, e] : entries) {
     std::optional<QuantizedWeight> w;
+    const SafetensorsEntry* fp4_scale = nullptr;
+    if ((e.dtype == DType::kI8 || e.dtype == DType::kU8) && ends_with(name, ".weight"))
+      fp4_scale = find(entries, name.substr(0, name.size() - std::string_view("weight").size()) + "scale");
     if (e.dtype == DType::kF8E4M3 && ends_with(name, ".weight")) {
       FT_ASSIGN_OR_RETURN(w, fp8_weight(entries, name, e, tile));
+    } else if (fp4_scale != nullptr) {
+      FT_ASSIGN_OR_RETURN(w, fp4_weight(name, e, *fp4_scale));
     } else if (e.dtype == DType::kU8 && ends_with(name, ".weight")) {
       const SafetensorsEntry* scale = find(entries, name + "_scale");
       if (scale != nullptr && scale->dtype == DType::kF8E4M3) {
@@ -170,7 +202,7 @@ Result<std::vector<QuantizedWeight>> find_quantized_weights(const Entries& entri
       FT_ASSIGN_OR_RETURN(w, mxfp4_weight(entries, name, e));
     }
     if (!w) continue;
-    if (w->kind != QuantizedWeight::Kind::kMxfp4) {
+    if (w->name == name) {  // presented under its codes' name (all but gpt-oss's X_blocks)
       w->hidden.push_back(name);
       const std::string input_scale = name.substr(0, name.size() - std::string_view("weight").size()) + "input_scale";
       if (find(entries, input_scale) != nullptr) w->hidden.push_back(input_scale);
@@ -195,6 +227,7 @@ Status repack_quantized(const QuantizedWeight& w, const std::function<Result<Ten
   }
   const auto* q = reinterpret_cast<const std::uint8_t*>(codes.data);
   const auto* sc = reinterpret_cast<const std::uint8_t*>(scales.data);
+  std::atomic<bool> nan_scale = false;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, 64), [&](const tbb::blocked_range<int64_t>& range) {
     for (int64_t row = range.begin(); row < range.end(); ++row) {
       auto* o = reinterpret_cast<std::uint8_t*>(out + std::size_t(row) * row_bytes);
@@ -228,6 +261,7 @@ Status repack_quantized(const QuantizedWeight& w, const std::function<Result<Ten
             const std::size_t group = std::size_t(row * (C / kMxfp4Group) + g);
             const std::uint8_t* b = q + group * 16;
             const auto code = [&](int i) { return (b[i / 2] >> (4 * (i & 1))) & 0x0F; };
+            if (sc[group] == 0xFF) nan_scale.store(true, std::memory_order_relaxed);
             o[0] = sc[group];  // ggml's block: the E8M0 byte, then values j and j + 16 in byte j
             for (int j = 0; j < 16; ++j) o[1 + j] = std::uint8_t(code(j) | code(j + 16) << 4);
           }
@@ -235,6 +269,12 @@ Status repack_quantized(const QuantizedWeight& w, const std::function<Result<Ten
       }
     }
   });
+  if (nan_scale) {
+    // ggml's block reads E8M0 255 as 2^127 (its zero codes as 0): refused rather than computed otherwise.
+    const std::size_t at = std::size_t(std::find(sc, sc + scales.numel(), 0xFF) - sc);
+    return corrupt("tensor '" + w.scales + "' holds the E8M0 NaN code 0xFF (scale " + std::to_string(at) +
+                   "), which the MXFP4 blocks of '" + w.name + "' cannot hold");
+  }
   return Status::ok();
 }
 

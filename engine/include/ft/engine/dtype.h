@@ -21,6 +21,10 @@ enum class DType {
   kI32,
   kU8,
   kF8E4M3,
+  // DeepSeek-V4's releases store FP4 codes packed two a byte as I8 and their scales as F8_E8M0: parts
+  // of the quantized weights they make (weights/quantized_safetensors.h).
+  kI8,
+  kF8E8M0,  // UE8M0: 2^(e - 127), e = 255 NaN (OCP MX)
   // GGUF block types, in ggml's layouts (ggml-common.h): the block's bytes in file order.
   kQ8_0,   // 32 values: f16 scale, 32 x int8
   kQ4_0,   // 32 values: f16 scale, 16 bytes of 4-bit values (offset 8)

@@ -228,6 +228,8 @@ bool dequantize_row(DType dtype, const std::byte* blocks, float* out, std::size_
     case DType::kI32:
     case DType::kU8:
     case DType::kF8E4M3:
+    case DType::kI8:
+    case DType::kF8E8M0:
       break;
   }
   return false;
