@@ -38,11 +38,12 @@ TEST(Int8Quantize, VectorPlanesAreTheScalarDefinitionsBits) {
   r[1024 + 100] = -std::numeric_limits<float>::infinity();
   for (std::size_t i = 1280; i < 1536; ++i) r[i] = float(int(i % 7) - 3) * std::numeric_limits<float>::denorm_min();
   for (std::size_t i = 1536; i < 1792; ++i) r[i] = i % 2 ? 127.4999f : -126.5f;
+  engine::Scratch scratch;
   X8Rows vec, ref;
-  ref.quantize(x.data(), T, cols, cols, CpuIsa::kScalar);
+  ref.quantize(scratch, x.data(), T, cols, cols, CpuIsa::kScalar);
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     if (!engine::cpu_isa_supported(isa)) continue;
-    vec.quantize(x.data(), T, cols, cols, isa);
+    vec.quantize(scratch, x.data(), T, cols, cols, isa);
     for (std::size_t t = 0; t < T; ++t) {
       SCOPED_TRACE(std::string(engine::cpu_isa_name(isa)) + " row " + std::to_string(t));
       EXPECT_TRUE(same_bits(vec.hi(t), ref.hi(t), cols));
@@ -67,10 +68,11 @@ TEST(Int8Quantize, ARowIsTheSameAloneAndInABatch) {
   std::normal_distribution<float> normal(0.f, 3.f);
   std::vector<float> x(T * cols);
   for (float& v : x) v = normal(rng);
+  engine::Scratch scratch;
   X8Rows batch, one;
-  batch.quantize(x.data(), T, cols, cols, engine::best_cpu_isa());
+  batch.quantize(scratch, x.data(), T, cols, cols, engine::best_cpu_isa());
   for (std::size_t t : {std::size_t(0), std::size_t(13)}) {
-    one.quantize(x.data() + t * cols, 1, cols, cols, engine::best_cpu_isa());
+    one.quantize(scratch, x.data() + t * cols, 1, cols, cols, engine::best_cpu_isa());
     EXPECT_TRUE(same_bits(one.hi(0), batch.hi(t), cols));
     EXPECT_TRUE(same_bits(one.lo(0), batch.lo(t), cols));
     EXPECT_TRUE(same_bits(one.sums16(0), batch.sums16(t), cols / 16));

@@ -432,7 +432,7 @@ bool avx512_vnni() {
 
 }  // namespace
 
-void X8Rows::quantize(const float* x, std::size_t T, std::size_t cols, std::size_t ld, CpuIsa isa) {
+void X8Rows::quantize(Scratch& scratch, const float* x, std::size_t T, std::size_t cols, std::size_t ld, CpuIsa isa) {
   using RowFn = void (*)(const float*, std::size_t, std::int8_t*, std::int8_t*, float*, float*, float*);
   RowFn quantize_one = quantize_row;
 #if FT_X86
@@ -443,14 +443,14 @@ void X8Rows::quantize(const float* x, std::size_t T, std::size_t cols, std::size
   }
 #endif
   cols_ = cols;
-  hi_.resize(T * cols);
-  lo_.resize(T * cols);
-  d_.resize(T * (cols / kX8Block) * 2);
-  s16_.resize(T * (cols / 16));
-  s32_.resize(T * (cols / 32));
+  hi_ = scratch.take<std::int8_t>(T * cols);
+  lo_ = scratch.take<std::int8_t>(T * cols);
+  d_ = scratch.floats(T * (cols / kX8Block) * 2);
+  s16_ = scratch.floats(T * (cols / 16));
+  s32_ = scratch.floats(T * (cols / 32));
   const auto row = [&](std::size_t t) {
-    quantize_one(x + t * ld, cols, hi_.data() + t * cols, lo_.data() + t * cols, d_.data() + t * (cols / kX8Block) * 2,
-                 s16_.data() + t * (cols / 16), s32_.data() + t * (cols / 32));
+    quantize_one(x + t * ld, cols, hi_ + t * cols, lo_ + t * cols, d_ + t * (cols / kX8Block) * 2,
+                 s16_ + t * (cols / 16), s32_ + t * (cols / 32));
   };
   if (T < 16) {
     for (std::size_t t = 0; t < T; ++t) row(t);

@@ -12,11 +12,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "ft/engine/dtype.h"
 #include "ft/engine/expert_kernels.h"
 #include "ft/engine/matrix.h"
+#include "ft/engine/scratch.h"
 
 namespace ft::engine::cpu {
 
@@ -26,21 +26,22 @@ inline constexpr std::size_t kX8Block = 256;  // values per (d1, d2)
 class X8Rows {
  public:
   X8Rows() = default;
-  // Quantises x [T, cols] (row stride ld floats) into this object's buffers (reused across calls)
-  // with the widest vectors `isa` allows (every path writes the scalar definition's bits).
-  void quantize(const float* x, std::size_t T, std::size_t cols, std::size_t ld, CpuIsa isa);
+  // Quantises x [T, cols] (row stride ld floats) into buffers taken from `scratch` (valid while its
+  // frame lives: no allocation on the hot path) with the widest vectors `isa` allows (every path
+  // writes the scalar definition's bits).
+  void quantize(Scratch& scratch, const float* x, std::size_t T, std::size_t cols, std::size_t ld, CpuIsa isa);
 
   std::size_t cols() const { return cols_; }
-  const std::int8_t* hi(std::size_t t) const { return hi_.data() + t * cols_; }
-  const std::int8_t* lo(std::size_t t) const { return lo_.data() + t * cols_; }
-  const float* scales(std::size_t t) const { return d_.data() + t * (cols_ / kX8Block) * 2; }  // d1, d2 per block
-  const float* sums16(std::size_t t) const { return s16_.data() + t * (cols_ / 16); }          // sum of every 16 values
-  const float* sums32(std::size_t t) const { return s32_.data() + t * (cols_ / 32); }          // sum of every 32 values
+  const std::int8_t* hi(std::size_t t) const { return hi_ + t * cols_; }
+  const std::int8_t* lo(std::size_t t) const { return lo_ + t * cols_; }
+  const float* scales(std::size_t t) const { return d_ + t * (cols_ / kX8Block) * 2; }  // d1, d2 per block
+  const float* sums16(std::size_t t) const { return s16_ + t * (cols_ / 16); }          // sum of every 16 values
+  const float* sums32(std::size_t t) const { return s32_ + t * (cols_ / 32); }          // sum of every 32 values
 
  private:
   std::size_t cols_ = 0;
-  std::vector<std::int8_t> hi_, lo_;
-  std::vector<float> d_, s16_, s32_;
+  std::int8_t *hi_ = nullptr, *lo_ = nullptr;
+  float *d_ = nullptr, *s16_ = nullptr, *s32_ = nullptr;
 };
 
 // out[j] = row . x_{t0 + j} for j < n (n <= kInt8DotTokens): the row's super-blocks against the

@@ -137,8 +137,8 @@ PreparedX prepare_x(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T,
   return {xb, row_bytes, sizeof(bf16_t)};
 }
 
-void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w, std::size_t r0, std::size_t r1,
-                 float* y, std::size_t ldy) {
+void linear_rows(Scratch& scratch, CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w, std::size_t r0,
+                 std::size_t r1, float* y, std::size_t ldy) {
   const DotsFn dots = w.dtype == DType::kBF16 ? dots_for(isa) : nullptr;
   if (dots) {
     for_blocks(T, r0, r1, [&](std::size_t a, std::size_t b, std::size_t t0, std::size_t t1) {
@@ -148,20 +148,19 @@ void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w,
   }
   // Other dtypes (and the scalar path) read fp32 activations: prepare_x left them as they were
   // unless the path is kAvx512Bf16, in which case the caller prepared bf16x2; add the halves back.
-  std::vector<float> widened;
   const float* xf = static_cast<const float*>(x.data);
   if (x.elem == sizeof(bf16_t)) {
     const std::size_t cols = std::size_t(w.cols);
-    widened.resize(T * cols);
+    float* widened = scratch.floats(T * cols);
     for (std::size_t t = 0; t < T; ++t) {
       const auto* hi = reinterpret_cast<const bf16_t*>(x.row(t));
       for (std::size_t c = 0; c < cols; ++c) widened[t * cols + c] = bf16_to_f32(hi[c]) + bf16_to_f32(hi[cols + c]);
     }
-    xf = widened.data();
+    xf = widened;
   }
   X8Rows x8;
   const bool int8 = int8_dots_for(isa, w) != nullptr;
-  if (int8) x8.quantize(xf, T, std::size_t(w.cols), std::size_t(w.cols), isa);
+  if (int8) x8.quantize(scratch, xf, T, std::size_t(w.cols), std::size_t(w.cols), isa);
   for_blocks(T, r0, r1, [&](std::size_t a, std::size_t b, std::size_t t0, std::size_t t1) {
     widened_block(isa, xf, int8 ? &x8 : nullptr, w, a, b, t0, t1, y, ldy);
   });
@@ -254,7 +253,7 @@ void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const M
     // chosen by row, never by T, so every output is still computed the same way at any T.
     const std::size_t R = std::size_t(w.rows), full = R / kAmxRows * kAmxRows;
     amx_linear(amx_pack(scratch, x, T, std::size_t(w.cols)), w, full, y, R);
-    if (full < R) linear_rows(isa, prepare_x(scratch, isa, x, T, std::size_t(w.cols)), T, w, full, R, y, R);
+    if (full < R) linear_rows(scratch, isa, prepare_x(scratch, isa, x, T, std::size_t(w.cols)), T, w, full, R, y, R);
     add_bias(y, T, R, bias);
     return;
   }
@@ -262,7 +261,7 @@ void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const M
   const PreparedX px = bf16_kernel ? prepare_x(scratch, isa, x, T, std::size_t(w.cols))
                                    : PreparedX{x, std::size_t(w.cols) * sizeof(float), sizeof(float)};
   const std::size_t R = std::size_t(w.rows);
-  linear_rows(isa, px, T, w, 0, R, y, R);
+  linear_rows(scratch, isa, px, T, w, 0, R, y, R);
   add_bias(y, T, R, bias);
 }
 

@@ -34,7 +34,8 @@ void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::s
 bool amx_fits(CpuIsa isa, const Matrix& w);
 
 // The same over prepared activations, into y with row stride ldy, for rows [r0, r1) of w.
-void linear_rows(CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w, std::size_t r0, std::size_t r1,
-                 float* y, std::size_t ldy);
+// Its temporaries come from `scratch` (taken in the caller's frame).
+void linear_rows(Scratch& scratch, CpuIsa isa, const PreparedX& x, std::size_t T, const Matrix& w, std::size_t r0,
+                 std::size_t r1, float* y, std::size_t ldy);
 
 }  // namespace ft::engine::cpu

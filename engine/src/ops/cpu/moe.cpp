@@ -246,7 +246,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   });
   const bool h_int8 = std::any_of(w.experts.begin(), w.experts.end(),
                                   [&](const SwiGluMatrices& m) { return int8_dots_for(isa, m.down) != nullptr; });
-  if (x_int8) xq.quantize(xg, A, H, H, isa);
+  if (x_int8) xq.quantize(s, xg, A, H, H, isa);
   const std::vector<Item> up_items = items(g, E, I);
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
     const Item& it = up_items[i];
@@ -264,7 +264,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
         h[(a0 + j) * I + r] = plain ? silu(gb[j]) * ub[j] : ref::expert_glu(w.glu, gb[j] + bg, ub[j] + bu);
     }
   });
-  if (h_int8) hq.quantize(h, A, I, I, isa);
+  if (h_int8) hq.quantize(s, h, A, I, I, isa);
   const std::vector<Item> down_items = items(g, E, H);
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const Item& it = down_items[i];
