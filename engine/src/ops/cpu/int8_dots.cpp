@@ -15,6 +15,14 @@ namespace ft::engine::cpu {
 
 namespace {
 
+// Block b's (d1, d2) from its largest magnitude into d; false when its codes are all zero (a NaN or
+// an infinity in it, or d2 underflowing).
+inline bool block_scales(float amax, bool finite, float* d) {
+  d[0] = finite ? amax / 127.f : std::nanf("");
+  d[1] = d[0] / 254.f;
+  return d[1] > 0.f;  // false for NaN too
+}
+
 // One row of `cols` values: per 256, d1 = max |x| / 127 and d2 = d1 / 254; hi = round(x / d1),
 // lo = round((x - d1 hi) / d2), both within [-127, 127]; the sums in a fixed order. A block holding
 // a NaN or an infinity gets NaN scales (and zero codes), so the products it enters are NaN, as with
@@ -29,12 +37,11 @@ void quantize_row(const float* x, std::size_t cols, std::int8_t* hi, std::int8_t
       amax = std::max(amax, std::fabs(v[i]));
       finite = finite && std::isfinite(v[i]);
     }
-    const float d1 = finite ? amax / 127.f : std::nanf(""), d2 = d1 / 254.f;
-    d[2 * b] = d1;
-    d[2 * b + 1] = d2;
+    const bool codes = block_scales(amax, finite, d + 2 * b);
+    const float d1 = d[2 * b], d2 = d[2 * b + 1];
     for (std::size_t i = 0; i < kX8Block; ++i) {
       int q1 = 0, q2 = 0;
-      if (d2 > 0.f) {  // false for NaN too
+      if (codes) {
         q1 = std::clamp(int(std::nearbyint(v[i] / d1)), -127, 127);
         q2 = std::clamp(int(std::nearbyint(std::fma(-float(q1), d1, v[i]) / d2)), -127, 127);
       }
@@ -75,13 +82,11 @@ FT_TARGET_AVX512 void quantize_row512(const float* x, std::size_t cols, std::int
     _mm512_store_ps(lanes, amax);
     float m = 0.f;
     for (float l : lanes) m = std::max(m, l);
-    const bool finite = bad == 0;
-    const float d1 = finite ? m / 127.f : std::nanf(""), d2 = d1 / 254.f;
-    d[2 * b] = d1;
-    d[2 * b + 1] = d2;
+    const bool codes = block_scales(m, bad == 0, d + 2 * b);
+    const float d1 = d[2 * b], d2 = d[2 * b + 1];
     std::int8_t* h = hi + b * kX8Block;
     std::int8_t* l = lo + b * kX8Block;
-    if (!(d2 > 0.f)) {
+    if (!codes) {
       std::memset(h, 0, kX8Block);
       std::memset(l, 0, kX8Block);
     } else {
@@ -130,13 +135,11 @@ FT_TARGET_AVX2 void quantize_row256(const float* x, std::size_t cols, std::int8_
     _mm256_store_ps(lanes, amax);
     float m = 0.f;
     for (float l : lanes) m = std::max(m, l);
-    const bool finite = _mm256_movemask_ps(bad) == 0;
-    const float d1 = finite ? m / 127.f : std::nanf(""), d2 = d1 / 254.f;
-    d[2 * b] = d1;
-    d[2 * b + 1] = d2;
+    const bool codes = block_scales(m, _mm256_movemask_ps(bad) == 0, d + 2 * b);
+    const float d1 = d[2 * b], d2 = d[2 * b + 1];
     std::int8_t* h = hi + b * kX8Block;
     std::int8_t* l = lo + b * kX8Block;
-    if (!(d2 > 0.f)) {
+    if (!codes) {
       std::memset(h, 0, kX8Block);
       std::memset(l, 0, kX8Block);
     } else {
