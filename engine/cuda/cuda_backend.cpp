@@ -26,6 +26,7 @@
 #include "index_rows.h"
 #include "kernels.h"
 #include "pass_graphs.h"
+#include "v4_kernels.h"
 
 namespace ft::engine {
 namespace {
@@ -578,6 +579,238 @@ class CudaBackend final : public Backend {
            std::to_string(layout.head_dim_at(layer)) + " wide does not fit the GPU's kernel");
   }
 
+  // ---- DeepSeek-V4 ----
+  // The hyper-connections, compressors and attention run in kernels of their own (v4_kernels.h);
+  // the indexer's top-k and the routers' choices (sqrt-softplus scores, hash tables) are made on
+  // the host, so a V4 pass synchronises in its middle and is never recorded as a graph.
+  bool has_v4_ops() const override { return true; }
+  void expert_glu(const ref::ExpertGlu& glu, const float* gate, const float* up, float* out, std::size_t n) override {
+    Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
+    cuda::expert_glu(gate, up, out, n, glu, s());
+  }
+  void hc_pre(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+              const HyperSpec& spec, float* x, float* post, float* comb) override {
+    Timed timer(this, OpProfile::kNorm);
+    if (replaying()) return;
+    if (!cuda::hyper_fits(spec)) return fail(hyper_unfit(spec));
+    cuda::hc_pre(h, fn, base, scale, int(T), spec, x, post, comb, s());
+  }
+  void hc_post(const float* h, const float* out, const float* post, const float* comb, std::size_t T,
+               const HyperSpec& spec, float* h_new) override {
+    Timed timer(this, OpProfile::kElementwise);
+    if (replaying()) return;
+    if (!cuda::hyper_fits(spec)) return fail(hyper_unfit(spec));
+    cuda::hc_post(h, out, post, comb, int(T), spec, h_new, s());
+  }
+  void hc_head(const float* h, const float* fn, const float* base, const float* scale, std::size_t T,
+               const HyperSpec& spec, float* y) override {
+    Timed timer(this, OpProfile::kNorm);
+    if (replaying()) return;
+    if (!cuda::hyper_fits(spec)) return fail(hyper_unfit(spec));
+    cuda::hc_head(h, fn, base, scale, int(T), spec, y, s());
+  }
+  void v4_compress(const CompressorSpec& spec, const CompressorParams& params, const float* kv, const float* gate,
+                   std::span<const CompressorSeq> seqs, float* entries) override {
+    Timed timer(this, OpProfile::kAttention);
+    std::size_t T = 0;
+    for (const CompressorSeq& q : seqs) T = std::max(T, q.row0 + q.rows);
+    std::vector<cuda::CompressorSeqDev> dev(seqs.size());
+    std::vector<int32_t> row_seq(T, -1);
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      const CompressorSeq& q = seqs[i];
+      dev[i] = {int32_t(q.row0), int32_t(q.rows), q.pos0, q.kv, q.gate, int64_t(q.ld)};
+      for (std::size_t r = 0; r < q.rows; ++r) row_seq[q.row0 + r] = int32_t(i);
+    }
+    const cuda::CompressorSeqDev* dev_seqs = upload(dev.data(), dev.size());
+    const int32_t* dev_rows = upload(row_seq.data(), row_seq.size());
+    if (replaying() || T == 0) return;
+    if (spec.rate == 0 || spec.rope_dims > spec.width || spec.rope_dims % 2 != 0)
+      return fail("DeepSeek-V4's compressor: rate " + std::to_string(spec.rate) + ", rope dims " +
+                  std::to_string(spec.rope_dims) + " of " + std::to_string(spec.width) +
+                  " do not fit the GPU's kernel");
+    cuda::v4_compress(spec, params, kv, gate, dev_seqs, dev_rows, int(T), entries, s());
+  }
+  // As index_select: the scores on the GPU, the top-k on the host (ref::top_k_positions over each
+  // row's n_entries, as ref::v4_index_select), the picks back to `picks` (device).
+  void v4_index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w, const IndexerSpec& spec,
+                       std::size_t rate, std::span<const AttentionSeq> seqs, int32_t* picks) override {
+    Timed timer(this, OpProfile::kAttention);
+    if (mode_ != cuda::PassGraphs::Mode::kRun)
+      return fail("internal error: DeepSeek-V4's indexer cannot be recorded as a graph");
+    host_synced_ = true;
+    if (rate == 0 || !cuda::v4_index_fits(layout, int(layer), spec))
+      return fail("DeepSeek-V4's indexer on the GPU takes bf16 KV and index keys up to " +
+                  std::to_string(cuda::kIndexMaxDim) + " wide, not " + std::to_string(spec.head_dim));
+    const AttnBatch& b = attention_batch(layout, seqs);
+    std::size_t T = 0;
+    for (const AttentionSeq& sq : seqs) T = std::max(T, sq.row0 + sq.rows);
+    const std::size_t K = spec.top_k;
+    if (T == 0) return;
+    // Each row's causal entries (its scores) and the entries its sequence holds (its top-k's row length).
+    // Rows of no sequence keep zero keys (and get -1 picks). Offsets packed in row order, so
+    // consecutive rows make chunks of at most kIndexScoreFloats scores (a row with more has one of
+    // its own).
+    std::vector<cuda::V4IndexRowDev> rows(T);
+    std::vector<int64_t> n_entries(T, 0);
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      const AttentionSeq& sq = seqs[i];
+      const int64_t n = (sq.pos0 + int64_t(sq.rows)) / int64_t(rate);
+      for (std::size_t r = 0; r < sq.rows; ++r) {
+        const int64_t causal = std::min<int64_t>(int64_t(v4_causal_entries(sq.pos0 + int64_t(r), rate)), n);
+        rows[sq.row0 + r] = {0, int32_t(causal), int32_t(i)};
+        n_entries[sq.row0 + r] = n;
+      }
+    }
+    int64_t offset = 0;
+    for (cuda::V4IndexRowDev& r : rows) {
+      r.offset = offset;
+      offset += r.keys;
+    }
+    Scratch::Frame frame(scratch_);
+    const cuda::V4IndexRowDev* rows_dev = upload(rows.data(), T);
+    std::size_t most = 1;
+    struct Chunk {
+      std::size_t row0, row1;
+      int64_t offset, floats;
+      int max_keys;
+    };
+    std::vector<Chunk> chunks;
+    for (std::size_t r = 0; r < T; ++r) {
+      const int64_t keys = rows[r].keys;
+      if (chunks.empty() || (chunks.back().floats + keys > int64_t(kIndexScoreFloats) && chunks.back().floats > 0))
+        chunks.push_back({r, r, rows[r].offset, 0, 0});
+      Chunk& c = chunks.back();
+      c.row1 = r + 1;
+      c.floats += keys;
+      c.max_keys = std::max(c.max_keys, int(keys));
+      most = std::max(most, std::size_t(c.floats));
+    }
+    float* scores_dev = scratch_.floats(most);
+    auto scores_host = pass_host_.take(most * sizeof(float));
+    auto picks_host = pass_host_.take(std::max<std::size_t>(T * K, 1) * sizeof(int32_t));
+    if (!scores_host || !picks_host) throw std::bad_alloc();
+    const auto* scores = reinterpret_cast<const float*>(*scores_host);
+    auto* chosen = reinterpret_cast<int32_t*>(*picks_host);
+    for (const Chunk& c : chunks) {
+      if (c.floats > 0) {
+        cuda::v4_index_scores(layout, int(layer), q, w, spec, int(rate), int(c.row0), int(c.row1 - c.row0), rows_dev,
+                              c.offset, c.max_keys, b.seqs, b.pages, scores_dev, s());
+        check(cudaMemcpyAsync(*scores_host, scores_dev, std::size_t(c.floats) * sizeof(float), cudaMemcpyDeviceToHost,
+                              s()),
+              "copying the indexer's scores");
+        check(cudaStreamSynchronize(s()), "copying the indexer's scores");
+        if (!failure_.empty()) return;
+      }
+      for (std::size_t r = c.row0; r < c.row1; ++r) {
+        ref::top_k_positions(scores + (rows[r].offset - c.offset), std::size_t(rows[r].keys), std::size_t(n_entries[r]),
+                             K, chosen + r * K);
+      }
+    }
+    // From pinned memory of this pass: it stays until the pass has synchronised at its end.
+    check(cudaMemcpyAsync(picks, chosen, T * K * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
+          "uploading the indexer's picks");
+    record_selection(chosen, T, K);
+  }
+  void v4_attention(const KvLayout& layout, int64_t layer, const float* q, const V4AttentionSpec& spec,
+                    const float* sinks, const float* inv_freq, std::span<const AttentionSeq> seqs, const int32_t* picks,
+                    std::size_t top_k, float* out) override {
+    Timed timer(this, OpProfile::kAttention);
+    const AttnBatch& b = attention_batch(layout, seqs);
+    if (replaying()) return;
+    // The most keys a row reads: its window and its entries (all a sequence holds, or the picks).
+    int64_t ctx = 0;
+    for (const AttentionSeq& sq : seqs) ctx = std::max(ctx, sq.pos0 + int64_t(sq.rows));
+    if (mode_ != cuda::PassGraphs::Mode::kRun) ctx = std::max(ctx, kv_tokens_);
+    const int64_t window = spec.window > 0 ? std::min(spec.window, ctx) : ctx;
+    const int64_t entries = picks ? int64_t(top_k) : spec.rate > 0 ? ctx / int64_t(spec.rate) : 0;
+    const int max_keys = int(std::max<int64_t>(window + entries, 1));
+    if (!cuda::v4_attention(layout, int(layer), q, b.rows, spec, sinks, inv_freq, picks, int(top_k), b.row_seq, b.seqs,
+                            b.pages, max_keys, out, s()))
+      fail("DeepSeek-V4's attention over " + std::to_string(max_keys) + " keys of heads " +
+           std::to_string(layout.head_dim_at(layer)) + " wide does not fit the GPU's kernel");
+  }
+  // The routed experts of a hash-routed layer: the choices come from the host, the weights from the
+  // router's scores (ref::route_weights_for), on the host too.
+  void moe_chosen(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen, float* out) override {
+    Timed timer(this, OpProfile::kMoe);
+    Scratch::Frame frame(scratch_);
+    moe_host_routed(w, x, x, T, chosen, out);
+  }
+
+  // A MoE whose router the GPU's route kernels do not score (DeepSeek-V4's sqrt-softplus) or whose
+  // choices are given (`chosen`, host memory): the router's logits to the host, the choices (unless
+  // given) and their weights made there by the reference's routing, then the experts one by one.
+  // One synchronisation a layer, so such passes are never recorded as graphs.
+  void moe_host_routed(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, const int32_t* chosen,
+                       float* out) {
+    if (offload_) return fail("DeepSeek-V4's MoE does not run with experts kept in host RAM on the GPU yet");
+    if (mode_ != cuda::PassGraphs::Mode::kRun)
+      return fail("internal error: a MoE routed on the host cannot be recorded as a graph");
+    host_synced_ = true;
+    if (T == 0) return;
+    std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
+    const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
+    float* logits = scratch_.floats(T * E);
+    linear(router_x, T, w.router, w.router_bias, logits);
+    auto pinned = pass_host_.take(T * E * sizeof(float) + T * K * (sizeof(int32_t) + sizeof(float)));
+    if (!pinned) throw std::bad_alloc();
+    auto* logits_host = reinterpret_cast<float*>(*pinned);
+    auto* chosen_host = reinterpret_cast<int32_t*>(*pinned + T * E * sizeof(float));
+    auto* weights_host = reinterpret_cast<float*>(*pinned + T * E * sizeof(float) + T * K * sizeof(int32_t));
+    check(cudaMemcpyAsync(logits_host, logits, T * E * sizeof(float), cudaMemcpyDeviceToHost, s()), "routing");
+    check(cudaStreamSynchronize(s()), "routing");
+    if (!failure_.empty()) return;
+    const ref::RouterSpec* spec = host_router(w);
+    if (!spec) return;
+    if (chosen) {
+      std::memcpy(chosen_host, chosen, T * K * sizeof(int32_t));
+      ref::route_weights_for(logits_host, T, *spec, chosen_host, weights_host);
+    } else {
+      ref::route_top_k(logits_host, T, *spec, chosen_host, weights_host);
+    }
+    if (trace_) pending_traces_.push_back({chosen_host, T, K});  // pinned: valid until the pass ends
+    const int32_t* chosen_dev = upload(chosen_host, T * K);
+    const float* weights_dev = upload(weights_host, T * K);
+    phase.emplace(this, OpProfile::kMoeExperts, true);
+    experts_one_by_one(w, x, T, K, chosen_dev, weights_dev, out);
+    phase.emplace(this, OpProfile::kMoeCombine, true);
+    add_shared_expert(w, x, T, out);
+  }
+
+  // The router's spec with host copies of its device parameters (the correction bias, per-expert
+  // scales), made once per layer: what the reference's routing reads on the host. Null after a failure.
+  const ref::RouterSpec* host_router(const MoeWeights& w) {
+    if (auto it = host_routers_.find(&w); it != host_routers_.end()) return &it->second.spec;
+    HostRouter hr;
+    hr.spec = w.router_spec;
+    const std::size_t E = w.router_spec.num_experts;
+    const auto fetch = [&](const float* dev, std::vector<float>& host) -> const float* {
+      if (!dev) return nullptr;
+      host.resize(E);
+      check(cudaMemcpy(host.data(), dev, E * sizeof(float), cudaMemcpyDeviceToHost), "copying the router's bias");
+      return host.data();
+    };
+    if (!failure_.empty()) return nullptr;
+    HostRouter& kept = host_routers_[&w] = std::move(hr);
+    kept.spec.correction_bias = fetch(w.router_spec.correction_bias, kept.bias);
+    kept.spec.per_expert_scale = fetch(w.router_spec.per_expert_scale, kept.scale);
+    if (!failure_.empty()) {
+      host_routers_.erase(&w);
+      return nullptr;
+    }
+    return &kept.spec;
+  }
+  static std::string hyper_unfit(const HyperSpec& spec) {
+    return "DeepSeek-V4's hyper-connections on the GPU take up to " + std::to_string(cuda::kHyperMaxStreams) +
+           " streams, not " + std::to_string(spec.streams);
+  }
+  struct HostRouter {
+    ref::RouterSpec spec;
+    std::vector<float> bias, scale;
+  };
+  std::unordered_map<const MoeWeights*, HostRouter> host_routers_;
+
   // ---- Mixture of experts ----
   // Router and top-k on the GPU. A few tokens (decode) stay on the GPU throughout; larger calls
   // group the choices by expert on the GPU, bring the experts' row counts to the host (the one
@@ -600,8 +833,9 @@ class CudaBackend final : public Backend {
     }
     Scratch::Frame frame(scratch_);
     if (K > 32 || E > 8192) return fail("the GPU router takes at most 8192 experts and 32 choices a token");
+    // DeepSeek-V4's sqrt-softplus scores: routed on the host.
     if (w.router_spec.scoring == ref::RouterScoring::kSqrtSoftplus)
-      return fail("the GPU router scores by softmax or sigmoid; sqrt-softplus (DeepSeek-V4) is not on the GPU yet");
+      return moe_host_routed(w, x, router_x ? router_x : x, T, nullptr, out);
     if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
       return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
     const float* rx = router_x ? router_x : x;

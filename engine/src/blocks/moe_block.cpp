@@ -129,6 +129,12 @@ void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T, c
 }
 
 Status MoeBlock::load_deepseek_v4(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec) {
+  // Its routers choose on the host and its experts clamp their GLU: the GPU runs them expert by
+  // expert from VRAM, which the offloaded experts' cache does not serve.
+  if (w.backend().expert_offload_stats())
+    return unsupported(
+        "deepseek_v4 does not run with routed experts kept in host RAM on the GPU: give --gpu-mem "
+        "room for the whole model, or use --device cpu");
   const int64_t H = spec.hidden, I = spec.shared_inter, E = int64_t(spec.router.num_experts),
                 K = int64_t(spec.router.top_k);
   const std::string sp = prefix + "shared_experts.";

@@ -434,7 +434,7 @@ class Backend {
   virtual void expert_glu(const ref::ExpertGlu& glu, const float* gate, const float* up, float* out, std::size_t n);
 
   // ---- DeepSeek-V4 (deepseek_v4) ----
-  // Whether this backend has the ops below (the reference and CPU backends do); a model that needs
+  // Whether this backend has the ops below (the reference, CPU and CUDA backends do); a model that needs
   // them is refused at load where it has not (their defaults here abort).
   virtual bool has_v4_ops() const { return false; }
   // ref::hc_pre, ref::hc_post, ref::hc_head (ops_hyper.h) over T tokens of the streams h [T, N, D];
