@@ -459,13 +459,19 @@ int bench_prefill(const Args& args) {
   const engine::Model& m = *l->model;
   const auto tokens = random_tokens(std::size_t(prompt), m.vocab_size(), 7);
   std::vector<float> logits(std::size_t(m.vocab_size()));
-  {  // warm-up: scratch, page faults of the weights; on the GPU a whole chunk, so the timed pass
-     // finds its kernels loaded and cuBLAS's plans for its shapes made
+  {  // warm-up: scratch, page faults of the weights; on the GPU the whole prompt's chunks, so the
+     // timed pass finds its kernels loaded. Other tokens than the timed ones: a prompt the engine
+     // has not seen routes its chunks differently, and the MoE's GEMM shapes (rows per expert)
+     // with it, so plans made for the timed tokens themselves would flatter it.
     const bool gpu = m.backend_kind() == engine::BackendKind::kCuda;
+    const auto other = random_tokens(std::size_t(prompt), m.vocab_size(), 8);
     engine::SequenceState s = m.new_state();
-    const std::size_t n = std::size_t(std::min(prompt, gpu ? chunk : 64));
-    if (Status st = m.forward(s, std::span(tokens).first(n), logits.data(), engine::LogitsMode::kLast); !st)
-      return runtime_error(cmd, st.message());
+    const int n = gpu ? prompt : std::min(prompt, 64);
+    for (int at = 0; at < n; at += chunk) {
+      const auto part = std::span(other).subspan(std::size_t(at), std::size_t(std::min(chunk, n - at)));
+      if (Status st = m.forward(s, part, logits.data(), engine::LogitsMode::kLast); !st)
+        return runtime_error(cmd, st.message());
+    }
   }
   engine::SequenceState s = m.new_state();
   engine::RoutingTrace trace;
