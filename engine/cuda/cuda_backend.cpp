@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <new>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -1313,6 +1315,7 @@ class CudaBackend final : public Backend {
   void gemm_bf16(const std::uint16_t* x, std::size_t T, std::size_t K, const std::uint16_t* w, std::size_t n, float* y,
                  std::size_t ldy, float beta) {
     const float one = 1.f;
+    const GemmTimer timer(this, {int64_t(n), int64_t(T), int64_t(K), 0, int64_t(ldy), beta != 0 ? 1 : 0});
     const cublasStatus_t st =
         cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(T), int(K), &one, w, CUDA_R_16BF, int(K), x,
                      CUDA_R_16BF, int(K), &beta, y, CUDA_R_32F, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -1325,6 +1328,7 @@ class CudaBackend final : public Backend {
     const std::size_t elem = dtype_size(w.dtype);
     const int m = int(w.rows), n = int(T), k = int(w.cols), lda = int(w.row_bytes / elem);
     const cudaDataType_t type = w.dtype == DType::kBF16 ? CUDA_R_16BF : w.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+    const GemmTimer timer(this, {m, n, k, -int64_t(type) - 1, lda, beta != 0 ? 1 : 0});
     const cublasStatus_t st =
         cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, weight(w), type, lda, x, type, k, &beta, y,
                      CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -1567,12 +1571,37 @@ class CudaBackend final : public Backend {
       cs[j] = c + j * c_stride;
     }
     const float one = 1.f, beta = accumulate ? 1.f : 0.f;
-    const cublasStatus_t st = cublasGemmBatchedEx(
-        blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, int(n), k, &one, upload(ws, count), CUDA_R_16BF, int(row_bytes / 2),
-        upload(bs.data(), count), CUDA_R_16BF, k, &beta, const_cast<void* const*>(upload(cs.data(), count)), CUDA_R_32F,
-        m, int(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    const void* const* a = upload(ws, count);
+    const void* const* bp = upload(bs.data(), count);
+    void* const* cp = const_cast<void* const*>(upload(cs.data(), count));
+    const GemmTimer timer(this, {m, int64_t(n), k, int64_t(count), int64_t(row_bytes), accumulate ? 1 : 0});
+    const cublasStatus_t st = cublasGemmBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, int(n), k, &one, a, CUDA_R_16BF,
+                                                  int(row_bytes / 2), bp, CUDA_R_16BF, k, &beta, cp, CUDA_R_32F, m,
+                                                  int(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmBatchedEx: ") + cublas_status_text(st));
   }
+
+  // The host time of one library GEMM call, and whether its shape is new, into the profile
+  // (OpProfile::gemm_*). The shapes seen are kept whether or not a profile is set.
+  class GemmTimer {
+   public:
+    GemmTimer(CudaBackend* be, const std::array<int64_t, 6>& shape)
+        : be_(be), new_shape_(be->gemm_shapes_.insert(shape).second), t0_(std::chrono::steady_clock::now()) {}
+    ~GemmTimer() {
+      if (!be_->profile_) return;
+      be_->profile_->gemm_host_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      ++be_->profile_->gemm_calls;
+      if (new_shape_) ++be_->profile_->gemm_new_shapes;
+    }
+    GemmTimer(const GemmTimer&) = delete;
+    GemmTimer& operator=(const GemmTimer&) = delete;
+
+   private:
+    CudaBackend* be_;
+    bool new_shape_;
+    std::chrono::steady_clock::time_point t0_;
+  };
+  std::set<std::array<int64_t, 6>> gemm_shapes_;
 
   // out += sigmoid(shared_gate x) * shared_expert(x), or + shared_expert(x) without a gate, when
   // the layer has one.

@@ -160,6 +160,12 @@ struct OpProfile {
   double pass_seconds = 0;   // the passes to their end, device work included
   std::uint64_t passes = 0;
   std::uint64_t replayed_passes = 0;  // of them, replays of a recorded pass (a CUDA graph)
+  // A GPU backend's library GEMM calls (cuBLAS): how many, the host time spent inside the calls
+  // (planning and enqueueing, not the GPU's work), and how many had a shape the backend had not
+  // called before: a call's host cost can depend on whether its shape is new.
+  std::uint64_t gemm_calls = 0;
+  double gemm_host_seconds = 0;
+  std::uint64_t gemm_new_shapes = 0;
 };
 
 // Routed experts kept in host memory with a cache of `slots` expert-sized slots on the device
