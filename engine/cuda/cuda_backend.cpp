@@ -27,6 +27,7 @@
 #include "ft/engine/device.h"
 #include "index_rows.h"
 #include "kernels.h"
+#include "lt_batched_gemm.h"
 #include "pass_graphs.h"
 #include "v4_kernels.h"
 
@@ -1575,11 +1576,29 @@ class CudaBackend final : public Backend {
     const void* const* bp = upload(bs.data(), count);
     void* const* cp = const_cast<void* const*>(upload(cs.data(), count));
     const GemmTimer timer(this, {m, int64_t(n), k, int64_t(count), int64_t(row_bytes), accumulate ? 1 : 0});
+    if (cuda::LtBatchedGemm* lt = lt_batched()) {
+      if (lt->run(a, int(row_bytes / 2), bp, cp, m, int(n), k, int(count), accumulate, s()) == CUBLAS_STATUS_SUCCESS)
+        return;
+      cudaGetLastError();  // a shape it has no plan for: the batched call below takes it
+    }
     const cublasStatus_t st = cublasGemmBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, int(n), k, &one, a, CUDA_R_16BF,
                                                   int(row_bytes / 2), bp, CUDA_R_16BF, k, &beta, cp, CUDA_R_32F, m,
                                                   int(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmBatchedEx: ") + cublas_status_text(st));
   }
+
+  // The cuBLASLt path of batched_gemm (FT_CUDA_GEMM=lt), made on first use; null when off or when
+  // it could not start (then the batched call serves every product).
+  cuda::LtBatchedGemm* lt_batched() {
+    if (!lt_tried_) {
+      lt_tried_ = true;
+      std::string why;
+      if (cuda::lt_batched_gemm_enabled()) lt_ = cuda::LtBatchedGemm::create(why);
+    }
+    return lt_.get();
+  }
+  std::unique_ptr<cuda::LtBatchedGemm> lt_;
+  bool lt_tried_ = false;
 
   // The host time of one library GEMM call, and whether its shape is new, into the profile
   // (OpProfile::gemm_*). The shapes seen are kept whether or not a profile is set.

@@ -1,0 +1,60 @@
+// Pointer-array batched GEMMs through cuBLASLt with the plan (algorithm) chosen once per shape
+// class. The MoE's prefill buckets call a batched GEMM whose row count (tokens a bucket's experts
+// took) and batch size (experts in the bucket) follow the routing, so nearly every call of a new
+// prompt has a shape cuBLAS has not planned before, and planning costs host time on every such call.
+// Here a plan is made for a class (the rows rounded up to a power of two, any batch size) and reused
+// for every shape in it; a shape the class's plan does not take gets a plan of its own.
+// Internal to engine/cuda.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace ft::engine::cuda {
+
+class LtBatchedGemm {
+ public:
+  // Null (and `why` set) when cuBLASLt or its workspace cannot be had.
+  static std::unique_ptr<LtBatchedGemm> create(std::string& why);
+  LtBatchedGemm() = default;  // empty: create() makes a usable one
+  ~LtBatchedGemm();
+  LtBatchedGemm(const LtBatchedGemm&) = delete;
+  LtBatchedGemm& operator=(const LtBatchedGemm&) = delete;
+
+  // For each of `count` problems j: C_j [n, m] = B_j [n, k] W_j^T (+ C_j when `accumulate`), with
+  // W_j bf16 [m, k] (row stride lda elements), B_j bf16 [n, k] (rows k apart), C_j fp32 [n, m]
+  // (rows m apart). w, b, c: device arrays of `count` device pointers. Enqueued on s.
+  cublasStatus_t run(const void* const* w, int lda, const void* const* b, void* const* c, int m, int n, int k,
+                     int count, bool accumulate, cudaStream_t s);
+
+  // Plans made so far (classes and exact shapes), for the profile.
+  std::size_t plans() const { return plans_.size(); }
+
+ private:
+  struct Plan {
+    cublasLtMatmulAlgo_t algo{};
+    bool found = false;
+  };
+  // m, k, lda, n (a class's bound, or the exact n with exact set), accumulate, exact.
+  using Key = std::array<int64_t, 6>;
+  const Plan& plan(const Key& key, int count);
+
+  cublasLtHandle_t lt_ = nullptr;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+  std::map<Key, Plan> plans_;
+};
+
+// Whether the MoE's prefill GEMMs go through LtBatchedGemm (FT_CUDA_GEMM=lt) rather than
+// cublasGemmBatchedEx (the default until the two are measured against each other).
+bool lt_batched_gemm_enabled();
+
+}  // namespace ft::engine::cuda
