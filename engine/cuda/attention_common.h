@@ -13,6 +13,16 @@
 
 namespace ft::engine::cuda {
 
+// Eight bf16 (a 16-byte load, lowest address first) as floats.
+__device__ __forceinline__ void unpack_bf16x8(const uint4 w, float (&f)[8]) {
+  const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(words[i] << 16);
+    f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
 // Byte offsets inside a page of one layer's K and V (KvLayout's, computed on the host).
 struct PageOffsets {
   std::size_t k_base = 0;       // K block of kv head 0

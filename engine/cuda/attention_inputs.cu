@@ -16,6 +16,7 @@
 #include "attention_common.h"
 #include "kernels.h"
 #include "launch.h"
+#include "reduce_device.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -44,12 +45,6 @@ struct InputsParams {
   const AttnSeqDev* seqs;
   std::byte* const* pages;
 };
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Grid (T, blocks of kWarps heads). Lane owns dims lane + 32 c, c < NC (head_dim <= 32 NC).
 template <int NC>

@@ -24,6 +24,7 @@
 #include "attention_common.h"
 #include "kernels.h"
 #include "launch.h"
+#include "reduce_device.h"
 
 // Thread block clusters (sm_90 and later): the merge across the blocks of a cluster.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -43,16 +44,6 @@ unsigned grid_for(std::size_t n) {
 }
 
 // ---- bf16 -----------------------------------------------------------------------------------------
-
-// Eight bf16 (a 16-byte load, lowest address first) as floats.
-__device__ __forceinline__ void unpack_bf16x8(const uint4 w, float (&f)[8]) {
-  const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(words[i] << 16);
-    f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
 
 // ---- RoPE -----------------------------------------------------------------------------------------
 
@@ -192,18 +183,6 @@ struct WarpState {
     }
   }
 };
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // ---- Tile compute
 

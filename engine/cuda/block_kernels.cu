@@ -11,16 +11,12 @@
 #include "glu_device.h"
 #include "kernels.h"
 #include "launch.h"
+#include "reduce_device.h"
 
 namespace ft::engine::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // rows per gemv block
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 
 // 32 decoded weights . 32 activations (x 16-byte aligned), in the one order every product here sums them.
 __device__ __forceinline__ float dot32(const float (&v)[32], const float* x) {

@@ -11,6 +11,7 @@
 #include "glu_device.h"
 #include "kernels.h"
 #include "launch.h"
+#include "reduce_device.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -23,12 +24,6 @@ using units::piece_dot;
 constexpr int kWarps = 8;
 constexpr int kDownRows = 2;     // output rows of a moe_down block (its warps split the choices)
 constexpr int kMoeMaxTopK = 32;  // the router's limit (kernels.h)
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 
 // A warp-step of a row: 32 / Lane<T>::kLanes units side by side, each lane in one of them.
 template <DType T>

@@ -556,7 +556,7 @@ class CudaBackend final : public Backend {
     const auto* scores = reinterpret_cast<const float*>(*scores_host);
     auto* chosen = reinterpret_cast<int32_t*>(*selected_host);
     for (const cuda::ScoreChunk& c : chunks) {
-      cuda::indexer_scores(layout, int(layer), q, w, spec, int(c.row0), int(c.row1 - c.row0), rows_dev, c.offset,
+      cuda::indexer_scores(layout, int(layer), q, w, spec, 1, int(c.row0), int(c.row1 - c.row0), rows_dev, c.offset,
                            c.max_keys, b.seqs, b.pages, scores_dev, s());
       const std::size_t bytes = std::size_t(c.floats) * sizeof(float);
       check(cudaMemcpyAsync(*scores_host, scores_dev, bytes, cudaMemcpyDeviceToHost, s()),
@@ -642,7 +642,7 @@ class CudaBackend final : public Backend {
     if (mode_ != cuda::PassGraphs::Mode::kRun)
       return fail("internal error: DeepSeek-V4's indexer cannot be recorded as a graph");
     host_synced_ = true;
-    if (rate == 0 || !cuda::v4_index_fits(layout, int(layer), spec))
+    if (rate == 0 || !cuda::indexer_scores_fit(layout, int(layer), spec))
       return fail("DeepSeek-V4's indexer on the GPU takes bf16 KV and index keys up to " +
                   std::to_string(cuda::kIndexMaxDim) + " wide, not " + std::to_string(spec.head_dim));
     const AttnBatch& b = attention_batch(layout, seqs);
@@ -654,7 +654,7 @@ class CudaBackend final : public Backend {
     // Rows of no sequence keep zero keys (and get -1 picks). Offsets packed in row order, so
     // consecutive rows make chunks of at most kIndexScoreFloats scores (a row with more has one of
     // its own).
-    std::vector<cuda::V4IndexRowDev> rows(T);
+    std::vector<cuda::IndexRowDev> rows(T);
     std::vector<int64_t> n_entries(T, 0);
     for (std::size_t i = 0; i < seqs.size(); ++i) {
       const AttentionSeq& sq = seqs[i];
@@ -666,12 +666,12 @@ class CudaBackend final : public Backend {
       }
     }
     int64_t offset = 0;
-    for (cuda::V4IndexRowDev& r : rows) {
+    for (cuda::IndexRowDev& r : rows) {
       r.offset = offset;
       offset += r.keys;
     }
     Scratch::Frame frame(scratch_);
-    const cuda::V4IndexRowDev* rows_dev = upload(rows.data(), T);
+    const cuda::IndexRowDev* rows_dev = upload(rows.data(), T);
     std::size_t most = 1;
     struct Chunk {
       std::size_t row0, row1;
@@ -697,8 +697,8 @@ class CudaBackend final : public Backend {
     auto* chosen = reinterpret_cast<int32_t*>(*picks_host);
     for (const Chunk& c : chunks) {
       if (c.floats > 0) {
-        cuda::v4_index_scores(layout, int(layer), q, w, spec, int(rate), int(c.row0), int(c.row1 - c.row0), rows_dev,
-                              c.offset, c.max_keys, b.seqs, b.pages, scores_dev, s());
+        cuda::indexer_scores(layout, int(layer), q, w, spec, int(rate), int(c.row0), int(c.row1 - c.row0), rows_dev,
+                             c.offset, c.max_keys, b.seqs, b.pages, scores_dev, s());
         check(cudaMemcpyAsync(*scores_host, scores_dev, std::size_t(c.floats) * sizeof(float), cudaMemcpyDeviceToHost,
                               s()),
               "copying the indexer's scores");

@@ -10,6 +10,7 @@
 #include "glu_device.h"
 #include "kernels.h"
 #include "launch.h"
+#include "reduce_device.h"
 #include "route_device.h"
 
 namespace ft::engine::cuda {
@@ -99,19 +100,6 @@ __global__ void add_halves_kernel(const float* y2, std::size_t total, int n, con
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
        i += std::size_t(gridDim.x) * blockDim.x)
     y[i] = y2[i] + y2[total + i] + (bias ? bias[i % std::size_t(n)] : 0.f);
-}
-
-// Block-wide sum: warp shuffles, then one warp over the warps' partials. Every thread gets it.
-__device__ float block_sum(float v) {
-  __shared__ float partial[32];
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  __syncthreads();  // partial[] may still be read by a previous call
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  v = lane < int(blockDim.x >> 5) ? partial[lane] : 0.f;
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
 }
 
 // One block per row. The sum of squares is in a fixed order, so a row's result does not depend on

@@ -13,54 +13,10 @@
 #include "attention_common.h"
 #include "kernels.h"
 #include "launch.h"
+#include "reduce_device.h"
 
 namespace ft::engine::cuda {
 namespace {
-
-// ---- Reductions -----------------------------------------------------------------------------------
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ double warp_sum(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Block-wide sum and max in a fixed order (warps, then warp 0 over their partials): every thread
-// gets the result, the same whatever the scheduling.
-template <typename T>
-__device__ T block_sum(T v) {
-  __shared__ T partial[32];
-  v = warp_sum(v);
-  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  __syncthreads();  // partial[] may still be read by a previous call
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  v = lane < int(blockDim.x >> 5) ? partial[lane] : T(0);
-  return warp_sum(v);
-}
-
-__device__ float block_max(float v) {
-  __shared__ float partial[32];
-  v = warp_max(v);
-  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  __syncthreads();
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  v = lane < int(blockDim.x >> 5) ? partial[lane] : -INFINITY;
-  return warp_max(v);
-}
 
 // ---- LayerNorm ------------------------------------------------------------------------------------
 
@@ -108,17 +64,8 @@ struct IndexerParams {
   std::size_t block_bytes;  // one slot's block
   int slot_dim;             // a slot's width (KvLayout::head_dim)
   int page_tokens;
+  int rate;  // key j at position j * rate + rate - 1
 };
-
-// Eight bf16 (a 16-byte load, lowest address first) as floats.
-__device__ __forceinline__ void unpack_bf16x8(const uint4 w, float (&f)[8]) {
-  const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(words[i] << 16);
-    f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
 
 // Grid: x = row of the call, y = tile of kKeysPerBlock keys. A thread holds its key (head_dim <=
 // 8 G dims, bf16) in registers and the block stages the row's query heads in shared memory. The
@@ -141,8 +88,9 @@ __global__ void __launch_bounds__(kKeysPerBlock) indexer_scores_kernel(const Ind
 
   uint4 raw[G];
   if (valid) {
-    const std::byte* page = p.pages[p.seqs[row.seq].page0 + j / p.page_tokens];
-    const std::size_t at = std::size_t(j % p.page_tokens) * std::size_t(p.slot_dim);
+    const int64_t pos = int64_t(j) * p.rate + p.rate - 1;
+    const std::byte* page = p.pages[p.seqs[row.seq].page0 + int(pos / p.page_tokens)];
+    const std::size_t at = std::size_t(pos % p.page_tokens) * std::size_t(p.slot_dim);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       // A slot's width is a multiple of 8 (indexer_scores_fit): 8 dims never straddle two blocks.
@@ -314,9 +262,9 @@ bool indexer_scores_fit(const KvLayout& layout, int layer, const IndexerSpec& sp
 }
 
 void indexer_scores(const KvLayout& layout, int layer, const float* q, const float* w, const IndexerSpec& spec,
-                    int row0, int rows, const IndexRowDev* row_info, int64_t base, int max_keys, const AttnSeqDev* seqs,
-                    std::byte* const* pages, float* scores, cudaStream_t s) {
-  if (rows <= 0 || max_keys <= 0 || spec.heads == 0) return;
+                    int rate, int row0, int rows, const IndexRowDev* row_info, int64_t base, int max_keys,
+                    const AttnSeqDev* seqs, std::byte* const* pages, float* scores, cudaStream_t s) {
+  if (rows <= 0 || max_keys <= 0 || spec.heads == 0 || rate < 1) return;
   IndexerParams p{};
   p.q = q;
   p.w = w;
@@ -334,6 +282,7 @@ void indexer_scores(const KvLayout& layout, int layer, const float* q, const flo
   p.block_bytes = layout.block_bytes(layer);
   p.slot_dim = int(layout.head_dim_at(layer));
   p.page_tokens = int(layout.page_tokens);
+  p.rate = rate;
   const dim3 grid(unsigned(rows), unsigned((max_keys + kKeysPerBlock - 1) / kKeysPerBlock));
   if (p.head_dim <= 32) return launch(indexer_scores_kernel<4>, grid, kKeysPerBlock, 0, s, p);
   if (p.head_dim <= 64) return launch(indexer_scores_kernel<8>, grid, kKeysPerBlock, 0, s, p);

@@ -9,6 +9,7 @@
 #include "glu_device.h"
 #include "kernels.h"
 #include "launch.h"
+#include "reduce_device.h"
 #include "route_device.h"
 
 namespace ft::engine::cuda {
@@ -24,12 +25,6 @@ __device__ __forceinline__ void unpack8(const uint4 raw, float (&w)[8]) {
     w[2 * i] = f.x;
     w[2 * i + 1] = f.y;
   }
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
 }
 
 // 8 weights . 8 activations (two float4s), in the order every product here sums them.

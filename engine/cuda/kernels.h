@@ -314,11 +314,13 @@ inline constexpr int kIndexMaxDim = 256;
 bool indexer_scores_fit(const KvLayout& layout, int layer, const IndexerSpec& spec);
 // The lightning indexer's scores (ref::indexer_scores, bit for bit) of rows row0 .. row0 + rows - 1
 // of q [T, spec.heads, spec.head_dim] and w [T, spec.heads] against the index keys (bf16) in K slot
-// spec.kv_slot (and after) of layer `layer`. row_info [T] says where each row's scores go and how
-// many; max_keys: the most keys of these rows (host value, for the grid).
+// spec.kv_slot (and after) of layer `layer`: a row's key j at position j * rate + rate - 1 (rate 1:
+// every position, DeepSeek sparse attention; DeepSeek-V4's CSA: compressed entry j at the position
+// closing its window). row_info [T] says where each row's scores go and how many; max_keys: the
+// most keys of these rows (host value, for the grid).
 void indexer_scores(const KvLayout& layout, int layer, const float* q, const float* w, const IndexerSpec& spec,
-                    int row0, int rows, const IndexRowDev* row_info, int64_t base, int max_keys, const AttnSeqDev* seqs,
-                    std::byte* const* pages, float* scores, cudaStream_t s);
+                    int rate, int row0, int rows, const IndexRowDev* row_info, int64_t base, int max_keys,
+                    const AttnSeqDev* seqs, std::byte* const* pages, float* scores, cudaStream_t s);
 // Backend::sparse_attention (ref::sparse_attention_row for every row): q [T, heads, head_dim] over
 // the positions selected [T, top_k] (-1: none) of each row's sequence (row_seq, seqs and pages as
 // paged_attention's), query head h against kv head h; softmax in fp32 -> out [T, heads, head_dim].

@@ -12,50 +12,11 @@
 
 #include "attention_common.h"
 #include "launch.h"
+#include "reduce_device.h"
 #include "v4_kernels.h"
 
 namespace ft::engine::cuda {
 namespace {
-
-// ---- Reductions -----------------------------------------------------------------------------------
-
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Block-wide sum and max in a fixed order (warps, then warp 0's lanes over their partials): every
-// thread gets the result, the same however the block is scheduled. blockDim.x a multiple of 32.
-template <typename T>
-__device__ T block_sum(T v) {
-  __shared__ T partial[32];
-  v = warp_sum(v);
-  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  __syncthreads();  // partial[] may still be read by a previous call
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  v = lane < int(blockDim.x >> 5) ? partial[lane] : T(0);
-  return warp_sum(v);
-}
-
-__device__ float block_max(float v) {
-  __shared__ float partial[32];
-  v = warp_max(v);
-  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  __syncthreads();
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  v = lane < int(blockDim.x >> 5) ? partial[lane] : -INFINITY;
-  return warp_max(v);
-}
 
 __device__ __forceinline__ float bf16_at(const std::uint16_t* p) { return __uint_as_float(std::uint32_t(*p) << 16); }
 
@@ -326,106 +287,6 @@ __global__ void __launch_bounds__(kCompressThreads) v4_ring_kernel(const Compres
   }
 }
 
-// ---- CSA indexer scores ---------------------------------------------------------------------------
-
-constexpr int kKeysPerBlock = 128;  // one key a thread
-constexpr int kStageFloats = 8192;  // query heads staged in shared memory at a time (32 KB)
-constexpr int kStageHeads = 256;    // and at most this many heads' weights
-
-struct V4IndexParams {
-  const float* q;  // [T, heads, head_dim]
-  const float* w;  // [T, heads]
-  const V4IndexRowDev* rows;
-  const AttnSeqDev* seqs;
-  std::byte* const* pages;
-  float* scores;
-  int64_t base;
-  int row0;
-  int heads;
-  int head_dim;
-  int rate;
-  float scale;
-  float weight_scale;
-  std::size_t k_base;       // K block of slot kv_slot in a page
-  std::size_t block_bytes;  // one slot's block
-  int slot_dim;
-  int page_tokens;
-};
-
-// Eight bf16 (a 16-byte load, lowest address first) as floats.
-__device__ __forceinline__ void unpack_bf16x8(const uint4 w, float (&f)[8]) {
-  const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(words[i] << 16);
-    f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
-
-// Grid: x = row of the chunk, y = tile of kKeysPerBlock entries. As the DSA indexer's scores kernel
-// (dsa_kernels.cu) but for entry e's key at position e * rate + rate - 1: each head's dot product
-// in dimension order, scaled, ReLU'd, weighted, added in head order, every product and sum rounded
-// on its own, as ref::indexer_scores.
-template <int G>
-__global__ void __launch_bounds__(kKeysPerBlock) v4_index_scores_kernel(const V4IndexParams p) {
-  pdl_enter();
-  __shared__ float qs[kStageFloats];
-  __shared__ float ws[kStageHeads];
-  const int r = p.row0 + int(blockIdx.x);
-  const V4IndexRowDev row = p.rows[r];
-  const int j0 = int(blockIdx.y) * kKeysPerBlock;
-  if (j0 >= row.keys) return;  // the same for the whole block
-  const int j = j0 + int(threadIdx.x);
-  const bool valid = j < row.keys;
-  const int D = p.head_dim;
-
-  uint4 raw[G];
-  if (valid) {
-    const int64_t pos = int64_t(j) * p.rate + p.rate - 1;
-    const std::byte* page = p.pages[p.seqs[row.seq].page0 + int(pos / p.page_tokens)];
-    const std::size_t at = std::size_t(pos % p.page_tokens) * std::size_t(p.slot_dim);
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      // A slot's width is a multiple of 8 (v4_index_fits): 8 dims never straddle two blocks.
-      if (8 * g < D) {
-        const int slot = 8 * g / p.slot_dim, d = 8 * g % p.slot_dim;
-        const std::byte* block = page + p.k_base + std::size_t(slot) * p.block_bytes;
-        raw[g] = *reinterpret_cast<const uint4*>(block + (at + std::size_t(d)) * 2);
-      }
-    }
-  }
-
-  float score = 0.f;
-  const int stage = min(kStageHeads, max(1, kStageFloats / D));
-  for (int h0 = 0; h0 < p.heads; h0 += stage) {
-    const int hn = min(stage, p.heads - h0);
-    __syncthreads();  // the previous stage is read
-    const float* qr = p.q + (std::size_t(r) * std::size_t(p.heads) + std::size_t(h0)) * std::size_t(D);
-    for (int i = int(threadIdx.x); i < hn * D; i += int(blockDim.x)) qs[i] = qr[i];
-    for (int i = int(threadIdx.x); i < hn; i += int(blockDim.x))
-      ws[i] = __fmul_rn(p.w[std::size_t(r) * std::size_t(p.heads) + std::size_t(h0 + i)], p.weight_scale);
-    __syncthreads();
-    if (!valid) continue;
-    for (int h = 0; h < hn; ++h) {
-      const float* qh = qs + h * D;
-      float dot = 0.f;
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        if (8 * g < D) {
-          float k[8];
-          unpack_bf16x8(raw[g], k);
-#pragma unroll
-          for (int i = 0; i < 8; ++i)
-            if (8 * g + i < D) dot = __fadd_rn(dot, __fmul_rn(qh[8 * g + i], k[i]));
-        }
-      }
-      const float a = __fmul_rn(dot, p.scale);
-      score = __fadd_rn(score, __fmul_rn(ws[h], a < 0.f ? 0.f : a));
-    }
-  }
-  if (valid) p.scores[row.offset - p.base + j] = score;
-}
-
 // ---- Attention ------------------------------------------------------------------------------------
 
 constexpr int kAttnThreads = 256;
@@ -637,42 +498,6 @@ void v4_compress(const CompressorSpec& spec, const CompressorParams& params, con
   p.eps = spec.norm_eps;
   launch(v4_compress_kernel, unsigned(T), unsigned(kCompressThreads), spec.width * sizeof(float), s, p);
   launch(v4_ring_kernel, unsigned(T), unsigned(kCompressThreads), 0, s, p);
-}
-
-bool v4_index_fits(const KvLayout& layout, int layer, const IndexerSpec& spec) {
-  const int64_t D = layout.head_dim_at(layer);
-  const int64_t slots = (int64_t(spec.head_dim) + D - 1) / std::max<int64_t>(D, 1);
-  return layout.dtype == KvDType::kBf16 && spec.head_dim > 0 && int(spec.head_dim) <= kIndexMaxDim && D % 8 == 0 &&
-         spec.kv_slot >= 0 && spec.kv_slot + slots <= layout.kv_heads_at(layer);
-}
-
-void v4_index_scores(const KvLayout& layout, int layer, const float* q, const float* w, const IndexerSpec& spec,
-                     int rate, int row0, int rows, const V4IndexRowDev* row_info, int64_t base, int max_keys,
-                     const AttnSeqDev* seqs, std::byte* const* pages, float* scores, cudaStream_t s) {
-  if (rows <= 0 || max_keys <= 0 || spec.heads == 0) return;
-  V4IndexParams p{};
-  p.q = q;
-  p.w = w;
-  p.rows = row_info;
-  p.seqs = seqs;
-  p.pages = pages;
-  p.scores = scores;
-  p.base = base;
-  p.row0 = row0;
-  p.heads = int(spec.heads);
-  p.head_dim = int(spec.head_dim);
-  p.rate = rate;
-  p.scale = spec.scale;
-  p.weight_scale = spec.weight_scale;
-  p.k_base = layout.k_offset(layer, spec.kv_slot);
-  p.block_bytes = layout.block_bytes(layer);
-  p.slot_dim = int(layout.head_dim_at(layer));
-  p.page_tokens = int(layout.page_tokens);
-  const dim3 grid(unsigned(rows), unsigned((max_keys + kKeysPerBlock - 1) / kKeysPerBlock));
-  if (p.head_dim <= 32) return launch(v4_index_scores_kernel<4>, grid, kKeysPerBlock, 0, s, p);
-  if (p.head_dim <= 64) return launch(v4_index_scores_kernel<8>, grid, kKeysPerBlock, 0, s, p);
-  if (p.head_dim <= 128) return launch(v4_index_scores_kernel<16>, grid, kKeysPerBlock, 0, s, p);
-  launch(v4_index_scores_kernel<32>, grid, kKeysPerBlock, 0, s, p);
 }
 
 bool v4_attention(const KvLayout& layout, int layer, const float* q, int T, const V4AttentionSpec& spec,

@@ -1,8 +1,9 @@
 // DeepSeek-V4's kernels (v4_kernels.cu): the hyper-connections' collapse and write-back, the KV
-// compressors' windows, the CSA indexer's scores over the compressed index keys and the attention
-// over the sliding window plus the compressed entries. Each is the device twin of its CPU reference
-// (ops_hyper.h, ops_compressor.h, ops_v4_attention.h); the indexer's top-k runs on the host as
-// ref::top_k_positions (CudaBackend::v4_index_select). Internal to engine/cuda.
+// compressors' windows and the attention over the sliding window plus the compressed entries. Each
+// is the device twin of its CPU reference (ops_hyper.h, ops_compressor.h, ops_v4_attention.h). The
+// CSA indexer's scores are DeepSeek sparse attention's kernel (kernels.h indexer_scores, keys a
+// compress rate apart); its top-k runs on the host as ref::top_k_positions
+// (CudaBackend::v4_index_select). Internal to engine/cuda.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,26 +47,6 @@ struct CompressorSeqDev {
 // row_seq [T]: each row's sequence, -1 for none. params' pointers are device memory.
 void v4_compress(const CompressorSpec& spec, const CompressorParams& params, const float* kv, const float* gate,
                  const CompressorSeqDev* seqs, const int32_t* row_seq, int T, float* entries, cudaStream_t s);
-
-// ---- CSA indexer --------------------------------------------------------------------------------
-
-// One query row of a v4_index_scores call: the scores of its causal entries 0 .. keys - 1 go to
-// scores[offset - base ..]. seq indexes the call's AttnSeqDev array.
-struct V4IndexRowDev {
-  int64_t offset = 0;
-  int32_t keys = 0;
-  int32_t seq = 0;
-};
-// Whether v4_index_scores takes this layout and indexer: bf16 KV, slots a multiple of 8 wide, keys up
-// to kIndexMaxDim wide inside the layer's slots.
-bool v4_index_fits(const KvLayout& layout, int layer, const IndexerSpec& spec);
-// ref::indexer_scores of rows row0 .. row0 + rows - 1 (of q [.., heads, head_dim], w [.., heads])
-// against the index keys of entry e at the position closing it, e * rate + rate - 1, from K slot
-// spec.kv_slot on: the reference's arithmetic step for step (no contraction), so ties come out the
-// same on the host's top-k.
-void v4_index_scores(const KvLayout& layout, int layer, const float* q, const float* w, const IndexerSpec& spec,
-                     int rate, int row0, int rows, const V4IndexRowDev* row_info, int64_t base, int max_keys,
-                     const AttnSeqDev* seqs, std::byte* const* pages, float* scores, cudaStream_t s);
 
 // ---- Attention ----------------------------------------------------------------------------------
 

@@ -1,0 +1,50 @@
+// Warp and block reductions the kernels share. Each sums (or takes the max) in one fixed order, a
+// xor butterfly within a warp and then warp 0 over the warps' partials, so every lane gets the
+// same bits and a result does not depend on how the blocks were scheduled. Internal to engine/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+namespace ft::engine::cuda {
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Every thread of the block gets the result; blockDim.x a multiple of 32. Its shared partials may
+// still be read by the previous call's threads, hence the barrier before they are written.
+template <typename T>
+__device__ T block_sum(T v) {
+  __shared__ T partial[32];
+  v = warp_sum(v);
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < int(blockDim.x >> 5) ? partial[lane] : T(0);
+  return warp_sum(v);
+}
+
+__device__ inline float block_max(float v) {
+  __shared__ float partial[32];
+  v = warp_max(v);
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < int(blockDim.x >> 5) ? partial[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+}  // namespace ft::engine::cuda
