@@ -55,50 +55,11 @@ class CudaV4Ops : public CudaAndReference {
   // every sequence written, this call's rows included, as the block writes them before it reads),
   // for sequences of different lengths: a decode row after a long context, prefills from 0, rows
   // after a short context, a chunk after a longer one.
-  struct Seq {
-    std::size_t rows;
-    int64_t pos0;
-  };
-  static constexpr int64_t kLayer = 1;
-  struct Kv {
-    KvLayout layout;
-    std::shared_ptr<KvPool> host_pool, dev_pool;
-    std::vector<std::vector<KvPageRef>> keep;
-    std::vector<std::vector<std::byte*>> host_tables, dev_tables;
-    std::vector<AttentionSeq> host_seqs, dev_seqs;
-    std::size_t T = 0;
-  };
+  using Seq = KvSeq;
+  using Kv = PagedKvTwin;
+  static constexpr int64_t kLayer = kKvLayer;
   Kv kv(int64_t slots, int64_t width, int64_t page_tokens, const std::vector<Seq>& shape) {
-    Kv out;
-    out.layout = KvLayout{2, slots, width, page_tokens, KvDType::kBf16, {}};
-    int64_t pages = 0;
-    for (const Seq& q : shape) pages += out.layout.pages_for(q.pos0 + int64_t(q.rows));
-    const std::uint64_t bytes = std::uint64_t(pages + 1) * out.layout.page_bytes();
-    out.host_pool = *KvPool::create(out.layout, bytes);
-    out.dev_pool = *KvPool::create(out.layout, bytes, cuda_->memory());
-    out.host_tables.resize(shape.size());
-    out.dev_tables.resize(shape.size());
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      const int64_t ctx = shape[i].pos0 + int64_t(shape[i].rows);
-      std::vector<KvPageRef>& mine = out.keep.emplace_back();
-      for (int64_t p = 0; p < out.layout.pages_for(ctx); ++p) {
-        mine.push_back(*out.host_pool->allocate());
-        out.host_tables[i].push_back(mine.back()->data());
-        mine.push_back(*out.dev_pool->allocate());
-        out.dev_tables[i].push_back(mine.back()->data());
-      }
-      const std::size_t n = std::size_t(ctx) * std::size_t(slots * width);
-      const std::vector<float> k = random(n), v = random(n);
-      const AttentionSeq h{0, std::size_t(ctx), 0, out.host_tables[i].data()};
-      const AttentionSeq d{0, std::size_t(ctx), 0, out.dev_tables[i].data()};
-      on(*ref_, [&] { ref_->kv_write(out.layout, kLayer, k.data(), v.data(), {&h, 1}); });
-      const float *dk = dev(k), *dv = dev(v);
-      on(*cuda_, [&] { cuda_->kv_write(out.layout, kLayer, dk, dv, {&d, 1}); });
-      out.host_seqs.push_back({out.T, shape[i].rows, shape[i].pos0, out.host_tables[i].data()});
-      out.dev_seqs.push_back({out.T, shape[i].rows, shape[i].pos0, out.dev_tables[i].data()});
-      out.T += shape[i].rows;
-    }
-    return out;
+    return paged_kv(slots, width, page_tokens, shape, [this](std::size_t n) { return random(n); });
   }
   const std::vector<Seq> shape_ = {{1, 300}, {45, 0}, {3, 2}, {20, 50}, {1, 7}};
 

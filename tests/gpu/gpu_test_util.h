@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "ft/engine/backend.h"
 #include "ft/engine/device.h"
+#include "ft/engine/kv_pool.h"
+#include "ft/engine/ops_attention.h"
 
 #define FT_REQUIRE_GPU()                                                           \
   do {                                                                             \
@@ -62,6 +65,58 @@ class CudaAndReference : public ::testing::Test {
   void on(Backend& b, const Fn& fn) {
     const Status st = b.execute(fn);
     ASSERT_TRUE(st) << st.to_string();
+  }
+
+  // One sequence of a paged-KV call: `rows` new rows after `pos0` positions already held.
+  struct KvSeq {
+    std::size_t rows;
+    int64_t pos0;
+  };
+  static constexpr int64_t kKvLayer = 1;  // of the twin's two layers, the one the calls use
+  // The KV of layer kKvLayer in bf16 pages with the same values on the reference backend (host pool)
+  // and on the GPU (device pool): every position of every sequence written, this call's rows
+  // included, as a block writes them before it reads; host_seqs / dev_seqs describe the call.
+  struct PagedKvTwin {
+    KvLayout layout;
+    std::shared_ptr<KvPool> host_pool, dev_pool;
+    std::vector<std::vector<KvPageRef>> keep;
+    std::vector<std::vector<std::byte*>> host_tables, dev_tables;
+    std::vector<AttentionSeq> host_seqs, dev_seqs;
+    std::size_t T = 0;
+  };
+  // K and V of `slots` heads of `width` in pages of page_tokens, values from random(n).
+  PagedKvTwin paged_kv(int64_t slots, int64_t width, int64_t page_tokens, const std::vector<KvSeq>& shape,
+                       const std::function<std::vector<float>(std::size_t)>& random) {
+    PagedKvTwin out;
+    out.layout = KvLayout{2, slots, width, page_tokens, KvDType::kBf16, {}};
+    int64_t pages = 0;
+    for (const KvSeq& q : shape) pages += out.layout.pages_for(q.pos0 + int64_t(q.rows));
+    const std::uint64_t bytes = std::uint64_t(pages + 1) * out.layout.page_bytes();
+    out.host_pool = *KvPool::create(out.layout, bytes);
+    out.dev_pool = *KvPool::create(out.layout, bytes, cuda_->memory());
+    out.host_tables.resize(shape.size());
+    out.dev_tables.resize(shape.size());
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const int64_t ctx = shape[i].pos0 + int64_t(shape[i].rows);
+      std::vector<KvPageRef>& mine = out.keep.emplace_back();
+      for (int64_t p = 0; p < out.layout.pages_for(ctx); ++p) {
+        mine.push_back(*out.host_pool->allocate());
+        out.host_tables[i].push_back(mine.back()->data());
+        mine.push_back(*out.dev_pool->allocate());
+        out.dev_tables[i].push_back(mine.back()->data());
+      }
+      const std::size_t n = std::size_t(ctx) * std::size_t(slots * width);
+      const std::vector<float> k = random(n), v = random(n);
+      const AttentionSeq h{0, std::size_t(ctx), 0, out.host_tables[i].data()};
+      const AttentionSeq d{0, std::size_t(ctx), 0, out.dev_tables[i].data()};
+      on(*ref_, [&] { ref_->kv_write(out.layout, kKvLayer, k.data(), v.data(), {&h, 1}); });
+      const float *dk = dev(k), *dv = dev(v);
+      on(*cuda_, [&] { cuda_->kv_write(out.layout, kKvLayer, dk, dv, {&d, 1}); });
+      out.host_seqs.push_back({out.T, shape[i].rows, shape[i].pos0, out.host_tables[i].data()});
+      out.dev_seqs.push_back({out.T, shape[i].rows, shape[i].pos0, out.dev_tables[i].data()});
+      out.T += shape[i].rows;
+    }
+    return out;
   }
 
   std::unique_ptr<Backend> cuda_, ref_;
