@@ -42,6 +42,7 @@ double decode_tolerance(DType dt) {
 
 class CudaBlockOps : public CudaAndReference {
  protected:
+  CudaBlockOps() { rng_.seed(7); }
   // The embedding rows `ids` of `table` on both backends: equal bit for bit.
   void expect_embedding_exact(Matrix table, const std::vector<int32_t>& ids, const char* what) {
     std::vector<float> want(ids.size() * std::size_t(table.cols));
@@ -56,8 +57,6 @@ class CudaBlockOps : public CudaAndReference {
           << what << ": value " << i << " " << got[i] << " vs " << want[i];
     }
   }
-
-  std::mt19937 rng_{7};
 };
 
 TEST_F(CudaBlockOps, EmbeddingRowsDecodeExactlyAsTheReference) {

@@ -26,21 +26,7 @@ namespace {
 
 class CudaOps : public CudaAndReference {
  protected:
-  std::vector<float> random(std::size_t n, float scale = 1.f) {
-    std::normal_distribution<float> nd(0.f, scale);
-    std::vector<float> v(n);
-    for (float& x : v) x = nd(rng_);
-    return v;
-  }
-  // A bf16 weight [rows, cols] ~ N(0, 1/cols), kept alive by the fixture; placed on the GPU.
-  Matrix weight(int64_t rows, int64_t cols) {
-    std::vector<bf16_t>& bytes = weights_.emplace_back(std::size_t(rows * cols));
-    for (bf16_t& b : bytes) b = f32_to_bf16(random(1, 1.f / std::sqrt(float(cols)))[0]);
-    Matrix m{DType::kBF16, rows, cols, reinterpret_cast<const std::byte*>(bytes.data()), std::size_t(cols) * 2};
-    EXPECT_TRUE(cuda_->place(m));
-    return m;
-  }
-  const float* param(const std::vector<float>& v) { return *cuda_->place(std::span<const float>(v)); }
+  CudaOps() { rng_.seed(99); }
   // One MoE call on both backends (host_w: the same layer with its vectors in host memory, for the
   // reference; router_x: the router's own input, or empty): the choices agree on at least 95%, and
   // where they all agree the outputs are within 1e-2.
@@ -68,8 +54,6 @@ class CudaOps : public CudaAndReference {
       EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "T " << T;
     }
   }
-  std::mt19937 rng_{99};
-  std::vector<std::vector<bf16_t>> weights_;
   std::vector<MemoryBlock> blocks_;
 };
 

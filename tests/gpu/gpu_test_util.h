@@ -1,5 +1,5 @@
 // Shared by the gpu suite: skip a test, saying why, where no GPU is usable; a fixture with the CUDA
-// backend and the fp32 reference side by side.
+// backend and the fp32 reference side by side, random values and weights, and paged KV on both.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,9 +8,12 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <random>
+#include <span>
 #include <vector>
 
 #include "ft/engine/backend.h"
+#include "ft/engine/bf16.h"
 #include "ft/engine/device.h"
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/ops_attention.h"
@@ -61,6 +64,22 @@ class CudaAndReference : public ::testing::Test {
     cuda_->memory()->to_host(v.data(), reinterpret_cast<const std::byte*>(d), n * sizeof(T));
     return v;
   }
+  // N(0, scale) values from the fixture's generator (seeded by each suite).
+  std::vector<float> random(std::size_t n, float scale = 1.f) {
+    std::normal_distribution<float> nd(0.f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = nd(rng_);
+    return v;
+  }
+  // A bf16 weight [rows, cols] ~ N(0, 1/cols), kept alive by the fixture; placed on the GPU.
+  Matrix weight(int64_t rows, int64_t cols) {
+    std::vector<bf16_t>& bytes = weights_.emplace_back(std::size_t(rows * cols));
+    for (bf16_t& b : bytes) b = f32_to_bf16(random(1, 1.f / std::sqrt(float(cols)))[0]);
+    Matrix m{DType::kBF16, rows, cols, reinterpret_cast<const std::byte*>(bytes.data()), std::size_t(cols) * 2};
+    EXPECT_TRUE(cuda_->place(m));
+    return m;
+  }
+  const float* param(const std::vector<float>& v) { return *cuda_->place(std::span<const float>(v)); }
   template <typename Fn>
   void on(Backend& b, const Fn& fn) {
     const Status st = b.execute(fn);
@@ -121,6 +140,8 @@ class CudaAndReference : public ::testing::Test {
 
   std::unique_ptr<Backend> cuda_, ref_;
   std::vector<MemoryBlock> blocks_;
+  std::mt19937 rng_{0};
+  std::vector<std::vector<bf16_t>> weights_;
 };
 
 }  // namespace ft::engine
