@@ -48,31 +48,6 @@ class CudaV4Ops : public CudaAndReference {
     return paged_kv(slots, width, page_tokens, shape, [this](std::size_t n) { return random(n); });
   }
   const std::vector<Seq> shape_ = {{1, 300}, {45, 0}, {3, 2}, {20, 50}, {1, 7}};
-
-  // One MoE call on both backends (host_w: the same layer with its vectors in host memory, for the
-  // reference): the choices agree on at least 95% (the router's logits differ in rounding, so a
-  // near-tie may flip), and where they all agree the outputs are within 1e-2.
-  void expect_moe_like_reference(const MoeWeights& w, const MoeWeights& host_w, std::size_t T) {
-    const std::size_t H = std::size_t(w.hidden), K = w.router_spec.top_k;
-    const std::vector<float> x = random(T * H);
-    std::vector<float> want(x.size());
-    RoutingTrace ref_trace, gpu_trace;
-    ref_->set_routing_trace(&ref_trace);
-    on(*ref_, [&] { ref_->moe(host_w, x.data(), T, want.data(), nullptr); });
-    ref_->set_routing_trace(nullptr);
-    const float* dx = dev(x);
-    float* out = dev_zeros(x.size());
-    cuda_->set_routing_trace(&gpu_trace);
-    on(*cuda_, [&] { cuda_->moe(w, dx, T, out, nullptr); });
-    cuda_->set_routing_trace(nullptr);
-    ASSERT_EQ(gpu_trace.calls.size(), 1u);
-    std::size_t same = 0;
-    for (std::size_t i = 0; i < T * K; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
-    EXPECT_GE(same * 20, T * K * 19) << "routing differs on more than 5% of the choices, T " << T;
-    if (same == T * K) {
-      EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "T " << T;
-    }
-  }
 };
 
 // hc_pre (the collapse, post and the Sinkhorn'd comb), hc_head and hc_post, out of place and in

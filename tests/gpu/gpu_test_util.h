@@ -80,6 +80,33 @@ class CudaAndReference : public ::testing::Test {
     return m;
   }
   const float* param(const std::vector<float>& v) { return *cuda_->place(std::span<const float>(v)); }
+  // One MoE call on both backends (host_w: the same layer with its vectors in host memory, for the
+  // reference; router_x: the router's own input, or empty): the choices agree on at least 95%, and
+  // where they all agree the outputs are within 1e-2.
+  void expect_moe_like_reference(const MoeWeights& w, const MoeWeights& host_w, std::size_t T,
+                                 const std::vector<float>& router_x = {}) {
+    const std::size_t H = std::size_t(w.hidden), K = w.router_spec.top_k;
+    const std::vector<float> x = random(T * H);
+    std::vector<float> want(x.size());
+    RoutingTrace ref_trace, gpu_trace;
+    const float* rx = router_x.empty() ? nullptr : router_x.data();
+    ref_->set_routing_trace(&ref_trace);
+    on(*ref_, [&] { ref_->moe(host_w, x.data(), T, want.data(), rx); });
+    ref_->set_routing_trace(nullptr);
+    const float* dx = dev(x);
+    const float* drx = router_x.empty() ? nullptr : dev(router_x);
+    float* out = dev_zeros(x.size());
+    cuda_->set_routing_trace(&gpu_trace);
+    on(*cuda_, [&] { cuda_->moe(w, dx, T, out, drx); });
+    cuda_->set_routing_trace(nullptr);
+    ASSERT_EQ(gpu_trace.calls.size(), 1u);
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < T * K; ++i) same += gpu_trace.calls[0][i] == ref_trace.calls[0][i];
+    EXPECT_GE(same * 20, T * K * 19) << "routing differs on more than 5% of the choices, T " << T;
+    if (same == T * K) {
+      EXPECT_LT(rel_l2(host(out, x.size()), want), 1e-2) << "T " << T;
+    }
+  }
   template <typename Fn>
   void on(Backend& b, const Fn& fn) {
     const Status st = b.execute(fn);
