@@ -533,15 +533,19 @@ class CudaBackend final : public Backend {
   // synchronisation, so passes with an indexer run as they are, never recorded as graphs.
   void index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w, const IndexerSpec& spec,
                     std::span<const AttentionSeq> seqs, int32_t* selected) override {
+    select_keys(layout, layer, q, w, spec, 1, seqs, selected, "DeepSeek sparse attention's indexer");
+  }
+  // An indexer's choice of keys one every `rate` positions (1: DSA; DeepSeek-V4's CSA entries).
+  void select_keys(const KvLayout& layout, int64_t layer, const float* q, const float* w, const IndexerSpec& spec,
+                   std::size_t rate, std::span<const AttentionSeq> seqs, int32_t* selected, const std::string& who) {
     Timed timer(this, OpProfile::kAttention);
-    if (mode_ != cuda::PassGraphs::Mode::kRun)
-      return fail("internal error: DeepSeek sparse attention's indexer cannot be recorded as a graph");
+    if (mode_ != cuda::PassGraphs::Mode::kRun) return fail("internal error: " + who + " cannot be recorded as a graph");
     host_synced_ = true;
-    if (!cuda::indexer_scores_fit(layout, int(layer), spec))
-      return fail("DeepSeek sparse attention's indexer on the GPU takes bf16 KV and index keys up to " +
-                  std::to_string(cuda::kIndexMaxDim) + " wide, not " + std::to_string(spec.head_dim));
+    if (rate == 0 || !cuda::indexer_scores_fit(layout, int(layer), spec))
+      return fail(who + " on the GPU takes bf16 KV and index keys up to " + std::to_string(cuda::kIndexMaxDim) +
+                  " wide, not " + std::to_string(spec.head_dim));
     const AttnBatch& b = attention_batch(layout, seqs);
-    const cuda::IndexRows rows = cuda::index_rows(seqs);
+    const cuda::IndexRows rows = cuda::index_rows(seqs, rate);
     const std::size_t T = rows.size(), K = spec.top_k;
     if (T == 0) return;
     Scratch::Frame frame(scratch_);
@@ -556,8 +560,8 @@ class CudaBackend final : public Backend {
     const auto* scores = reinterpret_cast<const float*>(*scores_host);
     auto* chosen = reinterpret_cast<int32_t*>(*selected_host);
     for (const cuda::ScoreChunk& c : chunks) {
-      cuda::indexer_scores(layout, int(layer), q, w, spec, 1, int(c.row0), int(c.row1 - c.row0), rows_dev, c.offset,
-                           c.max_keys, b.seqs, b.pages, scores_dev, s());
+      cuda::indexer_scores(layout, int(layer), q, w, spec, int(rate), int(c.row0), int(c.row1 - c.row0), rows_dev,
+                           c.offset, c.max_keys, b.seqs, b.pages, scores_dev, s());
       const std::size_t bytes = std::size_t(c.floats) * sizeof(float);
       check(cudaMemcpyAsync(*scores_host, scores_dev, bytes, cudaMemcpyDeviceToHost, s()),
             "copying the indexer's scores");
@@ -634,86 +638,11 @@ class CudaBackend final : public Backend {
                   " do not fit the GPU's kernel");
     cuda::v4_compress(spec, params, kv, gate, dev_seqs, dev_rows, int(T), entries, s());
   }
-  // As index_select: the scores on the GPU, the top-k on the host (ref::top_k_positions over each
-  // row's n_entries, as ref::v4_index_select), the picks back to `picks` (device).
+  // As index_select over the compressed entries (ref::v4_index_select): the entries a row's position
+  // has closed are its keys, those its sequence holds after the pass the row length of its top-k.
   void v4_index_select(const KvLayout& layout, int64_t layer, const float* q, const float* w, const IndexerSpec& spec,
                        std::size_t rate, std::span<const AttentionSeq> seqs, int32_t* picks) override {
-    Timed timer(this, OpProfile::kAttention);
-    if (mode_ != cuda::PassGraphs::Mode::kRun)
-      return fail("internal error: DeepSeek-V4's indexer cannot be recorded as a graph");
-    host_synced_ = true;
-    if (rate == 0 || !cuda::indexer_scores_fit(layout, int(layer), spec))
-      return fail("DeepSeek-V4's indexer on the GPU takes bf16 KV and index keys up to " +
-                  std::to_string(cuda::kIndexMaxDim) + " wide, not " + std::to_string(spec.head_dim));
-    const AttnBatch& b = attention_batch(layout, seqs);
-    std::size_t T = 0;
-    for (const AttentionSeq& sq : seqs) T = std::max(T, sq.row0 + sq.rows);
-    const std::size_t K = spec.top_k;
-    if (T == 0) return;
-    // Each row's causal entries (its scores) and the entries its sequence holds (its top-k's row length).
-    // Rows of no sequence keep zero keys (and get -1 picks). Offsets packed in row order, so
-    // consecutive rows make chunks of at most kIndexScoreFloats scores (a row with more has one of
-    // its own).
-    std::vector<cuda::IndexRowDev> rows(T);
-    std::vector<int64_t> n_entries(T, 0);
-    for (std::size_t i = 0; i < seqs.size(); ++i) {
-      const AttentionSeq& sq = seqs[i];
-      const int64_t n = (sq.pos0 + int64_t(sq.rows)) / int64_t(rate);
-      for (std::size_t r = 0; r < sq.rows; ++r) {
-        const int64_t causal = std::min<int64_t>(int64_t(v4_causal_entries(sq.pos0 + int64_t(r), rate)), n);
-        rows[sq.row0 + r] = {0, int32_t(causal), int32_t(i)};
-        n_entries[sq.row0 + r] = n;
-      }
-    }
-    int64_t offset = 0;
-    for (cuda::IndexRowDev& r : rows) {
-      r.offset = offset;
-      offset += r.keys;
-    }
-    Scratch::Frame frame(scratch_);
-    const cuda::IndexRowDev* rows_dev = upload(rows.data(), T);
-    std::size_t most = 1;
-    struct Chunk {
-      std::size_t row0, row1;
-      int64_t offset, floats;
-      int max_keys;
-    };
-    std::vector<Chunk> chunks;
-    for (std::size_t r = 0; r < T; ++r) {
-      const int64_t keys = rows[r].keys;
-      if (chunks.empty() || (chunks.back().floats + keys > int64_t(kIndexScoreFloats) && chunks.back().floats > 0))
-        chunks.push_back({r, r, rows[r].offset, 0, 0});
-      Chunk& c = chunks.back();
-      c.row1 = r + 1;
-      c.floats += keys;
-      c.max_keys = std::max(c.max_keys, int(keys));
-      most = std::max(most, std::size_t(c.floats));
-    }
-    float* scores_dev = scratch_.floats(most);
-    auto scores_host = pass_host_.take(most * sizeof(float));
-    auto picks_host = pass_host_.take(std::max<std::size_t>(T * K, 1) * sizeof(int32_t));
-    if (!scores_host || !picks_host) throw std::bad_alloc();
-    const auto* scores = reinterpret_cast<const float*>(*scores_host);
-    auto* chosen = reinterpret_cast<int32_t*>(*picks_host);
-    for (const Chunk& c : chunks) {
-      if (c.floats > 0) {
-        cuda::indexer_scores(layout, int(layer), q, w, spec, int(rate), int(c.row0), int(c.row1 - c.row0), rows_dev,
-                             c.offset, c.max_keys, b.seqs, b.pages, scores_dev, s());
-        check(cudaMemcpyAsync(*scores_host, scores_dev, std::size_t(c.floats) * sizeof(float), cudaMemcpyDeviceToHost,
-                              s()),
-              "copying the indexer's scores");
-        check(cudaStreamSynchronize(s()), "copying the indexer's scores");
-        if (!failure_.empty()) return;
-      }
-      for (std::size_t r = c.row0; r < c.row1; ++r) {
-        ref::top_k_positions(scores + (rows[r].offset - c.offset), std::size_t(rows[r].keys), std::size_t(n_entries[r]),
-                             K, chosen + r * K);
-      }
-    }
-    // From pinned memory of this pass: it stays until the pass has synchronised at its end.
-    check(cudaMemcpyAsync(picks, chosen, T * K * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
-          "uploading the indexer's picks");
-    record_selection(chosen, T, K);
+    select_keys(layout, layer, q, w, spec, rate, seqs, picks, "DeepSeek-V4's indexer");
   }
   void v4_attention(const KvLayout& layout, int64_t layer, const float* q, const V4AttentionSpec& spec,
                     const float* sinks, const float* inv_freq, std::span<const AttentionSeq> seqs, const int32_t* picks,

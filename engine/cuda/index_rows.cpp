@@ -14,7 +14,8 @@ constexpr std::size_t kParallelRows = 16;
 
 }  // namespace
 
-IndexRows index_rows(std::span<const AttentionSeq> seqs) {
+IndexRows index_rows(std::span<const AttentionSeq> seqs, std::size_t rate) {
+  const int64_t m = int64_t(std::max<std::size_t>(rate, 1));
   std::size_t T = 0;
   for (const AttentionSeq& s : seqs) T = std::max(T, s.row0 + s.rows);
   IndexRows out;
@@ -23,9 +24,9 @@ IndexRows index_rows(std::span<const AttentionSeq> seqs) {
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     const AttentionSeq& s = seqs[i];
     for (std::size_t r = 0; r < s.rows; ++r) {
-      out.dev[s.row0 + r].keys = int32_t(s.pos0 + int64_t(r) + 1);  // causal: its own position and before
+      out.dev[s.row0 + r].keys = int32_t((s.pos0 + int64_t(r) + 1) / m);  // causal: closed by its position
       out.dev[s.row0 + r].seq = int32_t(i);
-      out.row_length[s.row0 + r] = s.pos0 + int64_t(s.rows);
+      out.row_length[s.row0 + r] = (s.pos0 + int64_t(s.rows)) / m;
     }
   }
   int64_t offset = 0;

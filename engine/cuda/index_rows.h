@@ -15,13 +15,16 @@
 
 namespace ft::engine::cuda {
 
-// The rows 0 .. T - 1 of a call (T: one past the last sequence's last row).
+// The rows 0 .. T - 1 of a call (T: one past the last sequence's last row), whose keys are one
+// every `rate` positions (indexer_scores' key j at position j * rate + rate - 1; 1: every
+// position, DSA; DeepSeek-V4's CSA: its compressed entries).
 struct IndexRows {
   std::vector<IndexRowDev> dev;     // for the scores kernel: offsets packed in row order
-  std::vector<int64_t> row_length;  // the pass's row length of each row's sequence (pos0 + rows)
+  std::vector<int64_t> row_length;  // the keys the row's sequence holds after the pass ((pos0 + rows) / rate)
   std::size_t size() const { return dev.size(); }
 };
-IndexRows index_rows(std::span<const AttentionSeq> seqs);
+// A row at position p has the (p + 1) / rate keys that closed at or before it (its causal ones).
+IndexRows index_rows(std::span<const AttentionSeq> seqs, std::size_t rate = 1);
 
 // Rows row0 .. row1 - 1, whose scores are `floats` floats from dev[row0].offset on.
 struct ScoreChunk {
