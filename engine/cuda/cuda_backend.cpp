@@ -1522,7 +1522,8 @@ class CudaBackend final : public Backend {
     if (!lt_tried_) {
       lt_tried_ = true;
       std::string why;
-      if (cuda::lt_batched_gemm_enabled()) lt_ = cuda::LtBatchedGemm::create(why);
+      if (cuda::lt_batched_gemm_enabled() && !(lt_ = cuda::LtBatchedGemm::create(why)))
+        std::fprintf(stderr, "FT_CUDA_GEMM=lt: %s; the batched cuBLAS calls serve instead\n", why.c_str());
     }
     return lt_.get();
   }
