@@ -173,6 +173,10 @@ void print_issue_time(const engine::OpProfile& p) {
   std::printf("  host         issues a pass's work in %.2f ms of its %.2f ms (%.0f%%; near 100%%: host-bound)\n",
               p.issue_seconds / double(p.passes) * 1e3, p.pass_seconds / double(p.passes) * 1e3,
               100 * p.issue_seconds / p.pass_seconds);
+  if (p.syncs > 0) {
+    std::printf("  syncs        %.0f waits a pass for the GPU's results, %.2f ms of the host's time in them\n",
+                double(p.syncs) / double(p.passes), p.sync_seconds / double(p.passes) * 1e3);
+  }
   if (p.gemm_calls == 0) return;
   std::printf(
       "  gemm calls   %.0f cuBLAS calls a pass, %.2f ms of the host's time inside them; %llu of %llu calls had a "

@@ -565,7 +565,7 @@ class CudaBackend final : public Backend {
       const std::size_t bytes = std::size_t(c.floats) * sizeof(float);
       check(cudaMemcpyAsync(*scores_host, scores_dev, bytes, cudaMemcpyDeviceToHost, s()),
             "copying the indexer's scores");
-      check(cudaStreamSynchronize(s()), "copying the indexer's scores");
+      wait_mid_pass("copying the indexer's scores");
       if (!failure_.empty()) return;
       cuda::select_rows(rows, c, scores, K, chosen);
     }
@@ -691,7 +691,7 @@ class CudaBackend final : public Backend {
     auto* chosen_host = reinterpret_cast<int32_t*>(*pinned + T * E * sizeof(float));
     auto* weights_host = reinterpret_cast<float*>(*pinned + T * E * sizeof(float) + T * K * sizeof(int32_t));
     check(cudaMemcpyAsync(logits_host, logits, T * E * sizeof(float), cudaMemcpyDeviceToHost, s()), "routing");
-    check(cudaStreamSynchronize(s()), "routing");
+    wait_mid_pass("routing");
     if (!failure_.empty()) return;
     const ref::RouterSpec* spec = host_router(w);
     if (!spec) return;
@@ -894,7 +894,7 @@ class CudaBackend final : public Backend {
     auto counts_pinned = pass_host_.take(E * sizeof(int32_t));
     if (!counts_pinned) throw std::bad_alloc();
     check(cudaMemcpyAsync(*counts_pinned, counts_dev, E * sizeof(int32_t), cudaMemcpyDeviceToHost, s()), "routing");
-    check(cudaStreamSynchronize(s()), "routing");
+    wait_mid_pass("routing");
     if (!failure_.empty()) return {};
     return {reinterpret_cast<const int32_t*>(*counts_pinned), E};
   }
@@ -987,7 +987,7 @@ class CudaBackend final : public Backend {
     check(cudaMemcpyAsync(chosen, by_expert.expert, T * K * 4, cudaMemcpyDeviceToHost, s()), "routing");
     check(cudaMemcpyAsync(weights, by_expert.weight, T * K * 4, cudaMemcpyDeviceToHost, s()), "routing");
     check(cudaMemcpyAsync(x_host, x, T * H * 4, cudaMemcpyDeviceToHost, s()), "routing");
-    check(cudaStreamSynchronize(s()), "routing");
+    wait_mid_pass("routing");
     if (!failure_.empty()) return;
     o.settle();
     // Hits, and the misses with their token counts.
@@ -1198,6 +1198,17 @@ class CudaBackend final : public Backend {
     return m.device;
   }
 
+  // Waits inside a pass for the GPU to reach this point (the host needs a result to go on: a
+  // layer's expert counts, the choices, an indexer's scores). The GPU's queue runs dry meanwhile,
+  // so the profile counts these waits (sync_seconds).
+  void wait_mid_pass(const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    check(cudaStreamSynchronize(s()), what);
+    if (!profile_) return;
+    profile_->sync_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++profile_->syncs;
+  }
+
   // Host values -> this pass's device memory (through pinned memory, asynchronously).
   template <typename T>
   const T* upload(const T* host, std::size_t n) {
@@ -1403,7 +1414,7 @@ class CudaBackend final : public Backend {
     std::vector<float> weights(T * K);
     check(cudaMemcpyAsync(chosen.data(), chosen_dev, chosen.size() * 4, cudaMemcpyDeviceToHost, s()), "routing");
     check(cudaMemcpyAsync(weights.data(), weights_dev, weights.size() * 4, cudaMemcpyDeviceToHost, s()), "routing");
-    check(cudaStreamSynchronize(s()), "routing");
+    wait_mid_pass("routing");
     if (!failure_.empty()) return;
 
     // Rows of the grouped input, expert by expert (tokens ascending within one).
@@ -1516,14 +1527,14 @@ class CudaBackend final : public Backend {
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmBatchedEx: ") + cublas_status_text(st));
   }
 
-  // The cuBLASLt path of batched_gemm (FT_CUDA_GEMM=lt), made on first use; null when off or when
+  // The cuBLASLt path of batched_gemm (unless FT_CUDA_GEMM=batched), made on first use; null when off or when
   // it could not start (then the batched call serves every product).
   cuda::LtBatchedGemm* lt_batched() {
     if (!lt_tried_) {
       lt_tried_ = true;
       std::string why;
       if (cuda::lt_batched_gemm_enabled() && !(lt_ = cuda::LtBatchedGemm::create(why)))
-        std::fprintf(stderr, "FT_CUDA_GEMM=lt: %s; the batched cuBLAS calls serve instead\n", why.c_str());
+        std::fprintf(stderr, "freetoken: cuBLASLt: %s; the batched cuBLAS calls serve instead\n", why.c_str());
     }
     return lt_.get();
   }

@@ -127,7 +127,7 @@ cublasStatus_t LtBatchedGemm::run(const void* const* w, int lda, const void* con
 bool lt_batched_gemm_enabled() {
   static const bool on = [] {
     const char* env = std::getenv("FT_CUDA_GEMM");
-    return env && std::strcmp(env, "lt") == 0;
+    return !(env && std::strcmp(env, "batched") == 0);
   }();
   return on;
 }

@@ -53,8 +53,9 @@ class LtBatchedGemm {
   std::map<Key, Plan> plans_;
 };
 
-// Whether the MoE's prefill GEMMs go through LtBatchedGemm (FT_CUDA_GEMM=lt) rather than
-// cublasGemmBatchedEx (the default until the two are measured against each other).
+// Whether the MoE's prefill GEMMs go through LtBatchedGemm (the default) rather than
+// cublasGemmBatchedEx (FT_CUDA_GEMM=batched), whose host time grows with every shape it has not
+// run before: a new prompt's routing makes new ones (docs/perf-notes.md measured 2x).
 bool lt_batched_gemm_enabled();
 
 }  // namespace ft::engine::cuda

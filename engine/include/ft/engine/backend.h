@@ -166,6 +166,10 @@ struct OpProfile {
   std::uint64_t gemm_calls = 0;
   double gemm_host_seconds = 0;
   std::uint64_t gemm_new_shapes = 0;
+  // A GPU backend's waits inside a pass for results the host needs to go on (a MoE layer's expert
+  // counts, say): how many and how long (part of issue_seconds; the GPU's queue is empty after each).
+  std::uint64_t syncs = 0;
+  double sync_seconds = 0;
 };
 
 // Routed experts kept in host memory with a cache of `slots` expert-sized slots on the device
