@@ -127,7 +127,7 @@ __global__ void moe_gate_up_blocks_kernel(const ExpertTable e, const float* x, i
   const int chunks = e.hidden / 32;
   const float g = warp_sum(dot_chunks<G>(e.gate[expert] + off, chunks, xt, lane));
   const float u = warp_sum(dot_chunks<G>(e.up[expert] + off, chunks, xt, lane));
-  if (lane == 0) h[std::size_t(pair) * e.inter + row] = glu(g, u, e.gelu);
+  if (lane == 0) h[std::size_t(pair) * e.inter + row] = expert_h(e.act, e.gate[expert], expert, e.inter, row, g, u);
 }
 
 // moe_down_kernel on block-dtype experts: one token per blockIdx.y, a warp per output row, the
@@ -140,10 +140,11 @@ __global__ void moe_down_blocks_kernel(const ExpertTable e, const float* h, int 
   if (row >= e.hidden) return;
   float acc = 0.f;
   for (int i = 0; i < top_k; ++i) {
-    const int at = t * top_k + i;
-    const std::byte* w = e.down[by_expert.expert[at]] + std::size_t(row) * e.down_row_bytes;
+    const int at = t * top_k + i, expert = by_expert.expert[at];
+    const std::byte* w = e.down[expert] + std::size_t(row) * e.down_row_bytes;
     const float* hr = h + std::size_t(by_expert.pair[at]) * e.inter;
-    acc += by_expert.weight[at] * warp_sum(dot_chunks<D>(w, e.inter / 32, hr, lane));
+    acc += by_expert.weight[at] * (warp_sum(dot_chunks<D>(w, e.inter / 32, hr, lane)) +
+                                   expert_down_bias(e.act, e.down[expert], expert, e.hidden, row));
   }
   if (lane == 0) out[std::size_t(t) * e.hidden + row] = acc;
 }

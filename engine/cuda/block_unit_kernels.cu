@@ -194,7 +194,7 @@ __global__ void moe_gate_up_units_kernel(const ExpertTable e, const float* x, co
         gv += part[r * split + k][0];
         uv += part[r * split + k][1];
       }
-      h[std::size_t(pair) * e.inter + out_row] = glu(gv, uv, e.gelu);
+      h[std::size_t(pair) * e.inter + out_row] = expert_h(e.act, e.gate[expert], expert, e.inter, out_row, gv, uv);
     }
   }
 }
@@ -211,8 +211,8 @@ __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, const
   const int rows = min(kDownRows, e.hidden - row0);
   const int units = e.inter / kUnitValues, lane = int(threadIdx.x % 32), j = lane % Lane<D>::kLanes;
   for (int i = warp; i < top_k; i += kWarps) {
-    const int at = t * top_k + i;
-    const auto* w = reinterpret_cast<const std::uint8_t*>(e.down[by_expert.expert[at]]);
+    const int at = t * top_k + i, expert = by_expert.expert[at];
+    const auto* w = reinterpret_cast<const std::uint8_t*>(e.down[expert]);
     const std::size_t hr = std::size_t(by_expert.pair[at]) * std::size_t(e.inter);  // the pair's row of h
     // The block's rows side by side, so all their loads are in flight together.
     float s[kDownRows] = {};
@@ -237,7 +237,8 @@ __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, const
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) {
       const float v = warp_sum(s[r]);
-      if (lane == 0 && r < rows) part[i][r] = by_expert.weight[at] * v;
+      if (lane == 0 && r < rows)
+        part[i][r] = by_expert.weight[at] * (v + expert_down_bias(e.act, e.down[expert], expert, e.hidden, row0 + r));
     }
   }
   __syncthreads();

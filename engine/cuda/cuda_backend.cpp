@@ -672,11 +672,12 @@ class CudaBackend final : public Backend {
 
   // A MoE whose router the GPU's route kernels do not score (DeepSeek-V4's sqrt-softplus) or whose
   // choices are given (`chosen`, host memory): the router's logits to the host, the choices (unless
-  // given) and their weights made there by the reference's routing, then the experts one by one.
-  // One synchronisation a layer, so such passes are never recorded as graphs.
+  // given) and their weights made there by the reference's routing, then the experts as the
+  // device-routed ones run (the fused kernels, the batched GEMMs, or offloaded). One
+  // synchronisation a layer, so such passes are never recorded as graphs.
   void moe_host_routed(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, const int32_t* chosen,
                        float* out) {
-    if (offload_) return fail("DeepSeek-V4's MoE does not run with experts kept in host RAM on the GPU yet");
+    if (offload_ && !offload_ready(w)) return;
     if (mode_ != cuda::PassGraphs::Mode::kRun)
       return fail("internal error: a MoE routed on the host cannot be recorded as a graph");
     host_synced_ = true;
@@ -704,10 +705,47 @@ class CudaBackend final : public Backend {
     if (trace_) pending_traces_.push_back({chosen_host, T, K});  // pinned: valid until the pass ends
     const int32_t* chosen_dev = upload(chosen_host, T * K);
     const float* weights_dev = upload(weights_host, T * K);
+    const bool decode = T <= kFusedMoeTokens;
+    const cuda::ExpertTable* table = offload_ ? nullptr : expert_table(w);
+    const cuda::ChoicesByExpert by_expert =
+        decode && (offload_ || table) ? upload_by_expert(chosen_host, weights_host, T, K) : cuda::ChoicesByExpert{};
+    if (offload_) {
+      phase.reset();
+      return offloaded_experts(w, x, T, chosen_dev, weights_dev, by_expert, out);
+    }
     phase.emplace(this, OpProfile::kMoeExperts, true);
-    experts_one_by_one(w, x, T, K, chosen_dev, weights_dev, out);
+    if (table && decode) {
+      float* h = scratch_.floats(T * K * std::size_t(table->inter));
+      experts_decode(*table, x, T, K, chosen_dev, h, by_expert, out);
+    } else if (table) {
+      std::vector<int32_t> counts(E, 0);
+      for (std::size_t i = 0; i < T * K; ++i) ++counts[std::size_t(chosen_host[i])];
+      experts_batched(*table, w, x, T, K, counts, chosen_dev, weights_dev, out);
+    } else {
+      experts_one_by_one(w, x, T, K, chosen_dev, weights_dev, out);
+    }
     phase.emplace(this, OpProfile::kMoeCombine, true);
     add_shared_expert(w, x, T, out);
+  }
+
+  // Host choices [T, K] in each token's ascending expert order, as the router kernels write
+  // ChoicesByExpert, uploaded for the decode kernels (which only read them).
+  cuda::ChoicesByExpert upload_by_expert(const int32_t* chosen, const float* weights, std::size_t T, std::size_t K) {
+    std::vector<int32_t> expert(T * K), pair(T * K);
+    std::vector<float> weight(T * K);
+    std::vector<std::pair<int32_t, int32_t>> order(K);
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t k = 0; k < K; ++k) order[k] = {chosen[t * K + k], int32_t(t * K + k)};
+      std::sort(order.begin(), order.end());
+      for (std::size_t k = 0; k < K; ++k) {
+        expert[t * K + k] = order[k].first;
+        pair[t * K + k] = order[k].second;
+        weight[t * K + k] = weights[std::size_t(order[k].second)];
+      }
+    }
+    return {const_cast<int32_t*>(upload(expert.data(), expert.size())),
+            const_cast<int32_t*>(upload(pair.data(), pair.size())),
+            const_cast<float*>(upload(weight.data(), weight.size()))};
   }
 
   // The router's spec with host copies of its device parameters (the correction bias, per-expert
@@ -771,9 +809,9 @@ class CudaBackend final : public Backend {
     if (w.router_spec.grouped() && w.router_spec.n_group > std::size_t(cuda::kRouteMaxGroups))
       return fail("the GPU's grouped router takes at most " + std::to_string(cuda::kRouteMaxGroups) + " expert groups");
     const float* rx = router_x ? router_x : x;
-    // Experts the fused kernels cannot read (biases, a clamped GLU, rows they cannot load) go expert
-    // by expert, with the choices on the host.
-    if (!w.fast_experts() || w.router_bias || (!offload_ && !expert_table(w))) return moe_biased(w, x, rx, T, out);
+    // Experts whose rows the fused kernels cannot load go expert by expert, with the choices on the
+    // host.
+    if (!offload_ && !expert_table(w)) return moe_expert_by_expert(w, x, rx, T, out);
     if (offload_) return moe_offloaded(w, x, rx, T, out);
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const cuda::ExpertTable* table = T <= kFusedMoeTokens ? expert_table(w) : nullptr;
@@ -808,15 +846,13 @@ class CudaBackend final : public Backend {
     add_shared_expert(w, x, T, out);
   }
 
-  // gpt-oss's MoE (a biased router; experts with biases and the clamped GLU), and any experts the
-  // fused kernels cannot read: the router's product (with its bias), top-k on the device, then
-  // expert by expert through the linear products with the biases in them and the GLU kernel
-  // between. The choices come to the host each layer, so passes with such layers are never
-  // recorded as graphs (the first pass of a model, never recorded, marks it). Not yet with
-  // offloaded experts, whose kernels compute unbiased SwiGLUs and GeGLUs.
-  void moe_biased(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
-    if (offload_) return fail("experts with biases and a clamped GLU (gpt-oss) do not run offloaded on the GPU yet");
-    if (mode_ != cuda::PassGraphs::Mode::kRun) return fail("a MoE with biased experts cannot be recorded as a graph");
+  // Experts whose rows the fused kernels cannot load (uneven strides, unaligned rows, a dtype they do
+  // not read): the router's product and top-k on the device, then expert by expert through the
+  // linear products (with the biases in them) and the GLU kernel between. The choices come to the
+  // host each layer, so passes with such layers are never recorded as graphs (the first pass of a
+  // model, never recorded, marks it).
+  void moe_expert_by_expert(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
+    if (mode_ != cuda::PassGraphs::Mode::kRun) return fail("a MoE expert by expert cannot be recorded as a graph");
     host_synced_ = true;
     std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const std::size_t K = w.router_spec.top_k;
@@ -906,29 +942,57 @@ class CudaBackend final : public Backend {
   // an all-zero expert there), the CPU computes its share meanwhile and the GPU adds it. Prefill-
   // sized calls fetch every missing expert, in rounds that fit the slots.
   void moe_offloaded(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
+    if (!offload_ready(w)) return;
+    std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
+    const cuda::RouteSpec route = route_tokens(w, router_x, T, T <= kFusedMoeTokens);
+    if (trace_) trace_later(route.chosen, T, w.router_spec.top_k);
+    phase.reset();
+    offloaded_experts(w, x, T, route.chosen, route.weights, route.by_expert, out);
+  }
+
+  // The slots know the offloaded layer `w` and take its experts; the split's costs are calibrated
+  // (once). False after a failure.
+  bool offload_ready(const MoeWeights& w) {
+    cuda::ExpertSlots& o = *offload_;
+    o.layer_of(w);
+    if (std::string why = o.check(w); !why.empty()) {
+      fail(why);
+      return false;
+    }
+    if (!o.calibrated()) o.calibrate(w);
+    return true;
+  }
+
+  // An offloaded layer's routed experts for the device's choices (and, decode-sized, the same in
+  // expert order per token), then its shared expert.
+  void offloaded_experts(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen_dev,
+                         const float* weights_dev, const cuda::ChoicesByExpert& by_expert, float* out) {
     cuda::ExpertSlots& o = *offload_;
     const std::size_t K = w.router_spec.top_k, H = std::size_t(w.hidden);
     const int layer = o.layer_of(w);
-    if (std::string why = o.check(w); !why.empty()) return fail(why);
-    if (!o.calibrated()) o.calibrate(w);
-    std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
     const bool decode = T <= kFusedMoeTokens;
-    const cuda::RouteSpec route = route_tokens(w, router_x, T, decode);
-    int32_t* chosen_dev = route.chosen;
-    float* weights_dev = route.weights;
-    if (trace_) trace_later(chosen_dev, T, K);
     const SwiGluMatrices& first = w.experts.front();
-    const cuda::ExpertTable dims{nullptr, nullptr, nullptr, first.gate.row_bytes, first.down.row_bytes, int(H),
-                                 int(first.inter()), w.glu.gelu_tanh, first.gate.dtype, first.down.dtype,
-                                 // slots start on 256 bytes: the rows fit wherever the first expert's do
-                                 cuda::units_fit(first.gate.dtype, nullptr, first.gate.row_bytes, int(H)),
-                                 cuda::units_fit(first.down.dtype, nullptr, first.down.row_bytes, int(first.inter()))};
+    cuda::ExpertTable dims;
+    dims.gate_up_row_bytes = first.gate.row_bytes;
+    dims.down_row_bytes = first.down.row_bytes;
+    dims.hidden = int(H);
+    dims.inter = int(first.inter());
+    dims.act = epilogue(w);
+    // Choices the CPU computes read the zero expert on the GPU: no biases for them there.
+    dims.act.zero_gate = o.zero(w).gate;
+    dims.act.zero_down = o.zero(w).down;
+    dims.gate_up_dtype = first.gate.dtype;
+    dims.down_dtype = first.down.dtype;
+    // slots start on 256 bytes: the rows fit wherever the first expert's do
+    dims.gate_up_units = cuda::units_fit(first.gate.dtype, nullptr, first.gate.row_bytes, int(H));
+    dims.down_units = cuda::units_fit(first.down.dtype, nullptr, first.down.row_bytes, int(first.inter()));
+    std::optional<Timed> phase;
     phase.emplace(this, OpProfile::kMoeExperts, true);
     if (decode && o.in_place()) {
-      decode_in_place(w, layer, dims, x, T, K, chosen_dev, route.by_expert, out);
+      decode_in_place(w, layer, dims, x, T, K, chosen_dev, by_expert, out);
     } else if (decode) {
       o.order_after_in_place_copies(s());
-      decode_offloaded(w, layer, dims, x, T, K, chosen_dev, route.by_expert, out);
+      decode_offloaded(w, layer, dims, x, T, K, chosen_dev, by_expert, out);
     } else {
       o.order_after_in_place_copies(s());
       prefill_offloaded(w, layer, dims, x, T, K, chosen_dev, weights_dev, out);
@@ -1060,10 +1124,11 @@ class CudaBackend final : public Backend {
     for (bool c : on_cpu) cpu_experts += c ? 1 : 0;
     float* y = reinterpret_cast<float*>(*y_host);
     const unsigned seq = o.next_cpu_seq();
-    o.cpu().submit([&o, &w, layer, x_host, T, K, mine, weights, y, seq, cpu_experts, bytes, fetched] {
+    const MoeWeights& on_cpu_w = o.for_cpu(layer);  // here: layer_of may grow the layer list meanwhile
+    o.cpu().submit([&o, &on_cpu_w, layer, x_host, T, K, mine, weights, y, seq, cpu_experts, bytes, fetched] {
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        o.cpu().run(w, x_host, T, K, mine, weights, y);
+        o.cpu().run(on_cpu_w, x_host, T, K, mine, weights, y);
       } catch (const std::exception& e) {
         o.cpu_failed(std::string("the CPU experts failed: ") + e.what());  // the pass reports it at its end
       }
@@ -1392,13 +1457,18 @@ class CudaBackend final : public Backend {
         split_gemms(up, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P,
                     u + p.row0 * I, p.P * I);
       });
-      cuda::glu_split(g + r0 * I, u + r0 * I, int(r1 - r0), int(I), dims.gelu, upload(part.data(), part.size()),
-                      int(part.size()), hs + 2 * r0 * I, s());
+      const cuda::SplitBucket* part_dev = upload(part.data(), part.size());
+      // The round's experts slot by slot (as glu_split and add_expert_bias count them), for the biases.
+      const int32_t* experts_dev = dims.act.biased() ? upload(experts.data(), experts.size()) : nullptr;
+      cuda::glu_split(g + r0 * I, u + r0 * I, int(r1 - r0), int(I), dims.act, experts_dev, part_dev, int(part.size()),
+                      hs + 2 * r0 * I, s());
       gemms([&](const Piece& p, const std::vector<const void*>&, const std::vector<const void*>&,
                 const std::vector<const void*>& down) {
         split_gemms(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), hs + 2 * p.row0 * I, 2 * p.P * I, p.P,
                     y + p.row0 * H, p.P * H);
       });
+      cuda::add_expert_bias(y + r0 * H, int(r1 - r0), int(H), dims.act.down_bias, experts_dev, part_dev,
+                            int(part.size()), s());
       if (round_done) round_done();
     }
     cuda::moe_combine(y, rows, sorted_weights, int(T), int(K), int(H), out, s());
@@ -1580,6 +1650,20 @@ class CudaBackend final : public Backend {
   // The device table of a MoE layer's experts for the fused few-token path, built once per layer
   // (kept with the weights); null when the layer's experts do not fit it (not bf16, uneven
   // strides, unaligned).
+  // What follows the routed experts' products: the family's GLU and its biases (in VRAM).
+  static cuda::ExpertEpilogue epilogue(const MoeWeights& w) {
+    cuda::ExpertEpilogue a;
+    a.gelu = w.glu.gelu_tanh;
+    a.clamped = w.glu.clamped;
+    a.alpha = w.glu.alpha;
+    a.limit = w.glu.limit;
+    a.up_offset = w.glu.up_offset;
+    a.gate_bias = w.gate_bias;
+    a.up_bias = w.up_bias;
+    a.down_bias = w.down_bias;
+    return a;
+  }
+
   const cuda::ExpertTable* expert_table(const MoeWeights& w) {
     if (auto it = tables_.find(&w); it != tables_.end()) return it->second.get();
     std::unique_ptr<cuda::ExpertTable> table;
@@ -1610,7 +1694,7 @@ class CudaBackend final : public Backend {
       table->down_row_bytes = first.down.row_bytes;
       table->hidden = int(w.hidden);
       table->inter = int(first.inter());
-      table->gelu = w.glu.gelu_tanh;
+      table->act = epilogue(w);
       table->gate_up_dtype = first.gate.dtype;
       table->down_dtype = first.down.dtype;
       table->gate_up_units = table->down_units = true;
@@ -1733,7 +1817,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::ExpertSlots> offload_;                   // routed experts in host RAM, a cache of them here
   std::optional<std::chrono::steady_clock::time_point> issued_;  // the pass's first wait for results
   cuda::PassGraphs graphs_;
-  // A pass of this model brings results to the host in its middle (moe_biased's choices,
+  // A pass of this model brings results to the host in its middle (moe_expert_by_expert's choices,
   // index_select's scores), so none is recorded as a graph. Set by the first pass, never recorded.
   bool host_synced_ = false;
   cuda::PassGraphs::Mode mode_ = cuda::PassGraphs::Mode::kRun;  // of the pass in progress

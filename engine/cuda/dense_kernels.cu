@@ -84,14 +84,39 @@ __global__ void gather_split_kernel(const float* src, const int64_t* rows, int w
   for (int c = threadIdx.x; c < width; c += blockDim.x) store_halves(out, at.hi + c, at.lo_step, from < 0 ? 0.f : s[c]);
 }
 
-__global__ void glu_split_kernel(const float* gate, const float* up, int width, bool gelu, const SplitBucket* buckets,
-                                 int n_buckets, std::uint16_t* out) {
+// Row r's slot among all the buckets' slots (bucket 0's first, then bucket 1's, ...).
+__device__ __forceinline__ int64_t split_slot(int64_t r, const SplitBucket* b, int nb) {
+  int64_t before = 0;
+  int i = 0;
+  for (; i + 1 < nb && r >= b[i + 1].row0; ++i) before += b[i].rows / b[i].P;
+  return before + (r - b[i].row0) / b[i].P;
+}
+
+__global__ void glu_split_kernel(const float* gate, const float* up, int width, const ExpertEpilogue act,
+                                 const int32_t* experts, const SplitBucket* buckets, int n_buckets,
+                                 std::uint16_t* out) {
   pdl_enter();
   const int64_t r = blockIdx.x;
   const SplitPlace at = split_place(r, width, buckets, n_buckets);
   const float* g = gate + std::size_t(r) * std::size_t(width);
   const float* u = up + std::size_t(r) * std::size_t(width);
-  for (int c = threadIdx.x; c < width; c += blockDim.x) store_halves(out, at.hi + c, at.lo_step, glu(g[c], u[c], gelu));
+  const float *gb = nullptr, *ub = nullptr;
+  if (act.gate_bias || act.up_bias) {
+    const std::size_t e = std::size_t(experts[split_slot(r, buckets, n_buckets)]) * std::size_t(width);
+    if (act.gate_bias) gb = act.gate_bias + e;
+    if (act.up_bias) ub = act.up_bias + e;
+  }
+  for (int c = threadIdx.x; c < width; c += blockDim.x)
+    store_halves(out, at.hi + c, at.lo_step, expert_glu(act, g[c] + (gb ? gb[c] : 0.f), u[c] + (ub ? ub[c] : 0.f)));
+}
+
+__global__ void add_expert_bias_kernel(float* y, int width, const float* bias, const int32_t* experts,
+                                       const SplitBucket* buckets, int n_buckets) {
+  pdl_enter();
+  const int64_t r = blockIdx.x;
+  const float* b = bias + std::size_t(experts[split_slot(r, buckets, n_buckets)]) * std::size_t(width);
+  float* row = y + std::size_t(r) * std::size_t(width);
+  for (int c = threadIdx.x; c < width; c += blockDim.x) row[c] += b[c];
 }
 
 // y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias): the halves of a product over 2T columns added.
@@ -375,9 +400,16 @@ void gather_split(const float* src, const int64_t* rows, int R, int width, const
   if (R > 0) launch(gather_split_kernel, unsigned(R), kBlock, 0, s, src, rows, width, buckets, n_buckets, out);
 }
 
-void glu_split(const float* gate, const float* up, int R, int width, bool gelu, const SplitBucket* buckets,
-               int n_buckets, std::uint16_t* out, cudaStream_t s) {
-  if (R > 0) launch(glu_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, gelu, buckets, n_buckets, out);
+void glu_split(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
+               const SplitBucket* buckets, int n_buckets, std::uint16_t* out, cudaStream_t s) {
+  if (R > 0)
+    launch(glu_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, act, experts, buckets, n_buckets, out);
+}
+
+void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, const SplitBucket* buckets,
+                     int n_buckets, cudaStream_t s) {
+  if (R > 0 && bias)
+    launch(add_expert_bias_kernel, unsigned(R), kBlock, 0, s, y, width, bias, experts, buckets, n_buckets);
 }
 
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s) {

@@ -67,6 +67,9 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   x->stats_.layer_cpu_computed.assign(std::size_t(options.layers), 0);
   x->stats_.layer_read_in_place.assign(std::size_t(options.layers), 0);
   x->last_active_.resize(std::size_t(options.layers));
+  // The CPU share's thread reads these while the GPU's meets later layers: never reallocated.
+  x->by_id_.reserve(std::size_t(options.layers) + 1);
+  x->on_host_.reserve(std::size_t(options.layers) + 1);
   x->publish();
   const auto fail = [](const char* what, cudaError_t err) {
     cudaGetLastError();
@@ -191,7 +194,11 @@ std::span<std::byte> ExpertSlots::pinned_buffer(std::size_t bytes) {
 
 int ExpertSlots::layer_of(const MoeWeights& w) {
   auto [it, added] = layers_.try_emplace(&w, int(layers_.size()));
-  if (added) by_id_.push_back(&w);
+  if (added) {
+    by_id_.push_back(&w);
+    const bool host_biases = w.host_gate_bias || w.host_up_bias || w.host_down_bias;
+    on_host_.push_back(host_biases ? std::make_unique<const MoeWeights>(w.on_host()) : nullptr);
+  }
   return it->second;
 }
 
@@ -463,7 +470,7 @@ void ExpertSlots::run_cpu_share(unsigned step) {
       std::atomic_ref<unsigned>(*io.out).store(step, std::memory_order_release);
       continue;
     }
-    const MoeWeights& w = *by_id_[std::size_t(layer)];
+    const MoeWeights& w = for_cpu(layer);
     const auto t0 = std::chrono::steady_clock::now();
     mine.assign(std::size_t(T * K), -1);
     std::size_t experts = 0;
@@ -565,7 +572,7 @@ void ExpertSlots::calibrate(const MoeWeights& w) {
   Result<SplitCosts> c = not_found("");
   if (!o_.costs_cache.empty() && !o_.recalibrate) c = load_offload_costs(o_.costs_cache, device, threads);
   if (!c) {
-    c = measure_offload_bandwidth(w, cpu_, 0.05);
+    c = measure_offload_bandwidth(for_cpu(layer_of(w)), cpu_, 0.05);
     if (c && !o_.costs_cache.empty()) (void)save_offload_costs(o_.costs_cache, *c, device, threads);
   }
   cudaGetLastError();

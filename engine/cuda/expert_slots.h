@@ -80,6 +80,11 @@ class ExpertSlots {
   std::span<std::byte> pinned_buffer(std::size_t bytes);
   // The MoE layer `w` is, numbered in the order layers are first seen (a pass runs them in order).
   int layer_of(const MoeWeights& w);
+  // Layer `layer` as the CPU's share reads it: its expert biases in host memory (gpt-oss's).
+  const MoeWeights& for_cpu(int layer) const {
+    const auto i = std::size_t(layer);
+    return on_host_[i] ? *on_host_[i] : *by_id_[i];
+  }
   // Whether `w`'s experts fit the slots (bf16 with 16-byte rows or GGUF blocks, one shape and type,
   // within a slot); a message if not.
   std::string check(const MoeWeights& w) const;
@@ -220,6 +225,7 @@ class ExpertSlots {
   std::vector<void*> pinned_buffers_;  // pinned_buffer's (cudaHostAlloc)
   std::unordered_map<const MoeWeights*, int> layers_;
   std::vector<const MoeWeights*> by_id_;
+  std::vector<std::unique_ptr<const MoeWeights>> on_host_;  // per layer: for_cpu's copy where it differs
   std::vector<std::vector<int32_t>> last_active_;
   bool calibrated_ = false;
   InPlaceExperts in_place_;

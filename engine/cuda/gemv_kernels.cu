@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const ExpertTa
     }
   }
   const float gs = warp_sum(g), us = warp_sum(u);
-  if (lane == 0) h[std::size_t(pair) * e.inter + row] = glu(gs, us, e.gelu);
+  if (lane == 0) h[std::size_t(pair) * e.inter + row] = expert_h(e.act, e.gate[expert], expert, e.inter, row, gs, us);
 }
 
 // One token per blockIdx.y, a warp per output row: the weighted down products of the token's
@@ -260,12 +260,13 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable
   if (row >= e.hidden) return;
   unsigned long long my_down = 0;
   int my_pair = 0;
-  float my_weight = 0.f;
+  float my_weight = 0.f, my_bias = 0.f;
   if (lane < top_k) {
-    const int i = t * top_k + lane;
-    my_down = reinterpret_cast<unsigned long long>(e.down[by_expert.expert[i]]);
+    const int i = t * top_k + lane, expert = by_expert.expert[i];
+    my_down = reinterpret_cast<unsigned long long>(e.down[expert]);
     my_pair = by_expert.pair[i];
     my_weight = by_expert.weight[i];
+    my_bias = expert_down_bias(e.act, e.down[expert], expert, e.hidden, row);
   }
   const std::size_t row_off = std::size_t(row) * e.down_row_bytes;
   const auto down_of = [&](int i) {
@@ -300,14 +301,16 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable
 #pragma unroll
     for (int i = 0; i < kMaxK; ++i) {
       if (i >= top_k) break;
-      acc += __shfl_sync(0xffffffffu, my_weight, i) * warp_sum(d[i]);
+      acc += __shfl_sync(0xffffffffu, my_weight, i) * (warp_sum(d[i]) + __shfl_sync(0xffffffffu, my_bias, i));
     }
   } else {
     for (int i = 0; i < top_k; ++i) {
       float d[1] = {};
       const int pair = __shfl_sync(0xffffffffu, my_pair, i);
       dot_rows<1>(down_of(i), e.inter, h + std::size_t(pair) * e.inter, 1, d);
-      acc += __shfl_sync(0xffffffffu, my_weight, i) * warp_sum(d[0]);
+      const int at = t * top_k + i, expert = by_expert.expert[at];
+      const float bias = expert_down_bias(e.act, e.down[expert], expert, e.hidden, row);
+      acc += by_expert.weight[at] * (warp_sum(d[0]) + bias);
     }
   }
   if (lane == 0) out[std::size_t(t) * e.hidden + row] = acc;

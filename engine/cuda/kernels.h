@@ -41,10 +41,35 @@ struct SplitBucket {
 // rows[r] < 0), bf16 halves, in the buckets' layout. Bit for bit the two passes' output.
 void gather_split(const float* src, const int64_t* rows, int R, int width, const SplitBucket* buckets, int n_buckets,
                   std::uint16_t* out, cudaStream_t s);
-// The experts' GLU and split_16 in one pass: row r of the split output is glu(gate[r, :], up[r,
-// :]), GeGLU where `gelu`, else SwiGLU.
-void glu_split(const float* gate, const float* up, int R, int width, bool gelu, const SplitBucket* buckets,
-               int n_buckets, std::uint16_t* out, cudaStream_t s);
+// What an expert does after its products (ref::ExpertGlu and the family's biases): the GLU of its
+// gate and up products (SwiGLU; GeGLU where `gelu`; the clamped GLU of gpt-oss and DeepSeek-V4
+// where `clamped`) and, where the family has them, biases by expert id: gate_bias and up_bias
+// [E, inter] added before the GLU, down_bias [E, hidden] after the down product (device; null:
+// none).
+struct ExpertEpilogue {
+  bool gelu = false;
+  bool clamped = false;
+  float alpha = 1.702f;
+  float limit = 7.f;
+  float up_offset = 1.f;
+  const float* gate_bias = nullptr;
+  const float* up_bias = nullptr;
+  const float* down_bias = nullptr;
+  // An offloaded layer's all-zero expert (its gate and down matrices): a choice the CPU computes
+  // reads it on the GPU and must add nothing there, so it takes no bias either.
+  const std::byte* zero_gate = nullptr;
+  const std::byte* zero_down = nullptr;
+  bool biased() const { return gate_bias || up_bias || down_bias; }
+};
+// The experts' GLU and split_16 in one pass: row r of the split output is the epilogue's GLU of
+// gate[r, :] and up[r, :] plus, where it has them, the gate and up biases of the row's expert:
+// experts[j] for slot j of the buckets, counted over all of them (read only with biases).
+void glu_split(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
+               const SplitBucket* buckets, int n_buckets, std::uint16_t* out, cudaStream_t s);
+// y [R, width] += bias[experts[j], :] for every row of slot j of the buckets (as glu_split counts
+// them; padding rows too, which nothing reads): the down biases of the batched experts.
+void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, const SplitBucket* buckets,
+                     int n_buckets, cudaStream_t s);
 // y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias[c]): the two halves of a product over 2T columns.
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s);
 // ref::rms_norm over `rows` rows of `dim`.
@@ -203,7 +228,7 @@ struct ExpertTable {
   std::size_t down_row_bytes = 0;
   int hidden = 0;  // H: gate/up columns, down rows
   int inter = 0;   // I: gate/up rows, down columns
-  bool gelu = false;  // GeGLU experts (Gemma 4), else SwiGLU
+  ExpertEpilogue act;  // the GLU and biases
   // BF16, or a GGUF block dtype (the decode kernels then decode the blocks; the prefill GEMMs take
   // bf16 planes decoded from them a few experts at a time).
   DType gate_up_dtype = DType::kBF16;
@@ -212,12 +237,12 @@ struct ExpertTable {
   bool gate_up_units = false;
   bool down_units = false;
 };
-// h [T * top_k, inter]: for choice i of token t (row t * top_k + i), act(gate_e x_t) * (up_e x_t)
-// with e = chosen[t * top_k + i] and act silu, or gelu_tanh for a GeGLU table.
+// h [T * top_k, inter]: for choice i of token t (row t * top_k + i), the table's GLU of
+// gate_e x_t and up_e x_t (with e's biases, where it has them) for e = chosen[t * top_k + i].
 void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,
                  cudaStream_t s, const X8* xq = nullptr);
 // out [T, hidden] = sum over token t's choices in ascending expert order (by_expert, as the router
-// wrote it) of weight * down_e h[pair]. top_k <= 32.
+// wrote it) of weight * (down_e h[pair] + e's down bias, where it has one). top_k <= 32.
 void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top_k, const ChoicesByExpert& by_expert,
                       float* out, cudaStream_t s, const X8* hq = nullptr);
 // moe_gate_up / moe_down_combine for tables whose gate/up (or down) matrices are in a block dtype:

@@ -251,9 +251,11 @@ inline std::string backend_unavailable(engine::BackendKind backend) {
   return dev ? std::string() : "no GPU: " + dev.status().message();
 }
 // DeepSeek sparse attention's indexer brings its scores to the host inside a pass (the top-k runs
-// there): such a family's decode steps never record as CUDA graphs yet.
+// there), and DeepSeek-V4's routers choose there: such a family's decode steps never record as
+// CUDA graphs yet.
 inline bool decode_host_synced(engine::ModelFamily family) {
-  return family == engine::ModelFamily::kDeepseekV32 || family == engine::ModelFamily::kGlmMoeDsa;
+  return family == engine::ModelFamily::kDeepseekV32 || family == engine::ModelFamily::kGlmMoeDsa ||
+         family == engine::ModelFamily::kDeepseekV4;
 }
 // Why `backend` does not run `family`, or empty when it does: where a backend refuses a family at
 // load. Every backend runs every family now; a family whose ops land on the CPU first says so here.
@@ -261,13 +263,6 @@ inline std::string family_unsupported(engine::BackendKind backend, engine::Model
   (void)backend;
   (void)family;
   return {};
-}
-
-// Whether the GPU's fast expert kernels (unbiased SwiGLU or GeGLU) take the family's experts; not
-// gpt-oss's or DeepSeek-V4's (the clamped GLU): the GPU runs those expert by expert with their
-// choices on the host, so not offloaded and not recorded as decode graphs yet.
-inline bool gpu_fast_experts(engine::ModelFamily family) {
-  return family != engine::ModelFamily::kGptOss && family != engine::ModelFamily::kDeepseekV4;
 }
 
 // The family name a fixture directory is named by, for family_unsupported.

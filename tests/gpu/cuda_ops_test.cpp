@@ -435,6 +435,59 @@ TEST_F(CudaOps, GemmaRouterInputPerExpertScalesAndGeGluExpertsLikeTheReference) 
   for (std::size_t T : {1, 3, 16, 70}) expect_moe_like_reference(w, on_host, T, random(T * std::size_t(H)));
 }
 
+// gpt-oss's MoE: a biased router, experts with gate, up and down biases and the clamped GLU, in
+// bf16 and in MXFP4 (the released checkpoints' experts), through the decode tables (up to 16
+// tokens) and the batched GEMMs (70). A limit of 1.5 instead of 7 so the clamp bites on both sides.
+TEST_F(CudaOps, GptOssBiasedClampedExpertsLikeTheReference) {
+  std::deque<MoeWeights> layers;
+  std::deque<std::vector<float>> params;
+  std::deque<std::vector<std::uint8_t>> blocks;
+  const int64_t E = 32, H = 256, I = 128;
+  const std::size_t K = 4;
+  // MXFP4 rows of random codes, each 32-value block's E8M0 scale 2^-9 .. 2^-5 (|w| <= 6 x 2^-5).
+  std::uniform_int_distribution<int> byte(0, 255), scale(118, 122);
+  const auto mxfp4 = [&](int64_t rows, int64_t cols) {
+    const std::size_t row_bytes = std::size_t(cols / 32) * 17;
+    std::vector<std::uint8_t>& b = blocks.emplace_back(std::size_t(rows) * row_bytes);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::uint8_t(i % 17 == 0 ? scale(rng_) : byte(rng_));
+    Matrix m{DType::kMXFP4, rows, cols, reinterpret_cast<const std::byte*>(b.data()), row_bytes};
+    EXPECT_TRUE(cuda_->place(m));
+    return m;
+  };
+  for (const bool fp4 : {false, true}) {
+    MoeWeights& w = layers.emplace_back();
+    w.router_spec = {std::size_t(E), K, ref::RouterScoring::kSoftmax, true, 1.f};
+    w.hidden = H;
+    w.router = weight(E, H);
+    w.glu.clamped = true;
+    w.glu.limit = 1.5f;
+    for (int64_t e = 0; e < E; ++e) {
+      if (fp4) {
+        w.experts.push_back({mxfp4(I, H), mxfp4(I, H), mxfp4(H, I)});
+      } else {
+        w.experts.push_back({weight(I, H), weight(I, H), weight(H, I)});
+      }
+    }
+    const std::vector<float>& router_bias = params.emplace_back(random(std::size_t(E), 0.5f));
+    const std::vector<float>& gate_bias = params.emplace_back(random(std::size_t(E * I)));
+    const std::vector<float>& up_bias = params.emplace_back(random(std::size_t(E * I)));
+    const std::vector<float>& down_bias = params.emplace_back(random(std::size_t(E * H), 0.3f));
+    MoeWeights& on_host = layers.emplace_back(w);  // the reference reads the biases from host memory
+    on_host.router_bias = router_bias.data();
+    on_host.gate_bias = gate_bias.data();
+    on_host.up_bias = up_bias.data();
+    on_host.down_bias = down_bias.data();
+    w.router_bias = param(router_bias);
+    w.gate_bias = param(gate_bias);
+    w.up_bias = param(up_bias);
+    w.down_bias = param(down_bias);
+    for (std::size_t T : {1, 3, 16, 70}) {
+      SCOPED_TRACE(fp4 ? "MXFP4 experts" : "bf16 experts");
+      expect_moe_like_reference(w, on_host, T);
+    }
+  }
+}
+
 // Layers of different shapes in one page (Gemma 4: full layers with wider heads, fewer of them):
 // each layer's K/V written and attended where its own shape puts them.
 TEST_F(CudaOps, PagedAttentionInLayersOfDifferentShapes) {

@@ -129,12 +129,6 @@ void MoeBlock::forward(Backend& be, const float* x, float* out, std::size_t T, c
 }
 
 Status MoeBlock::load_deepseek_v4(const WeightLoader& w, const std::string& prefix, const MoeSpec& spec) {
-  // Its routers choose on the host and its experts clamp their GLU: the GPU runs them expert by
-  // expert from VRAM, which the offloaded experts' cache does not serve.
-  if (w.backend().expert_offload_stats())
-    return unsupported(
-        "deepseek_v4 does not run with routed experts kept in host RAM on the GPU: give --gpu-mem "
-        "room for the whole model, or use --device cpu");
   const int64_t H = spec.hidden, I = spec.shared_inter, E = int64_t(spec.router.num_experts),
                 K = int64_t(spec.router.top_k);
   const std::string sp = prefix + "shared_experts.";
@@ -204,6 +198,9 @@ Status MoeBlock::load_gpt_oss_experts(const WeightLoader& w, const std::string& 
     m.gate_bias = gate_bias_.data();
     m.up_bias = up_bias_.data();
     m.down_bias = down_bias_.data();
+    m.host_gate_bias = gate_bias_.host.data();
+    m.host_up_bias = up_bias_.host.data();
+    m.host_down_bias = down_bias_.host.data();
     m.experts.resize(std::size_t(E));
     const WeightLoader x = w.experts();
     for (int64_t e = 0; e < E; ++e) {
@@ -224,6 +221,9 @@ Status MoeBlock::load_gpt_oss_experts(const WeightLoader& w, const std::string& 
   m.gate_bias = gate_bias_.data();
   m.up_bias = up_bias_.data();
   m.down_bias = down_bias_.data();
+  m.host_gate_bias = gate_bias_.host.data();
+  m.host_up_bias = up_bias_.host.data();
+  m.host_down_bias = down_bias_.host.data();
   return load_transposed_experts(w, prefix, spec, /*interleaved=*/true);
 }
 

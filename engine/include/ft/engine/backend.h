@@ -74,10 +74,21 @@ struct MoeWeights {
   const float* gate_bias = nullptr;  // [num_experts, inter]
   const float* up_bias = nullptr;    // [num_experts, inter]
   const float* down_bias = nullptr;  // [num_experts, hidden]
+  // The same expert biases in host memory where the backend's are in VRAM (null where they are the
+  // same): what the CPU's share of offloaded experts reads.
+  const float* host_gate_bias = nullptr;
+  const float* host_up_bias = nullptr;
+  const float* host_down_bias = nullptr;
+  // This layer as the CPU reads it: the host copies of the biases in place of the backend's.
+  MoeWeights on_host() const {
+    MoeWeights h = *this;
+    if (host_gate_bias) h.gate_bias = host_gate_bias;
+    if (host_up_bias) h.up_bias = host_up_bias;
+    if (host_down_bias) h.down_bias = host_down_bias;
+    return h;
+  }
   // The routed experts are plain SwiGLUs: what every fast expert kernel computes.
   bool plain_experts() const { return !glu.clamped && !glu.gelu_tanh && !gate_bias && !up_bias && !down_bias; }
-  // Unbiased SwiGLUs or GeGLUs (Gemma 4): what the GPU's fast expert kernels compute.
-  bool fast_experts() const { return !glu.clamped && !gate_bias && !up_bias && !down_bias; }
 };
 
 // One sequence's rows in a batched attention call and where its KV lives.
