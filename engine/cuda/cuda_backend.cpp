@@ -68,27 +68,72 @@ class CudaBackend final : public Backend {
   // op's end so the time is the op's own, not its enqueue (profiled passes are slower; benchmarks
   // time apart). Ops called from inside another (the MoE's linears) count as the outer op's;
   // `phase` marks the MoE's phases, which are timed within it.
+  // With OpProfile::gpu_events, an event pair on the stream instead (read when the pass ends).
   class Timed {
    public:
     Timed(CudaBackend* be, OpProfile::Kind kind, bool phase = false)
         : be_(be),
           on_(be->profile_ && be->profile_->time_ops && (phase || be->op_depth_ == 0)),
+          events_(on_ && be->profile_->gpu_events),
           phase_(phase),
-          timer_(on_ ? be->profile_ : nullptr, kind) {
+          kind_(kind),
+          timer_(on_ && !events_ ? be->profile_ : nullptr, kind) {
       if (!phase_) ++be_->op_depth_;
+      if (events_) start_ = be_->op_event();
     }
     ~Timed() {
       if (!phase_) --be_->op_depth_;
-      if (on_) cudaStreamSynchronize(be_->s());
+      if (events_) {
+        be_->op_events_.push_back({kind_, start_, be_->op_event()});
+      } else if (on_) {
+        cudaStreamSynchronize(be_->s());
+      }
     }
     Timed(const Timed&) = delete;
     Timed& operator=(const Timed&) = delete;
 
    private:
     CudaBackend* be_;
-    bool on_, phase_;
+    bool on_, events_, phase_;
+    OpProfile::Kind kind_;
+    cudaEvent_t start_ = nullptr;
     OpTimer timer_;  // destroyed after the synchronisation above
   };
+
+  // An event recorded on the stream now, from a pool the pass returns at its end.
+  cudaEvent_t op_event() {
+    if (events_used_ == event_pool_.size()) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+      }
+      event_pool_.push_back(e);
+    }
+    cudaEvent_t e = event_pool_[events_used_++];
+    cudaEventRecord(e, s());
+    return e;
+  }
+  // After the pass's last synchronisation: each timed op's GPU time into the profile.
+  void collect_op_events() {
+    for (const OpEvents& op : op_events_) {
+      float ms = 0.f;
+      if (profile_ && op.start && op.stop && cudaEventElapsedTime(&ms, op.start, op.stop) == cudaSuccess) {
+        profile_->seconds[op.kind] += double(ms) * 1e-3;
+        ++profile_->calls[op.kind];
+      }
+    }
+    cudaGetLastError();
+    op_events_.clear();
+    events_used_ = 0;
+  }
+  struct OpEvents {
+    OpProfile::Kind kind;
+    cudaEvent_t start, stop;
+  };
+  std::vector<OpEvents> op_events_;
+  std::vector<cudaEvent_t> event_pool_;
+  std::size_t events_used_ = 0;
 
  public:
   CudaBackend(std::string name, int device, std::shared_ptr<cuda::Stream> stream, cublasHandle_t blas)
@@ -102,7 +147,10 @@ class CudaBackend final : public Backend {
         pass_host_(std::make_shared<cuda::PinnedMemory>(), kPassChunk) {
     scratch_ = Scratch(memory_);
   }
-  ~CudaBackend() override { cublasDestroy(blas_); }
+  ~CudaBackend() override {
+    for (cudaEvent_t e : event_pool_) cudaEventDestroy(e);
+    cublasDestroy(blas_);
+  }
 
   BackendKind kind() const override { return BackendKind::kCuda; }
   std::string device_name() const override { return name_; }
@@ -124,6 +172,7 @@ class CudaBackend final : public Backend {
     const auto t1 = issued_.value_or(std::chrono::steady_clock::now());
     if (cudaError_t err = cudaStreamSynchronize(s()); err != cudaSuccess) fail(cuda::error_text("forward pass", err));
     if (offload_) offload_->end_cpu_share();
+    collect_op_events();
     if (profile_) {
       profile_->issue_seconds += std::chrono::duration<double>(t1 - t0).count();
       profile_->pass_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -3,7 +3,7 @@
 // same tokens for two sequences, across a context bucket (256 -> 512 tokens: a new recording).
 // DeepSeek sparse attention's indexer makes its top-k on the host in the middle of every pass, so
 // those families' steps are never recorded: with graphs on they run op by op and must give the same.
-// Skips without a GPU.
+// Op times taken with GPU events leave the steps as they are. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -91,6 +91,45 @@ TEST_P(DecodeGraphs, ReplayedStepsEqualStepsRunOpByOp) {
   EXPECT_EQ(graphed_routes.calls, plain_routes.calls);
   EXPECT_EQ(graphed_routes.selections, plain_routes.selections);
   EXPECT_FALSE(plain_routes.calls.empty());
+}
+
+// Op times from GPU events (OpProfile::gpu_events): the steps run op by op, never replayed, and
+// give what the same steps give unprofiled; every op kind the model runs has time, and the ops'
+// times add up to no more than the passes took.
+TEST(DecodeGraphsProfile, GpuEventOpTimesLeaveTheStepsAlone) {
+  FT_SKIP_UNLESS_FAMILY_RUNS(engine::BackendKind::kCuda, ModelFamily::kQwen3Moe);
+  TempDir dir;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
+  auto plain = load_cuda(dir, false);
+  auto timed = load_cuda(dir, true);
+  ASSERT_TRUE(plain && timed);
+  const std::size_t V = std::size_t(plain->vocab_size());
+  const auto prompt = test_tokens(100, plain->vocab_size(), 5);
+  engine::OpProfile profile;
+  profile.gpu_events = true;
+  timed->set_profile(&profile);
+  SequenceState a = plain->new_state(), b = timed->new_state();
+  std::vector<float> want(V), got(V);
+  ASSERT_TRUE(plain->forward(a, prompt, want.data(), LogitsMode::kLast).is_ok());
+  ASSERT_TRUE(timed->forward(b, prompt, got.data(), LogitsMode::kLast).is_ok());
+  EXPECT_EQ(got, want);
+  for (int step = 0; step < 6; ++step) {
+    const int32_t t[1] = {prompt[std::size_t(step)]};
+    ASSERT_TRUE(plain->forward(a, t, want.data(), LogitsMode::kLast).is_ok());
+    ASSERT_TRUE(timed->forward(b, t, got.data(), LogitsMode::kLast).is_ok());
+    ASSERT_EQ(got, want) << "step " << step;
+  }
+  timed->set_profile(nullptr);
+  EXPECT_EQ(profile.replayed_passes, 0u);
+  EXPECT_GE(profile.passes, 7u);
+  double ops = 0;
+  for (const auto k :
+       {engine::OpProfile::kLinear, engine::OpProfile::kMoe, engine::OpProfile::kAttention, engine::OpProfile::kNorm}) {
+    EXPECT_GT(profile.calls[k], 0u) << engine::OpProfile::name(k);
+    EXPECT_GT(profile.seconds[k], 0.0) << engine::OpProfile::name(k);
+  }
+  for (int k = 0; k < engine::OpProfile::kMoeRoute; ++k) ops += profile.seconds[k];
+  EXPECT_LE(ops, profile.pass_seconds);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecodeGraphs, ::testing::ValuesIn(engine::model_families()),

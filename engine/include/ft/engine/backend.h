@@ -167,6 +167,11 @@ struct OpProfile {
   // false: whole passes only. A GPU backend times an op by synchronising at its end, which slows
   // the pass; without op times it adds nothing but two clock reads a pass.
   bool time_ops = true;
+  // With time_ops, a GPU backend records events on its stream around each op instead of
+  // synchronising, and adds up their GPU times when the pass ends: each op's own kernel time in a
+  // pass that runs as it would unprofiled (but never as a recorded graph). What the ops' sum
+  // leaves of the pass is the GPU waiting for the host.
+  bool gpu_events = false;
   double issue_seconds = 0;  // the host issuing the passes' work (on a GPU it runs ahead of it)
   double pass_seconds = 0;   // the passes to their end, device work included
   std::uint64_t passes = 0;
