@@ -1035,8 +1035,7 @@ class CudaBackend final : public Backend {
     // slots start on 256 bytes: the rows fit wherever the first expert's do
     dims.gate_up_units = cuda::units_fit(first.gate.dtype, nullptr, first.gate.row_bytes, int(H));
     dims.down_units = cuda::units_fit(first.down.dtype, nullptr, first.down.row_bytes, int(first.inter()));
-    std::optional<Timed> phase;
-    phase.emplace(this, OpProfile::kMoeExperts, true);
+    std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeExperts, true);
     if (decode && o.in_place()) {
       decode_in_place(w, layer, dims, x, T, K, chosen_dev, by_expert, out);
     } else if (decode) {
@@ -1646,8 +1645,8 @@ class CudaBackend final : public Backend {
     if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmBatchedEx: ") + cublas_status_text(st));
   }
 
-  // The cuBLASLt path of batched_gemm (unless FT_CUDA_GEMM=batched), made on first use; null when off or when
-  // it could not start (then the batched call serves every product).
+  // The cuBLASLt path of batched_gemm (unless FT_CUDA_GEMM=batched), made on first use; null when
+  // off or when it could not start (then the batched call serves every product).
   cuda::LtBatchedGemm* lt_batched() {
     if (!lt_tried_) {
       lt_tried_ = true;
@@ -1696,9 +1695,6 @@ class CudaBackend final : public Backend {
     cuda::add_sigmoid_scaled(shared, gate, int(T), int(H), out, s());
   }
 
-  // The device table of a MoE layer's experts for the fused few-token path, built once per layer
-  // (kept with the weights); null when the layer's experts do not fit it (not bf16, uneven
-  // strides, unaligned).
   // What follows the routed experts' products: the family's GLU and its biases (in VRAM).
   static cuda::ExpertEpilogue epilogue(const MoeWeights& w) {
     cuda::ExpertEpilogue a;
@@ -1713,6 +1709,9 @@ class CudaBackend final : public Backend {
     return a;
   }
 
+  // The device table of a MoE layer's experts for the fused few-token path, built once per layer
+  // (kept with the weights); null when the layer's experts do not fit it (not bf16, uneven
+  // strides, unaligned).
   const cuda::ExpertTable* expert_table(const MoeWeights& w) {
     if (auto it = tables_.find(&w); it != tables_.end()) return it->second.get();
     std::unique_ptr<cuda::ExpertTable> table;

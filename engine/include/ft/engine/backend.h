@@ -74,8 +74,8 @@ struct MoeWeights {
   const float* gate_bias = nullptr;  // [num_experts, inter]
   const float* up_bias = nullptr;    // [num_experts, inter]
   const float* down_bias = nullptr;  // [num_experts, hidden]
-  // The same expert biases in host memory where the backend's are in VRAM (null where they are the
-  // same): what the CPU's share of offloaded experts reads.
+  // The same expert biases in host memory (the backend's may be in VRAM): what the CPU's share of
+  // offloaded experts reads. Null without biases.
   const float* host_gate_bias = nullptr;
   const float* host_up_bias = nullptr;
   const float* host_down_bias = nullptr;
