@@ -1697,12 +1697,7 @@ class CudaBackend final : public Backend {
 
   // What follows the routed experts' products: the family's GLU and its biases (in VRAM).
   static cuda::ExpertEpilogue epilogue(const MoeWeights& w) {
-    cuda::ExpertEpilogue a;
-    a.gelu = w.glu.gelu_tanh;
-    a.clamped = w.glu.clamped;
-    a.alpha = w.glu.alpha;
-    a.limit = w.glu.limit;
-    a.up_offset = w.glu.up_offset;
+    cuda::ExpertEpilogue a = cuda::glu_epilogue(w.glu);
     a.gate_bias = w.gate_bias;
     a.up_bias = w.up_bias;
     a.down_bias = w.down_bias;

@@ -54,18 +54,21 @@ __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group
   }
 }
 
-// Where row r's high halves start in the buckets' split layout, and how far after them its low
-// ones are (P rows of `width`).
+// Where row r's high halves start in the buckets' split layout, how far after them its low ones
+// are (P rows of `width`), and its slot among all the buckets' slots (bucket 0's first, then
+// bucket 1's, ...: the index of its expert in the caller's list).
 struct SplitPlace {
   std::size_t hi;
   std::size_t lo_step;
+  int64_t slot;
 };
 __device__ __forceinline__ SplitPlace split_place(int64_t r, int width, const SplitBucket* b, int nb) {
   int i = 0;
-  while (i + 1 < nb && r >= b[i + 1].row0) ++i;
+  int64_t before = 0;  // slots of the buckets before i
+  for (; i + 1 < nb && r >= b[i + 1].row0; ++i) before += b[i].rows / b[i].P;
   const int64_t local = r - b[i].row0, slot = local / b[i].P, within = local % b[i].P;
   return {std::size_t(2 * (b[i].row0 + slot * b[i].P) + within) * std::size_t(width),
-          std::size_t(b[i].P) * std::size_t(width)};
+          std::size_t(b[i].P) * std::size_t(width), before + slot};
 }
 
 __device__ __forceinline__ void store_halves(std::uint16_t* out, std::size_t hi, std::size_t lo_step, float v) {
@@ -84,14 +87,6 @@ __global__ void gather_split_kernel(const float* src, const int64_t* rows, int w
   for (int c = threadIdx.x; c < width; c += blockDim.x) store_halves(out, at.hi + c, at.lo_step, from < 0 ? 0.f : s[c]);
 }
 
-// Row r's slot among all the buckets' slots (bucket 0's first, then bucket 1's, ...).
-__device__ __forceinline__ int64_t split_slot(int64_t r, const SplitBucket* b, int nb) {
-  int64_t before = 0;
-  int i = 0;
-  for (; i + 1 < nb && r >= b[i + 1].row0; ++i) before += b[i].rows / b[i].P;
-  return before + (r - b[i].row0) / b[i].P;
-}
-
 __global__ void glu_split_kernel(const float* gate, const float* up, int width, const ExpertEpilogue act,
                                  const int32_t* experts, const SplitBucket* buckets, int n_buckets,
                                  std::uint16_t* out) {
@@ -102,7 +97,7 @@ __global__ void glu_split_kernel(const float* gate, const float* up, int width, 
   const float* u = up + std::size_t(r) * std::size_t(width);
   const float *gb = nullptr, *ub = nullptr;
   if (act.gate_bias || act.up_bias) {
-    const std::size_t e = std::size_t(experts[split_slot(r, buckets, n_buckets)]) * std::size_t(width);
+    const std::size_t e = std::size_t(experts[at.slot]) * std::size_t(width);
     if (act.gate_bias) gb = act.gate_bias + e;
     if (act.up_bias) ub = act.up_bias + e;
   }
@@ -114,7 +109,7 @@ __global__ void add_expert_bias_kernel(float* y, int width, const float* bias, c
                                        const SplitBucket* buckets, int n_buckets) {
   pdl_enter();
   const int64_t r = blockIdx.x;
-  const float* b = bias + std::size_t(experts[split_slot(r, buckets, n_buckets)]) * std::size_t(width);
+  const float* b = bias + std::size_t(experts[split_place(r, width, buckets, n_buckets).slot]) * std::size_t(width);
   float* row = y + std::size_t(r) * std::size_t(width);
   for (int c = threadIdx.x; c < width; c += blockDim.x) row[c] += b[c];
 }
@@ -210,23 +205,11 @@ __global__ void softcap_kernel(float* x, std::size_t n, float cap) {
   if (i < n) x[i] = cap * tanhf(x[i] / cap);
 }
 
-__global__ void expert_glu_kernel(const float* gate, const float* up, float* out, std::size_t n, bool clamped,
-                                  bool gelu, float alpha, float limit, float up_offset) {
+__global__ void expert_glu_kernel(const float* gate, const float* up, float* out, std::size_t n,
+                                  const ExpertEpilogue act) {
   pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  float g = gate[i], u = up[i];
-  if (gelu) {
-    out[i] = gelu_tanh(g) * u;
-    return;
-  }
-  if (!clamped) {
-    out[i] = g / (1.f + expf(-g)) * u;
-    return;
-  }
-  g = fminf(g, limit);
-  u = fminf(fmaxf(u, -limit), limit);
-  out[i] = (u + up_offset) * (g / (1.f + expf(-alpha * g)));
+  if (i < n) out[i] = expert_glu(act, gate[i], up[i]);
 }
 
 __global__ void mul_sigmoid_kernel(float* x, const float* gate, std::size_t n) {
@@ -463,9 +446,7 @@ void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cud
 
 void expert_glu(const float* gate, const float* up, float* out, std::size_t n, const ref::ExpertGlu& glu,
                 cudaStream_t s) {
-  if (n)
-    launch(expert_glu_kernel, blocks_for(n), kBlock, 0, s, gate, up, out, n, glu.clamped, glu.gelu_tanh, glu.alpha,
-           glu.limit, glu.up_offset);
+  if (n) launch(expert_glu_kernel, blocks_for(n), kBlock, 0, s, gate, up, out, n, glu_epilogue(glu));
 }
 
 void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t s) {

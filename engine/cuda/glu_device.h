@@ -21,7 +21,7 @@ __device__ __forceinline__ float glu(float g, float u, bool gelu) {
 
 // ref::expert_glu: the epilogue's GLU of biased gate and up products.
 __device__ __forceinline__ float expert_glu(const ExpertEpilogue& a, float g, float u) {
-  if (!a.clamped) return glu(g, u, a.gelu);
+  if (a.gelu || !a.clamped) return glu(g, u, a.gelu);
   g = fminf(g, a.limit);
   u = fminf(fmaxf(u, -a.limit), a.limit);
   return (u + a.up_offset) * (g / (1.f + expf(-a.alpha * g)));

@@ -61,6 +61,16 @@ struct ExpertEpilogue {
   const std::byte* zero_down = nullptr;
   bool biased() const { return gate_bias || up_bias || down_bias; }
 };
+// The epilogue of `glu` without biases.
+inline ExpertEpilogue glu_epilogue(const ref::ExpertGlu& glu) {
+  ExpertEpilogue a;
+  a.gelu = glu.gelu_tanh;
+  a.clamped = glu.clamped;
+  a.alpha = glu.alpha;
+  a.limit = glu.limit;
+  a.up_offset = glu.up_offset;
+  return a;
+}
 // The experts' GLU and split_16 in one pass: row r of the split output is the epilogue's GLU of
 // gate[r, :] and up[r, :] plus, where it has them, the gate and up biases of the row's expert:
 // experts[j] for slot j of the buckets, counted over all of them (read only with biases).
