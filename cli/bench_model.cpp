@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -139,6 +140,29 @@ double distinct_experts(const engine::RoutingTrace& trace) {
   return n;
 }
 
+// How a prefill's tokens spread over the experts, per MoE call (a layer's chunk): how many experts
+// the call chose and the rows the busiest, the median and the least busy of them got. A skewed
+// spread is what a trained router avoids and random weights do not: the GPU's grouping pads each
+// expert's rows to whole slots, so its GEMMs' work depends on it.
+void print_routing_spread(const engine::RoutingTrace& trace) {
+  if (trace.calls.empty()) return;
+  double used = 0, max_rows = 0, median = 0, min_rows = 0;
+  for (const auto& call : trace.calls) {
+    std::map<int32_t, std::size_t> per;
+    for (const int32_t e : call) ++per[e];
+    std::vector<std::size_t> counts;
+    for (const auto& [e, n] : per) counts.push_back(n);
+    std::sort(counts.rbegin(), counts.rend());
+    used += double(counts.size());
+    max_rows += double(counts.front());
+    median += double(counts[counts.size() / 2]);
+    min_rows += double(counts.back());
+  }
+  const double calls = double(trace.calls.size());
+  std::printf("  routing      per MoE call: %.0f experts chosen, rows per expert max %.0f / median %.0f / min %.0f\n",
+              used / calls, max_rows / calls, median / calls, min_rows / calls);
+}
+
 std::vector<int32_t> random_tokens(std::size_t n, int64_t vocab, std::uint64_t seed) {
   std::vector<int32_t> out(n);
   for (auto& t : out) {
@@ -156,12 +180,16 @@ void print_profile(const engine::OpProfile& p, double wall) {
   for (int k = 0; k < OpProfile::kMoeRoute; ++k) {  // the ops; the MoE phases after them are within kMoe
     if (p.calls[k] == 0) continue;
     sum += p.seconds[k];
-    std::printf("%s %.0f%% ", OpProfile::name(OpProfile::Kind(k)), 100 * p.seconds[k] / wall);
+    std::printf("%s %.0f%% (%.1f ms) ", OpProfile::name(OpProfile::Kind(k)), 100 * p.seconds[k] / wall,
+                1e3 * p.seconds[k]);
   }
   std::printf("other %.0f%%", 100 * (wall - sum) / wall);
   if (p.calls[OpProfile::kMoeExperts] > 0) {
     std::printf("; moe = route %.0f%% + experts %.0f%% + combine %.0f%%", 100 * p.seconds[OpProfile::kMoeRoute] / wall,
                 100 * p.seconds[OpProfile::kMoeExperts] / wall, 100 * p.seconds[OpProfile::kMoeCombine] / wall);
+    if (p.calls[OpProfile::kMoeGemms] > 0)
+      std::printf(" (of the experts, batched GEMMs %.0f%%: %.1f ms)", 100 * p.seconds[OpProfile::kMoeGemms] / wall,
+                  1e3 * p.seconds[OpProfile::kMoeGemms]);
   }
   std::printf("\n");
 }
@@ -525,6 +553,7 @@ int bench_prefill(const Args& args) {
               dense_flops / 1e12, attn_flops / 1e12);
   std::printf("  bound        weights read once per chunk: %.2f s at %.1f GB/s (%.0f tok/s); measured/bound %.2f\n",
               weight_bound, l->bandwidth, double(prompt) / weight_bound, weight_bound / secs);
+  print_routing_spread(trace);
   if (const auto after = m.expert_offload_stats(); after && offload_before) {
     // Streaming: the experts each chunk misses cross PCIe; busy = bytes moved / time at the probe's rate.
     const double moved = double(after->fetched_bytes - offload_before->fetched_bytes);

@@ -1394,53 +1394,40 @@ class CudaBackend final : public Backend {
   using Resolve = std::function<std::vector<cuda::ExpertPtrs>(std::span<const int32_t> experts)>;
   using RoundDone = std::function<void()>;
 
-  // The routed experts of a prefill-sized call in a few launches. The active experts, busiest
-  // first, fall into buckets whose experts have more than half the rows of the bucket's first;
-  // each expert's rows are padded to that first one's (P: zeros after its own), so padding at most
-  // doubles the rows however skewed the routing is. The rows are grouped on the device
-  // (moe_scatter), split in two bf16 halves, and every bucket runs batched GEMMs for gate, up and
-  // down over its experts (split_gemms: bf16 weights as stored, GGUF blocks decoded to bf16 planes
-  // first); then the per-token combine. counts: each expert's rows. Offloaded
-  // experts go in rounds of at most `round_experts` (buckets cut into pieces to fit), each made
-  // resident by `resolve` before its GEMMs.
+  // The routed experts of a prefill-sized call in a few launches. Each active expert's rows fill
+  // consecutive slots of kSlotRows rows (its last slot padded with zero rows), so every problem of
+  // the batched GEMMs has one shape, and one call per product takes the whole layer however the
+  // routing is skewed (buckets of experts with alike row counts made ~10 calls a product and tiny
+  // GEMMs for the tail on a skewed layer, and padded a third of the rows). The rows are grouped on
+  // the device (moe_scatter) and split in two bf16 halves, slot by slot (the slot's high halves,
+  // then its low ones); each product is one GEMM over both halves of a slot (split_gemms: bf16
+  // weights as stored, GGUF blocks decoded to bf16 planes first), whose two parts the next pass
+  // adds (glu_split, moe_combine_split). counts: each expert's rows. Offloaded experts go in
+  // rounds of at most `round_experts` experts, each made resident by `resolve` before its GEMMs.
+  static constexpr std::size_t kSlotRows = 64;  // x 2 halves: 128 columns, the GEMM kernels' tile
   void experts_batched(const cuda::ExpertTable& dims, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
                        std::span<const int32_t> counts, const int32_t* chosen_dev, const float* weights_dev, float* out,
                        std::size_t round_experts = SIZE_MAX, const Resolve& resolve = nullptr,
                        const RoundDone& round_done = nullptr) {
     const std::size_t E = w.experts.size(), H = std::size_t(dims.hidden), I = std::size_t(dims.inter);
-    struct Piece {
-      std::size_t row0 = 0, P = 0;
-      std::vector<int32_t> experts;
+    constexpr std::size_t C = kSlotRows;
+    struct Round {
+      std::size_t row0 = 0, slots = 0;
+      std::vector<int32_t> experts, slot_counts;
     };
-    std::vector<int32_t> by_rows;
-    for (std::size_t e = 0; e < E; ++e)
-      if (counts[e] > 0) by_rows.push_back(int32_t(e));
-    std::stable_sort(by_rows.begin(), by_rows.end(), [&](int32_t a, int32_t b) { return counts[a] > counts[b]; });
-    std::vector<Piece> pieces;
+    std::vector<Round> rounds;
     std::vector<int32_t> row0(E, 0);  // expert -> its first padded row
     std::size_t R = 0;                // padded rows in all
-    std::size_t bucket_P = 0;
-    for (const int32_t e : by_rows) {
-      if (pieces.empty() || 2 * std::size_t(counts[e]) <= bucket_P) {
-        bucket_P = std::size_t(counts[e]);
-        pieces.push_back({R, bucket_P, {}});
-      } else if (pieces.back().experts.size() >= round_experts) {
-        pieces.push_back({R, bucket_P, {}});  // the same bucket, cut to fit a round
-      }
-      Piece& p = pieces.back();
-      row0[std::size_t(e)] = int32_t(R);
-      R += p.P;
-      p.experts.push_back(e);
-    }
-    // Rounds: consecutive pieces of at most round_experts experts in all.
-    std::vector<std::pair<std::size_t, std::size_t>> rounds;  // [first piece, end piece)
-    for (std::size_t i = 0, n = 0; i < pieces.size(); ++i) {
-      if (rounds.empty() || n + pieces[i].experts.size() > round_experts) {
-        rounds.push_back({i, i});
-        n = 0;
-      }
-      rounds.back().second = i + 1;
-      n += pieces[i].experts.size();
+    for (std::size_t e = 0; e < E; ++e) {
+      if (counts[e] <= 0) continue;
+      if (rounds.empty() || rounds.back().experts.size() >= round_experts) rounds.push_back({R, 0, {}, {}});
+      Round& r = rounds.back();
+      const std::size_t n = (std::size_t(counts[e]) + C - 1) / C;
+      row0[e] = int32_t(R);
+      R += n * C;
+      r.slots += n;
+      r.experts.push_back(int32_t(e));
+      r.slot_counts.push_back(int32_t(n));
     }
     auto* cursor = scratch_.take<int32_t>(E);
     auto* padded = scratch_.take<int64_t>(R);
@@ -1450,76 +1437,59 @@ class CudaBackend final : public Backend {
     check(cudaMemsetAsync(padded, 0xff, R * sizeof(int64_t), s()), "grouping");  // -1: a padding row
     cuda::moe_scatter(chosen_dev, weights_dev, int(T), int(K), upload(row0.data(), E), cursor, padded, rows,
                       sorted_weights, s());
-    // Each product is two batched GEMMs, of the high halves and then of the low ones added in the
-    // GEMM's epilogue. The GEMMs' inputs are gathered and split (and SwiGLU'd) in one pass each,
-    // straight into the pieces' layout: no fp32 copy of the gathered rows or of the SwiGLU output.
-    std::vector<cuda::SplitBucket> layout;
-    for (const Piece& p : pieces) layout.push_back({int64_t(p.row0), int64_t(p.experts.size() * p.P), int64_t(p.P)});
-    const cuda::SplitBucket* layout_dev = upload(layout.data(), layout.size());
+    // The GEMMs' inputs are gathered and split (and GLU'd) in one pass each, straight into the
+    // slots' layout: no fp32 copy of the gathered rows or of the GLU output. The products (y, g,
+    // u) are fp32 in the same layout, two parts a row.
     Scratch::Frame frame(scratch_);
-    float* y = scratch_.floats(R * H);
-    float* g = scratch_.floats(R * I);
-    float* u = scratch_.floats(R * I);
+    float* y = scratch_.floats(2 * R * H);
+    float* g = scratch_.floats(2 * R * I);
+    float* u = scratch_.floats(2 * R * I);
     auto* xs = scratch_.take<std::uint16_t>(2 * R * H);
     auto* hs = scratch_.take<std::uint16_t>(2 * R * I);
-    cuda::gather_split(x, padded, int(R), int(H), layout_dev, int(layout.size()), xs, s());
-    for (const auto& [first, end] : rounds) {
-      std::vector<int32_t> experts;
-      for (std::size_t i = first; i < end; ++i)
-        experts.insert(experts.end(), pieces[i].experts.begin(), pieces[i].experts.end());
+    cuda::gather_split(x, padded, int(R), int(H), int(C), xs, s());
+    for (const Round& r : rounds) {
       std::vector<cuda::ExpertPtrs> where;
       if (resolve) {
-        where = resolve(experts);
-        if (where.size() != experts.size()) return;  // failed (the pass reports it)
+        where = resolve(r.experts);
+        if (where.size() != r.experts.size()) return;  // failed (the pass reports it)
       } else {
-        for (int32_t e : experts) {
+        for (int32_t e : r.experts) {
           const SwiGluMatrices& m = w.experts[std::size_t(e)];
           where.push_back({m.gate.device, m.up.device, m.down.device});
         }
       }
-      // The round's rows, its pieces' layout rebased to them.
-      const std::size_t r0 = pieces[first].row0,
-                        r1 = pieces[end - 1].row0 + pieces[end - 1].experts.size() * pieces[end - 1].P;
-      std::vector<cuda::SplitBucket> part;
-      for (std::size_t i = first; i < end; ++i)
-        part.push_back({int64_t(pieces[i].row0 - r0), layout[i].rows, layout[i].P});
-      std::size_t at = 0;  // into `where`
-      const auto gemms = [&](auto&& body) {
-        at = 0;
-        for (std::size_t i = first; i < end; ++i) {
-          const Piece& p = pieces[i];
-          std::vector<const void*> gate, up, down;
-          for (std::size_t j = 0; j < p.experts.size(); ++j, ++at) {
-            gate.push_back(where[at].gate);
-            up.push_back(where[at].up);
-            down.push_back(where[at].down);
-          }
-          body(p, gate, up, down);
+      // Slot by slot: its expert's matrices, and the expert (for the biases).
+      std::vector<const void*> gate, up, down;
+      std::vector<int32_t> slot_experts;
+      for (std::size_t j = 0; j < r.experts.size(); ++j) {
+        for (int32_t k = 0; k < r.slot_counts[j]; ++k) {
+          gate.push_back(where[j].gate);
+          up.push_back(where[j].up);
+          down.push_back(where[j].down);
+          slot_experts.push_back(r.experts[j]);
         }
-      };
-      gemms([&](const Piece& p, const std::vector<const void*>& gate, const std::vector<const void*>& up,
-                const std::vector<const void*>&) {
-        const std::uint16_t* in = xs + 2 * p.row0 * H;
-        split_gemms(gate, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P,
-                    g + p.row0 * I, p.P * I);
-        split_gemms(up, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * p.P * H, p.P,
-                    u + p.row0 * I, p.P * I);
-      });
-      const cuda::SplitBucket* part_dev = upload(part.data(), part.size());
-      // The round's experts slot by slot (as glu_split and add_expert_bias count them), for the biases.
-      const int32_t* experts_dev = dims.act.biased() ? upload(experts.data(), experts.size()) : nullptr;
-      cuda::glu_split(g + r0 * I, u + r0 * I, int(r1 - r0), int(I), dims.act, experts_dev, part_dev, int(part.size()),
-                      hs + 2 * r0 * I, s());
-      gemms([&](const Piece& p, const std::vector<const void*>&, const std::vector<const void*>&,
-                const std::vector<const void*>& down) {
-        split_gemms(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), hs + 2 * p.row0 * I, 2 * p.P * I, p.P,
-                    y + p.row0 * H, p.P * H);
-      });
-      cuda::add_expert_bias(y + r0 * H, int(r1 - r0), int(H), dims.act.down_bias, experts_dev, part_dev,
-                            int(part.size()), s());
+      }
+      const std::size_t rows_here = r.slots * C;
+      {
+        const std::uint16_t* in = xs + 2 * r.row0 * H;
+        const Timed timer(this, OpProfile::kMoeGemms, true);
+        split_gemms(gate, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * C * H, C,
+                    g + 2 * r.row0 * I, 2 * C * I);
+        split_gemms(up, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * C * H, C,
+                    u + 2 * r.row0 * I, 2 * C * I);
+      }
+      const int32_t* experts_dev = dims.act.biased() ? upload(slot_experts.data(), slot_experts.size()) : nullptr;
+      cuda::glu_split(g + 2 * r.row0 * I, u + 2 * r.row0 * I, int(rows_here), int(I), dims.act, experts_dev, int(C),
+                      hs + 2 * r.row0 * I, s());
+      {
+        const Timed timer(this, OpProfile::kMoeGemms, true);
+        split_gemms(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), hs + 2 * r.row0 * I, 2 * C * I, C,
+                    y + 2 * r.row0 * H, 2 * C * H);
+      }
+      cuda::add_expert_bias(y + 2 * r.row0 * H, int(rows_here), int(H), dims.act.down_bias, experts_dev, int(C), s());
       if (round_done) round_done();
     }
-    cuda::moe_combine(y, rows, sorted_weights, int(T), int(K), int(H), out, s());
+    cuda::moe_combine_split(y, rows, sorted_weights, int(T), int(K), int(H), int(C), out, s());
   }
 
   // Experts the batched kernels do not take (biases, uneven strides, unaligned rows): the choices come to the
@@ -1580,40 +1550,47 @@ class CudaBackend final : public Backend {
                       int(T), int(K), int(H), out, s());
   }
 
-  // For each expert j of `ws`: C_j [n, m] = X_j [n, k] W_j^T, X_j given as bf16 halves (x ~= hi + lo:
-  // n hi rows at b + j b_stride, then n lo rows). bf16 weights: two batched GEMMs, hi then lo added
-  // in the epilogue. GGUF blocks: decoded a few experts at a time into bf16 planes W ~= Wh + Wl
-  // (dequant_split_rows, as block_product), then Wh hi + Wh lo + Wl hi, three batched GEMMs.
+  // For each slot j of `ws` (its expert's matrix): C_j [2n, m] = X_j [2n, k] W_j^T, X_j the slot's
+  // rows as bf16 halves (x ~= hi + lo: n hi rows at b + j b_stride, then n lo rows), so C_j's first
+  // n rows are the products of the high halves and the next n those of the low ones (a row's value
+  // is their sum). bf16 weights: one batched GEMM over both halves. GGUF blocks: decoded a few
+  // experts at a time into bf16 planes W ~= Wh + Wl (dequant_split_rows, as block_product), then
+  // Wh [hi; lo], and Wl hi added into the high parts: two batched GEMMs. Consecutive slots of one
+  // expert share its decoded planes.
   void split_gemms(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
                    const std::uint16_t* b, std::size_t b_stride, std::size_t n, float* c, std::size_t c_stride) {
-    const std::size_t lo_rows = n * std::size_t(k);
     if (dtype == DType::kBF16) {
-      for (int half = 0; half < 2; ++half)
-        batched_gemm(ws.data(), row_bytes, m, k, b + std::size_t(half) * lo_rows, b_stride, n, c, c_stride, half,
-                     ws.size());
+      batched_gemm(ws.data(), row_bytes, m, k, b, b_stride, 2 * n, c, c_stride, false, ws.size());
       return;
     }
+    std::vector<std::size_t> runs;  // the first slot of each run of one expert's slots
+    for (std::size_t j = 0; j < ws.size(); ++j)
+      if (j == 0 || ws[j] != ws[j - 1]) runs.push_back(j);
+    runs.push_back(ws.size());
+    const std::size_t experts = runs.size() - 1;
     Scratch::Frame frame(scratch_);
     const std::size_t plane = std::size_t(m) * std::size_t(k);
-    const std::size_t per = std::clamp<std::size_t>(tile_bytes() / (4 * plane), 1, ws.size());
+    const std::size_t per = std::clamp<std::size_t>(tile_bytes() / (4 * plane), 1, experts);
     auto* hi = scratch_.take<std::uint16_t>(2 * per * plane);
     std::uint16_t* lo = hi + per * plane;
-    std::vector<const void*> his(per), los(per);
-    for (std::size_t j = 0; j < per; ++j) {
-      his[j] = hi + j * plane;
-      los[j] = lo + j * plane;
-    }
-    for (std::size_t j0 = 0; j0 < ws.size(); j0 += per) {
-      const std::size_t nj = std::min(per, ws.size() - j0);
+    for (std::size_t e0 = 0; e0 < experts; e0 += per) {
+      const std::size_t ne = std::min(per, experts - e0), j0 = runs[e0], j1 = runs[e0 + ne];
+      std::vector<const void*> src(ne), his, los;
+      for (std::size_t i = 0; i < ne; ++i) {
+        src[i] = ws[runs[e0 + i]];
+        for (std::size_t j = runs[e0 + i]; j < runs[e0 + i + 1]; ++j) {
+          his.push_back(hi + i * plane);
+          los.push_back(lo + i * plane);
+        }
+      }
       // One launch decodes the sub-batch: the host issuing a launch per expert set the pace.
-      const auto* src = reinterpret_cast<const std::byte* const*>(upload(ws.data() + j0, nj));
-      cuda::dequant_split_matrices(src, int(nj), dtype, row_bytes, m, k, hi, lo, s());
+      cuda::dequant_split_matrices(reinterpret_cast<const std::byte* const*>(upload(src.data(), ne)), int(ne), dtype,
+                                   row_bytes, m, k, hi, lo, s());
       const std::uint16_t* bj = b + j0 * b_stride;
       float* cj = c + j0 * c_stride;
       const std::size_t plain = std::size_t(k) * 2;
-      batched_gemm(his.data(), plain, m, k, bj, b_stride, n, cj, c_stride, false, nj);
-      batched_gemm(his.data(), plain, m, k, bj + lo_rows, b_stride, n, cj, c_stride, true, nj);
-      batched_gemm(los.data(), plain, m, k, bj, b_stride, n, cj, c_stride, true, nj);
+      batched_gemm(his.data(), plain, m, k, bj, b_stride, 2 * n, cj, c_stride, false, j1 - j0);
+      batched_gemm(los.data(), plain, m, k, bj, b_stride, n, cj, c_stride, true, j1 - j0);
     }
   }
 

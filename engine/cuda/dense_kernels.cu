@@ -54,21 +54,17 @@ __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group
   }
 }
 
-// Where row r's high halves start in the buckets' split layout, how far after them its low ones
-// are (P rows of `width`), and its slot among all the buckets' slots (bucket 0's first, then
-// bucket 1's, ...: the index of its expert in the caller's list).
+// Where row r's high half starts in the slot layout (kernels.h), how far after it its low one is,
+// and its slot.
 struct SplitPlace {
   std::size_t hi;
   std::size_t lo_step;
   int64_t slot;
 };
-__device__ __forceinline__ SplitPlace split_place(int64_t r, int width, const SplitBucket* b, int nb) {
-  int i = 0;
-  int64_t before = 0;  // slots of the buckets before i
-  for (; i + 1 < nb && r >= b[i + 1].row0; ++i) before += b[i].rows / b[i].P;
-  const int64_t local = r - b[i].row0, slot = local / b[i].P, within = local % b[i].P;
-  return {std::size_t(2 * (b[i].row0 + slot * b[i].P) + within) * std::size_t(width),
-          std::size_t(b[i].P) * std::size_t(width), before + slot};
+__device__ __forceinline__ SplitPlace split_place(int64_t r, int width, int slot_rows) {
+  const int64_t slot = r / slot_rows, within = r % slot_rows;
+  return {std::size_t(2 * slot * slot_rows + within) * std::size_t(width), std::size_t(slot_rows) * std::size_t(width),
+          slot};
 }
 
 __device__ __forceinline__ void store_halves(std::uint16_t* out, std::size_t hi, std::size_t lo_step, float v) {
@@ -78,39 +74,42 @@ __device__ __forceinline__ void store_halves(std::uint16_t* out, std::size_t hi,
 }
 
 // One block per row of the output.
-__global__ void gather_split_kernel(const float* src, const int64_t* rows, int width, const SplitBucket* buckets,
-                                    int n_buckets, std::uint16_t* out) {
+__global__ void gather_split_kernel(const float* src, const int64_t* rows, int width, int slot_rows,
+                                    std::uint16_t* out) {
   pdl_enter();
   const int64_t r = blockIdx.x, from = rows[r];
-  const SplitPlace at = split_place(r, width, buckets, n_buckets);
+  const SplitPlace at = split_place(r, width, slot_rows);
   const float* s = src + std::size_t(from < 0 ? 0 : from) * std::size_t(width);
   for (int c = threadIdx.x; c < width; c += blockDim.x) store_halves(out, at.hi + c, at.lo_step, from < 0 ? 0.f : s[c]);
 }
 
+// gate and up are in the slot layout too (each slot's products of its high halves, then of its
+// low ones): a row's value is the sum of its two parts.
 __global__ void glu_split_kernel(const float* gate, const float* up, int width, const ExpertEpilogue act,
-                                 const int32_t* experts, const SplitBucket* buckets, int n_buckets,
-                                 std::uint16_t* out) {
+                                 const int32_t* experts, int slot_rows, std::uint16_t* out) {
   pdl_enter();
   const int64_t r = blockIdx.x;
-  const SplitPlace at = split_place(r, width, buckets, n_buckets);
-  const float* g = gate + std::size_t(r) * std::size_t(width);
-  const float* u = up + std::size_t(r) * std::size_t(width);
+  const SplitPlace at = split_place(r, width, slot_rows);
+  const float *g = gate + at.hi, *u = up + at.hi;
   const float *gb = nullptr, *ub = nullptr;
   if (act.gate_bias || act.up_bias) {
     const std::size_t e = std::size_t(experts[at.slot]) * std::size_t(width);
     if (act.gate_bias) gb = act.gate_bias + e;
     if (act.up_bias) ub = act.up_bias + e;
   }
-  for (int c = threadIdx.x; c < width; c += blockDim.x)
-    store_halves(out, at.hi + c, at.lo_step, expert_glu(act, g[c] + (gb ? gb[c] : 0.f), u[c] + (ub ? ub[c] : 0.f)));
+  for (int c = threadIdx.x; c < width; c += blockDim.x) {
+    const float gv = g[c] + g[at.lo_step + c], uv = u[c] + u[at.lo_step + c];
+    store_halves(out, at.hi + c, at.lo_step, expert_glu(act, gv + (gb ? gb[c] : 0.f), uv + (ub ? ub[c] : 0.f)));
+  }
 }
 
-__global__ void add_expert_bias_kernel(float* y, int width, const float* bias, const int32_t* experts,
-                                       const SplitBucket* buckets, int n_buckets) {
+// y in the slot layout: the bias goes into the high part of the row (once into the sum).
+__global__ void add_expert_bias_kernel(float* y, int width, const float* bias, const int32_t* experts, int slot_rows) {
   pdl_enter();
   const int64_t r = blockIdx.x;
-  const float* b = bias + std::size_t(experts[split_place(r, width, buckets, n_buckets).slot]) * std::size_t(width);
-  float* row = y + std::size_t(r) * std::size_t(width);
+  const SplitPlace at = split_place(r, width, slot_rows);
+  const float* b = bias + std::size_t(experts[at.slot]) * std::size_t(width);
+  float* row = y + at.hi;
   for (int c = threadIdx.x; c < width; c += blockDim.x) row[c] += b[c];
 }
 
@@ -347,14 +346,25 @@ __global__ void moe_scatter_kernel(const int32_t* chosen, const float* weights, 
   }
 }
 
+// slot_rows > 0: y in the slot layout (kernels.h), a row's two parts added before the weight.
 __global__ void moe_combine_kernel(const float* y, const int32_t* rows, const float* weights, int top_k, int width,
-                                   float* out) {
+                                   int slot_rows, float* out) {
   pdl_enter();
   const int t = blockIdx.x;
   float* o = out + std::size_t(t) * width;
   for (int i = threadIdx.x; i < width; i += blockDim.x) {
     float acc = 0.f;
-    for (int k = 0; k < top_k; ++k) acc += weights[t * top_k + k] * y[std::size_t(rows[t * top_k + k]) * width + i];
+    for (int k = 0; k < top_k; ++k) {
+      const int64_t r = rows[t * top_k + k];
+      float v;
+      if (slot_rows > 0) {
+        const int64_t hi = 2 * slot_rows * (r / slot_rows) + r % slot_rows;
+        v = y[std::size_t(hi) * width + i] + y[std::size_t(hi + slot_rows) * width + i];
+      } else {
+        v = y[std::size_t(r) * width + i];
+      }
+      acc += weights[t * top_k + k] * v;
+    }
     o[i] = acc;
   }
 }
@@ -378,21 +388,19 @@ void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::u
   if (n) launch(split_16_kernel, std::min(blocks_for(n), 65535u), kBlock, 0, s, x, n, group, f16, out);
 }
 
-void gather_split(const float* src, const int64_t* rows, int R, int width, const SplitBucket* buckets, int n_buckets,
-                  std::uint16_t* out, cudaStream_t s) {
-  if (R > 0) launch(gather_split_kernel, unsigned(R), kBlock, 0, s, src, rows, width, buckets, n_buckets, out);
+void gather_split(const float* src, const int64_t* rows, int R, int width, int slot_rows, std::uint16_t* out,
+                  cudaStream_t s) {
+  if (R > 0) launch(gather_split_kernel, unsigned(R), kBlock, 0, s, src, rows, width, slot_rows, out);
 }
 
 void glu_split(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
-               const SplitBucket* buckets, int n_buckets, std::uint16_t* out, cudaStream_t s) {
-  if (R > 0)
-    launch(glu_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, act, experts, buckets, n_buckets, out);
+               int slot_rows, std::uint16_t* out, cudaStream_t s) {
+  if (R > 0) launch(glu_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, act, experts, slot_rows, out);
 }
 
-void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, const SplitBucket* buckets,
-                     int n_buckets, cudaStream_t s) {
-  if (R > 0 && bias)
-    launch(add_expert_bias_kernel, unsigned(R), kBlock, 0, s, y, width, bias, experts, buckets, n_buckets);
+void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, int slot_rows,
+                     cudaStream_t s) {
+  if (R > 0 && bias) launch(add_expert_bias_kernel, unsigned(R), kBlock, 0, s, y, width, bias, experts, slot_rows);
 }
 
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s) {
@@ -533,7 +541,12 @@ void moe_scatter(const int32_t* chosen, const float* weights, int T, int top_k, 
 
 void moe_combine(const float* y, const int32_t* rows, const float* weights, int T, int top_k, int width, float* out,
                  cudaStream_t s) {
-  if (T > 0) launch(moe_combine_kernel, T, kBlock, 0, s, y, rows, weights, top_k, width, out);
+  if (T > 0) launch(moe_combine_kernel, T, kBlock, 0, s, y, rows, weights, top_k, width, 0, out);
+}
+
+void moe_combine_split(const float* y, const int32_t* rows, const float* weights, int T, int top_k, int width,
+                       int slot_rows, float* out, cudaStream_t s) {
+  if (T > 0) launch(moe_combine_kernel, T, kBlock, 0, s, y, rows, weights, top_k, width, slot_rows, out);
 }
 
 void add_sigmoid_scaled(const float* y, const float* gate, int T, int width, float* out, cudaStream_t s) {

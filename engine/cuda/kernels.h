@@ -29,18 +29,14 @@ void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64
 // A product of both halves with the same weights, added, is as exact as fp32 activations (the CPU
 // backends' "bf16x2"). group = n: one hi block, then one lo block.
 void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s);
-// The layout the batched expert GEMMs read (moe in cuda_backend.cpp): rows row0 .. row0 + rows of a
-// bucket are slots of P rows, each slot split as split_16 does with group P * width: the slot's
-// high halves, then its low ones.
-struct SplitBucket {
-  int64_t row0;
-  int64_t rows;  // slots x P
-  int64_t P;
-};
+// The slot layout the batched expert GEMMs read and write (experts_batched in cuda_backend.cpp):
+// rows are grouped in slots of slot_rows rows, and each slot is split as split_16 does with group
+// slot_rows * width: the slot's high halves (or, for a GEMM's fp32 output, the products of them),
+// then its low ones. Row r of slot r / slot_rows sits at 2 slot_rows (r / slot_rows) + r % slot_rows.
 // gather_rows and split_16 in one pass: row r of the split output is src[rows[r], :] (zeros where
-// rows[r] < 0), bf16 halves, in the buckets' layout. Bit for bit the two passes' output.
-void gather_split(const float* src, const int64_t* rows, int R, int width, const SplitBucket* buckets, int n_buckets,
-                  std::uint16_t* out, cudaStream_t s);
+// rows[r] < 0), bf16 halves, in the slot layout. Bit for bit the two passes' output.
+void gather_split(const float* src, const int64_t* rows, int R, int width, int slot_rows, std::uint16_t* out,
+                  cudaStream_t s);
 // What an expert does after its products (ref::ExpertGlu and the family's biases): the GLU of its
 // gate and up products (SwiGLU; GeGLU where `gelu`; the clamped GLU of gpt-oss and DeepSeek-V4
 // where `clamped`) and, where the family has them, biases by expert id: gate_bias and up_bias
@@ -72,14 +68,15 @@ inline ExpertEpilogue glu_epilogue(const ref::ExpertGlu& glu) {
   return a;
 }
 // The experts' GLU and split_16 in one pass: row r of the split output is the epilogue's GLU of
-// gate[r, :] and up[r, :] plus, where it has them, the gate and up biases of the row's expert:
-// experts[j] for slot j of the buckets, counted over all of them (read only with biases).
+// row r's gate and up plus, where it has them, the gate and up biases of the row's expert,
+// experts[j] for slot j (read only with biases). gate and up are fp32 in the same slot layout (what
+// a GEMM over a slot's both halves writes): a row's value is the sum of its high and low parts.
 void glu_split(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
-               const SplitBucket* buckets, int n_buckets, std::uint16_t* out, cudaStream_t s);
-// y [R, width] += bias[experts[j], :] for every row of slot j of the buckets (as glu_split counts
-// them; padding rows too, which nothing reads): the down biases of the batched experts.
-void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, const SplitBucket* buckets,
-                     int n_buckets, cudaStream_t s);
+               int slot_rows, std::uint16_t* out, cudaStream_t s);
+// y += bias[experts[j], :] for every row of slot j (padding rows too, which nothing reads), y fp32
+// in the slot layout (into each row's high part): the down biases of the batched experts.
+void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, int slot_rows,
+                     cudaStream_t s);
 // y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias[c]): the two halves of a product over 2T columns.
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s);
 // ref::rms_norm over `rows` rows of `dim`.
@@ -411,6 +408,10 @@ void moe_scatter(const int32_t* chosen, const float* weights, int T, int top_k, 
 // i order (the caller orders each token's choices by expert id, as the CPU backends add them).
 void moe_combine(const float* y, const int32_t* rows, const float* weights, int T, int top_k, int width,
                  float* out, cudaStream_t s);
+// moe_combine of y fp32 in the slot layout (the batched experts' down products): row r is the sum
+// of its high and low parts.
+void moe_combine_split(const float* y, const int32_t* rows, const float* weights, int T, int top_k, int width,
+                       int slot_rows, float* out, cudaStream_t s);
 // out[t, :] += sigmoid(gate[t]) * y[t, :] (the shared expert).
 void add_sigmoid_scaled(const float* y, const float* gate, int T, int width, float* out, cudaStream_t s);
 

@@ -1,9 +1,9 @@
 // Pointer-array batched GEMMs through cuBLASLt with the plan (algorithm) chosen once per shape
-// class. The MoE's prefill buckets call a batched GEMM whose row count (tokens a bucket's experts
-// took) and batch size (experts in the bucket) follow the routing, so nearly every call of a new
-// prompt has a shape cuBLAS has not planned before, and planning costs host time on every such call.
-// Here a plan is made for a class (the rows rounded up to a power of two, any batch size) and reused
-// for every shape in it; a shape the class's plan does not take gets a plan of its own.
+// class. The MoE's prefill calls batched GEMMs whose batch size (the slots its experts' rows fill)
+// follows the routing, so most calls of a new prompt would have a shape cuBLAS has not planned
+// before, and planning costs host time on every such call. Here a plan is made for a class (the
+// rows rounded up to a power of two, any batch size) and reused for every shape in it; a shape the
+// class's plan does not take gets a plan of its own.
 // Internal to engine/cuda.
 #pragma once
 

@@ -19,9 +19,9 @@ const char* backend_name(BackendKind kind) {
 }
 
 const char* OpProfile::name(Kind k) {
-  static const char* const kNames[kCount] = {"linear",   "moe",  "attention",   "kv_write",  "deltanet",
-                                             "rms_norm", "rope", "elementwise", "embedding", "route",
-                                             "experts",  "combine"};
+  static const char* const kNames[kCount] = {"linear",   "moe",     "attention",   "kv_write",  "deltanet",
+                                             "rms_norm", "rope",    "elementwise", "embedding", "route",
+                                             "experts",  "combine", "expert_gemms"};
   return k < kCount ? kNames[k] : "?";
 }
 

@@ -156,10 +156,24 @@ struct RoutingTrace {
 // `bench decode|prefill` prints to show which op to work on next.
 struct OpProfile {
   // kMoe is the whole MoE op; kMoeRoute / kMoeExperts / kMoeCombine are its phases (router and
-  // top-k; the routed experts' products; adding them up and the shared expert).
+  // top-k; the routed experts' products; adding them up and the shared expert). kMoeGemms is the
+  // library GEMMs within kMoeExperts (a GPU backend's batched expert products), the rest of that
+  // phase being grouping, gathers and the GLU.
   enum Kind {
-    kLinear, kMoe, kAttention, kKvWrite, kDeltaNet, kNorm, kRope, kElementwise, kEmbedding,
-    kMoeRoute, kMoeExperts, kMoeCombine, kCount
+    kLinear,
+    kMoe,
+    kAttention,
+    kKvWrite,
+    kDeltaNet,
+    kNorm,
+    kRope,
+    kElementwise,
+    kEmbedding,
+    kMoeRoute,
+    kMoeExperts,
+    kMoeCombine,
+    kMoeGemms,
+    kCount
   };
   static const char* name(Kind k);
   double seconds[kCount] = {};
