@@ -328,7 +328,7 @@ const Command kBenchCommand = {
     "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]\n"
     "       freetoken bench decode --model DIR [--batch 1] [--prompt 128] [--steps 32] [--threads N]\n"
     "       freetoken bench bw [--hidden 2048] [--inter 768] [--threads N] [--seconds 2]\n"
-    "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N]",
+    "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N] [--snapshot-store DIR]",
     {{"hidden", "N", "expert, bw: hidden size (model dim)", "2048"},
      {"inter", "N", "expert, bw: moe_intermediate_size", "768"},
      {"tokens", "N",
@@ -351,6 +351,10 @@ const Command kBenchCommand = {
      {"prompt", "N", "decode: prompt tokens per sequence before timing [128]; prefill: prompt length [4096]", ""},
      {"steps", "N", "decode: timed decode steps [32]", ""},
      {"chunk", "N", "prefill: tokens per forward pass [2048]", ""},
+     {"snapshot-store", "DIR",
+      "prefill: also time the prompt with a checkpoint saved at every chunk boundary into a store in DIR (as the "
+      "engine saves one)",
+      ""},
      {"rows", "N", "gemm: weight rows [4096]", ""},
      {"cols", "N", "gemm: weight columns [2048]", ""},
      {"read-gb", "GB", "decode, prefill: mapped expert bytes read to measure the host read bandwidth", "8"},

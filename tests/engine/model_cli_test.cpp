@@ -3,11 +3,11 @@
 // stderr line with exit code 2.
 #include <gtest/gtest.h>
 
-#include "ft/engine/device.h"
-
+#include <filesystem>
 #include <fstream>
 
 #include "ft/engine/checkpoint.h"
+#include "ft/engine/device.h"
 #include "ft/engine/model.h"
 #include "test_support.h"
 #include "tiny_models.h"
@@ -134,6 +134,18 @@ TEST_F(ModelCli, BenchDecodeReportsSpeedAgainstTheBound) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* line : {"  load ", "  decode ", "tok/s", "  bound ", "measured/bound"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+}
+
+// bench prefill with --snapshot-store: the prompt again with a checkpoint at every chunk boundary,
+// saved into a real store (RAM + RocksDB) as the engine saves them.
+TEST_F(ModelCli, BenchPrefillTimesACheckpointAtEveryChunkBoundary) {
+  const std::filesystem::path store = dir_.path() / "store";
+  const CommandResult r = run_freetoken({"bench", "prefill", "--model", dir_.path().string(), "--device", "cpu",
+                                         "--prompt", "24", "--chunk", "8", "--snapshot-store", store.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  prefill      24 tokens in chunks of 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  snapshots    a checkpoint after each of 3 chunks"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(store / "CURRENT")) << "no RocksDB database in " << store;
 }
 
 TEST_F(ModelCli, UnknownArchitectureExitsTwo) {
