@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <mutex>
 
 #include "ft/store/store_key.h"
@@ -361,6 +362,49 @@ TEST(RocksDbStore, AsyncQueueFullDropsOldestUnpinnedWithoutBlocking) {
   for (std::uint64_t id : {0, 1, 5, 6}) EXPECT_TRUE(store->contains(key("t", 1, id))) << id;
   for (std::uint64_t id : {2, 3, 4}) EXPECT_FALSE(store->contains(key("t", 1, id))) << id;
   EXPECT_EQ(store->stats().entries, 4u);
+}
+
+// save_deferred, what the engine's scheduler calls after the prefill chunk that ends at a boundary,
+// goes through the write-behind queue: with the writer parked mid-save it returns at once, and the
+// checkpoint reaches the disk later.
+TEST(RocksDbStore, SaveDeferredDoesNotWaitForTheDisk) {
+  test::TempDir dir;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool gate_closed = false, writer_parked = false;
+  StoreOptions o = small_options(dir.path());
+  o.clock_ms = [&]() -> std::int64_t {  // read inside every save: closed, it parks the saver
+    std::unique_lock lock(mu);
+    if (gate_closed) {
+      writer_parked = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return !gate_closed; });
+    }
+    return 1;
+  };
+  auto store = open_store(o);
+  auto state = std::make_shared<const ModelState>(make_state(testing::model(1), 10, {4096}, 1));
+  {
+    std::lock_guard lock(mu);
+    gate_closed = true;
+  }
+  ASSERT_TRUE(store->save_async(key("t", 1, 0), state).is_ok());
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return writer_parked; });
+  }
+  StateTier& tier = *store;
+  auto deferred = std::async(std::launch::async, [&] { return tier.save_deferred(key("t", 1, 1), state); });
+  const bool returned = deferred.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "save_deferred waited for the disk";
+  {
+    std::lock_guard lock(mu);
+    gate_closed = false;
+  }
+  cv.notify_all();
+  EXPECT_TRUE(deferred.get().is_ok());
+  store->flush();
+  EXPECT_TRUE(store->contains(key("t", 1, 1)));
 }
 
 TEST(RocksDbStore, UsageAndDropByTenantAndModel) {

@@ -38,6 +38,11 @@ class RocksDbStore final : public StateTier {
 
   const char* name() const override { return "rocksdb"; }
   Status save(const StoreKey& key, const ModelState& state) override;
+  // Written behind (save_async): the engine saves a checkpoint after the prefill chunk that ends
+  // at a boundary, and a disk write there would hold up the next chunk.
+  Status save_deferred(const StoreKey& key, std::shared_ptr<const ModelState> state) override {
+    return save_async(key, std::move(state));
+  }
   Result<ModelStateHeader> lookup_header(const StoreKey& key) override;
   Status read_chunks(const StoreKey& key, const ModelStateHeader& header,
                      const ChunkSink& sink) override;
