@@ -106,6 +106,16 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// d0 += a b0 and d1 += a b1 for a = hi + lo (an A fragment's two halves), b0 / b1 the two n-tiles of
+// one ldmatrix.x4 of B (b[0], b[1] and b[2], b[3]): four products, the high halves' first.
+__device__ __forceinline__ void mma_hilo_x2(float (&d0)[4], float (&d1)[4], const std::uint32_t (&hi)[4],
+                                            const std::uint32_t (&lo)[4], const std::uint32_t (&b)[4]) {
+  mma_bf16(d0, hi, b[0], b[1]);
+  mma_bf16(d1, hi, b[2], b[3]);
+  mma_bf16(d0, lo, b[0], b[1]);
+  mma_bf16(d1, lo, b[2], b[3]);
+}
+
 // 16 bytes global -> shared without a register round trip; bytes past src_bytes are zero-filled
 // (and not read).
 __device__ __forceinline__ void cp_async16(std::uint16_t* dst, const std::byte* src, int src_bytes) {
@@ -183,10 +193,7 @@ __device__ __forceinline__ void attend_key_tile(float (&o)[D / 8][4], float (&m)
     for (int np = 0; np < kNT / 2; ++np) {
       std::uint32_t b[4];
       ldsm_x4(b, ka + 16 * np * ld + 16 * kc);
-      mma_bf16(s[2 * np], ah, b[0], b[1]);
-      mma_bf16(s[2 * np + 1], ah, b[2], b[3]);
-      mma_bf16(s[2 * np], al, b[0], b[1]);
-      mma_bf16(s[2 * np + 1], al, b[2], b[3]);
+      mma_hilo_x2(s[2 * np], s[2 * np + 1], ah, al, b);
     }
   }
 
@@ -250,10 +257,7 @@ __device__ __forceinline__ void attend_key_tile(float (&o)[D / 8][4], float (&m)
     for (int np = 0; np < D / 16; ++np) {
       std::uint32_t b[4];
       ldsm_x4(b, va + 16 * np * ldv + 16 * kc);
-      mma_bf16(o[2 * np], ph, b[0], b[1]);
-      mma_bf16(o[2 * np + 1], ph, b[2], b[3]);
-      mma_bf16(o[2 * np], pl, b[0], b[1]);
-      mma_bf16(o[2 * np + 1], pl, b[2], b[3]);
+      mma_hilo_x2(o[2 * np], o[2 * np + 1], ph, pl, b);
     }
   }
 }
@@ -463,32 +467,11 @@ int tiled_prefill_attention(const PrefillAttention& a, cudaStream_t s) {
                        .window = a.window,
                        .chunk = a.chunk,
                        .sinks = a.sinks};
-  switch (a.head_dim) {
-    case 32:
-      launch_tiled<32>(tp, sh, s);
-      break;
-    case 64:
-      launch_tiled<64>(tp, sh, s);
-      break;
-    case 96:
-      launch_tiled<96>(tp, sh, s);
-      break;
-    case 128:
-      launch_tiled<128>(tp, sh, s);
-      break;
-    case 160:
-      launch_tiled<160>(tp, sh, s);
-      break;
-    case 192:
-      launch_tiled<192>(tp, sh, s);
-      break;
-    case 224:
-      launch_tiled<224>(tp, sh, s);
-      break;
-    default:
-      launch_tiled<256>(tp, sh, s);
-      break;  // pick_tiled_shape took multiples of 32 up to 256
-  }
+  // pick_tiled_shape took multiples of 32 up to 256.
+  using Launch = void (*)(const TiledParams&, const TiledShape&, cudaStream_t);
+  static constexpr Launch kByHeadDim[] = {launch_tiled<32>,  launch_tiled<64>,  launch_tiled<96>,  launch_tiled<128>,
+                                          launch_tiled<160>, launch_tiled<192>, launch_tiled<224>, launch_tiled<256>};
+  kByHeadDim[a.head_dim / 32 - 1](tp, sh, s);
   return sh.tile_rows;
 }
 

@@ -322,31 +322,56 @@ TEST(RocksDbStore, LastUseSurvivesReopen) {
   EXPECT_FALSE(store->contains(key("t", 1, 2)));
 }
 
+// The store's clock is read inside every save: a closed gate blocks it, parking whoever saves (the
+// writer thread) mid-save, so what happens meanwhile is deterministic.
+class WriterGate {
+ public:
+  std::function<std::int64_t()> clock() {
+    return [this]() -> std::int64_t {
+      std::unique_lock lock(mu_);
+      if (closed_) {
+        parked_ = true;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return !closed_; });
+      }
+      return 1;
+    };
+  }
+  void close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  void wait_parked() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return parked_; });
+  }
+  void open() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = false;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false, parked_ = false;
+};
+
 TEST(RocksDbStore, AsyncQueueFullDropsOldestUnpinnedWithoutBlocking) {
   test::TempDir dir;
-  // The clock is read inside every save: blocking it parks the writer thread mid-save, so the
-  // queue fills deterministically.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool gate_closed = false, writer_parked = false;
+  WriterGate gate;
   StoreOptions o = small_options(dir.path());
   o.async_queue_depth = 3;
-  o.clock_ms = [&]() -> std::int64_t {
-    std::unique_lock lock(mu);
-    if (gate_closed) {
-      writer_parked = true;
-      cv.notify_all();
-      cv.wait(lock, [&] { return !gate_closed; });
-    }
-    return 1;
-  };
+  o.clock_ms = gate.clock();
   auto store = open_store(o);
   auto state = std::make_shared<const ModelState>(make_state(testing::model(1), 10, {4096}, 1));
   auto push = [&](std::uint64_t id) { ASSERT_TRUE(store->save_async(key("t", 1, id), state).is_ok()); };
 
-  { std::lock_guard lock(mu); gate_closed = true; }
+  gate.close();
   push(0);
-  { std::unique_lock lock(mu); cv.wait(lock, [&] { return writer_parked; }); }
+  gate.wait_parked();
   store->pin(key("t", 1, 1));
   store->pin(key("t", 1, 6));
   push(1);  // pinned
@@ -356,8 +381,7 @@ TEST(RocksDbStore, AsyncQueueFullDropsOldestUnpinnedWithoutBlocking) {
   push(5);  // drops 3
   push(6);  // pinned: drops 4
   EXPECT_EQ(store->stats().dropped_writes, 3u);
-  { std::lock_guard lock(mu); gate_closed = false; }
-  cv.notify_all();
+  gate.open();
   store->flush();
   for (std::uint64_t id : {0, 1, 5, 6}) EXPECT_TRUE(store->contains(key("t", 1, id))) << id;
   for (std::uint64_t id : {2, 3, 4}) EXPECT_FALSE(store->contains(key("t", 1, id))) << id;
@@ -369,39 +393,19 @@ TEST(RocksDbStore, AsyncQueueFullDropsOldestUnpinnedWithoutBlocking) {
 // checkpoint reaches the disk later.
 TEST(RocksDbStore, SaveDeferredDoesNotWaitForTheDisk) {
   test::TempDir dir;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool gate_closed = false, writer_parked = false;
+  WriterGate gate;
   StoreOptions o = small_options(dir.path());
-  o.clock_ms = [&]() -> std::int64_t {  // read inside every save: closed, it parks the saver
-    std::unique_lock lock(mu);
-    if (gate_closed) {
-      writer_parked = true;
-      cv.notify_all();
-      cv.wait(lock, [&] { return !gate_closed; });
-    }
-    return 1;
-  };
+  o.clock_ms = gate.clock();
   auto store = open_store(o);
   auto state = std::make_shared<const ModelState>(make_state(testing::model(1), 10, {4096}, 1));
-  {
-    std::lock_guard lock(mu);
-    gate_closed = true;
-  }
+  gate.close();
   ASSERT_TRUE(store->save_async(key("t", 1, 0), state).is_ok());
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return writer_parked; });
-  }
+  gate.wait_parked();
   StateTier& tier = *store;
   auto deferred = std::async(std::launch::async, [&] { return tier.save_deferred(key("t", 1, 1), state); });
   const bool returned = deferred.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
   EXPECT_TRUE(returned) << "save_deferred waited for the disk";
-  {
-    std::lock_guard lock(mu);
-    gate_closed = false;
-  }
-  cv.notify_all();
+  gate.open();
   EXPECT_TRUE(deferred.get().is_ok());
   store->flush();
   EXPECT_TRUE(store->contains(key("t", 1, 1)));
