@@ -62,6 +62,11 @@ void DeviceMemory::from_host(std::byte* dst, const void* src, std::size_t n) {
   sync("cudaMemcpy H2D", cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream()));
 }
 
+DeviceMemory::DeviceMemory(std::shared_ptr<Stream> stream)
+    : stream_(std::move(stream)), staging_(std::make_shared<PinnedMemory>()) {}
+
+std::shared_ptr<Memory> DeviceMemory::staging_memory() { return staging_; }
+
 Result<std::byte*> PinnedMemory::allocate(std::size_t n) {
   void* p = nullptr;
   if (cudaError_t err = cudaHostAlloc(&p, std::max<std::size_t>(n, 1), cudaHostAllocDefault); err != cudaSuccess) {

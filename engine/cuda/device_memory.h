@@ -32,7 +32,7 @@ class Stream {
 
 class DeviceMemory final : public Memory {
  public:
-  explicit DeviceMemory(std::shared_ptr<Stream> stream) : stream_(std::move(stream)) {}
+  explicit DeviceMemory(std::shared_ptr<Stream> stream);
   bool is_host() const override { return false; }
   Result<std::byte*> allocate(std::size_t n) override;
   void free(std::byte* p, std::size_t n) override;
@@ -40,11 +40,13 @@ class DeviceMemory final : public Memory {
   void copy(std::byte* dst, const std::byte* src, std::size_t n) override;
   void to_host(void* dst, const std::byte* src, std::size_t n) override;
   void from_host(std::byte* dst, const void* src, std::size_t n) override;
+  std::shared_ptr<Memory> staging_memory() override;  // page-locked host memory
   cudaStream_t stream() const { return stream_->get(); }
 
  private:
   void sync(const char* what, cudaError_t launched);
   std::shared_ptr<Stream> stream_;
+  std::shared_ptr<Memory> staging_;
 };
 
 // Page-locked host memory (cudaHostAlloc), the source of asynchronous uploads.

@@ -29,7 +29,27 @@ class OffHostMemory final : public Memory {
     read_bytes += n;
   }
   void from_host(std::byte* dst, const void* src, std::size_t n) override { std::memcpy(dst, src, n); }
+  // As a GPU's memory offers page-locked host memory, when `staging` is set.
+  std::shared_ptr<Memory> staging_memory() override { return staging; }
   std::size_t read_bytes = 0;
+  std::shared_ptr<Memory> staging;
+
+ private:
+  std::shared_ptr<Memory> host_ = host_memory();
+};
+
+// Host memory that counts what is allocated and freed in it.
+class CountedHostMemory final : public HostVisibleMemory {
+ public:
+  Result<std::byte*> allocate(std::size_t n) override {
+    ++allocated;
+    return host_->allocate(n);
+  }
+  void free(std::byte* p, std::size_t n) override {
+    ++freed;
+    host_->free(p, n);
+  }
+  int allocated = 0, freed = 0;
 
  private:
   std::shared_ptr<Memory> host_ = host_memory();
@@ -132,6 +152,40 @@ TEST(PageMirrors, ARestoreIntoTheSamePoolTakesTheLivePagesAndCopiesOnWrite) {
   ASSERT_TRUE(restore_from_model_state(to_model_state(s, fp), o).is_ok());
   for (int64_t pos = 40; pos < 50; ++pos) EXPECT_EQ(token_bytes(o, pos), token_bytes(s, pos)) << pos;
   for (int64_t pos = 40; pos < 45; ++pos) EXPECT_NE(token_bytes(r, pos), token_bytes(s, pos)) << pos;
+}
+
+// With staging memory (page-locked host memory on a GPU) the mirrors are the pool's buffers from
+// it: one a mirror held, handed back when the last checkpoint holding a mirror lets go and taken
+// again by the next, freed once the pool and every mirror are gone. The bytes are the same.
+TEST(PageMirrors, MirrorsReuseTheStagingBuffersTheirCheckpointsLetGo) {
+  auto staging = std::make_shared<CountedHostMemory>();
+  const ModelFingerprint fp{1, 2};
+  {
+    Pools p;
+    p.mem->staging = staging;
+    SequenceState s = p.fresh();
+    append(s, *p.mem, 40, 1);  // pages 0, 1 full, page 2 holds 8 tokens
+    auto first = std::make_unique<store::ModelState>(to_model_state(s, fp));
+    EXPECT_EQ(p.pool->mirror_buffers(), 3u);
+    EXPECT_EQ(staging->allocated, 3);
+
+    append(s, *p.mem, 4, 1);  // page 2 grows: its mirror is copied again while `first` holds the old
+    auto second = std::make_unique<store::ModelState>(to_model_state(s, fp));
+    EXPECT_EQ(p.pool->mirror_buffers(), 4u);
+    first.reset();  // page 2's first mirror: no holder left, its buffer back on the free list
+    append(s, *p.mem, 4, 1);
+    const store::ModelState third = to_model_state(s, fp);
+    EXPECT_EQ(p.pool->mirror_buffers(), 4u) << "the buffer the first checkpoint let go is taken again";
+    EXPECT_EQ(staging->allocated, 4);
+
+    Pools other;  // the bytes come back through the staging buffers as they were written
+    SequenceState r = other.fresh();
+    ASSERT_TRUE(restore_from_model_state(third, r).is_ok());
+    EXPECT_EQ(r.position(), 48);
+    for (int64_t pos = 0; pos < 48; ++pos) ASSERT_EQ(token_bytes(r, pos), token_bytes(s, pos)) << pos;
+    EXPECT_EQ(staging->freed, 0);
+  }
+  EXPECT_EQ(staging->freed, staging->allocated) << "every buffer freed with the pool and its mirrors";
 }
 
 }  // namespace

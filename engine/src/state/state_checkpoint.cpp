@@ -89,9 +89,13 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
       const std::int64_t tokens = std::min<std::int64_t>(l.page_tokens, state.position() - p * l.page_tokens);
       std::shared_ptr<const KvPageMirror> mirror = page->mirror();
       if (!mirror || mirror->tokens() < tokens) {
-        std::vector<std::byte> bytes(l.page_bytes());
-        memory.to_host(bytes.data(), page->data(), bytes.size());
-        mirror = std::make_shared<const KvPageMirror>(std::move(bytes), tokens, page);
+        std::shared_ptr<std::byte> bytes = const_cast<KvPool*>(pool)->mirror_buffer();
+        if (!bytes) {  // no staging memory: a plain host buffer
+          auto plain = std::make_shared<std::vector<std::byte>>(l.page_bytes());
+          bytes = std::shared_ptr<std::byte>(plain, plain->data());
+        }
+        memory.to_host(bytes.get(), page->data(), l.page_bytes());
+        mirror = std::make_shared<const KvPageMirror>(std::move(bytes), l.page_bytes(), tokens, page);
         page->set_mirror(mirror);
         const_cast<KvPool*>(pool)->count_mirror();
       }

@@ -82,6 +82,7 @@ struct KvLayout {
 
 class KvPool;
 class KvPage;
+class MirrorBuffers;  // kv_pool.cpp
 
 // A page's bytes copied to host memory, for checkpoints of a page that lives where the host cannot
 // read it (VRAM): its first `tokens` positions are valid. A position once written never changes in
@@ -92,14 +93,16 @@ class KvPage;
 // can take the page itself while it lives instead of copying the bytes back.
 class KvPageMirror final : public store::ChunkOwner {
  public:
-  KvPageMirror(std::vector<std::byte> bytes, int64_t tokens, std::weak_ptr<KvPage> page)
-      : bytes_(std::move(bytes)), tokens_(tokens), page_(std::move(page)) {}
-  std::span<const std::byte> bytes() const { return bytes_; }
+  // `data`: the page's bytes on the host (a KvPool::mirror_buffer, or any host buffer).
+  KvPageMirror(std::shared_ptr<const std::byte> data, std::size_t size, int64_t tokens, std::weak_ptr<KvPage> page)
+      : data_(std::move(data)), size_(size), tokens_(tokens), page_(std::move(page)) {}
+  std::span<const std::byte> bytes() const { return {data_.get(), size_}; }
   int64_t tokens() const { return tokens_; }
   std::shared_ptr<KvPage> page() const { return page_.lock(); }  // null once the page is gone
 
  private:
-  std::vector<std::byte> bytes_;
+  std::shared_ptr<const std::byte> data_;
+  std::size_t size_;
   int64_t tokens_;
   std::weak_ptr<KvPage> page_;
 };
@@ -162,6 +165,12 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   KvPoolStats stats() const;
   // Counts a page copied to the host for a checkpoint.
   void count_mirror();
+  // A page-sized host buffer for a mirror, in the memory's staging memory (page-locked for VRAM),
+  // reused: a buffer goes back to the pool's free list when its last holder lets go, and the free
+  // list lives until the pool and every buffer are gone (it only grows to the most mirrors held at
+  // once). Null when the memory has no staging memory (the host's) or it cannot be allocated.
+  std::shared_ptr<std::byte> mirror_buffer();
+  std::uint64_t mirror_buffers() const;  // allocated so far (reuse keeps this flat)
 
   class Key {  // only create() makes pools
     friend class KvPool;
@@ -179,6 +188,7 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   const std::uint64_t pages_;
   mutable std::mutex mu_;
   std::vector<std::uint32_t> free_;    // released pages (need zeroing before reuse)
+  std::shared_ptr<MirrorBuffers> mirrors_;  // made on the first mirror_buffer()
   std::uint64_t high_water_ = 0;       // pages [0, high_water_) have been handed out before
   KvPoolStats counters_;
 };
