@@ -78,6 +78,7 @@ ChunkBytes ChunkBytes::shared(std::span<const std::byte> view, std::shared_ptr<c
 
 void ChunkBytes::resize(std::size_t n) {
   if (owner_) {  // a shared view becomes owned bytes (a copy) before it can change
+    owner_->wait_ready();
     owned_.assign(view_.begin(), view_.end());
     owner_.reset();
     view_ = {};

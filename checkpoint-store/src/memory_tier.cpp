@@ -17,7 +17,8 @@ Status MemoryTier::save_shared(const StoreKey& key, std::shared_ptr<const ModelS
   FT_RETURN_IF_ERROR(validate_store_key(key));
   FT_RETURN_IF_ERROR(validate_state(*state));
   if (state->model != key.model) return invalid_argument("state model fingerprint differs from the key's");
-  ModelStateHeader header = make_header(*state);  // checksums let readers detect a replaced entry
+  // Checksums let readers detect a replaced entry (EntryHeader: made when first asked for).
+  auto header = std::make_shared<const EntryHeader>(state);
   const std::uint64_t bytes = state->payload_bytes();
   const std::string k = encode_store_key(key);
   std::unique_lock lock(mu_);
@@ -28,6 +29,7 @@ Status MemoryTier::save_shared(const StoreKey& key, std::shared_ptr<const ModelS
   lock.unlock();
   auto payload = make_payload_(std::move(state));
   if (!payload.is_ok()) return payload.status().code() == ErrorCode::kUnavailable ? Status::ok() : payload.status();
+  if (!(*payload)->state()) header->get();  // a copy: the bytes were read already
   lock.lock();
   if (auto it = entries_.find(k); it != entries_.end()) erase_locked(it);  // a concurrent save of the same key
   lru_.push_front(k);
@@ -71,27 +73,41 @@ void MemoryTier::evict_locked(std::uint64_t incoming) {
   }
 }
 
+const ModelStateHeader& MemoryTier::EntryHeader::get() const {
+  std::call_once(once_, [this] {
+    header_ = make_header(*state_);
+    state_.reset();
+  });
+  return header_;
+}
+
 Result<ModelStateHeader> MemoryTier::lookup_header(const StoreKey& key) {
-  std::lock_guard lock(mu_);
-  auto it = entries_.find(encode_store_key(key));
-  if (it == entries_.end()) {
-    ++counters_.misses;
-    return not_found(std::string("not in ") + name_);
+  std::shared_ptr<const EntryHeader> header;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(encode_store_key(key));
+    if (it == entries_.end()) {
+      ++counters_.misses;
+      return not_found(std::string("not in ") + name_);
+    }
+    ++counters_.hits;
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    header = it->second.header;
   }
-  ++counters_.hits;
-  lru_.splice(lru_.begin(), lru_, it->second.lru);
-  return it->second.header;
+  return header->get();  // outside the lock: the first call reads the bytes
 }
 
 Status MemoryTier::read_chunks(const StoreKey& key, const ModelStateHeader& header, const ChunkSink& sink) {
   std::shared_ptr<const Payload> payload;
+  std::shared_ptr<const EntryHeader> held;
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(encode_store_key(key));
     if (it == entries_.end()) return not_found(std::string("not in ") + name_);
-    if (!same_state(it->second.header, header)) return not_found("replaced since it was looked up");
     payload = it->second.payload;  // keeps the bytes alive after the lock is released
+    held = it->second.header;
   }
+  if (!same_state(held->get(), header)) return not_found("replaced since it was looked up");
   return payload->read(header, sink);
 }
 

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
 #include "ft/store/host_ram_tier.h"
 #include "ft/store/tiered_store.h"
 #include "store_test_util.h"
@@ -98,6 +102,68 @@ TEST(TieredStore, SaveAsyncIsInRamAtOnceAndOnDiskAfterFlush) {
   auto back = read_all(**store, k);
   ASSERT_TRUE(back.is_ok());
   EXPECT_TRUE(same(*back, s));
+}
+
+// Bytes still arriving when the state is saved (as a GPU page copied to the host by an
+// asynchronous copy): they are in place only once wait_ready() is called, which counts the calls.
+class ArrivingBytes final : public ChunkOwner {
+ public:
+  explicit ArrivingBytes(std::vector<std::byte> final_bytes) : final_(std::move(final_bytes)), bytes_(final_.size()) {}
+  std::span<const std::byte> view() const { return bytes_; }
+  void wait_ready() const override {
+    std::call_once(arrived_, [this] { std::copy(final_.begin(), final_.end(), bytes_.begin()); });
+    ++waits;
+  }
+  mutable std::atomic<int> waits{0};
+
+ private:
+  std::vector<std::byte> final_;
+  mutable std::vector<std::byte> bytes_;
+  mutable std::once_flag arrived_;
+};
+
+ModelState arriving_state(const ModelState& like, std::vector<std::shared_ptr<ArrivingBytes>>& owners) {
+  ModelState s = like;
+  for (StateChunk& c : s.chunks) {
+    owners.push_back(
+        std::make_shared<ArrivingBytes>(std::vector<std::byte>(c.data.span().begin(), c.data.span().end())));
+    c.data = ChunkBytes::shared(owners.back()->view(), owners.back());
+  }
+  return s;
+}
+
+// A save into RAM neither reads nor waits for the bytes (a checkpoint must not stall the pass after
+// it); the first reader waits, and sees them as they arrived; a write behind to disk waits too.
+TEST(HostRamTier, SavingBytesStillArrivingDoesNotWaitForThem) {
+  const StoreKey k = key("t", 1, 1);
+  const ModelState expected = make_state(k.model, 5, {3000, 500}, 7);
+  std::vector<std::shared_ptr<ArrivingBytes>> owners;
+  HostRamTier ram(1 << 20);
+  ASSERT_TRUE(ram.save_shared(k, std::make_shared<const ModelState>(arriving_state(expected, owners))).is_ok());
+  for (const auto& o : owners) EXPECT_EQ(o->waits.load(), 0);
+
+  auto header = ram.lookup_header(k);
+  ASSERT_TRUE(header.is_ok());
+  for (const auto& o : owners) EXPECT_GE(o->waits.load(), 1);
+  for (std::size_t i = 0; i < expected.chunks.size(); ++i)
+    EXPECT_EQ(header->chunks[i].checksum, chunk_checksum(expected.chunks[i].data)) << i;
+  auto back = read_all(ram, k);
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_TRUE(same(*back, expected));
+
+  test::TempDir dir;
+  std::vector<std::shared_ptr<ArrivingBytes>> disk_owners;
+  {
+    auto store = TieredStore::open(testing::small_options(dir.path()));
+    ASSERT_TRUE(store.is_ok());
+    ASSERT_TRUE((*store)->save_async(k, arriving_state(expected, disk_owners)).is_ok());
+    (*store)->flush();
+  }
+  auto store = TieredStore::open(testing::small_options(dir.path()));  // from disk alone
+  ASSERT_TRUE(store.is_ok());
+  auto from_disk = read_all(**store, k);
+  ASSERT_TRUE(from_disk.is_ok()) << from_disk.status().to_string();
+  EXPECT_TRUE(same(*from_disk, expected));
 }
 
 TEST(TieredStore, DeepestLooksAcrossTiersAndDropsReachBoth) {

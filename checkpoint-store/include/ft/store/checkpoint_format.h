@@ -50,10 +50,14 @@ std::size_t dtype_bytes(DType dtype);  // 0 for an unknown tag
 const char* chunk_kind_name(ChunkKind kind);
 
 // Whatever keeps shared chunk bytes alive (the engine's KV pages derive from it, so a reader can
-// tell its own pages from other memory and adopt them instead of copying).
+// tell its own pages from other memory and adopt them instead of copying). The bytes may still be
+// arriving when the chunk is saved (a GPU page copied to the host by an asynchronous copy, so that
+// a checkpoint does not stall the next prefill chunk): wait_ready() returns once they are in place,
+// and ChunkBytes::data() calls it, so every reader of the bytes waits and no saver does.
 class ChunkOwner {
  public:
   virtual ~ChunkOwner() = default;
+  virtual void wait_ready() const {}
 };
 
 // A chunk's payload: bytes it owns, or a read-only view of memory that `owner` keeps alive. The
@@ -65,7 +69,11 @@ class ChunkBytes {
   ChunkBytes(std::vector<std::byte> owned) : owned_(std::move(owned)) {}  // NOLINT: implicit on purpose
   static ChunkBytes shared(std::span<const std::byte> view, std::shared_ptr<const ChunkOwner> owner);
 
-  const std::byte* data() const { return owner_ ? view_.data() : owned_.data(); }
+  const std::byte* data() const {  // waits for bytes still arriving (ChunkOwner::wait_ready)
+    if (!owner_) return owned_.data();
+    owner_->wait_ready();
+    return view_.data();
+  }
   std::size_t size() const { return owner_ ? view_.size() : owned_.size(); }
   bool empty() const { return size() == 0; }
   std::span<const std::byte> span() const { return {data(), size()}; }

@@ -53,9 +53,22 @@ class MemoryTier : public StateTier {
   TierStats stats() const override;
 
  private:
+  // An entry's header. Its checksums read every byte of the state, which for a GPU's KV pages may
+  // mean waiting for their copies to the host: so a payload that is the state itself (host RAM)
+  // leaves them to the first reader that asks, and a save returns without touching the bytes.
+  class EntryHeader {
+   public:
+    explicit EntryHeader(std::shared_ptr<const ModelState> state) : state_(std::move(state)) {}
+    const ModelStateHeader& get() const;
+
+   private:
+    mutable std::once_flag once_;
+    mutable std::shared_ptr<const ModelState> state_;  // until the header is made
+    mutable ModelStateHeader header_;
+  };
   struct Entry {
     std::shared_ptr<const Payload> payload;
-    ModelStateHeader header;
+    std::shared_ptr<const EntryHeader> header;
     std::uint64_t bytes = 0;
     std::list<std::string>::iterator lru;  // position in lru_
   };
