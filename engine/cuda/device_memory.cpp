@@ -46,9 +46,33 @@ Result<std::byte*> DeviceMemory::allocate(std::size_t n) {
   return bytes;
 }
 
-void DeviceMemory::free(std::byte* p, std::size_t) { cudaFree(p); }
+void DeviceMemory::free(std::byte* p, std::size_t n) {
+  if (HostCopier* c = copier()) c->wait_for_reads(p, n);
+  cudaFree(p);
+}
 
-void DeviceMemory::zero(std::byte* p, std::size_t n) { sync("cudaMemset", cudaMemsetAsync(p, 0, n, stream())); }
+HostCopier* DeviceMemory::copier() {
+  std::lock_guard lock(copier_mu_);
+  return copier_.get();
+}
+
+void DeviceMemory::zero(std::byte* p, std::size_t n) {
+  if (HostCopier* c = copier()) c->wait_for_reads(p, n);  // a page reused while a checkpoint copies it out
+  sync("cudaMemset", cudaMemsetAsync(p, 0, n, stream()));
+}
+
+std::shared_ptr<const CopyFence> DeviceMemory::to_host_async(void* dst, const std::byte* src, std::size_t n) {
+  HostCopier* c = nullptr;
+  {
+    std::lock_guard lock(copier_mu_);
+    if (!copier_) copier_ = std::make_unique<HostCopier>(stream());
+    c = copier_.get();
+  }
+  auto fence = c->copy(dst, src, n);
+  if (fence.is_ok()) return std::move(fence).value();
+  to_host(dst, src, n);  // no event to order it by: a synchronous copy is still right
+  return nullptr;
+}
 
 void DeviceMemory::copy(std::byte* dst, const std::byte* src, std::size_t n) {
   sync("cudaMemcpy D2D", cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream()));
@@ -62,10 +86,9 @@ void DeviceMemory::from_host(std::byte* dst, const void* src, std::size_t n) {
   sync("cudaMemcpy H2D", cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream()));
 }
 
-DeviceMemory::DeviceMemory(std::shared_ptr<Stream> stream)
-    : stream_(std::move(stream)), staging_(std::make_shared<PinnedMemory>()) {}
+DeviceMemory::DeviceMemory(std::shared_ptr<Stream> stream) : stream_(std::move(stream)) {}
 
-std::shared_ptr<Memory> DeviceMemory::staging_memory() { return staging_; }
+std::shared_ptr<Memory> DeviceMemory::staging_memory() { return host_memory(); }
 
 Result<std::byte*> PinnedMemory::allocate(std::size_t n) {
   void* p = nullptr;

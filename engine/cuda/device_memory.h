@@ -7,10 +7,12 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "ft/engine/memory.h"
+#include "host_copier.h"
 
 namespace ft::engine::cuda {
 
@@ -40,13 +42,19 @@ class DeviceMemory final : public Memory {
   void copy(std::byte* dst, const std::byte* src, std::size_t n) override;
   void to_host(void* dst, const std::byte* src, std::size_t n) override;
   void from_host(std::byte* dst, const void* src, std::size_t n) override;
-  std::shared_ptr<Memory> staging_memory() override;  // page-locked host memory
+  // Queued on a thread of its own (HostCopier), after the backend's stream's work so far: the next
+  // pass runs while the bytes cross PCIe, and `dst` may be pageable memory.
+  std::shared_ptr<const CopyFence> to_host_async(void* dst, const std::byte* src, std::size_t n) override;
+  // Host RAM: to_host_async's destinations need not be page-locked (HostCopier says why).
+  std::shared_ptr<Memory> staging_memory() override;
   cudaStream_t stream() const { return stream_->get(); }
 
  private:
   void sync(const char* what, cudaError_t launched);
   std::shared_ptr<Stream> stream_;
-  std::shared_ptr<Memory> staging_;
+  std::mutex copier_mu_;
+  std::unique_ptr<HostCopier> copier_;  // made on the first to_host_async
+  HostCopier* copier();                 // null until then
 };
 
 // Page-locked host memory (cudaHostAlloc), the source of asynchronous uploads.

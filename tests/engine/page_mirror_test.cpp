@@ -6,36 +6,74 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/sequence_state.h"
 #include "ft/engine/state_checkpoint.h"
+#include "ft/store/host_ram_tier.h"
 
 namespace ft::engine {
 namespace {
 
+// An asynchronous copy that runs when it is waited for (or when the memory must finish its copies
+// first): a reader that did not wait would see the destination as it was before the copy.
+class DeferredCopy final : public CopyFence {
+ public:
+  DeferredCopy(void* dst, const std::byte* src, std::size_t n, std::size_t& counter)
+      : dst_(dst), src_(src), n_(n), counter_(counter) {}
+  void wait() const override {
+    std::call_once(done_, [this] {
+      std::memcpy(dst_, src_, n_);
+      counter_ += n_;
+    });
+  }
+
+ private:
+  void* dst_;
+  const std::byte* src_;
+  std::size_t n_;
+  std::size_t& counter_;
+  mutable std::once_flag done_;
+};
+
 // Host RAM that the code under test must treat as device memory: reads and writes only through
-// to_host / from_host (counted).
+// to_host / from_host (counted). With `deferred`, to_host_async copies only when waited for, or
+// before a zero() (the ordering a GPU's memory promises: a page reused after its copy was issued).
 class OffHostMemory final : public Memory {
  public:
   bool is_host() const override { return false; }
   Result<std::byte*> allocate(std::size_t n) override { return host_->allocate(n); }
   void free(std::byte* p, std::size_t n) override { host_->free(p, n); }
-  void zero(std::byte* p, std::size_t n) override { std::memset(p, 0, n); }
+  void zero(std::byte* p, std::size_t n) override {
+    finish_copies();
+    std::memset(p, 0, n);
+  }
   void copy(std::byte* dst, const std::byte* src, std::size_t n) override { std::memcpy(dst, src, n); }
   void to_host(void* dst, const std::byte* src, std::size_t n) override {
     std::memcpy(dst, src, n);
     read_bytes += n;
   }
+  std::shared_ptr<const CopyFence> to_host_async(void* dst, const std::byte* src, std::size_t n) override {
+    if (!deferred) return Memory::to_host_async(dst, src, n);
+    pending_.push_back(std::make_shared<DeferredCopy>(dst, src, n, read_bytes));
+    return pending_.back();
+  }
   void from_host(std::byte* dst, const void* src, std::size_t n) override { std::memcpy(dst, src, n); }
   // As a GPU's memory offers page-locked host memory, when `staging` is set.
   std::shared_ptr<Memory> staging_memory() override { return staging; }
+  void finish_copies() {
+    for (const auto& c : pending_) c->wait();
+    pending_.clear();
+  }
   std::size_t read_bytes = 0;
   std::shared_ptr<Memory> staging;
+  bool deferred = false;
 
  private:
   std::shared_ptr<Memory> host_ = host_memory();
+  std::vector<std::shared_ptr<DeferredCopy>> pending_;
 };
 
 // Host memory that counts what is allocated and freed in it.
@@ -186,6 +224,86 @@ TEST(PageMirrors, MirrorsReuseTheStagingBuffersTheirCheckpointsLetGo) {
     EXPECT_EQ(staging->freed, 0);
   }
   EXPECT_EQ(staging->freed, staging->allocated) << "every buffer freed with the pool and its mirrors";
+}
+
+// A reserve made at load (one block, touched) serves the first checkpoints; once it is taken,
+// buffers are made one by one; every one comes back to the free list, and all are freed with the pool.
+TEST(PageMirrors, AReserveIsOneBlockTakenBeforeAnyOtherBuffer) {
+  auto staging = std::make_shared<CountedHostMemory>();
+  const ModelFingerprint fp{1, 2};
+  {
+    Pools p;
+    p.mem->staging = staging;
+    ASSERT_TRUE(p.pool->reserve_mirror_buffers(4).is_ok());
+    EXPECT_EQ(staging->allocated, 1) << "one block";
+    EXPECT_EQ(p.pool->mirror_buffers(), 4u);
+    EXPECT_EQ(p.pool->free_mirror_buffers(), 4u);
+    {
+      SequenceState s = p.fresh();
+      append(s, *p.mem, 40, 1);  // 3 pages: 3 buffers of the reserve
+      const store::ModelState at40 = to_model_state(s, fp);
+      EXPECT_EQ(staging->allocated, 1);
+      EXPECT_EQ(p.pool->free_mirror_buffers(), 1u);
+      append(s, *p.mem, 40, 1);  // 5 pages, 3 of them new: the last of the reserve, then 2 more
+      const store::ModelState at80 = to_model_state(s, fp);
+      EXPECT_EQ(staging->allocated, 3);
+      EXPECT_EQ(p.pool->mirror_buffers(), 6u);
+      Pools other;  // the bytes are right
+      SequenceState r = other.fresh();
+      ASSERT_TRUE(restore_from_model_state(at80, r).is_ok());
+      for (int64_t pos = 0; pos < 80; ++pos) ASSERT_EQ(token_bytes(r, pos), token_bytes(s, pos)) << pos;
+    }
+    EXPECT_EQ(p.pool->free_mirror_buffers(), 6u) << "the checkpoints' buffers came back";
+  }
+  EXPECT_EQ(staging->freed, staging->allocated) << "the block and the others freed with the pool";
+}
+
+// On a GPU a checkpoint's page copies run beside the next pass: to_model_state only issues them,
+// a save into the RAM tier does not wait for them, whoever reads the bytes does, and a page
+// released and reused meanwhile is zeroed only after its copy (so the checkpoint keeps its bytes).
+TEST(PageMirrors, CheckpointCopiesRunBesideTheNextPassAndReadersWaitForThem) {
+  Pools p;
+  p.mem->staging = std::make_shared<CountedHostMemory>();
+  p.mem->deferred = true;
+  const ModelFingerprint fp{1, 2};
+  store::HostRamTier ram(1ull << 30);
+  const store::StoreKey key{"t", fp, store::PrefixKey{1, 1}};
+  std::vector<std::vector<std::byte>> written;
+  {
+    SequenceState s = p.fresh();
+    append(s, *p.mem, 40, 1);
+    ASSERT_TRUE(ram.save_shared(key, std::make_shared<const store::ModelState>(to_model_state(s, fp))).is_ok());
+    EXPECT_EQ(p.pool->stats().mirrored, 3u);
+    EXPECT_EQ(p.mem->read_bytes, 0u) << "copies issued, none waited for";
+    append(s, *p.mem, 10, 1);  // the next pass writes on into page 2
+    for (int64_t pos = 0; pos < 40; ++pos) written.push_back(token_bytes(s, pos));
+  }  // the sequence ends: its pages go back to the pool, the checkpoint's copies still pending
+  SequenceState other = p.fresh();
+  append(other, *p.mem, 40, 2);  // takes the released pages (zeroed) and writes other keys
+  EXPECT_EQ(p.mem->read_bytes, 3 * p.layout.page_bytes()) << "the copies ran before the pages were zeroed";
+
+  Pools elsewhere;
+  SequenceState r = elsewhere.fresh();
+  std::shared_ptr<const store::ModelState> saved = ram.find_shared(key);
+  ASSERT_TRUE(saved);
+  ASSERT_TRUE(restore_from_model_state(*saved, r).is_ok());
+  for (int64_t pos = 0; pos < 40; ++pos) ASSERT_EQ(token_bytes(r, pos), written[std::size_t(pos)]) << pos;
+}
+
+// Without a reorder, a reader of a chunk waits for its copy: restored while the copies are pending.
+TEST(PageMirrors, ARestoreWaitsForTheCopiesItReads) {
+  Pools p;
+  p.mem->staging = std::make_shared<CountedHostMemory>();
+  p.mem->deferred = true;
+  SequenceState s = p.fresh();
+  append(s, *p.mem, 70, 3);
+  const store::ModelState at70 = to_model_state(s, ModelFingerprint{1, 2});
+  EXPECT_EQ(p.mem->read_bytes, 0u);
+  Pools elsewhere;
+  SequenceState r = elsewhere.fresh();
+  ASSERT_TRUE(restore_from_model_state(at70, r).is_ok());
+  EXPECT_EQ(p.mem->read_bytes, 5 * p.layout.page_bytes());
+  for (int64_t pos = 0; pos < 70; ++pos) ASSERT_EQ(token_bytes(r, pos), token_bytes(s, pos)) << pos;
 }
 
 }  // namespace

@@ -1,14 +1,17 @@
 // The GPU this process can use, or why none.
+#include "ft/engine/device.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "ft/engine/cuda_ops.h"
-#include "ft/engine/device.h"
-#include "gpu_test_util.h"
+#include "ft/engine/memory.h"
 #include "ft/engine/ops.h"
+#include "gpu_test_util.h"
 
 namespace ft::engine {
 namespace {
@@ -23,6 +26,35 @@ TEST(CudaDevice, ReportsItselfOrWhyNot) {
   if (!dev) GTEST_SKIP() << "no GPU: " << dev.status().message();
   EXPECT_GT(dev->total_bytes, 0u);
   EXPECT_GE(dev->compute_major, 7);
+}
+
+// A checkpoint's page copy to the host runs beside the next pass (a thread of its own, bounce
+// buffers, a copy stream): the bytes are the page as the backend's queued work left it, and a
+// zero() issued right after (a page reused) waits for the copy instead of racing it.
+TEST(CudaDevice, CopiesToTheHostRunAsideAndAReusedPageWaitsForThem) {
+  FT_REQUIRE_GPU();
+  BackendOptions options;
+  options.kind = BackendKind::kCuda;
+  auto backend = make_backend(options);
+  ASSERT_TRUE(backend) << backend.status().to_string();
+  std::shared_ptr<Memory> memory = (*backend)->memory();
+  std::shared_ptr<Memory> staging = memory->staging_memory();
+  ASSERT_TRUE(staging);
+  constexpr std::size_t kBytes = (64u << 20) + 12292;  // pieces of the bounce buffers, and a tail
+  std::vector<std::uint32_t> pattern(kBytes / 4);
+  for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = std::uint32_t(i * 2654435761u);
+  auto device = MemoryBlock::allocate(memory, kBytes);
+  auto host = MemoryBlock::allocate(staging, kBytes);
+  ASSERT_TRUE(device && host);
+  for (int round = 0; round < 4; ++round) {
+    memory->from_host(device->data(), pattern.data(), kBytes);
+    std::shared_ptr<const CopyFence> fence = memory->to_host_async(host->data(), device->data(), kBytes);
+    ASSERT_TRUE(fence) << "a GPU's copy to the host is asynchronous";
+    memory->zero(device->data(), kBytes);
+    fence->wait();
+    ASSERT_EQ(std::memcmp(host->data(), pattern.data(), kBytes), 0) << "round " << round;
+    std::memset(host->data(), 0, kBytes);
+  }
 }
 
 }  // namespace

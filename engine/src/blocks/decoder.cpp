@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "ft/common/log.h"
 #include "ft/common/priority_mutex.h"
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
@@ -354,6 +355,18 @@ class DecoderModel final : public Model {
     }
     if (!pool) return pool.status();
     pool_ = std::move(pool).value();
+    if (!memory->is_host()) {
+      // Host buffers for the pages a checkpoint copies out, made and touched now rather than by the
+      // first checkpoints: enough for a prefill chunk of kStagingTokens (more are made as needed).
+      constexpr int64_t kStagingTokens = 4096;
+      const auto pages =
+          std::size_t(std::min<uint64_t>(pool_->stats().pages_total, uint64_t(kv.pages_for(kStagingTokens) + 1)));
+      if (Status s = pool_->reserve_mirror_buffers(pages); s) {
+        plan_.checkpoint_staging_bytes = pages * kv.page_bytes();
+      } else {
+        FT_WARN("checkpoint staging buffers not reserved: " << s.message());
+      }
+    }
     plan_.kv_page_bytes = kv.page_bytes();
     plan_.kv_pages = pool_->stats().pages_total;
     plan_.kv_tokens = plan_.kv_pages * uint64_t(kv.page_tokens);

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <vector>
 
+#include "state/mirror_buffers.h"
+
 namespace ft::engine {
 
 const char* kv_dtype_name(KvDType dtype) { return dtype == KvDType::kBf16 ? "bf16" : "f32"; }
@@ -91,61 +93,36 @@ void KvPool::release(std::uint32_t index) {
   --counters_.pages_used;
 }
 
-// Page-sized host buffers for mirrors, with a free list. Each buffer handed out holds this object,
-// so it outlives the pool when a checkpoint keeps a mirror longer.
-class MirrorBuffers : public std::enable_shared_from_this<MirrorBuffers> {
- public:
-  MirrorBuffers(std::shared_ptr<Memory> memory, std::size_t bytes) : memory_(std::move(memory)), bytes_(bytes) {}
-  ~MirrorBuffers() {
-    for (std::byte* p : free_) memory_->free(p, bytes_);
+std::shared_ptr<MirrorBuffers> KvPool::mirror_buffers_locked() {
+  if (!mirrors_) {
+    std::shared_ptr<Memory> staging = block_.memory()->staging_memory();
+    if (!staging) return nullptr;
+    mirrors_ = std::make_shared<MirrorBuffers>(std::move(staging), layout_.page_bytes());
   }
-  MirrorBuffers(const MirrorBuffers&) = delete;
-  MirrorBuffers& operator=(const MirrorBuffers&) = delete;
-
-  std::shared_ptr<std::byte> take() {
-    std::byte* p = nullptr;
-    {
-      std::lock_guard lock(mu_);
-      if (!free_.empty()) {
-        p = free_.back();
-        free_.pop_back();
-      }
-    }
-    if (!p) {
-      auto got = memory_->allocate(bytes_);
-      if (!got.is_ok()) return nullptr;
-      p = *got;
-      allocated_.fetch_add(1);
-    }
-    return std::shared_ptr<std::byte>(p, [self = shared_from_this()](std::byte* q) { self->give_back(q); });
-  }
-  std::uint64_t allocated() const { return allocated_.load(); }
-
- private:
-  void give_back(std::byte* p) {
-    std::lock_guard lock(mu_);
-    free_.push_back(p);
-  }
-
-  const std::shared_ptr<Memory> memory_;
-  const std::size_t bytes_;
-  std::mutex mu_;
-  std::vector<std::byte*> free_;
-  std::atomic<std::uint64_t> allocated_{0};
-};
+  return mirrors_;
+}
 
 std::shared_ptr<std::byte> KvPool::mirror_buffer() {
   std::shared_ptr<MirrorBuffers> buffers;
   {
     std::lock_guard lock(mu_);
-    if (!mirrors_) {
-      std::shared_ptr<Memory> staging = block_.memory()->staging_memory();
-      if (!staging) return nullptr;
-      mirrors_ = std::make_shared<MirrorBuffers>(std::move(staging), layout_.page_bytes());
-    }
-    buffers = mirrors_;
+    buffers = mirror_buffers_locked();
   }
-  return buffers->take();
+  return buffers ? buffers->take() : nullptr;
+}
+
+Status KvPool::reserve_mirror_buffers(std::size_t count) {
+  std::shared_ptr<MirrorBuffers> buffers;
+  {
+    std::lock_guard lock(mu_);
+    buffers = mirror_buffers_locked();
+  }
+  return buffers ? buffers->reserve(count) : Status::ok();
+}
+
+std::size_t KvPool::free_mirror_buffers() const {
+  std::lock_guard lock(mu_);
+  return mirrors_ ? mirrors_->free_count() : 0;
 }
 
 std::uint64_t KvPool::mirror_buffers() const {

@@ -90,12 +90,16 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
       std::shared_ptr<const KvPageMirror> mirror = page->mirror();
       if (!mirror || mirror->tokens() < tokens) {
         std::shared_ptr<std::byte> bytes = const_cast<KvPool*>(pool)->mirror_buffer();
-        if (!bytes) {  // no staging memory: a plain host buffer
+        std::shared_ptr<const CopyFence> arriving;
+        if (bytes) {  // staging memory: the copy runs beside the next pass, readers wait for it
+          arriving = memory.to_host_async(bytes.get(), page->data(), l.page_bytes());
+        } else {  // a plain host buffer
           auto plain = std::make_shared<std::vector<std::byte>>(l.page_bytes());
           bytes = std::shared_ptr<std::byte>(plain, plain->data());
+          memory.to_host(bytes.get(), page->data(), l.page_bytes());
         }
-        memory.to_host(bytes.get(), page->data(), l.page_bytes());
-        mirror = std::make_shared<const KvPageMirror>(std::move(bytes), l.page_bytes(), tokens, page);
+        mirror =
+            std::make_shared<const KvPageMirror>(std::move(bytes), l.page_bytes(), tokens, page, std::move(arriving));
         page->set_mirror(mirror);
         const_cast<KvPool*>(pool)->count_mirror();
       }

@@ -82,7 +82,7 @@ struct KvLayout {
 
 class KvPool;
 class KvPage;
-class MirrorBuffers;  // kv_pool.cpp
+class MirrorBuffers;  // src/state/mirror_buffers.h
 
 // A page's bytes copied to host memory, for checkpoints of a page that lives where the host cannot
 // read it (VRAM): its first `tokens` positions are valid. A position once written never changes in
@@ -93,18 +93,27 @@ class MirrorBuffers;  // kv_pool.cpp
 // can take the page itself while it lives instead of copying the bytes back.
 class KvPageMirror final : public store::ChunkOwner {
  public:
-  // `data`: the page's bytes on the host (a KvPool::mirror_buffer, or any host buffer).
-  KvPageMirror(std::shared_ptr<const std::byte> data, std::size_t size, int64_t tokens, std::weak_ptr<KvPage> page)
-      : data_(std::move(data)), size_(size), tokens_(tokens), page_(std::move(page)) {}
+  // `data`: the page's bytes on the host (a KvPool::mirror_buffer, or any host buffer), in place
+  // once `arriving` (an asynchronous copy's fence; null: already) is passed. Readers of the bytes
+  // wait for it through ChunkBytes::data(); until then the positions from `tokens` on may hold
+  // either zeros or the same sequence's later keys (it goes on writing its last page), never
+  // another's, and no checkpoint reads them.
+  KvPageMirror(std::shared_ptr<const std::byte> data, std::size_t size, int64_t tokens, std::weak_ptr<KvPage> page,
+               std::shared_ptr<const CopyFence> arriving = nullptr)
+      : data_(std::move(data)), size_(size), tokens_(tokens), page_(std::move(page)), arriving_(std::move(arriving)) {}
   std::span<const std::byte> bytes() const { return {data_.get(), size_}; }
   int64_t tokens() const { return tokens_; }
   std::shared_ptr<KvPage> page() const { return page_.lock(); }  // null once the page is gone
+  void wait_ready() const override {
+    if (arriving_) arriving_->wait();
+  }
 
  private:
   std::shared_ptr<const std::byte> data_;
   std::size_t size_;
   int64_t tokens_;
   std::weak_ptr<KvPage> page_;
+  std::shared_ptr<const CopyFence> arriving_;
 };
 
 // One page. Its memory goes back to the pool when the last holder lets go; holders are the
@@ -165,12 +174,16 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   KvPoolStats stats() const;
   // Counts a page copied to the host for a checkpoint.
   void count_mirror();
-  // A page-sized host buffer for a mirror, in the memory's staging memory (page-locked for VRAM),
+  // A page-sized host buffer for a mirror, in the memory's staging memory (host RAM for VRAM),
   // reused: a buffer goes back to the pool's free list when its last holder lets go, and the free
   // list lives until the pool and every buffer are gone (it only grows to the most mirrors held at
   // once). Null when the memory has no staging memory (the host's) or it cannot be allocated.
   std::shared_ptr<std::byte> mirror_buffer();
   std::uint64_t mirror_buffers() const;  // allocated so far (reuse keeps this flat)
+  // `count` mirror buffers allocated (and touched) now, in one block, taken before any other (no-op
+  // without staging memory, or twice).
+  Status reserve_mirror_buffers(std::size_t count);
+  std::size_t free_mirror_buffers() const;
 
   class Key {  // only create() makes pools
     friend class KvPool;
@@ -181,6 +194,7 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
  private:
   friend class KvPage;
   void release(std::uint32_t index);
+  std::shared_ptr<MirrorBuffers> mirror_buffers_locked();
 
   const KvLayout layout_;
   MemoryBlock block_;

@@ -10,6 +10,14 @@
 
 namespace ft::engine {
 
+// The end of an asynchronous copy: wait() returns once its bytes are in place (any thread, any
+// number of times).
+class CopyFence {
+ public:
+  virtual ~CopyFence() = default;
+  virtual void wait() const = 0;
+};
+
 class Memory {
  public:
   virtual ~Memory() = default;
@@ -24,10 +32,16 @@ class Memory {
   virtual void copy(std::byte* dst, const std::byte* src, std::size_t n) = 0;  // both in this memory
   virtual void to_host(void* dst, const std::byte* src, std::size_t n) = 0;
   virtual void from_host(std::byte* dst, const void* src, std::size_t n) = 0;
-  // Host memory (is_host) that to_host copies land in fastest, for buffers kept and reused: a GPU's
-  // page-locked memory, where a pageable destination goes through the driver's bounce buffer and
-  // its fresh pages fault in as the copy writes them (~1 GB/s measured for checkpoint pages, 55 GB/s
-  // page-locked). Null: any host memory will do.
+  // to_host that may return before the bytes land (ordered after the backend's work already
+  // queued; a later zero() or free() of memory it reads waits for it, so a page reused meanwhile is
+  // copied as it was): the fence says when they have. `dst` must stay alive and unread until then.
+  // Null: the bytes are in place already (the default, a plain to_host).
+  virtual std::shared_ptr<const CopyFence> to_host_async(void* dst, const std::byte* src, std::size_t n) {
+    to_host(dst, src, n);
+    return nullptr;
+  }
+  // Host memory (is_host) for buffers that to_host_async fills and that are kept and reused (the KV
+  // pool's page mirrors): a GPU's gives host RAM. Null: the memory is the host's own, nothing to copy.
   virtual std::shared_ptr<Memory> staging_memory() { return nullptr; }
 };
 

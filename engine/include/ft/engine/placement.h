@@ -26,6 +26,8 @@ struct PlacementPlan {
   std::uint64_t linear_state_bytes = 0;  // DeltaNet conv + recurrent state of one sequence
   std::uint64_t workspace_bytes = 0;   // kept free for a pass's temporaries (GPU)
   std::uint64_t reserved_bytes = 0;    // outside the budget, kept for the GPU checkpoint tier
+  // Host buffers set aside (at load) for the KV pages' copies to the host at checkpoints.
+  std::uint64_t checkpoint_staging_bytes = 0;
   // Expert offload (GPU): the routed experts stay in host RAM and a cache of expert-sized slots
   // in VRAM holds the ones in use; the decode split and prefill streaming serve the rest.
   std::uint64_t moe_layers = 0;  // layers with routed experts
