@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "ft/engine/kv_pool.h"
@@ -288,6 +289,21 @@ TEST(PageMirrors, CheckpointCopiesRunBesideTheNextPassAndReadersWaitForThem) {
   ASSERT_TRUE(saved);
   ASSERT_TRUE(restore_from_model_state(*saved, r).is_ok());
   for (int64_t pos = 0; pos < 40; ++pos) ASSERT_EQ(token_bytes(r, pos), written[std::size_t(pos)]) << pos;
+}
+
+// A copy still arriving writes into its mirror's buffer: a checkpoint let go before anyone read it
+// waits for its copies before the buffers go back (to be taken again, or freed with the pool).
+TEST(PageMirrors, AMirrorLetGoWaitsForItsCopyBeforeItsBufferGoesBack) {
+  Pools p;
+  p.mem->staging = std::make_shared<CountedHostMemory>();
+  p.mem->deferred = true;
+  SequenceState s = p.fresh();
+  append(s, *p.mem, 40, 1);
+  std::optional<store::ModelState> at40 = to_model_state(s, ModelFingerprint{1, 2});
+  EXPECT_EQ(p.mem->read_bytes, 0u);
+  s.reset();     // the pages let their mirrors go
+  at40.reset();  // and so does the checkpoint: nobody read it
+  EXPECT_EQ(p.mem->read_bytes, 3 * p.layout.page_bytes()) << "the copies ran before the buffers went back";
 }
 
 // Without a reorder, a reader of a chunk waits for its copy: restored while the copies are pending.

@@ -104,6 +104,10 @@ class KvPageMirror final : public store::ChunkOwner {
   std::span<const std::byte> bytes() const { return {data_.get(), size_}; }
   int64_t tokens() const { return tokens_; }
   std::shared_ptr<KvPage> page() const { return page_.lock(); }  // null once the page is gone
+  // A copy still arriving writes into the bytes: they go back (to a free list, or freed) after it.
+  ~KvPageMirror() override { wait_ready(); }
+  KvPageMirror(const KvPageMirror&) = delete;
+  KvPageMirror& operator=(const KvPageMirror&) = delete;
   void wait_ready() const override {
     if (arriving_) arriving_->wait();
   }
