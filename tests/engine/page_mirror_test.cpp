@@ -140,6 +140,11 @@ struct Pools {
   KvLayout layout{2, 2, 8, kPage, KvDType::kBf16, {}};
   std::shared_ptr<KvPool> pool = *KvPool::create(layout, 64 * layout.page_bytes(), mem);
   SequenceState fresh() { return SequenceState("m", pool, {}, mem); }
+  // As a GPU's memory copies pages out: into staging buffers, asynchronously.
+  void copy_like_a_gpu() {
+    mem->staging = std::make_shared<CountedHostMemory>();
+    mem->deferred = true;
+  }
 };
 
 TEST(PageMirrors, CheckpointsOfAGrowingSequenceCopyOnlyThePageTheyEndIn) {
@@ -264,8 +269,7 @@ TEST(PageMirrors, AReserveIsOneBlockTakenBeforeAnyOtherBuffer) {
 // released and reused meanwhile is zeroed only after its copy (so the checkpoint keeps its bytes).
 TEST(PageMirrors, CheckpointCopiesRunBesideTheNextPassAndReadersWaitForThem) {
   Pools p;
-  p.mem->staging = std::make_shared<CountedHostMemory>();
-  p.mem->deferred = true;
+  p.copy_like_a_gpu();
   const ModelFingerprint fp{1, 2};
   store::HostRamTier ram(1ull << 30);
   const store::StoreKey key{"t", fp, store::PrefixKey{1, 1}};
@@ -295,8 +299,7 @@ TEST(PageMirrors, CheckpointCopiesRunBesideTheNextPassAndReadersWaitForThem) {
 // waits for its copies before the buffers go back (to be taken again, or freed with the pool).
 TEST(PageMirrors, AMirrorLetGoWaitsForItsCopyBeforeItsBufferGoesBack) {
   Pools p;
-  p.mem->staging = std::make_shared<CountedHostMemory>();
-  p.mem->deferred = true;
+  p.copy_like_a_gpu();
   SequenceState s = p.fresh();
   append(s, *p.mem, 40, 1);
   std::optional<store::ModelState> at40 = to_model_state(s, ModelFingerprint{1, 2});
@@ -306,11 +309,10 @@ TEST(PageMirrors, AMirrorLetGoWaitsForItsCopyBeforeItsBufferGoesBack) {
   EXPECT_EQ(p.mem->read_bytes, 3 * p.layout.page_bytes()) << "the copies ran before the buffers went back";
 }
 
-// Without a reorder, a reader of a chunk waits for its copy: restored while the copies are pending.
+// A reader of a chunk waits for its copy: a restore while the copies are pending.
 TEST(PageMirrors, ARestoreWaitsForTheCopiesItReads) {
   Pools p;
-  p.mem->staging = std::make_shared<CountedHostMemory>();
-  p.mem->deferred = true;
+  p.copy_like_a_gpu();
   SequenceState s = p.fresh();
   append(s, *p.mem, 70, 3);
   const store::ModelState at70 = to_model_state(s, ModelFingerprint{1, 2});
