@@ -64,14 +64,15 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
   SequenceState rs = resident->new_state();
   std::vector<float> want_prefill(prompt.size() * V);
   ASSERT_TRUE(resident->forward(rs, prompt, want_prefill.data(), LogitsMode::kAll).is_ok());
-  // Greedy decode on the resident model gives the steps' tokens and logits.
-  std::vector<int32_t> tokens{argmax(want_prefill.data() + (prompt.size() - 1) * V, V)};
+  // Decode steps on tokens of their own, not greedy ones: a random model's greedy tokens repeat, so
+  // its steps route to the experts already cached and a family with one MoE layer (ernie4_5_moe's
+  // tiny spec) would see too few misses for the splits below to show.
+  const auto tokens = test_tokens(6, resident->vocab_size(), 9);
   std::vector<std::vector<float>> want_steps;
-  for (int step = 0; step < 6; ++step) {
+  for (const int32_t token : tokens) {
     std::vector<float> l(V);
-    ASSERT_TRUE(resident->forward(rs, {&tokens.back(), 1}, l.data(), LogitsMode::kLast).is_ok());
+    ASSERT_TRUE(resident->forward(rs, {&token, 1}, l.data(), LogitsMode::kLast).is_ok());
     want_steps.push_back(l);
-    tokens.push_back(argmax(l.data(), V));
   }
 
   for (const char* policy : {"fetch", "cpu", "ratio:0.5", "adaptive", "direct", "direct:0.5"}) {
@@ -100,7 +101,6 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
       const Status st = m->forward(s, {&tokens[std::size_t(step)], 1}, l.data(), LogitsMode::kLast);
       ASSERT_TRUE(st.is_ok()) << st.to_string();
       EXPECT_LT(rel_l2(l.data(), want_steps[std::size_t(step)].data(), V), kTolerance) << "step " << step;
-      EXPECT_EQ(argmax(l.data(), V), tokens[std::size_t(step) + 1]) << "step " << step;
     }
     m->set_profile(nullptr);
     const auto st = m->expert_offload_stats();
