@@ -58,10 +58,16 @@ __device__ __forceinline__ void multiply_batch(const uint4 (&raw)[kBatch], int b
   }
 }
 
+// Asks L2 for the lines of a row's bytes [from, bytes) (128-byte lines, from a multiple of 128), a
+// line a lane: a kernel names the weights it will read after its wait before it.
+__device__ __forceinline__ void prefetch_row_l2(const std::byte* row, std::size_t from, std::size_t bytes) {
+  for (std::size_t at = from + 128 * (threadIdx.x & 31); at < bytes; at += 128 * 32) prefetch_l2(row + at);
+}
+
 // acc[t] += w_row . x_t over `cols` columns (cols % 8 == 0), this lane's share, steps ascending.
-// The first batch of the row's weights is loaded before pdl_enter (weights are no kernel's output),
-// so the row streams while the previous kernel finishes; each later batch is loaded while the one
-// before it is multiplied.
+// Before pdl_enter (weights are no kernel's output) the first batch of the row's weights is loaded
+// and the rest of the row asked of L2, so the whole row streams while the previous kernel finishes;
+// each later batch is loaded while the one before it is multiplied.
 template <int NT>
 __device__ __forceinline__ void dot_rows_after_wait(const std::byte* row, int cols, const float* x, int T,
                                                     float (&acc)[NT]) {
@@ -70,6 +76,7 @@ __device__ __forceinline__ void dot_rows_after_wait(const std::byte* row, int co
   uint4 next[kBatch];
 #pragma unroll
   for (int b = 0; b < kBatch; ++b) next[b] = __ldg(w4 + min(lane + 32 * b, n8 - 1));
+  prefetch_row_l2(row, 32 * kBatch * sizeof(uint4), std::size_t(cols) * 2);
   pdl_enter();
   for (int base = lane; base < n8; base += 32 * kBatch) {
     uint4 raw[kBatch];
@@ -251,13 +258,19 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const ExpertTa
 // block barrier before the weight loads. Up to 8 choices (kMaxK) keep a dot each and read all their
 // rows' next 16 bytes in one step; each dot sums in the order of dot_rows either way. (A warp per
 // (row, choice), with the dots added through shared memory, measured slower.)
+//
+// Only h is the previous kernel's (gate/up's) output: the choices are the router's, two or more
+// launches back, and the table and biases are no kernel's. So the choices are read, and the chosen
+// rows asked of L2, before pdl_enter: the down rows stream while gate/up still runs.
 constexpr int kMaxK = 8;
-__global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable e, const float* h, int top_k,
-                                                               const ChoicesByExpert by_expert, float* out) {
-  pdl_enter();
+__global__ void __launch_bounds__(kWarps * 32)
+    moe_down_kernel(const ExpertTable e, const float* h, int top_k, const ChoicesByExpert by_expert, float* out) {
   const int t = blockIdx.y, lane = threadIdx.x & 31;
   const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  if (row >= e.hidden) return;
+  if (row >= e.hidden) {
+    pdl_enter();
+    return;
+  }
   unsigned long long my_down = 0;
   int my_pair = 0;
   float my_weight = 0.f, my_bias = 0.f;
@@ -272,6 +285,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const ExpertTable
   const auto down_of = [&](int i) {
     return reinterpret_cast<const std::byte*>(__shfl_sync(0xffffffffu, my_down, i)) + row_off;
   };
+  for (int i = 0; i < top_k; ++i) prefetch_row_l2(down_of(i), 0, std::size_t(e.inter) * 2);
+  pdl_enter();
   float acc = 0.f;
   if (top_k <= kMaxK) {
     // Every choice's next 16 bytes in one step, no branch between the loads (choices past top_k

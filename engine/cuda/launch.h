@@ -14,7 +14,8 @@
 // kernels two or more launches back wrote. Its predecessor lets it launch only after having waited
 // itself, so by the time it runs, every kernel before its predecessor has finished. The decode
 // products, the norms and attention use this to start their trips to memory (weights, page tables)
-// while the previous kernel still runs.
+// while the previous kernel still runs; the down product of the MoE reads the router's choices (two
+// launches back) and asks L2 for the chosen rows while gate/up runs.
 // Internal to engine/cuda.
 #pragma once
 
