@@ -39,10 +39,11 @@ __device__ __forceinline__ float dot8(const float (&w)[8], const float4 a, const
 constexpr int kBatch = 4;
 
 // acc[t] += this lane's batch of a row's weights (raw[b]: the 16 bytes of step base + 32 b) . x_t,
-// steps ascending; steps past the row's end (n8 steps of 8 columns) are not counted.
+// steps ascending; steps past the row's end (n8 steps of 8 columns) are not counted. x_t starts
+// ldx floats after x_{t-1}.
 template <int NT>
-__device__ __forceinline__ void multiply_batch(const uint4 (&raw)[kBatch], int base, int n8, int cols,
-                                               const float* x, int T, float (&acc)[NT]) {
+__device__ __forceinline__ void multiply_batch(const uint4 (&raw)[kBatch], int base, int n8, int ldx, const float* x,
+                                               int T, float (&acc)[NT]) {
 #pragma unroll
   for (int b = 0; b < kBatch; ++b) {
     const int c8 = base + 32 * b;
@@ -52,7 +53,7 @@ __device__ __forceinline__ void multiply_batch(const uint4 (&raw)[kBatch], int b
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       if (t >= T) break;
-      const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(t) * cols) + 2 * c8;
+      const float4* xv = reinterpret_cast<const float4*>(x + std::size_t(t) * ldx) + 2 * c8;
       acc[t] += dot8(w, xv[0], xv[1]);
     }
   }
@@ -64,12 +65,12 @@ __device__ __forceinline__ void prefetch_row_l2(const std::byte* row, std::size_
   for (std::size_t at = from + 128 * (threadIdx.x & 31); at < bytes; at += 128 * 32) prefetch_l2(row + at);
 }
 
-// acc[t] += w_row . x_t over `cols` columns (cols % 8 == 0), this lane's share, steps ascending.
-// Before pdl_enter (weights are no kernel's output) the first batch of the row's weights is loaded
+// acc[t] += w_row . x_t over `cols` columns (cols % 8 == 0; x_t at x + t ldx), this lane's share,
+// steps ascending. Before pdl_enter (weights are no kernel's output) the first batch of the row's weights is loaded
 // and the rest of the row asked of L2, so the whole row streams while the previous kernel finishes;
 // each later batch is loaded while the one before it is multiplied.
 template <int NT>
-__device__ __forceinline__ void dot_rows_after_wait(const std::byte* row, int cols, const float* x, int T,
+__device__ __forceinline__ void dot_rows_after_wait(const std::byte* row, int cols, const float* x, int ldx, int T,
                                                     float (&acc)[NT]) {
   const uint4* w4 = reinterpret_cast<const uint4*>(row);
   const int n8 = cols / 8, lane = int(threadIdx.x & 31);
@@ -86,7 +87,7 @@ __device__ __forceinline__ void dot_rows_after_wait(const std::byte* row, int co
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) next[b] = __ldg(w4 + min(base + 32 * (kBatch + b), n8 - 1));
     }
-    multiply_batch<NT>(raw, base, n8, cols, x, T, acc);
+    multiply_batch<NT>(raw, base, n8, ldx, x, T, acc);
   }
 }
 
@@ -150,11 +151,45 @@ __device__ __forceinline__ void gemv_rows_f32(const GemvOut& out, int first_row,
   }
 }
 
+// Rows of kHalvesCols columns or more go to a pair of warps, a half each: a warp a row would leave
+// too few warps on each SM to keep a short product's reads in flight (an attention output
+// projection's 2,048 rows of 4,096: 15 warps an SM, against 39 for q|k|v's 5,120 rows of 2,048).
+constexpr int kHalvesCols = 4096;
+
+// Rows first_row + w / 2 (a block's kWarps / 2) of a bf16 product, warp w taking half w % 2 of its
+// row; the halves' sums are added in that order. The order depends on the row length alone.
+template <int NT>
+__device__ __forceinline__ void gemv_rows_halves(const GemvOut& out, int first_row, int cols, const float* x, int T) {
+  __shared__ float partial[kWarps][NT];
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int row = first_row + warp / 2, half = warp % 2, half_cols = cols / 2;
+  float acc[NT] = {};
+  if (row < out.rows) {
+    const std::byte* w = out.w + std::size_t(row) * out.row_bytes + std::size_t(half) * half_cols * 2;
+    dot_rows_after_wait<NT>(w, half_cols, x + half * half_cols, cols, T, acc);
+  } else {
+    pdl_enter();
+  }
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const float v = warp_sum(acc[t]);
+    if (lane == 0) partial[warp][t] = v;
+  }
+  __syncthreads();
+  if (half != 0 || lane != 0 || row >= out.rows) return;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    if (t >= T) break;
+    out.y[std::size_t(t) * out.rows + row] = partial[warp][t] + partial[warp + 1][t] + (out.bias ? out.bias[row] : 0.f);
+  }
+}
+
 // The products of one launch; block b works on product `out` where first_block[out] <= b.
 struct GemvBatch {
   GemvOut outs[kGemvMaxOuts];
   unsigned first_block[kGemvMaxOuts + 1];
   int n_outs;
+  bool halves;  // the bf16 rows go to pairs of warps (gemv_rows_halves)
 };
 
 // Block b's rows of the launch's products (a warp per row; warps past a product's rows idle). Passes
@@ -165,13 +200,14 @@ __device__ __forceinline__ void gemv_rows(const GemvBatch& batch, int cols, cons
   while (o + 1 < batch.n_outs && blockIdx.x >= batch.first_block[o + 1]) ++o;
   const GemvOut& out = batch.outs[o];
   if (out.f32) return gemv_rows_f32<NT>(out, int(blockIdx.x - batch.first_block[o]) * kF32RowsPerBlock, cols, x, T);
+  if (batch.halves) return gemv_rows_halves<NT>(out, int(blockIdx.x - batch.first_block[o]) * (kWarps / 2), cols, x, T);
   const int row = int(blockIdx.x - batch.first_block[o]) * kWarps + (threadIdx.x >> 5);
   if (row >= out.rows) {
     pdl_enter();
     return;
   }
   float acc[NT] = {};
-  dot_rows_after_wait<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, T, acc);
+  dot_rows_after_wait<NT>(out.w + std::size_t(row) * out.row_bytes, cols, x, cols, T, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= T) break;
@@ -252,29 +288,32 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const ExpertTa
   if (lane == 0) h[std::size_t(pair) * e.inter + row] = expert_h(e.act, e.gate[expert], expert, e.inter, row, gs, us);
 }
 
-// One token per blockIdx.y, a warp per output row: the weighted down products of the token's
+// One token per blockIdx.y, kParts warps per output row: the weighted down products of the token's
 // choices added in ascending expert order (by_expert, as the router wrote it). Lane i holds choice
-// i's matrix, row of h and weight, and the warp passes them round by shuffles: no shared memory, no
-// block barrier before the weight loads. Up to 8 choices (kMaxK) keep a dot each and read all their
-// rows' next 16 bytes in one step; each dot sums in the order of dot_rows either way. (A warp per
-// (row, choice), with the dots added through shared memory, measured slower.)
+// i's matrix, row of h and weight, and the warp passes them round by shuffles: no block barrier
+// before the weight loads. Up to 8 choices (kMaxK) go to the row's warps kMaxK / kParts each; a
+// warp keeps a dot a choice and reads all its choices' next 16 bytes in one step, each dot summing
+// in the order of dot_rows. With kParts 2 the weighted dots meet in shared memory and are added in
+// the same order as one warp adds them, so the two layouts give the same bits; two warps a row keep
+// twice the reads in flight (2,048 rows: 15 warps an SM with one). More than kMaxK choices: one warp
+// a row, a choice at a time.
 //
 // Only h is the previous kernel's (gate/up's) output: the choices are the router's, two or more
 // launches back, and the table and biases are no kernel's. So the choices are read, and the chosen
 // rows asked of L2, before pdl_enter: the down rows stream while gate/up still runs.
 constexpr int kMaxK = 8;
+template <int kParts>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_down_kernel(const ExpertTable e, const float* h, int top_k, const ChoicesByExpert by_expert, float* out) {
-  const int t = blockIdx.y, lane = threadIdx.x & 31;
-  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  if (row >= e.hidden) {
-    pdl_enter();
-    return;
-  }
+  constexpr int kRows = kWarps / kParts, kPer = kMaxK / kParts;
+  __shared__ float terms[kRows][kMaxK];
+  const int t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row = blockIdx.x * kRows + warp / kParts, part = warp % kParts;
+  const bool active = row < e.hidden;
   unsigned long long my_down = 0;
   int my_pair = 0;
   float my_weight = 0.f, my_bias = 0.f;
-  if (lane < top_k) {
+  if (active && lane < top_k) {
     const int i = t * top_k + lane, expert = by_expert.expert[i];
     my_down = reinterpret_cast<unsigned long long>(e.down[expert]);
     my_pair = by_expert.pair[i];
@@ -285,40 +324,53 @@ __global__ void __launch_bounds__(kWarps * 32)
   const auto down_of = [&](int i) {
     return reinterpret_cast<const std::byte*>(__shfl_sync(0xffffffffu, my_down, i)) + row_off;
   };
-  for (int i = 0; i < top_k; ++i) prefetch_row_l2(down_of(i), 0, std::size_t(e.inter) * 2);
+  const bool fused = top_k <= kMaxK;
+  // This warp's choices: [first, end).
+  const int first = fused ? part * kPer : 0, end = fused ? min(first + kPer, top_k) : top_k;
+  if (active) {
+    for (int i = first; i < end; ++i) prefetch_row_l2(down_of(i), 0, std::size_t(e.inter) * 2);
+  }
   pdl_enter();
   float acc = 0.f;
-  if (top_k <= kMaxK) {
-    // Every choice's next 16 bytes in one step, no branch between the loads (choices past top_k
-    // load choice 0's again, unused).
-    const uint4* down[kMaxK];
-    const float* hrow[kMaxK];
-#pragma unroll
-    for (int i = 0; i < kMaxK; ++i) {
-      const int src = i < top_k ? i : 0;
-      down[i] = reinterpret_cast<const uint4*>(down_of(src));
-      hrow[i] = h + std::size_t(__shfl_sync(0xffffffffu, my_pair, src)) * e.inter;
+  const auto add = [&](int i, float term) {
+    if constexpr (kParts == 1) {
+      acc += term;
+    } else if (lane == 0) {
+      terms[warp / kParts][i] = term;
     }
-    float d[kMaxK] = {};
+  };
+  if (active && fused && first < end) {
+    // Every choice's next 16 bytes in one step, no branch between the loads (choices past `end`
+    // load the first one's again, unused).
+    const uint4* down[kPer];
+    const float* hrow[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int src = first + j < end ? first + j : first;
+      down[j] = reinterpret_cast<const uint4*>(down_of(src));
+      hrow[j] = h + std::size_t(__shfl_sync(0xffffffffu, my_pair, src)) * e.inter;
+    }
+    float d[kPer] = {};
     for (int c8 = lane; c8 < e.inter / 8; c8 += 32) {
-      uint4 raw[kMaxK];
+      uint4 raw[kPer];
 #pragma unroll
-      for (int i = 0; i < kMaxK; ++i) raw[i] = __ldg(down[i] + c8);
+      for (int j = 0; j < kPer; ++j) raw[j] = __ldg(down[j] + c8);
 #pragma unroll
-      for (int i = 0; i < kMaxK; ++i) {
-        if (i >= top_k) break;
+      for (int j = 0; j < kPer; ++j) {
+        if (first + j >= end) break;
         float w[8];
-        unpack8(raw[i], w);
-        const float4* xv = reinterpret_cast<const float4*>(hrow[i]) + 2 * c8;
-        d[i] += dot8(w, xv[0], xv[1]);
+        unpack8(raw[j], w);
+        const float4* xv = reinterpret_cast<const float4*>(hrow[j]) + 2 * c8;
+        d[j] += dot8(w, xv[0], xv[1]);
       }
     }
 #pragma unroll
-    for (int i = 0; i < kMaxK; ++i) {
-      if (i >= top_k) break;
-      acc += __shfl_sync(0xffffffffu, my_weight, i) * (warp_sum(d[i]) + __shfl_sync(0xffffffffu, my_bias, i));
+    for (int j = 0; j < kPer; ++j) {
+      const int i = first + j;
+      if (i >= end) break;
+      add(i, __shfl_sync(0xffffffffu, my_weight, i) * (warp_sum(d[j]) + __shfl_sync(0xffffffffu, my_bias, i)));
     }
-  } else {
+  } else if (active && !fused) {
     for (int i = 0; i < top_k; ++i) {
       float d[1] = {};
       const int pair = __shfl_sync(0xffffffffu, my_pair, i);
@@ -328,7 +380,13 @@ __global__ void __launch_bounds__(kWarps * 32)
       acc += by_expert.weight[at] * (warp_sum(d[0]) + bias);
     }
   }
-  if (lane == 0) out[std::size_t(t) * e.hidden + row] = acc;
+  if constexpr (kParts > 1) {
+    __syncthreads();
+    if (active && part == 0 && lane == 0) {
+      for (int i = 0; i < top_k; ++i) acc += terms[warp / kParts][i];
+    }
+  }
+  if (active && part == 0 && lane == 0) out[std::size_t(t) * e.hidden + row] = acc;
 }
 
 unsigned row_blocks(int rows, int per_block = kWarps) { return unsigned((rows + per_block - 1) / per_block); }
@@ -341,12 +399,14 @@ bool gemv_fits(const std::byte* w, std::size_t row_bytes, int64_t cols) {
 
 namespace {
 
-GemvBatch make_batch(const GemvOut* outs, int n_outs) {
+GemvBatch make_batch(const GemvOut* outs, int n_outs, int cols) {
   GemvBatch batch{};
   batch.n_outs = n_outs;
+  batch.halves = cols >= kHalvesCols && cols % 16 == 0;
   for (int o = 0; o < n_outs; ++o) {
     batch.outs[o] = outs[o];
-    batch.first_block[o + 1] = batch.first_block[o] + row_blocks(outs[o].rows, outs[o].f32 ? kF32RowsPerBlock : kWarps);
+    const int per_block = outs[o].f32 ? kF32RowsPerBlock : batch.halves ? kWarps / 2 : kWarps;
+    batch.first_block[o + 1] = batch.first_block[o] + row_blocks(outs[o].rows, per_block);
   }
   return batch;
 }
@@ -354,7 +414,7 @@ GemvBatch make_batch(const GemvOut* outs, int n_outs) {
 }  // namespace
 
 void gemv_bf16(const GemvOut* outs, int n_outs, int cols, const float* x, int T, cudaStream_t s) {
-  const GemvBatch batch = make_batch(outs, n_outs);
+  const GemvBatch batch = make_batch(outs, n_outs, cols);
   const dim3 grid(batch.first_block[n_outs]), block(kWarps * 32);
   if (T <= 1) launch(gemv_kernel<1>, grid, block, 0, s, batch, cols, x, T);
   else if (T <= 2) launch(gemv_kernel<2>, grid, block, 0, s, batch, cols, x, T);
@@ -364,7 +424,7 @@ void gemv_bf16(const GemvOut* outs, int n_outs, int cols, const float* x, int T,
 
 void gemv_route(const GemvOut& router, int cols, const float* x, int T, const RouteSpec& r, unsigned* done,
                 cudaStream_t s) {
-  const GemvBatch batch = make_batch(&router, 1);
+  const GemvBatch batch = make_batch(&router, 1, cols);
   const dim3 grid(batch.first_block[1]), block(kWarps * 32);
   if (T <= 1) launch(gemv_route_kernel<1>, grid, block, 0, s, batch, cols, x, T, r, done);
   else if (T <= 2) launch(gemv_route_kernel<2>, grid, block, 0, s, batch, cols, x, T, r, done);
@@ -384,8 +444,13 @@ void moe_down_combine(const ExpertTable& experts, const float* h, int T, int top
                       float* out, cudaStream_t s, const X8* hq) {
   if (T <= 0) return;
   if (experts.down_dtype != DType::kBF16) return moe_down_combine_blocks(experts, h, T, top_k, by_expert, out, s, hq);
-  launch(moe_down_kernel, dim3(row_blocks(experts.hidden), unsigned(T)), kWarps * 32, 0, s, experts, h, top_k,
-         by_expert, out);
+  if (top_k > kMaxK / 2 && top_k <= kMaxK) {  // (fewer: one warp a row keeps all the choices' reads)
+    launch(moe_down_kernel<2>, dim3(row_blocks(experts.hidden, kWarps / 2), unsigned(T)), kWarps * 32, 0, s, experts, h,
+           top_k, by_expert, out);
+  } else {
+    launch(moe_down_kernel<1>, dim3(row_blocks(experts.hidden), unsigned(T)), kWarps * 32, 0, s, experts, h, top_k,
+           by_expert, out);
+  }
 }
 
 }  // namespace ft::engine::cuda
