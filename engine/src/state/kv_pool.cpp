@@ -1,9 +1,7 @@
 #include "ft/engine/kv_pool.h"
 
-#include <atomic>
 #include <cstring>
 #include <mutex>
-#include <vector>
 
 #include "state/mirror_buffers.h"
 
@@ -93,7 +91,8 @@ void KvPool::release(std::uint32_t index) {
   --counters_.pages_used;
 }
 
-std::shared_ptr<MirrorBuffers> KvPool::mirror_buffers_locked() {
+std::shared_ptr<MirrorBuffers> KvPool::mirror_buffer_pool() {
+  std::lock_guard lock(mu_);
   if (!mirrors_) {
     std::shared_ptr<Memory> staging = block_.memory()->staging_memory();
     if (!staging) return nullptr;
@@ -103,20 +102,12 @@ std::shared_ptr<MirrorBuffers> KvPool::mirror_buffers_locked() {
 }
 
 std::shared_ptr<std::byte> KvPool::mirror_buffer() {
-  std::shared_ptr<MirrorBuffers> buffers;
-  {
-    std::lock_guard lock(mu_);
-    buffers = mirror_buffers_locked();
-  }
+  const std::shared_ptr<MirrorBuffers> buffers = mirror_buffer_pool();
   return buffers ? buffers->take() : nullptr;
 }
 
 Status KvPool::reserve_mirror_buffers(std::size_t count) {
-  std::shared_ptr<MirrorBuffers> buffers;
-  {
-    std::lock_guard lock(mu_);
-    buffers = mirror_buffers_locked();
-  }
+  const std::shared_ptr<MirrorBuffers> buffers = mirror_buffer_pool();
   return buffers ? buffers->reserve(count) : Status::ok();
 }
 

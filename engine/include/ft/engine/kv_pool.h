@@ -198,7 +198,7 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
  private:
   friend class KvPage;
   void release(std::uint32_t index);
-  std::shared_ptr<MirrorBuffers> mirror_buffers_locked();
+  std::shared_ptr<MirrorBuffers> mirror_buffer_pool();  // made on first use; takes mu_
 
   const KvLayout layout_;
   MemoryBlock block_;
