@@ -28,10 +28,12 @@ Stream::~Stream() {
 // there means the device is gone, which the engine cannot recover from.
 void DeviceMemory::sync(const char* what, cudaError_t launched) {
   cudaError_t err = launched == cudaSuccess ? cudaStreamSynchronize(stream()) : launched;
-  if (err != cudaSuccess) {
-    std::fprintf(stderr, "freetoken: fatal GPU error in %s\n", error_text(what, err).c_str());
-    std::abort();
-  }
+  if (err != cudaSuccess) fatal_gpu_error(what, err);
+}
+
+void fatal_gpu_error(const char* what, cudaError_t err) {
+  std::fprintf(stderr, "freetoken: fatal GPU error in %s\n", error_text(what, err).c_str());
+  std::abort();
 }
 
 Result<std::byte*> DeviceMemory::allocate(std::size_t n) {
@@ -61,17 +63,62 @@ void DeviceMemory::zero(std::byte* p, std::size_t n) {
   sync("cudaMemset", cudaMemsetAsync(p, 0, n, stream()));
 }
 
+HostCopier& DeviceMemory::started_copier() {
+  std::lock_guard lock(copier_mu_);
+  if (!copier_) copier_ = std::make_unique<HostCopier>(stream());
+  return *copier_;
+}
+
 std::shared_ptr<const CopyFence> DeviceMemory::to_host_async(void* dst, const std::byte* src, std::size_t n) {
-  HostCopier* c = nullptr;
-  {
-    std::lock_guard lock(copier_mu_);
-    if (!copier_) copier_ = std::make_unique<HostCopier>(stream());
-    c = copier_.get();
-  }
-  auto fence = c->copy(dst, src, n);
+  auto fence = started_copier().copy(dst, src, n);
   if (fence.is_ok()) return std::move(fence).value();
   to_host(dst, src, n);  // no event to order it by: a synchronous copy is still right
   return nullptr;
+}
+
+std::shared_ptr<const CopyFence> DeviceMemory::snapshot_to_host(void* dst, const std::byte* src, std::size_t n) {
+  std::byte* staging = n > 0 ? take_snapshot_buffer(n) : nullptr;
+  if (!staging) {
+    to_host(dst, src, n);
+    return nullptr;
+  }
+  // Ordered after the pass that wrote src and before the next one, which may rewrite it at once.
+  if (cudaError_t err = cudaMemcpyAsync(staging, src, n, cudaMemcpyDeviceToDevice, stream()); err != cudaSuccess) {
+    fatal_gpu_error("cudaMemcpyAsync D2D (state snapshot)", err);
+  }
+  auto fence = started_copier().copy(dst, staging, n, [this, staging, n] { give_back_snapshot_buffer(staging, n); });
+  if (fence.is_ok()) return std::move(fence).value();
+  to_host(dst, staging, n);
+  give_back_snapshot_buffer(staging, n);
+  return nullptr;
+}
+
+std::byte* DeviceMemory::take_snapshot_buffer(std::size_t n) {
+  std::lock_guard lock(snapshot_mu_);
+  if (auto it = free_snapshots_.find(n); it != free_snapshots_.end()) {
+    std::byte* p = it->second;
+    free_snapshots_.erase(it);
+    return p;
+  }
+  if (snapshot_bytes_ + n > kSnapshotBytes) return nullptr;
+  void* p = nullptr;
+  if (cudaMalloc(&p, n) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  snapshots_.push_back(static_cast<std::byte*>(p));
+  snapshot_bytes_ += n;
+  return static_cast<std::byte*>(p);
+}
+
+void DeviceMemory::give_back_snapshot_buffer(std::byte* p, std::size_t n) {
+  std::lock_guard lock(snapshot_mu_);
+  free_snapshots_.emplace(n, p);
+}
+
+DeviceMemory::~DeviceMemory() {
+  copier_.reset();  // its queued copies finish first: they read the snapshot buffers
+  for (std::byte* p : snapshots_) cudaFree(p);
 }
 
 void DeviceMemory::copy(std::byte* dst, const std::byte* src, std::size_t n) {

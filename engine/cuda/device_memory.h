@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,9 @@
 namespace ft::engine::cuda {
 
 std::string error_text(const char* what, cudaError_t err);
+// Prints "freetoken: fatal GPU error in <what>: <err>" and aborts: for a failure the process cannot
+// go on from (the device's memory or stream is lost).
+[[noreturn]] void fatal_gpu_error(const char* what, cudaError_t err);
 
 // A stream owned by a value (the Memory and the backend share it through a shared_ptr).
 class Stream {
@@ -45,13 +49,26 @@ class DeviceMemory final : public Memory {
   // Queued on a thread of its own (HostCopier), after the backend's stream's work so far: the next
   // pass runs while the bytes cross PCIe, and `dst` may be pageable memory.
   std::shared_ptr<const CopyFence> to_host_async(void* dst, const std::byte* src, std::size_t n) override;
+  // A device copy of the bytes (on the stream, no wait), then to_host_async of that copy; the copy's
+  // memory is reused once read. Up to kSnapshotBytes of such copies at once (beyond the placement
+  // plan's budget); past that, a plain to_host.
+  std::shared_ptr<const CopyFence> snapshot_to_host(void* dst, const std::byte* src, std::size_t n) override;
+  static constexpr std::size_t kSnapshotBytes = 256u << 20;
   // Host RAM: to_host_async's destinations need not be page-locked (HostCopier says why).
   std::shared_ptr<Memory> staging_memory() override;
   cudaStream_t stream() const { return stream_->get(); }
+  ~DeviceMemory() override;
 
  private:
   void sync(const char* what, cudaError_t launched);
+  HostCopier& started_copier();
+  std::byte* take_snapshot_buffer(std::size_t n);  // null: none free and the cap reached
+  void give_back_snapshot_buffer(std::byte* p, std::size_t n);
   std::shared_ptr<Stream> stream_;
+  std::mutex snapshot_mu_;
+  std::multimap<std::size_t, std::byte*> free_snapshots_;  // by size
+  std::vector<std::byte*> snapshots_;                      // every one made
+  std::size_t snapshot_bytes_ = 0;                         // their total
   std::mutex copier_mu_;
   std::unique_ptr<HostCopier> copier_;  // made on the first to_host_async
   HostCopier* copier();                 // null until then

@@ -10,13 +10,8 @@
 namespace ft::engine::cuda {
 namespace {
 
-[[noreturn]] void fatal(const char* what, cudaError_t err) {
-  std::fprintf(stderr, "freetoken: fatal GPU error in %s\n", error_text(what, err).c_str());
-  std::abort();
-}
-
 void check(const char* what, cudaError_t err) {
-  if (err != cudaSuccess) fatal(what, err);
+  if (err != cudaSuccess) fatal_gpu_error(what, err);
 }
 
 }  // namespace
@@ -63,8 +58,9 @@ HostCopier::~HostCopier() {
   cudaStreamDestroy(stream_);
 }
 
-Result<std::shared_ptr<const CopyFence>> HostCopier::copy(void* dst, const std::byte* src, std::size_t n) {
-  Job job{nullptr, dst, src, n, std::make_shared<Fence>()};
+Result<std::shared_ptr<const CopyFence>> HostCopier::copy(void* dst, const std::byte* src, std::size_t n,
+                                                          std::function<void()> on_read) {
+  Job job{nullptr, dst, src, n, std::make_shared<Fence>(), std::move(on_read)};
   if (cudaError_t err = cudaEventCreateWithFlags(&job.ready, cudaEventDisableTiming); err != cudaSuccess) {
     cudaGetLastError();
     return unavailable(error_text("cudaEventCreate", err));
@@ -91,7 +87,7 @@ void HostCopier::run() {
   for (;;) {
     work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopped, and nothing left to copy
-    const Job job = std::move(queue_.front());
+    Job job = std::move(queue_.front());
     queue_.pop_front();
     active_ = &job;
     lock.unlock();
@@ -124,6 +120,7 @@ void HostCopier::copy_one(const Job& job) {
     std::memcpy(static_cast<std::byte*>(job.dst) + i * kBounceBytes, bounce_[b], piece_bytes(i));
   }
   cudaEventDestroy(job.ready);
+  if (job.on_read) job.on_read();
 }
 
 }  // namespace ft::engine::cuda

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -30,7 +31,10 @@ class HostCopier {
   HostCopier& operator=(const HostCopier&) = delete;
 
   // Queues [src, src + n) -> dst (host memory, alive and unread until the fence passes).
-  Result<std::shared_ptr<const CopyFence>> copy(void* dst, const std::byte* src, std::size_t n);
+  // `on_read` (optional) runs on the copier's thread once the source has been read, before the
+  // fence passes: a staging copy's device memory goes back for reuse.
+  Result<std::shared_ptr<const CopyFence>> copy(void* dst, const std::byte* src, std::size_t n,
+                                                std::function<void()> on_read = {});
   // Returns once no queued copy still has to read device memory in [p, p + n): before that memory
   // is rewritten (a page zeroed for reuse).
   void wait_for_reads(const std::byte* p, std::size_t n);
@@ -43,6 +47,7 @@ class HostCopier {
     const std::byte* src;
     std::size_t n;
     std::shared_ptr<Fence> fence;
+    std::function<void()> on_read;
   };
   void run();
   void copy_one(const Job& job);

@@ -1,10 +1,12 @@
 // Checkpoints of KV pages that live off the host (VRAM): each page is copied to the host once its
 // tokens are all there and shared by every later checkpoint of the sequence (KvPageMirror), only
 // the page a checkpoint ends in is copied again; a restore into the same pool takes the live page
-// itself, and copy on write keeps both sequences right. The "device" here is host RAM behind the
-// Memory interface with is_host() false, so the off-host path runs in CI.
+// itself, and copy on write keeps both sequences right. Linear-attention states, which the next pass
+// rewrites in place, are copied as they were when the checkpoint was taken. The "device" here is
+// host RAM behind the Memory interface with is_host() false, so the off-host path runs in CI.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -61,6 +63,13 @@ class OffHostMemory final : public Memory {
     pending_.push_back(std::make_shared<DeferredCopy>(dst, src, n, read_bytes));
     return pending_.back();
   }
+  // As a GPU's: a copy on the device now, moved out when waited for.
+  std::shared_ptr<const CopyFence> snapshot_to_host(void* dst, const std::byte* src, std::size_t n) override {
+    if (!deferred) return Memory::snapshot_to_host(dst, src, n);
+    auto& copy = snapshots_.emplace_back(std::make_unique<std::vector<std::byte>>(src, src + n));
+    pending_.push_back(std::make_shared<DeferredCopy>(dst, copy->data(), n, read_bytes));
+    return pending_.back();
+  }
   void from_host(std::byte* dst, const void* src, std::size_t n) override { std::memcpy(dst, src, n); }
   // As a GPU's memory offers page-locked host memory, when `staging` is set.
   std::shared_ptr<Memory> staging_memory() override { return staging; }
@@ -75,6 +84,7 @@ class OffHostMemory final : public Memory {
  private:
   std::shared_ptr<Memory> host_ = host_memory();
   std::vector<std::shared_ptr<DeferredCopy>> pending_;
+  std::vector<std::unique_ptr<std::vector<std::byte>>> snapshots_;  // the device copies snapshot_to_host read from
 };
 
 // Host memory that counts what is allocated and freed in it.
@@ -322,6 +332,75 @@ TEST(PageMirrors, ARestoreWaitsForTheCopiesItReads) {
   ASSERT_TRUE(restore_from_model_state(at70, r).is_ok());
   EXPECT_EQ(p.mem->read_bytes, 5 * p.layout.page_bytes());
   for (int64_t pos = 0; pos < 70; ++pos) ASSERT_EQ(token_bytes(r, pos), token_bytes(s, pos)) << pos;
+}
+
+// Two linear-attention layers' states (conv and recurrent) in `mem`, with no attention pool.
+SequenceState linear_sequence(std::shared_ptr<Memory> mem) {
+  std::vector<LinearState> linear(2);
+  for (int i = 0; i < 2; ++i) {
+    linear[std::size_t(i)].layer = 2 * i;
+    linear[std::size_t(i)].conv_shape = {6, 3};
+    linear[std::size_t(i)].recurrent_shape = {2, 4, 5};
+  }
+  return SequenceState("m", nullptr, std::move(linear), std::move(mem));
+}
+
+// A pass over the linear states: every value of them from `tag`, written in place.
+void rewrite_linear(SequenceState& s, Memory& mem, float tag) {
+  ASSERT_TRUE(s.reserve(1).is_ok());
+  for (const LinearState& l : s.linear()) {
+    for (auto [block, n] : {std::pair{&l.conv, l.conv_floats()}, std::pair{&l.recurrent, l.recurrent_floats()}}) {
+      std::vector<float> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = tag + float(l.layer) * 100.f + float(i);
+      mem.from_host(block->data(), v.data(), n * sizeof(float));
+    }
+  }
+  s.advance(1);
+}
+
+std::vector<float> chunk_floats(const store::StateChunk& c) {
+  std::vector<float> v(c.data.size() / sizeof(float));
+  std::memcpy(v.data(), c.data.data(), c.data.size());
+  return v;
+}
+
+TEST(LinearStateSnapshots, ACheckpointKeepsTheStateOfItsMomentWhileTheNextPassRewritesIt) {
+  auto mem = std::make_shared<OffHostMemory>();
+  mem->deferred = true;  // as a GPU's memory: the copies out run beside the next pass
+  SequenceState s = linear_sequence(mem);
+  rewrite_linear(s, *mem, 1000.f);
+  const store::ModelState cp = to_model_state(s, ModelFingerprint{1, 2});
+  ASSERT_EQ(cp.chunks.size(), 4u);
+  EXPECT_EQ(mem->read_bytes, 0u) << "the checkpoint waited for its copies";
+
+  rewrite_linear(s, *mem, 2000.f);  // the next pass, at once
+  SequenceState want = linear_sequence(host_memory());
+  rewrite_linear(want, *host_memory(), 1000.f);
+  const store::ModelState expected = to_model_state(want, ModelFingerprint{1, 2});
+  for (std::size_t i = 0; i < cp.chunks.size(); ++i) {
+    EXPECT_EQ(chunk_floats(cp.chunks[i]), chunk_floats(expected.chunks[i])) << "chunk " << i;
+  }
+
+  // Restored into another sequence, the states are those of the checkpoint's moment.
+  SequenceState r = linear_sequence(mem);
+  ASSERT_TRUE(restore_from_model_state(cp, r).is_ok());
+  const store::ModelState back = to_model_state(r, ModelFingerprint{1, 2});
+  for (std::size_t i = 0; i < back.chunks.size(); ++i) {
+    EXPECT_EQ(chunk_floats(back.chunks[i]), chunk_floats(expected.chunks[i])) << "chunk " << i;
+  }
+}
+
+TEST(LinearStateSnapshots, AStateThatNeverRanIsSavedAsZerosWithoutACopy) {
+  auto mem = std::make_shared<OffHostMemory>();
+  mem->deferred = true;
+  SequenceState s = linear_sequence(mem);
+  const store::ModelState cp = to_model_state(s, ModelFingerprint{1, 2});
+  ASSERT_EQ(cp.chunks.size(), 4u);
+  for (const store::StateChunk& c : cp.chunks) {
+    const std::vector<float> v = chunk_floats(c);
+    EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](float x) { return x == 0.f; }));
+  }
+  EXPECT_EQ(mem->read_bytes, 0u);
 }
 
 }  // namespace

@@ -57,5 +57,32 @@ TEST(CudaDevice, CopiesToTheHostRunAsideAndAReusedPageWaitsForThem) {
   }
 }
 
+// A linear-attention state is rewritten by the next pass as soon as the checkpoint is taken: the
+// snapshot copies it on the device first, so the host gets the bytes of the moment it was asked.
+TEST(CudaDevice, ASnapshotToTheHostKeepsTheBytesOfItsMomentWhileTheSourceIsRewritten) {
+  FT_REQUIRE_GPU();
+  BackendOptions options;
+  options.kind = BackendKind::kCuda;
+  auto backend = make_backend(options);
+  ASSERT_TRUE(backend) << backend.status().to_string();
+  std::shared_ptr<Memory> memory = (*backend)->memory();
+  constexpr std::size_t kBytes = (20u << 20) + 4100;  // several bounce-buffer pieces and a tail
+  auto device = MemoryBlock::allocate(memory, kBytes);
+  ASSERT_TRUE(device);
+  std::vector<std::uint32_t> now(kBytes / 4), next(kBytes / 4), got(kBytes / 4);
+  for (int round = 0; round < 4; ++round) {  // later rounds reuse the device copies' memory
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      now[i] = std::uint32_t((i + std::size_t(round)) * 2654435761u);
+      next[i] = ~now[i];
+    }
+    memory->from_host(device->data(), now.data(), kBytes);
+    std::shared_ptr<const CopyFence> fence = memory->snapshot_to_host(got.data(), device->data(), kBytes);
+    ASSERT_TRUE(fence) << "a GPU's snapshot is asynchronous";
+    memory->from_host(device->data(), next.data(), kBytes);  // the next pass, at once
+    fence->wait();
+    ASSERT_EQ(std::memcmp(got.data(), now.data(), kBytes), 0) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace ft::engine

@@ -1,8 +1,11 @@
 #include "ft/engine/state_checkpoint.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstring>
-#include <xxhash.h>
+#include <memory>
+#include <span>
 
 namespace ft::engine {
 namespace {
@@ -51,6 +54,43 @@ Result<Plan> plan_restore(SequenceState& state, std::int64_t tokens, bool alloca
     plan.dest.push_back(l.recurrent.data());
   }
   return plan;
+}
+
+// A linear state's host copy, arriving beside the next pass (Memory::snapshot_to_host): readers wait
+// for it through ChunkBytes::data(). The buffer is not zero-filled: the copy writes every byte, on
+// the copier's thread, so this thread never touches (faults in) the new memory.
+class ArrivingState final : public store::ChunkOwner {
+ public:
+  explicit ArrivingState(std::size_t n) : bytes_(std::make_unique_for_overwrite<std::byte[]>(n)), n_(n) {}
+  ~ArrivingState() override { wait_ready(); }  // the copy writes into bytes_ until it lands
+  ArrivingState(const ArrivingState&) = delete;
+  ArrivingState& operator=(const ArrivingState&) = delete;
+  std::byte* data() { return bytes_.get(); }
+  std::span<const std::byte> bytes() const { return {bytes_.get(), n_}; }
+  void set_arriving(std::shared_ptr<const CopyFence> fence) { arriving_ = std::move(fence); }
+  void wait_ready() const override {
+    if (arriving_) arriving_->wait();
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> bytes_;
+  std::size_t n_;
+  std::shared_ptr<const CopyFence> arriving_;
+};
+
+// A linear state's bytes for a checkpoint: read now (on the host, or with a synchronous copy) or
+// arriving beside the next pass.
+store::ChunkBytes linear_chunk(Memory& memory, const MemoryBlock& block, std::size_t n) {
+  if (!block.data()) return std::vector<std::byte>(n);  // a state that never ran: zeros
+  if (memory.is_host()) {
+    std::vector<std::byte> bytes(n);
+    std::memcpy(bytes.data(), block.data(), n);
+    return bytes;
+  }
+  auto state = std::make_shared<ArrivingState>(n);
+  state->set_arriving(memory.snapshot_to_host(state->data(), block.data(), n));
+  const std::span<const std::byte> view = state->bytes();
+  return store::ChunkBytes::shared(view, std::move(state));
 }
 
 bool same_layout(const store::ChunkDesc& want, std::uint32_t layer, ChunkKind kind, store::DType dtype,
@@ -108,15 +148,10 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
     }
   }
   for (const LinearState& l : state.linear()) {
-    // A state that never ran has no memory yet: its values are zeros.
-    std::vector<std::byte> conv(l.conv_floats() * sizeof(float)), rec(l.recurrent_floats() * sizeof(float));
-    if (l.allocated()) {
-      memory.to_host(conv.data(), l.conv.data(), conv.size());
-      memory.to_host(rec.data(), l.recurrent.data(), rec.size());
-    }
-    out.chunks.push_back({std::uint32_t(l.layer), ChunkKind::kConv, store::DType::kF32, dims(l.conv_shape), std::move(conv)});
-    out.chunks.push_back(
-        {std::uint32_t(l.layer), ChunkKind::kRecurrent, store::DType::kF32, dims(l.recurrent_shape), std::move(rec)});
+    out.chunks.push_back({std::uint32_t(l.layer), ChunkKind::kConv, store::DType::kF32, dims(l.conv_shape),
+                          linear_chunk(memory, l.conv, l.conv_floats() * sizeof(float))});
+    out.chunks.push_back({std::uint32_t(l.layer), ChunkKind::kRecurrent, store::DType::kF32, dims(l.recurrent_shape),
+                          linear_chunk(memory, l.recurrent, l.recurrent_floats() * sizeof(float))});
   }
   return out;
 }

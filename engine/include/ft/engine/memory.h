@@ -40,6 +40,14 @@ class Memory {
     to_host(dst, src, n);
     return nullptr;
   }
+  // to_host_async of bytes the backend's next work rewrites in place (a linear-attention state the
+  // next pass updates): [src, src + n) is read as it is now, and the source may change as soon as
+  // this returns. A GPU's memory copies it on the device first and moves that copy out beside the
+  // next pass. Null: the bytes are in place already (the default, a plain to_host).
+  virtual std::shared_ptr<const CopyFence> snapshot_to_host(void* dst, const std::byte* src, std::size_t n) {
+    to_host(dst, src, n);
+    return nullptr;
+  }
   // Host memory (is_host) for buffers that to_host_async fills and that are kept and reused (the KV
   // pool's page mirrors): a GPU's gives host RAM. Null: the memory is the host's own, nothing to copy.
   virtual std::shared_ptr<Memory> staging_memory() { return nullptr; }
