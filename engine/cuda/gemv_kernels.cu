@@ -104,6 +104,29 @@ __device__ __forceinline__ void dot_rows(const std::byte* row, int cols, const f
   }
 }
 
+// Writes a row whose sums are split over kParts consecutive warps of the block (acc: this warp's):
+// the warps' sums added in warp order, then the row's bias, by the row's first warp. Every warp of
+// the block calls it (a block barrier); a row past out.rows writes nothing.
+template <int NT, int kParts>
+__device__ __forceinline__ void write_split_row(const GemvOut& out, int row, const float (&acc)[NT], int T) {
+  __shared__ float partial[kWarps][NT];
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const float v = warp_sum(acc[t]);
+    if (lane == 0) partial[warp][t] = v;
+  }
+  __syncthreads();
+  if (warp % kParts != 0 || lane != 0 || row >= out.rows) return;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    if (t >= T) break;
+    float v = partial[warp][t];
+    for (int p = 1; p < kParts; ++p) v += partial[warp + p][t];
+    out.y[std::size_t(t) * out.rows + row] = v + (out.bias ? out.bias[row] : 0.f);
+  }
+}
+
 // An fp32 product (a GGUF router: E rows of hidden fp32, too few rows to keep the GPU's loads in
 // flight a warp a row) with kF32Split warps a row: warp p of a row takes float4 steps p*32 + lane,
 // + 32 kF32Split, ...; the warps' sums are added in warp order. The order depends on the row length
@@ -112,7 +135,6 @@ constexpr int kF32Split = 4, kF32RowsPerBlock = kWarps / kF32Split;
 
 template <int NT>
 __device__ __forceinline__ void gemv_rows_f32(const GemvOut& out, int first_row, int cols, const float* x, int T) {
-  __shared__ float partial[kWarps][NT];
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
   const int row = first_row + warp / kF32Split, part = warp % kF32Split;
   float acc[NT] = {};
@@ -135,20 +157,7 @@ __device__ __forceinline__ void gemv_rows_f32(const GemvOut& out, int first_row,
       }
     }
   }
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const float v = warp_sum(acc[t]);
-    if (lane == 0) partial[warp][t] = v;
-  }
-  __syncthreads();
-  if (part != 0 || lane != 0 || row >= out.rows) return;
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    if (t >= T) break;
-    float v = partial[warp][t];
-    for (int p = 1; p < kF32Split; ++p) v += partial[warp + p][t];
-    out.y[std::size_t(t) * out.rows + row] = v + (out.bias ? out.bias[row] : 0.f);
-  }
+  write_split_row<NT, kF32Split>(out, row, acc, T);
 }
 
 // Rows of kHalvesCols columns or more go to a pair of warps, a half each: a warp a row would leave
@@ -160,8 +169,7 @@ constexpr int kHalvesCols = 4096;
 // row; the halves' sums are added in that order. The order depends on the row length alone.
 template <int NT>
 __device__ __forceinline__ void gemv_rows_halves(const GemvOut& out, int first_row, int cols, const float* x, int T) {
-  __shared__ float partial[kWarps][NT];
-  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int warp = int(threadIdx.x >> 5);
   const int row = first_row + warp / 2, half = warp % 2, half_cols = cols / 2;
   float acc[NT] = {};
   if (row < out.rows) {
@@ -170,18 +178,7 @@ __device__ __forceinline__ void gemv_rows_halves(const GemvOut& out, int first_r
   } else {
     pdl_enter();
   }
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const float v = warp_sum(acc[t]);
-    if (lane == 0) partial[warp][t] = v;
-  }
-  __syncthreads();
-  if (half != 0 || lane != 0 || row >= out.rows) return;
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    if (t >= T) break;
-    out.y[std::size_t(t) * out.rows + row] = partial[warp][t] + partial[warp + 1][t] + (out.bias ? out.bias[row] : 0.f);
-  }
+  write_split_row<NT, 2>(out, row, acc, T);
 }
 
 // The products of one launch; block b works on product `out` where first_block[out] <= b.

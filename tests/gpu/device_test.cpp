@@ -28,16 +28,28 @@ TEST(CudaDevice, ReportsItselfOrWhyNot) {
   EXPECT_GE(dev->compute_major, 7);
 }
 
+// A CUDA backend's memory (the backend kept alive with it).
+struct GpuMemory {
+  std::unique_ptr<Backend> backend;
+  std::shared_ptr<Memory> memory;
+};
+
+Result<GpuMemory> gpu_memory() {
+  BackendOptions options;
+  options.kind = BackendKind::kCuda;
+  FT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_backend(options));
+  std::shared_ptr<Memory> memory = backend->memory();
+  return GpuMemory{std::move(backend), std::move(memory)};
+}
+
 // A checkpoint's page copy to the host runs beside the next pass (a thread of its own, bounce
 // buffers, a copy stream): the bytes are the page as the backend's queued work left it, and a
 // zero() issued right after (a page reused) waits for the copy instead of racing it.
 TEST(CudaDevice, CopiesToTheHostRunAsideAndAReusedPageWaitsForThem) {
   FT_REQUIRE_GPU();
-  BackendOptions options;
-  options.kind = BackendKind::kCuda;
-  auto backend = make_backend(options);
-  ASSERT_TRUE(backend) << backend.status().to_string();
-  std::shared_ptr<Memory> memory = (*backend)->memory();
+  auto gpu = gpu_memory();
+  ASSERT_TRUE(gpu) << gpu.status().to_string();
+  const std::shared_ptr<Memory>& memory = gpu->memory;
   std::shared_ptr<Memory> staging = memory->staging_memory();
   ASSERT_TRUE(staging);
   constexpr std::size_t kBytes = (64u << 20) + 12292;  // pieces of the bounce buffers, and a tail
@@ -61,11 +73,9 @@ TEST(CudaDevice, CopiesToTheHostRunAsideAndAReusedPageWaitsForThem) {
 // snapshot copies it on the device first, so the host gets the bytes of the moment it was asked.
 TEST(CudaDevice, ASnapshotToTheHostKeepsTheBytesOfItsMomentWhileTheSourceIsRewritten) {
   FT_REQUIRE_GPU();
-  BackendOptions options;
-  options.kind = BackendKind::kCuda;
-  auto backend = make_backend(options);
-  ASSERT_TRUE(backend) << backend.status().to_string();
-  std::shared_ptr<Memory> memory = (*backend)->memory();
+  auto gpu = gpu_memory();
+  ASSERT_TRUE(gpu) << gpu.status().to_string();
+  const std::shared_ptr<Memory>& memory = gpu->memory;
   constexpr std::size_t kBytes = (20u << 20) + 4100;  // several bounce-buffer pieces and a tail
   auto device = MemoryBlock::allocate(memory, kBytes);
   ASSERT_TRUE(device);
