@@ -1,8 +1,6 @@
 #include "host_copier.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "device_memory.h"
