@@ -1,5 +1,6 @@
 #include "model_flags.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -91,6 +92,10 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
       return invalid_argument("--expert-slots needs the GPU (--device cuda)");
     o.expert_slots = int(n);
   }
+  // A linear-attention model keeps each running sequence's recurrent state beside the KV pool on
+  // the GPU: room for the server's running sequences, or a benchmark's batch, when more than 16.
+  for (const char* flag : {"max-running", "batch"})
+    if (args.has(flag)) o.state_sequences = int(std::clamp<int64_t>(args.get_int(flag), o.state_sequences, 1 << 16));
   o.offload_costs_cache = (freetoken_data_dir() / "offload-bandwidth.json").string();
   if (args.has("recalibrate")) o.recalibrate = true;
   if (args.has("deterministic")) o.deterministic = true;

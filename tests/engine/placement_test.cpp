@@ -126,6 +126,33 @@ TEST_P(Placement, AGpuBudgetTooSmallIsRefusedSayingHowMuchIsNeeded) {
   EXPECT_NE(p.to_text().find("checkpoint tier"), std::string::npos);
 }
 
+// A DeltaNet model whose KV pool takes all the GPU has free still starts as many sequences as it
+// was loaded for: their recurrent state lives outside the pool, in room the plan kept.
+TEST_P(Placement, AFullGpuStillHoldsTheLinearStateOfEverySequence) {
+  if (GetParam() != BackendKind::kCuda) GTEST_SKIP() << "a GPU budget only";
+  TempDir dir;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Next, false)).is_ok());
+  engine::LoadOptions o;
+  o.backend = BackendKind::kCuda;
+  o.state_sequences = 6;
+  auto m = engine::load_model(dir.path(), o);  // no --gpu-mem: the pool fills what is free
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const engine::PlacementPlan p = (*m)->placement();
+  EXPECT_EQ(p.linear_state_sequences, 6u);
+  EXPECT_LE(p.total_bytes(), p.budget_bytes);
+  EXPECT_NE(p.to_text().find("room for 6 sequences"), std::string::npos) << p.to_text();
+  // The six states come out of that room: the GPU's free memory does not move.
+  const auto before = (*m)->device_memory();
+  ASSERT_TRUE(before.has_value());
+  std::vector<engine::SequenceState> states;
+  for (int i = 0; i < 6; ++i) {
+    states.push_back((*m)->new_state());
+    const Status s = states.back().reserve(1);
+    ASSERT_TRUE(s) << "sequence " << i << ": " << s.to_string();
+  }
+  EXPECT_EQ((*m)->device_memory()->free_bytes, before->free_bytes);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Placement, ::testing::Values(BackendKind::kCpu, BackendKind::kCuda),
                          [](const auto& info) { return std::string(engine::backend_name(info.param)); });
 

@@ -14,6 +14,7 @@
 #include "ft/common/priority_mutex.h"
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
+#include "ft/engine/reserved_memory.h"
 
 namespace ft::engine::blocks {
 namespace {
@@ -192,12 +193,13 @@ class DecoderModel final : public Model {
     }
     progress(true);
     if (m->plan_.workspace_bytes) FT_RETURN_IF_ERROR(m->be_->reserve_workspace(m->plan_.workspace_bytes));
-    FT_RETURN_IF_ERROR(m->make_kv_pool(options));
     for (const DecoderLayer& l : m->layers_) {
       if (!l.has_state()) continue;
       const LinearState st = l.empty_state(0);
-      m->plan_.linear_state_bytes += (st.conv_floats() + st.recurrent_floats()) * sizeof(float);
+      m->plan_.linear_state_bytes += ReservedMemory::aligned(st.conv_floats() * sizeof(float)) +
+                                     ReservedMemory::aligned(st.recurrent_floats() * sizeof(float));
     }
+    FT_RETURN_IF_ERROR(m->make_kv_pool(options));
     return std::unique_ptr<Model>(std::move(m));
   }
 
@@ -263,7 +265,7 @@ class DecoderModel final : public Model {
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       if (layers_[i].has_state()) linear.push_back(layers_[i].empty_state(int64_t(i)));
     }
-    return SequenceState(fingerprint_, pool_, std::move(linear), be_->memory());
+    return SequenceState(fingerprint_, pool_, std::move(linear), state_memory_ ? state_memory_ : be_->memory());
   }
 
   Status forward_batch(std::span<const BatchSlice> batch) const override {
@@ -333,15 +335,21 @@ class DecoderModel final : public Model {
     const std::shared_ptr<Memory> memory = be_->memory();
     uint64_t budget = options.kv_budget_bytes ? options.kv_budget_bytes : default_kv_budget();
     if (!memory->is_host()) {
-      // What the GPU budget leaves once the weights are in and the workspace (and expert cache)
-      // are set aside; an offload plan has sized the pool itself.
-      const uint64_t used = plan_.device_weight_bytes() + plan_.workspace_bytes + plan_.expert_cache_bytes();
+      // What the GPU budget leaves once the weights are in and the workspace, the sequences'
+      // linear state (and expert cache) are set aside; an offload plan has sized the pool itself.
+      if (plan_.linear_state_bytes) plan_.linear_state_sequences = uint64_t(std::max(1, options.state_sequences));
+      const uint64_t used =
+          plan_.device_weight_bytes() + plan_.workspace_bytes + plan_.linear_state_room() + plan_.expert_cache_bytes();
       const uint64_t room = plan_.budget_bytes > used ? plan_.budget_bytes - used : 0;
       if (options.kv_budget_bytes > room) {
-        return unavailable("--kv-budget " + gib_text(options.kv_budget_bytes) + " does not fit: the GPU budget leaves " +
-                           gib_text(room) + " after weights and workspace");
+        return unavailable("--kv-budget " + gib_text(options.kv_budget_bytes) +
+                           " does not fit: the GPU budget leaves " + gib_text(room) +
+                           " after weights, workspace and linear state");
       }
       if (!options.kv_budget_bytes) budget = plan_.kv_budget_bytes ? std::min(plan_.kv_budget_bytes, room) : room;
+      if (plan_.linear_state_sequences) {
+        FT_ASSIGN_OR_RETURN(state_memory_, ReservedMemory::create(memory, plan_.linear_state_room()));
+      }
     }
     Result<std::shared_ptr<KvPool>> pool = KvPool::create(kv, budget, memory);
     if (!memory->is_host() && !options.kv_budget_bytes && !plan_.kv_budget_bytes) {
@@ -501,6 +509,7 @@ class DecoderModel final : public Model {
   std::optional<HyperConnection> hyper_head_;  // the streams' collapse before norm_ (hyper-connections)
   Matrix lm_head_;  // [vocab, hidden]; the embedding when tied
   std::shared_ptr<KvPool> pool_;
+  std::shared_ptr<Memory> state_memory_;  // GPU: the sequences' linear state, reserved at load
   std::size_t linear_layers_ = 0;
   mutable PlacementPlan plan_;  // under plan_mu_ once loaded: resize_gpu_memory changes the cache
 };

@@ -94,7 +94,15 @@ std::string PlacementPlan::to_text() const {
   }
   out += line("KV pages", kv_pages * kv_page_bytes,
               std::to_string(kv_pages) + " pages, " + std::to_string(kv_tokens) + " token positions");
-  if (linear_state_bytes) out += line("linear state", linear_state_bytes, "per sequence, taken as sequences start");
+  if (linear_state_sequences) {
+    char note[96];
+    std::snprintf(note, sizeof note, "room for %llu sequences' recurrent state, %.1f MiB each",
+                  static_cast<unsigned long long>(linear_state_sequences),
+                  double(linear_state_bytes) / double(1 << 20));
+    out += line("linear state", linear_state_room(), note);
+  } else if (linear_state_bytes) {
+    out += line("linear state", linear_state_bytes, "per sequence, taken as sequences start");
+  }
   if (workspace_bytes) out += line("workspace", workspace_bytes, "kept free for a pass's temporaries");
   out += line("total", total_bytes(), budget_bytes ? "of a " + std::to_string(budget_bytes >> 20) + " MiB budget" : "");
   if (reserved_bytes) out += line("checkpoint tier", reserved_bytes, "outside the budget, for snapshots kept on the GPU");

@@ -111,6 +111,9 @@ struct LoadOptions {
   std::uint64_t gpu_mem_bytes = 0;    // kCuda: GPU memory the model may use; 0: all that is free
   std::uint64_t gpu_reserved_bytes = 0;  // kCuda: GPU memory kept for others (the GPU checkpoint tier)
   int64_t kv_page_tokens = 64;       // token positions per KV page
+  // kCuda, linear-attention models: sequences whose recurrent state the GPU budget keeps room for
+  // beside the KV pool (a server's running sequences, a batched benchmark's batch).
+  int state_sequences = 16;
   bool deterministic = false;        // same bits batched or alone on every CPU (backend.h)
   // kCuda with routed experts in host RAM (when the budget cannot hold them all): how decode
   // serves cache misses, and (> 0) an expert cache of exactly this many slots, offloading even

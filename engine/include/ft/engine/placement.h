@@ -24,6 +24,9 @@ struct PlacementPlan {
   std::uint64_t kv_pages = 0;          // the pool's budget in pages
   std::uint64_t kv_tokens = 0;         // positions those pages hold, over all sequences
   std::uint64_t linear_state_bytes = 0;  // DeltaNet conv + recurrent state of one sequence
+  // GPU: sequences whose linear state the budget keeps room for (taken as they start, outside the
+  // KV pool, so the pool must leave it free).
+  std::uint64_t linear_state_sequences = 0;
   std::uint64_t workspace_bytes = 0;   // kept free for a pass's temporaries (GPU)
   std::uint64_t reserved_bytes = 0;    // outside the budget, kept for the GPU checkpoint tier
   // Host buffers set aside (at load) for the KV pages' copies to the host at checkpoints.
@@ -43,8 +46,10 @@ struct PlacementPlan {
   // Weights in the device's memory: all of them, or all but the routed experts when offloaded.
   std::uint64_t device_weight_bytes() const { return weight_bytes() - (experts_on_host ? routed_expert_bytes : 0); }
   std::uint64_t expert_cache_bytes() const { return expert_slots * expert_slot_bytes; }
+  std::uint64_t linear_state_room() const { return linear_state_bytes * linear_state_sequences; }
   std::uint64_t total_bytes() const {
-    return device_weight_bytes() + kv_pages * kv_page_bytes + workspace_bytes + expert_cache_bytes();
+    return device_weight_bytes() + kv_pages * kv_page_bytes + linear_state_room() + workspace_bytes +
+           expert_cache_bytes();
   }
   // A short table, one line per kind, sizes in GiB.
   std::string to_text() const;
