@@ -56,30 +56,8 @@ Result<Plan> plan_restore(SequenceState& state, std::int64_t tokens, bool alloca
   return plan;
 }
 
-// A linear state's host copy, arriving beside the next pass (Memory::snapshot_to_host): readers wait
-// for it through ChunkBytes::data(). The buffer is not zero-filled: the copy writes every byte, on
-// the copier's thread, so this thread never touches (faults in) the new memory.
-class ArrivingState final : public store::ChunkOwner {
- public:
-  explicit ArrivingState(std::size_t n) : bytes_(std::make_unique_for_overwrite<std::byte[]>(n)), n_(n) {}
-  ~ArrivingState() override { wait_ready(); }  // the copy writes into bytes_ until it lands
-  ArrivingState(const ArrivingState&) = delete;
-  ArrivingState& operator=(const ArrivingState&) = delete;
-  std::byte* data() { return bytes_.get(); }
-  std::span<const std::byte> bytes() const { return {bytes_.get(), n_}; }
-  void set_arriving(std::shared_ptr<const CopyFence> fence) { arriving_ = std::move(fence); }
-  void wait_ready() const override {
-    if (arriving_) arriving_->wait();
-  }
-
- private:
-  std::unique_ptr<std::byte[]> bytes_;
-  std::size_t n_;
-  std::shared_ptr<const CopyFence> arriving_;
-};
-
 // A linear state's bytes for a checkpoint: read now (on the host, or with a synchronous copy) or
-// arriving beside the next pass.
+// arriving beside the next pass (Memory::snapshot_to_host; readers wait through ChunkBytes::data()).
 store::ChunkBytes linear_chunk(Memory& memory, const MemoryBlock& block, std::size_t n) {
   if (!block.data()) return std::vector<std::byte>(n);  // a state that never ran: zeros
   if (memory.is_host()) {
@@ -87,10 +65,13 @@ store::ChunkBytes linear_chunk(Memory& memory, const MemoryBlock& block, std::si
     std::memcpy(bytes.data(), block.data(), n);
     return bytes;
   }
-  auto state = std::make_shared<ArrivingState>(n);
-  state->set_arriving(memory.snapshot_to_host(state->data(), block.data(), n));
-  const std::span<const std::byte> view = state->bytes();
-  return store::ChunkBytes::shared(view, std::move(state));
+  // Not zero-filled: the copy writes every byte, on the copier's thread, so this thread never
+  // touches (faults in) the new memory.
+  const std::shared_ptr<std::byte[]> host = std::make_shared_for_overwrite<std::byte[]>(n);
+  std::shared_ptr<std::byte> bytes(host, host.get());
+  std::shared_ptr<const CopyFence> arriving = memory.snapshot_to_host(bytes.get(), block.data(), n);
+  auto state = std::make_shared<const ArrivingBytes>(std::move(bytes), n, std::move(arriving));
+  return store::ChunkBytes::shared(state->bytes(), state);
 }
 
 bool same_layout(const store::ChunkDesc& want, std::uint32_t layer, ChunkKind kind, store::DType dtype,

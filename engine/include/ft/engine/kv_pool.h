@@ -82,6 +82,28 @@ struct KvLayout {
 
 class KvPool;
 class KvPage;
+// Host bytes that an asynchronous copy may still be writing (`arriving`, null: already in place):
+// the owner of a checkpoint chunk's bytes. Readers wait through wait_ready() (ChunkBytes::data()),
+// and so does the destructor, before the bytes go back (to a free list, or freed) — which is why
+// the bytes are held here, destroyed after the wait, and not by a subclass.
+class ArrivingBytes : public store::ChunkOwner {
+ public:
+  ArrivingBytes(std::shared_ptr<std::byte> data, std::size_t size, std::shared_ptr<const CopyFence> arriving)
+      : data_(std::move(data)), size_(size), arriving_(std::move(arriving)) {}
+  ~ArrivingBytes() override { wait_ready(); }
+  ArrivingBytes(const ArrivingBytes&) = delete;
+  ArrivingBytes& operator=(const ArrivingBytes&) = delete;
+  std::span<const std::byte> bytes() const { return {data_.get(), size_}; }
+  void wait_ready() const final {
+    if (arriving_) arriving_->wait();
+  }
+
+ private:
+  std::shared_ptr<std::byte> data_;
+  std::size_t size_;
+  std::shared_ptr<const CopyFence> arriving_;
+};
+
 class MirrorBuffers;  // src/state/mirror_buffers.h
 
 // A page's bytes copied to host memory, for checkpoints of a page that lives where the host cannot
@@ -91,33 +113,22 @@ class MirrorBuffers;  // src/state/mirror_buffers.h
 // mirrors of its full pages and copy only the page they end in. The mirror is the owner of the
 // bytes those checkpoints hold, and it remembers its page, so that a restore into the same pool
 // can take the page itself while it lives instead of copying the bytes back.
-class KvPageMirror final : public store::ChunkOwner {
+class KvPageMirror final : public ArrivingBytes {
  public:
   // `data`: the page's bytes on the host (a KvPool::mirror_buffer, or any host buffer), in place
   // once `arriving` (an asynchronous copy's fence; null: already) is passed. Readers of the bytes
   // wait for it through ChunkBytes::data(); until then the positions from `tokens` on may hold
   // either zeros or the same sequence's later keys (it goes on writing its last page), never
   // another's, and no checkpoint reads them.
-  KvPageMirror(std::shared_ptr<const std::byte> data, std::size_t size, int64_t tokens, std::weak_ptr<KvPage> page,
+  KvPageMirror(std::shared_ptr<std::byte> data, std::size_t size, int64_t tokens, std::weak_ptr<KvPage> page,
                std::shared_ptr<const CopyFence> arriving = nullptr)
-      : data_(std::move(data)), size_(size), tokens_(tokens), page_(std::move(page)), arriving_(std::move(arriving)) {}
-  std::span<const std::byte> bytes() const { return {data_.get(), size_}; }
+      : ArrivingBytes(std::move(data), size, std::move(arriving)), tokens_(tokens), page_(std::move(page)) {}
   int64_t tokens() const { return tokens_; }
   std::shared_ptr<KvPage> page() const { return page_.lock(); }  // null once the page is gone
-  // A copy still arriving writes into the bytes: they go back (to a free list, or freed) after it.
-  ~KvPageMirror() override { wait_ready(); }
-  KvPageMirror(const KvPageMirror&) = delete;
-  KvPageMirror& operator=(const KvPageMirror&) = delete;
-  void wait_ready() const override {
-    if (arriving_) arriving_->wait();
-  }
 
  private:
-  std::shared_ptr<const std::byte> data_;
-  std::size_t size_;
   int64_t tokens_;
   std::weak_ptr<KvPage> page_;
-  std::shared_ptr<const CopyFence> arriving_;
 };
 
 // One page. Its memory goes back to the pool when the last holder lets go; holders are the
