@@ -229,6 +229,8 @@
       ['KV cache in use', kvUsed, null],
       ['workspace', p.workspace_bytes, 'other'],
     ];
+    // Linear-attention models on a GPU: the room kept for the running sequences' recurrent state.
+    if (p.linear_state_bytes > 0) uses.splice(uses.length - 1, 0, ['linear state', p.linear_state_bytes, 'kv']);
     if (p.reserved_bytes > 0) uses.push(['GPU checkpoints', p.reserved_bytes, 'other']);
 
     const onHost = typeof p.device === 'string' && p.device.startsWith('cpu');

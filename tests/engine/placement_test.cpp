@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "ft/engine/checkpoint.h"
+#include "ft/engine/engine_status.h"
 #include "ft/engine/model.h"
 #include "test_support.h"
 #include "tiny_models.h"
@@ -54,7 +55,10 @@ TEST_P(Placement, WeightsByKindAddUpAndTheKvPoolMatchesItsBudget) {
     EXPECT_GT(p.workspace_bytes, 0u);
   } else {
     EXPECT_EQ(p.budget_bytes, 0u);
+    EXPECT_EQ(p.linear_state_sequences, 0u);  // host RAM: taken as sequences start, no room kept
+    EXPECT_EQ(engine::placement_json(**m)["linear_state_bytes"], 0);
   }
+  EXPECT_EQ(engine::placement_json(**m)["linear_state_bytes_per_sequence"], p.linear_state_bytes);
 }
 
 // Loading reports its progress: after each layer, bytes placed never going back, then once done;
@@ -141,6 +145,10 @@ TEST_P(Placement, AFullGpuStillHoldsTheLinearStateOfEverySequence) {
   EXPECT_EQ(p.linear_state_sequences, 6u);
   EXPECT_LE(p.total_bytes(), p.budget_bytes);
   EXPECT_NE(p.to_text().find("room for 6 sequences"), std::string::npos) << p.to_text();
+  const nlohmann::json j = engine::placement_json(**m);
+  EXPECT_EQ(j["linear_state_sequences"], 6);
+  EXPECT_EQ(j["linear_state_bytes"], 6 * p.linear_state_bytes);
+  EXPECT_EQ(j["total_bytes"], p.total_bytes());
   // The six states come out of that room: the GPU's free memory does not move.
   const auto before = (*m)->device_memory();
   ASSERT_TRUE(before.has_value());

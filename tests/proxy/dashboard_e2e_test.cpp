@@ -353,6 +353,11 @@ TEST_F(DashboardRecordedStatsE2E, DrawsTheExpertCacheAndVramByUseOfAGpuServer) {
 TEST_F(DashboardRecordedStatsE2E, HidesTheExpertCardsWhenTheEngineReportsNoExperts) {
   json resident = recorded("expert_offload_busy.json");  // as if every expert were on the device
   resident["engine"]["placement"].erase("experts");
+  // As a linear-attention model's plan: room for its sequences' recurrent state beside the pool.
+  json& plan = resident["engine"]["placement"];
+  plan["linear_state_sequences"] = 16;
+  plan["linear_state_bytes"] = 1ull << 30;
+  plan["total_bytes"] = plan["total_bytes"].get<std::uint64_t>() + (1ull << 30);
   answer(resident);
   auto b = start_browser(work_.path());
   ASSERT_TRUE(b);
@@ -366,6 +371,8 @@ TEST_F(DashboardRecordedStatsE2E, HidesTheExpertCardsWhenTheEngineReportsNoExper
   EXPECT_EQ(b->evaluate("document.querySelectorAll('#layers li').length"), 0);
   EXPECT_EQ(b->evaluate("document.querySelectorAll('#device-bar .segment.experts')[0].title"),
             "routed experts: 18.0 GiB");
+  EXPECT_EQ(b->evaluate("Array.from(document.querySelectorAll('#device-bar .segment'), s => s.title).slice(-2)"),
+            json({"linear state: 1.0 GiB", "workspace: 2.0 GiB"}));
   ASSERT_TRUE(b->screenshot(output_dir() / "dashboard-no-experts.png"));
 
   // Shown when an engine reports them, hidden again when the next one does not, without a reload.

@@ -79,6 +79,8 @@ json placement_json(const Model& m, const ElasticGpuMemory* elastic) {
               {"tokens", p.kv_tokens},
               {"stats", {{"pages_used", m.kv_stats().pages_used}, {"pages_touched", m.kv_stats().pages_touched}}}}},
             {"linear_state_bytes_per_sequence", p.linear_state_bytes},
+            {"linear_state_sequences", p.linear_state_sequences},  // GPU: the room kept for them
+            {"linear_state_bytes", p.linear_state_room()},
             {"workspace_bytes", p.workspace_bytes},
             {"reserved_bytes", p.reserved_bytes},
             {"total_bytes", p.total_bytes()}};
