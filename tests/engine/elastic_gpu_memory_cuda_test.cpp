@@ -1,6 +1,7 @@
 // The expert cache resized while a sequence decodes: an operator's new budget and another
 // allocation on the same GPU (the elastic watcher giving way, then taking the memory back) change
-// the slots, never the logits. Skips without a GPU.
+// the slots, never the logits; below the cache's fewest slots the KV pool gives its free chunks.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,10 +26,10 @@ using Clock = std::chrono::steady_clock;
 constexpr double kTolerance = 1e-4;  // as expert_offload_cuda_test: only the order experts are added in differs
 constexpr int kSlots = 16;
 
-std::unique_ptr<engine::Model> load(const TempDir& dir, int slots) {
+std::unique_ptr<engine::Model> load(const TempDir& dir, int slots, std::uint64_t kv_budget = 64ull << 20) {
   engine::LoadOptions o;
   o.backend = engine::BackendKind::kCuda;
-  o.kv_budget_bytes = 64ull << 20;
+  o.kv_budget_bytes = kv_budget;
   o.threads = 2;
   o.expert_slots = slots;
   o.moe_policy = *engine::parse_moe_policy("ratio:0.5");
@@ -108,6 +109,41 @@ TEST_F(ElasticGpuMemoryCuda, ANewBudgetResizesTheCacheAndKeepsTheLogits) {
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->expert_slots, uint64_t(kSlots));
   decode(4, "after growing");
+}
+
+// Below what the cache can give, the KV pool gives its free chunks (1 GiB each; the sequence's
+// pages are in the first), and takes them back first when the budget grows again.
+TEST(ElasticGpuMemoryCudaKv, TheKvPoolGivesItsFreeChunksAfterTheCache) {
+  FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda);
+  TempDir dir;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
+  auto m = load(dir, kSlots, 3ull << 30);
+  ASSERT_TRUE(m);
+  SequenceState s = m->new_state();
+  std::vector<float> logits(std::size_t(m->vocab_size()));
+  ASSERT_TRUE(m->forward(s, test_tokens(100, m->vocab_size(), 5), logits.data(), LogitsMode::kLast).is_ok());
+  const engine::PlacementPlan full = m->placement();
+  const std::uint64_t kv_full = full.kv_pages * full.kv_page_bytes;
+  ASSERT_EQ(kv_full, 3ull << 30);
+  const std::uint64_t fixed = full.total_bytes() - full.expert_cache_bytes() - kv_full;
+  const std::uint64_t fewest = std::uint64_t(m->expert_offload_stats()->min_slots) * full.expert_slot_bytes;
+
+  // Room for the fewest slots, a few more, and one chunk of pages.
+  auto small = m->resize_gpu_memory(fixed + fewest + 4 * full.expert_slot_bytes + (1ull << 30));
+  ASSERT_TRUE(small.is_ok()) << small.status().to_string();
+  EXPECT_EQ(small->kv_pages * small->kv_page_bytes, 1ull << 30);
+  EXPECT_EQ(m->kv_stats().pages_total, small->kv_pages);
+  EXPECT_LT(small->expert_slots, uint64_t(kSlots));
+  EXPECT_LE(small->total_bytes(), fixed + fewest + 4 * full.expert_slot_bytes + (1ull << 30));
+  std::vector<float> more(std::size_t(m->vocab_size()));
+  const int32_t next = argmax(logits);
+  EXPECT_TRUE(m->forward(s, {&next, 1}, more.data(), LogitsMode::kLast).is_ok()) << "the sequence's pages stayed";
+
+  auto back = m->resize_gpu_memory(full.total_bytes());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->kv_pages, full.kv_pages);
+  EXPECT_EQ(back->expert_slots, uint64_t(kSlots));
+  EXPECT_EQ(back->total_bytes(), full.total_bytes());
 }
 
 TEST_F(ElasticGpuMemoryCuda, AnotherAllocationMakesTheCacheGiveWayAndItComesBack) {

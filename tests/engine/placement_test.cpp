@@ -59,6 +59,7 @@ TEST_P(Placement, WeightsByKindAddUpAndTheKvPoolMatchesItsBudget) {
     EXPECT_EQ(engine::placement_json(**m)["linear_state_bytes"], 0);
   }
   EXPECT_EQ(engine::placement_json(**m)["linear_state_bytes_per_sequence"], p.linear_state_bytes);
+  EXPECT_EQ(engine::placement_json(**m)["kv"]["stats"]["pages_max"], p.kv_pages);  // nothing given back
 }
 
 // Loading reports its progress: after each layer, bytes placed never going back, then once done;

@@ -214,29 +214,44 @@ class DecoderModel final : public Model {
     return plan_;
   }
   Result<PlacementPlan> resize_gpu_memory(uint64_t budget_bytes) const override {
-    PlacementPlan plan = placement();
+    const PlacementPlan plan = placement();
     if (!plan.experts_on_host || plan.expert_slot_bytes == 0) return Model::resize_gpu_memory(budget_bytes);
-    // Everything but the cache stays: what the budget leaves after it is the cache's.
-    const uint64_t fixed = plan.total_bytes() - plan.expert_cache_bytes();
-    const uint64_t slots = budget_bytes > fixed ? (budget_bytes - fixed) / plan.expert_slot_bytes : 0;
-    if (slots > uint64_t(std::numeric_limits<int>::max()))
-      return invalid_argument("a GPU memory budget of " + gib_text(budget_bytes) + " is more than the cache can use");
+    // The expert cache gives way first, then the KV pool's free chunks; growing, the pool comes back
+    // first (up to its planned size) and the cache takes what is left.
+    const uint64_t kv_before = plan.kv_pages * plan.kv_page_bytes;
+    const uint64_t fixed = plan.total_bytes() - plan.expert_cache_bytes() - kv_before;  // weights, workspace, state
+    const std::optional<ExpertOffloadStats> experts = be_->expert_offload_stats();
+    const uint64_t least_cache = uint64_t(experts ? experts->min_slots : 3) * plan.expert_slot_bytes;
+    const uint64_t room = budget_bytes > fixed ? budget_bytes - fixed : 0;
+    uint64_t kv_pages = plan.kv_pages;
     Result<int> now = unsupported("");
     {
       UrgentLock lock(mu_);  // between passes: right after the one that runs now
-      now = be_->resize_expert_cache(int(slots), expert_floor(slots, plan.moe_layers));
+      if (pool_ && plan.kv_page_bytes > 0) {
+        kv_pages = pool_->set_capacity((room > least_cache ? room - least_cache : 0) / plan.kv_page_bytes);
+      }
+      const uint64_t kv = kv_pages * plan.kv_page_bytes;
+      const uint64_t slots = room > kv ? (room - kv) / plan.expert_slot_bytes : 0;
+      if (slots > uint64_t(std::numeric_limits<int>::max())) {
+        now = invalid_argument("a GPU memory budget of " + gib_text(budget_bytes) + " is more than the cache can use");
+      } else {
+        now = be_->resize_expert_cache(int(slots), expert_floor(slots, plan.moe_layers));
+      }
+    }
+    {
+      std::lock_guard lock(plan_mu_);
+      plan_.kv_pages = kv_pages;
+      plan_.kv_tokens = kv_pages * uint64_t(pool_ ? pool_->layout().page_tokens : 0);
+      if (now) plan_.expert_slots = uint64_t(*now);
+      plan_.budget_bytes = plan_.total_bytes();  // what it takes now: cache and pool move in whole chunks
     }
     if (!now) {
       if (now.status().code() != ErrorCode::kInvalidArgument) return now.status();
-      return invalid_argument(gib_text(budget_bytes) +
-                              " of GPU memory is too little: the weights, KV pool and "
-                              "workspace take " +
-                              gib_text(fixed) + ", and " + now.status().message());
+      return invalid_argument(gib_text(budget_bytes) + " of GPU memory is too little: the weights, workspace and " +
+                              "KV pages in use take " + gib_text(fixed + kv_pages * plan.kv_page_bytes) + ", and " +
+                              now.status().message());
     }
-    std::lock_guard lock(plan_mu_);
-    plan_.expert_slots = uint64_t(*now);
-    plan_.budget_bytes = plan_.total_bytes();  // what it takes now: the cache moves in whole chunks
-    return plan_;
+    return placement();
   }
   std::optional<Backend::DeviceMemoryInfo> device_memory() const override { return be_->device_memory(); }
   void set_routing_trace(RoutingTrace* trace) const override {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ft/common/log.h"
+#include "ft/engine/kv_pool.h"
 
 namespace ft::engine {
 
@@ -82,7 +83,10 @@ void ElasticGpuMemory::poll_once() {
   // (--expert-slots) that budget is all the GPU had free.
   in.budget_bytes = plan.total_bytes();
   in.ceiling_bytes = ceiling_;
-  in.floor_bytes = in.budget_bytes - cache + std::uint64_t(experts->min_slots) * plan.expert_slot_bytes;
+  // The least it can shrink to: the cache at its fewest slots, the KV pool at its first chunk.
+  const std::uint64_t kv = plan.kv_pages * plan.kv_page_bytes;
+  in.floor_bytes = in.budget_bytes - cache - kv + std::uint64_t(experts->min_slots) * plan.expert_slot_bytes +
+                   std::min(kv, KvPool::kChunkBytes);
   in.headroom_bytes = options_.headroom_bytes;
   in.step_bytes = plan.expert_slot_bytes;
   in.pressed_polls = pressed_polls_;
@@ -102,8 +106,9 @@ void ElasticGpuMemory::poll_once() {
   (now->total_bytes() < in.budget_bytes ? stats_.shrinks : stats_.grows) += 1;
   stats_.budget_bytes = now->total_bytes();
   FT_INFO("expert cache: " << (now->total_bytes() < in.budget_bytes ? "gave back" : "took back") << " GPU memory ("
-                           << gib_text(device->free_bytes) << " free): " << now->expert_slots << " slots, budget "
-                           << gib_text(now->total_bytes()) << " of " << gib_text(ceiling_));
+                           << gib_text(device->free_bytes) << " free): " << now->expert_slots << " slots, "
+                           << now->kv_pages << " KV pages, budget " << gib_text(now->total_bytes()) << " of "
+                           << gib_text(ceiling_));
 }
 
 }  // namespace ft::engine

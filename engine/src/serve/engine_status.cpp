@@ -67,6 +67,7 @@ json experts_json(const PlacementPlan& p, const std::optional<ExpertOffloadStats
 
 json placement_json(const Model& m, const ElasticGpuMemory* elastic) {
   const PlacementPlan p = m.placement();
+  const KvPoolStats kv = m.kv_stats();
   json j = {{"device", p.device},
             {"budget_bytes", p.budget_bytes},
             {"weights",
@@ -77,7 +78,10 @@ json placement_json(const Model& m, const ElasticGpuMemory* elastic) {
              {{"page_bytes", p.kv_page_bytes},
               {"pages", p.kv_pages},
               {"tokens", p.kv_tokens},
-              {"stats", {{"pages_used", m.kv_stats().pages_used}, {"pages_touched", m.kv_stats().pages_touched}}}}},
+              {"stats",
+               {{"pages_used", kv.pages_used},
+                {"pages_touched", kv.pages_touched},
+                {"pages_max", kv.pages_max}}}}},  // the budget; "pages" is below it after a shrink
             {"linear_state_bytes_per_sequence", p.linear_state_bytes},
             {"linear_state_sequences", p.linear_state_sequences},  // GPU: the room kept for them
             {"linear_state_bytes", p.linear_state_room()},

@@ -1,5 +1,6 @@
 #include "ft/engine/kv_pool.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -25,7 +26,7 @@ void KvPage::set_mirror(std::shared_ptr<const KvPageMirror> mirror) {
 }
 
 Result<std::shared_ptr<KvPool>> KvPool::create(const KvLayout& layout, std::uint64_t budget_bytes,
-                                               std::shared_ptr<Memory> memory) {
+                                               std::shared_ptr<Memory> memory, std::uint64_t chunk_bytes) {
   const std::uint64_t page = layout.page_bytes();
   if (page == 0) return invalid_argument("KV pool: empty page layout");
   const std::uint64_t pages = budget_bytes / page;
@@ -35,16 +36,29 @@ Result<std::shared_ptr<KvPool>> KvPool::create(const KvLayout& layout, std::uint
                             " tokens of every attention layer)");
   }
   if (pages > UINT32_MAX) return invalid_argument("KV budget too large");
-  // On the host this is address space only: memory is committed as pages are first written.
-  auto block = MemoryBlock::allocate(std::move(memory), pages * page);
-  if (!block) return unavailable("KV pool: " + block.status().message());
-  return std::make_shared<KvPool>(Key{}, layout, std::move(block).value(), pages);
+  const std::uint64_t chunk_pages = std::max<std::uint64_t>(1, chunk_bytes / page);
+  std::vector<MemoryBlock> chunks;
+  for (std::uint64_t first = 0; first < pages; first += chunk_pages) {
+    // On the host this is address space only: memory is committed as pages are first written.
+    auto block = MemoryBlock::allocate(memory, std::min(chunk_pages, pages - first) * page);
+    if (!block) return unavailable("KV pool: " + block.status().message());
+    chunks.push_back(std::move(block).value());
+  }
+  return std::make_shared<KvPool>(Key{}, layout, std::move(memory), std::move(chunks), pages, chunk_pages);
 }
 
-KvPool::KvPool(const Key&, const KvLayout& layout, MemoryBlock block, std::uint64_t pages)
-    : layout_(layout), block_(std::move(block)), base_(block_.data()), pages_(pages) {
+KvPool::KvPool(const Key&, const KvLayout& layout, std::shared_ptr<Memory> memory, std::vector<MemoryBlock> chunks,
+               std::uint64_t pages, std::uint64_t chunk_pages)
+    : layout_(layout),
+      memory_(std::move(memory)),
+      max_pages_(pages),
+      chunk_pages_(chunk_pages),
+      chunks_(std::move(chunks)),
+      chunk_used_(chunks_.size(), 0),
+      capacity_(pages) {
   counters_.page_bytes = layout.page_bytes();
   counters_.pages_total = pages;
+  counters_.pages_max = pages;
 }
 
 KvPool::~KvPool() = default;
@@ -53,33 +67,35 @@ Result<KvPageRef> KvPool::allocate() {
   const std::size_t page = layout_.page_bytes();
   std::uint32_t index;
   bool reused;
+  std::byte* data;
   {
     std::lock_guard lock(mu_);
-    if (!free_.empty()) {
-      index = free_.back();
-      free_.pop_back();
+    if (!free_.empty()) {  // the lowest: pages stay packed into the bottom chunks
+      index = *free_.begin();
+      free_.erase(free_.begin());
       reused = true;
-    } else if (high_water_ < pages_) {
+    } else if (high_water_ < capacity_) {
       index = std::uint32_t(high_water_++);
       counters_.pages_touched = high_water_;
       reused = false;
     } else {
       ++counters_.exhausted;
-      return unavailable("KV budget exhausted: all " + std::to_string(pages_) + " pages (" +
-                         std::to_string(pages_ * std::uint64_t(layout_.page_tokens)) + " tokens) are in use");
+      return unavailable("KV budget exhausted: all " + std::to_string(capacity_) + " pages (" +
+                         std::to_string(capacity_ * std::uint64_t(layout_.page_tokens)) + " tokens) are in use");
     }
     ++counters_.pages_used;
+    ++chunk_used_[index / chunk_pages_];
+    data = chunks_[index / chunk_pages_].data() + std::size_t(index % chunk_pages_) * page;
   }
-  std::byte* data = base_ + std::size_t(index) * page;
   // A reused page is zeroed: its tail is stored with checkpoints and must not carry another
   // sequence's keys. Fresh pages are zero already.
-  if (reused) block_.memory()->zero(data, page);
+  if (reused) memory_->zero(data, page);
   return std::make_shared<KvPage>(KvPage::Key{}, shared_from_this(), index, data);
 }
 
 Result<KvPageRef> KvPool::copy_of(const KvPage& source) {
   FT_ASSIGN_OR_RETURN(KvPageRef page, allocate());
-  block_.memory()->copy(page->data(), source.data(), layout_.page_bytes());
+  memory_->copy(page->data(), source.data(), layout_.page_bytes());
   std::lock_guard lock(mu_);
   ++counters_.copies;
   return page;
@@ -87,14 +103,43 @@ Result<KvPageRef> KvPool::copy_of(const KvPage& source) {
 
 void KvPool::release(std::uint32_t index) {
   std::lock_guard lock(mu_);
-  free_.push_back(index);
+  free_.insert(index);
   --counters_.pages_used;
+  --chunk_used_[index / chunk_pages_];
+}
+
+std::uint64_t KvPool::set_capacity(std::uint64_t pages) {
+  pages = std::clamp<std::uint64_t>(pages, 1, max_pages_);
+  std::vector<MemoryBlock> gone;  // freed after the lock: a GPU's free waits for copies reading them
+  std::lock_guard lock(mu_);
+  while (chunks_.size() > 1 && capacity_ > pages) {
+    const std::size_t c = chunks_.size() - 1;
+    const std::uint64_t first = c * chunk_pages_;
+    if (chunk_used_[c] > 0) break;
+    free_.erase(free_.lower_bound(std::uint32_t(first)), free_.end());
+    high_water_ = std::min(high_water_, first);
+    gone.push_back(std::move(chunks_.back()));
+    chunks_.pop_back();
+    chunk_used_.pop_back();
+    capacity_ = first;
+  }
+  while (chunk_end(chunks_.size()) <= pages && capacity_ < pages) {
+    const std::size_t c = chunks_.size();
+    auto block = MemoryBlock::allocate(memory_, (chunk_end(c) - capacity_) * layout_.page_bytes());
+    if (!block) break;  // as far as the memory allows
+    chunks_.push_back(std::move(block).value());
+    chunk_used_.push_back(0);
+    capacity_ = chunk_end(c);  // new pages, zero: past high_water_
+  }
+  counters_.pages_total = capacity_;
+  counters_.pages_touched = high_water_;
+  return capacity_;
 }
 
 std::shared_ptr<MirrorBuffers> KvPool::mirror_buffer_pool() {
   std::lock_guard lock(mu_);
   if (!mirrors_) {
-    std::shared_ptr<Memory> staging = block_.memory()->staging_memory();
+    std::shared_ptr<Memory> staging = memory_->staging_memory();
     if (!staging) return nullptr;
     mirrors_ = std::make_shared<MirrorBuffers>(std::move(staging), layout_.page_bytes());
   }

@@ -1,7 +1,8 @@
 // GPU memory that gives way to other processes. With the routed experts in host RAM, the expert
-// cache is the elastic part of a model's GPU plan (the weights, the KV pool and the workspace keep
-// their size): a watcher polls the driver's free memory and, when another process has taken it
-// down to `headroom`, shrinks the cache until twice that is free again (twice as much again at each
+// cache is the elastic part of a model's GPU plan, and then the KV pool's free chunks (the weights
+// and the workspace keep their size; Model::resize_gpu_memory): a watcher polls the driver's free
+// memory and, when another process has taken it down to `headroom`, shrinks them until twice that
+// is free again (twice as much again at each
 // poll in a row that still finds too little: a process loading a model takes gigabytes, and each
 // poll it waits costs it time); when the other process
 // is done and more than three times the headroom is free, the cache grows back toward the
@@ -25,7 +26,7 @@ struct ElasticInputs {
   std::uint64_t free_bytes = 0;     // the device's free memory now
   std::uint64_t budget_bytes = 0;   // what the plan takes now
   std::uint64_t ceiling_bytes = 0;  // the budget wanted while memory allows
-  std::uint64_t floor_bytes = 0;    // the least the plan can take (the cache at its fewest slots)
+  std::uint64_t floor_bytes = 0;    // the least the plan can take (fewest slots, the KV pool's first chunk)
   std::uint64_t headroom_bytes = 0;
   std::uint64_t step_bytes = 1;  // the least change worth making (one expert slot)
   int pressed_polls = 0;         // polls in a row just before this one that gave memory back

@@ -5,15 +5,19 @@
 // restore from host RAM adopts the pages instead of copying them back. A page that a snapshot
 // still holds is never written again: the sequence copies it first (copy on write).
 //
-// Pages come from a budgeted pool (`--kv-budget`) in the backend's memory (host RAM or VRAM). On the
-// host, address space is reserved once and memory is committed as pages are first used, so an
-// unused budget costs nothing.
+// Pages come from a budgeted pool (`--kv-budget`) in the backend's memory (host RAM or VRAM), in
+// chunks of about 1 GiB, lowest free page first, so that the top chunks are the ones left free and
+// the pool can give them back (set_capacity: elastic VRAM) and take them again. On the host,
+// address space is reserved and memory is committed as pages are first used, so an unused budget
+// costs nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -146,6 +150,7 @@ class KvPage final : public store::ChunkOwner {
   KvPage& operator=(const KvPage&) = delete;
 
   std::byte* data() const { return data_; }
+  std::uint32_t index() const { return index_; }  // the page's number in its pool
   const KvPool* pool() const { return pool_.get(); }
   // The newest host copy of this page's bytes, if one was made (see KvPageMirror).
   std::shared_ptr<const KvPageMirror> mirror() const;
@@ -162,7 +167,8 @@ using KvPageRef = std::shared_ptr<KvPage>;
 
 struct KvPoolStats {
   std::uint64_t page_bytes = 0;
-  std::uint64_t pages_total = 0;  // the budget in pages
+  std::uint64_t pages_total = 0;  // pages the pool holds now (the budget, unless set_capacity lowered it)
+  std::uint64_t pages_max = 0;    // the budget in pages
   std::uint64_t pages_used = 0;   // held by sequences or checkpoints
   std::uint64_t pages_touched = 0;  // ever used: memory committed
   std::uint64_t copies = 0;       // copy-on-write page copies
@@ -172,21 +178,31 @@ struct KvPoolStats {
 
 class KvPool : public std::enable_shared_from_this<KvPool> {
  public:
-  // Room for budget_bytes / page_bytes pages (at least one must fit) in `memory`.
+  // Room for budget_bytes / page_bytes pages (at least one must fit) in `memory`, allocated in
+  // chunks of about `chunk_bytes` (whole pages, at least one).
+  static constexpr std::uint64_t kChunkBytes = std::uint64_t(1) << 30;
   static Result<std::shared_ptr<KvPool>> create(const KvLayout& layout, std::uint64_t budget_bytes,
-                                                std::shared_ptr<Memory> memory = host_memory());
+                                                std::shared_ptr<Memory> memory = host_memory(),
+                                                std::uint64_t chunk_bytes = kChunkBytes);
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
 
   const KvLayout& layout() const { return layout_; }
   // Where the pages live (page data() pointers are in this memory).
-  Memory& memory() const { return *block_.memory(); }
+  Memory& memory() const { return *memory_; }
   // A zero-filled page; kUnavailable when every page of the budget is in use.
   Result<KvPageRef> allocate();
   // A new page with the bytes of `page` (copy on write).
   Result<KvPageRef> copy_of(const KvPage& page);
   KvPoolStats stats() const;
+  // Moves the pool's size toward `pages` (1 .. the budget) a whole chunk at a time, never above it
+  // where it can help, and returns the pages it holds now. Smaller: the chunks from the top whose
+  // pages are all free go back to the memory (the first chunk, and one holding a page in use,
+  // stay: pages never move). Larger: whole chunks that fit in `pages` are allocated again, as far
+  // as the memory allows; their pages are new.
+  std::uint64_t set_capacity(std::uint64_t pages);
+  std::uint64_t chunk_pages() const { return chunk_pages_; }
   // Counts a page copied to the host for a checkpoint.
   void count_mirror();
   // A page-sized host buffer for a mirror, in the memory's staging memory (host RAM for VRAM),
@@ -204,21 +220,28 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
     friend class KvPool;
     Key() = default;
   };
-  KvPool(const Key&, const KvLayout& layout, MemoryBlock block, std::uint64_t pages);
+  KvPool(const Key&, const KvLayout& layout, std::shared_ptr<Memory> memory, std::vector<MemoryBlock> chunks,
+         std::uint64_t pages, std::uint64_t chunk_pages);
 
  private:
   friend class KvPage;
   void release(std::uint32_t index);
   std::shared_ptr<MirrorBuffers> mirror_buffer_pool();  // made on first use; takes mu_
 
+  // Chunk c's pages: [c * chunk_pages_, min((c + 1) * chunk_pages_, max_pages_)).
+  std::uint64_t chunk_end(std::size_t c) const { return std::min<std::uint64_t>((c + 1) * chunk_pages_, max_pages_); }
+
   const KvLayout layout_;
-  MemoryBlock block_;
-  std::byte* const base_;
-  const std::uint64_t pages_;
+  const std::shared_ptr<Memory> memory_;
+  const std::uint64_t max_pages_;    // the budget
+  const std::uint64_t chunk_pages_;  // pages of one allocation
   mutable std::mutex mu_;
-  std::vector<std::uint32_t> free_;    // released pages (need zeroing before reuse)
+  std::vector<MemoryBlock> chunks_;         // the pool's chunks now, lowest pages first
+  std::vector<std::uint32_t> chunk_used_;   // pages in use in each
+  std::uint64_t capacity_ = 0;              // pages the chunks hold
+  std::set<std::uint32_t> free_;            // released pages, lowest first (need zeroing before reuse)
   std::shared_ptr<MirrorBuffers> mirrors_;  // made on the first mirror_buffer()
-  std::uint64_t high_water_ = 0;       // pages [0, high_water_) have been handed out before
+  std::uint64_t high_water_ = 0;            // pages [0, high_water_) have been handed out before
   KvPoolStats counters_;
 };
 
