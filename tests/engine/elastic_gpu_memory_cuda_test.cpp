@@ -10,6 +10,7 @@
 
 #include "ft/engine/cuda_ops.h"
 #include "ft/engine/elastic_gpu_memory.h"
+#include "ft/engine/kv_pool.h"
 #include "ft/engine/model.h"
 #include "ft/engine/random_checkpoint.h"
 #include "test_support.h"
@@ -123,18 +124,21 @@ TEST(ElasticGpuMemoryCudaKv, TheKvPoolGivesItsFreeChunksAfterTheCache) {
   std::vector<float> logits(std::size_t(m->vocab_size()));
   ASSERT_TRUE(m->forward(s, test_tokens(100, m->vocab_size(), 5), logits.data(), LogitsMode::kLast).is_ok());
   const engine::PlacementPlan full = m->placement();
-  const std::uint64_t kv_full = full.kv_pages * full.kv_page_bytes;
-  ASSERT_EQ(kv_full, 3ull << 30);
+  const std::uint64_t page = full.kv_page_bytes, chunk = engine::KvPool::kChunkBytes / page * page;
+  const std::uint64_t kv_full = full.kv_pages * page;
+  ASSERT_EQ(kv_full, (3ull << 30) / page * page);
   const std::uint64_t fixed = full.total_bytes() - full.expert_cache_bytes() - kv_full;
   const std::uint64_t fewest = std::uint64_t(m->expert_offload_stats()->min_slots) * full.expert_slot_bytes;
 
   // Room for the fewest slots, a few more, and one chunk of pages.
-  auto small = m->resize_gpu_memory(fixed + fewest + 4 * full.expert_slot_bytes + (1ull << 30));
+  const std::uint64_t budget = fixed + fewest + 4 * full.expert_slot_bytes + chunk;
+  auto small = m->resize_gpu_memory(budget);
   ASSERT_TRUE(small.is_ok()) << small.status().to_string();
-  EXPECT_EQ(small->kv_pages * small->kv_page_bytes, 1ull << 30);
+  EXPECT_EQ(small->kv_pages * page, chunk);
   EXPECT_EQ(m->kv_stats().pages_total, small->kv_pages);
+  EXPECT_EQ(m->kv_stats().pages_max, full.kv_pages);
   EXPECT_LT(small->expert_slots, uint64_t(kSlots));
-  EXPECT_LE(small->total_bytes(), fixed + fewest + 4 * full.expert_slot_bytes + (1ull << 30));
+  EXPECT_LE(small->total_bytes(), budget);
   std::vector<float> more(std::size_t(m->vocab_size()));
   const int32_t next = argmax(logits);
   EXPECT_TRUE(m->forward(s, {&next, 1}, more.data(), LogitsMode::kLast).is_ok()) << "the sequence's pages stayed";
