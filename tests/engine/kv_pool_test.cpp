@@ -8,22 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#include "counting_memory.h"
+
 namespace ft::engine {
 namespace {
-
-// Host memory that counts the blocks handed out and given back.
-class CountingMemory final : public HostVisibleMemory {
- public:
-  Result<std::byte*> allocate(std::size_t n) override {
-    ++allocations;
-    return host_memory()->allocate(n);
-  }
-  void free(std::byte* p, std::size_t n) override {
-    ++frees;
-    host_memory()->free(p, n);
-  }
-  int allocations = 0, frees = 0;
-};
 
 KvLayout small_layout() {
   KvLayout l;
