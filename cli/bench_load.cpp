@@ -2,7 +2,6 @@
 
 #include <httplib.h>
 #include <signal.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <cstdio>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bench_work_dir.h"
 #include "load_run.h"
 #include "serve_child.h"
 
@@ -86,27 +86,6 @@ Result<LoadFlags> load_flags(const Args& args) {
   return f;
 }
 
-// A fresh private directory for logs and the store; removed at the end unless kept.
-class WorkDir {
- public:
-  explicit WorkDir(const fs::path& base) {
-    std::string tmpl = (base / "freetoken-bench-load-XXXXXX").string();
-    if (mkdtemp(tmpl.data())) path_ = tmpl;
-  }
-  ~WorkDir() {
-    std::error_code ec;
-    if (!keep_ && !path_.empty()) fs::remove_all(path_, ec);
-  }
-  WorkDir(const WorkDir&) = delete;
-  WorkDir& operator=(const WorkDir&) = delete;
-  const fs::path& path() const { return path_; }
-  void keep() { keep_ = true; }
-
- private:
-  fs::path path_;
-  bool keep_ = false;
-};
-
 std::vector<std::string> serve_args(const LoadFlags& f, std::vector<std::string> own) {
   std::vector<std::string> args = {"--port", "0",
                                    // Every session's request waits in the engine's queue rather
@@ -181,7 +160,7 @@ int bench_load(const Args& args) {
   LoadFlags& f = *flags;
   std::error_code ec;
   if (!fs::is_directory(f.dir, ec)) return usage_error(kCmd, "--dir " + f.dir.string() + " is not a directory");
-  WorkDir work(f.dir);
+  WorkDir work(f.dir, "bench-load");
   if (work.path().empty()) return runtime_error(kCmd, "cannot create a directory in " + f.dir.string());
   if (f.keep) work.keep();
   std::size_t requests = 0;

@@ -37,12 +37,13 @@
 #include <iomanip>
 #include <limits>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
-#include <span>
 #include <vector>
 
 #include "bench_rocksdb_settle.h"
+#include "bench_work_dir.h"
 #include "ft/store/rocksdb_store.h"
 
 namespace ft::cli {
@@ -192,26 +193,6 @@ std::string device_of(const fs::path& p) {
   return std::to_string(major(sb.st_dev)) + ":" + std::to_string(minor(sb.st_dev));
 }
 
-// The work directory: a fresh ft-bench-restore-XXXXXX under `base`, removed unless kept.
-class WorkDir {
- public:
-  WorkDir(const fs::path& base, bool keep) : keep_(keep) {
-    std::string tmpl = (base / "ft-bench-restore-XXXXXX").string();
-    if (::mkdtemp(tmpl.data())) path_ = tmpl;
-  }
-  ~WorkDir() {
-    std::error_code ec;
-    if (!path_.empty() && !keep_) fs::remove_all(path_, ec);
-  }
-  WorkDir(const WorkDir&) = delete;
-  WorkDir& operator=(const WorkDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-  bool keep_;
-};
-
 // Where the store goes without --dir: the temp dir unless it is tmpfs (RAM, not a disk); then next
 // to the binary, i.e. the build tree on the repository's disk.
 fs::path default_base_dir(std::string* why) {
@@ -328,7 +309,8 @@ int bench_restore(const Args& args) {
   const fs::path base = args.has("dir") ? fs::path(args.get("dir")) : default_base_dir(&why);
   std::error_code ec;
   if (!fs::is_directory(base, ec)) return usage_error(kCmd, "--dir " + base.string() + " is not a directory");
-  WorkDir work(base, args.has("keep"));
+  WorkDir work(base, "bench-restore");
+  if (args.has("keep")) work.keep();
   if (work.path().empty()) return runtime_error(kCmd, "cannot create a directory in " + base.string());
   const fs::path store_dir = work.path() / "store", file = work.path() / "disk-read.bin";
 

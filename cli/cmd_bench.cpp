@@ -10,6 +10,8 @@
 //   bench prefill  a model's prefill of a long prompt, tok/s and TFLOP/s (bench_model.cpp).
 //   bench load     `serve` under many sessions of replayed agent traffic, optionally with its
 //                  engine killed every few seconds (bench_load.cpp).
+//   bench agentic  replayed agent turns' decode speed beside the same prompts sent as new
+//                  conversations (bench_agentic.cpp).
 #include <sys/resource.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -29,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_agentic.h"
 #include "bench_load.h"
 #include "bench_model.h"
 #include "bench_restore.h"
@@ -301,15 +304,16 @@ const Benchmark kBenchmarks[] = {
     {"gemm", "the CPU backend's bf16 linear on each kernel path, TFLOP/s", bench_gemm},
     {"bw", "expert offload's PCIe and CPU expert bandwidth, alone and at once (cached for the engine)", bench_bw},
     {"load", "serve under concurrent replayed agent sessions, optionally with its engine killed (chaos)", bench_load},
+    {"agentic", "replayed agent turns' decode speed vs the same prompts as new conversations", bench_agentic},
 };
 
 int run_bench(const Args& args) {
   std::string names;
   for (const Benchmark& b : kBenchmarks) names += std::string(names.empty() ? "" : ", ") + b.name;
   if (args.positional().empty()) return usage_error("bench", "which benchmark? one of: " + names);
-  // Only bench load starts a server, so only it takes flags for one after "--".
-  if (!args.pass_through().empty() && args.positional()[0] != "load")
-    return usage_error("bench", "flags after -- are for the server bench load starts");
+  // Only bench load and bench agentic start a server, so only they take flags for one after "--".
+  if (!args.pass_through().empty() && args.positional()[0] != "load" && args.positional()[0] != "agentic")
+    return usage_error("bench", "flags after -- are for the server bench load or bench agentic starts");
   for (const Benchmark& b : kBenchmarks) {
     if (args.positional()[0] == b.name) return b.run(args);
   }
@@ -323,12 +327,14 @@ const Command kBenchCommand = {
     "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth), bench restore "
     "(checkpoint restore from disk vs disk bandwidth and recompute), bench decode|prefill (a model vs its bound), "
     "bench bw (expert offload's PCIe and CPU bandwidth, cached for the engine), bench load (serve under replayed "
-    "agent sessions, with chaos)",
+    "agent sessions, with chaos), bench agentic (replayed agent turns' decode speed vs fresh prompts)",
     "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]\n"
     "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]\n"
     "       freetoken bench decode --model DIR [--batch 1] [--prompt 128] [--steps 32] [--threads N]\n"
     "       freetoken bench bw [--hidden 2048] [--inter 768] [--threads N] [--seconds 2]\n"
-    "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N] [--snapshot-store DIR]",
+    "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N] [--snapshot-store DIR]\n"
+    "       freetoken bench load [--sessions 64] [--seconds 600] [--model DIR] [-- SERVE FLAGS]\n"
+    "       freetoken bench agentic [--model DIR] [--max-tokens 64] [--conversations A,B] [-- SERVE FLAGS]",
     {{"hidden", "N", "expert, bw: hidden size (model dim)", "2048"},
      {"inter", "N", "expert, bw: moe_intermediate_size", "768"},
      {"tokens", "N",
@@ -341,11 +347,13 @@ const Command kBenchCommand = {
      {"seconds", "S", "expert, bw: time per measurement [2]; load: how long sessions start requests [600]", ""},
      {"copy-mib", "N", "memcpy/read buffer size, MiB", "1024"},
      {"dir", "D",
-      "restore, load: where the work directory goes (a fresh subdirectory, removed after) [restore: the temp dir "
-      "unless tmpfs; load: the temp dir]",
+      "restore, load, agentic: where the work directory goes (a fresh subdirectory, removed after) [restore: the "
+      "temp dir unless tmpfs; load, agentic: the temp dir]",
       ""},
-     {"keep", "", "restore, load: keep the work directory (restore: store + read file; load: logs + store)", ""},
-     {"model", "DIR", "decode, prefill: the checkpoint directory; load: the model serve runs [the demo model]", ""},
+     {"keep", "",
+      "restore, load, agentic: keep the work directory (restore: store + read file; load, agentic: logs + store)", ""},
+     {"model", "DIR", "decode, prefill: the checkpoint directory; load, agentic: the model serve runs [the demo model]",
+      ""},
      {"device", "DEV", "decode, prefill: where to run (auto, cpu, cuda)", "auto"},
      {"batch", "N", "decode: sequences decoded together [1]", ""},
      {"prompt", "N", "decode: prompt tokens per sequence before timing [128]; prefill: prompt length [4096]", ""},
@@ -373,14 +381,14 @@ const Command kBenchCommand = {
      {"deterministic", "", "decode, prefill: one kernel family for every call size (see freetoken engine --help)", ""},
      {"sessions", "N", "load: concurrent sessions [64]", ""},
      {"variants", "N", "load: distinct session variants; session s is variant s % N [--sessions]", ""},
-     {"max-tokens", "N", "load: output tokens per request [16]", ""},
+     {"max-tokens", "N", "load: output tokens per request [16]; agentic: [64]", ""},
      {"chaos-kill-every", "S", "load: SIGKILL the engine every S seconds (serve restarts it) [0: never]", ""},
      {"check-outputs", "", "load: compare every answer with a no-cache server's, computed first (one at a time)", ""},
      {"reference-concurrency", "N", "load: requests at a time in the no-cache reference pass [1]", ""},
-     {"traffic", "DIR", "load: the captured traffic [tests/fixtures/traffic next to this build]", ""},
-     {"conversations", "A,B", "load: only these traffic directories [all]", ""},
+     {"traffic", "DIR", "load, agentic: the captured traffic [tests/fixtures/traffic next to this build]", ""},
+     {"conversations", "A,B", "load, agentic: only these traffic directories [all]", ""},
      {"store", "DIR", "load: serve's checkpoint store, verified after [a fresh one in the work directory]", ""},
-     {"url", "URL", "load: a running server (http://HOST:PORT) instead of starting serve", ""},
+     {"url", "URL", "load, agentic: a running server (http://HOST:PORT) instead of starting serve", ""},
      {"serve-pid", "PID", "load: with --url, that serve's pid (RSS, chaos)", ""},
      {"reference-url", "URL", "load: with --url and --check-outputs, a server run with --no-prefix-cache", ""},
      {"progress-every", "S", "load: seconds between progress lines on stderr [30]", ""},
@@ -388,7 +396,7 @@ const Command kBenchCommand = {
       "load: RSS is judged from S seconds on, once caches have filled (the KV high-water, the checkpoint RAM tier) "
       "[20% of --seconds]",
       ""},
-     {"json", "", "load: the report as JSON", ""},
+     {"json", "", "load, agentic: the report as JSON", ""},
      {"prefill-tok-s", "LIST",
       "restore: prefill rates to compare with, tokens/s, comma-separated (llama.cpp, Qwen3-30B-A3B shape on the H200 "
       "box: experts on CPU, all on GPU)",

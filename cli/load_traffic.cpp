@@ -107,8 +107,10 @@ Result<std::vector<Conversation>> load_conversations(const fs::path& root, const
   return out;
 }
 
-ReplayRequest make_replay(const CapturedRequest& request, int variant, std::size_t index, int max_tokens) {
-  ReplayRequest r{request.path, request.dialect, (std::size_t(variant) + index) % 4 != 3, "", request.headers};
+ReplayRequest make_replay(const CapturedRequest& request, int variant, std::size_t index, int max_tokens,
+                          bool always_stream) {
+  ReplayRequest r{request.path, request.dialect, always_stream || (std::size_t(variant) + index) % 4 != 3, "",
+                  request.headers};
   ordered_json body = request.body;
   body["temperature"] = 0;
   body.erase("top_p");

@@ -46,7 +46,8 @@ struct ReplayRequest {
 // Request `index` of a conversation as session variant `variant` sends it: temperature 0 (greedy:
 // the same request always gets the same answer), at most `max_tokens` out, "[session variant V]"
 // in front of the first user message. The captures all stream; every fourth request (by variant
-// and index) is sent without streaming, so both response paths carry load.
-ReplayRequest make_replay(const CapturedRequest& request, int variant, std::size_t index, int max_tokens);
+// and index) is sent without streaming, so both response paths carry load, unless `always_stream`.
+ReplayRequest make_replay(const CapturedRequest& request, int variant, std::size_t index, int max_tokens,
+                          bool always_stream = false);
 
 }  // namespace ft::cli
