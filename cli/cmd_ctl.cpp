@@ -146,14 +146,25 @@ int do_stats(RocksDbStore& st, const fs::path& dir, bool as_json) {
   const store::TierStats s = st.stats();
   const std::uint64_t disk = disk_bytes(dir);
   if (as_json) {
-    print_json({{"entries", s.entries}, {"bytes", s.bytes}, {"disk_bytes", disk}, {"hits", s.hits},
-                {"misses", s.misses}, {"evictions", s.evictions}, {"corruptions", s.corruptions},
-                {"dropped_writes", s.dropped_writes}, {"degraded", s.degraded}});
+    print_json({{"entries", s.entries},
+                {"bytes", s.bytes},
+                {"logical_bytes", s.logical_bytes},
+                {"disk_bytes", disk},
+                {"hits", s.hits},
+                {"misses", s.misses},
+                {"evictions", s.evictions},
+                {"corruptions", s.corruptions},
+                {"dropped_writes", s.dropped_writes},
+                {"degraded", s.degraded}});
     return 0;
   }
   std::printf("store        %s\n", dir.string().c_str());
   std::printf("entries      %llu\n", static_cast<unsigned long long>(s.entries));
-  std::printf("bytes        %llu (headers + payloads)\n", static_cast<unsigned long long>(s.bytes));
+  std::printf("bytes        %llu (headers + payloads, each KV page once however many checkpoints hold it)\n",
+              static_cast<unsigned long long>(s.bytes));
+  std::printf("logical      %llu (every checkpoint's whole size: %.2fx what is stored)\n",
+              static_cast<unsigned long long>(s.logical_bytes),
+              s.bytes > 0 ? double(s.logical_bytes) / double(s.bytes) : 1.0);
   std::printf("disk bytes   %llu (all files in the directory)\n", static_cast<unsigned long long>(disk));
   // Counters are per process: these are what opening the store found (crash recovery).
   std::printf("since open   hits %llu, misses %llu, evictions %llu, corruptions %llu, dropped writes %llu%s\n",
@@ -183,19 +194,20 @@ int do_usage(RocksDbStore& st, const std::optional<std::string>& tenant, bool as
 // every tenant.
 int do_drop(RocksDbStore& st, const std::optional<std::string>& tenant,
             const std::optional<store::ModelFingerprint>& model, bool as_json) {
-  std::uint64_t entries = 0, bytes = 0;
+  std::uint64_t entries = 0;
   std::vector<std::string> tenants;
   for (const store::EntryInfo& e : st.list(tenant)) {
     if (model && e.key.model != *model) continue;
     ++entries;
-    bytes += e.bytes;
     if (tenants.empty() || tenants.back() != e.key.tenant) tenants.push_back(e.key.tenant);
   }
+  const std::uint64_t held_before = st.stats().bytes;  // shared pages: not the sum of the entries' sizes
   for (const std::string& t : tenants) {
     const Status s = model ? st.drop_model(t, *model) : st.drop_tenant(t);
     if (!s.is_ok()) return runtime_error(kCmd, "drop: " + s.to_string());
   }
   st.flush();  // make the deletion durable before reporting it
+  const std::uint64_t bytes = held_before - st.stats().bytes;
   if (as_json) {
     print_json({{"dropped_entries", entries}, {"dropped_bytes", bytes}});
   } else {

@@ -116,8 +116,9 @@ bool same_state(const ModelStateHeader& a, const ModelStateHeader& b) {
   return a.tokens == b.tokens && a.model == b.model && a.chunks == b.chunks;
 }
 
-std::uint64_t chunk_checksum(std::span<const std::byte> data) {
-  return XXH3_64bits(data.data(), data.size());
+ChunkHash chunk_checksum(std::span<const std::byte> data) {
+  const XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+  return {h.low64, h.high64};
 }
 
 Status validate_state(const ModelState& state) {
@@ -167,7 +168,8 @@ std::string encode_header(const ModelStateHeader& h) {
     put_le(out, 0, 1);
     for (std::uint64_t d : c.shape) put_le(out, d, 8);
     put_le(out, c.bytes, 8);
-    put_le(out, c.checksum, 8);
+    put_le(out, c.checksum.lo, 8);
+    put_le(out, c.checksum.hi, 8);
   }
   put_le(out, XXH3_64bits(out.data(), out.size()), 8);
   return out;
@@ -197,8 +199,8 @@ Result<ModelStateHeader> decode_header(std::string_view bytes) {
   r.read(count, 4);
   if (piece_bytes == 0) return corrupt("checkpoint header: zero piece size");
   h.piece_bytes = static_cast<std::uint32_t>(piece_bytes);
-  // Each chunk record is at least 24 bytes; bounds the allocation below by the input size.
-  if (count > r.remaining() / 24) return corrupt("checkpoint header: chunk count beyond its size");
+  // Each chunk record is at least 32 bytes; bounds the allocation below by the input size.
+  if (count > r.remaining() / 32) return corrupt("checkpoint header: chunk count beyond its size");
   h.chunks.resize(count);
   std::uint64_t total = 0;
   for (ChunkDesc& c : h.chunks) {
@@ -214,7 +216,8 @@ Result<ModelStateHeader> decode_header(std::string_view bytes) {
     for (std::uint64_t& d : c.shape) {
       if (!r.read(d, 8)) return corrupt("checkpoint header: truncated shape");
     }
-    if (!r.read(c.bytes, 8) || !r.read(c.checksum, 8)) return corrupt("checkpoint header: truncated chunk record");
+    if (!r.read(c.bytes, 8) || !r.read(c.checksum.lo, 8) || !r.read(c.checksum.hi, 8))
+      return corrupt("checkpoint header: truncated chunk record");
     if (std::string_view(chunk_kind_name(c.kind)) == "unknown") return corrupt("checkpoint header: unknown chunk kind");
     const auto expected = expected_bytes(c.dtype, c.shape);
     if (!expected || *expected != c.bytes) return corrupt("checkpoint header: chunk size disagrees with shape");

@@ -50,14 +50,9 @@ void EvictionIndex::unpin(const std::string& key) {
   if (auto it = entries_.find(key); it != entries_.end()) order_.emplace(priority(it->second), key);
 }
 
-std::vector<std::string> EvictionIndex::victims(std::uint64_t target_bytes) const {
-  std::vector<std::string> out;
-  std::uint64_t total = total_bytes_;
-  for (auto it = order_.begin(); it != order_.end() && total > target_bytes; ++it) {
-    total -= entries_.at(it->second).bytes;
-    out.push_back(it->second);
-  }
-  return out;
+void EvictionIndex::cheapest_first(const std::function<bool(const std::string&)>& visit) const {
+  for (const auto& [priority, key] : order_)
+    if (!visit(key)) return;
 }
 
 std::vector<std::string> EvictionIndex::keys_with_prefix(std::string_view prefix) const {

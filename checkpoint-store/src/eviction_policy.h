@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -34,9 +35,9 @@ class EvictionIndex {
   void unpin(const std::string& key);
   bool pinned(const std::string& key) const { return pins_.count(key) != 0; }
 
-  // Unpinned keys, cheapest to lose first, whose removal brings the total to <= target_bytes.
-  // Fewer if pins prevent reaching it.
-  std::vector<std::string> victims(std::uint64_t target_bytes) const;
+  // Unpinned keys, cheapest to lose first, each handed to `visit` until it returns false. What an
+  // eviction frees is the store's to say (a KV page shared with other checkpoints stays).
+  void cheapest_first(const std::function<bool(const std::string&)>& visit) const;
 
   // Keys whose encoding starts with `prefix` (a tenant or a tenant+model).
   std::vector<std::string> keys_with_prefix(std::string_view prefix) const;

@@ -22,8 +22,11 @@ class InRam final : public MemoryTier::Payload {
 }  // namespace
 
 HostRamTier::HostRamTier(std::uint64_t byte_budget)
-    : MemoryTier("host-ram", byte_budget, [](std::shared_ptr<const ModelState> state) {
-        return Result<std::shared_ptr<const Payload>>(std::make_shared<const InRam>(std::move(state)));
-      }) {}
+    : MemoryTier(
+          "host-ram", byte_budget,
+          [](std::shared_ptr<const ModelState> state) {
+            return Result<std::shared_ptr<const Payload>>(std::make_shared<const InRam>(std::move(state)));
+          },
+          Counting::kSharedChunksOnce) {}
 
 }  // namespace ft::store

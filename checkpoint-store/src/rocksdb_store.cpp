@@ -8,6 +8,17 @@
 // pieces, and no piece outlives a save that did not finish. Replacing a key first deletes the old
 // header and pieces (in that first batch), so old and new pieces never mix.
 //
+// KV pages are stored once. The checkpoints of one growing sequence share their first pages (the
+// engine hands the same page to each), so a page is stored under its content, not its checkpoint:
+// "pages" CF, tenant | model | XXH3-128 | bytes | piece size, then the piece. Which checkpoints hold
+// a page is known in memory only (rebuilt from the headers at open): a save writes the pages no
+// checkpoint holds yet, before its header; the deletion of a checkpoint deletes, in the same batch
+// as its header, the pages no other checkpoint holds. So a header still implies all its pages. Each
+// page stored is also listed ("g" + name, default CF, written with its first piece, deleted with
+// its pieces), so that open() finds the pages no header names (a save that did not finish, a
+// header dropped as damaged) without reading the pages themselves, and deletes them. The byte
+// budget counts each page once.
+//
 // Reads take a RocksDB snapshot, so a reader sees one complete checkpoint even while a save or a
 // drop runs. Any checksum, version, size or missing-piece fault makes the entry a miss: it is
 // logged, counted and deleted.
@@ -38,8 +49,10 @@ namespace {
 
 constexpr char kMetaCf[] = "meta";
 constexpr char kBlobsCf[] = "blobs";
+constexpr char kPagesCf[] = "pages";
 constexpr char kPendingTag = 'p';  // default CF: save in progress
 constexpr char kUseTag = 'u';      // default CF: last use, i64 ms LE
+constexpr char kPageTag = 'g';     // default CF: a KV page stored (its name)
 
 std::string tagged(char tag, std::string_view key) { return std::string(1, tag) + std::string(key); }
 
@@ -80,19 +93,83 @@ struct XxhStateDeleter {
   void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
 };
 
+void put_be(std::string& out, std::uint64_t v, int bytes) {
+  for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+// A KV page's name: the tenant and model of the checkpoint holding it (a drop of either is one key
+// range), then what the page is: its content hash, size and how it is cut into pieces.
+std::string page_name(std::string_view store_key, const ChunkDesc& chunk, std::uint32_t piece_bytes) {
+  std::string out(store_key.substr(0, store_key.size() - 16));  // the key without its prefix hash
+  put_be(out, chunk.checksum.lo, 8);
+  put_be(out, chunk.checksum.hi, 8);
+  put_be(out, chunk.bytes, 8);
+  put_be(out, piece_bytes, 4);
+  return out;
+}
+constexpr std::size_t kPageNameTail = 28;  // bytes after the tenant and model
+constexpr std::size_t kPieceIndexBytes = 4;
+
+// How many pieces a page is stored as (its size and piece size end its name).
+std::uint32_t page_pieces(std::string_view name) {
+  auto be = [&](std::size_t from, std::size_t n) {
+    std::uint64_t v = 0;
+    for (std::size_t i = from; i < from + n; ++i) v = (v << 8) | static_cast<unsigned char>(name[i]);
+    return v;
+  };
+  if (name.size() < kPageNameTail) return 0;
+  const std::uint64_t bytes = be(name.size() - 12, 8), piece_bytes = be(name.size() - 4, 4);
+  return piece_bytes == 0 ? 0 : static_cast<std::uint32_t>((bytes + piece_bytes - 1) / piece_bytes);
+}
+
+std::string page_piece_key(const std::string& name, std::uint32_t piece) {
+  std::string out = name;
+  put_be(out, piece, kPieceIndexBytes);
+  return out;
+}
+
+bool matches(XXH128_hash_t h, const ChunkHash& expected) { return h.low64 == expected.lo && h.high64 == expected.hi; }
+
+std::string tenant_of(std::string_view encoded_key) {
+  return std::string(encoded_key.substr(1, static_cast<unsigned char>(encoded_key[0])));
+}
+
 }  // namespace
 
 struct RocksDbStore::Impl {
   StoreOptions opt;
   std::unique_ptr<rocksdb::DB> db;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;  // default, meta, blobs
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;  // default, meta, blobs, pages
   rocksdb::ColumnFamilyHandle* cf_default = nullptr;
   rocksdb::ColumnFamilyHandle* cf_meta = nullptr;
   rocksdb::ColumnFamilyHandle* cf_blobs = nullptr;
+  rocksdb::ColumnFamilyHandle* cf_pages = nullptr;
 
   std::mutex write_mu;  // serializes saves, drops and evictions (a save may span batches)
   mutable std::mutex index_mu;
-  EvictionIndex index;
+  EvictionIndex index;  // bytes there are logical: a checkpoint's whole size
+
+  // Under write_mu: the KV pages stored and how many checkpoints hold each (a save in progress
+  // holds its pages from before it writes them until it ends); what each checkpoint holds.
+  struct Page {
+    std::uint32_t holders = 0;
+    std::uint64_t bytes = 0;
+    std::uint32_t pieces = 0;
+  };
+  std::map<std::string, Page> pages;
+  struct PageRef {
+    std::string name;
+    std::uint64_t bytes = 0;
+    std::uint32_t pieces = 0;
+  };
+  struct Held {
+    std::vector<PageRef> pages;   // each once
+    std::uint64_t own_bytes = 0;  // header and every chunk that is not a page
+  };
+  std::map<std::string, Held> held;  // by checkpoint key
+  // Under index_mu: the bytes counted against the budget (each page once), in all and by tenant.
+  std::uint64_t stored_bytes = 0;
+  std::map<std::string, std::uint64_t> tenant_bytes;
 
   std::atomic<bool> degraded{false};
   std::atomic<std::uint64_t> hits{0}, misses{0}, evictions{0}, corruptions{0};
@@ -142,6 +219,77 @@ struct RocksDbStore::Impl {
     b.Delete(cf_default, tagged(kUseTag, k));
   }
 
+  void delete_page_ops(rocksdb::WriteBatch& b, const std::string& name, std::uint32_t pieces) {
+    for (std::uint32_t piece = 0; piece < pieces; ++piece) b.Delete(cf_pages, page_piece_key(name, piece));
+    b.Delete(cf_default, tagged(kPageTag, name));
+  }
+
+  void account(const std::string& k, std::int64_t delta) {
+    std::lock_guard il(index_mu);
+    stored_bytes += delta;
+    std::uint64_t& t = tenant_bytes[tenant_of(k)];
+    t += delta;
+    if (t == 0) tenant_bytes.erase(tenant_of(k));
+  }
+
+  // What checkpoint `k` with this header holds: its pages (each once) and its own bytes.
+  static Held holding(const std::string& k, const ModelStateHeader& h, std::size_t meta_bytes) {
+    Held out;
+    out.own_bytes = meta_bytes;
+    for (std::size_t i = 0; i < h.chunks.size(); ++i) {
+      const ChunkDesc& c = h.chunks[i];
+      if (c.kind != ChunkKind::kKvPage) {
+        out.own_bytes += c.bytes;
+        continue;
+      }
+      std::string name = page_name(k, c, h.piece_bytes);
+      const bool seen =
+          std::any_of(out.pages.begin(), out.pages.end(), [&](const PageRef& r) { return r.name == name; });
+      if (!seen) out.pages.push_back({std::move(name), c.bytes, h.piece_count(i)});
+    }
+    return out;
+  }
+
+  // Takes `h`'s hold on its pages; returns the bytes of those no checkpoint held before, whose
+  // names go to `fresh` (the ones to write). Caller holds write_mu.
+  std::uint64_t hold(const Held& h, std::vector<std::string>* fresh) {
+    std::uint64_t added = 0;
+    for (const PageRef& r : h.pages) {
+      Page& p = pages[r.name];
+      if (p.holders++ > 0) continue;
+      p.bytes = r.bytes;
+      p.pieces = r.pieces;
+      added += r.bytes;
+      if (fresh) fresh->push_back(r.name);
+    }
+    return added;
+  }
+
+  // Lets go of `h`'s pages: those no one else holds are deleted in `b`. Returns their bytes.
+  std::uint64_t release(const Held& h, rocksdb::WriteBatch& b) {
+    std::uint64_t freed = 0;
+    for (const PageRef& r : h.pages) {
+      auto it = pages.find(r.name);
+      if (it == pages.end() || --it->second.holders > 0) continue;
+      delete_page_ops(b, r.name, it->second.pieces);
+      freed += it->second.bytes;
+      pages.erase(it);
+    }
+    return freed;
+  }
+
+  // Adds checkpoint k's deletion to `b` (header, own pieces, last use, the pages only it holds) and
+  // takes it out of the accounting at once: the caller writes `b` next (were that to fail, the
+  // store degrades and persists nothing more). Caller holds write_mu.
+  void forget(rocksdb::WriteBatch& b, const std::string& k) {
+    delete_entry_ops(b, k);
+    auto it = held.find(k);
+    if (it == held.end()) return;
+    const std::uint64_t freed = it->second.own_bytes + release(it->second, b);
+    held.erase(it);
+    account(k, -static_cast<std::int64_t>(freed));
+  }
+
   // Removes a bad entry, unless a save replaced it since `seen_meta` was read.
   void drop_bad(const std::string& k, const std::string& seen_meta, const std::string& reason) {
     FT_WARN("checkpoint store: dropping checkpoint " << describe(k) << ": " << reason);
@@ -151,7 +299,7 @@ struct RocksDbStore::Impl {
     const rocksdb::Status s = db->Get(rocksdb::ReadOptions(), cf_meta, k, &current);
     if (s.ok() && current != seen_meta) return;
     rocksdb::WriteBatch b;
-    delete_entry_ops(b, k);
+    forget(b, k);
     write(b);
     std::lock_guard il(index_mu);
     index.erase(k);
@@ -169,21 +317,30 @@ struct RocksDbStore::Impl {
     write(b);
   }
 
-  // Evicts until `incoming` more bytes fit the budget. Caller holds write_mu.
+  std::uint64_t stored() const {
+    std::lock_guard il(index_mu);
+    return stored_bytes;
+  }
+
+  // Evicts, cheapest to lose first, until `incoming` more bytes fit the budget (or only pinned
+  // checkpoints are left). Caller holds write_mu.
   void make_room(std::uint64_t incoming) {
+    if (stored() + incoming <= opt.byte_budget) return;
     std::vector<std::string> victims;
     {
       std::lock_guard il(index_mu);
-      const std::uint64_t target = opt.byte_budget > incoming ? opt.byte_budget - incoming : 0;
-      victims = index.victims(target);
+      index.cheapest_first([&](const std::string& k) {
+        victims.push_back(k);
+        return true;
+      });
     }
-    if (victims.empty()) return;
     rocksdb::WriteBatch b;
-    for (const auto& k : victims) delete_entry_ops(b, k);
-    if (!write(b)) return;
+    std::size_t evicted = 0;
+    while (evicted < victims.size() && stored() + incoming > opt.byte_budget) forget(b, victims[evicted++]);
+    if (evicted == 0 || !write(b)) return;
     std::lock_guard il(index_mu);
-    for (const auto& k : victims) index.erase(k);
-    evictions.fetch_add(victims.size());
+    for (std::size_t i = 0; i < evicted; ++i) index.erase(victims[i]);
+    evictions.fetch_add(evicted);
   }
 
   Status save(const StoreKey& key, const ModelState& state) {
@@ -196,6 +353,7 @@ struct RocksDbStore::Impl {
     const std::string meta = encode_header(header);
     const std::string k = encode_store_key(key);
     const std::uint64_t bytes = meta.size() + header.payload_bytes();
+    Held mine = holding(k, header, meta.size());
 
     std::lock_guard wl(write_mu);
     bool replacing = false;
@@ -203,34 +361,57 @@ struct RocksDbStore::Impl {
       std::lock_guard il(index_mu);
       replacing = index.erase(k);
     }
-    if (bytes > opt.byte_budget) {
-      FT_WARN("checkpoint store: checkpoint " << describe(k) << " of " << bytes
-                                              << " bytes exceeds the byte budget; not stored");
+    // What the store grows by: this checkpoint's own bytes and the pages no checkpoint holds yet.
+    std::uint64_t incoming = mine.own_bytes;
+    for (const PageRef& r : mine.pages)
+      if (!pages.count(r.name)) incoming += r.bytes;
+    if (incoming > opt.byte_budget) {
+      FT_WARN("checkpoint store: checkpoint " << describe(k) << " of " << incoming
+                                              << " new bytes exceeds the byte budget; not stored");
       if (replacing) {
         rocksdb::WriteBatch b;
-        delete_entry_ops(b, k);
+        forget(b, k);
         write(b);
       }
       return Status::ok();
     }
-    make_room(bytes);
-
+    // Its pages are held from now on, so that neither the replaced state nor an eviction deletes
+    // one of them.
+    std::vector<std::string> fresh;
+    const std::uint64_t added = hold(mine, &fresh);
+    account(k, static_cast<std::int64_t>(mine.own_bytes + added));
     rocksdb::WriteBatch batch;
-    if (replacing) delete_entry_ops(batch, k);
+    if (replacing) forget(batch, k);
+    make_room(0);
+
     bool marked = false;
+    auto put = [&](rocksdb::ColumnFamilyHandle* cf, const std::string& piece_key, const std::byte* data,
+                   std::size_t len) {
+      batch.Put(cf, piece_key, rocksdb::Slice(reinterpret_cast<const char*>(data), len));
+      if (batch.GetDataSize() < opt.write_batch_bytes) return true;
+      if (!marked) batch.Put(cf_default, tagged(kPendingTag, k), "");
+      marked = true;
+      if (!write(batch)) return false;  // the marker makes the next open clean up
+      batch.Clear();
+      return true;
+    };
     for (std::size_t i = 0; i < state.chunks.size(); ++i) {
       const auto& data = state.chunks[i].data;
+      const bool page = state.chunks[i].kind == ChunkKind::kKvPage;
+      std::string name;
+      if (page) {
+        name = page_name(k, header.chunks[i], header.piece_bytes);
+        auto it = std::find(fresh.begin(), fresh.end(), name);
+        if (it == fresh.end()) continue;  // stored already (by another checkpoint, or earlier in this one)
+        fresh.erase(it);
+      }
+      if (page) batch.Put(cf_default, tagged(kPageTag, name), "");  // with its first piece
       for (std::uint32_t p = 0; p < header.piece_count(i); ++p) {
         const std::size_t off = std::size_t{p} * opt.piece_bytes;
         const std::size_t len = std::min<std::size_t>(opt.piece_bytes, data.size() - off);
-        batch.Put(cf_blobs, blob_key(k, static_cast<std::uint32_t>(i), p),
-                  rocksdb::Slice(reinterpret_cast<const char*>(data.data()) + off, len));
-        if (batch.GetDataSize() >= opt.write_batch_bytes) {
-          if (!marked) batch.Put(cf_default, tagged(kPendingTag, k), "");
-          marked = true;
-          if (!write(batch)) return Status::ok();  // the marker makes the next open clean up
-          batch.Clear();
-        }
+        const bool ok = page ? put(cf_pages, page_piece_key(name, p), data.data() + off, len)
+                             : put(cf_blobs, blob_key(k, static_cast<std::uint32_t>(i), p), data.data() + off, len);
+        if (!ok) return Status::ok();
       }
     }
     const std::int64_t now = now_ms();
@@ -238,6 +419,7 @@ struct RocksDbStore::Impl {
     batch.Put(cf_default, tagged(kUseTag, k), encode_i64(now));
     if (marked) batch.Delete(cf_default, tagged(kPendingTag, k));
     if (!write(batch)) return Status::ok();
+    held[k] = std::move(mine);
     {
       std::lock_guard il(index_mu);
       index.put(k, bytes, header.tokens, now);
@@ -285,8 +467,13 @@ struct RocksDbStore::Impl {
       for (std::uint32_t p = 0; p < header->piece_count(i); ++p) order.push_back({i, p});
     auto fetch = [&](std::size_t n) {
       auto value = std::make_unique<rocksdb::PinnableSlice>();
-      rocksdb::Status st = db->Get(blob_ro, cf_blobs,
-                                   blob_key(k, static_cast<std::uint32_t>(order[n].chunk), order[n].index), value.get());
+      const ChunkDesc& c = header->chunks[order[n].chunk];
+      const rocksdb::Status st =
+          c.kind == ChunkKind::kKvPage
+              ? db->Get(blob_ro, cf_pages, page_piece_key(page_name(k, c, header->piece_bytes), order[n].index),
+                        value.get())
+              : db->Get(blob_ro, cf_blobs, blob_key(k, static_cast<std::uint32_t>(order[n].chunk), order[n].index),
+                        value.get());
       return std::make_pair(st, std::move(value));
     };
     constexpr std::size_t kReadAhead = 4;
@@ -313,7 +500,7 @@ struct RocksDbStore::Impl {
       const std::size_t i = order[n].chunk;
       const std::uint32_t p = order[n].index;
       const ChunkDesc& chunk = header->chunks[i];
-      if (p == 0) XXH3_64bits_reset(hash.get());
+      if (p == 0) XXH3_128bits_reset(hash.get());
       const std::uint64_t off = std::uint64_t{p} * header->piece_bytes;
       const std::uint64_t len = std::min<std::uint64_t>(header->piece_bytes, chunk.bytes - off);
       const std::string where = "chunk " + std::to_string(i) + " piece " + std::to_string(p);
@@ -322,18 +509,18 @@ struct RocksDbStore::Impl {
       if (value->size() != len) {
         return fail(where + " has " + std::to_string(value->size()) + " bytes, expected " + std::to_string(len));
       }
-      XXH3_64bits_update(hash.get(), value->data(), value->size());
+      XXH3_128bits_update(hash.get(), value->data(), value->size());
       if (bytes_read) *bytes_read += value->size();
       if (sink) {
         FT_RETURN_IF_ERROR(sink({i, off, {reinterpret_cast<const std::byte*>(value->data()), value->size()}}));
       }
-      if (p + 1 == header->piece_count(i) && XXH3_64bits_digest(hash.get()) != chunk.checksum) {
+      if (p + 1 == header->piece_count(i) && !matches(XXH3_128bits_digest(hash.get()), chunk.checksum)) {
         return fail("chunk " + std::to_string(i) + " (layer " + std::to_string(chunk.layer) + ") checksum mismatch");
       }
     }
     // Chunks stored as zero pieces (empty) still have a checksum to match.
     for (std::size_t i = 0; i < header->chunks.size(); ++i) {
-      if (header->piece_count(i) == 0 && XXH3_64bits(nullptr, 0) != header->chunks[i].checksum)
+      if (header->piece_count(i) == 0 && !matches(XXH3_128bits(nullptr, 0), header->chunks[i].checksum))
         return fail("chunk " + std::to_string(i) + " checksum mismatch");
     }
     return Status::ok();
@@ -345,8 +532,18 @@ struct RocksDbStore::Impl {
     rocksdb::WriteBatch b;
     b.DeleteRange(cf_meta, prefix, prefix_end(prefix));
     b.DeleteRange(cf_blobs, prefix, prefix_end(prefix));
+    b.DeleteRange(cf_pages, prefix, prefix_end(prefix));  // pages are named by tenant and model too
+    b.DeleteRange(cf_default, tagged(kPageTag, prefix), prefix_end(tagged(kPageTag, prefix)));
     b.DeleteRange(cf_default, tagged(kUseTag, prefix), prefix_end(tagged(kUseTag, prefix)));
     if (!write(b)) return io_error("checkpoint store is degraded; drop not persisted");
+    for (auto it = pages.lower_bound(prefix); it != pages.end() && it->first.starts_with(prefix);) {
+      account(it->first, -static_cast<std::int64_t>(it->second.bytes));
+      it = pages.erase(it);
+    }
+    for (auto it = held.lower_bound(prefix); it != held.end() && it->first.starts_with(prefix);) {
+      account(it->first, -static_cast<std::int64_t>(it->second.own_bytes));
+      it = held.erase(it);
+    }
     std::lock_guard il(index_mu);
     for (const auto& k : index.keys_with_prefix(prefix)) index.erase(k);
     return Status::ok();
@@ -354,7 +551,8 @@ struct RocksDbStore::Impl {
 
   // Crash recovery and index load; see the file comment.
   Status recover() {
-    std::vector<std::string> pending;
+    std::lock_guard wl(write_mu);
+    std::vector<std::string> pending, stored_pages;
     std::map<std::string, std::int64_t> last_use;
     {
       std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf_default));
@@ -363,6 +561,7 @@ struct RocksDbStore::Impl {
         if (key.empty()) continue;
         if (key[0] == kPendingTag) pending.emplace_back(key.substr(1));
         if (key[0] == kUseTag) last_use[std::string(key.substr(1))] = decode_i64(it->value().ToStringView());
+        if (key[0] == kPageTag) stored_pages.emplace_back(key.substr(1));
       }
       if (!it->status().ok()) return io_error("checkpoint store: scanning bookkeeping: " + it->status().ToString());
     }
@@ -376,6 +575,7 @@ struct RocksDbStore::Impl {
       write(b);
     }
     std::vector<std::pair<std::string, std::string>> bad;  // key, reason
+    std::size_t other_format = 0;                          // of them, of a format this build does not read
     {
       std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf_meta));
       for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -384,6 +584,7 @@ struct RocksDbStore::Impl {
         auto header = decode_header(it->value().ToStringView());
         if (!key.is_ok() || !header.is_ok()) {
           bad.emplace_back(k, !key.is_ok() ? key.status().to_string() : header.status().to_string());
+          other_format += key.is_ok() && header.status().code() == ErrorCode::kUnsupported;
           continue;
         }
         if (header->model != key->model) {
@@ -393,21 +594,46 @@ struct RocksDbStore::Impl {
         auto lu = last_use.find(k);
         index.put(k, it->value().size() + header->payload_bytes(), header->tokens,
                   lu == last_use.end() ? 0 : lu->second);
+        Held h = holding(k, *header, it->value().size());
+        account(k, static_cast<std::int64_t>(h.own_bytes + hold(h, nullptr)));
+        held[k] = std::move(h);
       }
       if (!it->status().ok()) return io_error("checkpoint store: scanning headers: " + it->status().ToString());
     }
     if (!bad.empty()) {
+      // Checkpoints of another format (an upgrade changed it) are misses for this build, not
+      // damage: one line says so, and they are not counted as corrupt.
+      if (other_format > 0)
+        FT_WARN("checkpoint store: removing " << other_format
+                                              << " checkpoint(s) of another format version (this build reads version "
+                                              << kCheckpointFormatVersion << ")");
       rocksdb::WriteBatch b;
       for (const auto& [k, reason] : bad) {
-        FT_WARN("checkpoint store: dropping checkpoint " << describe(k) << ": " << reason);
+        if (reason.find("checkpoint format version") == std::string::npos)
+          FT_WARN("checkpoint store: dropping checkpoint " << describe(k) << ": " << reason);
         delete_entry_ops(b, k);
       }
-      corruptions.fetch_add(bad.size());
+      corruptions.fetch_add(bad.size() - other_format);
       write(b);
     }
-    std::lock_guard wl(write_mu);
+    delete_orphan_pages(stored_pages);
     make_room(0);  // the budget may have shrunk since the last run
     return Status::ok();
+  }
+
+  // Pages stored that no checkpoint names (a save that did not finish, a header dropped as
+  // damaged) are deleted. Caller holds write_mu; `pages` holds every page the headers name.
+  void delete_orphan_pages(const std::vector<std::string>& stored_pages) {
+    rocksdb::WriteBatch b;
+    std::size_t orphans = 0;
+    for (const std::string& name : stored_pages) {
+      if (pages.count(name)) continue;
+      delete_page_ops(b, name, page_pieces(name));
+      ++orphans;
+    }
+    if (orphans == 0) return;
+    FT_WARN("checkpoint store: removing " << orphans << " KV page(s) no checkpoint holds (a save that did not finish)");
+    write(b);
   }
 };
 
@@ -443,7 +669,8 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(StoreOptions options) {
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {kMetaCf, meta_opt},
-      {kBlobsCf, blob_opt}};
+      {kBlobsCf, blob_opt},
+      {kPagesCf, blob_opt}};
   auto impl = std::make_unique<Impl>(std::move(options));
   // Owner-only: the store holds model state, from which the prompts behind it can be recovered.
   if (Status st = make_private_dir(impl->opt.path); !st) return io_error("checkpoint store: " + st.message());
@@ -454,6 +681,7 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(StoreOptions options) {
   impl->cf_default = impl->handles[0];
   impl->cf_meta = impl->handles[1];
   impl->cf_blobs = impl->handles[2];
+  impl->cf_pages = impl->handles[3];
   FT_RETURN_IF_ERROR(impl->recover());
 
   Impl* p = impl.get();
@@ -547,7 +775,7 @@ Status RocksDbStore::erase(const StoreKey& key) {
   const std::string k = encode_store_key(key);
   std::lock_guard wl(impl_->write_mu);
   rocksdb::WriteBatch b;
-  impl_->delete_entry_ops(b, k);
+  impl_->forget(b, k);
   impl_->write(b);
   std::lock_guard il(impl_->index_mu);
   impl_->index.erase(k);
@@ -578,10 +806,13 @@ std::vector<TenantUsage> RocksDbStore::usage_by_tenant() const {
   std::vector<TenantUsage> out;
   std::lock_guard il(impl_->index_mu);
   for (const auto& [k, e] : impl_->index.entries()) {  // sorted: one tenant's keys are adjacent
-    const std::string tenant = k.substr(1, static_cast<unsigned char>(k[0]));
+    const std::string tenant = tenant_of(k);
     if (out.empty() || out.back().tenant != tenant) out.push_back({tenant, 0, 0});
     out.back().entries += 1;
-    out.back().bytes += e.bytes;
+  }
+  for (TenantUsage& u : out) {
+    const auto it = impl_->tenant_bytes.find(u.tenant);
+    u.bytes = it == impl_->tenant_bytes.end() ? 0 : it->second;
   }
   return out;
 }
@@ -606,7 +837,8 @@ TierStats RocksDbStore::stats() const {
   {
     std::lock_guard il(impl_->index_mu);
     s.entries = impl_->index.entries().size();
-    s.bytes = impl_->index.total_bytes();
+    s.bytes = impl_->stored_bytes;
+    s.logical_bytes = impl_->index.total_bytes();
   }
   s.hits = impl_->hits.load();
   s.misses = impl_->misses.load();

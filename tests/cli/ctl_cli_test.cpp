@@ -1,12 +1,11 @@
 // `freetoken ctl checkpoints ...` run as the real binary against a store filled through the library.
 #include <gtest/gtest.h>
-#include <rocksdb/db.h>
-
-#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 
+#include "../store/raw_store_db.h"
 #include "../store/store_test_util.h"
 #include "ft/store/rocksdb_store.h"
 #include "ft/store/store_key.h"
@@ -57,17 +56,13 @@ json parse(const CommandResult& r) {
 
 // Flips one byte of the first blob piece of `k`, the way a disk fault would (store closed).
 void flip_blob_byte(const std::filesystem::path& dir, const StoreKey& k) {
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {{rocksdb::kDefaultColumnFamilyName, {}}, {"meta", {}}, {"blobs", {}}};
-  std::vector<rocksdb::ColumnFamilyHandle*> h;
-  rocksdb::DB* raw = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir.string(), cfs, &h, &raw).ok());
-  std::unique_ptr<rocksdb::DB> db(raw);
+  store::testing::RawStoreDb raw(dir);
+  ASSERT_TRUE(raw.ok());
   const std::string bk = store::blob_key(store::encode_store_key(k), 0, 0);
   std::string v;
-  ASSERT_TRUE(db->Get({}, h[2], bk, &v).ok());
+  ASSERT_TRUE(raw.db().Get({}, raw.cf("blobs"), bk, &v).ok());
   v[v.size() / 2] = static_cast<char>(v[v.size() / 2] ^ 0x01);
-  ASSERT_TRUE(db->Put({}, h[2], bk, v).ok());
-  for (auto* x : h) db->DestroyColumnFamilyHandle(x);
+  ASSERT_TRUE(raw.db().Put({}, raw.cf("blobs"), bk, v).ok());
 }
 
 TEST(CtlCli, ListPrintsOneLinePerCheckpoint) {

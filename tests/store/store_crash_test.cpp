@@ -4,12 +4,13 @@
 // Children re-execute this test binary with FT_STORE_CHILD set; the hook below runs them before
 // gtest starts (a plain fork() would inherit a half-copied RocksDB thread pool from earlier tests).
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "ft/store/rocksdb_store.h"
+#include "raw_store_db.h"
 #include "store_test_util.h"
 #include "test_support.h"
 
@@ -29,9 +31,13 @@ using testing::make_state;
 
 constexpr std::uint64_t kKeySpace = 48;
 
-// The state saved under prefix id `id` is always the same, so the parent knows what is right.
+// The state saved under prefix id `id` is always the same, so the parent knows what is right. Its
+// first id % 5 KV pages are the same bytes in every state (as in the checkpoints of one growing
+// sequence): a kill also lands between a page's write and its header, or its deletion.
 ModelState expected_state(std::uint64_t id) {
-  return make_state(testing::model(1), id, {1 + (id * 7919) % (300u << 10), 4096, 1 + id}, id);
+  ModelState s = make_state(testing::model(1), id, {1 + (id * 7919) % (300u << 10), 4096, 1 + id}, id);
+  testing::add_pages(s, id % 5, 80 << 10);
+  return s;
 }
 
 StoreOptions crash_options(const std::filesystem::path& path) {
@@ -136,6 +142,7 @@ TEST(StoreCrash, SigkillDuringSavesNeverServesWrongData) {
   auto store = RocksDbStore::open(crash_options(dir.path()));
   ASSERT_TRUE(store.is_ok()) << store.status().to_string();
   int served = 0;
+  std::uint64_t pages_held = 0;  // the shared pages the served checkpoints hold: 0 .. max(id % 5)
   for (std::uint64_t id = 0; id < kKeySpace; ++id) {
     const StoreKey k = key("t", 1, id);
     if (!(*store)->contains(k)) continue;
@@ -143,6 +150,7 @@ TEST(StoreCrash, SigkillDuringSavesNeverServesWrongData) {
     ASSERT_TRUE(back.is_ok()) << "id " << id << ": " << back.status().to_string();
     EXPECT_TRUE(testing::same(*back, expected_state(id))) << "id " << id;
     ++served;
+    pages_held = std::max<std::uint64_t>(pages_held, id % 5);
   }
   EXPECT_GT(served, 0);
   std::cout << "[   INFO   ] " << rounds << " SIGKILL rounds, " << served << " checkpoints served after recovery\n";
@@ -150,6 +158,12 @@ TEST(StoreCrash, SigkillDuringSavesNeverServesWrongData) {
   EXPECT_EQ(r.corrupt, 0u);
   EXPECT_EQ(r.ok, static_cast<std::uint64_t>(served));
   EXPECT_LE((*store)->stats().bytes, crash_options(dir.path()).byte_budget);
+  store->reset();
+  // No page outlives the checkpoints holding it: a kill between a page's write and its header
+  // left pages that the recovery deleted.
+  testing::RawStoreDb raw(dir.path());
+  const std::uint64_t pieces = raw.keys("pages").size();
+  EXPECT_EQ(pieces, 2 * pages_held);  // 80 KiB pages in 64 KiB pieces
 }
 
 TEST(StoreDegraded, WriteFailureDegradesInsteadOfFailing) {

@@ -166,6 +166,51 @@ TEST(HostRamTier, SavingBytesStillArrivingDoesNotWaitForThem) {
   EXPECT_TRUE(same(*from_disk, expected));
 }
 
+// One growing sequence's checkpoints hold the same KV pages (views of one owner's memory): the RAM
+// tier counts each page once against its budget, so they all fit where counted per checkpoint
+// they would not, and a page's bytes leave the count with the last checkpoint holding it.
+TEST(HostRamTier, PagesSharedByCheckpointsCountOnce) {
+  constexpr std::size_t kPage = 64 << 10, kOwn = 1000;
+  std::vector<std::shared_ptr<ArrivingBytes>> pages;
+  for (std::uint64_t j = 0; j < 4; ++j) pages.push_back(std::make_shared<ArrivingBytes>(testing::pattern(kPage, j)));
+  auto checkpoint = [&](std::size_t n) {  // after n pages
+    ModelState s = make_state(testing::model(1), 64 * n, {kOwn}, n);
+    for (std::size_t j = 0; j < n; ++j) {
+      StateChunk c;
+      c.layer = static_cast<std::uint32_t>(j);
+      c.kind = ChunkKind::kKvPage;
+      c.dtype = DType::kU8;
+      c.shape = {kPage};
+      c.data = ChunkBytes::shared(pages[j]->view(), pages[j]);
+      s.chunks.push_back(std::move(c));
+    }
+    return std::make_shared<const ModelState>(std::move(s));
+  };
+  // Room for 4 pages and the checkpoints' own bytes; counted per checkpoint, 1 + 2 + 3 + 4 pages.
+  HostRamTier ram(4 * kPage + 4 * kOwn);
+  for (std::size_t n = 1; n <= 4; ++n) ASSERT_TRUE(ram.save_shared(key("t", 1, n), checkpoint(n)).is_ok());
+  EXPECT_EQ(ram.stats().entries, 4u);
+  EXPECT_EQ(ram.stats().evictions, 0u);
+  EXPECT_EQ(ram.stats().bytes, 4 * kPage + 4 * kOwn);
+  EXPECT_EQ(ram.stats().logical_bytes, 10 * kPage + 4 * kOwn);
+  ASSERT_EQ(ram.usage_by_tenant().size(), 1u);
+  EXPECT_EQ(ram.usage_by_tenant()[0].bytes, 4 * kPage + 4 * kOwn);
+  for (const auto& p : pages) EXPECT_EQ(p->waits.load(), 0);  // counting is not reading
+
+  ASSERT_TRUE(ram.erase(key("t", 1, 4)).is_ok());  // page 3 was its alone
+  EXPECT_EQ(ram.stats().bytes, 3 * kPage + 3 * kOwn);
+  ASSERT_TRUE(ram.erase(key("t", 1, 1)).is_ok());  // page 0 is still held by 2 and 3
+  EXPECT_EQ(ram.stats().bytes, 3 * kPage + 2 * kOwn);
+
+  // A copy of the same bytes is other memory: it counts in full.
+  HostRamTier big(1 << 30);
+  ASSERT_TRUE(big.save_shared(key("t", 1, 2), checkpoint(2)).is_ok());
+  ModelState copy = *checkpoint(2);
+  for (StateChunk& c : copy.chunks) c.data = std::vector<std::byte>(c.data.span().begin(), c.data.span().end());
+  ASSERT_TRUE(big.save(key("t", 1, 9), copy).is_ok());
+  EXPECT_EQ(big.stats().bytes, 2 * (2 * kPage + kOwn));
+}
+
 TEST(TieredStore, DeepestLooksAcrossTiersAndDropsReachBoth) {
   test::TempDir dir;
   auto opened = TieredStore::open(testing::small_options(dir.path()));

@@ -18,9 +18,15 @@ uint64_t resident_bytes() {
 }
 
 json tier_json(const store::TierStats& t) {
-  return {{"entries", t.entries},         {"bytes", t.bytes},         {"hits", t.hits},
-          {"misses", t.misses},           {"evictions", t.evictions}, {"corruptions", t.corruptions},
-          {"dropped_writes", t.dropped_writes}, {"degraded", t.degraded}};
+  return {{"entries", t.entries},
+          {"bytes", t.bytes},
+          {"logical_bytes", t.logical_bytes},
+          {"hits", t.hits},
+          {"misses", t.misses},
+          {"evictions", t.evictions},
+          {"corruptions", t.corruptions},
+          {"dropped_writes", t.dropped_writes},
+          {"degraded", t.degraded}};
 }
 
 json costs_json(const SplitCosts& c) {

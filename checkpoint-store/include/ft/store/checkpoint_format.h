@@ -5,18 +5,19 @@
 // column family); each chunk is stored as pieces of at most `piece_bytes` (blobs column family) so
 // a restore streams into caller memory without ever holding the whole state twice.
 //
-// Header, format version 2. All integers little-endian.
+// Header, format version 3. All integers little-endian.
 //
 //   offset  size  field
 //   0       4     magic "FTCK"
-//   4       4     u32 format_version (= 2; version 1 had no kv_page chunks and stored KV per layer)
+//   4       4     u32 format_version (= 3; version 2 had a 64-bit chunk checksum, version 1 no
+//                 kv_page chunks and KV stored per layer)
 //   8       8     u64 tokens (N)
 //   16      16    model fingerprint: u64 hi, u64 lo
 //   32      4     u32 piece_bytes (how the chunks were split into blobs)
 //   36      4     u32 chunk_count
 //   40      ...   chunk_count records:
 //                   u32 layer | u8 kind | u8 dtype | u8 rank | u8 0 | rank x u64 dim |
-//                   u64 byte_size | u64 XXH3-64 of the chunk payload (seed 0)
+//                   u64 byte_size | XXH3-128 of the chunk payload (seed 0): u64 low, u64 high
 //   end-8   8     u64 XXH3-64 (seed 0) of every header byte before it
 //
 // Invariants every version keeps, so an old reader can reject a new header cleanly: the magic,
@@ -36,7 +37,7 @@
 
 namespace ft::store {
 
-inline constexpr std::uint32_t kCheckpointFormatVersion = 2;
+inline constexpr std::uint32_t kCheckpointFormatVersion = 3;
 inline constexpr std::uint32_t kDefaultPieceBytes = 4u << 20;  // 4 MiB
 inline constexpr std::size_t kMaxChunkRank = 8;
 
@@ -84,6 +85,9 @@ class ChunkBytes {
   std::byte* mutable_data();
 
   const std::shared_ptr<const ChunkOwner>& owner() const { return owner_; }  // null when owned
+  // Where a shared view points, without waiting for its bytes: which memory it is (two views of
+  // one KV page are the same), not a way to read it. Null when owned.
+  const std::byte* shared_address() const { return owner_ ? view_.data() : nullptr; }
   bool operator==(const ChunkBytes& other) const;  // same bytes
 
  private:
@@ -110,13 +114,20 @@ struct ModelState {
   std::uint64_t payload_bytes() const;
 };
 
+// XXH3-128 of a chunk's payload: its checksum, and a KV page's name in a store that keeps each page
+// once however many checkpoints hold it (128 bits: two different pages never share a name).
+struct ChunkHash {
+  std::uint64_t lo = 0, hi = 0;
+  bool operator==(const ChunkHash&) const = default;
+};
+
 struct ChunkDesc {
   std::uint32_t layer = 0;
   ChunkKind kind = ChunkKind::kAttentionKv;
   DType dtype = DType::kBf16;
   std::vector<std::uint64_t> shape;
   std::uint64_t bytes = 0;
-  std::uint64_t checksum = 0;  // XXH3-64 of the payload
+  ChunkHash checksum;  // of the payload
 
   bool operator==(const ChunkDesc&) const = default;
 };
@@ -136,7 +147,7 @@ struct ModelStateHeader {
 // entry it looked up was replaced before it read the chunks.
 bool same_state(const ModelStateHeader& a, const ModelStateHeader& b);
 
-std::uint64_t chunk_checksum(std::span<const std::byte> data);
+ChunkHash chunk_checksum(std::span<const std::byte> data);
 
 // Shapes, dtypes and sizes agree; kInvalidArgument says which chunk does not.
 Status validate_state(const ModelState& state);

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ft/store/state_tier.h"
 
@@ -31,7 +33,12 @@ class MemoryTier : public StateTier {
   // cached": save still succeeds, as for a state larger than the whole budget.
   using PayloadFactory = std::function<Result<std::shared_ptr<const Payload>>(std::shared_ptr<const ModelState>)>;
 
-  MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload);
+  // How entries count against the budget: every entry all its bytes (a payload is a copy of its
+  // own), or a shared chunk (ChunkBytes::shared, e.g. a KV page that one growing sequence's
+  // checkpoints all hold) once however many entries hold it, where the payload is the state.
+  enum class Counting { kEveryEntry, kSharedChunksOnce };
+  MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload,
+             Counting counting = Counting::kEveryEntry);
   std::uint64_t byte_budget() const { return budget_; }
 
   const char* name() const override { return name_; }
@@ -66,12 +73,19 @@ class MemoryTier : public StateTier {
     mutable std::shared_ptr<const ModelState> state_;  // until the header is made
     mutable ModelStateHeader header_;
   };
+  // A shared chunk as counted: its memory and size.
+  using SharedChunk = std::pair<const std::byte*, std::uint64_t>;
   struct Entry {
     std::shared_ptr<const Payload> payload;
     std::shared_ptr<const EntryHeader> header;
-    std::uint64_t bytes = 0;
+    std::uint64_t bytes = 0;               // the whole state
+    std::uint64_t own_bytes = 0;           // what it alone holds (all of it under kEveryEntry)
+    std::vector<SharedChunk> shared;       // what it holds with others, each once
     std::list<std::string>::iterator lru;  // position in lru_
   };
+  // The state's shared chunks (each once) and the bytes of the rest.
+  std::pair<std::vector<SharedChunk>, std::uint64_t> split(const ModelState& state) const;
+  std::uint64_t unshared_bytes_locked(const std::vector<SharedChunk>& shared) const;  // not held yet
   void erase_locked(std::map<std::string, Entry>::iterator it);
   void drop_prefix_locked(const std::string& prefix);
   // Evicts unpinned entries, least recently used first, until `incoming` more bytes fit; then, while
@@ -81,11 +95,14 @@ class MemoryTier : public StateTier {
   const char* const name_;
   const std::uint64_t budget_;
   const PayloadFactory make_payload_;
+  const Counting counting_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;  // by encoded StoreKey: tenant ranges are contiguous
   std::list<std::string> lru_;            // front = most recently used
   std::set<std::string> pins_;
-  std::uint64_t bytes_ = 0;
+  std::uint64_t bytes_ = 0;                      // counted against the budget
+  std::uint64_t logical_bytes_ = 0;              // every entry's whole state
+  std::map<SharedChunk, std::uint32_t> shared_;  // shared chunks held, by how many entries
   TierStats counters_;
 };
 

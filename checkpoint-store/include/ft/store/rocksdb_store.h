@@ -2,7 +2,9 @@
 //
 // Column families: "meta" holds one encoded ModelStateHeader per StoreKey; "blobs" holds the chunk
 // pieces (stored as BlobDB blob files, so multi-MiB values are not rewritten by compaction);
-// "default" holds bookkeeping (lazily persisted last-use times, pending-save markers).
+// "pages" holds KV pages by content, each once however many checkpoints hold it (one growing
+// sequence's checkpoints share their first pages); "default" holds bookkeeping (lazily persisted
+// last-use times, pending-save markers).
 //
 // Thread-safe. Saves are serialized; reads run concurrently with them.
 #pragma once
@@ -22,7 +24,7 @@ namespace ft::store {
 struct EntryInfo {
   StoreKey key;
   std::uint64_t tokens = 0;
-  std::uint64_t bytes = 0;        // logical: header + payload
+  std::uint64_t bytes = 0;        // logical: header + payload (pages shared with others included)
   std::int64_t last_use_ms = 0;   // ms since the epoch; 0 if never recorded
   bool pinned = false;            // pins live in this process only
 };

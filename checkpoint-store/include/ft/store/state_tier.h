@@ -35,7 +35,8 @@ struct DeepestMatch {
 
 struct TierStats {
   std::uint64_t entries = 0;
-  std::uint64_t bytes = 0;           // logical: headers + payloads
+  std::uint64_t bytes = 0;           // held against the budget: headers + payloads, a shared KV page once
+  std::uint64_t logical_bytes = 0;   // every checkpoint's whole size (a shared page counted in each)
   std::uint64_t hits = 0;            // lookups (lookup_header, deepest) that found a checkpoint
   std::uint64_t misses = 0;          // lookups that found none (corrupt entries included)
   std::uint64_t evictions = 0;       // entries removed to stay within the byte budget
