@@ -710,7 +710,6 @@ Status RocksDbStore::save_async(const StoreKey& key, std::shared_ptr<const Model
     job.pinned = impl_->index.pinned(job.id);
   }
   job.key = key;
-  job.bytes = state->payload_bytes();
   job.state = std::move(state);
   impl_->writer->push(std::move(job));
   return Status::ok();

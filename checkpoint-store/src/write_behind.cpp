@@ -17,33 +17,72 @@ WriteBehind::~WriteBehind() {
   thread_.join();
 }
 
-bool WriteBehind::drop_oldest_unpinned_locked() {
-  auto it = std::find_if(queue_.begin(), queue_.end(), [](const Job& j) { return !j.pinned; });
-  if (it == queue_.end()) return false;
-  queued_bytes_ -= it->bytes;
+WriteBehind::Queued WriteBehind::queued(Job job) {
+  Queued q;
+  for (const StateChunk& c : job.state->chunks) {
+    const std::byte* address = c.data.shared_address();  // an identity: the bytes are not waited for
+    if (address == nullptr) {
+      q.own_bytes += c.data.size();
+      continue;
+    }
+    const SharedChunk chunk{address, c.data.size()};
+    if (std::find(q.shared.begin(), q.shared.end(), chunk) == q.shared.end()) q.shared.push_back(chunk);
+  }
+  q.job = std::move(job);
+  return q;
+}
+
+std::uint64_t WriteBehind::incoming_locked(const Queued& q) const {
+  std::uint64_t n = q.own_bytes;
+  for (const SharedChunk& c : q.shared)
+    if (!shared_.count(c)) n += c.second;
+  return n;
+}
+
+void WriteBehind::add_locked(Queued q) {
+  queued_bytes_ += incoming_locked(q);
+  for (const SharedChunk& c : q.shared) ++shared_[c];
+  queue_.push_back(std::move(q));
+}
+
+WriteBehind::Job WriteBehind::remove_locked(std::deque<Queued>::iterator it) {
+  queued_bytes_ -= it->own_bytes;
+  for (const SharedChunk& c : it->shared) {
+    auto held = shared_.find(c);
+    if (--held->second > 0) continue;
+    queued_bytes_ -= c.second;
+    shared_.erase(held);
+  }
+  Job job = std::move(it->job);
   queue_.erase(it);
+  return job;
+}
+
+bool WriteBehind::drop_oldest_unpinned_locked() {
+  auto it = std::find_if(queue_.begin(), queue_.end(), [](const Queued& q) { return !q.job.pinned; });
+  if (it == queue_.end()) return false;
+  remove_locked(it);
   ++dropped_;
   return true;
 }
 
 void WriteBehind::push(Job job) {
+  Queued q = queued(std::move(job));
   {
     std::lock_guard lock(mu_);
-    auto same = std::find_if(queue_.begin(), queue_.end(), [&](const Job& j) { return j.id == job.id; });
+    auto same = std::find_if(queue_.begin(), queue_.end(), [&](const Queued& j) { return j.job.id == q.job.id; });
     if (same != queue_.end()) {  // superseded, not lost: not counted as a drop
-      job.pinned = job.pinned || same->pinned;
-      queued_bytes_ -= same->bytes;
-      queue_.erase(same);
+      q.job.pinned = q.job.pinned || same->job.pinned;
+      remove_locked(same);
     }
-    auto full = [&] { return queue_.size() >= max_jobs_ || queued_bytes_ + job.bytes > max_bytes_; };
+    auto full = [&] { return queue_.size() >= max_jobs_ || queued_bytes_ + incoming_locked(q) > max_bytes_; };
     while (full() && drop_oldest_unpinned_locked()) {
     }
-    if (full() && !job.pinned) {  // everything pending is pinned: the newcomer is the one to lose
+    if (full() && !q.job.pinned) {  // everything pending is pinned: the newcomer is the one to lose
       ++dropped_;
       return;
     }
-    queued_bytes_ += job.bytes;
-    queue_.push_back(std::move(job));
+    add_locked(std::move(q));
   }
   work_cv_.notify_one();
 }
@@ -63,9 +102,7 @@ void WriteBehind::run() {
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) break;  // stop_ and drained
-    Job job = std::move(queue_.front());
-    queue_.pop_front();
-    queued_bytes_ -= job.bytes;
+    Job job = remove_locked(queue_.begin());
     busy_ = true;
     lock.unlock();
     writer_(job);

@@ -2,17 +2,22 @@
 //
 // The producer is the decode loop, which must never wait for a disk. So push() never blocks on IO:
 // when the queue is full it drops the oldest pending unpinned save (a checkpoint is a cache entry;
-// losing one costs a recompute later, stalling decode costs latency now).
+// losing one costs a recompute later, stalling decode costs latency now). The byte bound counts a
+// chunk that several pending states share (ChunkBytes::shared: one growing sequence's KV pages)
+// once, as memory it is and as the store writes it.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "ft/store/checkpoint_format.h"
 #include "ft/store/types.h"
@@ -26,7 +31,6 @@ class WriteBehind {
     StoreKey key;
     std::shared_ptr<const ModelState> state;
     bool pinned = false;  // never dropped; may exceed the bounds (at most one per live session)
-    std::uint64_t bytes = 0;
   };
   using Writer = std::function<void(const Job&)>;
 
@@ -41,6 +45,16 @@ class WriteBehind {
   std::uint64_t dropped() const;
 
  private:
+  using SharedChunk = std::pair<const std::byte*, std::uint64_t>;  // memory, size
+  struct Queued {
+    Job job;
+    std::uint64_t own_bytes = 0;      // chunks it holds alone
+    std::vector<SharedChunk> shared;  // each once
+  };
+  static Queued queued(Job job);
+  std::uint64_t incoming_locked(const Queued& q) const;  // what it adds to queued_bytes_
+  void add_locked(Queued q);
+  Job remove_locked(std::deque<Queued>::iterator it);
   void run();
   bool drop_oldest_unpinned_locked();
 
@@ -49,8 +63,9 @@ class WriteBehind {
   const Writer writer_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;
-  std::deque<Job> queue_;
+  std::deque<Queued> queue_;
   std::uint64_t queued_bytes_ = 0;
+  std::map<SharedChunk, std::uint32_t> shared_;  // held by how many pending jobs
   bool busy_ = false;
   bool stop_ = false;
   std::uint64_t dropped_ = 0;

@@ -385,6 +385,58 @@ TEST(RocksDbStore, AsyncQueueFullDropsOldestUnpinnedWithoutBlocking) {
   EXPECT_EQ(store->stats().entries, 4u);
 }
 
+// Memory a state's chunks can view (as the engine's KV pages are): the bytes live here.
+class HeldBytes final : public ChunkOwner {
+ public:
+  explicit HeldBytes(std::vector<std::byte> bytes) : bytes_(std::move(bytes)) {}
+  std::span<const std::byte> view() const { return bytes_; }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+// One growing sequence's checkpoints, queued while the writer is busy, hold the same KV pages: the
+// queue's byte bound counts each page once, so none is dropped where counted per checkpoint
+// (1 + 2 + 3 + 4 pages) most would be; a state with its own copy of the pages counts in full.
+TEST(RocksDbStore, AsyncQueueCountsPagesSharedByPendingSavesOnce) {
+  constexpr std::size_t kPage = 64 << 10;
+  test::TempDir dir;
+  WriterGate gate;
+  StoreOptions o = small_options(dir.path());
+  o.clock_ms = gate.clock();
+  o.async_queue_bytes = 4 * kPage + 4 * 4096;
+  auto store = open_store(o);
+  std::vector<std::shared_ptr<HeldBytes>> pages;
+  for (std::uint64_t j = 0; j < 4; ++j) pages.push_back(std::make_shared<HeldBytes>(testing::pattern(kPage, j)));
+  auto checkpoint = [&](std::size_t n, bool copies) {
+    ModelState s = make_state(testing::model(1), 64 * n, {4096}, n);
+    for (std::size_t j = 0; j < n; ++j) {
+      StateChunk c{static_cast<std::uint32_t>(j), ChunkKind::kKvPage, DType::kU8, {kPage}, {}};
+      c.data = copies ? ChunkBytes(std::vector<std::byte>(pages[j]->view().begin(), pages[j]->view().end()))
+                      : ChunkBytes::shared(pages[j]->view(), pages[j]);
+      s.chunks.push_back(std::move(c));
+    }
+    return std::make_shared<const ModelState>(std::move(s));
+  };
+
+  gate.close();
+  ASSERT_TRUE(store->save_async(key("t", 1, 0), checkpoint(1, false)).is_ok());
+  gate.wait_parked();  // the writer holds checkpoint 0; the next ones wait in the queue
+  for (std::size_t n = 1; n <= 4; ++n) ASSERT_TRUE(store->save_async(key("t", 1, n), checkpoint(n, false)).is_ok());
+  EXPECT_EQ(store->stats().dropped_writes, 0u);
+  ASSERT_TRUE(store->save_async(key("t", 1, 9), checkpoint(3, true)).is_ok());  // 3 pages more: over
+  EXPECT_GT(store->stats().dropped_writes, 0u);
+  gate.open();
+  store->flush();
+  EXPECT_TRUE(store->contains(key("t", 1, 9)));
+  for (std::size_t n = 0; n <= 4; ++n) {
+    if (!store->contains(key("t", 1, n))) continue;
+    auto back = read_all(*store, key("t", 1, n));
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    EXPECT_TRUE(same(*back, *checkpoint(std::max<std::size_t>(n, 1), true))) << n;
+  }
+}
+
 // save_deferred, what the engine's scheduler calls after the prefill chunk that ends at a boundary,
 // goes through the write-behind queue: with the writer parked mid-save it returns at once, and the
 // checkpoint reaches the disk later.

@@ -15,8 +15,8 @@ enum class Compression { kNone, kLz4, kZstd };
 struct StoreOptions {
   // Directory of the RocksDB database; created if missing. No default: required.
   std::filesystem::path path;
-  // Logical bytes (headers + payloads, before compression) kept on disk; the cheapest-to-lose
-  // unpinned checkpoints are evicted beyond it. Default 64 GiB.
+  // Bytes (headers + payloads, before compression; a KV page held by several checkpoints once) kept
+  // on disk; the cheapest-to-lose unpinned checkpoints are evicted beyond it. Default 64 GiB.
   std::uint64_t byte_budget = 64ull << 30;
   // Bytes of host RAM the RAM tier of a TieredStore may hold. Default 8 GiB.
   std::uint64_t ram_budget = 8ull << 30;
@@ -33,7 +33,8 @@ struct StoreOptions {
   bool sync_writes = false;
   // Saves pending in the write-behind queue before the oldest unpinned one is dropped. Default 16.
   std::size_t async_queue_depth = 16;
-  // Payload bytes pending in the write-behind queue before dropping, as above. Default 4 GiB.
+  // Payload bytes pending in the write-behind queue before dropping, as above (a KV page several
+  // pending saves hold, once). Default 4 GiB.
   std::uint64_t async_queue_bytes = 4ull << 30;
   // Recompute cost in eviction: each token of a checkpoint counts as this many milliseconds of
   // recency, so at equal last use the longer checkpoint is kept. Default 5 ms/token (a 32k-token
