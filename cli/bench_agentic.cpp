@@ -42,11 +42,6 @@ struct AgenticFlags {
   std::vector<std::string> serve_flags;  // after "--"
 };
 
-fs::path default_traffic_dir() {
-  std::error_code ec;
-  return fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "tests/fixtures/traffic";
-}
-
 Result<AgenticFlags> agentic_flags(const Args& args) {
   AgenticFlags f;
   f.max_tokens = args.has("max-tokens") ? args.get_int("max-tokens") : 64;

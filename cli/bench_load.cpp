@@ -23,12 +23,6 @@ const char* const kCmd = "bench load";
 constexpr int kServeStartTimeoutS = 600;  // loading a real model can take minutes
 constexpr double kShortestJudgedRunS = 60;
 
-// The captures next to this executable (build/freetoken -> tests/fixtures/traffic).
-fs::path default_traffic_dir() {
-  std::error_code ec;
-  return fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "tests/fixtures/traffic";
-}
-
 struct LoadFlags {
   RunPlan plan;
   Watch watch;

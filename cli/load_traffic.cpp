@@ -107,6 +107,11 @@ Result<std::vector<Conversation>> load_conversations(const fs::path& root, const
   return out;
 }
 
+fs::path default_traffic_dir() {
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "tests/fixtures/traffic";
+}
+
 ReplayRequest make_replay(const CapturedRequest& request, int variant, std::size_t index, int max_tokens,
                           bool always_stream) {
   ReplayRequest r{request.path, request.dialect, always_stream || (std::size_t(variant) + index) % 4 != 3, "",

@@ -30,6 +30,9 @@ struct Conversation {
   std::vector<CapturedRequest> requests;  // in capture order: later ones extend earlier ones
 };
 
+// The captures next to this executable (build/freetoken -> tests/fixtures/traffic).
+std::filesystem::path default_traffic_dir();
+
 // The conversations under `root`: every directory, or those named in `only`, in name order; in
 // each, the *.json captures of successful chat requests in file-name order.
 Result<std::vector<Conversation>> load_conversations(const std::filesystem::path& root,

@@ -410,12 +410,10 @@ TEST(RocksDbStore, AsyncQueueCountsPagesSharedByPendingSavesOnce) {
   for (std::uint64_t j = 0; j < 4; ++j) pages.push_back(std::make_shared<HeldBytes>(testing::pattern(kPage, j)));
   auto checkpoint = [&](std::size_t n, bool copies) {
     ModelState s = make_state(testing::model(1), 64 * n, {4096}, n);
-    for (std::size_t j = 0; j < n; ++j) {
-      StateChunk c{static_cast<std::uint32_t>(j), ChunkKind::kKvPage, DType::kU8, {kPage}, {}};
-      c.data = copies ? ChunkBytes(std::vector<std::byte>(pages[j]->view().begin(), pages[j]->view().end()))
-                      : ChunkBytes::shared(pages[j]->view(), pages[j]);
-      s.chunks.push_back(std::move(c));
-    }
+    for (std::size_t j = 0; j < n; ++j)
+      s.chunks.push_back(testing::page_chunk(
+          j, copies ? ChunkBytes(std::vector<std::byte>(pages[j]->view().begin(), pages[j]->view().end()))
+                    : ChunkBytes::shared(pages[j]->view(), pages[j])));
     return std::make_shared<const ModelState>(std::move(s));
   };
 

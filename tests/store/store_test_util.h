@@ -53,18 +53,22 @@ inline ModelState make_state(ModelFingerprint m, std::uint64_t tokens, const std
   return s;
 }
 
+// KV page `index` holding `data` (u8: any bytes).
+inline StateChunk page_chunk(std::size_t index, ChunkBytes data) {
+  StateChunk c;
+  c.layer = static_cast<std::uint32_t>(index);
+  c.kind = ChunkKind::kKvPage;
+  c.dtype = DType::kU8;
+  c.shape = {data.size()};
+  c.data = std::move(data);
+  return c;
+}
+
 // Appends KV pages 0..count-1 of `bytes` each; page j's content depends on j and `seed` only, so
 // states built with the same seed share their first pages (as one growing sequence's checkpoints do).
 inline void add_pages(ModelState& s, std::size_t count, std::size_t bytes, std::uint64_t seed = 0) {
-  for (std::size_t j = 0; j < count; ++j) {
-    StateChunk c;
-    c.layer = static_cast<std::uint32_t>(j);
-    c.kind = ChunkKind::kKvPage;
-    c.dtype = DType::kU8;
-    c.shape = {bytes};
-    c.data = pattern(bytes, 0x9a9e0000ull + seed * 100000 + j);
-    s.chunks.push_back(std::move(c));
-  }
+  for (std::size_t j = 0; j < count; ++j)
+    s.chunks.push_back(page_chunk(j, pattern(bytes, 0x9a9e0000ull + seed * 100000 + j)));
 }
 
 inline StoreOptions small_options(const std::filesystem::path& path) {

@@ -175,15 +175,8 @@ TEST(HostRamTier, PagesSharedByCheckpointsCountOnce) {
   for (std::uint64_t j = 0; j < 4; ++j) pages.push_back(std::make_shared<ArrivingBytes>(testing::pattern(kPage, j)));
   auto checkpoint = [&](std::size_t n) {  // after n pages
     ModelState s = make_state(testing::model(1), 64 * n, {kOwn}, n);
-    for (std::size_t j = 0; j < n; ++j) {
-      StateChunk c;
-      c.layer = static_cast<std::uint32_t>(j);
-      c.kind = ChunkKind::kKvPage;
-      c.dtype = DType::kU8;
-      c.shape = {kPage};
-      c.data = ChunkBytes::shared(pages[j]->view(), pages[j]);
-      s.chunks.push_back(std::move(c));
-    }
+    for (std::size_t j = 0; j < n; ++j)
+      s.chunks.push_back(testing::page_chunk(j, ChunkBytes::shared(pages[j]->view(), pages[j])));
     return std::make_shared<const ModelState>(std::move(s));
   };
   // Room for 4 pages and the checkpoints' own bytes; counted per checkpoint, 1 + 2 + 3 + 4 pages.
