@@ -9,28 +9,6 @@ namespace ft::store {
 MemoryTier::MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload, Counting counting)
     : name_(name), budget_(byte_budget), make_payload_(std::move(make_payload)), counting_(counting) {}
 
-std::pair<std::vector<MemoryTier::SharedChunk>, std::uint64_t> MemoryTier::split(const ModelState& state) const {
-  std::vector<SharedChunk> shared;
-  std::uint64_t own = 0;
-  for (const StateChunk& c : state.chunks) {
-    const std::byte* address = c.data.shared_address();
-    if (counting_ == Counting::kEveryEntry || address == nullptr) {
-      own += c.data.size();
-      continue;
-    }
-    const SharedChunk chunk{address, c.data.size()};
-    if (std::find(shared.begin(), shared.end(), chunk) == shared.end()) shared.push_back(chunk);
-  }
-  return {std::move(shared), own};
-}
-
-std::uint64_t MemoryTier::unshared_bytes_locked(const std::vector<SharedChunk>& shared) const {
-  std::uint64_t n = 0;
-  for (const SharedChunk& c : shared)
-    if (!shared_.count(c)) n += c.second;
-  return n;
-}
-
 Status MemoryTier::save(const StoreKey& key, const ModelState& state) {
   FT_RETURN_IF_ERROR(validate_state(state));  // before copying
   return save_shared(key, std::make_shared<const ModelState>(state));
@@ -44,11 +22,12 @@ Status MemoryTier::save_shared(const StoreKey& key, std::shared_ptr<const ModelS
   // Checksums let readers detect a replaced entry (EntryHeader: made when first asked for).
   auto header = std::make_shared<const EntryHeader>(state);
   const std::uint64_t bytes = state->payload_bytes();
-  auto [shared, own] = split(*state);
+  StateFootprint footprint =
+      counting_ == Counting::kEveryEntry ? StateFootprint::all_own(*state) : StateFootprint::of(*state);
   const std::string k = encode_store_key(key);
   std::unique_lock lock(mu_);
   if (auto it = entries_.find(k); it != entries_.end()) erase_locked(it);
-  const std::uint64_t incoming = own + unshared_bytes_locked(shared);
+  const std::uint64_t incoming = bytes_.added_by(footprint);
   if (incoming > budget_) return Status::ok();  // would evict everything for one entry: not cached
   evict_locked(incoming);                       // make room first: a GPU payload allocates device memory
   // Outside the lock: making a payload may copy gigabytes (to the GPU, say).
@@ -59,30 +38,22 @@ Status MemoryTier::save_shared(const StoreKey& key, std::shared_ptr<const ModelS
   lock.lock();
   if (auto it = entries_.find(k); it != entries_.end()) erase_locked(it);  // a concurrent save of the same key
   lru_.push_front(k);
-  bytes_ += own;
-  for (const SharedChunk& c : shared)
-    if (shared_[c]++ == 0) bytes_ += c.second;
+  bytes_.add(footprint);
   logical_bytes_ += bytes;
-  entries_[k] = Entry{std::move(payload).value(), std::move(header), bytes, own, std::move(shared), lru_.begin()};
+  entries_[k] = Entry{std::move(payload).value(), std::move(header), bytes, std::move(footprint), lru_.begin()};
   evict_locked();
   return Status::ok();
 }
 
 void MemoryTier::erase_locked(std::map<std::string, Entry>::iterator it) {
-  bytes_ -= it->second.own_bytes;
-  for (const SharedChunk& c : it->second.shared) {
-    auto held = shared_.find(c);
-    if (--held->second > 0) continue;
-    bytes_ -= c.second;
-    shared_.erase(held);
-  }
+  bytes_.remove(it->second.footprint);
   logical_bytes_ -= it->second.bytes;
   lru_.erase(it->second.lru);
   entries_.erase(it);
 }
 
 void MemoryTier::evict_locked(std::uint64_t incoming) {
-  for (auto it = lru_.end(); bytes_ + incoming > budget_ && it != lru_.begin();) {
+  for (auto it = lru_.end(); bytes_.bytes() + incoming > budget_ && it != lru_.begin();) {
     --it;
     if (pins_.count(*it)) continue;
     auto victim = entries_.find(*it);
@@ -90,12 +61,13 @@ void MemoryTier::evict_locked(std::uint64_t incoming) {
     erase_locked(victim);
     ++counters_.evictions;
   }
-  if (bytes_ + incoming <= budget_) return;
+  if (bytes_.bytes() + incoming <= budget_) return;
   // Only pinned entries are left to make room. Pins are honoured up to half the budget: beyond
   // that, pins a client never released (a session abandoned, keys cycled) would hold the tier
   // forever, so the least recently used pinned entries go too.
   // (Every entry left is pinned, so what they hold is bytes_.)
-  for (auto it = lru_.end(); bytes_ + incoming > budget_ && bytes_ > budget_ / 2 && it != lru_.begin();) {
+  for (auto it = lru_.end();
+       bytes_.bytes() + incoming > budget_ && bytes_.bytes() > budget_ / 2 && it != lru_.begin();) {
     --it;
     auto victim = entries_.find(*it);
     if (!pins_.count(*it)) continue;
@@ -214,14 +186,13 @@ std::vector<TenantUsage> MemoryTier::usage_by_tenant() const {
   std::lock_guard lock(mu_);
   // A shared chunk is counted in the tenant of the first entry (in key order) holding it: one
   // sequence's checkpoints share chunks, and a sequence is one tenant's.
-  std::set<SharedChunk> counted;
+  SharedBytes counted;
   for (const auto& [k, e] : entries_) {
     const std::string tenant = k.substr(1, static_cast<unsigned char>(k[0]));
     if (out.empty() || out.back().tenant != tenant) out.push_back({tenant, 0, 0});
     out.back().entries += 1;
-    out.back().bytes += e.own_bytes;
-    for (const SharedChunk& c : e.shared)
-      if (counted.insert(c).second) out.back().bytes += c.second;
+    out.back().bytes += counted.added_by(e.footprint);
+    counted.add(e.footprint);
   }
   return out;
 }
@@ -230,7 +201,7 @@ TierStats MemoryTier::stats() const {
   std::lock_guard lock(mu_);
   TierStats s = counters_;
   s.entries = entries_.size();
-  s.bytes = bytes_;
+  s.bytes = bytes_.bytes();
   s.logical_bytes = logical_bytes_;
   return s;
 }

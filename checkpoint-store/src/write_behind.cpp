@@ -17,42 +17,13 @@ WriteBehind::~WriteBehind() {
   thread_.join();
 }
 
-WriteBehind::Queued WriteBehind::queued(Job job) {
-  Queued q;
-  for (const StateChunk& c : job.state->chunks) {
-    const std::byte* address = c.data.shared_address();  // an identity: the bytes are not waited for
-    if (address == nullptr) {
-      q.own_bytes += c.data.size();
-      continue;
-    }
-    const SharedChunk chunk{address, c.data.size()};
-    if (std::find(q.shared.begin(), q.shared.end(), chunk) == q.shared.end()) q.shared.push_back(chunk);
-  }
-  q.job = std::move(job);
-  return q;
-}
-
-std::uint64_t WriteBehind::incoming_locked(const Queued& q) const {
-  std::uint64_t n = q.own_bytes;
-  for (const SharedChunk& c : q.shared)
-    if (!shared_.count(c)) n += c.second;
-  return n;
-}
-
 void WriteBehind::add_locked(Queued q) {
-  queued_bytes_ += incoming_locked(q);
-  for (const SharedChunk& c : q.shared) ++shared_[c];
+  queued_bytes_.add(q.footprint);
   queue_.push_back(std::move(q));
 }
 
 WriteBehind::Job WriteBehind::remove_locked(std::deque<Queued>::iterator it) {
-  queued_bytes_ -= it->own_bytes;
-  for (const SharedChunk& c : it->shared) {
-    auto held = shared_.find(c);
-    if (--held->second > 0) continue;
-    queued_bytes_ -= c.second;
-    shared_.erase(held);
-  }
+  queued_bytes_.remove(it->footprint);
   Job job = std::move(it->job);
   queue_.erase(it);
   return job;
@@ -67,7 +38,8 @@ bool WriteBehind::drop_oldest_unpinned_locked() {
 }
 
 void WriteBehind::push(Job job) {
-  Queued q = queued(std::move(job));
+  StateFootprint footprint = StateFootprint::of(*job.state);  // by address: waits for no bytes
+  Queued q{std::move(job), std::move(footprint)};
   {
     std::lock_guard lock(mu_);
     auto same = std::find_if(queue_.begin(), queue_.end(), [&](const Queued& j) { return j.job.id == q.job.id; });
@@ -75,7 +47,9 @@ void WriteBehind::push(Job job) {
       q.job.pinned = q.job.pinned || same->job.pinned;
       remove_locked(same);
     }
-    auto full = [&] { return queue_.size() >= max_jobs_ || queued_bytes_ + incoming_locked(q) > max_bytes_; };
+    auto full = [&] {
+      return queue_.size() >= max_jobs_ || queued_bytes_.bytes() + queued_bytes_.added_by(q.footprint) > max_bytes_;
+    };
     while (full() && drop_oldest_unpinned_locked()) {
     }
     if (full() && !q.job.pinned) {  // everything pending is pinned: the newcomer is the one to lose

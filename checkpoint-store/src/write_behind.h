@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "ft/store/checkpoint_format.h"
+#include "ft/store/shared_bytes.h"
 #include "ft/store/types.h"
 
 namespace ft::store {
@@ -45,14 +45,10 @@ class WriteBehind {
   std::uint64_t dropped() const;
 
  private:
-  using SharedChunk = std::pair<const std::byte*, std::uint64_t>;  // memory, size
   struct Queued {
     Job job;
-    std::uint64_t own_bytes = 0;      // chunks it holds alone
-    std::vector<SharedChunk> shared;  // each once
+    StateFootprint footprint;
   };
-  static Queued queued(Job job);
-  std::uint64_t incoming_locked(const Queued& q) const;  // what it adds to queued_bytes_
   void add_locked(Queued q);
   Job remove_locked(std::deque<Queued>::iterator it);
   void run();
@@ -64,8 +60,7 @@ class WriteBehind {
   mutable std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;
   std::deque<Queued> queue_;
-  std::uint64_t queued_bytes_ = 0;
-  std::map<SharedChunk, std::uint32_t> shared_;  // held by how many pending jobs
+  SharedBytes queued_bytes_;  // of every pending job
   bool busy_ = false;
   bool stop_ = false;
   std::uint64_t dropped_ = 0;

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "ft/store/shared_bytes.h"
 #include "ft/store/state_tier.h"
 
 namespace ft::store {
@@ -73,19 +74,13 @@ class MemoryTier : public StateTier {
     mutable std::shared_ptr<const ModelState> state_;  // until the header is made
     mutable ModelStateHeader header_;
   };
-  // A shared chunk as counted: its memory and size.
-  using SharedChunk = std::pair<const std::byte*, std::uint64_t>;
   struct Entry {
     std::shared_ptr<const Payload> payload;
     std::shared_ptr<const EntryHeader> header;
     std::uint64_t bytes = 0;               // the whole state
-    std::uint64_t own_bytes = 0;           // what it alone holds (all of it under kEveryEntry)
-    std::vector<SharedChunk> shared;       // what it holds with others, each once
+    StateFootprint footprint;              // as counted (all its own under kEveryEntry)
     std::list<std::string>::iterator lru;  // position in lru_
   };
-  // The state's shared chunks (each once) and the bytes of the rest.
-  std::pair<std::vector<SharedChunk>, std::uint64_t> split(const ModelState& state) const;
-  std::uint64_t unshared_bytes_locked(const std::vector<SharedChunk>& shared) const;  // not held yet
   void erase_locked(std::map<std::string, Entry>::iterator it);
   void drop_prefix_locked(const std::string& prefix);
   // Evicts unpinned entries, least recently used first, until `incoming` more bytes fit; then, while
@@ -100,9 +95,8 @@ class MemoryTier : public StateTier {
   std::map<std::string, Entry> entries_;  // by encoded StoreKey: tenant ranges are contiguous
   std::list<std::string> lru_;            // front = most recently used
   std::set<std::string> pins_;
-  std::uint64_t bytes_ = 0;                      // counted against the budget
-  std::uint64_t logical_bytes_ = 0;              // every entry's whole state
-  std::map<SharedChunk, std::uint32_t> shared_;  // shared chunks held, by how many entries
+  SharedBytes bytes_;                // counted against the budget
+  std::uint64_t logical_bytes_ = 0;  // every entry's whole state
   TierStats counters_;
 };
 
