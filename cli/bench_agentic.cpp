@@ -1,7 +1,5 @@
 #include "bench_agentic.h"
 
-#include <httplib.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -76,11 +74,7 @@ struct Timed {
 };
 
 json scheduler_counters(const Endpoint& server) {
-  httplib::Client c(server.host, server.port);
-  c.set_connection_timeout(5, 0);
-  c.set_read_timeout(60, 0);
-  const auto r = c.Get("/v1/stats");
-  const json j = r && r->status == 200 ? json::parse(r->body, nullptr, false) : json();
+  const json j = server_stats(server);
   if (!j.is_object() || !j.contains("engine")) return json::object();
   return j["engine"].value("scheduler", json::object());
 }

@@ -1,6 +1,5 @@
 #include "bench_load.h"
 
-#include <httplib.h>
 #include <signal.h>
 
 #include <chrono>
@@ -96,11 +95,7 @@ std::vector<std::string> serve_args(const LoadFlags& f, std::vector<std::string>
 // under load it waits for an HTTP thread like any request): the KV pages ever touched (a
 // high-water mark: they stay resident) and the checkpoints, which account for most engine RSS.
 json engine_state(const Endpoint& server) {
-  httplib::Client c(server.host, server.port);
-  c.set_connection_timeout(5, 0);
-  c.set_read_timeout(60, 0);
-  const auto r = c.Get("/v1/stats");
-  const json j = r && r->status == 200 ? json::parse(r->body, nullptr, false) : json();
+  const json j = server_stats(server);
   if (!j.is_object() || !j.contains("engine") || j["engine"].contains("error")) return nullptr;
   const json kv = j["engine"]["placement"].value("kv", json::object());
   const double page_mib = kv.value("page_bytes", 0.0) / double(1 << 20);

@@ -111,4 +111,13 @@ Outcome send_replay(const Endpoint& server, const ReplayRequest& request, int ti
   return out;
 }
 
+nlohmann::json server_stats(const Endpoint& server) {
+  httplib::Client c(server.host, server.port);
+  c.set_connection_timeout(5, 0);
+  c.set_read_timeout(60, 0);  // under load it waits for an HTTP thread like any request
+  const auto r = c.Get("/v1/stats");
+  nlohmann::json j = r && r->status == 200 ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
+  return j.is_object() ? j : nlohmann::json();
+}
+
 }  // namespace ft::cli

@@ -3,6 +3,7 @@
 // middle of a stream: wait and send it again) or failed.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "ft/common/result.h"
@@ -33,5 +34,8 @@ struct Outcome {
 // Sends `request` on a connection of its own (an agent's keep-alive connection would pin one of
 // the server's HTTP threads between its requests). `timeout_s`: longest silence before giving up.
 Outcome send_replay(const Endpoint& server, const ReplayRequest& request, int timeout_s);
+
+// The server's GET /v1/stats as JSON; null when it does not answer with a JSON object.
+nlohmann::json server_stats(const Endpoint& server);
 
 }  // namespace ft::cli
