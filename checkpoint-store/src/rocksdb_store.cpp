@@ -93,41 +93,6 @@ struct XxhStateDeleter {
   void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
 };
 
-void put_be(std::string& out, std::uint64_t v, int bytes) {
-  for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-
-// A KV page's name: the tenant and model of the checkpoint holding it (a drop of either is one key
-// range), then what the page is: its content hash, size and how it is cut into pieces.
-std::string page_name(std::string_view store_key, const ChunkDesc& chunk, std::uint32_t piece_bytes) {
-  std::string out(store_key.substr(0, store_key.size() - 16));  // the key without its prefix hash
-  put_be(out, chunk.checksum.lo, 8);
-  put_be(out, chunk.checksum.hi, 8);
-  put_be(out, chunk.bytes, 8);
-  put_be(out, piece_bytes, 4);
-  return out;
-}
-constexpr std::size_t kPageNameTail = 28;  // bytes after the tenant and model
-constexpr std::size_t kPieceIndexBytes = 4;
-
-// How many pieces a page is stored as (its size and piece size end its name).
-std::uint32_t page_pieces(std::string_view name) {
-  auto be = [&](std::size_t from, std::size_t n) {
-    std::uint64_t v = 0;
-    for (std::size_t i = from; i < from + n; ++i) v = (v << 8) | static_cast<unsigned char>(name[i]);
-    return v;
-  };
-  if (name.size() < kPageNameTail) return 0;
-  const std::uint64_t bytes = be(name.size() - 12, 8), piece_bytes = be(name.size() - 4, 4);
-  return piece_bytes == 0 ? 0 : static_cast<std::uint32_t>((bytes + piece_bytes - 1) / piece_bytes);
-}
-
-std::string page_piece_key(const std::string& name, std::uint32_t piece) {
-  std::string out = name;
-  put_be(out, piece, kPieceIndexBytes);
-  return out;
-}
-
 bool matches(XXH128_hash_t h, const ChunkHash& expected) { return h.low64 == expected.lo && h.high64 == expected.hi; }
 
 std::string tenant_of(std::string_view encoded_key) {
@@ -151,16 +116,18 @@ struct RocksDbStore::Impl {
 
   // Under write_mu: the KV pages stored and how many checkpoints hold each (a save in progress
   // holds its pages from before it writes them until it ends); what each checkpoint holds.
-  struct Page {
-    std::uint32_t holders = 0;
+  struct PageExtent {
     std::uint64_t bytes = 0;
     std::uint32_t pieces = 0;
+  };
+  struct Page {
+    std::uint32_t holders = 0;
+    PageExtent extent;
   };
   std::map<std::string, Page> pages;
   struct PageRef {
     std::string name;
-    std::uint64_t bytes = 0;
-    std::uint32_t pieces = 0;
+    PageExtent extent;
   };
   struct Held {
     std::vector<PageRef> pages;   // each once
@@ -245,7 +212,7 @@ struct RocksDbStore::Impl {
       std::string name = page_name(k, c, h.piece_bytes);
       const bool seen =
           std::any_of(out.pages.begin(), out.pages.end(), [&](const PageRef& r) { return r.name == name; });
-      if (!seen) out.pages.push_back({std::move(name), c.bytes, h.piece_count(i)});
+      if (!seen) out.pages.push_back({std::move(name), {c.bytes, h.piece_count(i)}});
     }
     return out;
   }
@@ -257,9 +224,8 @@ struct RocksDbStore::Impl {
     for (const PageRef& r : h.pages) {
       Page& p = pages[r.name];
       if (p.holders++ > 0) continue;
-      p.bytes = r.bytes;
-      p.pieces = r.pieces;
-      added += r.bytes;
+      p.extent = r.extent;
+      added += r.extent.bytes;
       if (fresh) fresh->push_back(r.name);
     }
     return added;
@@ -271,8 +237,8 @@ struct RocksDbStore::Impl {
     for (const PageRef& r : h.pages) {
       auto it = pages.find(r.name);
       if (it == pages.end() || --it->second.holders > 0) continue;
-      delete_page_ops(b, r.name, it->second.pieces);
-      freed += it->second.bytes;
+      delete_page_ops(b, r.name, it->second.extent.pieces);
+      freed += it->second.extent.bytes;
       pages.erase(it);
     }
     return freed;
@@ -364,7 +330,7 @@ struct RocksDbStore::Impl {
     // What the store grows by: this checkpoint's own bytes and the pages no checkpoint holds yet.
     std::uint64_t incoming = mine.own_bytes;
     for (const PageRef& r : mine.pages)
-      if (!pages.count(r.name)) incoming += r.bytes;
+      if (!pages.count(r.name)) incoming += r.extent.bytes;
     if (incoming > opt.byte_budget) {
       FT_WARN("checkpoint store: checkpoint " << describe(k) << " of " << incoming
                                               << " new bytes exceeds the byte budget; not stored");
@@ -537,7 +503,7 @@ struct RocksDbStore::Impl {
     b.DeleteRange(cf_default, tagged(kUseTag, prefix), prefix_end(tagged(kUseTag, prefix)));
     if (!write(b)) return io_error("checkpoint store is degraded; drop not persisted");
     for (auto it = pages.lower_bound(prefix); it != pages.end() && it->first.starts_with(prefix);) {
-      account(it->first, -static_cast<std::int64_t>(it->second.bytes));
+      account(it->first, -static_cast<std::int64_t>(it->second.extent.bytes));
       it = pages.erase(it);
     }
     for (auto it = held.lower_bound(prefix); it != held.end() && it->first.starts_with(prefix);) {

@@ -1,5 +1,7 @@
 #include "ft/store/store_key.h"
 
+#include "ft/store/checkpoint_format.h"
+
 namespace ft::store {
 namespace {
 
@@ -12,6 +14,12 @@ void put_be32(std::string& out, std::uint32_t v) {
 std::uint64_t get_be64(std::string_view in) {
   std::uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
+  return v;
+}
+
+std::uint32_t get_be32(std::string_view in) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
   return v;
 }
 
@@ -63,6 +71,29 @@ Result<StoreKey> decode_store_key(std::string_view bytes) {
 std::string blob_key(std::string_view encoded_store_key, std::uint32_t chunk, std::uint32_t piece) {
   std::string out(encoded_store_key);
   put_be32(out, chunk);
+  put_be32(out, piece);
+  return out;
+}
+
+std::string page_name(std::string_view encoded_store_key, const ChunkDesc& chunk, std::uint32_t piece_bytes) {
+  std::string out(encoded_store_key.substr(0, encoded_store_key.size() - 16));  // without the prefix hash
+  put_be64(out, chunk.checksum.lo);
+  put_be64(out, chunk.checksum.hi);
+  put_be64(out, chunk.bytes);
+  put_be32(out, piece_bytes);
+  return out;
+}
+
+std::uint32_t page_pieces(std::string_view name) {
+  constexpr std::size_t kTail = 28;  // hash, bytes, piece bytes
+  if (name.size() < kTail) return 0;
+  const std::uint64_t bytes = get_be64(name.substr(name.size() - 12));
+  const std::uint64_t piece_bytes = get_be32(name.substr(name.size() - 4));
+  return piece_bytes == 0 ? 0 : static_cast<std::uint32_t>((bytes + piece_bytes - 1) / piece_bytes);
+}
+
+std::string page_piece_key(std::string_view name, std::uint32_t piece) {
+  std::string out(name);
   put_be32(out, piece);
   return out;
 }
