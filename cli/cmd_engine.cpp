@@ -9,20 +9,20 @@
 
 #include "commands.h"
 #include "data_dirs.h"
-#include "engine_flags.h"
-#include "http_limit_flags.h"
-#include "key_file.h"
-#include "model_flags.h"
-#include "proxy_flags.h"
 #include "demo_model.h"
+#include "engine_flags.h"
 #include "ft/common/loopback.h"
 #include "ft/engine/engine_server.h"
-#include "ft/engine/gpu_state_tier.h"
+#include "ft/engine/kv_page_tier.h"
 #include "ft/engine/model.h"
 #include "ft/engine/scheduler.h"
 #include "ft/store/host_ram_tier.h"
 #include "ft/store/tier_chain.h"
 #include "ft/store/tiered_store.h"
+#include "http_limit_flags.h"
+#include "key_file.h"
+#include "model_flags.h"
+#include "proxy_flags.h"
 
 namespace ft::cli {
 namespace fs = std::filesystem;
@@ -61,9 +61,6 @@ int run_engine(const Args& args) {
   if (!model_dir) return usage_error("engine", model_dir.status().message());
   auto options = load_options_from_flags(args);
   if (!options) return usage_error("engine", options.status().message());
-  // The GPU checkpoint tier is created after the model: keep its memory out of the model's plan.
-  if (options->backend == engine::BackendKind::kCuda)
-    options->gpu_reserved_bytes = uint64_t(args.get_double("gpu-checkpoint-gb") * double(1ull << 30));
   auto model = engine::load_model(*model_dir, *options);
   if (!model) return usage_error("engine", model.status().message());
   std::printf("freetoken engine: %s", (*model)->placement().to_text().c_str());
@@ -84,18 +81,25 @@ int run_engine(const Args& args) {
     store = std::move(opened).value();
   }
 
-  // The GPU hot tier in front, when asked for and a GPU is there.
+  // The hot tier in front: checkpoints whose KV pages stay in the GPU's KV pool (a host pool's
+  // checkpoints hold their pages in the RAM tier already).
   if (const double gpu_gb = args.get_double("gpu-checkpoint-gb"); gpu_gb > 0) {
     const uint64_t gpu_bytes = uint64_t(gpu_gb * double(1ull << 30));
-    auto gpu = engine::make_gpu_state_tier(gpu_bytes);
-    if (!gpu) {
-      std::fprintf(stderr, "freetoken engine: no GPU checkpoint tier (%s)\n", gpu.status().message().c_str());
+    std::shared_ptr<engine::KvPool> pool = (*model)->kv_pool();
+    if (!pool || pool->memory().is_host()) {
+      std::fprintf(stderr, "freetoken engine: --gpu-checkpoint-gb ignored: %s\n",
+                   pool ? "the KV pages are in host memory (the RAM tier keeps them)" : "the model keeps no KV pages");
+    } else if (auto gpu = engine::make_kv_page_tier(pool, gpu_bytes); !gpu) {
+      return runtime_error("engine", gpu.status().message());
     } else {
       std::vector<std::unique_ptr<store::StateTier>> tiers;
       tiers.push_back(std::move(gpu).value());
       tiers.push_back(std::move(store));
       store = std::make_unique<store::TierChain>(std::move(tiers), std::vector<uint64_t>{gpu_bytes, 0});
-      std::printf("freetoken engine: %.1f GB of GPU memory for checkpoints\n", gpu_gb);
+      std::printf(
+          "freetoken engine: checkpoints keep up to %.1f GB of KV pages on the GPU (given back to sequences that need "
+          "them)\n",
+          gpu_gb);
     }
   }
 

@@ -11,7 +11,7 @@ std::vector<Flag> engine_runtime_flags() {
           {"no-store", "", "keep checkpoints in RAM only (nothing persists across restarts)", "", false},
           {"store-gb", "GB", "checkpoint bytes kept on disk before evicting", "64", false},
           {"checkpoint-ram-gb", "GB", "checkpoint bytes kept in host RAM", "4", false},
-          {"gpu-checkpoint-gb", "GB", "GPU memory for the hot checkpoint tier (0: none)", "0", false},
+          {"gpu-checkpoint-gb", "GB", "KV pages on the GPU that checkpoints may keep, GiB (0: none)", "0", false},
           {"gpu-mem-headroom", "GiB",
            "with experts in host RAM: when another process leaves less than this free on the GPU, the expert cache "
            "gives memory back, and takes it again once free (0: a fixed --gpu-mem)",

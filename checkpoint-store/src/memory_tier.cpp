@@ -9,6 +9,14 @@ namespace ft::store {
 MemoryTier::MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload, Counting counting)
     : name_(name), budget_(byte_budget), make_payload_(std::move(make_payload)), counting_(counting) {}
 
+Status MemoryTier::StatePayload::read(const ModelStateHeader&, const ChunkSink& sink) const {
+  for (std::size_t i = 0; i < state_->chunks.size(); ++i) {
+    const auto& data = state_->chunks[i].data;
+    if (!data.empty()) FT_RETURN_IF_ERROR(sink({i, 0, data}));
+  }
+  return Status::ok();
+}
+
 Status MemoryTier::save(const StoreKey& key, const ModelState& state) {
   FT_RETURN_IF_ERROR(validate_state(state));  // before copying
   return save_shared(key, std::make_shared<const ModelState>(state));
@@ -76,6 +84,17 @@ void MemoryTier::evict_locked(std::uint64_t incoming) {
     erase_locked(victim);
     ++counters_.evictions;
   }
+}
+
+bool MemoryTier::evict_least_recent() {
+  std::lock_guard lock(mu_);
+  if (lru_.empty()) return false;
+  auto victim = std::find_if(lru_.rbegin(), lru_.rend(), [&](const std::string& k) { return !pins_.count(k); });
+  const std::string k = victim != lru_.rend() ? *victim : lru_.back();
+  pins_.erase(k);
+  erase_locked(entries_.find(k));
+  ++counters_.evictions;
+  return true;
 }
 
 const ModelStateHeader& MemoryTier::EntryHeader::get() const {

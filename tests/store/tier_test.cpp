@@ -62,6 +62,24 @@ TEST(HostRamTier, PinsBeyondHalfTheBudgetGiveWayOldestFirst) {
   EXPECT_LE(ram.stats().bytes, 4000u);
 }
 
+// What a holder of memory others need calls (the engine's KV pool asking its page tier): the least
+// recently used unpinned entry goes first, then pinned ones, then there is nothing left to give.
+TEST(HostRamTier, EvictLeastRecentTakesUnpinnedFirstThenPinned) {
+  HostRamTier ram(1 << 20);
+  for (std::uint64_t id = 1; id <= 3; ++id)
+    ASSERT_TRUE(ram.save(key("t", 1, id), make_state(testing::model(1), 1, {1000}, id)).is_ok());
+  ram.pin(key("t", 1, 1));  // the oldest, pinned
+  ASSERT_TRUE(ram.evict_least_recent());
+  EXPECT_FALSE(ram.contains(key("t", 1, 2)));
+  ASSERT_TRUE(ram.evict_least_recent());
+  EXPECT_FALSE(ram.contains(key("t", 1, 3)));
+  ASSERT_TRUE(ram.evict_least_recent());
+  EXPECT_FALSE(ram.contains(key("t", 1, 1)));
+  EXPECT_FALSE(ram.evict_least_recent());
+  EXPECT_EQ(ram.stats().evictions, 3u);
+  EXPECT_EQ(ram.stats().bytes, 0u);
+}
+
 TEST(TieredStore, DiskHitIsPromotedToRam) {
   test::TempDir dir;
   auto store = TieredStore::open(testing::small_options(dir.path()));

@@ -101,22 +101,15 @@ void weigh_checkpoint(const Checkpoint& ckpt, const ModelConfig& cfg, PlacementP
       plan.largest_expert_bytes = std::max(plan.largest_expert_bytes, bytes / plan.experts_per_layer);
 }
 
-// The GPU budget: --gpu-mem or what is free (less room for the CUDA libraries and what is kept
-// for the GPU checkpoint tier).
+// The GPU budget: --gpu-mem or what is free (less room for the CUDA libraries).
 Result<uint64_t> gpu_budget(const LoadOptions& options) {
   FT_ASSIGN_OR_RETURN(CudaDeviceInfo dev, query_cuda_device());
   constexpr uint64_t kLibraryRoom = uint64_t(512) << 20;
-  const uint64_t kept = kLibraryRoom + options.gpu_reserved_bytes;
-  if (options.gpu_mem_bytes + options.gpu_reserved_bytes > dev.free_bytes) {
-    const std::string asked =
-        options.gpu_mem_bytes && options.gpu_reserved_bytes
-            ? "--gpu-mem " + gib_text(options.gpu_mem_bytes) + " and " + gib_text(options.gpu_reserved_bytes) +
-                  " kept for checkpoints are"
-        : options.gpu_mem_bytes ? "--gpu-mem " + gib_text(options.gpu_mem_bytes) + " is"
-                                : gib_text(options.gpu_reserved_bytes) + " kept for checkpoints is";
-    return unavailable(asked + " more than the GPU has free (" + gib_text(dev.free_bytes) + ")");
+  if (options.gpu_mem_bytes > dev.free_bytes) {
+    return unavailable("--gpu-mem " + gib_text(options.gpu_mem_bytes) + " is more than the GPU has free (" +
+                       gib_text(dev.free_bytes) + ")");
   }
-  return options.gpu_mem_bytes ? options.gpu_mem_bytes : dev.free_bytes - std::min(dev.free_bytes, kept);
+  return options.gpu_mem_bytes ? options.gpu_mem_bytes : dev.free_bytes - std::min(dev.free_bytes, kLibraryRoom);
 }
 
 // A slot's share of the per-layer floor: at most two, and never more than a quarter of the cache
@@ -145,7 +138,6 @@ class DecoderModel final : public Model {
       plan.kv_page_bytes = recipe_kv_page_bytes(cfg, options);
       FT_ASSIGN_OR_RETURN(const uint64_t budget, gpu_budget(options));
       FT_RETURN_IF_ERROR(plan_gpu_memory(plan, {budget, options.kv_budget_bytes, options.expert_slots}));
-      plan.reserved_bytes = options.gpu_reserved_bytes;
       if (plan.experts_on_host) {
         plan.moe_policy = options.moe_policy.name();
         ExpertOffloadOptions o;
@@ -268,6 +260,7 @@ class DecoderModel final : public Model {
   }
   int threads() const override { return be_->threads(); }
   KvPoolStats kv_stats() const override { return pool_ ? pool_->stats() : KvPoolStats{}; }
+  std::shared_ptr<KvPool> kv_pool() const override { return pool_; }
   // Not under mu_: the backend publishes a copy after each pass, readable while the next runs.
   std::optional<ExpertOffloadStats> expert_offload_stats() const override { return be_->expert_offload_stats(); }
   void set_moe_policy(const MoePolicy& policy) const override {

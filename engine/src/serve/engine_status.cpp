@@ -92,7 +92,6 @@ json placement_json(const Model& m, const ElasticGpuMemory* elastic) {
             {"linear_state_sequences", p.linear_state_sequences},  // GPU: the room kept for them
             {"linear_state_bytes", p.linear_state_room()},
             {"workspace_bytes", p.workspace_bytes},
-            {"reserved_bytes", p.reserved_bytes},
             {"total_bytes", p.total_bytes()}};
   if (p.experts_on_host) {
     j["experts"] = experts_json(p, m.expert_offload_stats());

@@ -63,13 +63,23 @@ KvPool::KvPool(const Key&, const KvLayout& layout, std::shared_ptr<Memory> memor
 
 KvPool::~KvPool() = default;
 
-Result<KvPageRef> KvPool::allocate() {
+void KvPool::set_reclaimer(std::function<bool()> reclaimer) {
+  std::lock_guard lock(reclaimer_mu_);
+  reclaimer_ = std::move(reclaimer);
+}
+
+bool KvPool::reclaim() {
+  std::lock_guard lock(reclaimer_mu_);
+  return reclaimer_ && reclaimer_();
+}
+
+Result<KvPageRef> KvPool::allocate(Reclaim reclaim) {
   const std::size_t page = layout_.page_bytes();
   std::uint32_t index;
   bool reused;
   std::byte* data;
-  {
-    std::lock_guard lock(mu_);
+  for (;;) {
+    std::unique_lock lock(mu_);
     if (!free_.empty()) {  // the lowest: pages stay packed into the bottom chunks
       index = *free_.begin();
       free_.erase(free_.begin());
@@ -79,6 +89,9 @@ Result<KvPageRef> KvPool::allocate() {
       counters_.pages_touched = high_water_;
       reused = false;
     } else {
+      lock.unlock();  // the reclaimer's holders give their pages back through release()
+      if (reclaim == Reclaim::kYes && this->reclaim()) continue;
+      lock.lock();
       ++counters_.exhausted;
       return unavailable("KV budget exhausted: all " + std::to_string(capacity_) + " pages (" +
                          std::to_string(capacity_ * std::uint64_t(layout_.page_tokens)) + " tokens) are in use");
@@ -86,6 +99,7 @@ Result<KvPageRef> KvPool::allocate() {
     ++counters_.pages_used;
     ++chunk_used_[index / chunk_pages_];
     data = chunks_[index / chunk_pages_].data() + std::size_t(index % chunk_pages_) * page;
+    break;
   }
   // A reused page is zeroed: its tail is stored with checkpoints and must not carry another
   // sequence's keys. Fresh pages are zero already.
@@ -99,6 +113,17 @@ Result<KvPageRef> KvPool::copy_of(const KvPage& source) {
   std::lock_guard lock(mu_);
   ++counters_.copies;
   return page;
+}
+
+KvPageRef KvPool::page_of(const store::ChunkBytes& bytes) const {
+  if (auto page = std::dynamic_pointer_cast<const KvPage>(bytes.owner())) {
+    if (page->pool() == this && page->data() == bytes.shared_address()) return std::const_pointer_cast<KvPage>(page);
+    return nullptr;
+  }
+  if (auto mirror = std::dynamic_pointer_cast<const KvPageMirror>(bytes.owner())) {
+    if (KvPageRef page = mirror->page(); page && page->pool() == this) return page;
+  }
+  return nullptr;
 }
 
 void KvPool::release(std::uint32_t index) {

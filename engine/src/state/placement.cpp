@@ -105,7 +105,6 @@ std::string PlacementPlan::to_text() const {
   }
   if (workspace_bytes) out += line("workspace", workspace_bytes, "kept free for a pass's temporaries");
   out += line("total", total_bytes(), budget_bytes ? "of a " + std::to_string(budget_bytes >> 20) + " MiB budget" : "");
-  if (reserved_bytes) out += line("checkpoint tier", reserved_bytes, "outside the budget, for snapshots kept on the GPU");
   if (checkpoint_staging_bytes)
     out +=
         line("ckpt staging", checkpoint_staging_bytes, "host RAM set aside for the KV pages copied out at checkpoints");

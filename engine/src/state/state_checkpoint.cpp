@@ -158,19 +158,12 @@ Status restore_from_model_state(const store::ModelState& checkpoint, SequenceSta
       state.memory().from_host(plan->dest[linear_chunk++], c.data.data(), c.data.size());
       continue;
     }
-    // A page of this pool: share it (the sequence copies it before writing into it).
-    auto own = std::dynamic_pointer_cast<const KvPage>(c.data.owner());
-    if (own && own->pool() == state.pool() && own->data() == c.data.data()) {
-      pages.push_back(std::const_pointer_cast<KvPage>(std::move(own)));
+    // A page of this pool, or the host copy of one that still lives: share the page itself, no
+    // copy back (its checkpointed positions cannot have changed since; the sequence copies it
+    // before writing into it).
+    if (KvPageRef page = state.pool()->page_of(c.data)) {
+      pages.push_back(std::move(page));
       continue;
-    }
-    // The host copy of a page of this pool that still lives: the page itself, no copy back (its
-    // mirrored positions cannot have changed since).
-    if (auto mirror = std::dynamic_pointer_cast<const KvPageMirror>(c.data.owner())) {
-      if (KvPageRef page = mirror->page(); page && page->pool() == state.pool()) {
-        pages.push_back(std::move(page));
-        continue;
-      }
     }
     auto page = const_cast<KvPool*>(state.pool())->allocate();
     if (!page.is_ok()) return fail(page.status());

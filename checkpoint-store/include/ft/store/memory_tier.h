@@ -30,6 +30,16 @@ class MemoryTier : public StateTier {
     // The state itself, when the payload is the state (host RAM); null otherwise.
     virtual std::shared_ptr<const ModelState> state() const { return nullptr; }
   };
+  // A payload that is the state itself (no copy: the engine's snapshot is the stored value).
+  class StatePayload : public Payload {
+   public:
+    explicit StatePayload(std::shared_ptr<const ModelState> state) : state_(std::move(state)) {}
+    Status read(const ModelStateHeader& header, const ChunkSink& sink) const override;
+    std::shared_ptr<const ModelState> state() const override { return state_; }
+
+   private:
+    std::shared_ptr<const ModelState> state_;
+  };
   // Makes the payload of a (validated) state. kUnavailable (e.g. out of device memory) means "not
   // cached": save still succeeds, as for a state larger than the whole budget.
   using PayloadFactory = std::function<Result<std::shared_ptr<const Payload>>(std::shared_ptr<const ModelState>)>;
@@ -59,6 +69,9 @@ class MemoryTier : public StateTier {
   Status drop_model(const TenantId& tenant, const ModelFingerprint& model) override;
   std::vector<TenantUsage> usage_by_tenant() const override;
   TierStats stats() const override;
+  // Evicts the least recently used entry, an unpinned one while there is one: for a holder of
+  // memory that others need now (the KV pool's pages a tier keeps). False when the tier is empty.
+  bool evict_least_recent();
 
  private:
   // An entry's header. Its checksums read every byte of the state, which for a GPU's KV pages may

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -191,10 +192,21 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   const KvLayout& layout() const { return layout_; }
   // Where the pages live (page data() pointers are in this memory).
   Memory& memory() const { return *memory_; }
-  // A zero-filled page; kUnavailable when every page of the budget is in use.
-  Result<KvPageRef> allocate();
+  // A zero-filled page; kUnavailable when every page of the budget is in use and the reclaimer
+  // (kReclaim) freed none.
+  enum class Reclaim { kYes, kNo };
+  Result<KvPageRef> allocate(Reclaim reclaim = Reclaim::kYes);
+  // Who gives pages back when every page is in use: a holder of pages that sequences need more (a
+  // checkpoint tier keeping pages), called without the pool's lock, lets go of some and returns
+  // true, or false when it holds nothing more. allocate() asks again while no page is free and it
+  // returns true. Null: none. The holder clears it before it goes.
+  void set_reclaimer(std::function<bool()> reclaimer);
   // A new page with the bytes of `page` (copy on write).
   Result<KvPageRef> copy_of(const KvPage& page);
+  // The page of this pool that a checkpoint chunk's bytes are: the page itself (a host pool's
+  // checkpoints share their pages) or a host copy of one that still lives (KvPageMirror). Null
+  // otherwise: other memory, another pool's page, or a page gone since.
+  KvPageRef page_of(const store::ChunkBytes& bytes) const;
   KvPoolStats stats() const;
   // Moves the pool's size toward `pages` (1 .. the budget) a whole chunk at a time, never above it
   // where it can help, and returns the pages it holds now. Smaller: the chunks from the top whose
@@ -226,6 +238,7 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
  private:
   friend class KvPage;
   void release(std::uint32_t index);
+  bool reclaim();                                       // asks the reclaimer for pages; takes reclaimer_mu_, not mu_
   std::shared_ptr<MirrorBuffers> mirror_buffer_pool();  // made on first use; takes mu_
 
   // Chunk c's pages: [c * chunk_pages_, min((c + 1) * chunk_pages_, max_pages_)).
@@ -242,6 +255,8 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   std::set<std::uint32_t> free_;            // released pages, lowest first (need zeroing before reuse)
   std::shared_ptr<MirrorBuffers> mirrors_;  // made on the first mirror_buffer()
   std::uint64_t high_water_ = 0;            // pages [0, high_water_) have been handed out before
+  std::mutex reclaimer_mu_;                 // held while the reclaimer runs: set_reclaimer(null) waits for it
+  std::function<bool()> reclaimer_;
   KvPoolStats counters_;
 };
 

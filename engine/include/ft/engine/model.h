@@ -54,6 +54,9 @@ class Model {
   // The KV page layout of this model's states; nullopt without attention layers.
   virtual std::optional<KvLayout> kv_layout() const = 0;
   virtual KvPoolStats kv_stats() const = 0;
+  // The pool this model's sequences take KV pages from (a checkpoint tier may keep pages of it:
+  // kv_page_tier.h); null without attention layers.
+  virtual std::shared_ptr<KvPool> kv_pool() const = 0;
   // With routed experts in host RAM: the expert cache and the split so far; nullopt otherwise.
   virtual std::optional<ExpertOffloadStats> expert_offload_stats() const { return std::nullopt; }
   // Switches how decode serves expert cache misses (between passes; no effect without offload).
@@ -109,7 +112,6 @@ struct LoadOptions {
   std::uint64_t kv_budget_bytes = 0;  // KV page pool; 0: a quarter of physical RAM (reserved, not committed),
                                       // on the GPU what the budget leaves after weights and workspace
   std::uint64_t gpu_mem_bytes = 0;    // kCuda: GPU memory the model may use; 0: all that is free
-  std::uint64_t gpu_reserved_bytes = 0;  // kCuda: GPU memory kept for others (the GPU checkpoint tier)
   int64_t kv_page_tokens = 64;       // token positions per KV page
   // kCuda, linear-attention models: sequences whose recurrent state the GPU budget keeps room for
   // beside the KV pool (a server's running sequences, a batched benchmark's batch).

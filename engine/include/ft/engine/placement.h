@@ -27,8 +27,7 @@ struct PlacementPlan {
   // GPU: sequences whose linear state the budget keeps room for (taken as they start, outside the
   // KV pool, so the pool must leave it free).
   std::uint64_t linear_state_sequences = 0;
-  std::uint64_t workspace_bytes = 0;   // kept free for a pass's temporaries (GPU)
-  std::uint64_t reserved_bytes = 0;    // outside the budget, kept for the GPU checkpoint tier
+  std::uint64_t workspace_bytes = 0;  // kept free for a pass's temporaries (GPU)
   // Host buffers set aside (at load) for the KV pages' copies to the host at checkpoints.
   std::uint64_t checkpoint_staging_bytes = 0;
   // Expert offload (GPU): the routed experts stay in host RAM and a cache of expert-sized slots
