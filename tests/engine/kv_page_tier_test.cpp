@@ -146,6 +146,24 @@ TEST(KvPageTier, APoolOutlivesItsTierWithoutCallingIt) {
   EXPECT_EQ(s.reserve(1).code(), ErrorCode::kUnavailable) << "no reclaimer left to ask";
 }
 
+// Elastic VRAM: a pool giving chunks back asks the tier for the pages that hold a top chunk.
+TEST(KvPageTier, APoolGivingChunksBackTakesTheTiersPagesFirst) {
+  Pools p;
+  auto pool = KvPool::create(p.layout, 8 * p.layout.page_bytes(), p.mem, 2 * p.layout.page_bytes());
+  ASSERT_TRUE(pool.is_ok());
+  auto tier = make_kv_page_tier(*pool, 1ull << 30);
+  ASSERT_TRUE(tier.is_ok());
+  SequenceState a("m", *pool, {}, p.mem), b("m", *pool, {}, p.mem);
+  append(a, *p.mem, 64, 1);  // pages 0-3: chunks 0 and 1
+  append(b, *p.mem, 16, 2);  // page 4: chunk 2
+  ASSERT_TRUE((*tier)->save_shared(key(1), checkpoint(b)).is_ok());
+  b.reset();
+  EXPECT_EQ((*pool)->set_capacity(2), 4u) << "chunk 2 went once the tier let page 4 go; a's pages stay";
+  EXPECT_FALSE((*tier)->contains(key(1)));
+  a.reset();
+  EXPECT_EQ((*pool)->set_capacity(2), 2u);
+}
+
 TEST(KvPageTier, NeedsAPool) {
   EXPECT_EQ(make_kv_page_tier(nullptr, 1 << 20).status().code(), ErrorCode::kInvalidArgument);
 }

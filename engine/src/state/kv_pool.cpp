@@ -135,6 +135,20 @@ void KvPool::release(std::uint32_t index) {
 
 std::uint64_t KvPool::set_capacity(std::uint64_t pages) {
   pages = std::clamp<std::uint64_t>(pages, 1, max_pages_);
+  // Pages a checkpoint tier keeps may pin a chunk above `pages`: it lets them go, least recently
+  // used first, until the chunk is free (a sequence's pages stay where they are).
+  while (resize(pages) > pages && chunks_blocked(pages) && reclaim()) {
+  }
+  std::lock_guard lock(mu_);
+  return capacity_;
+}
+
+bool KvPool::chunks_blocked(std::uint64_t pages) const {
+  std::lock_guard lock(mu_);
+  return chunks_.size() > 1 && capacity_ > pages && chunk_used_.back() > 0;
+}
+
+std::uint64_t KvPool::resize(std::uint64_t pages) {
   std::vector<MemoryBlock> gone;  // freed after the lock: a GPU's free waits for copies reading them
   std::lock_guard lock(mu_);
   while (chunks_.size() > 1 && capacity_ > pages) {

@@ -211,8 +211,8 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   // Moves the pool's size toward `pages` (1 .. the budget) a whole chunk at a time, never above it
   // where it can help, and returns the pages it holds now. Smaller: the chunks from the top whose
   // pages are all free go back to the memory (the first chunk, and one holding a page in use,
-  // stay: pages never move). Larger: whole chunks that fit in `pages` are allocated again, as far
-  // as the memory allows; their pages are new.
+  // stay: pages never move; the reclaimer is asked for pages a top chunk holds). Larger: whole
+  // chunks that fit in `pages` are allocated again, as far as the memory allows; their pages are new.
   std::uint64_t set_capacity(std::uint64_t pages);
   std::uint64_t chunk_pages() const { return chunk_pages_; }
   // Counts a page copied to the host for a checkpoint.
@@ -239,6 +239,8 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   friend class KvPage;
   void release(std::uint32_t index);
   bool reclaim();                                       // asks the reclaimer for pages; takes reclaimer_mu_, not mu_
+  std::uint64_t resize(std::uint64_t pages);            // set_capacity without asking for pages back
+  bool chunks_blocked(std::uint64_t pages) const;       // above `pages` only because the top chunk is in use
   std::shared_ptr<MirrorBuffers> mirror_buffer_pool();  // made on first use; takes mu_
 
   // Chunk c's pages: [c * chunk_pages_, min((c + 1) * chunk_pages_, max_pages_)).
