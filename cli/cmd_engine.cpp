@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "commands.h"
 #include "data_dirs.h"
@@ -68,8 +69,11 @@ int run_engine(const Args& args) {
   // Checkpoints: RocksDB with a RAM tier in front, or (--no-store) the RAM tier alone.
   const uint64_t ram_bytes = uint64_t(args.get_double("checkpoint-ram-gb") * double(1ull << 30));
   std::unique_ptr<store::StateTier> store;
+  store::MemoryTier* ram = nullptr;
   if (args.has("no-store")) {
-    store = std::make_unique<store::HostRamTier>(ram_bytes);
+    auto only = std::make_unique<store::HostRamTier>(ram_bytes);
+    ram = only.get();
+    store = std::move(only);
   } else {
     store::StoreOptions so;
     so.path = args.has("store") ? fs::path(args.get("store")) : default_store_dir();
@@ -78,8 +82,13 @@ int run_engine(const Args& args) {
     auto opened = store::TieredStore::open(so);
     if (!opened) return runtime_error("engine", "checkpoint store at " + so.path.string() + ": " + opened.status().message());
     std::printf("freetoken engine: checkpoints in %s\n", so.path.c_str());
+    ram = &(*opened)->ram();
     store = std::move(opened).value();
   }
+  // A host pool's checkpoints in the RAM tier are its pages themselves: a sequence short of pages
+  // takes them back (the checkpoints stay on disk).
+  std::optional<engine::PoolReclaimer> ram_gives_pages;
+  if (auto pool = (*model)->kv_pool(); pool && pool->memory().is_host()) ram_gives_pages.emplace(pool, *ram);
 
   // The hot tier in front: checkpoints whose KV pages stay in the GPU's KV pool (a host pool's
   // checkpoints hold their pages in the RAM tier already).

@@ -60,6 +60,27 @@ TEST(BenchAgenticE2E, ReplayedTurnsAndTheirFreshTwinsAreTimedSideBySide) {
               1e-9);
 }
 
+// On the host the RAM tier's checkpoints are KV pages of the engine's pool. With a KV budget of
+// ~16k tokens, OpenCode's and Codex's turns (6-9k tokens each, every one checkpointed) need pages
+// the checkpoints hold: the engine takes them back from the RAM tier instead of failing requests
+// with "KV budget exhausted" (6 of 12 requests failed so before).
+TEST(BenchAgenticE2E, RequestsTakeKvPagesBackFromCheckpointsWhenTheBudgetIsShort) {
+  if (!have_qwen3_tokenizer()) GTEST_SKIP() << "Qwen3 tokenizer not installed (run scripts/setup.sh)";
+  TempDir work;
+  const auto model = work.path() / "demo";
+  ASSERT_EQ(
+      run_freetoken({"make-demo-model", model.string(), "--tokenizer-from", qwen3_tokenizer_dir().string()}).exit_code,
+      0);
+  const CommandResult r = run_freetoken(
+      {"bench", "agentic", "--model", model.string(), "--max-tokens", "16", "--json", "--dir", work.path().string(),
+       "--traffic", (std::filesystem::path(FT_FIXTURES_DIR) / "traffic").string(), "--conversations",
+       "opencode-multiturn,codex-multiturn", "--", "--kv-budget", "0.016", "--checkpoint-ram-gb", "4"});
+  const json report = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << r.out << r.err;
+  EXPECT_EQ(report["failed"], 0) << report.dump(2);
+  EXPECT_EQ(report["timed"], 6) << report.dump(2);
+}
+
 TEST(BenchAgenticE2E, TooFewTokensOutIsRefusedWithOneLine) {
   const CommandResult r = run_freetoken({"bench", "agentic", "--max-tokens", "2"});
   EXPECT_EQ(r.exit_code, 2);

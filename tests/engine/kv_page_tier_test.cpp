@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "ft/engine/state_checkpoint.h"
+#include "ft/store/host_ram_tier.h"
 #include "off_host_pools.h"
 
 namespace ft::engine {
@@ -162,6 +163,28 @@ TEST(KvPageTier, APoolGivingChunksBackTakesTheTiersPagesFirst) {
   EXPECT_FALSE((*tier)->contains(key(1)));
   a.reset();
   EXPECT_EQ((*pool)->set_capacity(2), 2u);
+}
+
+// On the host a checkpoint's KV chunks are the pool's pages themselves, held by the RAM tier: the
+// engine lends the pool that tier's checkpoints, so a sequence short of pages takes them back.
+TEST(PoolReclaimer, ASequenceTakesHostPagesBackFromTheRamTier) {
+  const KvLayout layout{2, 2, 8, testing::kPage, KvDType::kBf16, {}};
+  auto pool = KvPool::create(layout, 6 * layout.page_bytes());
+  ASSERT_TRUE(pool.is_ok());
+  store::HostRamTier ram(1ull << 30);
+  SequenceState a("m", *pool, {}, host_memory());
+  append(a, *host_memory(), 48, 1);  // 3 of the 6 pages
+  ASSERT_TRUE(ram.save_shared(key(1), checkpoint(a)).is_ok());
+  a.reset();
+  EXPECT_EQ((*pool)->stats().pages_used, 3u) << "the RAM tier's checkpoint holds them";
+  {
+    SequenceState b("m", *pool, {}, host_memory());
+    EXPECT_EQ(b.reserve(96).code(), ErrorCode::kUnavailable) << "without a reclaimer";
+  }
+  PoolReclaimer lend(*pool, ram);
+  SequenceState b("m", *pool, {}, host_memory());
+  ASSERT_TRUE(b.reserve(96).is_ok());
+  EXPECT_FALSE(ram.contains(key(1)));
 }
 
 TEST(KvPageTier, NeedsAPool) {

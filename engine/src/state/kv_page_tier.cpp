@@ -96,16 +96,19 @@ class KvPageTier final : public store::MemoryTier {
               return Result<std::shared_ptr<const Payload>>(keep(*pool, std::move(state)));
             },
             Counting::kSharedChunksOnce),
-        pool_(std::move(pool)) {
-    pool_->set_reclaimer([this] { return evict_least_recent(); });
-  }
-  ~KvPageTier() override { pool_->set_reclaimer(nullptr); }  // waits for a reclaim in progress
+        reclaimer_(std::move(pool), *this) {}
 
  private:
-  std::shared_ptr<KvPool> pool_;
+  PoolReclaimer reclaimer_;  // first to go: no reclaim runs while the entries are destroyed
 };
 
 }  // namespace
+
+PoolReclaimer::PoolReclaimer(std::shared_ptr<KvPool> pool, store::MemoryTier& tier) : pool_(std::move(pool)) {
+  pool_->set_reclaimer([&tier] { return tier.evict_least_recent(); });
+}
+
+PoolReclaimer::~PoolReclaimer() { pool_->set_reclaimer(nullptr); }
 
 Result<std::unique_ptr<store::MemoryTier>> make_kv_page_tier(std::shared_ptr<KvPool> pool, std::uint64_t byte_budget) {
   if (!pool) return invalid_argument("no KV pool to keep checkpoint pages in (a model without attention layers)");

@@ -25,4 +25,19 @@ namespace ft::engine {
 // A tier named "gpu" (the pool in VRAM) or "kv-pages" (on the host). kInvalidArgument without a pool.
 Result<std::unique_ptr<store::MemoryTier>> make_kv_page_tier(std::shared_ptr<KvPool> pool, std::uint64_t byte_budget);
 
+// While it lives, `pool` takes pages back from `tier` when a sequence finds none free: the tier
+// lets go of its least recently used checkpoints (unpinned first) until a page is free or it holds
+// nothing. For any tier whose checkpoints hold pages of the pool: the one above, and on the host
+// the RAM tier (a host pool's checkpoints are its pages themselves). One per pool.
+class PoolReclaimer {
+ public:
+  PoolReclaimer(std::shared_ptr<KvPool> pool, store::MemoryTier& tier);
+  ~PoolReclaimer();  // waits for a reclaim in progress
+  PoolReclaimer(const PoolReclaimer&) = delete;
+  PoolReclaimer& operator=(const PoolReclaimer&) = delete;
+
+ private:
+  std::shared_ptr<KvPool> pool_;
+};
+
 }  // namespace ft::engine
