@@ -123,6 +123,13 @@ TEST_F(ServeProcessE2E, RestartAfterSigkillResumesFromTheStore) {
       replies.push_back(text);
     }
     wait_persisted(s->port());
+    // Each tier's own stats, fastest first: the RAM tier holds what the disk holds (write-through).
+    const json tiers = stats(s->port())["engine"]["store"]["tiers"];
+    ASSERT_EQ(tiers.size(), 2u) << tiers.dump();
+    EXPECT_EQ(tiers[0]["tier"], "host-ram");
+    EXPECT_EQ(tiers[1]["tier"], "rocksdb");
+    EXPECT_GT(tiers[0]["stats"]["entries"].get<int>(), 0) << tiers.dump();
+    EXPECT_EQ(tiers[0]["stats"]["entries"], tiers[1]["stats"]["entries"]) << tiers.dump();
     const pid_t engine = s->child_pid();
     ASSERT_TRUE(process_alive(engine));
     s->signal(SIGKILL);

@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include "ft/store/tier_chain.h"
+
 namespace ft::engine {
 namespace {
 
@@ -27,6 +29,22 @@ json tier_json(const store::TierStats& t) {
           {"corruptions", t.corruptions},
           {"dropped_writes", t.dropped_writes},
           {"degraded", t.degraded}};
+}
+
+// Every tier of a store, fastest first (a chain inside a chain in its place), each with its own
+// stats: the chain's own stats are its last tier's, which hides what the faster ones hold.
+void add_tiers(const store::StateTier& t, json& out) {
+  if (const auto* chain = dynamic_cast<const store::TierChain*>(&t)) {
+    for (std::size_t i = 0; i < chain->size(); ++i) add_tiers(chain->tier(i), out);
+    return;
+  }
+  out.push_back({{"tier", t.name()}, {"stats", tier_json(t.stats())}});
+}
+
+json store_json(const store::StateTier& store) {
+  json tiers = json::array();
+  add_tiers(store, tiers);
+  return {{"tier", store.name()}, {"stats", tier_json(store.stats())}, {"tiers", std::move(tiers)}};
 }
 
 json costs_json(const SplitCosts& c) {
@@ -123,7 +141,7 @@ json engine_status(const Scheduler& scheduler, const store::StateTier* store, co
             {"scheduler", to_json(scheduler.stats())}};
   j["scheduler"]["max_running"] = scheduler.options().max_running;
   j["scheduler"]["max_waiting"] = scheduler.options().max_waiting;
-  j["store"] = store ? json{{"tier", store->name()}, {"stats", tier_json(store->stats())}} : json(nullptr);
+  j["store"] = store ? store_json(*store) : json(nullptr);
   j["placement"] = placement_json(m, elastic);
   return j;
 }

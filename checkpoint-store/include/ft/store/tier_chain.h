@@ -42,6 +42,7 @@ class TierChain : public StateTier {
 
   std::size_t size() const { return tiers_.size(); }
   StateTier& tier(std::size_t i) { return *tiers_[i]; }
+  const StateTier& tier(std::size_t i) const { return *tiers_[i]; }
 
  private:
   std::vector<std::unique_ptr<StateTier>> tiers_;
