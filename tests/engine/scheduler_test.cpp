@@ -192,6 +192,32 @@ TEST_P(SchedulerTest, GenerationStopsAtTheContextLength) {
 INSTANTIATE_TEST_SUITE_P(Families, SchedulerTest, ::testing::ValuesIn(engine::model_families()),
                          [](const auto& info) { return std::string(engine::model_family_name(info.param)); });
 
+// A prompt the KV pool cannot hold is refused at once, naming the flag that makes room, instead of
+// failing in the middle of its prefill ("KV budget exhausted"); one that fits runs.
+TEST(SchedulerKvBudget, APromptLongerThanTheKvPoolIsRefusedUpFront) {
+  TempDir dir;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
+  auto probe = engine::load_model(dir.path());
+  ASSERT_TRUE(probe.is_ok());
+  const engine::KvLayout kv = *(*probe)->kv_layout();
+  engine::LoadOptions o;
+  o.kv_budget_bytes = 4 * kv.page_bytes();  // 4 pages
+  auto m = engine::load_model(dir.path(), o);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  store::HostRamTier ram(1 << 20);
+  Scheduler sched(**m, &ram, {});
+  const int64_t holds = 4 * kv.page_tokens;
+  wire::ErrorReply refused;
+  EXPECT_FALSE(sched.submit(greedy("long", test_tokens(holds, (*m)->vocab_size()), 1), refused).is_ok());
+  EXPECT_EQ(refused.code, wire::ErrorCode::kContextTooLong);
+  EXPECT_NE(refused.message.find("--kv-budget"), std::string::npos) << refused.message;
+  auto fits = sched.submit(greedy("fits", test_tokens(holds - 8, (*m)->vocab_size()), 4), refused);
+  ASSERT_TRUE(fits.is_ok()) << refused.message;
+  Outcome ok = drain(**fits);
+  ASSERT_TRUE(ok.last && ok.last->type == wire::Event::Type::kDone) << (ok.last ? ok.last->message : "no event");
+  EXPECT_EQ(ok.tokens.size(), 4u);
+}
+
 // The store form of a state: every layer round-trips exactly, another layout is a miss.
 TEST(StateCheckpoint, RoundTripThroughATierIsExactAndLayoutIsChecked) {
   TempDir dir, other_dir;

@@ -154,6 +154,17 @@ Result<std::shared_ptr<RequestHandle>> Scheduler::submit(wire::GenerateRequest r
                   "prompt is too long: " + std::to_string(req.prompt_tokens()) + " tokens, the model's context is " +
                       std::to_string(options_.context_length));
   }
+  // Every position of the prompt (restored ones too) takes KV pages: one the pool cannot hold would
+  // fail in the middle of its prefill.
+  if (const std::optional<KvLayout> kv = model_.kv_layout()) {
+    const std::int64_t holds = std::int64_t(model_.kv_stats().pages_max) * kv->page_tokens;
+    if (req.prompt_tokens() >= holds) {
+      return refuse(wire::ErrorCode::kContextTooLong,
+                    "prompt is too long for the engine's KV pages: " + std::to_string(req.prompt_tokens()) +
+                        " tokens, its KV budget holds " + std::to_string(holds) +
+                        " (start it with a larger --kv-budget)");
+    }
+  }
   auto handle = std::make_shared<RequestHandle>();
   auto seq = std::make_unique<Sequence>(std::move(req), handle, model_);
   {
