@@ -3,11 +3,8 @@
 namespace ft::store {
 
 HostRamTier::HostRamTier(std::uint64_t byte_budget)
-    : MemoryTier(
-          "host-ram", byte_budget,
-          [](std::shared_ptr<const ModelState> state) {
-            return Result<std::shared_ptr<const Payload>>(std::make_shared<const StatePayload>(std::move(state)));
-          },
-          Counting::kSharedChunksOnce) {}
+    : MemoryTier("host-ram", byte_budget, [](std::shared_ptr<const ModelState> state) {
+        return Result<std::shared_ptr<const Payload>>(std::make_shared<const StatePayload>(std::move(state)));
+      }) {}
 
 }  // namespace ft::store

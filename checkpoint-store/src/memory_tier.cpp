@@ -6,8 +6,8 @@
 
 namespace ft::store {
 
-MemoryTier::MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload, Counting counting)
-    : name_(name), budget_(byte_budget), make_payload_(std::move(make_payload)), counting_(counting) {}
+MemoryTier::MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload)
+    : name_(name), budget_(byte_budget), make_payload_(std::move(make_payload)) {}
 
 Status MemoryTier::StatePayload::read(const ModelStateHeader&, const ChunkSink& sink) const {
   for (std::size_t i = 0; i < state_->chunks.size(); ++i) {
@@ -30,8 +30,7 @@ Status MemoryTier::save_shared(const StoreKey& key, std::shared_ptr<const ModelS
   // Checksums let readers detect a replaced entry (EntryHeader: made when first asked for).
   auto header = std::make_shared<const EntryHeader>(state);
   const std::uint64_t bytes = state->payload_bytes();
-  StateFootprint footprint =
-      counting_ == Counting::kEveryEntry ? StateFootprint::all_own(*state) : StateFootprint::of(*state);
+  StateFootprint footprint = StateFootprint::of(*state);
   const std::string k = encode_store_key(key);
   std::unique_lock lock(mu_);
   if (auto it = entries_.find(k); it != entries_.end()) erase_locked(it);

@@ -33,24 +33,4 @@ Result<DeviceBuffer> DeviceBuffer::allocate(std::size_t bytes) {
   return Result<DeviceBuffer>(std::move(buf));
 }
 
-Status DeviceBuffer::copy_from_host(const void* src, std::size_t bytes) { return copy_from_host_at(0, src, bytes); }
-
-Status DeviceBuffer::copy_to_host(void* dst, std::size_t bytes) const { return copy_to_host_at(0, dst, bytes); }
-
-Status DeviceBuffer::copy_from_host_at(std::size_t offset, const void* src, std::size_t bytes) {
-  if (offset > bytes_ || bytes > bytes_ - offset) return invalid_argument("copy_from_host: past the end of the buffer");
-  if (cudaError_t err = cudaMemcpy(static_cast<char*>(ptr_) + offset, src, bytes, cudaMemcpyHostToDevice);
-      err != cudaSuccess)
-    return internal_error(std::string("cudaMemcpy H2D: ") + cudaGetErrorString(err));
-  return {};
-}
-
-Status DeviceBuffer::copy_to_host_at(std::size_t offset, void* dst, std::size_t bytes) const {
-  if (offset > bytes_ || bytes > bytes_ - offset) return invalid_argument("copy_to_host: past the end of the buffer");
-  if (cudaError_t err = cudaMemcpy(dst, static_cast<const char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost);
-      err != cudaSuccess)
-    return internal_error(std::string("cudaMemcpy D2H: ") + cudaGetErrorString(err));
-  return {};
-}
-
 }  // namespace ft::engine::cuda

@@ -27,10 +27,6 @@ DeviceBuffer::~DeviceBuffer() = default;
 DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
 Result<DeviceBuffer> DeviceBuffer::allocate(std::size_t) { return no_cuda(); }
-Status DeviceBuffer::copy_from_host(const void*, std::size_t) { return no_cuda(); }
-Status DeviceBuffer::copy_to_host(void*, std::size_t) const { return no_cuda(); }
-Status DeviceBuffer::copy_from_host_at(std::size_t, const void*, std::size_t) { return no_cuda(); }
-Status DeviceBuffer::copy_to_host_at(std::size_t, void*, std::size_t) const { return no_cuda(); }
 }  // namespace cuda
 
 }  // namespace ft::engine

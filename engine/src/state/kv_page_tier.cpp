@@ -90,12 +90,10 @@ std::shared_ptr<const store::MemoryTier::Payload> keep(KvPool& pool, std::shared
 class KvPageTier final : public store::MemoryTier {
  public:
   KvPageTier(std::shared_ptr<KvPool> pool, std::uint64_t byte_budget)
-      : MemoryTier(
-            pool->memory().is_host() ? "kv-pages" : "gpu", byte_budget,
-            [pool](std::shared_ptr<const ModelState> state) {
-              return Result<std::shared_ptr<const Payload>>(keep(*pool, std::move(state)));
-            },
-            Counting::kSharedChunksOnce),
+      : MemoryTier(pool->memory().is_host() ? "kv-pages" : "gpu", byte_budget,
+                   [pool](std::shared_ptr<const ModelState> state) {
+                     return Result<std::shared_ptr<const Payload>>(keep(*pool, std::move(state)));
+                   }),
         reclaimer_(std::move(pool), *this) {}
 
  private:

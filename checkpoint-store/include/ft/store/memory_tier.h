@@ -44,12 +44,9 @@ class MemoryTier : public StateTier {
   // cached": save still succeeds, as for a state larger than the whole budget.
   using PayloadFactory = std::function<Result<std::shared_ptr<const Payload>>(std::shared_ptr<const ModelState>)>;
 
-  // How entries count against the budget: every entry all its bytes (a payload is a copy of its
-  // own), or a shared chunk (ChunkBytes::shared, e.g. a KV page that one growing sequence's
-  // checkpoints all hold) once however many entries hold it, where the payload is the state.
-  enum class Counting { kEveryEntry, kSharedChunksOnce };
-  MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload,
-             Counting counting = Counting::kEveryEntry);
+  // Entries count against the budget with a shared chunk (ChunkBytes::shared, e.g. a KV page that
+  // one growing sequence's checkpoints all hold) once however many entries hold it (shared_bytes.h).
+  MemoryTier(const char* name, std::uint64_t byte_budget, PayloadFactory make_payload);
   std::uint64_t byte_budget() const { return budget_; }
 
   const char* name() const override { return name_; }
@@ -91,7 +88,7 @@ class MemoryTier : public StateTier {
     std::shared_ptr<const Payload> payload;
     std::shared_ptr<const EntryHeader> header;
     std::uint64_t bytes = 0;               // the whole state
-    StateFootprint footprint;              // as counted (all its own under kEveryEntry)
+    StateFootprint footprint;              // as counted
     std::list<std::string>::iterator lru;  // position in lru_
   };
   void erase_locked(std::map<std::string, Entry>::iterator it);
@@ -103,7 +100,6 @@ class MemoryTier : public StateTier {
   const char* const name_;
   const std::uint64_t budget_;
   const PayloadFactory make_payload_;
-  const Counting counting_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;  // by encoded StoreKey: tenant ranges are contiguous
   std::list<std::string> lru_;            // front = most recently used

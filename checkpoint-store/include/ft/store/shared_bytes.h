@@ -21,8 +21,6 @@ struct StateFootprint {
 
   // Shared views by address (an identity: their bytes are not waited for); owned chunks are own bytes.
   static StateFootprint of(const ModelState& state);
-  // Every byte its own: for a holder whose copy is its own (a payload on the GPU).
-  static StateFootprint all_own(const ModelState& state) { return {state.payload_bytes(), {}}; }
 };
 
 // The bytes a multiset of footprints holds: own bytes summed, shared chunks once while any holds them.

@@ -1,4 +1,4 @@
-// Device memory for code outside the CUDA backend (the GPU checkpoint tier, tests). This header
+// Device memory for code outside the CUDA backend (`freetoken device --hold`, tests). This header
 // needs no CUDA headers, so CPU-only code can include it; in a build without CUDA every call
 // returns kUnavailable. The ops themselves are reached through the Backend seam (backend.h).
 #pragma once
@@ -20,11 +20,6 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   static Result<DeviceBuffer> allocate(std::size_t bytes);
-  Status copy_from_host(const void* src, std::size_t bytes);
-  Status copy_to_host(void* dst, std::size_t bytes) const;
-  // The same at a byte offset into the buffer (kInvalidArgument past its end).
-  Status copy_from_host_at(std::size_t offset, const void* src, std::size_t bytes);
-  Status copy_to_host_at(std::size_t offset, void* dst, std::size_t bytes) const;
 
   void* data() const { return ptr_; }
   std::size_t size() const { return bytes_; }
