@@ -62,6 +62,8 @@ int run_engine(const Args& args) {
   if (!model_dir) return usage_error("engine", model_dir.status().message());
   auto options = load_options_from_flags(args);
   if (!options) return usage_error("engine", options.status().message());
+  if (args.get_int("ctx") < 1) return usage_error("engine", "--ctx must be a positive number of tokens");
+  options->context_tokens = args.get_int("ctx");  // the KV pool holds one whole context when it can
   auto model = engine::load_model(*model_dir, *options);
   if (!model) return usage_error("engine", model.status().message());
   std::printf("freetoken engine: %s", (*model)->placement().to_text().c_str());

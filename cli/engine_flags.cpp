@@ -16,7 +16,10 @@ std::vector<Flag> engine_runtime_flags() {
            "with experts in host RAM: when another process leaves less than this free on the GPU, the expert cache "
            "gives memory back, and takes it again once free (0: a fixed --gpu-mem)",
            "0.5", false},
-          {"ctx", "TOKENS", "context length per sequence, prompt + output", "32768", false},
+          {"ctx", "TOKENS",
+           "context length per sequence, prompt + output; without --kv-budget the KV pool is sized to hold one (on "
+           "the GPU while the expert cache keeps a quarter of the room)",
+           "32768", false},
           {"max-running", "N", "sequences batched together", "8", false},
           {"max-waiting", "N", "requests queued beyond those before 'overloaded' (429/529)", "16", false},
           {"step-tokens", "N", "rows per forward pass when nothing is decoding (decode tokens + prefill chunk)", "2048",

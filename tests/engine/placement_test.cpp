@@ -62,6 +62,27 @@ TEST_P(Placement, WeightsByKindAddUpAndTheKvPoolMatchesItsBudget) {
   EXPECT_EQ(engine::placement_json(**m)["kv"]["stats"]["pages_max"], p.kv_pages);  // nothing given back
 }
 
+// The engine's --ctx reaches the pool: with no --kv-budget it holds at least one whole context
+// (on the host also where that is more than the default quarter of RAM).
+TEST_P(Placement, TheDefaultKvPoolHoldsOneWholeContext) {
+  TempDir dir;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
+  engine::LoadOptions o;
+  o.backend = GetParam();
+  o.context_tokens = 100000;
+  if (GetParam() != BackendKind::kCuda) {
+    auto by_default = engine::load_model(dir.path(), o);
+    ASSERT_TRUE(by_default.is_ok()) << by_default.status().to_string();
+    o.context_tokens = int64_t(2 * (*by_default)->placement().kv_tokens);
+  }
+  auto m = engine::load_model(dir.path(), o);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const engine::PlacementPlan& p = (*m)->placement();
+  EXPECT_EQ(p.context_tokens, uint64_t(o.context_tokens));
+  EXPECT_GE(p.kv_tokens, p.context_tokens);
+  EXPECT_EQ(p.to_text().find("fewer than one --ctx"), std::string::npos) << p.to_text();
+}
+
 // Loading reports its progress: after each layer, bytes placed never going back, then once done;
 // the matrices are nearly all of the checkpoint (the rest are norms and small vectors).
 TEST_P(Placement, LoadingReportsProgressLayerByLayer) {
@@ -226,13 +247,60 @@ TEST(GpuPlan, ExpertsMoveToHostRamAndTheRestBecomesSlots) {
   EXPECT_LT(p.expert_slots, 300u);
 }
 
+// An agent's context (32k tokens: 3 GiB of this model's KV) comes before expert slots, and the
+// rest goes to them: at 12 and 24 GiB the pool is the context (a quarter of the room would be 1.9
+// and 4.4 GiB); at 8 GiB it takes 3/4 of the room and the plan says how short of a context it falls.
+TEST(GpuPlan, WithAContextTheKvPoolIsOneContextAndTheRestExpertSlots) {
+  const uint64_t context = 32768, kv_bytes = context / 64 * qwen3_30b_plan().kv_page_bytes;
+  ASSERT_EQ(kv_bytes, 3ull << 30);
+  for (uint64_t gib : {8ull, 12ull, 24ull}) {
+    SCOPED_TRACE(std::to_string(gib) + " GiB");
+    engine::PlacementPlan p = qwen3_30b_plan();
+    ASSERT_TRUE(engine::plan_gpu_memory(p, {.budget_bytes = gib << 30, .context_kv_bytes = kv_bytes}).is_ok());
+    ASSERT_TRUE(p.experts_on_host);
+    const uint64_t room = (gib << 30) - p.device_weight_bytes() - p.workspace_bytes;
+    const uint64_t want = gib == 8 ? room - room / 4 : kv_bytes;
+    EXPECT_EQ(p.kv_budget_bytes, want);
+    EXPECT_LE(p.expert_cache_bytes() + p.kv_budget_bytes, room);
+    p.kv_pages = p.kv_budget_bytes / p.kv_page_bytes;
+    p.kv_tokens = p.kv_pages * 64;
+    p.context_tokens = context;
+    const bool short_of_context = p.to_text().find("fewer than one --ctx of 32768") != std::string::npos;
+    EXPECT_EQ(short_of_context, gib == 8) << p.to_text();
+  }
+  // --kv-budget wins over the context.
+  engine::PlacementPlan k = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(k, {12ull << 30, 1ull << 30, kv_bytes}).is_ok());
+  EXPECT_EQ(k.kv_budget_bytes, 1ull << 30);
+}
+
+// Resident only when a whole context fits beside the weights: 62 GiB holds this model's 56 GiB
+// and workspace with 1.8 GiB of KV, so a 3 GiB context offloads experts to make room. A dense
+// model cannot: it stays resident with the KV it can have.
+TEST(GpuPlan, AContextThatDoesNotFitBesideTheWeightsOffloadsExperts) {
+  const uint64_t kv_bytes = 3ull << 30;
+  engine::PlacementPlan p = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(p, {62ull << 30}).is_ok());
+  EXPECT_FALSE(p.experts_on_host);
+  engine::PlacementPlan q = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(q, {.budget_bytes = 62ull << 30, .context_kv_bytes = kv_bytes}).is_ok());
+  EXPECT_TRUE(q.experts_on_host);
+  EXPECT_EQ(q.kv_budget_bytes, kv_bytes);
+  EXPECT_GT(q.expert_slots, 5000u);  // most of the 6,144 experts still in VRAM
+  engine::PlacementPlan d;
+  d.dense_bytes = 10ull << 30;
+  d.kv_page_bytes = 1 << 20;
+  ASSERT_TRUE(engine::plan_gpu_memory(d, {.budget_bytes = 13ull << 30, .context_kv_bytes = kv_bytes}).is_ok());
+  EXPECT_FALSE(d.experts_on_host);
+}
+
 TEST(GpuPlan, KvBudgetAndSlotCountsAreHonouredOrRefused) {
   engine::PlacementPlan p = qwen3_30b_plan();
   ASSERT_TRUE(engine::plan_gpu_memory(p, {12ull << 30, 1ull << 30}).is_ok());
   EXPECT_EQ(p.kv_budget_bytes, 1ull << 30);
   // Slots asked for: offloaded even where everything would fit.
   engine::PlacementPlan q = qwen3_30b_plan();
-  ASSERT_TRUE(engine::plan_gpu_memory(q, {100ull << 30, 0, 16}).is_ok());
+  ASSERT_TRUE(engine::plan_gpu_memory(q, {.budget_bytes = 100ull << 30, .expert_slots = 16}).is_ok());
   EXPECT_TRUE(q.experts_on_host);
   EXPECT_EQ(q.expert_slots, 16u);
   // Too small a budget: refused, saying how much is needed.

@@ -66,11 +66,18 @@ uint64_t recipe_kv_page_bytes(const ModelConfig& cfg, const LoadOptions& options
   return kv.page_bytes();
 }
 
-uint64_t default_kv_budget() {
-  // A quarter of physical memory: reserved as address space only, committed as pages are used.
+// The KV pages of one whole context (LoadOptions::context_tokens), `page_bytes` a page.
+uint64_t context_kv_bytes(uint64_t page_bytes, const LoadOptions& options) {
+  if (options.context_tokens <= 0 || options.kv_page_tokens <= 0) return 0;
+  return uint64_t((options.context_tokens + options.kv_page_tokens - 1) / options.kv_page_tokens) * page_bytes;
+}
+
+uint64_t default_kv_budget(uint64_t context_bytes) {
+  // A quarter of physical memory, or one whole context if more: reserved as address space only,
+  // committed as pages are used.
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   const uint64_t ram = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : (uint64_t(16) << 30);
-  return ram / 4;
+  return std::max(ram / 4, context_bytes);
 }
 
 // The checkpoint's weights by kind, from the HF tensor names, and how many layers have routed
@@ -140,7 +147,8 @@ class DecoderModel final : public Model {
     if (options.backend == BackendKind::kCuda) {
       plan.kv_page_bytes = recipe_kv_page_bytes(cfg, options);
       FT_ASSIGN_OR_RETURN(const uint64_t budget, gpu_budget(options));
-      FT_RETURN_IF_ERROR(plan_gpu_memory(plan, {budget, options.kv_budget_bytes, options.expert_slots}));
+      FT_RETURN_IF_ERROR(plan_gpu_memory(plan, {budget, options.kv_budget_bytes,
+                                                context_kv_bytes(plan.kv_page_bytes, options), options.expert_slots}));
       if (plan.experts_on_host) {
         plan.moe_policy = options.moe_policy.name();
         ExpertOffloadOptions o;
@@ -344,7 +352,8 @@ class DecoderModel final : public Model {
                            " on the GPU (it takes multiples of 32 up to 256): use --device cpu");
     }
     const std::shared_ptr<Memory> memory = be_->memory();
-    uint64_t budget = options.kv_budget_bytes ? options.kv_budget_bytes : default_kv_budget();
+    uint64_t budget = options.kv_budget_bytes ? options.kv_budget_bytes
+                                              : default_kv_budget(context_kv_bytes(kv.page_bytes(), options));
     if (!memory->is_host()) {
       // What the GPU budget leaves once the weights are in and the workspace, the sequences'
       // linear state (and expert cache) are set aside; an offload plan has sized the pool itself.
@@ -389,6 +398,7 @@ class DecoderModel final : public Model {
     plan_.kv_page_bytes = kv.page_bytes();
     plan_.kv_pages = pool_->stats().pages_total;
     plan_.kv_tokens = plan_.kv_pages * uint64_t(kv.page_tokens);
+    plan_.context_tokens = uint64_t(std::max<int64_t>(options.context_tokens, 0));
     return Status::ok();
   }
 

@@ -7,10 +7,9 @@ namespace ft::engine {
 namespace {
 
 std::string line(const char* what, std::uint64_t bytes, const std::string& note = "") {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "  %-16s %9.2f GiB%s%s\n", what, double(bytes) / double(1ull << 30),
-                note.empty() ? "" : "  ", note.c_str());
-  return buf;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "  %-16s %9.2f GiB", what, double(bytes) / double(1ull << 30));
+  return buf + (note.empty() ? "" : "  " + note) + "\n";
 }
 
 // GPU memory set aside for a pass's temporaries (a prefill chunk's activations, the MoE's padded
@@ -35,8 +34,13 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
   const std::uint64_t kv_min = std::max(r.kv_budget_bytes, plan.kv_page_bytes);
   const std::string kv_text = r.kv_budget_bytes ? "--kv-budget " + gib_text(r.kv_budget_bytes) : "a KV page";
   const std::uint64_t resident_need = plan.weight_bytes() + plan.workspace_bytes + kv_min;
-  if (r.expert_slots <= 0 && resident_need <= r.budget_bytes) return Status::ok();
-  if (plan.routed_expert_bytes == 0 || plan.moe_layers == 0 || plan.experts_per_layer == 0) {
+  // Resident when a whole context's KV fits beside the weights too (an agent's prompt grows to tens
+  // of thousands of tokens); else a few experts in host RAM buy that room.
+  const std::uint64_t kv_wanted = r.kv_budget_bytes ? kv_min : std::max(kv_min, r.context_kv_bytes);
+  const bool can_offload = plan.routed_expert_bytes > 0 && plan.moe_layers > 0 && plan.experts_per_layer > 0;
+  if (r.expert_slots <= 0 && resident_need - kv_min + kv_wanted <= r.budget_bytes) return Status::ok();
+  if (r.expert_slots <= 0 && !can_offload && resident_need <= r.budget_bytes) return Status::ok();
+  if (!can_offload) {
     return unavailable("the model needs " + gib_text(resident_need) + " of GPU memory (weights " + gib_text(plan.weight_bytes()) +
                        ", workspace " + gib_text(plan.workspace_bytes) + ", " + kv_text + "); the budget allows " +
                        gib_text(r.budget_bytes));
@@ -55,7 +59,11 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
                        ", three expert slots); the budget allows " + gib_text(r.budget_bytes));
   }
   const std::uint64_t room = r.budget_bytes - fixed;
-  plan.kv_budget_bytes = r.kv_budget_bytes ? r.kv_budget_bytes : std::max(plan.kv_page_bytes, room / 4);
+  // Without --kv-budget: one whole context, the rest to experts, while the expert cache keeps a
+  // quarter of the room (a cache of a few percent of the experts decodes about as fast as none);
+  // with no context asked (benchmarks), a quarter of the room.
+  const std::uint64_t kv_default = r.context_kv_bytes ? std::min(r.context_kv_bytes, room - room / 4) : room / 4;
+  plan.kv_budget_bytes = r.kv_budget_bytes ? r.kv_budget_bytes : std::max(plan.kv_page_bytes, kv_default);
   const std::uint64_t cache_room = room - std::min(room, plan.kv_budget_bytes);
   const std::uint64_t all = plan.moe_layers * plan.experts_per_layer;
   if (r.expert_slots > 0) {
@@ -92,8 +100,11 @@ std::string PlacementPlan::to_text() const {
   } else {
     out += line("routed experts", routed_expert_bytes);
   }
-  out += line("KV pages", kv_pages * kv_page_bytes,
-              std::to_string(kv_pages) + " pages, " + std::to_string(kv_tokens) + " token positions");
+  std::string kv_note = std::to_string(kv_pages) + " pages, " + std::to_string(kv_tokens) + " token positions";
+  if (kv_tokens < context_tokens)
+    kv_note += "; fewer than one --ctx of " + std::to_string(context_tokens) +
+               " (prompts that long are refused: raise --gpu-mem, or lower --ctx)";
+  out += line("KV pages", kv_pages * kv_page_bytes, kv_note);
   if (linear_state_sequences) {
     char note[96];
     std::snprintf(note, sizeof note, "room for %llu sequences' recurrent state, %.1f MiB each",

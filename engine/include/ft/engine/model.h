@@ -113,6 +113,9 @@ struct LoadOptions {
                                       // on the GPU what the budget leaves after weights and workspace
   std::uint64_t gpu_mem_bytes = 0;    // kCuda: GPU memory the model may use; 0: all that is free
   int64_t kv_page_tokens = 64;       // token positions per KV page
+  // One sequence's longest context (the engine's --ctx): the KV pool's default size holds it when
+  // the memory allows (placement.h); 0: no such floor.
+  int64_t context_tokens = 0;
   // kCuda, linear-attention models: sequences whose recurrent state the GPU budget keeps room for
   // beside the KV pool (a server's running sequences, a batched benchmark's batch).
   int state_sequences = 16;

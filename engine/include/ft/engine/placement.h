@@ -23,6 +23,7 @@ struct PlacementPlan {
   std::uint64_t kv_page_bytes = 0;     // one page: page_tokens positions of every attention layer
   std::uint64_t kv_pages = 0;          // the pool's budget in pages
   std::uint64_t kv_tokens = 0;         // positions those pages hold, over all sequences
+  std::uint64_t context_tokens = 0;    // one sequence's context the pool was sized for (--ctx); 0: none asked
   std::uint64_t linear_state_bytes = 0;  // DeltaNet conv + recurrent state of one sequence
   // GPU: sequences whose linear state the budget keeps room for (taken as they start, outside the
   // KV pool, so the pool must leave it free).
@@ -61,15 +62,18 @@ std::string gib_text(std::uint64_t bytes);
 struct GpuPlanRequest {
   std::uint64_t budget_bytes = 0;     // GPU memory the plan may use
   std::uint64_t kv_budget_bytes = 0;  // --kv-budget; 0: the plan's default
+  // KV bytes of one whole context (--ctx): without --kv-budget the pool holds this when the budget
+  // allows (offloading experts for it), at most 3/4 of the room it shares with expert slots.
+  std::uint64_t context_kv_bytes = 0;
   int expert_slots = 0;               // > 0: offload the experts with exactly this many slots
 };
 
 // Decides the GPU's share of `plan` (its weights by kind, kv_page_bytes, moe_layers and
 // experts_per_layer filled in): everything resident with a 4 GiB workspace when it fits the
-// budget; else, for a MoE model, the routed experts in host RAM and what the budget leaves after
-// the other weights, the workspace (2 GiB below a 24 GiB budget) and the KV pool (--kv-budget, or
-// a quarter of the room) as expert cache slots. kUnavailable, saying how much is needed, when not
-// even three slots fit.
+// budget with a whole context of KV; else, for a MoE model, the routed experts in host RAM and
+// what the budget leaves after the other weights, the workspace (2 GiB below a 24 GiB budget) and
+// the KV pool (--kv-budget; else one context, up to 3/4 of the room; else a quarter of it) as
+// expert cache slots. kUnavailable, saying how much is needed, when not even three slots fit.
 Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& request);
 
 }  // namespace ft::engine
