@@ -21,18 +21,21 @@ FT_TARGET_AVX512 inline __m512i bytes16(const std::uint8_t* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// The decoders hand each 16 decoded values to a sink with their offset in the row: StoreSink
-// writes them out (decode_row), DotSink multiplies them into per-token accumulators (block_dots).
-// Both see the same values, computed as the reference computes them.
+// The decoders hand each 32 decoded values, as two vectors of 16, to a sink with their offset in
+// the row: StoreSink writes them out (decode_row), DotSink multiplies them into per-token
+// accumulators (block_dots), the first 16 of each 32 into one and the second into another, so a
+// token's products form two dependent chains, not one. Both see the same values, computed as the
+// reference computes them.
 
 template <typename Sink>
 FT_TARGET_AVX512 void q8_0(const std::uint8_t* b, std::size_t n, Sink& sink) {
   for (std::size_t i = 0; i < n / 32; ++i, b += 34) {
     const __m512 d = _mm512_set1_ps(f16_at(b));
-    for (int h = 0; h < 2; ++h) {
+    const auto half = [&](int h) FT_TARGET_AVX512 {
       const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * h)));
-      sink(32 * i + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
-    }
+      return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+    };
+    sink(32 * i, half(0), half(1));
   }
 }
 
@@ -44,8 +47,7 @@ FT_TARGET_AVX512 void q4_0(const std::uint8_t* b, std::size_t n, Sink& sink) {
     const __m512i q = bytes16(b + 2);
     const __m512i x0 = _mm512_sub_epi32(_mm512_and_si512(q, low), eight);
     const __m512i x1 = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
-    sink(32 * i, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), d));
-    sink(32 * i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(x1), d));
+    sink(32 * i, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), d), _mm512_mul_ps(_mm512_cvtepi32_ps(x1), d));
   }
 }
 
@@ -59,12 +61,12 @@ FT_TARGET_AVX512 void q4_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
       scale_min_k4(j, b + 4, sc, m);
       const __m512 d1 = _mm512_set1_ps(d * float(sc)), m1 = _mm512_set1_ps(min * float(m));
       const std::uint8_t* q = b + 16 + 32 * (j / 2);
-      for (int h = 0; h < 2; ++h) {
+      const auto half = [&](int h) FT_TARGET_AVX512 {
         __m512i x = bytes16(q + 16 * h);
         x = _mm512_and_si512(j % 2 ? _mm512_srli_epi32(x, 4) : x, low);
-        sink(256 * i + 32 * std::size_t(j) + 16 * std::size_t(h),
-             _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(x)), m1));
-      }
+        return _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(x)), m1);
+      };
+      sink(256 * i + 32 * std::size_t(j), half(0), half(1));
     }
   }
 }
@@ -80,14 +82,14 @@ FT_TARGET_AVX512 void q6_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
       for (int quarter = 0; quarter < 4; ++quarter) {
         const std::uint8_t* ql = b + 64 * half + (quarter % 2) * 32;
         const int lo_shift = quarter >= 2 ? 4 : 0, hi_shift = 2 * quarter;
-        for (int h = 0; h < 2; ++h) {  // l in [16h, 16h + 16): scale sc[h + 2 quarter]
+        const auto part = [&](int h) FT_TARGET_AVX512 {  // l in [16h, 16h + 16): scale sc[h + 2 quarter]
           const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(bytes16(ql + 16 * h), unsigned(lo_shift)), low);
           const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(bytes16(qh + 16 * h), unsigned(hi_shift)), two);
           const __m512i q = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), off);
           const __m512 s = _mm512_set1_ps(d * float(sc[h + 2 * quarter]));
-          sink(256 * i + 128 * std::size_t(half) + 32 * std::size_t(quarter) + 16 * std::size_t(h),
-               _mm512_mul_ps(s, _mm512_cvtepi32_ps(q)));
-        }
+          return _mm512_mul_ps(s, _mm512_cvtepi32_ps(q));
+        };
+        sink(256 * i + 128 * std::size_t(half) + 32 * std::size_t(quarter), part(0), part(1));
       }
     }
   }
@@ -104,8 +106,7 @@ FT_TARGET_AVX512 void mxfp4(const std::uint8_t* b, std::size_t n, Sink& sink) {
     const __m512i q = bytes16(b + 1);
     const __m512i x0 = _mm512_permutexvar_epi32(_mm512_and_si512(q, low), table);
     const __m512i x1 = _mm512_permutexvar_epi32(_mm512_srli_epi32(q, 4), table);
-    sink(32 * i, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), dv));
-    sink(32 * i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(x1), dv));
+    sink(32 * i, _mm512_mul_ps(_mm512_cvtepi32_ps(x0), dv), _mm512_mul_ps(_mm512_cvtepi32_ps(x1), dv));
   }
 }
 
@@ -121,15 +122,16 @@ FT_TARGET_AVX512 void f8_block_exact(const std::uint8_t* b, std::size_t at, Sink
   float d;
   std::memcpy(&d, b, 4);
   const __m512 dv = _mm512_set1_ps(d);
-  for (int c = 0; c < 8; ++c) {
+  const auto part = [&](int c) FT_TARGET_AVX512 {
     const __m512i q = bytes16(b + 4 + 16 * c);
     const __m512i m = _mm512_and_si512(q, magnitude);
     const __m512i h = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(q, sign), 8), _mm512_slli_epi32(m, 7));
     __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), two8);
     const __m512i nan = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(q, sign), 24), quiet_nan);
     v = _mm512_mask_mov_ps(v, _mm512_cmpeq_epi32_mask(m, magnitude), _mm512_castsi512_ps(nan));
-    sink(at + 16 * std::size_t(c), _mm512_mul_ps(v, dv));
-  }
+    return _mm512_mul_ps(v, dv);
+  };
+  for (int c = 0; c < 8; c += 2) sink(at + 16 * std::size_t(c), part(c), part(c + 1));
 }
 
 // The same values 32 codes a step in 16-bit lanes, a third of the instructions: (v 2^-8) (256 d)
@@ -156,8 +158,8 @@ FT_TARGET_AVX512 void f8_b128(const std::uint8_t* b, std::size_t n, Sink& sink) 
     }
     const __m512 dv = _mm512_set1_ps(d256);
     for (int c = 0; c < 4; ++c) {
-      sink(128 * i + 32 * std::size_t(c), _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h[c])), dv));
-      sink(128 * i + 32 * std::size_t(c) + 16, _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h[c], 1)), dv));
+      sink(128 * i + 32 * std::size_t(c), _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h[c])), dv),
+           _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h[c], 1)), dv));
     }
   }
 }
@@ -172,39 +174,52 @@ FT_TARGET_AVX512 void nvfp4(const std::uint8_t* b, std::size_t n, Sink& sink) {
   for (std::size_t i = 0; i < n / 64; ++i, b += 40) {
     float global;
     std::memcpy(&global, b, 4);
-    for (int g = 0; g < 4; ++g) {
+    const auto group = [&](int g) FT_TARGET_AVX512 {
       const __m512 d = _mm512_set1_ps(std::bit_cast<float>(e4m3_bits(b[4 + g])) * global);
       const __m128i t = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 8 + 8 * g));
       const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(t, low), _mm_and_si128(_mm_srli_epi16(t, 4), low));
-      const __m512 v = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table);
-      sink(64 * i + 16 * std::size_t(g), _mm512_mul_ps(v, d));
-    }
+      return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table), d);
+    };
+    sink(64 * i, group(0), group(1));
+    sink(64 * i + 32, group(2), group(3));
   }
 }
 
 struct StoreSink {
   float* y;
-  FT_TARGET_AVX512 void operator()(std::size_t at, __m512 v) const { _mm512_storeu_ps(y + at, v); }
+  FT_TARGET_AVX512 void operator()(std::size_t at, __m512 lo, __m512 hi) const {
+    _mm512_storeu_ps(y + at, lo);
+    _mm512_storeu_ps(y + at + 16, hi);
+  }
 };
 
-// NT activation rows: acc[t] += v * x_t[at .. at + 16), unrolled so the accumulators stay in
-// registers.
+// NT activation rows: acc[t] += lo * x_t[at .. at + 16), acc2[t] += hi * x_t[at + 16 .. at + 32),
+// unrolled so the accumulators stay in registers; a token's sum is acc + acc2, then across lanes.
+// One chain a token would wait out an FMA's latency every 16 values (a single-token product was
+// bound by it, not by memory).
 template <int NT>
 struct DotSink {
   const float* x;
   std::size_t ldx;
-  __m512 acc[NT];
-  FT_TARGET_AVX512 void operator()(std::size_t at, __m512 v) {
+  __m512 acc[NT], acc2[NT];
+  FT_TARGET_AVX512 void operator()(std::size_t at, __m512 lo, __m512 hi) {
 #pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(v, _mm512_loadu_ps(x + std::size_t(t) * ldx + at), acc[t]);
+    for (int t = 0; t < NT; ++t) {
+      const float* xt = x + std::size_t(t) * ldx + at;
+      acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);
+      acc2[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc2[t]);
+    }
   }
 };
 
+// DotSink's sum for one token of a decoded row (cols a multiple of 32, as every block is).
 FT_TARGET_AVX512 float dot_decoded_avx512(const float* row, const float* x, std::size_t cols) {
-  __m512 acc = _mm512_setzero_ps();
-  for (std::size_t at = 0; at < cols; at += 16)
+  __m512 acc = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps();
+  for (std::size_t at = 0; at < cols; at += 32) {
     acc = _mm512_fmadd_ps(_mm512_loadu_ps(row + at), _mm512_loadu_ps(x + at), acc);
-  return hsum512(acc);
+    acc2 = _mm512_fmadd_ps(_mm512_loadu_ps(row + at + 16), _mm512_loadu_ps(x + at + 16), acc2);
+  }
+  return hsum512(_mm512_add_ps(acc, acc2));
 }
 
 // Each decoder as a type, so one name serves every sink.
@@ -233,12 +248,12 @@ FT_TARGET_AVX512 void decode_with(const std::uint8_t* b, float* y, std::size_t n
 
 template <typename D, int NT>
 FT_TARGET_AVX512 void dots_n(const std::uint8_t* row, std::size_t cols, const float* x, std::size_t ldx, float* out) {
-  DotSink<NT> sink{x, ldx, {}};
-  for (int t = 0; t < NT; ++t) sink.acc[t] = _mm512_setzero_ps();
+  DotSink<NT> sink{x, ldx, {}, {}};
+  for (int t = 0; t < NT; ++t) sink.acc[t] = sink.acc2[t] = _mm512_setzero_ps();
   // The stream a row ahead: rows of a matrix lie one after the other.
   if (const std::size_t ahead = prefetch_distance()) prefetch(row + ahead, cols / D::kBlockValues * D::kBlockBytes);
   D::run(row, cols, sink);
-  for (int t = 0; t < NT; ++t) out[t] = hsum512(sink.acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = hsum512(_mm512_add_ps(sink.acc[t], sink.acc2[t]));
 }
 
 template <typename D>

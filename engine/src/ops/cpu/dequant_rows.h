@@ -27,7 +27,7 @@ using BlockDotsFn = void (*)(const std::uint8_t* row, std::size_t cols, const fl
                              float* out);
 // The fused kernel for `dtype` on `isa`, or null (use decode_row and a dot).
 BlockDotsFn block_dots_for(CpuIsa isa, DType dtype);
-// The fused kernels' sum for a row decode_row has already decoded (cols a multiple of 16), equal
+// The fused kernels' sum for a row decode_row has already decoded (cols a multiple of 32), equal
 // to theirs bit for bit: many tokens decode a row once and still get the few-token results, so an
 // output never depends on how many tokens a call has. Only where block_dots_for gives a kernel.
 float dot_decoded(const float* row, const float* x, std::size_t cols);
