@@ -1,7 +1,8 @@
 // `freetoken make-synthetic-model --like MODEL DIR`: a random-weight checkpoint with a released
 // model's exact shapes, config.json and tensor names, as sharded bf16 safetensors, for benchmarks
 // at real size (engine/synthetic_model.h); with --quant FP8 its projections in FP8 as the FP8
-// releases store them; with another --quant, one GGUF file in a llama-quantize mix.
+// releases store them, with --quant MXFP4 (gpt-oss) its experts as gpt-oss's release stores them;
+// with another --quant, one GGUF file in a llama-quantize mix.
 #include <tbb/info.h>
 #include <unistd.h>
 
@@ -92,9 +93,13 @@ int run_make_synthetic_model(const Args& args) {
     return usage_error(cmd, "--seed expects an integer from 0 to 2^64-1, got '" + seed + "'");
   }
   if (options.threads < 0) return usage_error(cmd, "--threads must be 0 (all) or more");
-  // FP8 is a safetensors checkpoint (the releases' format); the other types are GGUF mixes.
-  options.fp8 = args.get("quant") == "FP8" || args.get("quant") == "fp8";
-  if (!args.get("quant").empty() && !options.fp8) return write_gguf(cmd, dir, options, args.get("quant"));
+  // FP8 and MXFP4 are safetensors checkpoints (the releases' formats); the other types are GGUF mixes.
+  using Quant = engine::SyntheticModelOptions::Quant;
+  const std::string quant = args.get("quant");
+  options.quant = quant == "FP8" || quant == "fp8"       ? Quant::kFp8
+                  : quant == "MXFP4" || quant == "mxfp4" ? Quant::kMxfp4
+                                                         : Quant::kBf16;
+  if (!quant.empty() && options.quant == Quant::kBf16) return write_gguf(cmd, dir, options, quant);
   auto plan = engine::plan_synthetic_model(options);
   if (!plan) return usage_error(cmd, plan.status().message());
   const int threads = options.threads > 0 ? options.threads : tbb::info::default_concurrency();
@@ -102,7 +107,10 @@ int run_make_synthetic_model(const Args& args) {
   std::printf(
       "writing a SYNTHETIC %s%s checkpoint with RANDOM weights (%lld of %lld layers, %zu tensors, %.1f GB, "
       "%zu shard(s), %d threads)\n",
-      engine::synthetic_like_name(options.like), options.fp8 ? " FP8" : "",
+      engine::synthetic_like_name(options.like),
+      options.quant == Quant::kFp8     ? " FP8"
+      : options.quant == Quant::kMxfp4 ? " MXFP4"
+                                       : "",
       static_cast<long long>(plan->spec.num_layers), static_cast<long long>(full->num_layers), plan->tensors.size(),
       double(plan->total_bytes) / 1e9, plan->shard_files.size(), threads);
   std::fflush(stdout);
@@ -126,7 +134,7 @@ const Command kMakeSyntheticModelCommand = {
     "make-synthetic-model",
     "write a random-weight checkpoint with a released model's exact shapes (sharded bf16) for benchmarks",
     "freetoken make-synthetic-model --like qwen3-30b-a3b|qwen3.6-35b-a3b|deepseek-v3|glm-4.5-air|ernie-4.5-21b-a3b|"
-    "minimax-m2|gpt-oss-20b|llama4-scout [--layers N] [--threads N] [--seed S] [--quant FP8|Q4_K_M|Q4_0|Q8_0] "
+    "minimax-m2|gpt-oss-20b|llama4-scout [--layers N] [--threads N] [--seed S] [--quant FP8|MXFP4|Q4_K_M|Q4_0|Q8_0] "
     "DIR|FILE.gguf",
     {{"like", "MODEL",
       "the released model to imitate: qwen3-30b-a3b (48 layers, ~61 GB), qwen3.6-35b-a3b (40 layers, ~69 GB), "
@@ -138,7 +146,8 @@ const Command kMakeSyntheticModelCommand = {
      {"threads", "N", "writer threads; 0: every hardware thread", "0", false},
      {"seed", "S", "random seed of the weights (same seed, same bytes at any thread count)", "0", false},
      {"quant", "TYPE",
-      "FP8: the projections in FP8 with 128x128-tile scales, as the FP8 releases (safetensors, DIR); Q4_K_M, Q4_0 "
+      "FP8: the projections in FP8 with 128x128-tile scales, as the FP8 releases (safetensors, DIR); MXFP4 "
+      "(gpt-oss-20b): the experts in MXFP4 as gpt-oss's release (safetensors, DIR); Q4_K_M, Q4_0 "
       "or Q8_0: one GGUF file (the argument is its path) with llama-quantize's tensor types (qwen3-30b-a3b, "
       "qwen3.6-35b-a3b)",
       "", false}},

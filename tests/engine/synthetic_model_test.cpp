@@ -470,7 +470,7 @@ TEST(SyntheticModel, WritesAnFp8LayerAsTheFp8ReleasesStoreIt) {
   const auto dir = tmp.path() / "qwen3-30b-a3b-fp8";
   engine::SyntheticModelOptions opts = options_for(SyntheticLike::kQwen3_30B_A3B, 1);
   opts.threads = 2;
-  opts.fp8 = true;
+  opts.quant = engine::SyntheticModelOptions::Quant::kFp8;
   const auto plan = engine::plan_synthetic_model(opts);
   ASSERT_TRUE(plan.is_ok());
   std::size_t fp8 = 0;
@@ -511,6 +511,50 @@ TEST(SyntheticModel, WritesAnFp8LayerAsTheFp8ReleasesStoreIt) {
   const std::vector<int32_t> ids = {1, 2, 3, 4};
   ASSERT_TRUE((*model)->forward(state, ids, logits.data(), engine::LogitsMode::kLast).is_ok());
   EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+}
+
+// --quant MXFP4 (gpt-oss): the routed experts as gpt-oss's release stores them (X_blocks
+// [experts, out, in / 32, 16] and X_scales, quantization_config mxfp4), the rest bf16; read back
+// as MXFP4 weights whose values have the init's spread, and run.
+TEST(SyntheticModel, WritesGptOssExpertsInMxfp4AsItsReleaseStoresThem) {
+  TempDir tmp;
+  const auto dir = tmp.path() / "gpt-oss-20b-mxfp4";
+  engine::SyntheticModelOptions opts = options_for(SyntheticLike::kGptOss20B, 1);
+  opts.threads = 2;
+  opts.quant = engine::SyntheticModelOptions::Quant::kMxfp4;
+  const auto plan = engine::plan_synthetic_model(opts);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  std::size_t u8 = 0;
+  for (std::size_t i = 0; i < plan->tensors.size(); ++i) u8 += plan->dtypes[i] == engine::DType::kU8;
+  EXPECT_EQ(u8, 4u);  // gate_up and down: blocks and scales
+  ASSERT_TRUE(engine::write_synthetic_model(dir, opts).is_ok());
+
+  auto ckpt = engine::Checkpoint::open(dir);
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  EXPECT_EQ(nlohmann::json::parse(ckpt->config_text()).at("quantization_config").at("quant_method"), "mxfp4");
+  EXPECT_FALSE(ckpt->has("model.layers.0.mlp.experts.gate_up_proj_scales"));
+  const auto gate_up = ckpt->tensor("model.layers.0.mlp.experts.gate_up_proj", {32, 2 * 2880, 2880});
+  ASSERT_TRUE(gate_up.is_ok()) << gate_up.status().to_string();
+  EXPECT_EQ(gate_up->dtype, engine::DType::kMXFP4);
+  EXPECT_EQ(ckpt->tensor("model.layers.0.mlp.experts.down_proj")->dtype, engine::DType::kMXFP4);
+  EXPECT_EQ(ckpt->tensor("model.layers.0.self_attn.q_proj.weight")->dtype, engine::DType::kBF16);
+  const auto [m, sd] = moments(*gate_up);
+  EXPECT_NEAR(m, 0.0, 0.02 / std::sqrt(2880.0));
+  // The scale is the nearest power of two to sigma / rms: within a factor 2^0.5 of the spread.
+  EXPECT_GT(sd, 0.7 / std::sqrt(2880.0));
+  EXPECT_LT(sd, 1.42 / std::sqrt(2880.0));
+  engine::LoadOptions lo;
+  lo.threads = 2;
+  auto model = engine::load_model(dir, lo);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  engine::SequenceState state = (*model)->new_state();
+  std::vector<float> logits(std::size_t((*model)->vocab_size()));
+  const std::vector<int32_t> ids = {1, 2, 3, 4};
+  ASSERT_TRUE((*model)->forward(state, ids, logits.data(), engine::LogitsMode::kLast).is_ok());
+  EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+  // Only gpt-oss has this format.
+  opts.like = SyntheticLike::kQwen3_30B_A3B;
+  EXPECT_EQ(engine::plan_synthetic_model(opts).status().code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(SyntheticModelCli, UnknownLikeExitsTwoWithOneLine) {

@@ -47,7 +47,7 @@ uint64_t splitmix64(uint64_t& state) {
 
 }  // namespace
 
-std::size_t encoding_bytes(Encoding e) { return e == Encoding::kBf16 ? 2 : e == Encoding::kFp8Codes ? 1 : 4; }
+std::size_t encoding_bytes(Encoding e) { return e == Encoding::kBf16 ? 2 : e == Encoding::kF32Constant ? 4 : 1; }
 
 float fp8_codes_rms() {
   double sum = 0;
@@ -143,17 +143,20 @@ Status fill_tensors(const std::vector<PlannedTensor>& tensors, const std::vector
     const uint64_t first = item.block * kBlockElements;
     const uint64_t end = std::min(uint64_t(t.numel()), first + kBlockElements);
     std::vector<bf16_t>& buf = buffers.local();
-    if (target.encoding != Encoding::kBf16) {  // FP8 codes or a constant, through the same 128 KiB buffer
+    if (target.encoding != Encoding::kBf16) {  // codes, bytes or a constant, through the same 128 KiB buffer
       uint64_t state = block_seed(seed, t.name, item.block);
       const std::size_t per = encoding_bytes(target.encoding), chunk = 2 * kChunkElements / per;
       auto* bytes = reinterpret_cast<std::uint8_t*>(buf.data());
       for (uint64_t at = first; at < end; at += chunk) {
         const std::size_t count = std::size_t(std::min<uint64_t>(chunk, end - at));
-        if (target.encoding == Encoding::kFp8Codes) {
+        if (target.encoding == Encoding::kFp8Codes || target.encoding == Encoding::kRandomBytes) {
+          const uint64_t mask = target.encoding == Encoding::kFp8Codes ? 0xBFBFBFBFBFBFBFBFull : ~0ull;
           for (std::size_t k = 0; k < count; k += 8) {
-            const uint64_t r = splitmix64(state) & 0xBFBFBFBFBFBFBFBFull;
+            const uint64_t r = splitmix64(state) & mask;
             std::memcpy(bytes + k, &r, std::min<std::size_t>(8, count - k));
           }
+        } else if (target.encoding == Encoding::kU8Constant) {
+          std::memset(bytes, int(target.constant), count);
         } else {
           for (std::size_t k = 0; k < count; ++k) std::memcpy(bytes + 4 * k, &target.constant, 4);
         }

@@ -16,10 +16,11 @@
 namespace ft::engine::synthetic {
 
 // How a tensor's values are stored: bf16 draws of its init; FP8 E4M3 codes (random, magnitudes at
-// most 1.875, no NaN: the scale tensor beside it gives them the init's spread); or one fp32 value
-// repeated (an FP8 weight's scales).
-enum class Encoding { kBf16, kFp8Codes, kF32Constant };
-std::size_t encoding_bytes(Encoding e);  // per value: 2, 1, 4
+// most 1.875, no NaN: the scale tensor beside it gives them the init's spread); one fp32 value
+// repeated (an FP8 weight's scales); random bytes (MXFP4 blocks: every E2M1 pair is a value); or
+// one byte repeated (MXFP4's E8M0 scales).
+enum class Encoding { kBf16, kFp8Codes, kF32Constant, kRandomBytes, kU8Constant };
+std::size_t encoding_bytes(Encoding e);  // per value: 2, 1, 4, 1, 1
 // The root mean square of the kFp8Codes values: an FP8 weight of spread sigma has scales sigma / it.
 float fp8_codes_rms();
 
@@ -29,7 +30,7 @@ struct TensorTarget {
   uint64_t offset = 0;
   const std::string* path = nullptr;  // for error messages
   Encoding encoding = Encoding::kBf16;
-  float constant = 0;  // kF32Constant's value
+  float constant = 0;  // kF32Constant's value, kU8Constant's byte
 };
 
 // Splits the tensors into (tensor, kBlockElements block) items and fills them on `threads` worker

@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -111,10 +113,13 @@ std::string readme(SyntheticLike like, const SyntheticPlan& plan, const Syntheti
   text +=
       "This is **not a trained model**: every weight is random (seeded, so the files are reproducible).\n"
       "It has the exact shapes, config.json and Hugging Face tensor names of the released model, as\n";
-  text +=
-      std::string(options.fp8 ? "safetensors (projections FP8 in 128x128 tiles, the rest bf16)" : "bf16 safetensors") +
-      " in " + std::to_string(plan.shard_files.size()) + " shard(s) with model.safetensors.index.json (" +
-      gigabytes(plan.total_bytes) + "),\n";
+  text += std::string(options.quant == SyntheticModelOptions::Quant::kFp8
+                          ? "safetensors (projections FP8 in 128x128 tiles, the rest bf16)"
+                      : options.quant == SyntheticModelOptions::Quant::kMxfp4
+                          ? "safetensors (routed experts MXFP4 as gpt-oss's release, the rest bf16)"
+                          : "bf16 safetensors") +
+          " in " + std::to_string(plan.shard_files.size()) + " shard(s) with model.safetensors.index.json (" +
+          gigabytes(plan.total_bytes) + "),\n";
   text +=
       "so the engine can be measured at real size. Its output is meaningless; never use it to judge\n"
       "output quality. No tokenizer is included.\n";
@@ -132,12 +137,40 @@ std::string index_json(const SyntheticPlan& plan) {
 
 }  // namespace
 
+// gpt-oss's routed experts in bf16 are [experts, in, out]; its MXFP4 release stores them as
+// X_blocks [experts, out, in / 32, 16] (two E2M1 codes a byte) and X_scales [experts, out, in / 32].
+bool mxfp4_expert(const PlannedTensor& t) {
+  return (t.name.ends_with("experts.gate_up_proj") || t.name.ends_with("experts.down_proj")) && t.shape.size() == 3 &&
+         t.shape[1] % 32 == 0;
+}
+
+// The E8M0 byte giving random E2M1 codes (all 16 alike) a spread of sigma: 2^(byte - 127) ~ sigma / rms.
+float mxfp4_scale_byte(double sigma) {
+  constexpr double kE2M1Rms = 2.9261749;  // sqrt of the mean square of 0, 0.5, 1, 1.5, 2, 3, 4, 6
+  return float(std::clamp(127.0 + std::round(std::log2(sigma / kE2M1Rms)), 1.0, 254.0));
+}
+
 Result<SyntheticPlan> plan_synthetic_model(const SyntheticModelOptions& options) {
+  using Quant = SyntheticModelOptions::Quant;
   SyntheticPlan plan;
   FT_ASSIGN_OR_RETURN(plan.spec, synthetic_model_spec(options.like, options.layers));
   plan.spec.seed = options.seed;
+  if (options.quant == Quant::kMxfp4 && plan.spec.family != ModelFamily::kGptOss)
+    return invalid_argument("MXFP4 safetensors are gpt-oss's release format: use --like gpt-oss-20b");
   for (PlannedTensor& t : random_checkpoint_tensors(plan.spec)) {
-    const bool fp8 = options.fp8 && t.name.ends_with("_proj.weight") && t.shape.size() == 2 && t.shape[1] % 128 == 0;
+    if (options.quant == Quant::kMxfp4 && mxfp4_expert(t)) {
+      const int64_t E = t.shape[0], in = t.shape[1], out = t.shape[2];
+      const double sigma = t.init.kind == TensorInit::Kind::kNormal ? t.init.scale : 0.02;
+      plan.tensors.push_back({t.name + "_blocks", {E, out, in / 32, 16}, t.init});
+      plan.dtypes.push_back(DType::kU8);
+      plan.constants.push_back(0);
+      plan.tensors.push_back({t.name + "_scales", {E, out, in / 32}, t.init});
+      plan.dtypes.push_back(DType::kU8);
+      plan.constants.push_back(mxfp4_scale_byte(sigma));
+      continue;
+    }
+    const bool fp8 = options.quant == Quant::kFp8 && t.name.ends_with("_proj.weight") && t.shape.size() == 2 &&
+                     t.shape[1] % 128 == 0;
     if (!fp8) {
       plan.tensors.push_back(std::move(t));
       plan.dtypes.push_back(DType::kBF16);
@@ -209,9 +242,12 @@ Status write_synthetic_model(const fs::path& dir, const SyntheticModelOptions& o
     }
     for (std::size_t k = 0; k < members[s].size(); ++k) {
       const std::size_t i = members[s][k];
-      const synthetic::Encoding e = plan.dtypes[i] == DType::kBF16     ? synthetic::Encoding::kBf16
-                                    : plan.dtypes[i] == DType::kF8E4M3 ? synthetic::Encoding::kFp8Codes
-                                                                       : synthetic::Encoding::kF32Constant;
+      const DType dt = plan.dtypes[i];
+      const synthetic::Encoding e = dt == DType::kBF16                          ? synthetic::Encoding::kBf16
+                                    : dt == DType::kF8E4M3                      ? synthetic::Encoding::kFp8Codes
+                                    : dt != DType::kU8                          ? synthetic::Encoding::kF32Constant
+                                    : plan.tensors[i].name.ends_with("_scales") ? synthetic::Encoding::kU8Constant
+                                                                                : synthetic::Encoding::kRandomBytes;
       targets[i] = {fd.get(), layouts[s].begin[k], &paths[s], e, plan.constants[i]};
     }
     fds.push_back(std::move(fd));
@@ -226,10 +262,17 @@ Status write_synthetic_model(const fs::path& dir, const SyntheticModelOptions& o
 
   const std::vector<std::pair<std::string, std::string>> notes = {{"freetoken_synthetic", config_note(options.like)}};
   std::string config = random_checkpoint_config_json(plan.spec, notes);
-  if (options.fp8) {  // as the FP8 releases say it
+  if (options.quant == SyntheticModelOptions::Quant::kFp8) {  // as the FP8 releases say it
     nlohmann::json j = nlohmann::json::parse(config);
     j["quantization_config"] = {
         {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
+    config = j.dump(2) + "\n";
+  } else if (options.quant == SyntheticModelOptions::Quant::kMxfp4) {  // as gpt-oss's release says it
+    nlohmann::json j = nlohmann::json::parse(config);
+    j["quantization_config"] = {
+        {"quant_method", "mxfp4"},
+        {"modules_to_not_convert",
+         {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
     config = j.dump(2) + "\n";
   }
   const std::vector<std::pair<std::string, std::string>> small_files = {

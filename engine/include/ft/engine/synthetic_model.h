@@ -52,10 +52,15 @@ struct SyntheticModelOptions {
   int64_t layers = 0;  // the first N layers (config says num_hidden_layers N); 0: all of them
   int threads = 0;     // 0: every hardware thread
   uint64_t seed = 0;
-  // The projections (every *_proj.weight matrix whose columns are whole 128-value blocks) in FP8
-  // E4M3 with a weight_scale_inv per 128x128 tile, and quantization_config in config.json, as the
-  // FP8 releases (Qwen3-30B-A3B-FP8, DeepSeek-V3) store them; the rest stays bf16.
-  bool fp8 = false;
+  // How the safetensors store the weights:
+  //   kFp8: the projections (every *_proj.weight matrix whose columns are whole 128-value blocks) in
+  //     FP8 E4M3 with a weight_scale_inv per 128x128 tile, as the FP8 releases (Qwen3-30B-A3B-FP8,
+  //     DeepSeek-V3) store them;
+  //   kMxfp4 (gpt-oss only): the routed experts in MXFP4, X_blocks (E2M1 pairs) and X_scales
+  //     (E8M0, one a 32 values) in the [experts, out, in / 32, 16] layout of gpt-oss's release;
+  // with quantization_config in config.json; the rest stays bf16.
+  enum class Quant { kBf16, kFp8, kMxfp4 };
+  Quant quant = Quant::kBf16;
   // Called on the calling thread about every 200 ms while the weights are written, and once at the
   // end with bytes_done == bytes_total (tensor bytes, the index's total_size).
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
@@ -69,8 +74,9 @@ Result<RandomCheckpointSpec> synthetic_model_spec(SyntheticLike like, int64_t la
 struct SyntheticPlan {
   RandomCheckpointSpec spec;
   std::vector<PlannedTensor> tensors;    // the model's order
-  std::vector<DType> dtypes;             // per tensor: BF16, or F8_E4M3 codes and their F32 scales (fp8)
-  std::vector<float> constants;          // per F32 scale tensor: its value (every tile alike)
+  // per tensor: BF16; F8_E4M3 codes and their F32 scales (kFp8); U8 MXFP4 blocks and scales (kMxfp4)
+  std::vector<DType> dtypes;
+  std::vector<float> constants;          // per scale tensor: its value (every tile or group alike)
   std::vector<std::size_t> shard_of;     // per tensor: its index in shard_files
   std::vector<std::string> shard_files;  // "model-00001-of-00016.safetensors", ...
   uint64_t total_bytes = 0;              // all tensors' data, the index's "total_size"
