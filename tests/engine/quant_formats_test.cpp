@@ -100,6 +100,44 @@ TEST(QuantFormats, Fp8TilesMxfp4AndNvfp4EqualPyTorchsValuesBitForBit) {
   EXPECT_TRUE(ckpt->has("mxfp4.gate_up_proj") && ckpt->has("fp8.dequant"));
 }
 
+// gpt-oss's experts.gate_up_proj interleaves gate and up rows: presented as gate_proj (the even
+// rows) and up_proj (the odd ones), each expert's rows [out, in] read in place.
+TEST(QuantFormats, GptOssInterleavedGateUpIsPresentedAsGateAndUp) {
+  constexpr int64_t E = 2, rows = 6, groups = 2;  // 2I = 6 rows of 64 values
+  const float e2m1[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  const auto code = [](int64_t e, int64_t r) { return int(e * rows + r) % 8; };
+  std::vector<std::byte> blocks(std::size_t(E * rows * groups * 16)), scales(std::size_t(E * rows * groups));
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        const std::size_t at = std::size_t((e * rows + r) * groups + g);
+        for (int i = 0; i < 16; ++i) blocks[at * 16 + std::size_t(i)] = std::byte(code(e, r) | code(e, r) << 4);
+        scales[at] = std::byte(127 + g);  // 1, then 2
+      }
+  TempDir tmp;
+  ASSERT_TRUE(engine::write_safetensors(tmp.path() / "model.safetensors",
+                                        {{"m.experts.gate_up_proj_blocks", DType::kU8, {E, rows, groups, 16}, blocks},
+                                         {"m.experts.gate_up_proj_scales", DType::kU8, {E, rows, groups}, scales}})
+                  .is_ok());
+  { std::ofstream(tmp.path() / "config.json") << "{}"; }
+  auto ckpt = engine::Checkpoint::open(tmp.path());
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  EXPECT_FALSE(ckpt->has("m.experts.gate_up_proj"));
+  for (const auto& [name, parity] :
+       std::vector<std::pair<std::string, int64_t>>{{"m.experts.gate_proj", 0}, {"m.experts.up_proj", 1}}) {
+    auto t = ckpt->tensor(name, {E, rows / 2, groups * 32});
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    EXPECT_EQ(t->dtype, DType::kMXFP4);
+    const std::vector<float> v = values_of(*ckpt, name);
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t i = 0; i < rows / 2; ++i)
+        for (int64_t c = 0; c < groups * 32; ++c)
+          ASSERT_EQ(v[std::size_t((e * rows / 2 + i) * groups * 32 + c)],
+                    e2m1[code(e, 2 * i + parity)] * float(1 + c / 32))
+              << name << " expert " << e << " row " << i << " column " << c;
+  }
+}
+
 // Every E4M3 code as PyTorch's float8_e4m3fn converts it (subnormals, the largest 448, both NaNs).
 TEST(QuantFormats, EveryE4m3CodeConvertsAsPyTorchConvertsIt) {
   const SafetensorsFile want = SafetensorsFile::read(fixture());
@@ -288,6 +326,24 @@ fs::path write_dequantised(const fs::path& from, const fs::path& dir) {
     std::vector<float> w(std::size_t(v->numel()));
     EXPECT_TRUE(engine::to_f32(*v, w.data(), 0, w.size()).is_ok()) << name;
     std::vector<int64_t> shape = v->shape;
+    if (name.ends_with("experts.up_proj")) continue;  // with gate_proj, below
+    if (name.ends_with("experts.gate_proj") && v->dtype == DType::kMXFP4) {
+      // gpt-oss's gate and up rows (presented apart) interleaved again, [E, H, 2I] as in HF's bf16.
+      const auto up = src->tensor(name.substr(0, name.size() - std::string_view("gate_proj").size()) + "up_proj");
+      std::vector<float> u(w.size());
+      EXPECT_TRUE(up.is_ok() && engine::to_f32(*up, u.data(), 0, u.size()).is_ok()) << name;
+      const int64_t E = shape[0], I = shape[1], H = shape[2];
+      std::vector<float> t(2 * w.size());
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t i = 0; i < I; ++i)
+          for (int64_t h = 0; h < H; ++h) {
+            t[std::size_t((e * H + h) * 2 * I + 2 * i)] = w[std::size_t((e * I + i) * H + h)];
+            t[std::size_t((e * H + h) * 2 * I + 2 * i + 1)] = u[std::size_t((e * I + i) * H + h)];
+          }
+      const std::string gate_up = name.substr(0, name.size() - std::string_view("gate_proj").size()) + "gate_up_proj";
+      out.push_back(owned(gate_up, DType::kF32, {E, H, 2 * I}, t.data(), t.size() * 4));
+      continue;
+    }
     if (v->dtype == DType::kMXFP4 && shape.size() == 3) {
       const int64_t E = shape[0], O = shape[1], I = shape[2];
       std::vector<float> t(w.size());
@@ -393,7 +449,7 @@ TEST_P(QuantModel, LogitsOnTheQuantizedWeightsEqualThoseOnTheirDequantisedValues
   const fs::path dense = write_dequantised(quantized, d.path());
   auto ckpt = engine::Checkpoint::open(quantized);
   ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
-  auto wq = ckpt->tensor(format == Format::kMxfp4 ? "model.layers.0.mlp.experts.gate_up_proj"
+  auto wq = ckpt->tensor(format == Format::kMxfp4 ? "model.layers.0.mlp.experts.gate_proj"
                                                   : "model.layers.0.self_attn.q_proj.weight");
   ASSERT_TRUE(wq.is_ok());
   EXPECT_EQ(wq->dtype, format == Format::kFp8     ? DType::kF8E4M3B128

@@ -533,9 +533,11 @@ TEST(SyntheticModel, WritesGptOssExpertsInMxfp4AsItsReleaseStoresThem) {
   ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
   EXPECT_EQ(nlohmann::json::parse(ckpt->config_text()).at("quantization_config").at("quant_method"), "mxfp4");
   EXPECT_FALSE(ckpt->has("model.layers.0.mlp.experts.gate_up_proj_scales"));
-  const auto gate_up = ckpt->tensor("model.layers.0.mlp.experts.gate_up_proj", {32, 2 * 2880, 2880});
+  // (gate_up's interleaved rows presented as gate and up: quantized_safetensors.h)
+  const auto gate_up = ckpt->tensor("model.layers.0.mlp.experts.gate_proj", {32, 2880, 2880});
   ASSERT_TRUE(gate_up.is_ok()) << gate_up.status().to_string();
   EXPECT_EQ(gate_up->dtype, engine::DType::kMXFP4);
+  EXPECT_EQ(ckpt->tensor("model.layers.0.mlp.experts.up_proj")->dtype, engine::DType::kMXFP4);
   EXPECT_EQ(ckpt->tensor("model.layers.0.mlp.experts.down_proj")->dtype, engine::DType::kMXFP4);
   EXPECT_EQ(ckpt->tensor("model.layers.0.self_attn.q_proj.weight")->dtype, engine::DType::kBF16);
   const auto [m, sd] = moments(*gate_up);

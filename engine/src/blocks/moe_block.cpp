@@ -235,8 +235,19 @@ Status MoeBlock::load_transposed_experts(const WeightLoader& w, const std::strin
   const std::string gate_up = prefix + "experts.gate_up_proj", down = prefix + "experts.down_proj";
   // gate and up: columns 0, 2, 4, ... and 1, 3, 5, ... (interleaved), or the two halves.
   const int64_t up0 = interleaved ? 1 : I, step = interleaved ? 2 : 1;
-  // Block dtypes (gpt-oss's MXFP4, a GGUF's) are stored [out, in] already: gate and up are rows,
-  // down is read in place.
+  // gpt-oss's MXFP4 safetensors: the checkpoint presents gate_up's interleaved rows as gate_proj
+  // and up_proj (quantized_safetensors.h), [out, in] like down: all read in place.
+  if (interleaved && w.has(prefix + "experts.gate_proj") && w.has(prefix + "experts.up_proj")) {
+    for (int64_t e = 0; e < E; ++e) {
+      SwiGluMatrices& ex = w_.experts[std::size_t(e)];
+      FT_ASSIGN_OR_RETURN(ex.gate, x.slice(prefix + "experts.gate_proj", {E, I, H}, e, 0, I));
+      FT_ASSIGN_OR_RETURN(ex.up, x.slice(prefix + "experts.up_proj", {E, I, H}, e, 0, I));
+      FT_ASSIGN_OR_RETURN(ex.down, x.slice(down, {E, H, I}, e, 0, H));
+    }
+    return Status::ok();
+  }
+  // Block dtypes (a GGUF's) are stored [out, in] already: gate and up are rows, down is read in
+  // place.
   FT_ASSIGN_OR_RETURN(const TensorView stored, w.checkpoint().tensor(w.full_name(gate_up)));
   if (dtype_is_block(stored.dtype)) {
     for (int64_t e = 0; e < E; ++e) {

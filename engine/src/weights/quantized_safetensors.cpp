@@ -156,6 +156,25 @@ Result<QuantizedWeight> mxfp4_weight(const Entries& entries, const std::string& 
       QuantizedWeight::Kind::kMxfp4, stem, DType::kMXFP4, shape, name, s->name, "", 0, 0, {name, s->name}};
 }
 
+// gpt-oss's interleaved gate_up [E, 2I, H] as gate [E, I, H] (even rows) and up (odd rows): the
+// expert kernels then read each in place instead of a copy of every other row.
+bool is_gpt_oss_gate_up(const QuantizedWeight& w) {
+  return w.kind == QuantizedWeight::Kind::kMxfp4 && ends_with(w.name, ".experts.gate_up_proj") && w.shape.size() == 3 &&
+         w.shape[1] % 2 == 0;
+}
+
+std::pair<QuantizedWeight, QuantizedWeight> split_gate_up(QuantizedWeight w) {
+  const std::string stem = w.name.substr(0, w.name.size() - std::string_view("gate_up_proj").size());
+  w.shape[1] /= 2;
+  w.row_step = 2;
+  QuantizedWeight up = w;
+  w.name = stem + "gate_proj";
+  up.name = stem + "up_proj";
+  up.row_offset = 1;
+  up.hidden.clear();  // the parts are hidden once
+  return {std::move(w), std::move(up)};
+}
+
 // DeepSeek-V4's FP4 experts: gpt-oss's MXFP4 values with the codes one row after another, so a row's
 // groups of 32 are its blocks in order, as in X_blocks.
 Result<QuantizedWeight> fp4_weight(const std::string& name, const SafetensorsEntry& e, const SafetensorsEntry& s) {
@@ -207,6 +226,12 @@ Result<std::vector<QuantizedWeight>> find_quantized_weights(const Entries& entri
       const std::string input_scale = name.substr(0, name.size() - std::string_view("weight").size()) + "input_scale";
       if (find(entries, input_scale) != nullptr) w->hidden.push_back(input_scale);
     }
+    if (is_gpt_oss_gate_up(*w)) {
+      auto [gate, up] = split_gate_up(std::move(*w));
+      out.push_back(std::move(gate));
+      out.push_back(std::move(up));
+      continue;
+    }
     out.push_back(std::move(*w));
   }
   return out;
@@ -218,6 +243,8 @@ Status repack_quantized(const QuantizedWeight& w, const std::function<Result<Ten
   FT_ASSIGN_OR_RETURN(const TensorView scales, part(w.scales));
   const int64_t C = w.shape.back(), rows = numel(w.shape) / C;
   const int64_t R = w.shape.size() >= 2 ? w.shape[w.shape.size() - 2] : 1;
+  // The stored row a presented row comes from.
+  const auto stored_row = [&](int64_t row) { return row / R * R * w.row_step + row % R * w.row_step + w.row_offset; };
   const DTypeBlock block = dtype_block(w.dtype);
   const std::size_t row_bytes = std::size_t(C / int64_t(block.elems)) * block.bytes;
   float global = 0;
@@ -258,12 +285,14 @@ Status repack_quantized(const QuantizedWeight& w, const std::function<Result<Ten
           break;
         case QuantizedWeight::Kind::kMxfp4:
           for (int64_t g = 0; g < C / kMxfp4Group; ++g, o += 17) {
-            const std::size_t group = std::size_t(row * (C / kMxfp4Group) + g);
-            const std::uint8_t* b = q + group * 16;
-            const auto code = [&](int i) { return (b[i / 2] >> (4 * (i & 1))) & 0x0F; };
+            const std::size_t group = std::size_t(stored_row(row) * (C / kMxfp4Group) + g);
+            const std::uint8_t* b = q + group * 16;  // values 2i (low) and 2i + 1 in byte i
             if (sc[group] == 0xFF) nan_scale.store(true, std::memory_order_relaxed);
             o[0] = sc[group];  // ggml's block: the E8M0 byte, then values j and j + 16 in byte j
-            for (int j = 0; j < 16; ++j) o[1 + j] = std::uint8_t(code(j) | code(j + 16) << 4);
+            for (int i = 0; i < 8; ++i) {
+              o[1 + 2 * i] = std::uint8_t((b[i] & 0x0F) | (b[8 + i] & 0x0F) << 4);
+              o[2 + 2 * i] = std::uint8_t(b[i] >> 4 | (b[8 + i] & 0xF0));
+            }
           }
           break;
       }

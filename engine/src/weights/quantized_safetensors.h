@@ -6,7 +6,9 @@
 //     F8_E8M0 or U8), or X.weight_scale [], [R] or [R, 1] (per tensor or per row: ModelOpt and
 //     compressed-tensors FP8); value = e4m3 * scale.
 //   - MXFP4 (gpt-oss): X_blocks U8 [.., G, 16] (E2M1 pairs, the even value low) with X_scales U8
-//     [.., G] (E8M0), 32 values a scale; presented as X.
+//     [.., G] (E8M0), 32 values a scale; presented as X. gpt-oss's experts.gate_up_proj interleaves
+//     gate and up rows (gate 0, up 0, gate 1, ...): it is presented as experts.gate_proj and
+//     experts.up_proj [experts, I, H], each a matrix of whole rows the kernels read in place.
 //   - FP4 (DeepSeek-V4's routed experts, "expert_dtype": "fp4"): X.weight I8 or U8 [.., R, C/2] (E2M1
 //     pairs, the even value low) with X.scale F8_E8M0 or U8 [.., R, C/32]: MXFP4's values, rows one
 //     after another; presented as MXFP4. In both, a scale 0xFF (NaN) is refused: ggml's MXFP4 block,
@@ -42,6 +44,9 @@ struct QuantizedWeight {
   std::string codes, scales, global;         // the stored tensors it is made of (global: NVFP4's scale_2)
   int64_t tile_rows = 128, tile_cols = 128;  // kFp8Tiles
   std::vector<std::string> hidden;           // every stored tensor it replaces (its parts, input_scale)
+  // Row r of each [R, cols] matrix is the stored row r * row_step + row_offset (of R * row_step):
+  // one of the row sets an interleaved tensor is split into.
+  int64_t row_step = 1, row_offset = 0;
   std::size_t nbytes() const;
 };
 
