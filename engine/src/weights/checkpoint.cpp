@@ -1,5 +1,7 @@
 #include "ft/engine/checkpoint.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -86,14 +88,18 @@ struct Checkpoint::Impl {
   };
   std::map<std::string, Built, std::less<>> gguf_built;
   // FP8 / MXFP4 / NVFP4 weights, repacked into row blocks at open (weights/quantized_safetensors.h),
-  // and the stored tensors they replace.
+  // and the stored tensors they replace. The blocks share one allocation in 2 MiB pages where the
+  // kernel gives them (a page fault and a TLB entry a 2 MiB, not a 4 KiB: the repack ran at the
+  // page-fault rate, and decode reads experts all over it), each weight page-aligned in it.
   struct PageFree {
     void operator()(std::byte* p) const { std::free(p); }
   };
   struct Quantized {
     QuantizedWeight weight;
-    std::unique_ptr<std::byte[], PageFree> blocks;
+    std::byte* blocks = nullptr;  // in `repacked`
   };
+  std::unique_ptr<std::byte[], PageFree> repacked;
+  std::size_t repacked_bytes = 0;
   std::map<std::string, Quantized, std::less<>> quantized;
   std::set<std::string, std::less<>> hidden;
 
@@ -110,14 +116,21 @@ Status Checkpoint::Impl::add_quantized() {
   for (const auto& [name, e] : tensors) entries.emplace(name, e.meta);
   FT_ASSIGN_OR_RETURN(std::vector<QuantizedWeight> found, find_quantized_weights(entries, config_text));
   const auto part = [this](std::string_view name) { return stored(name); };
+  if (found.empty()) return Status::ok();
+  constexpr std::size_t kPage = 4096, kHugePage = std::size_t(2) << 20;
+  const auto page_round = [](std::size_t n, std::size_t page) { return (n + page - 1) / page * page; };
+  for (const QuantizedWeight& w : found) repacked_bytes += page_round(w.nbytes(), kPage);
+  const std::size_t bytes = page_round(repacked_bytes, kHugePage);
+  repacked.reset(static_cast<std::byte*>(std::aligned_alloc(kHugePage, bytes)));
+  if (!repacked)
+    return unavailable("cannot allocate " + std::to_string(bytes) + " bytes for the repacked weights of " +
+                       dir.string());
+  (void)::madvise(repacked.get(), bytes, MADV_HUGEPAGE);  // a hint: 4 KiB pages where refused
+  std::size_t at = 0;
   for (QuantizedWeight& w : found) {
-    // Page-aligned, so pinning it for GPU copies covers whole pages of its own.
-    const std::size_t bytes = (w.nbytes() + 4095) / 4096 * 4096;
-    Quantized q{std::move(w),
-                std::unique_ptr<std::byte[], PageFree>(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)))};
-    if (!q.blocks)
-      return unavailable("cannot allocate " + std::to_string(bytes) + " bytes for '" + q.weight.name + "'");
-    FT_RETURN_IF_ERROR(repack_quantized(q.weight, part, q.blocks.get()));
+    Quantized q{std::move(w), repacked.get() + at};
+    at += page_round(q.weight.nbytes(), kPage);
+    FT_RETURN_IF_ERROR(repack_quantized(q.weight, part, q.blocks));
     hidden.insert(q.weight.hidden.begin(), q.weight.hidden.end());
     std::string name = q.weight.name;
     quantized.emplace(std::move(name), std::move(q));
@@ -289,7 +302,7 @@ Result<TensorView> Checkpoint::tensor(std::string_view name) const {
     view.name = q->second.weight.name;
     view.dtype = q->second.weight.dtype;
     view.shape = q->second.weight.shape;
-    view.data = q->second.blocks.get();
+    view.data = q->second.blocks;
     view.nbytes = q->second.weight.nbytes();
     return view;
   }
@@ -339,7 +352,7 @@ std::vector<std::span<const std::byte>> Checkpoint::mapped_files() const {
   if (impl_->gguf) return impl_->gguf->mapped_files();
   std::vector<std::span<const std::byte>> out;
   for (const MappedFile& f : impl_->files) out.emplace_back(f.data(), f.size());
-  for (const auto& [name, q] : impl_->quantized) out.emplace_back(q.blocks.get(), q.weight.nbytes());
+  if (impl_->repacked) out.emplace_back(impl_->repacked.get(), impl_->repacked_bytes);
   return out;
 }
 

@@ -66,7 +66,8 @@ class Checkpoint {
   // The whole tensor converted to f32 after the shape check.
   Result<std::vector<float>> load_f32(std::string_view name, const std::vector<int64_t>& expected_shape) const;
   std::vector<std::string> tensor_names() const;  // sorted
-  // The mapped safetensors files, whole (for pinning them as the source of GPU copies).
+  // The mapped safetensors files, whole, and the memory of the repacked weights (for pinning them
+  // as the source of GPU copies).
   std::vector<std::span<const std::byte>> mapped_files() const;
 
  private:
