@@ -368,6 +368,19 @@ std::pair<double, double> moments(const engine::TensorView& view) {
   return {mean, std::sqrt(sum_sq / n - mean * mean)};
 }
 
+// The checkpoint loads on the CPU and a 4-token prompt gives finite logits.
+void expect_runs(const std::filesystem::path& dir) {
+  engine::LoadOptions lo;
+  lo.threads = 2;
+  auto model = engine::load_model(dir, lo);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  engine::SequenceState state = (*model)->new_state();
+  std::vector<float> logits(std::size_t((*model)->vocab_size()));
+  const std::vector<int32_t> ids = {1, 2, 3, 4};
+  ASSERT_TRUE((*model)->forward(state, ids, logits.data(), engine::LogitsMode::kLast).is_ok());
+  EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+}
+
 TEST(SyntheticModel, WritesOneQwen3_30B_A3BLayerTheLoaderReadsAndTheSameBytesAtAnyThreadCount) {
   TempDir tmp;
   const auto dir = tmp.path() / "qwen3-30b-a3b-1";
@@ -502,15 +515,7 @@ TEST(SyntheticModel, WritesAnFp8LayerAsTheFp8ReleasesStoreIt) {
     EXPECT_NEAR(m, 0.0, 0.02 / std::sqrt(fan_in)) << name;
     EXPECT_NEAR(sd, 1 / std::sqrt(fan_in), 0.05 / std::sqrt(fan_in)) << name;
   }
-  engine::LoadOptions lo;
-  lo.threads = 2;
-  auto model = engine::load_model(dir, lo);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  engine::SequenceState state = (*model)->new_state();
-  std::vector<float> logits(std::size_t((*model)->vocab_size()));
-  const std::vector<int32_t> ids = {1, 2, 3, 4};
-  ASSERT_TRUE((*model)->forward(state, ids, logits.data(), engine::LogitsMode::kLast).is_ok());
-  EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+  expect_runs(dir);
 }
 
 // --quant MXFP4 (gpt-oss): the routed experts as gpt-oss's release stores them (X_blocks
@@ -545,15 +550,7 @@ TEST(SyntheticModel, WritesGptOssExpertsInMxfp4AsItsReleaseStoresThem) {
   // The scale is the nearest power of two to sigma / rms: within a factor 2^0.5 of the spread.
   EXPECT_GT(sd, 0.7 / std::sqrt(2880.0));
   EXPECT_LT(sd, 1.42 / std::sqrt(2880.0));
-  engine::LoadOptions lo;
-  lo.threads = 2;
-  auto model = engine::load_model(dir, lo);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  engine::SequenceState state = (*model)->new_state();
-  std::vector<float> logits(std::size_t((*model)->vocab_size()));
-  const std::vector<int32_t> ids = {1, 2, 3, 4};
-  ASSERT_TRUE((*model)->forward(state, ids, logits.data(), engine::LogitsMode::kLast).is_ok());
-  EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+  expect_runs(dir);
   // Only gpt-oss has this format.
   opts.like = SyntheticLike::kQwen3_30B_A3B;
   EXPECT_EQ(engine::plan_synthetic_model(opts).status().code(), ErrorCode::kInvalidArgument);
