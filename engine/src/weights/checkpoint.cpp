@@ -89,8 +89,8 @@ struct Checkpoint::Impl {
   std::map<std::string, Built, std::less<>> gguf_built;
   // FP8 / MXFP4 / NVFP4 weights, repacked into row blocks at open (weights/quantized_safetensors.h),
   // and the stored tensors they replace. The blocks share one allocation in 2 MiB pages where the
-  // kernel gives them (a page fault and a TLB entry a 2 MiB, not a 4 KiB: the repack ran at the
-  // page-fault rate, and decode reads experts all over it), each weight page-aligned in it.
+  // kernel gives them (a page fault a 2 MiB, not a 4 KiB: the repack ran at the page-fault rate),
+  // each weight page-aligned in it.
   struct PageFree {
     void operator()(std::byte* p) const { std::free(p); }
   };
