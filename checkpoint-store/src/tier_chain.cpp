@@ -34,36 +34,70 @@ Result<ModelStateHeader> TierChain::lookup_header(const StoreKey& key) {
   return header;
 }
 
+std::vector<std::size_t> TierChain::promotions(std::size_t i, std::uint64_t payload_bytes) const {
+  std::vector<std::size_t> promote;
+  for (std::size_t j = 0; j < i; ++j)
+    if (budgets_[j] == 0 || payload_bytes <= budgets_[j]) promote.push_back(j);
+  return promote;
+}
+
+Result<std::shared_ptr<const ModelState>> TierChain::read_and_promote(std::size_t i, const StoreKey& key,
+                                                                      const ModelStateHeader& header,
+                                                                      const std::vector<std::size_t>& promote,
+                                                                      const ChunkSink& sink) {
+  auto copy = std::make_shared<ModelState>();
+  copy->tokens = header.tokens;
+  copy->model = header.model;
+  for (const ChunkDesc& c : header.chunks)
+    copy->chunks.push_back({c.layer, c.kind, c.dtype, c.shape, std::vector<std::byte>(c.bytes)});
+  FT_RETURN_IF_ERROR(tiers_[i]->read_chunks(key, header, [&](const ChunkPiece& piece) -> Status {
+    auto& dst = copy->chunks.at(piece.chunk_index).data;
+    if (piece.offset + piece.bytes.size() > dst.size()) return internal_error("piece beyond its chunk");
+    std::memcpy(dst.mutable_data() + piece.offset, piece.bytes.data(), piece.bytes.size());
+    return sink ? sink(piece) : Status::ok();
+  }));
+  // Verified by the source tier's checksums by now; a failed promotion only costs a later read.
+  for (std::size_t j : promote) (void)tiers_[j]->save_shared(key, copy);
+  return std::shared_ptr<const ModelState>(std::move(copy));
+}
+
 Status TierChain::read_chunks(const StoreKey& key, const ModelStateHeader& header, const ChunkSink& sink) {
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
     if (!tiers_[i]->contains(key)) continue;
     // Faster tiers it fits in get a copy on the way (teed while streaming to the caller).
-    std::vector<std::size_t> promote;
-    for (std::size_t j = 0; j < i; ++j)
-      if (budgets_[j] == 0 || header.payload_bytes() <= budgets_[j]) promote.push_back(j);
-    if (promote.empty()) {
-      Status s = tiers_[i]->read_chunks(key, header, sink);
-      if (s.code() == ErrorCode::kNotFound) continue;  // evicted or replaced meanwhile: next tier
-      return s;
-    }
-    auto copy = std::make_shared<ModelState>();
-    copy->tokens = header.tokens;
-    copy->model = header.model;
-    for (const ChunkDesc& c : header.chunks)
-      copy->chunks.push_back({c.layer, c.kind, c.dtype, c.shape, std::vector<std::byte>(c.bytes)});
-    Status s = tiers_[i]->read_chunks(key, header, [&](const ChunkPiece& piece) -> Status {
-      auto& dst = copy->chunks.at(piece.chunk_index).data;
-      if (piece.offset + piece.bytes.size() > dst.size()) return internal_error("piece beyond its chunk");
-      std::memcpy(dst.mutable_data() + piece.offset, piece.bytes.data(), piece.bytes.size());
-      return sink(piece);
-    });
-    if (s.code() == ErrorCode::kNotFound) continue;
-    FT_RETURN_IF_ERROR(s);
-    // Verified by the source tier's checksums by now; a failed promotion only costs a later read.
-    for (std::size_t j : promote) (void)tiers_[j]->save_shared(key, copy);
-    return Status::ok();
+    const std::vector<std::size_t> promote = promotions(i, header.payload_bytes());
+    Status s = promote.empty() ? tiers_[i]->read_chunks(key, header, sink)
+                               : read_and_promote(i, key, header, promote, sink).status();
+    if (s.code() == ErrorCode::kNotFound) continue;  // evicted or replaced meanwhile: next tier
+    return s;
   }
   return not_found("no tier holds the checkpoint");
+}
+
+std::shared_ptr<const ModelState> TierChain::load_shared(const StoreKey& key) {
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    if (!tiers_[i]->contains(key)) continue;
+    std::shared_ptr<const ModelState> state = tiers_[i]->find_shared(key);  // held in memory there
+    std::vector<std::size_t> promote;
+    if (state) {
+      promote = promotions(i, state->payload_bytes());
+      for (std::size_t j : promote) (void)tiers_[j]->save_shared(key, state);
+    } else {
+      Result<ModelStateHeader> header = tiers_[i]->lookup_header(key);
+      if (!header) continue;
+      promote = promotions(i, header->payload_bytes());
+      if (promote.empty()) return nullptr;  // nothing faster takes it: streaming it serves best
+      Result<std::shared_ptr<const ModelState>> copy = read_and_promote(i, key, *header, promote, nullptr);
+      if (!copy) continue;
+      state = *std::move(copy);
+    }
+    hits_.fetch_add(1);
+    // The fastest tier's own state: a GPU tier's is its pool pages.
+    for (std::size_t j : promote)
+      if (auto own = tiers_[j]->find_shared(key)) return own;
+    return state;
+  }
+  return nullptr;
 }
 
 std::shared_ptr<const ModelState> TierChain::find_shared(const StoreKey& key) {

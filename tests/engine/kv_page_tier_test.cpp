@@ -9,7 +9,10 @@
 
 #include "ft/engine/state_checkpoint.h"
 #include "ft/store/host_ram_tier.h"
+#include "ft/store/rocksdb_store.h"
+#include "ft/store/tier_chain.h"
 #include "off_host_pools.h"
+#include "test_support.h"
 
 namespace ft::engine {
 namespace {
@@ -96,6 +99,39 @@ TEST(KvPageTier, ACheckpointFromASlowerTierIsCopiedIntoFreePagesOnceThenAdopted)
   ASSERT_TRUE(held);
   ASSERT_EQ(held->chunks.size(), from_disk->chunks.size());
   for (std::size_t i = 0; i < held->chunks.size(); ++i) EXPECT_TRUE(held->chunks[i].data == from_disk->chunks[i].data);
+}
+
+// A checkpoint only on disk, behind the tier: the restore reads it once into the tier's pages and
+// the sequence takes those, so its pages are in the pool once (streaming it into the sequence's
+// pages while the chain copied it into the tier's took them twice), and the next restore
+// allocates none.
+TEST(KvPageTier, ARestoreFromDiskBehindItTakesThePagesItLoadsOnce) {
+  Pools elsewhere;
+  SequenceState s = elsewhere.fresh();
+  append(s, *elsewhere.mem, 40, 1);  // 3 pages
+  const auto written = keys_of(s, 40);
+  ft::test::TempDir dir;
+  store::StoreOptions o;
+  o.path = dir.path();
+  auto disk = store::RocksDbStore::open(o);
+  ASSERT_TRUE(disk.is_ok()) << disk.status().to_string();
+  ASSERT_TRUE((*disk)->save(key(1), to_model_state(s, kModel)).is_ok());
+
+  Pools p;
+  std::vector<std::unique_ptr<store::StateTier>> tiers;
+  tiers.push_back(tier_of(p));
+  tiers.push_back(std::move(disk).value());
+  store::TierChain chain(std::move(tiers), {0, 0});
+  SequenceState r = p.fresh();
+  ASSERT_TRUE(restore_model_state(chain, key(1), r).is_ok());
+  EXPECT_EQ(keys_of(r, 40), written);
+  EXPECT_TRUE(chain.tier(0).contains(key(1)));
+  EXPECT_EQ(p.pool->stats().pages_used, 3u) << "the tier's pages are the sequence's";
+  r.reset();
+  SequenceState again = p.fresh();
+  ASSERT_TRUE(restore_model_state(chain, key(1), again).is_ok());
+  EXPECT_EQ(p.pool->stats().pages_used, 3u) << "taken from the tier, none allocated";
+  EXPECT_EQ(keys_of(again, 40), written);
 }
 
 TEST(KvPageTier, ASequenceShortOfPagesTakesThemBackPinnedOrNot) {

@@ -65,6 +65,27 @@ TEST(TierChain, WritesThroughAndPromotesASlowerHit) {
   EXPECT_FALSE(c.fast->contains(big));
 }
 
+// load_shared: a checkpoint a slower memory tier holds is handed to the faster tier (the same
+// object, no copy) and returned from there; one the faster tier cannot hold is returned as the
+// slower one holds it; a key no tier holds is null.
+TEST(TierChain, LoadSharedPromotesFirstThenHandsOverTheFastestTiersState) {
+  Chain c = make_chain(1000, 100000);
+  const StoreKey a = key("t", 1, 1), big = key("t", 1, 2);
+  ASSERT_TRUE(c.slow->save(a, make_state(model(1), 10, {300, 200}, 1)).is_ok());
+  const auto held = c.slow->find_shared(a);
+  const auto loaded = c.chain->load_shared(a);
+  ASSERT_TRUE(loaded);
+  EXPECT_EQ(loaded.get(), held.get()) << "shared, not copied";
+  EXPECT_TRUE(c.fast->contains(a));
+  EXPECT_EQ(c.fast->find_shared(a).get(), held.get());
+  EXPECT_EQ(c.chain->stats().hits, 1u);
+
+  ASSERT_TRUE(c.slow->save(big, make_state(model(1), 30, {900, 900}, 3)).is_ok());
+  ASSERT_TRUE(c.chain->load_shared(big));
+  EXPECT_FALSE(c.fast->contains(big)) << "larger than the fast tier";
+  EXPECT_FALSE(c.chain->load_shared(key("t", 1, 9)));
+}
+
 TEST(TierChain, DeepestAcrossTiersAndPinsAndDropsEverywhere) {
   Chain c = make_chain(100000, 100000);
   const StoreKey shallow = key("t", 1, 1), deep = key("t", 1, 2);

@@ -180,7 +180,7 @@ Status restore_model_state(store::StateTier& tier, const store::StoreKey& key, S
     state.reset();
     return s;
   };
-  if (auto shared = tier.find_shared(key)) {
+  if (auto shared = tier.load_shared(key)) {
     if (shared->model != key.model) return fail(not_found("checkpoint " + key.prefix.to_hex() + " has another state layout"));
     Status s = restore_from_model_state(*shared, state);
     if (!s && s.code() == ErrorCode::kNotFound) return fail(not_found("checkpoint " + key.prefix.to_hex() + ": " + s.message()));

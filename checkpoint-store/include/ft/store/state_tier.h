@@ -95,6 +95,11 @@ class StateTier {
     (void)key;
     return nullptr;
   }
+  // find_shared, and where the checkpoint is only in a slower part of this tier (a chain's disk),
+  // read once into the faster parts first and handed over from there: a restore then adopts what
+  // the fastest part keeps (the GPU tier's pool pages) instead of streaming the bytes to the caller
+  // and copying them into the faster parts besides. Null when not held (read_chunks then serves).
+  virtual std::shared_ptr<const ModelState> load_shared(const StoreKey& key) { return find_shared(key); }
 
   // Whether an entry is held (no IO, no integrity check, no stats).
   virtual bool contains(const StoreKey& key) const = 0;

@@ -3,6 +3,8 @@
 //   save*        every tier (write-through); save_deferred lets the last tier write behind
 //   lookup/read  the first tier that holds the key; a checkpoint read from a slower tier is
 //                copied into the faster ones on the way (one read, teed), unless larger than them
+//   load_shared  the same promotion made first (of the state itself from a memory tier), then
+//                the fastest tier's own state handed over
 //   deepest      the deepest key any tier holds
 //   pin/erase/drop  every tier;  usage/entries/bytes  of the last (the most complete) tier;
 //   hits/misses  of the chain as a whole
@@ -29,6 +31,7 @@ class TierChain : public StateTier {
   Result<ModelStateHeader> lookup_header(const StoreKey& key) override;
   Status read_chunks(const StoreKey& key, const ModelStateHeader& header, const ChunkSink& sink) override;
   std::shared_ptr<const ModelState> find_shared(const StoreKey& key) override;
+  std::shared_ptr<const ModelState> load_shared(const StoreKey& key) override;
   bool contains(const StoreKey& key) const override;
   Result<std::optional<DeepestMatch>> deepest(const TenantId& tenant, const ModelFingerprint& model,
                                               std::span<const PrefixKey> keys_in_order) override;
@@ -45,6 +48,15 @@ class TierChain : public StateTier {
   const StateTier& tier(std::size_t i) const { return *tiers_[i]; }
 
  private:
+  // The tiers faster than `i` a checkpoint of `payload_bytes` is copied into when read from tier i.
+  std::vector<std::size_t> promotions(std::size_t i, std::uint64_t payload_bytes) const;
+  // Reads the checkpoint from tier i into a host copy, passing each piece on to `sink` too (may be
+  // empty), and saves the copy into `promote`. kNotFound when tier i no longer holds it.
+  Result<std::shared_ptr<const ModelState>> read_and_promote(std::size_t i, const StoreKey& key,
+                                                             const ModelStateHeader& header,
+                                                             const std::vector<std::size_t>& promote,
+                                                             const ChunkSink& sink);
+
   std::vector<std::unique_ptr<StateTier>> tiers_;
   std::vector<std::uint64_t> budgets_;
   std::atomic<std::uint64_t> hits_{0}, misses_{0};

@@ -28,8 +28,10 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
 // `state` is reset to empty.
 Status restore_from_model_state(const store::ModelState& checkpoint, SequenceState& state);
 
-// Reads the checkpoint under `key` from `tier` into `state`: adopted from host RAM when the tier
-// holds it there, else streamed from the tier straight into fresh pages. kNotFound: not held,
+// Reads the checkpoint under `key` from `tier` into `state`: adopted from memory when the tier
+// holds it there or loads it there (StateTier::load_shared: a chain with the GPU tier in front
+// reads it from disk into that tier's pool pages once, and the sequence takes those), else
+// streamed from the tier straight into fresh pages. kNotFound: not held,
 // corrupt or of another layout (all mean "recompute"); kUnavailable: no KV budget left. On any
 // error `state` is reset to empty.
 Status restore_model_state(store::StateTier& tier, const store::StoreKey& key, SequenceState& state);
