@@ -268,6 +268,11 @@ TEST(GpuPlan, WithAContextTheKvPoolIsOneContextAndTheRestExpertSlots) {
     const bool short_of_context = p.to_text().find("fewer than one --ctx of 32768") != std::string::npos;
     EXPECT_EQ(short_of_context, gib == 8) << p.to_text();
   }
+  // A budget with room for little more than three slots still plans: the context gives way.
+  engine::PlacementPlan tight = qwen3_30b_plan();
+  const uint64_t slot = 3ull * 2048 * 768 * 2 + 768, fixed = tight.embedding_bytes + tight.dense_bytes + (2ull << 30);
+  ASSERT_TRUE(engine::plan_gpu_memory(tight, {.budget_bytes = fixed + 4 * slot, .context_kv_bytes = kv_bytes}).is_ok());
+  EXPECT_GE(tight.expert_slots, 3u);
   // --kv-budget wins over the context.
   engine::PlacementPlan k = qwen3_30b_plan();
   ASSERT_TRUE(engine::plan_gpu_memory(k, {12ull << 30, 1ull << 30, kv_bytes}).is_ok());

@@ -60,9 +60,10 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
   }
   const std::uint64_t room = r.budget_bytes - fixed;
   // Without --kv-budget: one whole context, the rest to experts, while the expert cache keeps a
-  // quarter of the room (a cache of a few percent of the experts decodes about as fast as none);
-  // with no context asked (benchmarks), a quarter of the room.
-  const std::uint64_t kv_default = r.context_kv_bytes ? std::min(r.context_kv_bytes, room - room / 4) : room / 4;
+  // quarter of the room and three slots at least (a cache of a few percent of the experts decodes
+  // about as fast as none); with no context asked (benchmarks), a quarter of the room.
+  const std::uint64_t cache_floor = std::min(room, std::max(room / 4, 3 * plan.expert_slot_bytes));
+  const std::uint64_t kv_default = r.context_kv_bytes ? std::min(r.context_kv_bytes, room - cache_floor) : room / 4;
   plan.kv_budget_bytes = r.kv_budget_bytes ? r.kv_budget_bytes : std::max(plan.kv_page_bytes, kv_default);
   const std::uint64_t cache_room = room - std::min(room, plan.kv_budget_bytes);
   const std::uint64_t all = plan.moe_layers * plan.experts_per_layer;
