@@ -135,8 +135,6 @@ std::string index_json(const SyntheticPlan& plan) {
   return index.dump(2) + "\n";
 }
 
-}  // namespace
-
 // gpt-oss's routed experts in bf16 are [experts, in, out]; its MXFP4 release stores them as
 // X_blocks [experts, out, in / 32, 16] (two E2M1 codes a byte) and X_scales [experts, out, in / 32].
 bool mxfp4_expert(const PlannedTensor& t) {
@@ -149,6 +147,8 @@ float mxfp4_scale_byte(double sigma) {
   constexpr double kE2M1Rms = 2.9261749;  // sqrt of the mean square of 0, 0.5, 1, 1.5, 2, 3, 4, 6
   return float(std::clamp(127.0 + std::round(std::log2(sigma / kE2M1Rms)), 1.0, 254.0));
 }
+
+}  // namespace
 
 Result<SyntheticPlan> plan_synthetic_model(const SyntheticModelOptions& options) {
   using Quant = SyntheticModelOptions::Quant;
@@ -262,17 +262,18 @@ Status write_synthetic_model(const fs::path& dir, const SyntheticModelOptions& o
 
   const std::vector<std::pair<std::string, std::string>> notes = {{"freetoken_synthetic", config_note(options.like)}};
   std::string config = random_checkpoint_config_json(plan.spec, notes);
-  if (options.quant == SyntheticModelOptions::Quant::kFp8) {  // as the FP8 releases say it
-    nlohmann::json j = nlohmann::json::parse(config);
-    j["quantization_config"] = {
+  nlohmann::json quantization;  // as the releases say it
+  if (options.quant == SyntheticModelOptions::Quant::kFp8) {
+    quantization = {
         {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
-    config = j.dump(2) + "\n";
-  } else if (options.quant == SyntheticModelOptions::Quant::kMxfp4) {  // as gpt-oss's release says it
+  } else if (options.quant == SyntheticModelOptions::Quant::kMxfp4) {
+    quantization = {{"quant_method", "mxfp4"},
+                    {"modules_to_not_convert",
+                     {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
+  }
+  if (!quantization.is_null()) {
     nlohmann::json j = nlohmann::json::parse(config);
-    j["quantization_config"] = {
-        {"quant_method", "mxfp4"},
-        {"modules_to_not_convert",
-         {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
+    j["quantization_config"] = std::move(quantization);
     config = j.dump(2) + "\n";
   }
   const std::vector<std::pair<std::string, std::string>> small_files = {
