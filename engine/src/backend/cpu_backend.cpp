@@ -53,7 +53,12 @@ CpuIsa CpuBackend::isa_for(std::size_t rows) const {
 
 void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, float* out) {
   const OpTimer timer(profile_, OpProfile::kEmbedding);
-  for (std::size_t t = 0; t < ids.size(); ++t) cpu::decode_row(isa_, table, ids[t], out + t * std::size_t(table.cols));
+  // Rows in parallel: a prompt's rows are scattered over a table that may still be on disk, and
+  // each first touch of a mapped row is a page fault (a read) the other threads can overlap.
+  const std::size_t cols = std::size_t(table.cols);
+  for_range(ids.size(), cols, [&](std::size_t a, std::size_t b) {
+    for (std::size_t t = a; t < b; ++t) cpu::decode_row(isa_, table, ids[t], out + t * cols);
+  });
 }
 
 void CpuBackend::linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) {
