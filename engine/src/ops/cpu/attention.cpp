@@ -149,18 +149,45 @@ struct Item {
 void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, std::span<const AttentionSeq> seqs) {
   const std::size_t KV = std::size_t(l.kv_heads_at(layer)), D = std::size_t(l.head_dim_at(layer)),
                     P = std::size_t(l.page_tokens);
-  for (const AttentionSeq& s : seqs) {
-    for (std::size_t t = 0; t < s.rows; ++t) {
-      const int64_t pos = s.pos0 + int64_t(t);
-      std::byte* page = s.pages[pos / l.page_tokens];
-      const std::size_t slot = std::size_t(pos % l.page_tokens);
-      for (std::size_t h = 0; h < KV; ++h) {
-        const std::size_t src = ((s.row0 + t) * KV + h) * D;
-        to_bf16(k + src, reinterpret_cast<bf16_t*>(page + l.k_offset(layer, int64_t(h))) + slot * D, D);
-        auto* vb = reinterpret_cast<bf16_t*>(page + l.v_offset(layer, int64_t(h)));  // [D][P]
-        for (std::size_t d = 0; d < D; ++d) vb[d * P + slot] = f32_to_bf16(v[src + d]);
-      }
+  // One item: a sequence's rows [t0, t1) that share a page, one KV head. K rows are copied; V is
+  // written transposed ([D][P]).
+  const auto write = [&](const AttentionSeq& s, std::size_t t0, std::size_t t1, std::size_t h) {
+    const int64_t pos0 = s.pos0 + int64_t(t0);
+    std::byte* page = s.pages[pos0 / l.page_tokens];
+    const std::size_t slot0 = std::size_t(pos0 % l.page_tokens), stride = KV * D;
+    const float* kt = k + ((s.row0 + t0) * KV + h) * D;
+    const float* vt = v + ((s.row0 + t0) * KV + h) * D;
+    auto* kb = reinterpret_cast<bf16_t*>(page + l.k_offset(layer, int64_t(h))) + slot0 * D;
+    for (std::size_t t = 0; t < t1 - t0; ++t) to_bf16(kt + t * stride, kb + t * D, D);
+    // V rounded row by row (vector code) into a buffer, then transposed as 16-bit moves.
+    thread_local std::vector<bf16_t> rounded;
+    rounded.resize((t1 - t0) * D);
+    for (std::size_t t = 0; t < t1 - t0; ++t) to_bf16(vt + t * stride, rounded.data() + t * D, D);
+    auto* vb = reinterpret_cast<bf16_t*>(page + l.v_offset(layer, int64_t(h))) + slot0;  // [D][P]
+    for (std::size_t d = 0; d < D; ++d)
+      for (std::size_t t = 0; t < t1 - t0; ++t) vb[d * P + t] = rounded[t * D + d];
+  };
+  struct Item {
+    std::size_t seq, t0, t1, head;
+  };
+  std::vector<Item> items;
+  std::size_t rows = 0;
+  for (std::size_t si = 0; si < seqs.size(); ++si) {
+    const AttentionSeq& s = seqs[si];
+    rows += s.rows;
+    for (std::size_t t0 = 0; t0 < s.rows;) {
+      const std::size_t in_page = P - std::size_t((s.pos0 + int64_t(t0)) % l.page_tokens);
+      const std::size_t t1 = std::min(s.rows, t0 + in_page);
+      for (std::size_t h = 0; h < KV; ++h) items.push_back({si, t0, t1, h});
+      t0 = t1;
     }
+  }
+  const auto run = [&](std::size_t i) { write(seqs[items[i].seq], items[i].t0, items[i].t1, items[i].head); };
+  // A decode step's few rows on the calling thread; a prefill chunk's pages over the workers.
+  if (rows * KV * D < (std::size_t(1) << 15)) {
+    for (std::size_t i = 0; i < items.size(); ++i) run(i);
+  } else {
+    tbb::parallel_for(std::size_t(0), items.size(), run);
   }
 }
 
