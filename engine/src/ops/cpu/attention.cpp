@@ -22,9 +22,10 @@ constexpr std::size_t kMaxDim = 512;    // head_dim bound (stack buffers)
 // The inner products of one page: for `n` keys (rows of `k`, bf16, head_dim D) and G query vectors.
 using ScoresFn = void (*)(const float* const* q, std::size_t G, const bf16_t* k, std::size_t n, std::size_t D,
                           float scale, float* scores /* [G][64] */);
-// o[g] = o[g] * corr[g] + sum_j p[g][j] * v_j over the page's n value rows.
-using AccumFn = void (*)(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* v,
-                         std::size_t n, std::size_t D);
+// o[g] = o[g] * corr[g] + sum_j p[g][j] * v_j over the page's n values, read as the page stores
+// them: vt[d * P + j] is dimension d of value j ([D][P], the A operand of AMX's p.v).
+using AccumFn = void (*)(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* vt,
+                         std::size_t P, std::size_t n, std::size_t D);
 
 void scores_scalar(const float* const* q, std::size_t G, const bf16_t* k, std::size_t n, std::size_t D, float scale,
                    float* scores) {
@@ -38,13 +39,13 @@ void scores_scalar(const float* const* q, std::size_t G, const bf16_t* k, std::s
   }
 }
 
-void accum_scalar(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* v, std::size_t n,
-                  std::size_t D) {
+void accum_scalar(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* vt, std::size_t P,
+                  std::size_t n, std::size_t D) {
   for (std::size_t g = 0; g < G; ++g) {
     for (std::size_t d = 0; d < D; ++d) o[g][d] *= corr[g];
     for (std::size_t j = 0; j < n; ++j) {
       const float pj = p[g * 64 + j];
-      for (std::size_t d = 0; d < D; ++d) o[g][d] += pj * bf16_to_f32(v[j * D + d]);
+      for (std::size_t d = 0; d < D; ++d) o[g][d] += pj * bf16_to_f32(vt[d * P + j]);
     }
   }
 }
@@ -65,14 +66,31 @@ FT_TARGET_AVX512 void scores_avx512(const float* const* q, std::size_t G, const 
   }
 }
 
-FT_TARGET_AVX512 void accum_avx512(float* const* o, const float* corr, std::size_t G, const float* p,
-                                   const bf16_t* v, std::size_t n, std::size_t D) {
+// 16 dimensions at a time: 32 values' bf16 of each dimension loaded as 16 pairs, and a 16 x 16
+// transpose of the pairs gives, per pair of values, their 16 dimensions (the even value in the low
+// halves). Every o[g][d] still adds its terms value by value in order, so the bits are those of
+// the same products over a [value][D] copy (what this kernel read until the copy was dropped: it
+// cost as much as the rest of a decode step's attention).
+FT_TARGET_AVX512 void accum_avx512(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* vt,
+                                   std::size_t P, std::size_t n, std::size_t D) {
+  const __m512i high = _mm512_set1_epi32(int(0xffff0000u));
   for (std::size_t d = 0; d < D; d += 16) {
     __m512 acc[kMaxGroup];
     for (std::size_t g = 0; g < G; ++g) acc[g] = _mm512_mul_ps(_mm512_loadu_ps(o[g] + d), _mm512_set1_ps(corr[g]));
-    for (std::size_t j = 0; j < n; ++j) {
-      const __m512 vv = load16_bf16(v + j * D + d);
-      for (std::size_t g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g * 64 + j]), vv, acc[g]);
+    for (std::size_t j0 = 0; j0 < n; j0 += 32) {
+      const std::size_t m = std::min<std::size_t>(32, n - j0);
+      const __mmask32 k = m == 32 ? ~__mmask32(0) : __mmask32((1u << m) - 1u);
+      __m512i r[16];
+      for (std::size_t i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_epi16(k, vt + (d + i) * P + j0);
+      transpose16x16(r);
+      for (std::size_t u = 0; 2 * u < m; ++u) {
+        const float* pj = p + j0 + 2 * u;
+        const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(r[u], 16));
+        for (std::size_t g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(pj[g * 64]), even, acc[g]);
+        if (2 * u + 1 == m) break;
+        const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(r[u], high));
+        for (std::size_t g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(pj[g * 64 + 1]), odd, acc[g]);
+      }
     }
     for (std::size_t g = 0; g < G; ++g) _mm512_storeu_ps(o[g] + d, acc[g]);
   }
@@ -235,7 +253,6 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
     const int64_t chunk_end = std::min(chunk_begin + kKeyChunk, s.pos0 + int64_t(it.row0 + it.rows));
     float scores[kMaxGroup * 64];
     float corr[kMaxGroup];
-    bf16_t vrows[64 * kMaxDim];
     const float* qg[kMaxGroup];
     float* og[kMaxGroup];
     Partial* pg[kMaxGroup];
@@ -257,15 +274,12 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
         *pg[g] = Partial{-std::numeric_limits<float>::infinity(), 0.0f};
       }
     }
-    // Page by page (each row still meets its pages in order), the page's values transposed once
-    // into rows [keys][D] (stored [D][P]) for the row-wise accumulation.
+    // Page by page (each row still meets its pages in order).
     for (int64_t p0 = chunk_begin; p0 < chunk_end; p0 += int64_t(P)) {
       const std::size_t n_page = std::size_t(std::min<int64_t>(int64_t(P), chunk_end - p0));
       const std::byte* page = s.pages[p0 / int64_t(P)];
       const auto* kp = reinterpret_cast<const bf16_t*>(page + l.k_offset(layer, int64_t(it.kv_head)));
       const auto* vt = reinterpret_cast<const bf16_t*>(page + l.v_offset(layer, int64_t(it.kv_head)));
-      for (std::size_t d = 0; d < D; ++d)
-        for (std::size_t j = 0; j < n_page; ++j) vrows[j * D + d] = vt[d * P + j];
       for (std::size_t r = it.row0; r < it.row0 + it.rows; ++r) {
         const int64_t pos = s.pos0 + int64_t(r);
         if (pos < p0) continue;  // the row's keys end before this page
@@ -276,7 +290,7 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
         bind(r);
         kern.scores(qg, n_g, kp + skip * D, n, D, scale, scores);
         for (std::size_t g = 0; g < n_g; ++g) corr[g] = kern.softmax(scores + g * 64, n, pg[g]->max, pg[g]->sum);
-        kern.accum(og, corr, n_g, scores, vrows + skip * D, n, D);
+        kern.accum(og, corr, n_g, scores, vt + skip, P, n, D);
       }
     }
   });

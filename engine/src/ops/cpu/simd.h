@@ -78,6 +78,30 @@ FT_TARGET_AVX512 inline __m512 load16_bf16(const bf16_t* p) {
   return widen16_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// A 16 x 16 transpose of 32-bit lanes in registers: r[i] lane j becomes r[j] lane i.
+FT_TARGET_AVX512 inline void transpose16x16(__m512i (&r)[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // 32-bit pairs of rows i, i + 1 within each 128-bit lane
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 64-bit pairs: column 4L + c of rows i..i+3 in lane L of r[i + c]
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // 128-bit lanes: column 4L + c gathers lane L of the four row quads
+    const __m512i a = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88), b = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512i e = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd), f = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+    t[c] = _mm512_shuffle_i32x4(a, b, 0x88);
+    t[8 + c] = _mm512_shuffle_i32x4(a, b, 0xdd);
+    t[4 + c] = _mm512_shuffle_i32x4(e, f, 0x88);
+    t[12 + c] = _mm512_shuffle_i32x4(e, f, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
 // f32_to_bf16 of 16 values as 16-bit lanes: round to nearest even, a NaN stays a (quiet) NaN.
 FT_TARGET_AVX512 inline __m256i bf16_round16(__m512 v) {
   const __m512i bits = _mm512_castps_si512(v);
