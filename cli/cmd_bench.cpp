@@ -358,7 +358,7 @@ const Command kBenchCommand = {
      {"batch", "N", "decode: sequences decoded together [1]", ""},
      {"prompt", "N", "decode: prompt tokens per sequence before timing [128]; prefill: prompt length [4096]", ""},
      {"steps", "N", "decode: timed decode steps [32]", ""},
-     {"chunk", "N", "prefill: tokens per forward pass [2048]", ""},
+     {"chunk", "N", "prefill, decode: tokens per forward pass of a prompt [2048]", ""},
      {"snapshot-store", "DIR",
       "prefill: also time the prompt with a checkpoint saved at every chunk boundary into a store in DIR (as the "
       "engine saves one)",
