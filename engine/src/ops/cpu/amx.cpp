@@ -100,6 +100,17 @@ FT_TARGET_AMX void quad_pass(const bf16_t* a0, const bf16_t* a1, std::size_t K, 
   _tile_stored(3, c_out + 768, 64);
 }
 
+// y[j * ldy + i] = tile[i * 16 + j] for tokens j < nt: the C tile ([weight row][token]) transposed
+// in registers, then a row of 16 floats a token. Written element by element it cost as much as a
+// quarter of a 768-column product's tile work (measured on the Xeon host: `bench gemm` 2.9 -> 4.1
+// TFLOP/s at 16 threads, docs/perf-notes.md).
+FT_TARGET_AMX void put_transposed(const float* tile, std::size_t nt, float* y, std::size_t ldy) {
+  __m512i r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(tile + 16 * i);
+  transpose16x16(r);
+  for (std::size_t j = 0; j < nt; ++j) _mm512_storeu_si512(y + j * ldy, r[j]);
+}
+
 // Every AMX user here shares one configuration, so a thread loads it once (LDTILECFG is slow and
 // zeroes the tiles; the kernel keeps tile state across context switches).
 FT_TARGET_AMX void load_config() {
@@ -206,9 +217,7 @@ void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_
   const auto put = [&](const float* tile, std::size_t r, std::size_t b) {
     const std::size_t j0 = (b - b0) * kAmxTokens;
     if (j0 >= valid) return;
-    const std::size_t nt = std::min(kAmxTokens, valid - j0);
-    for (std::size_t i = 0; i < kAmxRows; ++i)
-      for (std::size_t j = 0; j < nt; ++j) y[(j0 + j) * ldy + (r - r0) + i] = tile[i * 16 + j];
+    put_transposed(tile, std::min(kAmxTokens, valid - j0), y + j0 * ldy + (r - r0), ldy);
   };
   const auto block_hi = [&](std::size_t b) { return x.block(b); };
   const auto block_lo = [&](std::size_t b) { return x.block(b) + x.K * kAmxTokens; };
