@@ -209,13 +209,8 @@ TEST_P(CpuOps, PagedAttentionMatchesReferenceAndDecodeEqualsPrefill) {
 // starting mid-page (its first and last pages partly written, the rest of them untouched), with
 // enough rows that the CPU spreads the pages over its workers; and a decode-sized write.
 TEST_P(CpuOps, KvWritesFillThePagesAsTheReference) {
-  engine::KvLayout l;
-  l.layers = 2;
-  l.kv_heads = 2;
-  l.head_dim = 64;
-  l.page_tokens = 64;
-  l.dtype = engine::KvDType::kBf16;
   const std::size_t KV = 2, D = 64, layer = 1;
+  const engine::KvLayout l{2, int64_t(KV), int64_t(D), 64, engine::KvDType::kBf16, {}};
   const engine::AttentionSeq shape[] = {{0, 300, 0, nullptr}, {300, 250, 37, nullptr}, {550, 1, 200, nullptr}};
   const std::size_t rows = 551;
   const auto k = randn(rows * KV * D, rng_), v = randn(rows * KV * D, rng_);
