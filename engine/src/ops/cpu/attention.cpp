@@ -177,18 +177,14 @@ void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, 
     const float* vt = v + ((s.row0 + t0) * KV + h) * D;
     auto* kb = reinterpret_cast<bf16_t*>(page + l.k_offset(layer, int64_t(h))) + slot0 * D;
     for (std::size_t t = 0; t < t1 - t0; ++t) to_bf16(kt + t * stride, kb + t * D, D);
-    // V rounded row by row (vector code) into a buffer, then transposed as 16-bit moves.
-    thread_local std::vector<bf16_t> rounded;
-    rounded.resize((t1 - t0) * D);
-    for (std::size_t t = 0; t < t1 - t0; ++t) to_bf16(vt + t * stride, rounded.data() + t * D, D);
     auto* vb = reinterpret_cast<bf16_t*>(page + l.v_offset(layer, int64_t(h))) + slot0;  // [D][P]
     for (std::size_t d = 0; d < D; ++d)
-      for (std::size_t t = 0; t < t1 - t0; ++t) vb[d * P + t] = rounded[t * D + d];
+      for (std::size_t t = 0; t < t1 - t0; ++t) vb[d * P + t] = f32_to_bf16(vt[t * stride + d]);
   };
-  struct Item {
+  struct PageRun {
     std::size_t seq, t0, t1, head;
   };
-  std::vector<Item> items;
+  std::vector<PageRun> items;
   std::size_t rows = 0;
   for (std::size_t si = 0; si < seqs.size(); ++si) {
     const AttentionSeq& s = seqs[si];
