@@ -207,42 +207,42 @@ TEST_P(CpuOps, PagedAttentionMatchesReferenceAndDecodeEqualsPrefill) {
 
 // KV writes land where the reference puts them, byte for byte: two sequences in one call, one
 // starting mid-page (its first and last pages partly written, the rest of them untouched), with
-// enough rows that the CPU spreads the pages over its workers; and a decode-sized write.
+// enough rows that the CPU spreads the pages over its workers; then a decode step's single row
+// (written on the calling thread).
 TEST_P(CpuOps, KvWritesFillThePagesAsTheReference) {
   const std::size_t KV = 2, D = 64, layer = 1;
   const engine::KvLayout l{2, int64_t(KV), int64_t(D), 64, engine::KvDType::kBf16, {}};
-  const engine::AttentionSeq shape[] = {{0, 300, 0, nullptr}, {300, 250, 37, nullptr}, {550, 1, 200, nullptr}};
+  static const engine::AttentionSeq shape[] = {{0, 300, 0, nullptr}, {300, 250, 37, nullptr}, {550, 1, 200, nullptr}};
   const std::size_t rows = 551;
   const auto k = randn(rows * KV * D, rng_), v = randn(rows * KV * D, rng_);
-  // Each backend writes into pages of its own, pre-filled with the same garbage.
-  const auto fill = [&](std::vector<std::vector<std::byte>>& pages, std::vector<std::vector<std::byte*>>& tables) {
-    pages.clear();
-    tables.assign(3, {});
-    for (std::size_t s = 0; s < 3; ++s) {
-      for (int64_t p = 0; p < l.pages_for(shape[s].pos0 + int64_t(shape[s].rows)); ++p) {
-        pages.emplace_back(l.page_bytes());
-        for (std::size_t i = 0; i < pages.back().size(); ++i) pages.back()[i] = std::byte(i * 7 + s);
+  // Each backend writes into pages of its own, pre-filled with the same garbage (one more page for
+  // the last sequence's next row).
+  struct Pages {
+    std::vector<std::vector<std::byte>> bytes;
+    std::vector<std::vector<std::byte*>> tables{3};
+    std::vector<engine::AttentionSeq> seqs{std::begin(shape), std::end(shape)};
+    explicit Pages(const engine::KvLayout& l) {
+      for (std::size_t s = 0; s < 3; ++s) {
+        for (int64_t p = 0; p < l.pages_for(shape[s].pos0 + int64_t(shape[s].rows) + 1); ++p) {
+          bytes.emplace_back(l.page_bytes());
+          for (std::size_t i = 0; i < bytes.back().size(); ++i) bytes.back()[i] = std::byte(i * 7 + s);
+          tables[s].push_back(bytes.back().data());  // (the buffer stays where it is as `bytes` grows)
+        }
+        seqs[s].pages = tables[s].data();
       }
     }
-    std::size_t at = 0;
-    for (std::size_t s = 0; s < 3; ++s)
-      for (int64_t p = 0; p < l.pages_for(shape[s].pos0 + int64_t(shape[s].rows)); ++p)
-        tables[s].push_back(pages[at++].data());
   };
-  std::vector<std::vector<std::byte>> got_pages, want_pages;
-  std::vector<std::vector<std::byte*>> got_tables, want_tables;
-  fill(got_pages, got_tables);
-  fill(want_pages, want_tables);
-  const auto seqs = [&](std::vector<std::vector<std::byte*>>& tables) {
-    std::vector<engine::AttentionSeq> out(std::begin(shape), std::end(shape));
-    for (std::size_t s = 0; s < 3; ++s) out[s].pages = tables[s].data();
-    return out;
-  };
-  const auto got_seqs = seqs(got_tables), want_seqs = seqs(want_tables);
-  on(*cpu_, [&] { cpu_->kv_write(l, layer, k.data(), v.data(), got_seqs); });
-  on(*ref_, [&] { ref_->kv_write(l, layer, k.data(), v.data(), want_seqs); });
-  ASSERT_EQ(got_pages.size(), want_pages.size());
-  for (std::size_t p = 0; p < got_pages.size(); ++p) EXPECT_TRUE(got_pages[p] == want_pages[p]) << "page " << p;
+  Pages got(l), want(l);
+  on(*cpu_, [&] { cpu_->kv_write(l, layer, k.data(), v.data(), got.seqs); });
+  on(*ref_, [&] { ref_->kv_write(l, layer, k.data(), v.data(), want.seqs); });
+  const engine::AttentionSeq step{0, 1, 201, nullptr};
+  engine::AttentionSeq got_step = step, want_step = step;
+  got_step.pages = got.tables[2].data();
+  want_step.pages = want.tables[2].data();
+  on(*cpu_, [&] { cpu_->kv_write(l, layer, k.data(), v.data(), {&got_step, 1}); });
+  on(*ref_, [&] { ref_->kv_write(l, layer, k.data(), v.data(), {&want_step, 1}); });
+  ASSERT_EQ(got.bytes.size(), want.bytes.size());
+  for (std::size_t p = 0; p < got.bytes.size(); ++p) EXPECT_TRUE(got.bytes[p] == want.bytes[p]) << "page " << p;
 }
 
 TEST_P(CpuOps, DeltaNetMatchesTheRecurrentReferenceAndAnySplit) {
