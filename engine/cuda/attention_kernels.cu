@@ -7,8 +7,10 @@
 // lane, K and V read straight from the pages through L1 (staging the tiles in shared memory with
 // cp.async measured slower). Each warp keeps its own online softmax state and the warps merge in a
 // fixed order, so results do not depend on scheduling. A grid too small for the GPU (decode of a
-// few sequences) first spreads a GQA group over more blocks, then, where the device has thread
-// block clusters, splits a row's keys over a cluster that merges through distributed shared memory.
+// few sequences) spreads each row over more blocks (attention_plan.h chooses): over long contexts
+// its keys go to splits that write their partial states to a workspace, merged in split order by
+// a second kernel; otherwise a GQA group goes to more blocks, then, where the device has thread
+// block clusters, a row's keys to a cluster that merges through distributed shared memory.
 //
 // Prefill-sized calls (64 rows or more) first go through the tiled flash attention of
 // attention_prefill.cu; the per-row kernel then takes only the rows of tiles that span sequences.
@@ -22,6 +24,7 @@
 #include <cstdint>
 
 #include "attention_common.h"
+#include "attention_plan.h"
 #include "kernels.h"
 #include "launch.h"
 #include "reduce_device.h"
@@ -121,10 +124,9 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
 
 // ---- Paged attention ------------------------------------------------------------------------------
 
-constexpr int kTile = 32;        // keys per warp step: one key per lane for q.k
-constexpr int kMaxWarps = 8;     // per block
-constexpr int kMaxQueries = 8;   // query heads per block
-constexpr int kMaxCluster = 8;   // portable cluster size
+constexpr int kTile = kAttnTile;  // keys per warp step: one key per lane for q.k
+constexpr int kMaxWarps = kAttnMaxWarps;
+constexpr int kMaxQueries = kAttnMaxQueries;
 
 struct AttnParams {
   const float* q;  // [T, heads, head_dim]
@@ -139,7 +141,9 @@ struct AttnParams {
   int page_tokens;
   int slices;       // blocks per (row, kv head): the group's heads in slices of per_slice
   int per_slice;
-  int cluster;      // blocks per (row, kv head, slice) splitting its keys
+  int cluster;  // blocks per (row, kv head, slice) splitting its keys, merged in shared memory
+  int splits;   // blocks per (row, kv head, slice) splitting its keys, merged by attention_merge
+  float* part;  // splits > 1: [T * heads * splits] of (m, l, acc [head_dim]) (AttentionPlan)
   float scale;
   int window;          // > 0: sliding window (AttentionOptions)
   int chunk;           // > 0: chunked attention (AttentionOptions)
@@ -264,8 +268,8 @@ struct KeySource {
 // This lane's V of a tile (output dims lane + 32 c of keys j0 .. j0 + nk - 1, eight keys = 16 bytes
 // of a V row, all in one page, per load), loaded before the tile's scores are known so that the
 // loads overlap q.k and the softmax step.
-// Preloaded while it and the warp state are small (NC <= 4, NC * MQ <= 16); otherwise loaded as it
-// goes, as a preloaded tile would spill.
+// Preloaded while it and the warp state are small (NC <= 4, NC * MQ <= 16: attention_values_preload,
+// which the split decode plan follows); otherwise loaded as it goes, as a preloaded tile would spill.
 template <int NC, int MQ>
 struct ValueTile {
   static constexpr bool kPreload = NC <= 4 && NC * MQ <= 16;
@@ -426,13 +430,27 @@ __device__ void write_output(const AttnParams& p, int ranks, RankSmem rank_smem,
   }
 }
 
-// Grid: x = row * cluster + cluster rank, y = kv head * slices + slice. Block: warps of 32.
+// A split's merged state (splits > 1) to the workspace, for attention_merge_kernel.
+__device__ void write_partial(const AttnParams& p, const AttnSmem& sm, int row, int h0, int count, int split) {
+  const int D = p.head_dim;
+  for (int i = threadIdx.x; i < count * (D + 2); i += blockDim.x) {
+    const int qi = i / (D + 2), k = i % (D + 2);
+    float* part = p.part + ((std::size_t(row) * std::size_t(p.heads) + std::size_t(h0 + qi)) * std::size_t(p.splits) +
+                            std::size_t(split)) *
+                               std::size_t(D + 2);
+    part[k] = k == 0 ? sm.m[qi] : k == 1 ? sm.l[qi] : sm.acc[qi * D + k - 2];
+  }
+}
+
+// Grid: x = (row * splits + split) * cluster + cluster rank, y = kv head * slices + slice. Block:
+// warps of 32.
 template <int NC, int MQ>
 __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const AttnParams p) {
   extern __shared__ float4 smem_f4[];  // float4: the vector loads of q and p need 16-byte alignment
   float* smem = reinterpret_cast<float*>(smem_f4);
   const int warps = int(blockDim.x / 32), warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
-  const int row = int(blockIdx.x) / p.cluster;
+  const int row = int(blockIdx.x) / (p.cluster * p.splits);
+  const int split = int(blockIdx.x) / p.cluster % p.splits;
   const int kvh = int(blockIdx.y) / p.slices, slice = int(blockIdx.y) % p.slices;
   const int h0 = kvh * p.group + slice * p.per_slice;
   const int count = min(p.per_slice, p.group - slice * p.per_slice);
@@ -443,13 +461,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
   if (count <= 0) return;  // the same for every block of a cluster
   if (p.tile_rows > 0 && tile_in_one_sequence(row / p.tile_rows, p.tile_rows, p.rows, p.row_seq)) return;
 #if FT_ATTN_CLUSTERS
-  const int rank = int(blockIdx.x) % p.cluster, ranks = p.cluster;
+  const int crank = int(blockIdx.x) % p.cluster, cranks = p.cluster;
 #else
   // Built without clusters but launched with them (PTX of an older arch on a newer GPU): rank 0
-  // does all of the row, the other blocks nothing.
+  // does all of the split, the other blocks nothing.
   if (int(blockIdx.x) % p.cluster != 0) return;
-  const int rank = 0, ranks = 1;
+  const int crank = 0, cranks = 1;
 #endif
+  // The blocks of a row's keys: its splits, each split's cluster ranks.
+  const int rank = split * cranks + crank, ranks = p.splits * cranks;
   const AttnSmem sm(smem, MQ, warps, p.head_dim);
 
   // The queries; heads past `count` are zeros, computed along and never written.
@@ -471,7 +491,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
                       p.page_tokens};
 
   // Tiles go round robin to the warps of all ranks: rank r's warps take tiles r*warps .. of every
-  // round of ranks*warps tiles.
+  // round of ranks*warps tiles. A split with no tiles (a row shorter than the longest) keeps the
+  // empty state (m = -inf, l = 0), which the merge weighs 0.
   WarpState<NC, MQ> st;
   st.init();
   attend_tiles<NC, MQ>(st, sm, p.scale, src, rank * warps + warp, ranks * warps, warp, lane);
@@ -483,21 +504,43 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
   merge_warps<NC, MQ>(st, sm, p.head_dim, active, warp, lane);
 
 #if FT_ATTN_CLUSTERS
-  if (ranks > 1) {
+  if (cranks > 1) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();  // every rank's state is complete
-    if (rank == 0) {
+    if (crank == 0) {
       const int hd = p.head_dim;
-      write_output(p, ranks,
-                   [&](int r) { return AttnSmem(cluster.map_shared_rank(smem, r), MQ, warps, hd); }, row, h0,
-                   count);
+      write_output(
+          p, cranks, [&](int r) { return AttnSmem(cluster.map_shared_rank(smem, r), MQ, warps, hd); }, row, h0, count);
     }
     cluster.sync();  // the other ranks' shared memory stays alive until rank 0 has read it
     return;
   }
 #endif
+  if (p.splits > 1) return write_partial(p, sm, row, h0, count, split);
   write_output(p, 1, [&](int) { return sm; }, row, h0, count);
+}
+
+// The splits' states of one (row, head) merged into its output, split 0 first (write_output's math
+// over the workspace): one block of head_dim threads (or fewer, looping) per (row, head).
+__global__ void attention_merge_kernel(const float* __restrict__ part, int splits, int heads, int head_dim,
+                                       const float* __restrict__ sinks, float* __restrict__ out) {
+  pdl_enter();
+  const std::size_t rh = blockIdx.x, D = std::size_t(head_dim), stride = D + 2;
+  const float* st = part + rh * std::size_t(splits) * stride;
+  const float sink = sinks ? sinks[rh % std::size_t(heads)] : -INFINITY;  // joins the softmax, adds no value
+  float m = sink;
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, st[std::size_t(s) * stride]);
+  for (std::size_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float l = sinks ? expf(sink - m) : 0.f, acc = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      const float* ps = st + std::size_t(s) * stride;
+      const float e = expf(ps[0] - m);  // 0 for a split that had no keys (m = -inf)
+      l += ps[1] * e;
+      acc += ps[2 + d] * e;
+    }
+    out[rh * D + d] = acc / l;
+  }
 }
 
 int pow2_ceil(int v) {
@@ -555,11 +598,43 @@ void kv_write(const KvLayout& layout, int layer, const float* k, const float* v,
          int(layout.head_dim_at(layer)), int(layout.page_tokens), off, row_seq, seqs, pages);
 }
 
+namespace {
+
+AttentionGpu this_gpu(int& dev) {
+  int sms = 1, clusters = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
+  return {sms, clusters != 0};
+}
+
+AttentionCall call_shape(const KvLayout& layout, int layer, int T, int heads, const AttentionOptions& opt,
+                         int max_ctx) {
+  const int kv_heads = int(layout.kv_heads_at(layer));
+  // A sliding window or a chunk bounds how many keys a row reads.
+  const int span = opt.window > 0 ? int(opt.window) : opt.chunk > 0 ? int(opt.chunk) : max_ctx;
+  return {T, kv_heads, heads / kv_heads, int(layout.head_dim_at(layer)), std::min(max_ctx, span), opt.limited()};
+}
+
+}  // namespace
+
+std::size_t paged_attention_workspace(const KvLayout& layout, int layer, int T, int heads, const AttentionOptions& opt,
+                                      int max_ctx) {
+  if (T <= 0 || heads <= 0 || T >= kAttnTiledMinRows) return 0;
+  int dev = 0;
+  const AttentionCall c = call_shape(layout, layer, T, heads, opt, max_ctx);
+  return plan_attention(c, this_gpu(dev), true).workspace_floats(T, heads, c.head_dim);
+}
+
 void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
                      const AttentionOptions& opt, const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx,
-                     std::byte* const* pages, float* out, cudaStream_t s) {
+                     std::byte* const* pages, float* out, float* work, std::size_t work_floats, cudaStream_t s) {
   if (T <= 0 || heads <= 0) return;
-  const int kv_heads = int(layout.kv_heads_at(layer)), head_dim = int(layout.head_dim_at(layer));
+  int dev = 0;
+  const AttentionGpu gpu = this_gpu(dev);
+  const AttentionCall c = call_shape(layout, layer, T, heads, opt, max_ctx);
+  AttentionPlan plan = plan_attention(c, gpu, T < kAttnTiledMinRows && work);
+  if (plan.workspace_floats(T, heads, c.head_dim) > work_floats) plan = plan_attention(c, gpu, false);
 
   AttnParams p{};
   p.q = q;
@@ -569,66 +644,47 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   p.pages = pages;
   p.off = page_offsets(layout, layer);
   p.heads = heads;
-  p.group = heads / kv_heads;
-  p.head_dim = head_dim;
+  p.group = c.group;
+  p.head_dim = c.head_dim;
   p.page_tokens = int(layout.page_tokens);
   p.scale = scale;
   p.window = int(opt.window);
   p.chunk = int(opt.chunk);
   p.sinks = opt.sinks;
-  int dev = 0, sms = 1, clusters = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
-
-  // A group of up to kMaxQueries heads shares a block (each K/V element read serves them all);
-  // larger groups split into even slices. A grid with fewer blocks than the GPU has SMs, counting
-  // the cluster ranks its rows' keys could be split over (decode of a few sequences with few kv
-  // heads), splits the group further: the extra reads of the same K/V mostly hit L1/L2, and more
-  // SMs pull from memory. A row's keys can go to a cluster only if every warp of every rank keeps
-  // two tiles or more (a short context, as in most decode steps, gets none).
-  // A sliding window or a chunk bounds how many keys a row reads.
-  const int span = opt.window > 0 ? int(opt.window) : opt.chunk > 0 ? int(opt.chunk) : max_ctx;
-  const int keys = std::min<int>(max_ctx, span);
-  const int tiles = std::max(1, (keys + kTile - 1) / kTile + (opt.limited() ? 1 : 0));
-  int max_cluster = 1;
-  while (clusters && max_cluster < kMaxCluster && tiles >= max_cluster * 2 * kMaxWarps * 2) max_cluster *= 2;
-  // Halving the slice also halves each block's queries, so its warps hold less state (8 queries
-  // of 128 dims took 190-255 registers and a ninth of the SM's warps) and keep more loads in flight.
-  p.slices = (p.group + kMaxQueries - 1) / kMaxQueries;
-  p.per_slice = (p.group + p.slices - 1) / p.slices;
-  while (p.per_slice > 1 && long(T) * kv_heads * p.slices * max_cluster < sms) {
-    p.per_slice = (p.per_slice + 1) / 2;
-    p.slices = (p.group + p.per_slice - 1) / p.per_slice;
-  }
-  const int mq = pow2_ceil(p.per_slice);
-
-  // Warps split a row's keys: fewer per block when the grid alone fills the GPU, never more than
-  // the longest row has tiles. Then clusters while the grid is still smaller than the GPU and
-  // every warp keeps a few tiles.
-  const long blocks = long(T) * kv_heads * p.slices;
-  const int warps = std::min(blocks >= 2L * sms ? 4 : kMaxWarps, tiles);
-  p.cluster = 1;
-  while (clusters && p.cluster < kMaxCluster && blocks * p.cluster * 2 <= sms &&
-         tiles >= p.cluster * 2 * warps * 2)
-    p.cluster *= 2;
+  p.slices = plan.slices;
+  p.per_slice = plan.per_slice;
+  p.cluster = plan.cluster;
+  p.splits = plan.splits;
+  p.part = plan.splits > 1 ? work : nullptr;
 
   // Prefill-sized calls: row tiles of one sequence go to the tiled kernel, which reads each key once
   // per tile of rows instead of once per row. The per-row kernel then takes only the rows of tiles
   // that span sequences (and skips the others at once): decode rows batched with prefills, or a
   // batch of many short sequences, keep its parallelism over rows and keys.
   p.rows = T;
-  p.tile_rows = tiled_prefill_attention({q, out, row_seq, seqs, pages, p.off, T, heads, kv_heads, p.group, head_dim,
-                                         p.page_tokens, scale, p.window, p.chunk, p.sinks, dev, sms},
+  p.tile_rows = tiled_prefill_attention({q, out, row_seq, seqs, pages, p.off, T, heads, c.kv_heads, c.group, c.head_dim,
+                                         p.page_tokens, scale, p.window, p.chunk, p.sinks, dev, gpu.sms},
                                         s);
 
-  const dim3 grid(unsigned(T) * unsigned(p.cluster), unsigned(kv_heads * p.slices));
-  switch (pow2_ceil(head_dim / 32)) {
-    case 1: return launch_attention_mq<1>(mq, p, grid, warps, s);
-    case 2: return launch_attention_mq<2>(mq, p, grid, warps, s);
-    case 4: return launch_attention_mq<4>(mq, p, grid, warps, s);
-    default: return launch_attention_mq<8>(mq, p, grid, warps, s);
+  const int mq = pow2_ceil(p.per_slice);
+  const dim3 grid(unsigned(T) * unsigned(plan.splits * plan.cluster), unsigned(c.kv_heads * p.slices));
+  switch (pow2_ceil(c.head_dim / 32)) {
+    case 1:
+      launch_attention_mq<1>(mq, p, grid, plan.warps, s);
+      break;
+    case 2:
+      launch_attention_mq<2>(mq, p, grid, plan.warps, s);
+      break;
+    case 4:
+      launch_attention_mq<4>(mq, p, grid, plan.warps, s);
+      break;
+    default:
+      launch_attention_mq<8>(mq, p, grid, plan.warps, s);
+      break;
   }
+  if (plan.splits > 1)
+    launch(attention_merge_kernel, unsigned(T * heads), unsigned(std::min(c.head_dim, 256)), 0, s, work, plan.splits,
+           heads, c.head_dim, opt.sinks, out);
 }
 
 }  // namespace ft::engine::cuda

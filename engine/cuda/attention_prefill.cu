@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "attention_common.h"
+#include "attention_plan.h"
 #include "launch.h"
 
 namespace ft::engine::cuda {
@@ -32,7 +33,6 @@ namespace {
 // base plus constants (profiled with it a runtime value, integer work kept the ALU pipe the
 // busiest and the tensor cores waiting).
 
-constexpr int kTiledMinRows = 64;  // fewer rows: decode-sized, the per-row kernel alone
 constexpr int kTiledMaxWarps = 8;
 // Keys a shared-memory tile. 64 was measured slower (fewer blocks fit an SM: 2.0 against 1.6 ms
 // a 4,096-token layer).
@@ -444,7 +444,7 @@ void launch_tiled(const TiledParams& p, const TiledShape& sh, cudaStream_t s) {
 }  // namespace
 
 int tiled_prefill_attention(const PrefillAttention& a, cudaStream_t s) {
-  if (a.T < kTiledMinRows) return 0;
+  if (a.T < kAttnTiledMinRows) return 0;
   const TiledShape sh = pick_tiled_shape(a.T, a.group, a.kv_heads, a.head_dim, a.page_tokens, a.dev, a.sms);
   if (sh.warps == 0) return 0;
   const TiledParams tp{.q = a.q,

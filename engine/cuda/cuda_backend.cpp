@@ -565,8 +565,14 @@ class CudaBackend final : public Backend {
     Timed timer(this, OpProfile::kAttention);
     const AttnBatch& b = attention_batch(layout, seqs);
     if (replaying()) return;
+    // The workspace lives as long as the call's kernels are ordered before anything else on the
+    // stream that may take the same scratch (one stream: they are).
+    Scratch::Frame frame(scratch_);
+    const std::size_t work_floats =
+        cuda::paged_attention_workspace(layout, int(layer), b.rows, int(heads), opt, b.max_ctx);
+    float* work = work_floats ? scratch_.floats(work_floats) : nullptr;
     cuda::paged_attention(layout, int(layer), q, b.rows, int(heads), scale, opt, b.row_seq, b.seqs, b.max_ctx, b.pages,
-                          out, s());
+                          out, work, work_floats, s());
   }
 
   // ---- DeepSeek sparse attention ----

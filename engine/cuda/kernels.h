@@ -319,11 +319,15 @@ bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, con
                       std::byte* const* pages, cudaStream_t s);
 // Causal GQA attention (ref::causal_attention over the paged KV, the new rows already written):
 // q [T, heads, head_dim] -> out [T, heads, head_dim], softmax(q.k * scale) in fp32, with opt's
-// sliding window and sinks (device memory). max_ctx: the
-// longest pos0 + rows of any sequence (host value, for the launch shape).
+// sliding window and sinks (device memory). max_ctx: the longest pos0 + rows of any sequence (host
+// value, for the launch shape). work: device memory of paged_attention_workspace(...) floats (or
+// null), where decode rows over long contexts keep the partial states of their keys' splits
+// (attention_plan.h); with less, the call runs unsplit.
+std::size_t paged_attention_workspace(const KvLayout& layout, int layer, int T, int heads, const AttentionOptions& opt,
+                                      int max_ctx);
 void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
                      const AttentionOptions& opt, const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx,
-                     std::byte* const* pages, float* out, cudaStream_t s);
+                     std::byte* const* pages, float* out, float* work, std::size_t work_floats, cudaStream_t s);
 
 // ---- DeepSeek sparse attention (dsa_kernels.cu) ---------------------------------------------------
 

@@ -180,33 +180,32 @@ TEST_F(CudaOps, RopeInEveryLayoutAndTheGatedQuerySplit) {
   EXPECT_EQ(host(gate, wg.size()), wg);
 }
 
-// Four sequences in one call: decoding deep in its context, a fresh prefill, a chunk in the middle
-// of a page, and a long chunk after a cache (the tiled prefill kernel's rows); GQA; KV written by
-// the same call, as a layer does. Plain causal, with a sliding window and sinks (gpt-oss), with a
-// window longer than most rows' context, and chunked (Llama 4) with chunks shorter and longer than
-// a key tile.
-TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
-  for (auto [heads, kv_heads, D, page, window, with_sinks, chunk] : {std::tuple{8, 2, 128, 64, 0, false, 0},
-                                                                     {4, 4, 256, 16, 0, false, 0},
-                                                                     {16, 2, 128, 32, 0, false, 0},
-                                                                     {8, 2, 64, 16, 40, true, 0},
-                                                                     {16, 2, 128, 32, 40, true, 0},
-                                                                     {8, 2, 128, 64, 300, false, 0},
-                                                                     {8, 2, 64, 16, 0, false, 24},
-                                                                     {16, 2, 128, 32, 0, false, 100}}) {
-    struct Seq {
-      std::size_t rows;
-      int64_t pos0;
-    };
-    const std::vector<Seq> shape = {{1, 700}, {45, 0}, {20, 50}, {150, 37}};
+// One attention call over several sequences against the reference, KV written by the same call
+// as a layer does: each sequence's earlier context (pos0 keys) first, then its rows.
+struct AttnSeqShape {
+  std::size_t rows;
+  int64_t pos0;
+};
+struct AttnCase {
+  int heads, kv_heads, D, page, window;
+  bool sinks;
+  int chunk;
+};
+
+class CudaAttention : public CudaOps {
+ protected:
+  void expect_attention_like_the_reference(const AttnCase& c, const std::vector<AttnSeqShape>& shape) {
+    const auto [heads, kv_heads, D, page, window, with_sinks, chunk] = c;
     std::size_t T = 0;
-    for (const Seq& q : shape) T += q.rows;
+    for (const AttnSeqShape& q : shape) T += q.rows;
     KvLayout lay{2, kv_heads, D, page, KvDType::kF32, {}};
     KvLayout dlay = lay;
     dlay.dtype = KvDType::kBf16;
-    auto ref_pool = *KvPool::create(lay, 64ull << 20);
-    auto dev_pool = *KvPool::create(dlay, 64ull << 20, cuda_->memory());
-    // The earlier context of each sequence, then this call's rows.
+    int64_t pages = 0;
+    for (const AttnSeqShape& q : shape) pages += lay.pages_for(q.pos0 + int64_t(q.rows));
+    const std::size_t pool_bytes = std::size_t(pages + 2) * lay.page_bytes();
+    auto ref_pool = *KvPool::create(lay, pool_bytes);
+    auto dev_pool = *KvPool::create(dlay, pool_bytes, cuda_->memory());
     std::vector<std::vector<KvPageRef>> keep(shape.size() * 2);
     std::vector<std::vector<std::byte*>> ref_tables(shape.size()), dev_tables(shape.size());
     std::vector<AttentionSeq> ref_seqs, dev_seqs;
@@ -249,9 +248,54 @@ TEST_F(CudaOps, PagedAttentionOverSeveralSequences) {
       cuda_->kv_write(dlay, 1, dk, dv, dev_seqs);
       cuda_->attention(dlay, 1, dq, std::size_t(heads), scale, dev_seqs, out, dev_opt);
     });
-    EXPECT_LT(rel_l2(host(out, q.size()), want), 1e-2)
-        << heads << "/" << kv_heads << " heads, D " << D << ", window " << window << ", chunk " << chunk
-        << (with_sinks ? ", sinks" : "");
+    const std::vector<float> got = host(out, q.size());
+    EXPECT_LT(rel_l2(got, want), 1e-2) << heads << "/" << kv_heads << " heads, D " << D << ", window " << window
+                                       << ", chunk " << chunk << (with_sinks ? ", sinks" : "");
+    // Row by row too: a long row's error must not hide a short row's.
+    row = 0;
+    const std::size_t W = std::size_t(heads * D);
+    for (const AttnSeqShape& sq : shape) {
+      const auto at = [&](const std::vector<float>& x) {
+        return std::vector<float>(x.begin() + std::ptrdiff_t(row * W), x.begin() + std::ptrdiff_t((row + sq.rows) * W));
+      };
+      EXPECT_LT(rel_l2(at(got), at(want)), 1e-2) << "the sequence at row " << row << " (" << sq.pos0 << " keys before)";
+      row += sq.rows;
+    }
+  }
+};
+
+// Four sequences in one call: decoding deep in its context, a fresh prefill, a chunk in the middle
+// of a page, and a long chunk after a cache (the tiled prefill kernel's rows); GQA. Plain causal,
+// with a sliding window and sinks (gpt-oss), with a window longer than most rows' context, and
+// chunked (Llama 4) with chunks shorter and longer than a key tile.
+TEST_F(CudaAttention, PagedAttentionOverSeveralSequences) {
+  for (const AttnCase& c : {AttnCase{8, 2, 128, 64, 0, false, 0},
+                            {4, 4, 256, 16, 0, false, 0},
+                            {16, 2, 128, 32, 0, false, 0},
+                            {8, 2, 64, 16, 40, true, 0},
+                            {16, 2, 128, 32, 40, true, 0},
+                            {8, 2, 128, 64, 300, false, 0},
+                            {8, 2, 64, 16, 0, false, 24},
+                            {16, 2, 128, 32, 0, false, 100}})
+    expect_attention_like_the_reference(c, {{1, 700}, {45, 0}, {20, 50}, {150, 37}});
+}
+
+// Decode rows alone over long contexts (the steps of a coding agent deep in its conversation): one
+// row, then three of very different lengths in one call (the shorter rows leave some of the
+// longest row's key splits empty). Qwen3-MoE's heads (32 over 4 kv heads), a group of 16, sinks
+// with head_dim 64, gpt-oss's sliding window with sinks, head_dim 256, and Llama 4's chunks of
+// 8,192 keys (a group of 5; the row past the first chunk sees only its own chunk's keys, so most
+// splits of it are empty). Every case but the window's splits its keys on a GPU of 132 SMs
+// (AttentionPlan.TheGpuSuitesLongDecodeShapesSplit).
+TEST_F(CudaAttention, DecodeAttentionOverLongContexts) {
+  for (const AttnCase& c : {AttnCase{32, 4, 128, 64, 0, false, 0},
+                            {32, 2, 128, 16, 0, false, 0},
+                            {64, 8, 64, 16, 0, true, 0},
+                            {64, 8, 64, 16, 128, true, 0},
+                            {16, 2, 256, 32, 0, false, 0},
+                            {40, 8, 128, 64, 0, false, 8192}}) {
+    expect_attention_like_the_reference(c, {{1, 9000}});
+    expect_attention_like_the_reference(c, {{1, 2500}, {1, 40}, {1, 6000}});
   }
 }
 

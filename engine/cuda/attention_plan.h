@@ -1,0 +1,127 @@
+// How paged_attention (attention_kernels.cu) spreads one call over the GPU: plain host arithmetic,
+// kept apart from the kernels so that CI, which has no GPU, tests the choices.
+//
+// A block owns one query row and a slice of one GQA group's query heads (each K/V element it reads
+// serves every head of the slice); its warps take the row's key tiles round robin. Prefill-sized
+// calls fill the GPU with rows. Decode rows alone do not: one row of a model with 4 kv heads is 4
+// blocks on a GPU of 132 SMs. Such a call spreads each row over more blocks in one of two ways:
+//   - split: the row's keys go to `splits` blocks that each keep the whole group, so every K/V byte
+//     is read once; each writes its partial softmax state to a workspace and a second kernel merges
+//     them in split order (flash-decoding). For contexts long enough to give every warp tiles.
+//   - slice + cluster: the group's heads into smaller slices (each re-reads the kv head's keys,
+//     mostly from L2), then the keys over a thread block cluster merged through distributed shared
+//     memory (sm_90+). For short contexts, and where no workspace is given.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+namespace ft::engine::cuda {
+
+inline constexpr int kAttnTile = 32;          // keys per warp step
+inline constexpr int kAttnMaxWarps = 8;       // per block
+inline constexpr int kAttnMaxQueries = 8;     // query heads per block
+inline constexpr int kAttnMaxCluster = 8;     // portable cluster size
+inline constexpr int kAttnMaxSplits = 64;     // blocks a row's keys may be split over
+inline constexpr int kAttnTiledMinRows = 64;  // fewer rows: decode-sized, the per-row kernel alone
+
+struct AttentionCall {
+  int rows = 0;  // T
+  int kv_heads = 0;
+  int group = 0;  // query heads per kv head
+  int head_dim = 0;
+  int max_keys = 0;      // keys the longest row reads (its context, bounded by a window or chunk)
+  bool limited = false;  // a window or chunk: a row's keys may start mid-tile (one tile more)
+};
+
+struct AttentionGpu {
+  int sms = 1;
+  bool clusters = false;  // thread block clusters (sm_90+)
+};
+
+struct AttentionPlan {
+  int slices = 1;  // blocks per (row, kv head): the group's heads in slices of per_slice
+  int per_slice = 1;
+  int warps = 1;    // per block
+  int cluster = 1;  // blocks of a cluster splitting a row's keys (merged in shared memory)
+  int splits = 1;   // blocks splitting a row's keys (merged by a second kernel)
+
+  int blocks() const { return slices * cluster * splits; }  // per (row, kv head)
+  // Floats of workspace the split needs for `rows` rows of `heads` query heads: per (row, head,
+  // split) its running max, its sum and head_dim unnormalised outputs.
+  std::size_t workspace_floats(int rows, int heads, int head_dim) const {
+    return splits > 1 ? std::size_t(rows) * std::size_t(heads) * std::size_t(splits) * std::size_t(head_dim + 2) : 0;
+  }
+};
+
+inline int attention_tiles(const AttentionCall& c) {
+  return std::max(1, (c.max_keys + kAttnTile - 1) / kAttnTile + (c.limited ? 1 : 0));
+}
+
+inline int attention_pow2_ceil(int v) {
+  int r = 1;
+  while (r < v) r *= 2;
+  return r;
+}
+
+// Whether a block of `per_slice` query heads of head_dim dims loads a tile's values ahead of its
+// scores: the kernel's warps then hold at most 16 accumulators a lane (4 a query of 128 dims), and
+// the tile fits beside them (ValueTile::kPreload in attention_kernels.cu, over the same powers of 2).
+inline bool attention_values_preload(int per_slice, int head_dim) {
+  const int nc = attention_pow2_ceil(std::max(1, head_dim / 32)), mq = attention_pow2_ceil(per_slice);
+  return nc <= 4 && nc * mq <= 16;
+}
+
+// The split of a decode call, or none (splits 1): only where the blocks of its rows leave the GPU
+// idle and the longest row gives each warp of every split a tile or more. Its slices are the largest
+// whose warps preload their values (measured: blocks of 4 query heads of 128 dims beat blocks of the
+// whole group of 8, whose warps load each tile's values only as they use them); its splits fill the
+// GPU once (more measured slower).
+inline AttentionPlan plan_split_attention(const AttentionCall& c, const AttentionGpu& gpu) {
+  AttentionPlan p;
+  p.per_slice = std::min(c.group, kAttnMaxQueries);
+  while (p.per_slice > 1 && !attention_values_preload(p.per_slice, c.head_dim)) p.per_slice = (p.per_slice + 1) / 2;
+  p.slices = (c.group + p.per_slice - 1) / p.per_slice;
+  p.per_slice = (c.group + p.slices - 1) / p.slices;
+  p.warps = kAttnMaxWarps;
+  const long blocks = long(c.rows) * c.kv_heads * p.slices;
+  const long fill = std::min<long>(long(gpu.sms) / std::max(1L, blocks), kAttnMaxSplits);
+  if (fill < 2 || attention_tiles(c) < fill * p.warps) return AttentionPlan{};
+  p.splits = int(fill);
+  return p;
+}
+
+// The shape of a paged_attention call; `may_split`: a workspace can be had and no row is the tiled
+// prefill kernel's.
+inline AttentionPlan plan_attention(const AttentionCall& c, const AttentionGpu& gpu, bool may_split) {
+  if (may_split) {
+    if (const AttentionPlan split = plan_split_attention(c, gpu); split.splits > 1) return split;
+  }
+  AttentionPlan p;
+  const int tiles = attention_tiles(c);
+  int max_cluster = 1;
+  while (gpu.clusters && max_cluster < kAttnMaxCluster && tiles >= max_cluster * 2 * kAttnMaxWarps * 2)
+    max_cluster *= 2;
+  // A group of up to kAttnMaxQueries heads shares a block; larger groups split into even slices. A
+  // grid with fewer blocks than the GPU has SMs, counting the cluster ranks its rows' keys could be
+  // split over, splits the group further: the extra reads of the same K/V mostly hit L1/L2, and
+  // more SMs pull from memory. Halving the slice also halves each block's queries, so its warps hold
+  // less state (8 queries of 128 dims took 190-255 registers) and keep more loads in flight.
+  p.slices = (c.group + kAttnMaxQueries - 1) / kAttnMaxQueries;
+  p.per_slice = (c.group + p.slices - 1) / p.slices;
+  while (p.per_slice > 1 && long(c.rows) * c.kv_heads * p.slices * max_cluster < gpu.sms) {
+    p.per_slice = (p.per_slice + 1) / 2;
+    p.slices = (c.group + p.per_slice - 1) / p.per_slice;
+  }
+  // Warps split a row's keys: fewer per block when the grid alone fills the GPU, never more than
+  // the longest row has tiles. Then clusters while the grid is still smaller than the GPU and
+  // every warp keeps a few tiles (a short context, as in most decode steps, gets none).
+  const long blocks = long(c.rows) * c.kv_heads * p.slices;
+  p.warps = std::min(blocks >= 2L * gpu.sms ? 4 : kAttnMaxWarps, tiles);
+  while (gpu.clusters && p.cluster < kAttnMaxCluster && blocks * p.cluster * 2 <= gpu.sms &&
+         tiles >= p.cluster * 2 * p.warps * 2)
+    p.cluster *= 2;
+  return p;
+}
+
+}  // namespace ft::engine::cuda
