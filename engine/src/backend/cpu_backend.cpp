@@ -17,18 +17,16 @@
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/moe.h"
+#include "ops/cpu/parallel.h"
 #include "ops/cpu/v4.h"
 
 namespace ft::engine {
 namespace {
 
-// Element-wise work below this many elements runs on the calling thread.
-constexpr std::size_t kParallelElems = std::size_t(1) << 15;
-
 // fn(begin, end) over [0, n) items of `width` elements each, in parallel when there is enough work.
 template <typename Fn>
 void for_range(std::size_t n, std::size_t width, const Fn& fn) {
-  if (n * width <= kParallelElems) {
+  if (n * width <= cpu::kParallelElems) {
     fn(std::size_t(0), n);
     return;
   }

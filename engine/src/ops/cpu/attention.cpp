@@ -10,6 +10,7 @@
 
 #include "ops/cpu/attention_amx.h"
 #include "ops/cpu/dots.h"
+#include "ops/cpu/parallel.h"
 #include "ops/cpu/simd.h"
 
 namespace ft::engine::cpu {
@@ -198,7 +199,7 @@ void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, 
   }
   const auto run = [&](std::size_t i) { write(seqs[items[i].seq], items[i].t0, items[i].t1, items[i].head); };
   // A decode step's few rows on the calling thread; a prefill chunk's pages over the workers.
-  if (rows * KV * D < (std::size_t(1) << 15)) {
+  if (rows * KV * D < kParallelElems) {
     for (std::size_t i = 0; i < items.size(); ++i) run(i);
   } else {
     tbb::parallel_for(std::size_t(0), items.size(), run);
