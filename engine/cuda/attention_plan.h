@@ -23,6 +23,7 @@ inline constexpr int kAttnMaxWarps = 8;       // per block
 inline constexpr int kAttnMaxQueries = 8;     // query heads per block
 inline constexpr int kAttnMaxCluster = 8;     // portable cluster size
 inline constexpr int kAttnMaxSplits = 64;     // blocks a row's keys may be split over
+inline constexpr int kAttnSplitTiles = 4;     // key tiles a split keeps, at least (half its warps')
 inline constexpr int kAttnTiledMinRows = 64;  // fewer rows: decode-sized, the per-row kernel alone
 
 struct AttentionCall {
@@ -72,11 +73,12 @@ inline bool attention_values_preload(int per_slice, int head_dim) {
   return nc <= 4 && nc * mq <= 16;
 }
 
-// The split of a decode call, or none (splits 1): only where the blocks of its rows leave the GPU
-// idle and the longest row gives each warp of every split a tile or more. Its slices are the largest
-// whose warps preload their values (measured: blocks of 4 query heads of 128 dims beat blocks of the
-// whole group of 8, whose warps load each tile's values only as they use them); its splits fill the
-// GPU once (more measured slower).
+// The split of a decode call, or none (splits 1). Its slices are the largest whose warps preload
+// their values (measured: blocks of 4 query heads of 128 dims beat blocks of the whole group of 8,
+// whose warps load each tile's values only as they use them). Its splits fill the GPU once (more
+// measured slower) while each keeps kAttnSplitTiles of the longest row's tiles; a split that would
+// fill less than half the GPU is not taken (one row of a GQA-8 model: from ~1,000 keys on, where
+// splitting measured at least as fast as the slices and clusters).
 inline AttentionPlan plan_split_attention(const AttentionCall& c, const AttentionGpu& gpu) {
   AttentionPlan p;
   p.per_slice = std::min(c.group, kAttnMaxQueries);
@@ -86,8 +88,9 @@ inline AttentionPlan plan_split_attention(const AttentionCall& c, const Attentio
   p.warps = kAttnMaxWarps;
   const long blocks = long(c.rows) * c.kv_heads * p.slices;
   const long fill = std::min<long>(long(gpu.sms) / std::max(1L, blocks), kAttnMaxSplits);
-  if (fill < 2 || attention_tiles(c) < fill * p.warps) return AttentionPlan{};
-  p.splits = int(fill);
+  const long splits = std::min<long>(fill, attention_tiles(c) / kAttnSplitTiles);
+  if (splits < 2 || 2 * splits < fill) return AttentionPlan{};
+  p.splits = int(splits);
   return p;
 }
 

@@ -16,7 +16,7 @@ AttentionCall decode(int rows, int kv_heads, int group, int keys, int head_dim =
 
 // Qwen3-30B-A3B's attention (32 query heads over 4 kv heads) decoding one sequence 8,192 tokens
 // deep: 4 blocks alone. The keys go to splits of blocks of 4 query heads (two a kv head), as many
-// as fill the GPU once, every warp of every split with a tile or more.
+// as fill the GPU once.
 TEST(AttentionPlan, ALongDecodeRowSplitsItsKeysToFillTheGpu) {
   const AttentionCall c = decode(1, 4, 8, 8192);
   const AttentionPlan p = plan_attention(c, kH100, true);
@@ -25,11 +25,11 @@ TEST(AttentionPlan, ALongDecodeRowSplitsItsKeysToFillTheGpu) {
   EXPECT_EQ(p.cluster, 1);
   EXPECT_EQ(p.splits, 16);
   EXPECT_LE(long(c.rows) * c.kv_heads * p.blocks(), kH100.sms);
-  EXPECT_GE(attention_tiles(c), p.splits * p.warps);
+  EXPECT_GE(attention_tiles(c), p.splits * kAttnSplitTiles);
   EXPECT_EQ(p.workspace_floats(1, 32, 128), std::size_t(32) * 16 * 130);
-  // Four times the context keeps the one wave; so does 4,096 (a tile a warp).
+  // Four times the context keeps the one wave; so does 2,048 (4 tiles a split).
   EXPECT_EQ(plan_attention(decode(1, 4, 8, 32768), kH100, true).splits, 16);
-  EXPECT_EQ(plan_attention(decode(1, 4, 8, 4096), kH100, true).splits, 16);
+  EXPECT_EQ(plan_attention(decode(1, 4, 8, 2048), kH100, true).splits, 16);
   // Four rows: 32 blocks, 4 splits.
   EXPECT_EQ(plan_attention(decode(4, 4, 8, 8192), kH100, true).splits, 4);
 }
@@ -63,12 +63,14 @@ TEST(AttentionPlan, WithoutAWorkspaceTheGroupIsSlicedAndTheKeysClustered) {
   EXPECT_EQ(flat.splits, 1);
 }
 
-// Contexts too short to give every warp of a GPU-filling split a tile (measured: at 1,024 keys the
-// slices and clusters are faster), and batches that fill the GPU by themselves, do not split.
-TEST(AttentionPlan, ShortContextsAndFullGridsDoNotSplit) {
+// Shorter contexts split as far as each split keeps its tiles, down to half the GPU (one row of 1,024
+// keys: 8 splits); shorter still (measured: no faster) and batches that fill the GPU by themselves,
+// not at all.
+TEST(AttentionPlan, ShortContextsSplitLessOrNotAtAll) {
+  EXPECT_EQ(plan_attention(decode(1, 4, 8, 1536), kH100, true).splits, 12);
+  EXPECT_EQ(plan_attention(decode(1, 4, 8, 1024), kH100, true).splits, 8);
+  EXPECT_EQ(plan_attention(decode(1, 4, 8, 992), kH100, true).splits, 1);  // 31 tiles: 7 splits, under half
   EXPECT_EQ(plan_attention(decode(1, 4, 8, 128), kH100, true).splits, 1);
-  EXPECT_EQ(plan_attention(decode(1, 4, 8, 1024), kH100, true).splits, 1);
-  EXPECT_EQ(plan_attention(decode(1, 4, 8, 4064), kH100, true).splits, 1);   // 127 tiles for 128 warps
   EXPECT_EQ(plan_attention(decode(16, 4, 8, 8192), kH100, true).splits, 1);  // 128 blocks already
   EXPECT_EQ(plan_attention(decode(40, 4, 8, 32768), kH100, true).splits, 1);
 }
