@@ -182,13 +182,19 @@ void attention_amx_partials(const KvLayout& l, int64_t layer, const float* q, st
         col_row[si].push_back(r);
         col_head[si].push_back(g);
       }
+    // Items in the order (kv head, key chunk, columns): the workers take runs of consecutive items,
+    // so a run reads one chunk of one head's K and V (512 KiB at 1,024 keys of 128 dims) for many
+    // columns while it stays in L2. Columns outermost re-read every chunk from L3 or memory for each
+    // 16 columns, which is what a prefill's attention waited on.
     const std::size_t cols = s.rows * G;
-    for (std::size_t c0 = 0; c0 < cols; c0 += kCols) {
-      const std::size_t nc = std::min(kCols, cols - c0);
-      const int64_t last = s.pos0 + int64_t(col_row[si][c0 + nc - 1]);
-      for (int64_t c = 0; c <= last / kKeyChunk; ++c)
-        for (std::size_t h = 0; h < std::size_t(l.kv_heads_at(layer)); ++h) items.push_back({si, h, c0, nc, c});
-    }
+    const int64_t last_chunk = (s.pos0 + int64_t(s.rows) - 1) / kKeyChunk;
+    for (std::size_t h = 0; h < std::size_t(l.kv_heads_at(layer)); ++h)
+      for (int64_t c = 0; c <= last_chunk; ++c)
+        for (std::size_t c0 = 0; c0 < cols; c0 += kCols) {
+          const std::size_t nc = std::min(kCols, cols - c0);
+          const int64_t last = s.pos0 + int64_t(col_row[si][c0 + nc - 1]);
+          if (c <= last / kKeyChunk) items.push_back({si, h, c0, nc, c});
+        }
   }
   tbb::parallel_for(std::size_t(0), items.size(), [&](std::size_t i) {
     amx_load_tile_config();
