@@ -5,12 +5,15 @@
 // serves every head of the slice); its warps take the row's key tiles round robin. Prefill-sized
 // calls fill the GPU with rows. Decode rows alone do not: one row of a model with 4 kv heads is 4
 // blocks on a GPU of 132 SMs. Such a call spreads each row over more blocks in one of two ways:
-//   - split: the row's keys go to `splits` blocks that each keep the whole group, so every K/V byte
-//     is read once; each writes its partial softmax state to a workspace and a second kernel merges
-//     them in split order (flash-decoding). For contexts long enough to give every warp tiles.
+//   - split: the row's keys go to `splits` blocks, each with as many of the group's heads as its
+//     warps can hold (every K/V byte read once a slice, not once a head); each writes its partial
+//     softmax state to a workspace and a second kernel merges them in split order
+//     (flash-decoding). For contexts long enough to fill at least half the GPU with splits.
 //   - slice + cluster: the group's heads into smaller slices (each re-reads the kv head's keys,
 //     mostly from L2), then the keys over a thread block cluster merged through distributed shared
 //     memory (sm_90+). For short contexts, and where no workspace is given.
+// Decode steps recorded as CUDA graphs are planned for their pass shape's context (a power of 2),
+// so one recording serves every step up to it: the rows' actual keys may leave splits empty.
 #pragma once
 
 #include <algorithm>
