@@ -268,11 +268,11 @@ struct KeySource {
 // This lane's V of a tile (output dims lane + 32 c of keys j0 .. j0 + nk - 1, eight keys = 16 bytes
 // of a V row, all in one page, per load), loaded before the tile's scores are known so that the
 // loads overlap q.k and the softmax step.
-// Preloaded while it and the warp state are small (NC <= 4, NC * MQ <= 16: attention_values_preload,
-// which the split decode plan follows); otherwise loaded as it goes, as a preloaded tile would spill.
+// Preloaded while it and the warp state are small (attention_preloads_values, which the split
+// decode plan follows); otherwise loaded as it goes, as a preloaded tile would spill.
 template <int NC, int MQ>
 struct ValueTile {
-  static constexpr bool kPreload = NC <= 4 && NC * MQ <= 16;
+  static constexpr bool kPreload = attention_preloads_values(NC, MQ);
   uint4 raw[kTile / 8][kPreload ? NC : 1];
 
   __device__ __forceinline__ void load(const KeySource& src, int j0, int nk, int lane) {
@@ -543,12 +543,6 @@ __global__ void attention_merge_kernel(const float* __restrict__ part, int split
   }
 }
 
-int pow2_ceil(int v) {
-  int r = 1;
-  while (r < v) r *= 2;
-  return r;
-}
-
 template <int NC, int MQ>
 void launch_attention(const AttnParams& p, dim3 grid, int warps, cudaStream_t s) {
   const std::size_t smem = attn_smem_bytes(MQ, warps, p.head_dim);  // at most 25 KB: no opt-in needed
@@ -577,7 +571,7 @@ void rope(float* x, int T, int heads, const ref::RopeSpec& spec, const float* in
           cudaStream_t s) {
   const int half = int(spec.rotary_dim / 2);
   if (T <= 0 || heads <= 0 || half <= 0) return;
-  const int threads = std::min(1024, pow2_ceil(heads * half));  // a decode row: one pass of the block
+  const int threads = std::min(1024, attention_pow2_ceil(heads * half));  // a decode row: one pass of the block
   launch(rope_kernel, unsigned(T), unsigned(threads), 2 * std::size_t(half) * sizeof(float), s, x, heads,
          int(spec.head_dim), half, spec.layout == ref::RopeLayout::kNeox, inv_freq, spec.attention_factor, positions);
 }
@@ -666,9 +660,9 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
                                          p.page_tokens, scale, p.window, p.chunk, p.sinks, dev, gpu.sms},
                                         s);
 
-  const int mq = pow2_ceil(p.per_slice);
+  const int mq = attention_pow2_ceil(p.per_slice);
   const dim3 grid(unsigned(T) * unsigned(plan.splits * plan.cluster), unsigned(c.kv_heads * p.slices));
-  switch (pow2_ceil(c.head_dim / 32)) {
+  switch (attention_pow2_ceil(c.head_dim / 32)) {
     case 1:
       launch_attention_mq<1>(mq, p, grid, plan.warps, s);
       break;

@@ -68,12 +68,14 @@ inline int attention_pow2_ceil(int v) {
   return r;
 }
 
-// Whether a block of `per_slice` query heads of head_dim dims loads a tile's values ahead of its
-// scores: the kernel's warps then hold at most 16 accumulators a lane (4 a query of 128 dims), and
-// the tile fits beside them (ValueTile::kPreload in attention_kernels.cu, over the same powers of 2).
+// Whether the kernel's warps, with nc 32-dim columns of mq queries (both powers of 2), load a tile's
+// values ahead of its scores: at most 16 accumulators a lane (4 a query of 128 dims) leave room for
+// the tile beside them (ValueTile::kPreload in attention_kernels.cu is this).
+constexpr bool attention_preloads_values(int nc, int mq) { return nc <= 4 && nc * mq <= 16; }
+
+// The same for a block of `per_slice` query heads of head_dim dims, as the kernel pads them.
 inline bool attention_values_preload(int per_slice, int head_dim) {
-  const int nc = attention_pow2_ceil(std::max(1, head_dim / 32)), mq = attention_pow2_ceil(per_slice);
-  return nc <= 4 && nc * mq <= 16;
+  return attention_preloads_values(attention_pow2_ceil(std::max(1, head_dim / 32)), attention_pow2_ceil(per_slice));
 }
 
 // The split of a decode call, or none (splits 1). Its slices are the largest whose warps preload
