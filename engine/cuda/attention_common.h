@@ -97,4 +97,30 @@ struct PrefillAttention {
 // per-row kernel then skips those tiles) or 0 when it ran nothing.
 int tiled_prefill_attention(const PrefillAttention& a, cudaStream_t s);
 
+// One decode-sized paged_attention call as the tensor-core decode kernel sees it (attention_decode.cu;
+// attention_plan.h's attention_mma_fits holds): device pointers, the rest host values.
+struct DecodeAttention {
+  const float* q;
+  float* out;
+  const int32_t* row_seq;
+  const AttnSeqDev* seqs;
+  std::byte* const* pages;
+  PageOffsets off;
+  int T;
+  int heads;
+  int kv_heads;
+  int group;
+  int head_dim;
+  int page_tokens;
+  float scale;
+  int window;            // > 0: sliding window
+  int chunk;             // > 0: chunked attention
+  const float* sinks;    // [heads] or null
+  int splits;            // blocks a row's keys are split over
+  float* part;           // splits > 1: the workspace (AttentionPlan::workspace_floats)
+  unsigned* split_done;  // splits > 1: kAttnSplitCounters counters at zero
+};
+
+void decode_attention(const DecodeAttention& a, cudaStream_t s);
+
 }  // namespace ft::engine::cuda

@@ -9,7 +9,7 @@
 // fixed order, so results do not depend on scheduling. A grid too small for the GPU (decode of a
 // few sequences) spreads each row over more blocks (attention_plan.h chooses): over long contexts
 // its keys go to splits that write their partial states to a workspace, merged in split order by
-// a second kernel; otherwise a GQA group goes to more blocks, then, where the device has thread
+// the split that finishes last; otherwise a GQA group goes to more blocks, then, where the device has thread
 // block clusters, a row's keys to a cluster that merges through distributed shared memory.
 //
 // Prefill-sized calls (64 rows or more) first go through the tiled flash attention of
@@ -25,6 +25,7 @@
 
 #include "attention_common.h"
 #include "attention_plan.h"
+#include "attention_splits.h"
 #include "kernels.h"
 #include "launch.h"
 #include "reduce_device.h"
@@ -142,8 +143,9 @@ struct AttnParams {
   int slices;       // blocks per (row, kv head): the group's heads in slices of per_slice
   int per_slice;
   int cluster;  // blocks per (row, kv head, slice) splitting its keys, merged in shared memory
-  int splits;   // blocks per (row, kv head, slice) splitting its keys, merged by attention_merge
+  int splits;   // blocks per (row, kv head, slice) splitting its keys, merged by the last to finish
   float* part;  // splits > 1: [T * heads * splits] of (m, l, acc [head_dim]) (AttentionPlan)
+  unsigned* split_done;  // splits > 1: a counter per (row, blockIdx.y), zero between launches
   float scale;
   int window;          // > 0: sliding window (AttentionOptions)
   int chunk;           // > 0: chunked attention (AttentionOptions)
@@ -430,15 +432,17 @@ __device__ void write_output(const AttnParams& p, int ranks, RankSmem rank_smem,
   }
 }
 
-// A split's merged state (splits > 1) to the workspace, for attention_merge_kernel.
+// A split's merged state (splits > 1) to the workspace, for merge_split_heads.
 __device__ void write_partial(const AttnParams& p, const AttnSmem& sm, int row, int h0, int count, int split) {
   const int D = p.head_dim;
-  for (int i = threadIdx.x; i < count * (D + 2); i += blockDim.x) {
-    const int qi = i / (D + 2), k = i % (D + 2);
-    float* part = p.part + ((std::size_t(row) * std::size_t(p.heads) + std::size_t(h0 + qi)) * std::size_t(p.splits) +
-                            std::size_t(split)) *
-                               std::size_t(D + 2);
-    part[k] = k == 0 ? sm.m[qi] : k == 1 ? sm.l[qi] : sm.acc[qi * D + k - 2];
+  for (int i = threadIdx.x; i < count * D; i += blockDim.x) {
+    const int qi = i / D, d = i % D;
+    float* st = split_state(p.part, row, h0 + qi, p.heads, p.splits, split, D);
+    if (d == 0) {
+      st[0] = sm.m[qi];
+      st[1] = sm.l[qi];
+    }
+    st[kAttnSplitStateHead + d] = sm.acc[qi * D + d];
   }
 }
 
@@ -517,30 +521,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
     return;
   }
 #endif
-  if (p.splits > 1) return write_partial(p, sm, row, h0, count, split);
-  write_output(p, 1, [&](int) { return sm; }, row, h0, count);
-}
-
-// The splits' states of one (row, head) merged into its output, split 0 first (write_output's math
-// over the workspace): one block of head_dim threads (or fewer, looping) per (row, head).
-__global__ void attention_merge_kernel(const float* __restrict__ part, int splits, int heads, int head_dim,
-                                       const float* __restrict__ sinks, float* __restrict__ out) {
-  pdl_enter();
-  const std::size_t rh = blockIdx.x, D = std::size_t(head_dim), stride = D + 2;
-  const float* st = part + rh * std::size_t(splits) * stride;
-  const float sink = sinks ? sinks[rh % std::size_t(heads)] : -INFINITY;  // joins the softmax, adds no value
-  float m = sink;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, st[std::size_t(s) * stride]);
-  for (std::size_t d = threadIdx.x; d < D; d += blockDim.x) {
-    float l = sinks ? expf(sink - m) : 0.f, acc = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const float* ps = st + std::size_t(s) * stride;
-      const float e = expf(ps[0] - m);  // 0 for a split that had no keys (m = -inf)
-      l += ps[1] * e;
-      acc += ps[2 + d] * e;
-    }
-    out[rh * D + d] = acc / l;
+  if (p.splits > 1) {
+    write_partial(p, sm, row, h0, count, split);
+    if (last_to_finish(p.split_done + std::size_t(row) * gridDim.y + blockIdx.y, p.splits))
+      merge_split_heads(p.part, p.splits, p.heads, p.head_dim, p.sinks, row, h0, count, p.out);
+    return;
   }
+  write_output(
+      p, 1, [&](int) { return sm; }, row, h0, count);
 }
 
 template <int NC, int MQ>
@@ -595,19 +583,27 @@ void kv_write(const KvLayout& layout, int layer, const float* k, const float* v,
 namespace {
 
 AttentionGpu this_gpu(int& dev) {
-  int sms = 1, clusters = 0;
+  int sms = 1, clusters = 0, major = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
-  return {sms, clusters != 0};
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  return {sms, clusters != 0, major >= 8};
 }
 
 AttentionCall call_shape(const KvLayout& layout, int layer, int T, int heads, const AttentionOptions& opt,
                          int max_ctx) {
   const int kv_heads = int(layout.kv_heads_at(layer));
+  max_ctx = attention_plan_context(T, max_ctx);
   // A sliding window or a chunk bounds how many keys a row reads.
   const int span = opt.window > 0 ? int(opt.window) : opt.chunk > 0 ? int(opt.chunk) : max_ctx;
-  return {T, kv_heads, heads / kv_heads, int(layout.head_dim_at(layer)), std::min(max_ctx, span), opt.limited()};
+  return {T,
+          kv_heads,
+          heads / kv_heads,
+          int(layout.head_dim_at(layer)),
+          std::min(max_ctx, span),
+          opt.limited(),
+          int(layout.page_tokens)};
 }
 
 }  // namespace
@@ -622,13 +618,22 @@ std::size_t paged_attention_workspace(const KvLayout& layout, int layer, int T, 
 
 void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
                      const AttentionOptions& opt, const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx,
-                     std::byte* const* pages, float* out, float* work, std::size_t work_floats, cudaStream_t s) {
+                     std::byte* const* pages, float* out, float* work, std::size_t work_floats, unsigned* split_done,
+                     cudaStream_t s) {
   if (T <= 0 || heads <= 0) return;
   int dev = 0;
   const AttentionGpu gpu = this_gpu(dev);
   const AttentionCall c = call_shape(layout, layer, T, heads, opt, max_ctx);
-  AttentionPlan plan = plan_attention(c, gpu, T < kAttnTiledMinRows && work);
+  AttentionPlan plan = plan_attention(c, gpu, T < kAttnTiledMinRows && work && split_done);
   if (plan.workspace_floats(T, heads, c.head_dim) > work_floats) plan = plan_attention(c, gpu, false);
+
+  if (plan.mma) {
+    const PageOffsets off = page_offsets(layout, layer);
+    return decode_attention(
+        {q, out, row_seq, seqs, pages, off, T, heads, c.kv_heads, c.group, c.head_dim, int(layout.page_tokens), scale,
+         int(opt.window), int(opt.chunk), opt.sinks, plan.splits, plan.splits > 1 ? work : nullptr, split_done},
+        s);
+  }
 
   AttnParams p{};
   p.q = q;
@@ -650,6 +655,7 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   p.cluster = plan.cluster;
   p.splits = plan.splits;
   p.part = plan.splits > 1 ? work : nullptr;
+  p.split_done = split_done;
 
   // Prefill-sized calls: row tiles of one sequence go to the tiled kernel, which reads each key once
   // per tile of rows instead of once per row. The per-row kernel then takes only the rows of tiles
@@ -676,9 +682,6 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
       launch_attention_mq<8>(mq, p, grid, plan.warps, s);
       break;
   }
-  if (plan.splits > 1)
-    launch(attention_merge_kernel, unsigned(T * heads), unsigned(std::min(c.head_dim, 256)), 0, s, work, plan.splits,
-           heads, c.head_dim, opt.sinks, out);
 }
 
 }  // namespace ft::engine::cuda

@@ -7,11 +7,16 @@
 // blocks on a GPU of 132 SMs. Such a call spreads each row over more blocks in one of two ways:
 //   - split: the row's keys go to `splits` blocks, each with as many of the group's heads as its
 //     warps can hold (every K/V byte read once a slice, not once a head); each writes its partial
-//     softmax state to a workspace and a second kernel merges them in split order
-//     (flash-decoding). For contexts long enough to fill at least half the GPU with splits.
+//     softmax state to a workspace and the split that finishes last merges them in split order
+//     (flash-decoding; a counter per row and slice says which is last). For contexts long enough to fill at least half
+//     the GPU with splits.
 //   - slice + cluster: the group's heads into smaller slices (each re-reads the kv head's keys,
 //     mostly from L2), then the keys over a thread block cluster merged through distributed shared
 //     memory (sm_90+). For short contexts, and where no workspace is given.
+// On GPUs with bf16 tensor cores (sm_80+) decode rows of GQA groups of up to 8 heads of 64 or 128 dims
+// take a third way instead: a block has every head of the group, its warps take q.k and p.v of 16
+// keys at a time on the tensor cores (attention_decode.cu), and the row's keys are split over as
+// many blocks as fill the GPU once, merged as above.
 // Decode steps recorded as CUDA graphs are planned for their pass shape's context (a power of 2),
 // so one recording serves every step up to it: the rows' actual keys may leave splits empty.
 #pragma once
@@ -28,6 +33,14 @@ inline constexpr int kAttnMaxCluster = 8;     // portable cluster size
 inline constexpr int kAttnMaxSplits = 64;     // blocks a row's keys may be split over
 inline constexpr int kAttnSplitTiles = 4;     // key tiles a split keeps, at least (half its warps')
 inline constexpr int kAttnTiledMinRows = 64;  // fewer rows: decode-sized, the per-row kernel alone
+inline constexpr int kAttnSplitCounters = 1024;  // (row, kv head, slice) blocks a split call may have
+inline constexpr int kAttnSplitStateHead = 4;    // floats before a split state's outputs (16-byte aligned)
+// Contexts of at most this many keys never split: the shortest context a recorded decode step is
+// planned for (its pass shape's), so such steps plan as their op-by-op runs do (see below).
+inline constexpr int kAttnNeverSplitKeys = 256;
+inline constexpr int kAttnMmaKeys = 16;     // keys a tensor-core decode warp takes a step
+inline constexpr int kAttnMmaWarps = 8;     // its warps a block
+inline constexpr int kAttnMmaMaxGroup = 8;  // query heads (hi and lo halves: the mma's 16 rows)
 
 struct AttentionCall {
   int rows = 0;  // T
@@ -36,11 +49,13 @@ struct AttentionCall {
   int head_dim = 0;
   int max_keys = 0;      // keys the longest row reads (its context, bounded by a window or chunk)
   bool limited = false;  // a window or chunk: a row's keys may start mid-tile (one tile more)
+  int page_tokens = 0;   // KV positions a page
 };
 
 struct AttentionGpu {
   int sms = 1;
   bool clusters = false;  // thread block clusters (sm_90+)
+  bool mma = false;       // bf16 tensor cores (sm_80+)
 };
 
 struct AttentionPlan {
@@ -48,13 +63,16 @@ struct AttentionPlan {
   int per_slice = 1;
   int warps = 1;    // per block
   int cluster = 1;  // blocks of a cluster splitting a row's keys (merged in shared memory)
-  int splits = 1;   // blocks splitting a row's keys (merged by a second kernel)
+  int splits = 1;   // blocks splitting a row's keys (merged by the last to finish)
+  bool mma = false;  // the tensor-core decode kernel (slices 1: the whole group a block)
 
   int blocks() const { return slices * cluster * splits; }  // per (row, kv head)
   // Floats of workspace the split needs for `rows` rows of `heads` query heads: per (row, head,
-  // split) its running max, its sum and head_dim unnormalised outputs.
+  // split) its running max, its sum, two floats of padding and head_dim unnormalised outputs.
   std::size_t workspace_floats(int rows, int heads, int head_dim) const {
-    return splits > 1 ? std::size_t(rows) * std::size_t(heads) * std::size_t(splits) * std::size_t(head_dim + 2) : 0;
+    return splits > 1 ? std::size_t(rows) * std::size_t(heads) * std::size_t(splits) *
+                            std::size_t(head_dim + kAttnSplitStateHead)
+                      : 0;
   }
 };
 
@@ -92,6 +110,7 @@ inline AttentionPlan plan_split_attention(const AttentionCall& c, const Attentio
   p.per_slice = (c.group + p.slices - 1) / p.slices;
   p.warps = kAttnMaxWarps;
   const long blocks = long(c.rows) * c.kv_heads * p.slices;
+  if (blocks > kAttnSplitCounters || c.max_keys <= kAttnNeverSplitKeys) return AttentionPlan{};
   const long fill = std::min<long>(long(gpu.sms) / std::max(1L, blocks), kAttnMaxSplits);
   const long splits = std::min<long>(fill, attention_tiles(c) / kAttnSplitTiles);
   if (splits < 2 || 2 * splits < fill) return AttentionPlan{};
@@ -99,9 +118,41 @@ inline AttentionPlan plan_split_attention(const AttentionCall& c, const Attentio
   return p;
 }
 
-// The shape of a paged_attention call; `may_split`: a workspace can be had and no row is the tiled
-// prefill kernel's.
+// The context a decode-sized call is planned for: its longest row's, rounded up to a power of 2, so
+// that a step run op by op is planned as the same step recorded in a graph (whose pass shape's
+// context is that power of 2, or 256 where the row is shorter: kAttnNeverSplitKeys) and both give
+// the same bits.
+inline int attention_plan_context(int rows, int max_ctx) {
+  return rows < kAttnTiledMinRows ? attention_pow2_ceil(max_ctx) : max_ctx;
+}
+
+// Whether a call is the tensor-core decode kernel's: decode-sized, a group that fits its rows, a head
+// dim it is built for, and pages holding whole 16-key steps.
+inline bool attention_mma_fits(const AttentionCall& c, const AttentionGpu& gpu) {
+  return gpu.mma && c.rows < kAttnTiledMinRows && c.group <= kAttnMmaMaxGroup &&
+         (c.head_dim == 64 || c.head_dim == 128) && c.page_tokens > 0 && c.page_tokens % kAttnMmaKeys == 0;
+}
+
+// The tensor-core decode kernel's split: as many splits as fill the GPU once (a block an SM) while
+// each warp keeps two steps of the longest row's keys; none without a workspace.
+inline AttentionPlan plan_mma_attention(const AttentionCall& c, const AttentionGpu& gpu, bool may_split) {
+  AttentionPlan p;
+  p.mma = true;
+  p.per_slice = c.group;
+  p.warps = kAttnMmaWarps;
+  const long blocks = long(c.rows) * c.kv_heads;
+  if (!may_split || blocks > kAttnSplitCounters || c.max_keys <= kAttnNeverSplitKeys) return p;
+  const long steps = (c.max_keys + kAttnMmaKeys - 1) / kAttnMmaKeys + (c.limited ? 1 : 0);
+  const long fill = std::min<long>(gpu.sms / std::max(1L, blocks), kAttnMaxSplits);
+  const long splits = std::min<long>(fill, steps / (2L * kAttnMmaWarps));
+  if (splits >= 2) p.splits = int(splits);
+  return p;
+}
+
+// The shape of a paged_attention call; `may_split`: a workspace and the split counters can be had
+// and no row is the tiled prefill kernel's.
 inline AttentionPlan plan_attention(const AttentionCall& c, const AttentionGpu& gpu, bool may_split) {
+  if (attention_mma_fits(c, gpu)) return plan_mma_attention(c, gpu, may_split);
   if (may_split) {
     if (const AttentionPlan split = plan_split_attention(c, gpu); split.splits > 1) return split;
   }

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "attention_plan.h"
 #include "backend/cuda_factory.h"
 #include "device_memory.h"
 #include "expert_slots.h"
@@ -572,7 +573,7 @@ class CudaBackend final : public Backend {
         cuda::paged_attention_workspace(layout, int(layer), b.rows, int(heads), opt, b.max_ctx);
     float* work = work_floats ? scratch_.floats(work_floats) : nullptr;
     cuda::paged_attention(layout, int(layer), q, b.rows, int(heads), scale, opt, b.row_seq, b.seqs, b.max_ctx, b.pages,
-                          out, work, work_floats, s());
+                          out, work, work_floats, work ? split_counters() : nullptr, s());
   }
 
   // ---- DeepSeek sparse attention ----
@@ -1751,6 +1752,15 @@ class CudaBackend final : public Backend {
     return true;
   }
 
+  // The counters by which a split decode attention's last block to finish knows it is last (zero
+  // between launches), set up once; null if they cannot be had (the calls then run unsplit).
+  unsigned* split_counters() {
+    if (split_done_) return split_done_;
+    auto dev = weights_.take(cuda::kAttnSplitCounters * sizeof(unsigned));
+    if (!dev || cudaMemset(*dev, 0, cuda::kAttnSplitCounters * sizeof(unsigned)) != cudaSuccess) return nullptr;
+    return split_done_ = reinterpret_cast<unsigned*>(*dev);
+  }
+
   // Routing a trace asked for, copied out without stalling the pass: recorded when it ends.
   void trace_later(const int32_t* chosen_dev, std::size_t T, std::size_t K) {
     auto pinned = pass_host_.take(T * K * sizeof(int32_t));
@@ -1840,6 +1850,7 @@ class CudaBackend final : public Backend {
   std::string failure_;  // the first error of the current pass
   std::unordered_map<const MoeWeights*, std::unique_ptr<cuda::ExpertTable>> tables_;
   unsigned* route_done_ = nullptr;  // gemv_route's counter (device)
+  unsigned* split_done_ = nullptr;  // split decode attention's counters (device)
   std::unique_ptr<cuda::ExpertSlots> offload_;                   // routed experts in host RAM, a cache of them here
   std::optional<std::chrono::steady_clock::time_point> issued_;  // the pass's first wait for results
   cuda::PassGraphs graphs_;

@@ -322,12 +322,14 @@ bool attention_inputs(const KvLayout& layout, int layer, float* q, float* k, con
 // sliding window and sinks (device memory). max_ctx: the longest pos0 + rows of any sequence (host
 // value, for the launch shape). work: device memory of paged_attention_workspace(...) floats (or
 // null), where decode rows over long contexts keep the partial states of their keys' splits
-// (attention_plan.h); with less, the call runs unsplit.
+// (attention_plan.h); split_done: kAttnSplitCounters device counters at zero, left at zero, which
+// tell the last split of a row to finish (with less workspace or no counters, the call runs unsplit).
 std::size_t paged_attention_workspace(const KvLayout& layout, int layer, int T, int heads, const AttentionOptions& opt,
                                       int max_ctx);
 void paged_attention(const KvLayout& layout, int layer, const float* q, int T, int heads, float scale,
                      const AttentionOptions& opt, const int32_t* row_seq, const AttnSeqDev* seqs, int max_ctx,
-                     std::byte* const* pages, float* out, float* work, std::size_t work_floats, cudaStream_t s);
+                     std::byte* const* pages, float* out, float* work, std::size_t work_floats, unsigned* split_done,
+                     cudaStream_t s);
 
 // ---- DeepSeek sparse attention (dsa_kernels.cu) ---------------------------------------------------
 

@@ -9,9 +9,15 @@ namespace ft::engine::cuda {
 namespace {
 
 constexpr AttentionGpu kH100{132, true};
+constexpr AttentionGpu kMma{132, true, true};  // the same GPU, its tensor cores in use
 
 AttentionCall decode(int rows, int kv_heads, int group, int keys, int head_dim = 128) {
   return {rows, kv_heads, group, head_dim, keys, false};
+}
+
+AttentionCall paged(AttentionCall c, int page_tokens) {
+  c.page_tokens = page_tokens;
+  return c;
 }
 
 // Qwen3-30B-A3B's attention (32 query heads over 4 kv heads) decoding one sequence 8,192 tokens
@@ -26,7 +32,7 @@ TEST(AttentionPlan, ALongDecodeRowSplitsItsKeysToFillTheGpu) {
   EXPECT_EQ(p.splits, 16);
   EXPECT_LE(long(c.rows) * c.kv_heads * p.blocks(), kH100.sms);
   EXPECT_GE(attention_tiles(c), p.splits * kAttnSplitTiles);
-  EXPECT_EQ(p.workspace_floats(1, 32, 128), std::size_t(32) * 16 * 130);
+  EXPECT_EQ(p.workspace_floats(1, 32, 128), std::size_t(32) * 16 * 132);  // m, l, 2 pad, 128 outputs
   // Four times the context keeps the one wave; so does 2,048 (4 tiles a split).
   EXPECT_EQ(plan_attention(decode(1, 4, 8, 32768), kH100, true).splits, 16);
   EXPECT_EQ(plan_attention(decode(1, 4, 8, 2048), kH100, true).splits, 16);
@@ -47,6 +53,63 @@ TEST(AttentionPlan, SplitBlocksKeepAsManyHeadsAsPreloadTheirValues) {
   EXPECT_TRUE(attention_values_preload(4, 128));
   EXPECT_FALSE(attention_values_preload(5, 128));  // padded to 8 queries
   EXPECT_FALSE(attention_values_preload(1, 160));  // padded to 256 dims
+}
+
+// A split call's (row, kv head, slice) blocks each need a counter that tells the last split to
+// finish: a call with more of them than there are counters runs unsplit (only a GPU of thousands of
+// SMs could fill itself twice with so many).
+TEST(AttentionPlan, ASplitNeverNeedsMoreCountersThanThereAre) {
+  constexpr AttentionGpu kHuge{10000, true};
+  const AttentionPlan fits = plan_attention(decode(63, 8, 8, 65536), kHuge, true);  // 1,008 blocks
+  EXPECT_GT(fits.splits, 1);
+  EXPECT_LE(63 * 8 * fits.slices, kAttnSplitCounters);
+  EXPECT_EQ(plan_attention(decode(63, 16, 8, 65536), kHuge, true).splits, 1);  // 2,016 blocks
+}
+
+// On a GPU with bf16 tensor cores, decode rows of groups of up to 8 heads of 64 or 128 dims, over
+// pages of whole 16-key steps, take the tensor-core kernel: the whole group a block, the keys split
+// to fill the GPU once while each warp keeps two steps.
+TEST(AttentionPlan, DecodeRowsOfSmallGroupsTakeTheTensorCores) {
+  const AttentionPlan p = plan_attention(paged(decode(1, 4, 8, 8192), 64), kMma, true);
+  EXPECT_TRUE(p.mma);
+  EXPECT_EQ(p.slices, 1);
+  EXPECT_EQ(p.per_slice, 8);
+  EXPECT_EQ(p.warps, kAttnMmaWarps);
+  EXPECT_EQ(p.splits, 32);  // 512 steps over 8 warps, two each (132 / 4 blocks would allow 33)
+  EXPECT_EQ(p.workspace_floats(1, 32, 128), std::size_t(32) * 32 * 132);
+  EXPECT_EQ(plan_attention(paged(decode(1, 4, 8, 32768), 64), kMma, true).splits, 33);  // 132 / 4
+  EXPECT_EQ(plan_attention(paged(decode(1, 4, 8, 1024), 64), kMma, true).splits, 4);    // 64 steps
+  EXPECT_EQ(plan_attention(paged(decode(1, 4, 8, 128), 64), kMma, true).splits, 1);
+  EXPECT_EQ(plan_attention(paged(decode(8, 4, 8, 8192), 64), kMma, true).splits, 4);   // 132 / 32 blocks
+  EXPECT_EQ(plan_attention(paged(decode(1, 4, 8, 8192), 64), kMma, false).splits, 1);  // no workspace
+  EXPECT_TRUE(plan_attention(paged(decode(3, 8, 5, 6001), 16), kMma, true).mma);       // Llama 4's group of 5
+  EXPECT_TRUE(plan_attention(paged(decode(1, 8, 8, 9001, 64), 16), kMma, true).mma);   // gpt-oss
+
+  // Not: a group of 16, 256 dims, pages of 8 keys (or none given), prefill-sized calls, no tensor cores.
+  EXPECT_FALSE(plan_attention(paged(decode(1, 2, 16, 9001), 64), kMma, true).mma);
+  EXPECT_FALSE(plan_attention(paged(decode(1, 2, 8, 9001, 256), 64), kMma, true).mma);
+  EXPECT_FALSE(plan_attention(paged(decode(1, 4, 8, 9001), 8), kMma, true).mma);
+  EXPECT_FALSE(plan_attention(decode(1, 4, 8, 9001), kMma, true).mma);
+  EXPECT_FALSE(plan_attention(paged(decode(64, 4, 8, 9001), 64), kMma, true).mma);
+  EXPECT_FALSE(plan_attention(paged(decode(1, 4, 8, 9001), 64), kH100, true).mma);
+}
+
+// A decode step recorded as a graph is planned for its pass shape's context (a power of 2, at least
+// 256); the same step run op by op must get the same plan, or the two would differ in their last
+// bits: decode calls plan for their context rounded up to a power of 2, and no plan of up to 256
+// keys splits (here a batch of 4 rows of a group of 16 would otherwise split 256 keys in two).
+TEST(AttentionPlan, ADecodeStepIsPlannedAsItsRecordedGraphIs) {
+  EXPECT_EQ(attention_plan_context(1, 258), 512);
+  EXPECT_EQ(attention_plan_context(1, 512), 512);
+  EXPECT_EQ(attention_plan_context(63, 100), 128);
+  EXPECT_EQ(attention_plan_context(64, 258), 258);  // prefill-sized calls are never recorded
+  for (int keys = 1; keys <= 256; ++keys) {
+    for (const AttentionCall& c :
+         {paged(decode(1, 4, 8, keys), 64), paged(decode(1, 8, 8, keys, 64), 16), paged(decode(4, 2, 16, keys), 64)}) {
+      EXPECT_EQ(plan_attention(c, kMma, true).splits, 1) << keys;
+      EXPECT_EQ(plan_attention(c, kH100, true).splits, 1) << keys;
+    }
+  }
 }
 
 // Without a workspace (or for prefill-sized calls) the same row slices its group and takes a cluster.

@@ -286,7 +286,8 @@ TEST_F(CudaAttention, PagedAttentionOverSeveralSequences) {
 // with head_dim 64, gpt-oss's sliding window with sinks, head_dim 256, and Llama 4's chunks of
 // 8,192 keys (a group of 5; the row past the first chunk sees only its own chunk's keys, so most
 // splits of it are empty). Every case but the window's splits its keys on a GPU of 132 SMs
-// (AttentionPlan.TheGpuSuitesLongDecodeShapesSplit).
+// (AttentionPlan.TheGpuSuitesLongDecodeShapesSplit); groups of up to 8 heads of 64 or 128 dims run
+// on the tensor cores (AttentionPlan.DecodeRowsOfSmallGroupsTakeTheTensorCores).
 TEST_F(CudaAttention, DecodeAttentionOverLongContexts) {
   for (const AttnCase& c : {AttnCase{32, 4, 128, 64, 0, false, 0},
                             {32, 2, 128, 16, 0, false, 0},
@@ -296,6 +297,8 @@ TEST_F(CudaAttention, DecodeAttentionOverLongContexts) {
                             {40, 8, 128, 64, 0, false, 8192}}) {
     expect_attention_like_the_reference(c, {{1, 9000}});
     expect_attention_like_the_reference(c, {{1, 2500}, {1, 40}, {1, 6000}});
+    // Rows of several tokens a sequence (a verified draft, a short chunk), some within one key step.
+    expect_attention_like_the_reference(c, {{3, 130}, {2, 5}, {4, 1000}});
   }
 }
 
