@@ -70,8 +70,9 @@ __host__ __device__ inline int attn_first_key(int pos, int window, int chunk) {
   return 0;
 }
 
-// One paged_attention call as the tiled prefill kernel sees it (device pointers; the rest host values).
-struct PrefillAttention {
+// One paged_attention call as the kernels of other files see it (device pointers; the rest host
+// values).
+struct PagedAttentionCall {
   const float* q;
   float* out;
   const int32_t* row_seq;
@@ -88,39 +89,16 @@ struct PrefillAttention {
   int window;          // > 0: sliding window
   int chunk;           // > 0: chunked attention
   const float* sinks;  // [heads] or null
-  int dev;  // the device and its SM count, for the launch shape
-  int sms;
 };
 
-// Runs the tiled kernel over every row tile that lies in one sequence, when the call is
-// prefill-sized (64 rows or more) and the device fits it; returns the tile size in rows (the
-// per-row kernel then skips those tiles) or 0 when it ran nothing.
-int tiled_prefill_attention(const PrefillAttention& a, cudaStream_t s);
+// Runs the tiled kernel (attention_prefill.cu) over every row tile that lies in one sequence, when
+// the call is prefill-sized (64 rows or more) and the device (dev, with sms SMs) fits it; returns
+// the tile size in rows (the per-row kernel then skips those tiles) or 0 when it ran nothing.
+int tiled_prefill_attention(const PagedAttentionCall& a, int dev, int sms, cudaStream_t s);
 
-// One decode-sized paged_attention call as the tensor-core decode kernel sees it (attention_decode.cu;
-// attention_plan.h's attention_mma_fits holds): device pointers, the rest host values.
-struct DecodeAttention {
-  const float* q;
-  float* out;
-  const int32_t* row_seq;
-  const AttnSeqDev* seqs;
-  std::byte* const* pages;
-  PageOffsets off;
-  int T;
-  int heads;
-  int kv_heads;
-  int group;
-  int head_dim;
-  int page_tokens;
-  float scale;
-  int window;            // > 0: sliding window
-  int chunk;             // > 0: chunked attention
-  const float* sinks;    // [heads] or null
-  int splits;            // blocks a row's keys are split over
-  float* part;           // splits > 1: the workspace (AttentionPlan::workspace_floats)
-  unsigned* split_done;  // splits > 1: kAttnSplitCounters counters at zero
-};
-
-void decode_attention(const DecodeAttention& a, cudaStream_t s);
+// The tensor-core decode kernel (attention_decode.cu; attention_plan.h's attention_mma_fits holds):
+// the rows' keys split over `splits` blocks, whose states go to the workspace `part` and are merged
+// by the last to finish (split_done: kAttnSplitCounters counters at zero); splits 1: neither.
+void decode_attention(const PagedAttentionCall& a, int splits, float* part, unsigned* split_done, cudaStream_t s);
 
 }  // namespace ft::engine::cuda

@@ -627,13 +627,23 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   AttentionPlan plan = plan_attention(c, gpu, T < kAttnTiledMinRows && work && split_done);
   if (plan.workspace_floats(T, heads, c.head_dim) > work_floats) plan = plan_attention(c, gpu, false);
 
-  if (plan.mma) {
-    const PageOffsets off = page_offsets(layout, layer);
-    return decode_attention(
-        {q, out, row_seq, seqs, pages, off, T, heads, c.kv_heads, c.group, c.head_dim, int(layout.page_tokens), scale,
-         int(opt.window), int(opt.chunk), opt.sinks, plan.splits, plan.splits > 1 ? work : nullptr, split_done},
-        s);
-  }
+  const PagedAttentionCall call{.q = q,
+                                .out = out,
+                                .row_seq = row_seq,
+                                .seqs = seqs,
+                                .pages = pages,
+                                .off = page_offsets(layout, layer),
+                                .T = T,
+                                .heads = heads,
+                                .kv_heads = c.kv_heads,
+                                .group = c.group,
+                                .head_dim = c.head_dim,
+                                .page_tokens = int(layout.page_tokens),
+                                .scale = scale,
+                                .window = int(opt.window),
+                                .chunk = int(opt.chunk),
+                                .sinks = opt.sinks};
+  if (plan.mma) return decode_attention(call, plan.splits, plan.splits > 1 ? work : nullptr, split_done, s);
 
   AttnParams p{};
   p.q = q;
@@ -662,9 +672,7 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   // that span sequences (and skips the others at once): decode rows batched with prefills, or a
   // batch of many short sequences, keep its parallelism over rows and keys.
   p.rows = T;
-  p.tile_rows = tiled_prefill_attention({q, out, row_seq, seqs, pages, p.off, T, heads, c.kv_heads, c.group, c.head_dim,
-                                         p.page_tokens, scale, p.window, p.chunk, p.sinks, dev, gpu.sms},
-                                        s);
+  p.tile_rows = tiled_prefill_attention(call, dev, gpu.sms, s);
 
   const int mq = attention_pow2_ceil(p.per_slice);
   const dim3 grid(unsigned(T) * unsigned(plan.splits * plan.cluster), unsigned(c.kv_heads * p.slices));

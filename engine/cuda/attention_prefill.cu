@@ -423,9 +423,9 @@ void launch_tiled(const TiledParams& p, const TiledShape& sh, cudaStream_t s) {
 
 }  // namespace
 
-int tiled_prefill_attention(const PrefillAttention& a, cudaStream_t s) {
+int tiled_prefill_attention(const PagedAttentionCall& a, int dev, int sms, cudaStream_t s) {
   if (a.T < kAttnTiledMinRows) return 0;
-  const TiledShape sh = pick_tiled_shape(a.T, a.group, a.kv_heads, a.head_dim, a.page_tokens, a.dev, a.sms);
+  const TiledShape sh = pick_tiled_shape(a.T, a.group, a.kv_heads, a.head_dim, a.page_tokens, dev, sms);
   if (sh.warps == 0) return 0;
   const TiledParams tp{.q = a.q,
                        .out = a.out,
