@@ -8,14 +8,14 @@
 //   - split: the row's keys go to `splits` blocks, each with as many of the group's heads as its
 //     warps can hold (every K/V byte read once a slice, not once a head); each writes its partial
 //     softmax state to a workspace and the split that finishes last merges them in split order
-//     (flash-decoding; a counter per row and slice says which is last). For contexts long enough to fill at least half
-//     the GPU with splits.
+//     (flash-decoding; a counter per row and slice says which is last). For contexts long enough
+//     to fill at least half the GPU with splits.
 //   - slice + cluster: the group's heads into smaller slices (each re-reads the kv head's keys,
 //     mostly from L2), then the keys over a thread block cluster merged through distributed shared
 //     memory (sm_90+). For short contexts, and where no workspace is given.
-// On GPUs with bf16 tensor cores (sm_80+) decode rows of GQA groups of up to 8 heads of 64 or 128 dims
-// take a third way instead: a block has every head of the group, its warps take q.k and p.v of 16
-// keys at a time on the tensor cores (attention_decode.cu), and the row's keys are split over as
+// On GPUs with bf16 tensor cores (sm_80+), decode rows of GQA groups of up to 8 heads of 64 or 128
+// dims take a third way instead: a block has every head of the group, its warps take q.k and p.v of
+// 16 keys at a time on the tensor cores (attention_decode.cu), and the row's keys are split over as
 // many blocks as fill the GPU once, merged as above.
 // Decode steps recorded as CUDA graphs are planned for their pass shape's context (a power of 2),
 // so one recording serves every step up to it: the rows' actual keys may leave splits empty.

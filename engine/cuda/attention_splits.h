@@ -40,10 +40,10 @@ __device__ __forceinline__ float* split_state(float* part, int row, int head, in
 }
 
 // Heads h0 .. h0 + count - 1 of `row`: every split's state merged into out [rows, heads, head_dim], a
-// head a warp. The lanes take the splits' maxima and sums (a split without keys, m = -inf, weighs 0;
-// a sink joins the softmax and adds no value), then each lane 4 output dims over every split in
-// split order, eight splits' loads in flight: the merge is a few round trips to L2, not one a split.
-// Read through L2 (__ldcg): other blocks wrote the states during this launch.
+// head a warp (head_dim a multiple of 4). The lanes take the splits' maxima and sums (a split without keys, m = -inf,
+// weighs 0; a sink joins the softmax and adds no value), then each lane 4 output dims over every split in split order,
+// eight splits' loads in flight: the merge is a few round trips to L2, not one a split. Read through L2 (__ldcg): other
+// blocks wrote the states during this launch.
 __device__ __noinline__ inline void merge_split_heads(const float* part, int splits, int heads, int head_dim,
                                                       const float* sinks, int row, int h0, int count, float* out) {
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), warps = int(blockDim.x / 32);
@@ -70,11 +70,15 @@ __device__ __noinline__ inline void merge_split_heads(const float* part, int spl
     }
     l = warp_sum(l) + (sinks ? expf(sinks[h] - m) : 0.f);
     const float inv = 1.f / l;
-    for (int d0 = 4 * lane; d0 < head_dim; d0 += 128) {
+    // Every lane runs every round (the weights come by shuffle); lanes past head_dim load nothing.
+    for (int base = 0; base < head_dim; base += 128) {
+      const int d0 = base + 4 * lane;
+      const bool mine = d0 < head_dim;
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 8
       for (int s = 0; s < splits; ++s) {
         const float w = __shfl_sync(0xffffffffu, s < 32 ? e[0] : e[1], s % 32);
+        if (!mine) continue;
         const float4 a =
             __ldcg(reinterpret_cast<const float4*>(st + std::size_t(s) * stride + kAttnSplitStateHead + d0));
         acc.x += a.x * w;
@@ -82,8 +86,9 @@ __device__ __noinline__ inline void merge_split_heads(const float* part, int spl
         acc.z += a.z * w;
         acc.w += a.w * w;
       }
-      *reinterpret_cast<float4*>(out + rh * std::size_t(head_dim) + std::size_t(d0)) =
-          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      if (mine)
+        *reinterpret_cast<float4*>(out + rh * std::size_t(head_dim) + std::size_t(d0)) =
+            make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
     }
   }
 }
