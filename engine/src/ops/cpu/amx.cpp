@@ -33,8 +33,6 @@ TileConfig make_config() {
   return c;
 }
 
-#define FT_TARGET_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
-
 FT_SIMD_BEGIN
 // Weight tiles are read from "panels": a 16-row weight tile's rows copied so that the 16 x 32
 // slice of each k-step is one contiguous 1 KB block. Loaded straight from the matrix, a tile's

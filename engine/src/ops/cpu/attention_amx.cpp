@@ -27,8 +27,6 @@ namespace ft::engine::cpu {
 #if FT_X86
 namespace {
 
-#define FT_TARGET_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
-
 constexpr std::size_t kCols = 16;
 constexpr std::size_t kMaxDim = 256;
 

@@ -17,6 +17,9 @@
 #define FT_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #define FT_TARGET_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl")))
 #define FT_TARGET_AVX512BF16 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")))
+// A superset of the others, so that their inline helpers (bf16_round16, transpose16x16) inline
+// into AMX kernels instead of being called.
+#define FT_TARGET_AMX __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 
 // GCC 12's AVX-512 intrinsics initialise their "undefined" pass-through operands from themselves
 // (`__m512 __Y = __Y;`), which -Wuninitialized reports once inlined (GCC bug 105593, fixed in 13).
