@@ -192,19 +192,48 @@ FT_TARGET_AMX void pack_avx512(const AmxPacked& p, std::size_t t, std::size_t c0
   }
   if (i < n) pack_scalar(p, t, c0 + i, x + i, n - i);
 }
+// 32 columns of 16 tokens: each token's 16 (even, odd) pairs, rounded to high and low halves, then
+// transposed so that a pair's 16 tokens are one 64-byte row of the block.
+FT_TARGET_AMX void pack_block_avx512(const AmxPacked& p, std::size_t b, const float* const* rows, std::size_t count,
+                                     std::size_t c0, std::size_t n) {
+  auto* block = reinterpret_cast<__m512i*>(p.block(b));
+  __m512i* lo_block = block + p.K / 2;  // K * 16 bf16 = K / 2 rows of 64 bytes
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512i hi[16], lo[16];
+    for (std::size_t j = 0; j < 16; ++j) {
+      const float* x = rows[j < count ? j : 0] + i;
+      const __m512 a = _mm512_loadu_ps(x), c = _mm512_loadu_ps(x + 16);
+      const __m256i ha = bf16_round16(a), hc = bf16_round16(c);
+      const __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(ha), 16)));
+      const __m512 rc = _mm512_sub_ps(c, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hc), 16)));
+      hi[j] = _mm512_inserti64x4(_mm512_castsi256_si512(ha), hc, 1);
+      lo[j] = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_round16(ra)), bf16_round16(rc), 1);
+    }
+    transpose16x16(hi);
+    transpose16x16(lo);
+    const std::size_t row0 = (c0 + i) / 2;
+    for (std::size_t k = 0; k < 16; ++k) {
+      _mm512_storeu_si512(block + row0 + k, hi[k]);
+      _mm512_storeu_si512(lo_block + row0 + k, lo[k]);
+    }
+  }
+  if (i < n) {
+    for (std::size_t j = 0; j < 16; ++j) pack_avx512(p, 16 * b + j, c0 + i, rows[j < count ? j : 0] + i, n - i);
+  }
+}
 FT_SIMD_END
 #endif
 
 }  // namespace
 
-void amx_pack_span(const AmxPacked& p, std::size_t t, std::size_t c0, const float* x, std::size_t n) {
+void amx_pack_block(const AmxPacked& p, std::size_t b, const float* const* rows, std::size_t count, std::size_t c0,
+                    std::size_t n) {
 #if FT_X86
-  if (amx_usable()) return pack_avx512(p, t, c0, x, n);
+  if (amx_usable()) return pack_block_avx512(p, b, rows, count, c0, n);
 #endif
-  pack_scalar(p, t, c0, x, n);
+  for (std::size_t j = 0; j < kAmxTokens; ++j) pack_scalar(p, kAmxTokens * b + j, c0, rows[j < count ? j : 0], n);
 }
-
-void amx_pack_token(const AmxPacked& p, std::size_t t, const float* x) { amx_pack_span(p, t, 0, x, p.K); }
 
 void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_t r1, const AmxPacked& x,
               std::size_t b0, std::size_t b1, std::size_t valid, float* y, std::size_t ldy) {

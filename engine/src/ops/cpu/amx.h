@@ -38,13 +38,14 @@ struct AmxPacked {
   bf16_t* block(std::size_t b) const { return data + b * block_elems(); }
 };
 
-// Room for `tokens` tokens of K columns (K a multiple of 32) in `scratch` (the slots of the last
-// block beyond `tokens` are left as they are: their outputs are dropped).
+// Room for `tokens` tokens of K columns (K a multiple of 32) in `scratch`.
 AmxPacked amx_alloc(Scratch& scratch, std::size_t tokens, std::size_t K);
-// Packs token `t` of `packed` from n = K fp32 values (split into bf16 high and low halves).
-void amx_pack_token(const AmxPacked& packed, std::size_t t, const float* x);
-// Packs columns [c0, c0 + n) of token t from n fp32 values (c0 and n even).
-void amx_pack_span(const AmxPacked& packed, std::size_t t, std::size_t c0, const float* x, std::size_t n);
+// Packs columns [c0, c0 + n) of the tokens of block b at once (c0 and n even): token 16 b + i from
+// rows[i] (n fp32 values), i < count; the block's other slots get rows[0]'s values (their outputs
+// are dropped). A block's rows are 64 bytes of one column pair's 16 tokens, so the 16 tokens are
+// packed together: a 16 x 16 transpose and whole-row stores a 32 columns, not a scatter a token.
+void amx_pack_block(const AmxPacked& packed, std::size_t b, const float* const* rows, std::size_t count, std::size_t c0,
+                    std::size_t n);
 
 // y[j * ldy + (r - r0)] = sum_c W[r, c] * x[t, c] for weight rows r in [r0, r1) (r1 - r0 a
 // multiple of 16) and tokens t = 16 * b0 + j of token blocks [b0, b1), j < `valid` (later tokens of
