@@ -72,9 +72,8 @@ void CpuBackend::linears(const float* x, std::size_t T, std::span<const LinearOu
 void CpuBackend::rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
                           float eps, bool zero_centered) {
   const OpTimer timer(profile_, OpProfile::kNorm);
-  // The reference per row (its double sum of squares is cheap next to everything else).
   for_range(rows, dim, [&](std::size_t a, std::size_t b) {
-    ref::rms_norm(x + a * dim, weight, out + a * dim, b - a, dim, eps, zero_centered);
+    cpu::rms_norm(isa_, x + a * dim, weight, out + a * dim, b - a, dim, eps, zero_centered);
   });
 }
 
