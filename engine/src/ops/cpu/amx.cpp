@@ -172,26 +172,6 @@ void pack_scalar(const AmxPacked& p, std::size_t t, std::size_t c0, const float*
 #if FT_X86
 FT_SIMD_BEGIN
 
-// 32 columns at a time: their 16 (even, odd) pairs go to 16 rows of the block, 64 bytes apart.
-FT_TARGET_AMX void pack_avx512(const AmxPacked& p, std::size_t t, std::size_t c0, const float* x, std::size_t n) {
-  auto* block = reinterpret_cast<int*>(p.block(t / kAmxTokens));
-  int* lo_block = block + p.K * kAmxTokens / 2;
-  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(16));
-  std::size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
-    const __m256i ha = bf16_round16(a), hb = bf16_round16(b);
-    const __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(ha), 16)));
-    const __m512 rb = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hb), 16)));
-    const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(ha), hb, 1);
-    const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_round16(ra)), bf16_round16(rb), 1);
-    const __m512i at = _mm512_add_epi32(rows, _mm512_set1_epi32(int(((c0 + i) / 2) * 16 + t % kAmxTokens)));
-    _mm512_i32scatter_epi32(block, at, hi, 4);
-    _mm512_i32scatter_epi32(lo_block, at, lo, 4);
-  }
-  if (i < n) pack_scalar(p, t, c0 + i, x + i, n - i);
-}
 // 32 columns of 16 tokens: each token's 16 (even, odd) pairs, rounded to high and low halves, then
 // transposed so that a pair's 16 tokens are one 64-byte row of the block.
 FT_TARGET_AMX void pack_block_avx512(const AmxPacked& p, std::size_t b, const float* const* rows, std::size_t count,
@@ -205,10 +185,10 @@ FT_TARGET_AMX void pack_block_avx512(const AmxPacked& p, std::size_t b, const fl
       const float* x = rows[j < count ? j : 0] + i;
       const __m512 a = _mm512_loadu_ps(x), c = _mm512_loadu_ps(x + 16);
       const __m256i ha = bf16_round16(a), hc = bf16_round16(c);
-      const __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(ha), 16)));
-      const __m512 rc = _mm512_sub_ps(c, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hc), 16)));
+      const __m256i la = bf16_round16(_mm512_sub_ps(a, widen16_bf16(ha)));
+      const __m256i lc = bf16_round16(_mm512_sub_ps(c, widen16_bf16(hc)));
       hi[j] = _mm512_inserti64x4(_mm512_castsi256_si512(ha), hc, 1);
-      lo[j] = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_round16(ra)), bf16_round16(rc), 1);
+      lo[j] = _mm512_inserti64x4(_mm512_castsi256_si512(la), lc, 1);
     }
     transpose16x16(hi);
     transpose16x16(lo);
@@ -218,8 +198,10 @@ FT_TARGET_AMX void pack_block_avx512(const AmxPacked& p, std::size_t b, const fl
       _mm512_storeu_si512(lo_block + row0 + k, lo[k]);
     }
   }
+  // A last 16 columns (n is even, and a multiple of 32 for every caller today) element by element.
   if (i < n) {
-    for (std::size_t j = 0; j < 16; ++j) pack_avx512(p, 16 * b + j, c0 + i, rows[j < count ? j : 0] + i, n - i);
+    for (std::size_t j = 0; j < kAmxTokens; ++j)
+      pack_scalar(p, kAmxTokens * b + j, c0 + i, rows[j < count ? j : 0] + i, n - i);
   }
 }
 FT_SIMD_END

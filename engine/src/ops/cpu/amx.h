@@ -10,6 +10,7 @@
 // independent of which other rows and tokens share its tiles, so results do not depend on T.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "ft/engine/bf16.h"
@@ -46,6 +47,19 @@ AmxPacked amx_alloc(Scratch& scratch, std::size_t tokens, std::size_t K);
 // packed together: a 16 x 16 transpose and whole-row stores a 32 columns, not a scatter a token.
 void amx_pack_block(const AmxPacked& packed, std::size_t b, const float* const* rows, std::size_t count, std::size_t c0,
                     std::size_t n);
+
+// Packs `tokens` tokens into the blocks from b0 on, 16 a block: token j from row_of(j), columns
+// [c0, c0 + n) as amx_pack_block takes them.
+template <typename RowOf>
+void amx_pack_tokens(const AmxPacked& packed, std::size_t b0, std::size_t tokens, const RowOf& row_of, std::size_t c0,
+                     std::size_t n) {
+  for (std::size_t j0 = 0; j0 < tokens; j0 += kAmxTokens) {
+    const float* rows[kAmxTokens];
+    const std::size_t count = std::min(kAmxTokens, tokens - j0);
+    for (std::size_t i = 0; i < count; ++i) rows[i] = row_of(j0 + i);
+    amx_pack_block(packed, b0 + j0 / kAmxTokens, rows, count, c0, n);
+  }
+}
 
 // y[j * ldy + (r - r0)] = sum_c W[r, c] * x[t, c] for weight rows r in [r0, r1) (r1 - r0 a
 // multiple of 16) and tokens t = 16 * b0 + j of token blocks [b0, b1), j < `valid` (later tokens of

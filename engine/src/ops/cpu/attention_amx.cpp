@@ -38,8 +38,6 @@ struct Item {
 
 FT_SIMD_BEGIN
 
-FT_TARGET_AMX inline __m512 widen(__m256i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)); }
-
 // 16 (a, b) pairs of 16-bit lanes as 16 dwords, a in the low half.
 FT_TARGET_AMX inline __m512i join_pairs(__m256i a, __m256i b) {
   return _mm512_or_si512(_mm512_cvtepu16_epi32(a), _mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
@@ -49,7 +47,8 @@ FT_TARGET_AMX inline __m512i join_pairs(__m256i a, __m256i b) {
 // row: for each column, the pair (even, odd). hi/lo: the bf16x2 halves.
 FT_TARGET_AMX inline void pair_row(__m512 even, __m512 odd, int* hi_row, int* lo_row) {
   const __m256i he = bf16_round16(even), ho = bf16_round16(odd);
-  const __m256i le = bf16_round16(_mm512_sub_ps(even, widen(he))), lo = bf16_round16(_mm512_sub_ps(odd, widen(ho)));
+  const __m256i le = bf16_round16(_mm512_sub_ps(even, widen16_bf16(he))),
+                lo = bf16_round16(_mm512_sub_ps(odd, widen16_bf16(ho)));
   _mm512_store_si512(hi_row, join_pairs(he, ho));
   _mm512_store_si512(lo_row, join_pairs(le, lo));
 }

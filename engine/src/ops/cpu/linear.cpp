@@ -174,12 +174,9 @@ bool amx_fits(CpuIsa isa, const Matrix& w) {
 AmxPacked amx_pack(Scratch& scratch, const float* x, std::size_t T, std::size_t K) {
   const AmxPacked p = amx_alloc(scratch, T, K);
   const auto pack = [&](std::size_t b0, std::size_t b1) {
-    for (std::size_t b = b0; b < b1; ++b) {
-      const float* rows[kAmxTokens];
-      const std::size_t t0 = b * kAmxTokens, count = std::min(kAmxTokens, T - t0);
-      for (std::size_t i = 0; i < count; ++i) rows[i] = x + (t0 + i) * K;
-      amx_pack_block(p, b, rows, count, 0, K);
-    }
+    const std::size_t t0 = b0 * kAmxTokens;
+    amx_pack_tokens(
+        p, b0, std::min(T, b1 * kAmxTokens) - t0, [&](std::size_t j) { return x + (t0 + j) * K; }, 0, K);
   };
   if (T * K <= (std::size_t(1) << 16))
     pack(0, p.blocks());

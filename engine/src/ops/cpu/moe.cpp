@@ -152,12 +152,9 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
   const AmxPacked hs = amx_alloc(s, slots, I);
   // An expert's assignments fill its blocks in group order, 16 to a block.
   tbb::parallel_for(std::size_t(0), E, [&](std::size_t e) {
-    for (std::size_t a0 = g.begin[e]; a0 < g.begin[e + 1]; a0 += kAmxTokens) {
-      const float* rows[kAmxTokens];
-      const std::size_t count = std::min(kAmxTokens, g.begin[e + 1] - a0);
-      for (std::size_t i = 0; i < count; ++i) rows[i] = x + g.token_of[a0 + i] * H;
-      amx_pack_block(xs, first_block[e] + (a0 - g.begin[e]) / kAmxTokens, rows, count, 0, H);
-    }
+    const std::size_t a0 = g.begin[e];
+    amx_pack_tokens(
+        xs, first_block[e], g.begin[e + 1] - a0, [&](std::size_t j) { return x + g.token_of[a0 + j] * H; }, 0, H);
   });
 
   // Pass 1: 32 gate and up rows at a time per token block, h = silu(gate) * up packed for pass 2.
@@ -175,12 +172,8 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
     amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, b0, b1, n, gb.data(), rows);
     amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, b0, b1, n, ub.data(), rows);
     silu_mul(CpuIsa::kAmxBf16, gb.data(), ub.data(), gb.data(), n * rows);
-    for (std::size_t j0 = 0; j0 < n; j0 += kAmxTokens) {
-      const float* hrows[kAmxTokens];
-      const std::size_t count = std::min(kAmxTokens, n - j0);
-      for (std::size_t i = 0; i < count; ++i) hrows[i] = gb.data() + (j0 + i) * rows;
-      amx_pack_block(hs, b0 + j0 / kAmxTokens, hrows, count, it.r0, rows);
-    }
+    amx_pack_tokens(
+        hs, b0, n, [&](std::size_t j) { return gb.data() + j * rows; }, it.r0, rows);
   });
 
   // Pass 2: y = down(h), a group of rows of every token of the expert per item.
