@@ -73,8 +73,8 @@ __host__ __device__ inline int attn_first_key(int pos, int window, int chunk) {
 // One paged_attention call as the kernels of other files see it (device pointers; the rest host
 // values).
 struct PagedAttentionCall {
-  const float* q;
-  float* out;
+  const float* q;  // [T, heads, head_dim]
+  float* out;      // [T, heads, head_dim]
   const int32_t* row_seq;
   const AttnSeqDev* seqs;
   std::byte* const* pages;

@@ -37,8 +37,7 @@ namespace {
 constexpr int kWarps = kAttnMmaWarps;
 constexpr int kGroup = kAttnMmaMaxGroup;
 
-struct DecodeParams {
-  PagedAttentionCall a;
+struct DecodeParams : PagedAttentionCall {
   int splits;            // blocks a row's keys are split over
   float* part;           // splits > 1: the workspace (AttentionPlan::workspace_floats)
   unsigned* split_done;  // splits > 1: kAttnSplitCounters counters at zero
@@ -52,14 +51,13 @@ struct DecodeSmem {
 };
 
 template <int D>
-__global__ void __launch_bounds__(kWarps * 32, 1) decode_attention_kernel(const DecodeParams dp) {
+__global__ void __launch_bounds__(kWarps * 32, 1) decode_attention_kernel(const DecodeParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int NI = D / 32;  // a thread's 16-byte pieces of a key row (and of its query)
   constexpr int NT = D / 8;   // output n-tiles of 8 dims
-  const PagedAttentionCall p = dp.a;
   __shared__ DecodeSmem<D> sm;
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  const int row = int(blockIdx.x) / dp.splits, split = int(blockIdx.x) % dp.splits, kvh = int(blockIdx.y);
+  const int row = int(blockIdx.x) / p.splits, split = int(blockIdx.x) % p.splits, kvh = int(blockIdx.y);
   const int h0 = kvh * p.group;
   const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
   pdl_enter();
@@ -87,7 +85,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) decode_attention_kernel(const 
   float m = -INFINITY, l = 0.f;  // query g's running max and this thread's share of its sum
   const std::size_t k_head = p.off.k_base + std::size_t(kvh) * p.off.block_bytes;
   const std::size_t v_head = p.off.v_base + std::size_t(kvh) * p.off.block_bytes;
-  const int P = p.page_tokens, workers = dp.splits * kWarps;
+  const int P = p.page_tokens, workers = p.splits * kWarps;
 
   // K of step u, n-tile j: column g is key 4 (g / 2) + 2j + g % 2 of the step, so that score slots
   // (2j + e) of thread t are keys 4t + 2j + e and its four scores are keys 4t .. 4t + 3. The step's
@@ -211,8 +209,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) decode_attention_kernel(const 
       acc += sm.o[w][qi][d] * e;
     }
     const int h = h0 + qi;
-    if (dp.splits > 1) {
-      float* st = split_state(dp.part, row, h, p.heads, dp.splits, split, D);
+    if (p.splits > 1) {
+      float* st = split_state(p.part, row, h, p.heads, p.splits, split, D);
       if (d == 0) {
         st[0] = mb;
         st[1] = lb;
@@ -225,22 +223,26 @@ __global__ void __launch_bounds__(kWarps * 32, 1) decode_attention_kernel(const 
       p.out[(std::size_t(row) * std::size_t(p.heads) + std::size_t(h)) * D + std::size_t(d)] = acc * scale / ls;
     }
   }
-  if (dp.splits > 1 && last_to_finish(dp.split_done + std::size_t(row) * gridDim.y + blockIdx.y, dp.splits))
-    merge_split_heads(dp.part, dp.splits, p.heads, D, p.sinks, row, h0, p.group, p.out);
+  if (p.splits > 1 && last_to_finish(p.split_done + std::size_t(row) * gridDim.y + blockIdx.y, p.splits))
+    merge_split_heads(p.part, p.splits, p.heads, D, p.sinks, row, h0, p.group, p.out);
 #else
-  (void)dp;  // never launched below sm_80 (attention_mma_fits)
+  (void)p;  // never launched below sm_80 (attention_mma_fits)
 #endif
 }
 
 }  // namespace
 
 void decode_attention(const PagedAttentionCall& a, int splits, float* part, unsigned* split_done, cudaStream_t s) {
-  const DecodeParams dp{a, splits, part, split_done};
+  DecodeParams p{};
+  static_cast<PagedAttentionCall&>(p) = a;
+  p.splits = splits;
+  p.part = part;
+  p.split_done = split_done;
   const dim3 grid(unsigned(a.T * splits), unsigned(a.kv_heads));
   if (a.head_dim == 64)
-    launch(decode_attention_kernel<64>, grid, dim3(kWarps * 32), 0, s, dp);
+    launch(decode_attention_kernel<64>, grid, dim3(kWarps * 32), 0, s, p);
   else
-    launch(decode_attention_kernel<128>, grid, dim3(kWarps * 32), 0, s, dp);
+    launch(decode_attention_kernel<128>, grid, dim3(kWarps * 32), 0, s, p);
 }
 
 }  // namespace ft::engine::cuda

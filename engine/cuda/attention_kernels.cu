@@ -129,29 +129,15 @@ constexpr int kTile = kAttnTile;  // keys per warp step: one key per lane for q.
 constexpr int kMaxWarps = kAttnMaxWarps;
 constexpr int kMaxQueries = kAttnMaxQueries;
 
-struct AttnParams {
-  const float* q;  // [T, heads, head_dim]
-  float* out;      // [T, heads, head_dim]
-  const int32_t* row_seq;
-  const AttnSeqDev* seqs;
-  std::byte* const* pages;
-  PageOffsets off;
-  int heads;
-  int group;        // query heads per kv head
-  int head_dim;
-  int page_tokens;
-  int slices;       // blocks per (row, kv head): the group's heads in slices of per_slice
+// The call (PagedAttentionCall: q, out, pages, shape, options) and how its plan spreads it.
+struct AttnParams : PagedAttentionCall {
+  int slices;  // blocks per (row, kv head): the group's heads in slices of per_slice
   int per_slice;
   int cluster;  // blocks per (row, kv head, slice) splitting its keys, merged in shared memory
   int splits;   // blocks per (row, kv head, slice) splitting its keys, merged by the last to finish
-  float* part;  // splits > 1: [T * heads * splits] of (m, l, acc [head_dim]) (AttentionPlan)
+  float* part;  // splits > 1: [T * heads * splits] split states (AttentionPlan::workspace_floats)
   unsigned* split_done;  // splits > 1: a counter per (row, blockIdx.y), zero between launches
-  float scale;
-  int window;          // > 0: sliding window (AttentionOptions)
-  int chunk;           // > 0: chunked attention (AttentionOptions)
-  const float* sinks;  // [heads] or null
-  int rows;         // T
-  int tile_rows;    // > 0: the rows of one-sequence tiles of this many rows are the tiled kernel's
+  int tile_rows;         // > 0: the rows of one-sequence tiles of this many rows are the tiled kernel's
 };
 
 // Shared memory of a block, in floats: the queries, each warp's probabilities of its current tile,
@@ -463,7 +449,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) paged_attention_kernel(const A
   const RowPlace at = row_place(row, p.row_seq, p.seqs, p.pages);
   pdl_enter();
   if (count <= 0) return;  // the same for every block of a cluster
-  if (p.tile_rows > 0 && tile_in_one_sequence(row / p.tile_rows, p.tile_rows, p.rows, p.row_seq)) return;
+  if (p.tile_rows > 0 && tile_in_one_sequence(row / p.tile_rows, p.tile_rows, p.T, p.row_seq)) return;
 #if FT_ATTN_CLUSTERS
   const int crank = int(blockIdx.x) % p.cluster, cranks = p.cluster;
 #else
@@ -646,20 +632,7 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   if (plan.mma) return decode_attention(call, plan.splits, plan.splits > 1 ? work : nullptr, split_done, s);
 
   AttnParams p{};
-  p.q = q;
-  p.out = out;
-  p.row_seq = row_seq;
-  p.seqs = seqs;
-  p.pages = pages;
-  p.off = page_offsets(layout, layer);
-  p.heads = heads;
-  p.group = c.group;
-  p.head_dim = c.head_dim;
-  p.page_tokens = int(layout.page_tokens);
-  p.scale = scale;
-  p.window = int(opt.window);
-  p.chunk = int(opt.chunk);
-  p.sinks = opt.sinks;
+  static_cast<PagedAttentionCall&>(p) = call;
   p.slices = plan.slices;
   p.per_slice = plan.per_slice;
   p.cluster = plan.cluster;
@@ -671,7 +644,6 @@ void paged_attention(const KvLayout& layout, int layer, const float* q, int T, i
   // per tile of rows instead of once per row. The per-row kernel then takes only the rows of tiles
   // that span sequences (and skips the others at once): decode rows batched with prefills, or a
   // batch of many short sequences, keep its parallelism over rows and keys.
-  p.rows = T;
   p.tile_rows = tiled_prefill_attention(call, dev, gpu.sms, s);
 
   const int mq = attention_pow2_ceil(p.per_slice);
