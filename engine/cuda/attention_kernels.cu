@@ -9,8 +9,9 @@
 // fixed order, so results do not depend on scheduling. A grid too small for the GPU (decode of a
 // few sequences) spreads each row over more blocks (attention_plan.h chooses): over long contexts
 // its keys go to splits that write their partial states to a workspace, merged in split order by
-// the split that finishes last; otherwise a GQA group goes to more blocks, then, where the device has thread
-// block clusters, a row's keys to a cluster that merges through distributed shared memory.
+// the split that finishes last; otherwise a GQA group goes to more blocks, then, where the device
+// has thread block clusters, a row's keys to a cluster that merges through distributed shared
+// memory. Decode rows of small groups take the tensor-core kernel of attention_decode.cu instead.
 //
 // Prefill-sized calls (64 rows or more) first go through the tiled flash attention of
 // attention_prefill.cu; the per-row kernel then takes only the rows of tiles that span sequences.
