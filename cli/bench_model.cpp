@@ -479,6 +479,13 @@ int bench_gemm(const Args& args) {
   const int64_t cols = args.has("cols") ? args.get_int("cols") : 2048;
   const int threads = args.has("threads") ? int(args.get_int("threads")) : 0;
   if (T < 1 || rows < 1 || cols < 1) return usage_error(cmd, "--tokens, --rows and --cols must be positive");
+  std::vector<engine::CpuIsa> isas = {engine::CpuIsa::kAvx512, engine::CpuIsa::kAvx512Bf16, engine::CpuIsa::kAmxBf16};
+  if (const std::string name = args.has("isa") ? args.get("isa") : "auto"; name != "auto") {
+    engine::CpuIsa isa;
+    if (!engine::parse_cpu_isa(name.c_str(), &isa)) return usage_error(cmd, "unknown --isa '" + name + "'");
+    if (!engine::cpu_isa_supported(isa)) return runtime_error(cmd, "this CPU cannot run the " + name + " path");
+    isas = {isa};
+  }
   std::vector<engine::bf16_t> w(std::size_t(rows * cols));
   std::uint64_t seed = 1;
   for (auto& v : w) {
@@ -490,7 +497,7 @@ int bench_gemm(const Args& args) {
                          std::size_t(cols) * 2};
   std::printf("%s: y[%lld, %lld] = x[%lld, %lld] w^T, bf16 weights\n", cmd.c_str(), (long long)T, (long long)rows,
               (long long)T, (long long)cols);
-  for (engine::CpuIsa isa : {engine::CpuIsa::kAvx512, engine::CpuIsa::kAvx512Bf16, engine::CpuIsa::kAmxBf16}) {
+  for (engine::CpuIsa isa : isas) {
     if (!engine::cpu_isa_supported(isa)) continue;
     auto be = engine::make_backend({engine::BackendKind::kCpu, threads, isa});
     if (!be) return runtime_error(cmd, be.status().message());

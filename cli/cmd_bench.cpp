@@ -342,7 +342,10 @@ const Command kBenchCommand = {
       "[4096]",
       ""},
      {"experts", "N", "expert: distinct experts cycled (0: max(64, 4x last-level cache))", "0"},
-     {"isa", "NAME", "expert: kernel path: auto, scalar, avx2, avx512, avx512bf16", "auto"},
+     {"isa", "NAME",
+      "expert: kernel path: auto, scalar, avx2, avx512, avx512bf16; gemm: one path (avx512, avx512bf16, amx) or auto "
+      "(each)",
+      "auto"},
      {"threads", "N", "worker threads [default: all cores]", ""},
      {"seconds", "S", "expert, bw: time per measurement [2]; load: how long sessions start requests [600]", ""},
      {"copy-mib", "N", "memcpy/read buffer size, MiB", "1024"},
