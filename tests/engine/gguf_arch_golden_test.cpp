@@ -45,6 +45,8 @@ std::unique_ptr<engine::Model> load(const fs::path& path, BackendKind backend) {
   engine::LoadOptions o;
   o.backend = backend;
   o.deterministic = true;
+  // The test holds two models at once: without a KV budget the first one's pool takes all the GPU has.
+  o.kv_budget_bytes = 64ull << 20;
   auto m = engine::load_model(path, o);
   EXPECT_TRUE(m.is_ok()) << path << ": " << m.status().to_string();
   return m.is_ok() ? std::move(m).value() : nullptr;

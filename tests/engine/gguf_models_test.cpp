@@ -38,9 +38,11 @@ std::unique_ptr<engine::Model> load(const fs::path& path, BackendKind backend, i
   engine::LoadOptions o;
   o.backend = backend;
   o.deterministic = true;
+  // A few hundred tokens: without a KV budget a resident model's pool takes all the GPU has, and a
+  // test that holds two models would find no room for the second.
+  o.kv_budget_bytes = 64ull << 20;
   if (slots > 0) {
     o.expert_slots = slots;
-    o.kv_budget_bytes = 64ull << 20;
     o.threads = 2;
     auto p = engine::parse_moe_policy(policy);
     EXPECT_TRUE(p.is_ok());
