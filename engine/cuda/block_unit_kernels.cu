@@ -22,7 +22,15 @@ using units::Piece;
 using units::piece_dot;
 
 constexpr int kWarps = 8;
-constexpr int kDownRows = 2;     // output rows of a moe_down block (its warps split the choices)
+// A moe_down block takes kDownBlockRows output rows of one token, kDownRows at a time (their loads
+// in flight together); 2,048 rows make 256 blocks, about one wave at the kernel's ~96 registers.
+// Fewer, longer blocks than a block per two rows (1,024 blocks, four waves each paying the choice ->
+// matrix -> row chain): measured +2.7% on a 48-layer Q4_K_M decode (docs/perf-notes.md).
+constexpr int kDownRows = 2;
+constexpr int kDownBlockRows = 8;
+// A moe_gate_up block takes kGateUpRounds groups of rows one after another (768 blocks -> 384 for
+// Qwen3-30B-A3B's 768-row experts of 8 choices: under one wave at 64 registers).
+constexpr int kGateUpRounds = 2;
 constexpr int kMoeMaxTopK = 32;  // the router's limit (kernels.h)
 
 // A warp-step of a row: 32 / Lane<T>::kLanes units side by side, each lane in one of them.
@@ -143,109 +151,138 @@ __global__ void gemv_units_kernel(const UnitsBatch batch, int cols, int split, c
 }
 
 // h[pair, row] = glu(gate_e . x_t, up_e . x_t) for pair = t * top_k + k (e = chosen[pair]): both
-// matrices' loads in flight together, a row's steps split over warps as in the gemv.
+// matrices' loads in flight together, a row's steps split over warps as in the gemv. A block takes
+// kGateUpRounds groups of 8 / split rows one after another (fewer blocks than rows: the launch fits the
+// GPU in about one wave). With `settled` the choices were written two or more launches back, so they
+// are read and every row of the block asked of L2 before the wait.
 template <DType G, bool Q>
 __global__ void moe_gate_up_units_kernel(const ExpertTable e, const float* x, const X8 xq, int top_k,
-                                         const int32_t* chosen, int split, float* h) {
-  pdl_enter();
+                                         const int32_t* chosen, int split, bool settled, float* h) {
+  constexpr int rounds = kGateUpRounds;
   __shared__ float part[kWarps][2];
-  const int pair = int(blockIdx.y);
-  const Split sp = split_of(split, steps_of<G>(e.hidden));
-  const int row = min(sp.row, e.inter - 1);
-  const int expert = chosen[pair];
-  const std::size_t xt = std::size_t(pair / top_k) * std::size_t(e.hidden);  // the token's row
-  const std::size_t off = std::size_t(row) * e.gate_up_row_bytes;
-  const auto* g = reinterpret_cast<const std::uint8_t*>(e.gate[expert] + off);
-  const auto* u = reinterpret_cast<const std::uint8_t*>(e.up[expert] + off);
+  const int pair = int(blockIdx.y), steps = steps_of<G>(e.hidden);
   const int lane = int(threadIdx.x % 32), j = lane % Lane<G>::kLanes, units = e.hidden / kUnitValues;
-  float gs = 0.f, us = 0.f;
-  for (int s = sp.s0; s < sp.s1; ++s) {
-    const int k = s * units_per_step<G>() + lane / Lane<G>::kLanes;
-    if (k >= units) break;
-    const std::size_t at = xt + std::size_t(k) * kUnitValues;
-    if constexpr (Q) {
-      units::CodePiece<Lane<G>::kGroup> pg, pu;
-      Lane<G>::codes(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
-      Lane<G>::codes(u + std::size_t(k) * Lane<G>::kUnitBytes, j, pu);
-      const units::X8Row xr = x8_at(xq, at);
-      gs += units::codes_dot<G>(pg, xr);
-      us += units::codes_dot<G>(pu, xr);
-    } else {
-      Piece<Lane<G>::kGroup> pg, pu;
-      Lane<G>::decode(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
-      Lane<G>::decode(u + std::size_t(k) * Lane<G>::kUnitBytes, j, pu);
-      gs += piece_dot<G>(pg, x + at);
-      us += piece_dot<G>(pu, x + at);
+  const auto row_of = [&](const Split& sp) { return min(sp.row, e.inter - 1); };
+  if (settled) {
+    const int expert = chosen[pair];
+    for (int round = 0; round < rounds; ++round) {
+      const Split sp = split_of(split, steps, int(blockIdx.x) * rounds + round);
+      const std::size_t off = std::size_t(row_of(sp)) * e.gate_up_row_bytes;
+      prefetch_steps<G>(e.gate[expert] + off, units, sp.s0, sp.s1);
+      prefetch_steps<G>(e.up[expert] + off, units, sp.s0, sp.s1);
     }
   }
-  gs = warp_sum(gs);
-  us = warp_sum(us);
-  if (lane == 0) {
-    part[threadIdx.x / 32][0] = gs;
-    part[threadIdx.x / 32][1] = us;
-  }
-  __syncthreads();
-  const int rows_here = kWarps / split, r = int(threadIdx.x);
-  if (r < rows_here) {
-    const int out_row = int(blockIdx.x) * rows_here + r;
-    if (out_row < e.inter) {
-      float gv = 0.f, uv = 0.f;
-      for (int k = 0; k < split; ++k) {
-        gv += part[r * split + k][0];
-        uv += part[r * split + k][1];
+  pdl_enter();
+  const int expert = chosen[pair];
+  const std::size_t xt = std::size_t(pair / top_k) * std::size_t(e.hidden);  // the token's row
+  for (int round = 0; round < rounds; ++round) {
+    const int vblock = int(blockIdx.x) * rounds + round;
+    const Split sp = split_of(split, steps, vblock);
+    const std::size_t off = std::size_t(row_of(sp)) * e.gate_up_row_bytes;
+    const auto* g = reinterpret_cast<const std::uint8_t*>(e.gate[expert] + off);
+    const auto* u = reinterpret_cast<const std::uint8_t*>(e.up[expert] + off);
+    float gs = 0.f, us = 0.f;
+    for (int s = sp.s0; s < sp.s1; ++s) {
+      const int k = s * units_per_step<G>() + lane / Lane<G>::kLanes;
+      if (k >= units) break;
+      const std::size_t at = xt + std::size_t(k) * kUnitValues;
+      if constexpr (Q) {
+        units::CodePiece<Lane<G>::kGroup> pg, pu;
+        Lane<G>::codes(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
+        Lane<G>::codes(u + std::size_t(k) * Lane<G>::kUnitBytes, j, pu);
+        const units::X8Row xr = x8_at(xq, at);
+        gs += units::codes_dot<G>(pg, xr);
+        us += units::codes_dot<G>(pu, xr);
+      } else {
+        Piece<Lane<G>::kGroup> pg, pu;
+        Lane<G>::decode(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
+        Lane<G>::decode(u + std::size_t(k) * Lane<G>::kUnitBytes, j, pu);
+        gs += piece_dot<G>(pg, x + at);
+        us += piece_dot<G>(pu, x + at);
       }
-      h[std::size_t(pair) * e.inter + out_row] = expert_h(e.act, e.gate[expert], expert, e.inter, out_row, gv, uv);
+    }
+    gs = warp_sum(gs);
+    us = warp_sum(us);
+    if (round > 0) __syncthreads();  // the previous round's parts are read
+    if (lane == 0) {
+      part[threadIdx.x / 32][0] = gs;
+      part[threadIdx.x / 32][1] = us;
+    }
+    __syncthreads();
+    const int rows_here = kWarps / split, r = int(threadIdx.x);
+    if (r < rows_here) {
+      const int out_row = vblock * rows_here + r;
+      if (out_row < e.inter) {
+        float gv = 0.f, uv = 0.f;
+        for (int k = 0; k < split; ++k) {
+          gv += part[r * split + k][0];
+          uv += part[r * split + k][1];
+        }
+        h[std::size_t(pair) * e.inter + out_row] = expert_h(e.act, e.gate[expert], expert, e.inter, out_row, gv, uv);
+      }
     }
   }
 }
 
 // out[t, row] = sum over token t's choices, in ascending expert order, of weight * down_e . h[pair].
-// A block takes kDownRows rows of one token; its warps split the choices (warp w: w, w + 8, ..),
-// each weighted product lands in shared memory, and the block adds them in choice order.
+// A block takes kDownBlockRows rows of one token, kDownRows at a time; its warps split the choices
+// (warp w: w, w + 8, ..), each weighted product lands in shared memory, and the block adds them in
+// choice order. The choices are the router's, two or more launches back (gate/up runs between), so
+// they are read and the block's rows asked of L2 before the wait.
 template <DType D, bool Q>
 __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, const X8 hq, int top_k,
                                       const ChoicesByExpert by_expert, float* out) {
-  pdl_enter();
-  __shared__ float part[kMoeMaxTopK][kDownRows];
-  const int t = int(blockIdx.y), row0 = int(blockIdx.x) * kDownRows, warp = int(threadIdx.x / 32);
-  const int rows = min(kDownRows, e.hidden - row0);
+  __shared__ float part[kMoeMaxTopK][kDownBlockRows];
+  const int t = int(blockIdx.y), first = int(blockIdx.x) * kDownBlockRows, warp = int(threadIdx.x / 32);
+  const int all_rows = min(kDownBlockRows, e.hidden - first);
   const int units = e.inter / kUnitValues, lane = int(threadIdx.x % 32), j = lane % Lane<D>::kLanes;
+  const int steps = steps_of<D>(e.inter);
+  for (int i = warp; i < top_k; i += kWarps) {
+    const std::byte* w = e.down[by_expert.expert[t * top_k + i]];
+    for (int r = 0; r < all_rows; ++r)
+      prefetch_steps<D>(w + std::size_t(first + r) * e.down_row_bytes, units, 0, steps);
+  }
+  pdl_enter();
   for (int i = warp; i < top_k; i += kWarps) {
     const int at = t * top_k + i, expert = by_expert.expert[at];
     const auto* w = reinterpret_cast<const std::uint8_t*>(e.down[expert]);
     const std::size_t hr = std::size_t(by_expert.pair[at]) * std::size_t(e.inter);  // the pair's row of h
-    // The block's rows side by side, so all their loads are in flight together.
-    float s[kDownRows] = {};
-    for (int st = 0; st < steps_of<D>(e.inter); ++st) {
-      const int k = st * units_per_step<D>() + lane / Lane<D>::kLanes;
-      if (k >= units) break;
+    for (int r0 = 0; r0 < all_rows; r0 += kDownRows) {
+      const int row0 = first + r0, rows = min(kDownRows, all_rows - r0);
+      // kDownRows rows side by side, so all their loads are in flight together.
+      float s[kDownRows] = {};
+      for (int st = 0; st < steps; ++st) {
+        const int k = st * units_per_step<D>() + lane / Lane<D>::kLanes;
+        if (k >= units) break;
 #pragma unroll
-      for (int r = 0; r < kDownRows; ++r) {
-        const int row = row0 + min(r, rows - 1);
-        const std::uint8_t* unit = w + std::size_t(row) * e.down_row_bytes + std::size_t(k) * Lane<D>::kUnitBytes;
-        if constexpr (Q) {
-          units::CodePiece<Lane<D>::kGroup> p;
-          Lane<D>::codes(unit, j, p);
-          s[r] += units::codes_dot<D>(p, x8_at(hq, hr + std::size_t(k) * kUnitValues));
-        } else {
-          Piece<Lane<D>::kGroup> p;
-          Lane<D>::decode(unit, j, p);
-          s[r] += piece_dot<D>(p, h + hr + std::size_t(k) * kUnitValues);
+        for (int r = 0; r < kDownRows; ++r) {
+          const int row = row0 + min(r, rows - 1);
+          const std::uint8_t* unit = w + std::size_t(row) * e.down_row_bytes + std::size_t(k) * Lane<D>::kUnitBytes;
+          if constexpr (Q) {
+            units::CodePiece<Lane<D>::kGroup> p;
+            Lane<D>::codes(unit, j, p);
+            s[r] += units::codes_dot<D>(p, x8_at(hq, hr + std::size_t(k) * kUnitValues));
+          } else {
+            Piece<Lane<D>::kGroup> p;
+            Lane<D>::decode(unit, j, p);
+            s[r] += piece_dot<D>(p, h + hr + std::size_t(k) * kUnitValues);
+          }
         }
       }
-    }
 #pragma unroll
-    for (int r = 0; r < kDownRows; ++r) {
-      const float v = warp_sum(s[r]);
-      if (lane == 0 && r < rows)
-        part[i][r] = by_expert.weight[at] * (v + expert_down_bias(e.act, e.down[expert], expert, e.hidden, row0 + r));
+      for (int r = 0; r < kDownRows; ++r) {
+        const float v = warp_sum(s[r]);
+        if (lane == 0 && r < rows)
+          part[i][r0 + r] =
+              by_expert.weight[at] * (v + expert_down_bias(e.act, e.down[expert], expert, e.hidden, row0 + r));
+      }
     }
   }
   __syncthreads();
-  if (int(threadIdx.x) < rows) {
+  if (int(threadIdx.x) < all_rows) {
     float acc = 0.f;
     for (int i = 0; i < top_k; ++i) acc += part[i][threadIdx.x];
-    out[std::size_t(t) * e.hidden + row0 + int(threadIdx.x)] = acc;
+    out[std::size_t(t) * e.hidden + first + int(threadIdx.x)] = acc;
   }
 }
 
@@ -314,15 +351,19 @@ void moe_gate_up_units(const ExpertTable& experts, const float* x, int T, int to
                        cudaStream_t s, const X8* xq) {
   with_unit_dtype(experts.gate_up_dtype, [&](auto d) {
     constexpr DType D = decltype(d)::value;
-    const int split = split_for(steps_of<D>(experts.hidden)), per_block = kWarps / split;
+    const int split = split_for(steps_of<D>(experts.hidden));
+    const int per_block = kWarps / split * kGateUpRounds;
     const dim3 grid(unsigned((experts.inter + per_block - 1) / per_block), unsigned(T * top_k));
     const X8 q = xq ? *xq : X8{};
+    // With int8 activations their quantisation runs between the router and this kernel.
+    const bool settled = xq != nullptr;
     if constexpr (units::has_codes(D)) {
       if (xq)
         return launch(moe_gate_up_units_kernel<D, true>, grid, 32 * kWarps, 0, s, experts, x, q, top_k, chosen, split,
-                      h);
+                      settled, h);
     }
-    launch(moe_gate_up_units_kernel<D, false>, grid, 32 * kWarps, 0, s, experts, x, q, top_k, chosen, split, h);
+    launch(moe_gate_up_units_kernel<D, false>, grid, 32 * kWarps, 0, s, experts, x, q, top_k, chosen, split, settled,
+           h);
   });
 }
 
@@ -330,7 +371,7 @@ void moe_down_combine_units(const ExpertTable& experts, const float* h, int T, i
                             const ChoicesByExpert& by_expert, float* out, cudaStream_t s, const X8* hq) {
   with_unit_dtype(experts.down_dtype, [&](auto d) {
     constexpr DType D = decltype(d)::value;
-    const dim3 grid(unsigned((experts.hidden + kDownRows - 1) / kDownRows), unsigned(T));
+    const dim3 grid(unsigned((experts.hidden + kDownBlockRows - 1) / kDownBlockRows), unsigned(T));
     const X8 q = hq ? *hq : X8{};
     if constexpr (units::has_codes(D)) {
       if (hq)
