@@ -139,12 +139,18 @@ FT_TARGET_AMX void run_item(const KvLayout& l, int64_t layer, const float* q, st
                  p_lo + (k / 2) * kCols);
       _tile_loadd(4, p_hi, 64);
       _tile_loadd(5, p_lo, 64);
-      for (std::size_t d = 0; d < D; d += 16) {
+      // Two O tiles a step, so two load -> product -> store chains overlap (D is a multiple of 32).
+      for (std::size_t d = 0; d < D; d += 32) {
         _tile_loadd(0, O + d * kCols, 64);
+        _tile_loadd(1, O + (d + 16) * kCols, 64);
         _tile_loadd(2, vb + d * P + k0, P * sizeof(bf16_t));
+        _tile_loadd(3, vb + (d + 16) * P + k0, P * sizeof(bf16_t));
         _tile_dpbf16ps(0, 2, 4);
+        _tile_dpbf16ps(1, 3, 4);
         _tile_dpbf16ps(0, 2, 5);
+        _tile_dpbf16ps(1, 3, 5);
         _tile_stored(0, O + d * kCols, 64);
+        _tile_stored(1, O + (d + 16) * kCols, 64);
       }
     }
   }
