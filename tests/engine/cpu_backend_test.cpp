@@ -146,6 +146,18 @@ TEST_P(CpuOps, MoeMatchesReferenceAndATokenIsTheSameInAnyBatch) {
     on(*cpu_, [&] { cpu_->moe(w, x.data() + t * std::size_t(H), 1, one.data(), nullptr); });
     EXPECT_EQ(0, std::memcmp(one.data(), got.data() + t * std::size_t(H), one.size() * sizeof(float))) << "token " << t;
   }
+  // ~1,100 assignments an expert: more token blocks than one AMX work item takes, so an expert's
+  // tokens are split over items; a token's result still does not depend on the batch.
+  const std::size_t T2 = 3000;
+  const auto x2 = randn(T2 * std::size_t(H), rng_);
+  std::vector<float> big(x2.size());
+  on(*cpu_, [&] { cpu_->moe(w, x2.data(), T2, big.data(), nullptr); });
+  for (std::size_t t : {std::size_t(0), std::size_t(1499), std::size_t(2801), T2 - 1}) {
+    std::vector<float> one(static_cast<std::size_t>(H));
+    on(*cpu_, [&] { cpu_->moe(w, x2.data() + t * std::size_t(H), 1, one.data(), nullptr); });
+    EXPECT_EQ(0, std::memcmp(one.data(), big.data() + t * std::size_t(H), one.size() * sizeof(float)))
+        << "token " << t << " of " << T2;
+  }
 }
 
 // A sequence's KV written through the CPU backend (bf16 pages), read by both backends; page sizes

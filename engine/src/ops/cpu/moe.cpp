@@ -139,9 +139,37 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
   });
 }
 
+// An AMX work item: rows [r0, r1) of one expert against its token blocks [b0, b1) (absolute block
+// indices of the packed layout) holding `tokens` of its assignments from t0 on.
+struct AmxItem {
+  std::size_t expert, r0, r1, b0, b1, t0, tokens;
+};
+
+// At most this many token blocks (1,024 assignments) an item: a router that sends a tenth of a
+// 4,096-token prefill's assignments to one expert (the 48-layer random model does) would otherwise
+// make items of ~7 GFLOP, one of which can start last and leave the other cores idle while it runs.
+// Each item packs its weight panels (~512 KB) again: at 16 blocks an item that cost a near-uniform
+// 4-layer prefill's MoE 8%, at 64 nothing (no expert there has that many).
+constexpr std::size_t kAmxItemBlocks = 64;
+
+// Items over `rows` rows (`per_item` a piece) of every active expert, its blocks kAmxItemBlocks at a time.
+std::vector<AmxItem> amx_items(const Groups& g, const std::vector<std::size_t>& first_block, std::size_t rows,
+                               std::size_t per_item) {
+  std::vector<AmxItem> out;
+  for (std::size_t e = 0; e + 1 < first_block.size(); ++e) {
+    const std::size_t n = g.begin[e + 1] - g.begin[e];
+    for (std::size_t b = first_block[e]; b < first_block[e + 1]; b += kAmxItemBlocks) {
+      const std::size_t b1 = std::min(first_block[e + 1], b + kAmxItemBlocks), t0 = (b - first_block[e]) * kAmxTokens;
+      for (std::size_t r = 0; r < rows; r += per_item)
+        out.push_back({e, r, std::min(rows, r + per_item), b, b1, t0, std::min(n - t0, (b1 - b) * kAmxTokens)});
+    }
+  }
+  return out;
+}
+
 // Every expert on AMX tiles. Each active expert's tokens are packed into token blocks of its own
 // (block-aligned, so a block never mixes experts); pass 1 writes h straight into the packed layout
-// pass 2 reads.
+// pass 2 reads. Which items share a product does not change any output's sums.
 void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* x, float* y) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   std::vector<std::size_t> first_block(E + 1, 0);
@@ -157,33 +185,29 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
         xs, first_block[e], g.begin[e + 1] - a0, [&](std::size_t j) { return x + g.token_of[a0 + j] * H; }, 0, H);
   });
 
-  // Pass 1: 32 gate and up rows at a time per token block, h = silu(gate) * up packed for pass 2.
-  const std::vector<Item> up_items = items(g, E, I, amx_rows_per_item(I));
+  // Pass 1: gate and up rows of an item against its token blocks, h = silu(gate) * up packed for pass 2.
+  const std::vector<AmxItem> up_items = amx_items(g, first_block, I, amx_rows_per_item(I));
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
-    const Item& it = up_items[i];
+    const AmxItem& it = up_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
-    const std::size_t n = g.begin[it.expert + 1] - g.begin[it.expert];
-    // Every token block of the expert in one call (the weight panels are packed once per call).
     thread_local std::vector<float> gb, ub;
-    const std::size_t rows = it.r1 - it.r0;
+    const std::size_t rows = it.r1 - it.r0, n = it.tokens;
     gb.resize(n * rows);
     ub.resize(n * rows);
-    const std::size_t b0 = first_block[it.expert], b1 = first_block[it.expert + 1];
-    amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, b0, b1, n, gb.data(), rows);
-    amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, b0, b1, n, ub.data(), rows);
+    amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, it.b0, it.b1, n, gb.data(), rows);
+    amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, it.b0, it.b1, n, ub.data(), rows);
     silu_mul(CpuIsa::kAmxBf16, gb.data(), ub.data(), gb.data(), n * rows);
     amx_pack_tokens(
-        hs, b0, n, [&](std::size_t j) { return gb.data() + j * rows; }, it.r0, rows);
+        hs, it.b0, n, [&](std::size_t j) { return gb.data() + j * rows; }, it.r0, rows);
   });
 
-  // Pass 2: y = down(h), a group of rows of every token of the expert per item.
-  const std::vector<Item> down_items = items(g, E, H, amx_rows_per_item(H));
+  // Pass 2: y = down(h), a group of rows of an item's tokens.
+  const std::vector<AmxItem> down_items = amx_items(g, first_block, H, amx_rows_per_item(H));
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
-    const Item& it = down_items[i];
+    const AmxItem& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
-    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
-    amx_rows(reinterpret_cast<const bf16_t*>(m.down.data), I, it.r0, it.r1, hs, first_block[it.expert],
-             first_block[it.expert + 1], n, y + a0 * H + it.r0, H);
+    amx_rows(reinterpret_cast<const bf16_t*>(m.down.data), I, it.r0, it.r1, hs, it.b0, it.b1, it.tokens,
+             y + (g.begin[it.expert] + it.t0) * H + it.r0, H);
   });
 }
 
