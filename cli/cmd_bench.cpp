@@ -327,14 +327,16 @@ const Command kBenchCommand = {
     "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth), bench restore "
     "(checkpoint restore from disk vs disk bandwidth and recompute), bench decode|prefill (a model vs its bound), "
     "bench bw (expert offload's PCIe and CPU bandwidth, cached for the engine), bench load (serve under replayed "
-    "agent sessions, with chaos), bench agentic (replayed agent turns' decode speed vs fresh prompts)",
+    "agent sessions, with chaos), bench agentic (replayed agent turns' decode speed vs fresh prompts), bench gemm "
+    "(the CPU backend's bf16 linear on each kernel path, TFLOP/s)",
     "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]\n"
     "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]\n"
     "       freetoken bench decode --model DIR [--batch 1] [--prompt 128] [--steps 32] [--threads N]\n"
     "       freetoken bench bw [--hidden 2048] [--inter 768] [--threads N] [--seconds 2]\n"
     "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N] [--snapshot-store DIR]\n"
     "       freetoken bench load [--sessions 64] [--seconds 600] [--model DIR] [-- SERVE FLAGS]\n"
-    "       freetoken bench agentic [--model DIR] [--max-tokens 64] [--conversations A,B] [-- SERVE FLAGS]",
+    "       freetoken bench agentic [--model DIR] [--max-tokens 64] [--conversations A,B] [-- SERVE FLAGS]\n"
+    "       freetoken bench gemm [--tokens 4096] [--rows 4096] [--cols 2048] [--isa auto] [--threads N]",
     {{"hidden", "N", "expert, bw: hidden size (model dim)", "2048"},
      {"inter", "N", "expert, bw: moe_intermediate_size", "768"},
      {"tokens", "N",

@@ -54,5 +54,20 @@ TEST(Cli, DeviceReportsAvailabilityWithoutCrashing) {
   EXPECT_NE(r.out.find("cuda: "), std::string::npos);
 }
 
+// `bench gemm` on one path: a line with that path's name and its rate; an unknown path is a usage
+// error naming it.
+TEST(Cli, BenchGemmRunsOnePathOrRefusesAnUnknownOne) {
+  auto r = run_freetoken(
+      {"bench", "gemm", "--isa", "avx512", "--tokens", "16", "--rows", "64", "--cols", "64", "--threads", "1"});
+  if (r.exit_code == 1 && r.err.find("cannot run") != std::string::npos) GTEST_SKIP() << "no AVX-512 here";
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("avx512 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TFLOP/s"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("amx"), std::string::npos) << r.out;  // the other paths did not run
+  r = run_freetoken({"bench", "gemm", "--isa", "bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown --isa 'bogus'"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace ft::test
