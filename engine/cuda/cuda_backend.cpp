@@ -573,7 +573,8 @@ class CudaBackend final : public Backend {
         cuda::paged_attention_workspace(layout, int(layer), b.rows, int(heads), opt, b.max_ctx);
     float* work = work_floats ? scratch_.floats(work_floats) : nullptr;
     cuda::paged_attention(layout, int(layer), q, b.rows, int(heads), scale, opt, b.row_seq, b.seqs, b.max_ctx, b.pages,
-                          out, work, work_floats, work ? split_counters() : nullptr, s());
+                          out, work, work_floats,
+                          work ? zeroed_counters(split_done_, cuda::kAttnSplitCounters) : nullptr, s());
   }
 
   // ---- DeepSeek sparse attention ----
@@ -967,7 +968,7 @@ class CudaBackend final : public Backend {
     if (!w.router_bias && T <= std::size_t(cuda::kGemvMaxRows) &&
         (f32 ||
          (w.router.dtype == DType::kBF16 && cuda::gemv_fits(weight(w.router), w.router.row_bytes, w.router.cols))) &&
-        route_counter()) {
+        zeroed_counters(route_done_, 1)) {
       const cuda::GemvOut router{weight(w.router), w.router.row_bytes, int(E), nullptr, logits, f32};
       cuda::gemv_route(router, int(w.router.cols), x, int(T), route, route_done_, s());
     } else {
@@ -1743,22 +1744,15 @@ class CudaBackend final : public Backend {
     return reinterpret_cast<const std::byte* const*>(*dev);
   }
 
-  // The counter gemv_route's blocks count themselves done on (zero between launches), set up once.
-  bool route_counter() {
-    if (route_done_) return true;
-    auto dev = weights_.take(sizeof(unsigned));
-    if (!dev || cudaMemset(*dev, 0, sizeof(unsigned)) != cudaSuccess) return false;
-    route_done_ = reinterpret_cast<unsigned*>(*dev);
-    return true;
-  }
-
-  // The counters by which a split decode attention's last block to finish knows it is last (zero
-  // between launches), set up once; null if they cannot be had (the calls then run unsplit).
-  unsigned* split_counters() {
-    if (split_done_) return split_done_;
-    auto dev = weights_.take(cuda::kAttnSplitCounters * sizeof(unsigned));
-    if (!dev || cudaMemset(*dev, 0, cuda::kAttnSplitCounters * sizeof(unsigned)) != cudaSuccess) return nullptr;
-    return split_done_ = reinterpret_cast<unsigned*>(*dev);
+  // `n` device counters at zero, set up once into `slot`, by which the blocks of a launch know which
+  // of them finished last (gemv_route's routing block, a split decode attention's merging block);
+  // they are zero again between launches. Null if they cannot be had (the callers then take a path
+  // without them).
+  unsigned* zeroed_counters(unsigned*& slot, std::size_t n) {
+    if (slot) return slot;
+    auto dev = weights_.take(n * sizeof(unsigned));
+    if (!dev || cudaMemset(*dev, 0, n * sizeof(unsigned)) != cudaSuccess) return nullptr;
+    return slot = reinterpret_cast<unsigned*>(*dev);
   }
 
   // Routing a trace asked for, copied out without stalling the pass: recorded when it ends.
