@@ -14,22 +14,6 @@
 
 namespace ft::engine::cuda {
 
-// Whether this block is the last of `n` to count itself done on `counter` (then it resets the counter
-// for the next launch: every other block has counted). The blocks' writes before it are visible to
-// the last one (fence, count; count seen, fence), as in gemv_route_kernel.
-__device__ __forceinline__ bool last_to_finish(unsigned* counter, int n) {
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last = atomicAdd(counter, 1u) == unsigned(n - 1);
-    if (last) *counter = 0;
-  }
-  __syncthreads();
-  if (last) __threadfence();
-  return last;
-}
-
 // Where split `split` of (row, head) keeps its state in the workspace `part`: m, l, two floats of
 // padding, then head_dim unnormalised outputs (16-byte aligned for the merge's vector loads).
 __device__ __forceinline__ float* split_state(float* part, int row, int head, int heads, int splits, int split,

@@ -224,17 +224,10 @@ template <int NT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_route_kernel(const GemvBatch batch, int cols, const float* x,
                                                                  int T, const RouteSpec r, unsigned* done) {
   gemv_rows<NT>(batch, cols, x, T);
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // the other blocks' logits, seen after their count
+  if (!last_to_finish(done, int(gridDim.x))) return;  // then every block's logits are visible here
   const float* logits = batch.outs[0].y;
   if (T == 1 && !r.grouped && r.E <= kWarps * 32) {  // batch 1: the whole block ranks the logits
     route_token_block<kWarps * 32>(logits, 0, r);
-    if (threadIdx.x == 0) *done = 0;
     return;
   }
   for (int t = int(threadIdx.x >> 5); t < T; t += kWarps) {
@@ -244,7 +237,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_route_kernel(const GemvBatch
       route_token<0>(logits + std::size_t(t) * r.E, t, r, int(threadIdx.x & 31));
     }
   }
-  if (threadIdx.x == 0) *done = 0;  // for the next launch, which the stream orders after this one
 }
 
 // One (token, choice) pair per blockIdx.y; a warp per intermediate row computes the gate and up

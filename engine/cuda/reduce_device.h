@@ -47,4 +47,21 @@ __device__ inline float block_max(float v) {
   return warp_max(v);
 }
 
+// Whether this block is the last of `n` to count itself done on `counter` (then it resets the counter
+// for the next launch: every other block has counted). The blocks' writes before it are visible to
+// the last one (fence, count; count seen, fence): the router's product ranks its logits, and a split
+// attention merges its splits, in the block that finishes last.
+__device__ __forceinline__ bool last_to_finish(unsigned* counter, int n) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1u) == unsigned(n - 1);
+    if (last) *counter = 0;
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
 }  // namespace ft::engine::cuda
