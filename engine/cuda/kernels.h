@@ -29,7 +29,7 @@ void embedding(const std::byte* table, DType dtype, std::size_t row_bytes, int64
 // A product of both halves with the same weights, added, is as exact as fp32 activations (the CPU
 // backends' "bf16x2"). group = n: one hi block, then one lo block.
 void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::uint16_t* out, cudaStream_t s);
-// The slot layout the batched expert GEMMs read and write (experts_batched in cuda_backend.cpp):
+// The slot layout the batched expert GEMMs read and write (experts_batched in cuda_backend_moe.cpp):
 // rows are grouped in slots of slot_rows rows, and each slot is split as split_16 does with group
 // slot_rows * width: the slot's high halves (or, for a GEMM's fp32 output, the products of them),
 // then its low ones. Row r of slot r / slot_rows sits at 2 slot_rows (r / slot_rows) + r % slot_rows.

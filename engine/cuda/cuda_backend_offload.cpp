@@ -1,0 +1,271 @@
+// Mixture of experts with the routed experts in host RAM: the expert cache's slots, misses fetched,
+// read in place or computed on the CPU (expert_slots.h), prefill streaming.
+#include "cuda_backend.h"
+
+namespace ft::engine {
+
+void CudaBackend::moe_offloaded(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
+  if (!offload_ready(w)) return;
+  std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
+  const cuda::RouteSpec route = route_tokens(w, router_x, T, T <= kFusedMoeTokens);
+  if (trace_) trace_later(route.chosen, T, w.router_spec.top_k);
+  phase.reset();
+  offloaded_experts(w, x, T, route.chosen, route.weights, route.by_expert, out);
+}
+
+bool CudaBackend::offload_ready(const MoeWeights& w) {
+  cuda::ExpertSlots& o = *offload_;
+  o.layer_of(w);
+  if (std::string why = o.check(w); !why.empty()) {
+    fail(why);
+    return false;
+  }
+  if (!o.calibrated()) o.calibrate(w);
+  return true;
+}
+
+void CudaBackend::offloaded_experts(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen_dev,
+                                    const float* weights_dev, const cuda::ChoicesByExpert& by_expert, float* out) {
+  cuda::ExpertSlots& o = *offload_;
+  const std::size_t K = w.router_spec.top_k, H = std::size_t(w.hidden);
+  const int layer = o.layer_of(w);
+  const bool decode = T <= kFusedMoeTokens;
+  const SwiGluMatrices& first = w.experts.front();
+  cuda::ExpertTable dims;
+  dims.gate_up_row_bytes = first.gate.row_bytes;
+  dims.down_row_bytes = first.down.row_bytes;
+  dims.hidden = int(H);
+  dims.inter = int(first.inter());
+  dims.act = epilogue(w);
+  // Choices the CPU computes read the zero expert on the GPU: no biases for them there.
+  dims.act.zero_gate = o.zero(w).gate;
+  dims.act.zero_down = o.zero(w).down;
+  dims.gate_up_dtype = first.gate.dtype;
+  dims.down_dtype = first.down.dtype;
+  // slots start on 256 bytes: the rows fit wherever the first expert's do
+  dims.gate_up_units = cuda::units_fit(first.gate.dtype, nullptr, first.gate.row_bytes, int(H));
+  dims.down_units = cuda::units_fit(first.down.dtype, nullptr, first.down.row_bytes, int(first.inter()));
+  std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeExperts, true);
+  if (decode && o.in_place()) {
+    decode_in_place(w, layer, dims, x, T, K, chosen_dev, by_expert, out);
+  } else if (decode) {
+    o.order_after_in_place_copies(s());
+    decode_offloaded(w, layer, dims, x, T, K, chosen_dev, by_expert, out);
+  } else {
+    o.order_after_in_place_copies(s());
+    prefill_offloaded(w, layer, dims, x, T, K, chosen_dev, weights_dev, out);
+  }
+  phase.emplace(this, OpProfile::kMoeCombine, true);
+  add_shared_expert(w, x, T, out);
+}
+
+void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x,
+                                  std::size_t T, std::size_t K, const int32_t* chosen_dev,
+                                  const cuda::ChoicesByExpert& by_expert, float* out) {
+  cuda::ExpertSlots& o = *offload_;
+  if (!o.knows_in_place(layer)) {
+    // A layer's first in-place step (never a recorded one: a shape runs once before it records):
+    // the table the pass began with has no host addresses for it yet.
+    if (std::string why = o.know_in_place(w, layer); !why.empty()) return fail(why);
+    o.prepare_in_place(s());
+  }
+  if (T * K > std::size_t(cuda::ExpertSlots::kMaxInPlaceChoices)) return fail("internal error: too many choices");
+  const std::size_t E = w.experts.size();
+  table.gate = o.in_place_table(layer);
+  table.up = table.gate + E;
+  table.down = table.gate + 2 * E;
+  check(cudaMemcpyAsync(o.in_place_choices(layer), chosen_dev, T * K * sizeof(int32_t), cudaMemcpyDeviceToHost, s()),
+        "routing");
+  o.note_in_place(layer, int(T * K));
+  // The CPU's share starts from the input and choices in host memory while the GPU computes
+  // its own; the GPU waits for its output only to add it.
+  const bool share = o.cpu_share();
+  const cuda::ExpertSlots::InPlaceIo& io = o.in_place_io(layer);
+  if (share) {
+    cuda::publish_to_host(x, T * std::size_t(table.hidden), by_expert.expert, by_expert.weight, int(T * K), io.x,
+                          io.chosen, io.weights, io.in, o.step_device(), s());
+    o.queue_cpu_share(layer, int(T), int(K));
+  }
+  float* h = scratch_.floats(T * K * std::size_t(table.inter));
+  experts_decode(table, x, T, K, chosen_dev, h, by_expert, out);
+  if (share) {
+    cuda::wait_host_flag_at(io.out, o.step_device(), s());
+    cuda::add(out, io.y, T * std::size_t(table.hidden), s());
+  }
+}
+
+void CudaBackend::decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x,
+                                   std::size_t T, std::size_t K, const int32_t* chosen_dev,
+                                   const cuda::ChoicesByExpert& by_expert, float* out) {
+  cuda::ExpertSlots& o = *offload_;
+  const std::size_t E = w.experts.size(), H = std::size_t(table.hidden), I = std::size_t(table.inter);
+  // The choices (in expert order per token, as the down kernel adds them) and the input, to the host.
+  auto pinned = pass_host_.take(T * K * 8 + T * H * 4);
+  if (!pinned) throw std::bad_alloc();
+  auto* chosen = reinterpret_cast<int32_t*>(*pinned);
+  auto* weights = reinterpret_cast<float*>(*pinned + T * K * 4);
+  auto* x_host = reinterpret_cast<float*>(*pinned + T * K * 8);
+  check(cudaMemcpyAsync(chosen, by_expert.expert, T * K * 4, cudaMemcpyDeviceToHost, s()), "routing");
+  check(cudaMemcpyAsync(weights, by_expert.weight, T * K * 4, cudaMemcpyDeviceToHost, s()), "routing");
+  check(cudaMemcpyAsync(x_host, x, T * H * 4, cudaMemcpyDeviceToHost, s()), "routing");
+  wait_mid_pass("routing");
+  if (!failure_.empty()) return;
+  o.settle();
+  // Hits, and the misses with their token counts.
+  ExpertCache& cache = o.cache();
+  cache.begin_step();
+  std::vector<int> tokens(E, 0);
+  for (std::size_t i = 0; i < T * K; ++i) ++tokens[std::size_t(chosen[i])];
+  std::vector<cuda::ExpertPtrs> where(E, o.zero(w));
+  std::vector<SplitMiss> misses;
+  for (std::size_t e = 0; e < E; ++e) {
+    if (!tokens[e]) continue;
+    if (std::optional<int> slot = cache.lookup(layer, int(e))) {
+      where[e] = o.slot(*slot, w);
+    } else {
+      misses.push_back({int(e), tokens[e]});
+    }
+  }
+  // Misses the cache admits (used more often than a slot's expert) are fetched into it under
+  // every policy but cpu: they pay off as later hits. The rest split between transient slots
+  // (fetched for this layer only) and the CPU.
+  const std::size_t bytes = cuda::ExpertSlots::expert_bytes(w);
+  const MoePolicy& policy = o.options().policy;
+  std::vector<SplitMiss> rest;
+  int committed = 0;
+  for (const SplitMiss& m : misses) {
+    if (policy.kind != MoePolicy::Kind::kCpu) {
+      if (std::optional<ExpertCache::Admitted> a = cache.admit(layer, m.expert, ExpertCache::Admission::kIfHotter)) {
+        o.fetch(w, m.expert, a->slot);
+        where[std::size_t(m.expert)] = o.slot(a->slot, w);
+        ++committed;
+        continue;
+      }
+    }
+    rest.push_back(m);
+  }
+  const SplitPlan plan = plan_split(policy, o.model().costs(), rest, bytes, o.transient_slots(), committed);
+  std::vector<bool> on_cpu(E, false);
+  for (int e : plan.cpu) on_cpu[std::size_t(e)] = true;
+  for (std::size_t i = 0; i < plan.fetch.size(); ++i) {
+    const int e = plan.fetch[i], slot = o.transient_slot(int(i));
+    o.fetch(w, e, slot);
+    where[std::size_t(e)] = o.slot(slot, w);
+  }
+  const bool fetched = committed > 0 || !plan.fetch.empty();
+  const bool any_cpu = std::find(on_cpu.begin(), on_cpu.end(), true) != on_cpu.end();
+  o.fetched_into(s(), any_cpu);
+  // The GPU's share: the kernels read each choice's expert from the step's table.
+  std::vector<const std::byte*> gate(E), up(E), down(E);
+  for (std::size_t e = 0; e < E; ++e) {
+    gate[e] = where[e].gate;
+    up[e] = where[e].up;
+    down[e] = where[e].down;
+  }
+  table.gate = upload(gate.data(), E);
+  table.up = upload(up.data(), E);
+  table.down = upload(down.data(), E);
+  float* h = scratch_.floats(T * K * I);
+  // The kernels take the choices per token in the router's order (gate/up) and by expert (down).
+  experts_decode(table, x, T, K, chosen_dev, h, by_expert, out);
+  if (!any_cpu) return;
+  // The CPU's share, on the CPU experts' threads while the GPU runs its own; the GPU waits for
+  // its flag and adds the output straight from pinned host memory, so this thread goes on
+  // issuing the next layer's work meanwhile.
+  auto mine_host = pass_host_.take(T * K * 4);
+  auto y_host = pass_host_.take(T * H * 4);
+  if (!mine_host || !y_host) throw std::bad_alloc();
+  auto* mine = reinterpret_cast<int32_t*>(*mine_host);
+  std::size_t cpu_experts = 0;
+  for (std::size_t i = 0; i < T * K; ++i) mine[i] = on_cpu[std::size_t(chosen[i])] ? chosen[i] : -1;
+  for (bool c : on_cpu) cpu_experts += c ? 1 : 0;
+  float* y = reinterpret_cast<float*>(*y_host);
+  const unsigned seq = o.next_cpu_seq();
+  const MoeWeights& on_cpu_w = o.for_cpu(layer);  // here: layer_of may grow the layer list meanwhile
+  o.cpu().submit([&o, &on_cpu_w, layer, x_host, T, K, mine, weights, y, seq, cpu_experts, bytes, fetched] {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      o.cpu().run(on_cpu_w, x_host, T, K, mine, weights, y);
+    } catch (const std::exception& e) {
+      o.cpu_failed(std::string("the CPU experts failed: ") + e.what());  // the pass reports it at its end
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    o.model().observe_cpu(cpu_experts * bytes, secs, fetched);
+    ExpertOffloadStats& st = o.stats();
+    st.cpu_computed += cpu_experts;
+    st.layer_cpu_computed[std::size_t(layer)] += cpu_experts;
+    st.cpu_bytes += cpu_experts * bytes;
+    st.cpu_seconds += secs;
+    o.signal(seq);  // last: the GPU (and through it the next layer) goes on after this
+  });
+  cuda::wait_host_flag(o.cpu_flag(), seq, s());
+  cuda::add(out, y, T * H, s());
+}
+
+void CudaBackend::prefill_offloaded(const MoeWeights& w, int layer, const cuda::ExpertTable& dims, const float* x,
+                                    std::size_t T, std::size_t K, const int32_t* chosen_dev, const float* weights_dev,
+                                    float* out) {
+  cuda::ExpertSlots& o = *offload_;
+  const std::size_t E = w.experts.size();
+  const std::span<const int32_t> counts = expert_counts(chosen_dev, T * K, E);
+  if (!failure_.empty()) return;
+  o.settle();
+  std::vector<int32_t>& active = o.last_active(layer);
+  active.clear();
+  for (std::size_t e = 0; e < E; ++e)
+    if (counts[e] > 0) active.push_back(int32_t(e));
+  // Rounds of at most half the cache slots other layers' floors leave: a round's copies run
+  // while the round before computes (ExpertSlots::begin_round).
+  ExpertCache& cache = o.cache();
+  const int spare = cache.slots() - cache.floor_per_layer() * (cache.layers() - 1);
+  const std::size_t round = std::size_t(std::max(1, spare / 2));
+  const Resolve resolve = [&](std::span<const int32_t> experts) {
+    o.begin_round();
+    std::vector<std::optional<int>> slots(experts.size());
+    for (std::size_t i = 0; i < experts.size(); ++i) slots[i] = cache.lookup(layer, experts[i]);  // hits first
+    std::vector<cuda::ExpertPtrs> where;
+    for (std::size_t i = 0; i < experts.size(); ++i) {
+      if (!slots[i]) {
+        std::optional<ExpertCache::Admitted> a = cache.admit(layer, experts[i]);
+        if (!a) {  // the round before (or a prefetch that guessed wrong) holds the rest: wait for it
+          o.copy_after_all(s());
+          a = cache.admit(layer, experts[i]);
+        }
+        if (!a) {
+          fail("internal error: no expert slot for a prefill round");
+          return std::vector<cuda::ExpertPtrs>{};
+        }
+        o.fetch(w, experts[i], a->slot);
+        slots[i] = a->slot;
+      }
+      where.push_back(o.slot(*slots[i], w));
+    }
+    o.fetched_into(s(), false);
+    return where;
+  };
+  experts_batched(dims, w, x, T, K, counts, chosen_dev, weights_dev, out, round, resolve, [&] { o.end_round(s()); });
+  // A chunk this size touches most experts of every layer: the next layer's (those its last
+  // chunk used, or all) cross PCIe while this one computes, as a round of its own (as many as
+  // the slots the last two rounds leave), so the copies run on.
+  const MoeWeights* next = o.next_layer(layer);
+  if (!next || T * K < 2 * E) return;
+  const int next_id = layer + 1;
+  std::vector<int32_t> wanted = o.last_active(next_id);
+  if (wanted.empty())
+    for (int e = 0; e < int(next->experts.size()); ++e) wanted.push_back(e);
+  // At most a round's worth, so the next layer's first round finds slots for what was not
+  // guessed.
+  o.begin_round();
+  std::size_t fetched = 0;
+  for (const int32_t e : wanted) {
+    if (fetched >= round) break;
+    if (cache.find(next_id, e)) continue;
+    std::optional<ExpertCache::Admitted> a = cache.admit(next_id, e, ExpertCache::Admission::kAlways, false);
+    if (!a) break;
+    o.fetch(*next, e, a->slot);
+    ++fetched;
+  }
+  o.end_round(s());
+}
+
+}  // namespace ft::engine
