@@ -194,12 +194,7 @@ FT_TARGET_AMX void pack_block_avx512(const AmxPacked& p, std::size_t b, const fl
     __m512i hi[16], lo[16];
     for (std::size_t j = 0; j < 16; ++j) {
       const float* x = rows[j < count ? j : 0] + i;
-      const __m512 a = _mm512_loadu_ps(x), c = _mm512_loadu_ps(x + 16);
-      const __m256i ha = bf16_round16(a), hc = bf16_round16(c);
-      const __m256i la = bf16_round16(_mm512_sub_ps(a, widen16_bf16(ha)));
-      const __m256i lc = bf16_round16(_mm512_sub_ps(c, widen16_bf16(hc)));
-      hi[j] = _mm512_inserti64x4(_mm512_castsi256_si512(ha), hc, 1);
-      lo[j] = _mm512_inserti64x4(_mm512_castsi256_si512(la), lc, 1);
+      bf16x2_split32(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16), hi[j], lo[j]);
     }
     transpose16x16(hi);
     transpose16x16(lo);

@@ -38,19 +38,16 @@ struct Item {
 
 FT_SIMD_BEGIN
 
-// 16 (a, b) pairs of 16-bit lanes as 16 dwords, a in the low half.
-FT_TARGET_AMX inline __m512i join_pairs(__m256i a, __m256i b) {
-  return _mm512_or_si512(_mm512_cvtepu16_epi32(a), _mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
-}
-
 // Two rows of 16 values (rows 2i and 2i + 1 of a [keys][cols] or [d][cols] matrix) as one B-tile
-// row: for each column, the pair (even, odd). hi/lo: the bf16x2 halves.
+// row: for each column, the pair (even, odd). hi/lo: the bf16x2 halves, interleaved from
+// bf16x2_split32's [even's 16 | odd's 16].
 FT_TARGET_AMX inline void pair_row(__m512 even, __m512 odd, int* hi_row, int* lo_row) {
-  const __m256i he = bf16_round16(even), ho = bf16_round16(odd);
-  const __m256i le = bf16_round16(_mm512_sub_ps(even, widen16_bf16(he))),
-                lo = bf16_round16(_mm512_sub_ps(odd, widen16_bf16(ho)));
-  _mm512_store_si512(hi_row, join_pairs(he, ho));
-  _mm512_store_si512(lo_row, join_pairs(le, lo));
+  const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                         5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  __m512i hi, lo;
+  bf16x2_split32(even, odd, hi, lo);
+  _mm512_store_si512(hi_row, _mm512_permutexvar_epi16(pairs, hi));
+  _mm512_store_si512(lo_row, _mm512_permutexvar_epi16(pairs, lo));
 }
 
 FT_TARGET_AMX void run_item(const KvLayout& l, int64_t layer, const float* q, std::size_t heads, float scale,
