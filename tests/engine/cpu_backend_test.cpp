@@ -475,6 +475,102 @@ TEST_P(CpuOps, SafetensorsRowBlocksDecodeAsTheReference) {
   }
 }
 
+// Prefill-sized products on block weights (GGUF's, safetensors' FP8 / NVFP4 / MXFP4) take AMX
+// where it exists, the weights decoded 16 rows at a time into bf16 hi + lo panels (three tile
+// products a k-step): within ~1e-5 of the dequantised reference, a token's outputs the same bits in
+// any call of that size, and not the integer or fused kernels' bits (which decode-sized calls, and
+// every call of a deterministic backend, keep).
+TEST(CpuAmxDecoded, BlockWeightsFollowTheReferenceAtPrefillSizes) {
+  if (!engine::cpu_isa_supported(CpuIsa::kAmxBf16)) GTEST_SKIP() << "this CPU has no AMX";
+  engine::BackendOptions o;
+  o.kind = BackendKind::kCpu;
+  o.threads = 2;
+  o.cpu_isa = CpuIsa::kAmxBf16;
+  auto amx = engine::make_backend(o);
+  ASSERT_TRUE(amx.is_ok());
+  auto fixed = backend(BackendKind::kCpu, CpuIsa::kAmxBf16), ref = backend(BackendKind::kReference);
+  const std::filesystem::path gguf = std::filesystem::path(FT_FIXTURES_DIR) / "gguf";
+  auto mixed = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mixed.gguf");
+  auto mxfp4 = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mxfp4.gguf");
+  TempDir dir;
+  std::filesystem::copy_file(std::filesystem::path(FT_FIXTURES_DIR) / "quant" / "quant-formats.safetensors",
+                             dir.path() / "model.safetensors");
+  { std::ofstream(dir.path() / "config.json") << "{}"; }
+  auto quant = engine::Checkpoint::open(dir.path());
+  ASSERT_TRUE(mixed.is_ok() && mxfp4.is_ok() && quant.is_ok());
+  std::mt19937 rng(99);
+  for (const auto& [ckpt, name] : std::vector<std::pair<const engine::Checkpoint*, std::string>>{
+           {&*mixed, "model.layers.0.self_attn.q_proj.weight"},         // Q8_0
+           {&*mixed, "model.layers.0.self_attn.k_proj.weight"},         // Q4_0
+           {&*mixed, "model.layers.0.self_attn.v_proj.weight"},         // Q4_1
+           {&*mixed, "model.layers.0.self_attn.o_proj.weight"},         // Q5_K
+           {&*mixed, "model.layers.1.mlp.experts.2.gate_proj.weight"},  // Q4_K
+           {&*mixed, "lm_head.weight"},                                 // Q6_K
+           {&*mxfp4, "model.layers.0.mlp.experts.1.up_proj.weight"},    // MXFP4
+           {&*quant, "fp8.weight"},                                     // FP8 (128 x 128 scales)
+           {&*quant, "nvfp4.weight"}}) {                                // NVFP4
+    SCOPED_TRACE(name);
+    const Matrix w = engine::matrix_view(*ckpt->tensor(name));
+    const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 70;
+    const auto x = randn(T * K, rng);
+    std::vector<float> got(T * R), want(T * R), det(T * R), part(40 * R);
+    ASSERT_TRUE((*amx)->execute([&] { (*amx)->linear(x.data(), T, w, nullptr, got.data()); }));
+    ASSERT_TRUE(ref->execute([&] { ref->linear(x.data(), T, w, nullptr, want.data()); }));
+    ASSERT_TRUE(fixed->execute([&] { fixed->linear(x.data(), T, w, nullptr, det.data()); }));
+    EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
+    EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the AMX path did not run";
+    ASSERT_TRUE((*amx)->execute([&] { (*amx)->linear(x.data() + 10 * K, 40, w, nullptr, part.data()); }));
+    EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 10 * R, part.size() * sizeof(float)));
+  }
+}
+
+// The same for a MoE layer of the llama.cpp-made file (Q4_K gate/up, Q6_K down): a prefill's
+// experts on AMX follow the reference, a token's output is the same bits in another call of
+// prefill size, and differs from the integer kernels' (so the AMX path is the one that ran).
+TEST(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
+  if (!engine::cpu_isa_supported(CpuIsa::kAmxBf16)) GTEST_SKIP() << "this CPU has no AMX";
+  engine::BackendOptions o;
+  o.kind = BackendKind::kCpu;
+  o.threads = 2;
+  o.cpu_isa = CpuIsa::kAmxBf16;
+  auto amx = engine::make_backend(o);
+  ASSERT_TRUE(amx.is_ok());
+  auto fixed = backend(BackendKind::kCpu, CpuIsa::kAmxBf16), ref = backend(BackendKind::kReference);
+  auto ckpt =
+      engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
+  ASSERT_TRUE(ckpt.is_ok());
+  const auto view = [&](const std::string& name) { return engine::matrix_view(*ckpt->tensor(name)); };
+  engine::MoeWeights w;
+  w.hidden = 256;
+  w.router_spec.num_experts = 4;
+  w.router_spec.top_k = 2;
+  w.router_spec.renormalize = true;
+  w.router = view("model.layers.1.mlp.gate.weight");
+  for (int e = 0; e < 4; ++e) {
+    const std::string p = "model.layers.1.mlp.experts." + std::to_string(e) + ".";
+    w.experts.push_back({view(p + "gate_proj.weight"), view(p + "up_proj.weight"), view(p + "down_proj.weight")});
+  }
+  ASSERT_EQ(w.experts[0].gate.dtype, engine::DType::kQ4_K);
+  ASSERT_EQ(w.experts[0].down.dtype, engine::DType::kQ6_K);
+  std::mt19937 rng(5);
+  const std::size_t T = 96, H = 256;  // 192 assignments over 4 experts
+  const auto x = randn(T * H, rng);
+  std::vector<float> got(T * H), want(T * H), det(T * H), part(64 * H);
+  engine::RoutingTrace got_routes, want_routes;
+  (*amx)->set_routing_trace(&got_routes);
+  ref->set_routing_trace(&want_routes);
+  ASSERT_TRUE((*amx)->execute([&] { (*amx)->moe(w, x.data(), T, got.data(), nullptr); }));
+  ASSERT_TRUE(ref->execute([&] { ref->moe(w, x.data(), T, want.data(), nullptr); }));
+  ASSERT_TRUE(fixed->execute([&] { fixed->moe(w, x.data(), T, det.data(), nullptr); }));
+  ASSERT_EQ(got_routes.calls.size(), 1u);
+  EXPECT_EQ(got_routes.calls[0], want_routes.calls[0]);  // no near ties in this draw
+  EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
+  EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the AMX path did not run";
+  (*amx)->set_routing_trace(nullptr);
+  ASSERT_TRUE((*amx)->execute([&] { (*amx)->moe(w, x.data() + 20 * H, 64, part.data(), nullptr); }));
+  EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 20 * H, part.size() * sizeof(float)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, CpuOps, ::testing::ValuesIn(paths()),
                          [](const auto& info) { return std::string(engine::cpu_isa_name(info.param)); });
 

@@ -35,6 +35,9 @@ void for_range(std::size_t n, std::size_t width, const Fn& fn) {
                     [&](const tbb::blocked_range<std::size_t>& r) { fn(r.begin(), r.end()); });
 }
 
+// The dtype that picks a MoE call's kernels: its experts'.
+DType expert_dtype(const MoeWeights& w) { return w.experts.empty() ? DType::kBF16 : w.experts[0].gate.dtype; }
+
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, CpuIsa isa, bool deterministic)
@@ -49,6 +52,12 @@ CpuIsa CpuBackend::isa_for(std::size_t rows) const {
   return isa_;
 }
 
+CpuIsa CpuBackend::isa_for(std::size_t rows, DType weights) const {
+  if (deterministic_ && isa_ == CpuIsa::kAmxBf16 && (dtype_is_block(weights) || weights == DType::kF16))
+    return CpuIsa::kAvx512;
+  return isa_for(rows);
+}
+
 void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, float* out) {
   const OpTimer timer(profile_, OpProfile::kEmbedding);
   // Rows in parallel: a prompt's rows are scattered over a table that may still be on disk, and
@@ -61,12 +70,12 @@ void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, fl
 
 void CpuBackend::linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) {
   const OpTimer timer(profile_, OpProfile::kLinear);
-  cpu::linear(scratch_, isa_for(T), x, T, w, bias, y);
+  cpu::linear(scratch_, isa_for(T, w.dtype), x, T, w, bias, y);
 }
 
 void CpuBackend::linears(const float* x, std::size_t T, std::span<const LinearOut> outs) {
   const OpTimer timer(profile_, OpProfile::kLinear);
-  cpu::linears(scratch_, isa_for(T), x, T, outs);
+  cpu::linears(scratch_, outs.empty() ? isa_for(T) : isa_for(T, outs[0].w->dtype), x, T, outs);
 }
 
 void CpuBackend::rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
@@ -180,9 +189,9 @@ void CpuBackend::sparse_attention(const KvLayout& layout, int64_t layer, const f
 
 void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) {
   const OpTimer timer(profile_, OpProfile::kMoe);
-  if (!trace_) return cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, nullptr, profile_);
+  if (!trace_) return cpu::moe(scratch_, isa_for(T, expert_dtype(w)), w, x, T, out, router_x, nullptr, profile_);
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
-  cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, chosen.data(), profile_);
+  cpu::moe(scratch_, isa_for(T, expert_dtype(w)), w, x, T, out, router_x, chosen.data(), profile_);
   record_routing(chosen.data(), T, w.router_spec.top_k);
 }
 
@@ -194,7 +203,7 @@ void CpuBackend::moe_chosen(const MoeWeights& w, const float* x, std::size_t T, 
   float* weights = scratch_.floats(T * K);
   cpu::linear(scratch_, isa_for(T), x, T, w.router, w.router_bias, logits);
   ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
-  cpu::moe_experts(scratch_, isa_for(T), w, x, T, K, chosen, weights, out, profile_);
+  cpu::moe_experts(scratch_, isa_for(T, expert_dtype(w)), w, x, T, K, chosen, weights, out, profile_);
   record_routing(chosen, T, K);
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "ops/cpu/dequant_rows.h"
 #include "ops/cpu/simd.h"
 
 namespace ft::engine::cpu {
@@ -57,10 +58,11 @@ FT_TARGET_AMX void pack_panel(const bf16_t* w, std::size_t row_elems, std::size_
   }
 }
 
-// 1 or 2 weight tiles (panels a0, a1) against one token block.
-template <int Tiles>
-FT_TARGET_AMX void tile_pass(const bf16_t* a0, const bf16_t* a1, std::size_t K, const bf16_t* hi, const bf16_t* lo,
-                             float* c_out /* [Tiles][16][16] */) {
+// 1 or 2 weight tiles (panels a0, a1) against one token block. Split: the weights are hi + lo
+// panels (w0, w1 the lo ones), a third product a k-step.
+template <int Tiles, bool Split>
+FT_TARGET_AMX void tile_pass(const bf16_t* a0, const bf16_t* a1, const bf16_t* w0, const bf16_t* w1, std::size_t K,
+                             const bf16_t* hi, const bf16_t* lo, float* c_out /* [Tiles][16][16] */) {
   _tile_zero(0);
   if constexpr (Tiles == 2) _tile_zero(1);
   for (std::size_t k = 0; k < K; k += kAmxK) {
@@ -74,6 +76,12 @@ FT_TARGET_AMX void tile_pass(const bf16_t* a0, const bf16_t* a1, std::size_t K, 
       _tile_dpbf16ps(1, 3, 4);
       _tile_dpbf16ps(1, 3, 5);
     }
+    if constexpr (Split) {
+      _tile_loadd(2, w0 + k * kAmxRows, 64);
+      if constexpr (Tiles == 2) _tile_loadd(3, w1 + k * kAmxRows, 64);
+      _tile_dpbf16ps(0, 2, 4);
+      if constexpr (Tiles == 2) _tile_dpbf16ps(1, 3, 4);
+    }
   }
   _tile_stored(0, c_out, 64);
   if constexpr (Tiles == 2) _tile_stored(1, c_out + 256, 64);
@@ -81,8 +89,11 @@ FT_TARGET_AMX void tile_pass(const bf16_t* a0, const bf16_t* a1, std::size_t K, 
 
 // Two weight tiles x two token blocks: four independent accumulators (C0..3 = row tile r x block b
 // at 2r + b), so the products run at the units' throughput rather than one chain's latency.
-FT_TARGET_AMX void quad_pass(const bf16_t* a0, const bf16_t* a1, std::size_t K, const bf16_t* hi0,
-                             const bf16_t* lo0, const bf16_t* hi1, const bf16_t* lo1, float* c_out /* [4][256] */) {
+// Split: the weights' lo panels w0, w1 meet the blocks' high halves too (12 products a k-step).
+template <bool Split>
+FT_TARGET_AMX void quad_pass(const bf16_t* a0, const bf16_t* a1, const bf16_t* w0, const bf16_t* w1, std::size_t K,
+                             const bf16_t* hi0, const bf16_t* lo0, const bf16_t* hi1, const bf16_t* lo1,
+                             float* c_out /* [4][256] */) {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -102,11 +113,35 @@ FT_TARGET_AMX void quad_pass(const bf16_t* a0, const bf16_t* a1, std::size_t K, 
     _tile_dpbf16ps(1, 4, 7);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
+    if constexpr (Split) {
+      _tile_loadd(4, w0 + k * kAmxRows, 64);
+      _tile_loadd(5, w1 + k * kAmxRows, 64);
+      _tile_loadd(6, hi0 + (k / 2) * 32, 64);
+      _tile_loadd(7, hi1 + (k / 2) * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
   _tile_stored(0, c_out, 64);
   _tile_stored(1, c_out + 256, 64);
   _tile_stored(2, c_out + 512, 64);
   _tile_stored(3, c_out + 768, 64);
+}
+
+// 16 rows of W from row r0, decoded to the reference's fp32 values (decode_row) and split into bf16
+// hi and lo panels laid out as pack_panel lays out a bf16 one. `row` holds K floats.
+FT_TARGET_AMX void decode_panel(const Matrix& w, std::size_t r0, std::size_t K, float* row, bf16_t* hi, bf16_t* lo) {
+  for (std::size_t r = 0; r < kAmxRows; ++r) {
+    decode_row(CpuIsa::kAmxBf16, w, int64_t(r0 + r), row);
+    for (std::size_t k = 0; k < K; k += kAmxK) {
+      __m512i h, l;
+      bf16x2_split32(_mm512_loadu_ps(row + k), _mm512_loadu_ps(row + k + 16), h, l);
+      _mm512_store_si512(hi + k * kAmxRows + r * kAmxK, h);
+      _mm512_store_si512(lo + k * kAmxRows + r * kAmxK, l);
+    }
+  }
 }
 
 // y[j * ldy + i] = tile[i * 16 + j] for tokens j < nt: the C tile ([weight row][token]) transposed
@@ -223,8 +258,14 @@ void amx_pack_block(const AmxPacked& p, std::size_t b, const float* const* rows,
   for (std::size_t j = 0; j < kAmxTokens; ++j) pack_scalar(p, kAmxTokens * b + j, c0, rows[j < count ? j : 0], n);
 }
 
-void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_t r1, const AmxPacked& x,
-              std::size_t b0, std::size_t b1, std::size_t valid, float* y, std::size_t ldy) {
+bool amx_takes(const Matrix& w) {
+  if (w.cols % int64_t(kAmxK) != 0) return false;
+  if (w.dtype == DType::kBF16) return w.row_bytes % sizeof(bf16_t) == 0;
+  return w.dtype == DType::kF16 || dtype_is_block(w.dtype);
+}
+
+void amx_rows(const Matrix& w, std::size_t r0, std::size_t r1, const AmxPacked& x, std::size_t b0, std::size_t b1,
+              std::size_t valid, float* y, std::size_t ldy) {
 #if FT_X86
   amx_load_tile_config();
   alignas(64) float c[4 * 256];
@@ -236,42 +277,69 @@ void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_
   };
   const auto block_hi = [&](std::size_t b) { return x.block(b); };
   const auto block_lo = [&](std::size_t b) { return x.block(b) + x.K * kAmxTokens; };
-  // Up to kGroup weight-tile panels (16 x K each), per thread, 64-byte aligned. A group of weight
-  // tiles is packed once; then every token block pair meets every tile pair of the group, so a B
-  // tile (activations, the bigger stream at prefill sizes) is reused by kGroup tiles from L2.
-  // One token block (decode): the weight stream, a tile packed and used at once.
+  // Up to kGroup weight-tile panels (16 x K each), per thread, 64-byte aligned; decoded weights
+  // take a second set for their low halves. A group of weight tiles is packed once; then every
+  // token block pair meets every tile pair of the group, so a B tile (activations, the bigger
+  // stream at prefill sizes) is reused by kGroup tiles from L2. One token block (decode): the
+  // weight stream, a tile packed and used at once.
   constexpr std::size_t kGroup = 8;
   struct Free {
-    void operator()(bf16_t* p) const { std::free(p); }
+    void operator()(void* p) const { std::free(p); }
   };
   thread_local std::unique_ptr<bf16_t[], Free> panels;
+  thread_local std::unique_ptr<float[], Free> row;  // a decoded row
   thread_local std::size_t panel_k = 0;
   if (panel_k < x.K) {
-    panels.reset(static_cast<bf16_t*>(std::aligned_alloc(64, kGroup * kAmxRows * x.K * sizeof(bf16_t))));
+    panels.reset(static_cast<bf16_t*>(std::aligned_alloc(64, 2 * kGroup * kAmxRows * x.K * sizeof(bf16_t))));
+    row.reset(static_cast<float*>(std::aligned_alloc(64, x.K * sizeof(float))));
     panel_k = x.K;
   }
-  const auto panel = [&](std::size_t i) { return panels.get() + i * kAmxRows * x.K; };
+  const bool split = w.dtype != DType::kBF16;
+  const std::size_t K = x.K, row_elems = w.row_bytes / sizeof(bf16_t);
+  const auto panel = [&](std::size_t i) { return panels.get() + i * kAmxRows * K; };
+  const auto lo_panel = [&](std::size_t i) { return panels.get() + (kGroup + i) * kAmxRows * K; };
+  const auto* bf16 = reinterpret_cast<const bf16_t*>(w.data);
   const std::size_t group = b1 - b0 > 1 ? kGroup : 1;
   for (std::size_t g0 = r0; g0 < r1; g0 += group * kAmxRows) {
     const std::size_t tiles = std::min(group, (r1 - g0) / kAmxRows);
-    for (std::size_t i = 0; i < tiles; ++i) pack_panel(w + (g0 + i * kAmxRows) * row_elems, row_elems, x.K, panel(i));
+    for (std::size_t i = 0; i < tiles; ++i) {
+      if (split) {
+        decode_panel(w, g0 + i * kAmxRows, K, row.get(), panel(i), lo_panel(i));
+      } else {
+        pack_panel(bf16 + (g0 + i * kAmxRows) * row_elems, row_elems, K, panel(i));
+      }
+    }
     for (std::size_t b = b0; b < b1; b += 2) {
       const bool two_blocks = b + 1 < b1;
       for (std::size_t i = 0; i < tiles; i += 2) {
         const std::size_t r = g0 + i * kAmxRows;
         if (i + 1 < tiles && two_blocks) {
-          quad_pass(panel(i), panel(i + 1), x.K, block_hi(b), block_lo(b), block_hi(b + 1), block_lo(b + 1), c);
+          if (split) {
+            quad_pass<true>(panel(i), panel(i + 1), lo_panel(i), lo_panel(i + 1), K, block_hi(b), block_lo(b),
+                            block_hi(b + 1), block_lo(b + 1), c);
+          } else {
+            quad_pass<false>(panel(i), panel(i + 1), nullptr, nullptr, K, block_hi(b), block_lo(b), block_hi(b + 1),
+                             block_lo(b + 1), c);
+          }
           put(c, r, b);
           put(c + 256, r, b + 1);
           put(c + 512, r + kAmxRows, b);
           put(c + 768, r + kAmxRows, b + 1);
         } else if (i + 1 < tiles) {
-          tile_pass<2>(panel(i), panel(i + 1), x.K, block_hi(b), block_lo(b), c);
+          if (split) {
+            tile_pass<2, true>(panel(i), panel(i + 1), lo_panel(i), lo_panel(i + 1), K, block_hi(b), block_lo(b), c);
+          } else {
+            tile_pass<2, false>(panel(i), panel(i + 1), nullptr, nullptr, K, block_hi(b), block_lo(b), c);
+          }
           put(c, r, b);
           put(c + 256, r + kAmxRows, b);
         } else {
           for (std::size_t bb = b; bb < std::min(b + 2, b1); ++bb) {
-            tile_pass<1>(panel(i), nullptr, x.K, block_hi(bb), block_lo(bb), c);
+            if (split) {
+              tile_pass<1, true>(panel(i), nullptr, lo_panel(i), nullptr, K, block_hi(bb), block_lo(bb), c);
+            } else {
+              tile_pass<1, false>(panel(i), nullptr, nullptr, nullptr, K, block_hi(bb), block_lo(bb), c);
+            }
             put(c, r, bb);
           }
         }
@@ -279,7 +347,7 @@ void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_
     }
   }
 #else
-  (void)w, (void)row_elems, (void)r0, (void)r1, (void)x, (void)b0, (void)b1, (void)valid, (void)y, (void)ldy;
+  (void)w, (void)r0, (void)r1, (void)x, (void)b0, (void)b1, (void)valid, (void)y, (void)ldy;
 #endif
 }
 

@@ -14,6 +14,7 @@
 #include <cstddef>
 
 #include "ft/engine/bf16.h"
+#include "ft/engine/matrix.h"
 #include "ft/engine/scratch.h"
 
 namespace ft::engine::cpu {
@@ -61,10 +62,24 @@ void amx_pack_tokens(const AmxPacked& packed, std::size_t b0, std::size_t tokens
   }
 }
 
+// Tokens from which decoded weights pay for their decoding on AMX (a panel is decoded once per
+// call and work item; below this the integer and fused kernels, which read the stored blocks,
+// are faster: docs/perf-notes.md).
+inline constexpr std::size_t kAmxDecodedTokens = 16;
+
+// Whether amx_rows takes `w`'s dtype: bf16 as stored, or F16 and the block dtypes (GGUF's, FP8,
+// MXFP4, NVFP4) decoded. F32 weights (routers, tiny tensors) keep their full precision elsewhere.
+bool amx_takes(const Matrix& w);
+
 // y[j * ldy + (r - r0)] = sum_c W[r, c] * x[t, c] for weight rows r in [r0, r1) (r1 - r0 a
 // multiple of 16) and tokens t = 16 * b0 + j of token blocks [b0, b1), j < `valid` (later tokens of
-// the blocks are computed and dropped). W is bf16, row r at w + r * row_elems.
-void amx_rows(const bf16_t* w, std::size_t row_elems, std::size_t r0, std::size_t r1, const AmxPacked& x,
-              std::size_t b0, std::size_t b1, std::size_t valid, float* y, std::size_t ldy);
+// the blocks are computed and dropped); w.cols == x.K.
+//
+// A bf16 W is multiplied as stored. Any other dtype amx_takes is decoded, 16 rows at a time, to
+// the reference's fp32 values (decode_row) and split as the activations are, W = W hi + W lo in
+// bf16: three products a k-step (hi x hi, hi x lo, lo x hi; lo x lo, ~2^-18 of the sum, left out),
+// ~16 significant bits on both sides, as the GPU's prefill products on decoded block tiles have.
+void amx_rows(const Matrix& w, std::size_t r0, std::size_t r1, const AmxPacked& x, std::size_t b0, std::size_t b1,
+              std::size_t valid, float* y, std::size_t ldy);
 
 }  // namespace ft::engine::cpu

@@ -171,6 +171,13 @@ bool amx_fits(CpuIsa isa, const Matrix& w) {
          w.row_bytes == std::size_t(w.cols) * sizeof(bf16_t) && amx_usable();
 }
 
+// Decoded weights on AMX (amx_rows: three products a k-step) for prefill-sized calls only: at a
+// few tokens the weights are a stream the integer and fused kernels read faster than they decode.
+bool amx_decoded_fits(CpuIsa isa, const Matrix& w, std::size_t T) {
+  return isa == CpuIsa::kAmxBf16 && T >= kAmxDecodedTokens && w.dtype != DType::kBF16 && amx_takes(w) &&
+         w.rows >= int64_t(kAmxRows) && amx_usable();
+}
+
 AmxPacked amx_pack(Scratch& scratch, const float* x, std::size_t T, std::size_t K) {
   const AmxPacked p = amx_alloc(scratch, T, K);
   const auto pack = [&](std::size_t b0, std::size_t b1) {
@@ -187,12 +194,10 @@ AmxPacked amx_pack(Scratch& scratch, const float* x, std::size_t T, std::size_t 
 }
 
 void amx_linear(const AmxPacked& px, const Matrix& w, std::size_t rows, float* y, std::size_t ldy) {
-  const auto* base = reinterpret_cast<const bf16_t*>(w.data);
-  const std::size_t K = std::size_t(w.cols), blocks = px.blocks();
+  const std::size_t blocks = px.blocks();
   if (blocks == 1) {  // decode-sized: a weight stream, split like the dots path
-    for_row_pieces(0, rows, 2 * kAmxRows, [&](std::size_t r0, std::size_t r1) {
-      amx_rows(base, K, r0, r1, px, 0, 1, px.tokens, y + r0, ldy);
-    });
+    for_row_pieces(0, rows, 2 * kAmxRows,
+                   [&](std::size_t r0, std::size_t r1) { amx_rows(w, r0, r1, px, 0, 1, px.tokens, y + r0, ldy); });
     return;
   }
   // Work items: 128 weight rows (a group of eight panels, 512 KB at 2,048 columns) x 8 token
@@ -203,7 +208,7 @@ void amx_linear(const AmxPacked& px, const Matrix& w, std::size_t rows, float* y
                       for (std::size_t i = r.rows().begin(); i < r.rows().end(); ++i) {
                         const std::size_t r0 = i * kRows, r1 = std::min(rows, r0 + kRows);
                         const std::size_t b0 = r.cols().begin();
-                        amx_rows(base, K, r0, r1, px, b0, r.cols().end(), px.tokens - b0 * kAmxTokens,
+                        amx_rows(w, r0, r1, px, b0, r.cols().end(), px.tokens - b0 * kAmxTokens,
                                  y + b0 * kAmxTokens * ldy + r0, ldy);
                       }
                     });
@@ -238,8 +243,7 @@ void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::s
       const std::size_t R = std::size_t(o.w->rows), lo = std::max(a, base), hi = std::min(b, base + R);
       if (lo < hi) {
         if (amx) {
-          amx_rows(reinterpret_cast<const bf16_t*>(o.w->data), K, lo - base, hi - base, packed, 0, 1, T,
-                   o.y + (lo - base), R);
+          amx_rows(*o.w, lo - base, hi - base, packed, 0, 1, T, o.y + (lo - base), R);
         } else {
           bf16_block(kernel, prepared, *o.w, lo - base, hi - base, 0, T, o.y, R);
         }
@@ -253,7 +257,7 @@ void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::s
 void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias,
             float* y) {
   Scratch::Frame frame(scratch);
-  if (amx_fits(isa, w)) {
+  if (amx_fits(isa, w) || amx_decoded_fits(isa, w, T)) {
     // Whole 16-row tiles on AMX; a remainder of rows (rare) on the AVX512-BF16 kernel, which is
     // chosen by row, never by T, so every output is still computed the same way at any T.
     const std::size_t R = std::size_t(w.rows), full = R / kAmxRows * kAmxRows;

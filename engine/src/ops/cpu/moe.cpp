@@ -194,8 +194,8 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
     const std::size_t rows = it.r1 - it.r0, n = it.tokens;
     gb.resize(n * rows);
     ub.resize(n * rows);
-    amx_rows(reinterpret_cast<const bf16_t*>(m.gate.data), H, it.r0, it.r1, xs, it.b0, it.b1, n, gb.data(), rows);
-    amx_rows(reinterpret_cast<const bf16_t*>(m.up.data), H, it.r0, it.r1, xs, it.b0, it.b1, n, ub.data(), rows);
+    amx_rows(m.gate, it.r0, it.r1, xs, it.b0, it.b1, n, gb.data(), rows);
+    amx_rows(m.up, it.r0, it.r1, xs, it.b0, it.b1, n, ub.data(), rows);
     silu_mul(CpuIsa::kAmxBf16, gb.data(), ub.data(), gb.data(), n * rows);
     amx_pack_tokens(
         hs, it.b0, n, [&](std::size_t j) { return gb.data() + j * rows; }, it.r0, rows);
@@ -206,21 +206,28 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const AmxItem& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
-    amx_rows(reinterpret_cast<const bf16_t*>(m.down.data), I, it.r0, it.r1, hs, it.b0, it.b1, it.tokens,
-             y + (g.begin[it.expert] + it.t0) * H + it.r0, H);
+    amx_rows(m.down, it.r0, it.r1, hs, it.b0, it.b1, it.tokens, y + (g.begin[it.expert] + it.t0) * H + it.r0, H);
   });
 }
 
-bool amx_experts_fit(CpuIsa isa, const MoeWeights& w) {
-  if (isa != CpuIsa::kAmxBf16 || !amx_usable() || !w.plain_experts()) return false;
+// bf16 experts on AMX at every call size the caller gives (it sends decode-sized calls elsewhere
+// unless asked for one kernel family); experts of other dtypes, which amx_rows decodes, when the
+// active experts average kAmxDecodedTokens assignments or more (a prefill's), as linear() takes
+// them by its token count.
+bool amx_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g) {
+  if (isa != CpuIsa::kAmxBf16 || !amx_usable() || !w.plain_experts() || w.experts.empty()) return false;
+  bool decoded = false;
   for (const SwiGluMatrices& m : w.experts) {
     for (const Matrix* x : {&m.gate, &m.up, &m.down}) {
-      if (x->dtype != DType::kBF16 || x->cols % int64_t(kAmxK) != 0 || x->rows % int64_t(kRowsPerItem) != 0 ||
-          x->row_bytes != std::size_t(x->cols) * sizeof(bf16_t))
-        return false;
+      if (!amx_takes(*x) || x->rows % int64_t(kRowsPerItem) != 0) return false;
+      decoded = decoded || x->dtype != DType::kBF16;
     }
   }
-  return true;
+  if (!decoded) return true;
+  const std::size_t E = w.experts.size();
+  std::size_t active = 0;
+  for (std::size_t e = 0; e < E; ++e) active += g.begin[e + 1] > g.begin[e] ? 1 : 0;
+  return active > 0 && g.begin[E] >= kAmxDecodedTokens * active;
 }
 
 // Row r of `m` dotted with n fp32 rows x_j = x + j * ld into out[j]: a few tokens through the
@@ -348,7 +355,7 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
   const DotsFn dots = all_bf16 ? dots_for(isa) : nullptr;
   if (A == 0) {
     // nothing to compute: every choice is another device's
-  } else if (amx_experts_fit(isa, w)) {
+  } else if (amx_experts_fit(isa, w, g)) {
     experts_amx(s, w, g, x, y);
   } else if (dots) {
     const PreparedX px = prepare_x(s, isa, x, T, H);
