@@ -526,7 +526,8 @@ TEST(CpuAmxDecoded, BlockWeightsFollowTheReferenceAtPrefillSizes) {
 
 // The same for a MoE layer of the llama.cpp-made file (Q4_K gate/up, Q6_K down): a prefill's
 // experts on AMX follow the reference, a token's output is the same bits in another call of
-// prefill size, and differs from the integer kernels' (so the AMX path is the one that ran).
+// prefill size, and differs from the integer kernels' (so the AMX path is the one that ran); and
+// with gpt-oss's biases and clamped GLU on the same experts.
 TEST(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
   if (!engine::cpu_isa_supported(CpuIsa::kAmxBf16)) GTEST_SKIP() << "this CPU has no AMX";
   engine::BackendOptions o;
@@ -569,6 +570,19 @@ TEST(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
   (*amx)->set_routing_trace(nullptr);
   ASSERT_TRUE((*amx)->execute([&] { (*amx)->moe(w, x.data() + 20 * H, 64, part.data(), nullptr); }));
   EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 20 * H, part.size() * sizeof(float)));
+
+  // gpt-oss's epilogue on the same experts: biases on gate, up and down, the clamped GLU.
+  const auto gate_bias = randn(4 * 256, rng, 0.5f), up_bias = randn(4 * 256, rng, 0.5f),
+             down_bias = randn(4 * H, rng, 0.5f);
+  w.gate_bias = gate_bias.data();
+  w.up_bias = up_bias.data();
+  w.down_bias = down_bias.data();
+  w.glu.clamped = true;
+  ASSERT_TRUE((*amx)->execute([&] { (*amx)->moe(w, x.data(), T, got.data(), nullptr); }));
+  ASSERT_TRUE(ref->execute([&] { ref->moe(w, x.data(), T, want.data(), nullptr); }));
+  ASSERT_TRUE(fixed->execute([&] { fixed->moe(w, x.data(), T, det.data(), nullptr); }));
+  EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5) << "with gpt-oss's epilogue";
+  EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the AMX path did not run";
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, CpuOps, ::testing::ValuesIn(paths()),

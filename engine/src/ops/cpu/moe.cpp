@@ -167,9 +167,9 @@ std::vector<AmxItem> amx_items(const Groups& g, const std::vector<std::size_t>& 
   return out;
 }
 
-// Every expert on AMX tiles. Each active expert's tokens are packed into token blocks of its own
-// (block-aligned, so a block never mixes experts); pass 1 writes h straight into the packed layout
-// pass 2 reads. Which items share a product does not change any output's sums.
+// Every expert on AMX tiles, with the family's epilogue (GLU, biases). Each active expert's tokens are packed into
+// token blocks of its own (block-aligned, so a block never mixes experts); pass 1 writes h straight into the packed
+// layout pass 2 reads. Which items share a product does not change any output's sums.
 void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* x, float* y) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   std::vector<std::size_t> first_block(E + 1, 0);
@@ -185,7 +185,9 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
         xs, first_block[e], g.begin[e + 1] - a0, [&](std::size_t j) { return x + g.token_of[a0 + j] * H; }, 0, H);
   });
 
-  // Pass 1: gate and up rows of an item against its token blocks, h = silu(gate) * up packed for pass 2.
+  // Pass 1: gate and up rows of an item against its token blocks, h = GLU(gate, up) (plus the
+  // family's biases: gpt-oss) packed for pass 2.
+  const bool plain = w.plain_experts();
   const std::vector<AmxItem> up_items = amx_items(g, first_block, I, amx_rows_per_item(I));
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
     const AmxItem& it = up_items[i];
@@ -196,7 +198,16 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
     ub.resize(n * rows);
     amx_rows(m.gate, it.r0, it.r1, xs, it.b0, it.b1, n, gb.data(), rows);
     amx_rows(m.up, it.r0, it.r1, xs, it.b0, it.b1, n, ub.data(), rows);
-    silu_mul(CpuIsa::kAmxBf16, gb.data(), ub.data(), gb.data(), n * rows);
+    if (plain) {
+      silu_mul(CpuIsa::kAmxBf16, gb.data(), ub.data(), gb.data(), n * rows);
+    } else {
+      for (std::size_t j = 0; j < n; ++j)
+        for (std::size_t r = 0; r < rows; ++r) {
+          const float bg = bias_at(w.gate_bias, it.expert, I, it.r0 + r),
+                      bu = bias_at(w.up_bias, it.expert, I, it.r0 + r);
+          gb[j * rows + r] = ref::expert_glu(w.glu, gb[j * rows + r] + bg, ub[j * rows + r] + bu);
+        }
+    }
     amx_pack_tokens(
         hs, it.b0, n, [&](std::size_t j) { return gb.data() + j * rows; }, it.r0, rows);
   });
@@ -206,7 +217,11 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const AmxItem& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
-    amx_rows(m.down, it.r0, it.r1, hs, it.b0, it.b1, it.tokens, y + (g.begin[it.expert] + it.t0) * H + it.r0, H);
+    float* out = y + (g.begin[it.expert] + it.t0) * H;
+    amx_rows(m.down, it.r0, it.r1, hs, it.b0, it.b1, it.tokens, out + it.r0, H);
+    if (w.down_bias)
+      for (std::size_t j = 0; j < it.tokens; ++j)
+        for (std::size_t r = it.r0; r < it.r1; ++r) out[j * H + r] += w.down_bias[it.expert * H + r];
   });
 }
 
@@ -215,7 +230,7 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
 // active experts average kAmxDecodedTokens assignments or more (a prefill's), as linear() takes
 // them by its token count.
 bool amx_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g) {
-  if (isa != CpuIsa::kAmxBf16 || !amx_usable() || !w.plain_experts() || w.experts.empty()) return false;
+  if (isa != CpuIsa::kAmxBf16 || !amx_usable() || w.experts.empty()) return false;
   bool decoded = false;
   for (const SwiGluMatrices& m : w.experts) {
     for (const Matrix* x : {&m.gate, &m.up, &m.down}) {
