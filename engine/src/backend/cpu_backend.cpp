@@ -35,8 +35,20 @@ void for_range(std::size_t n, std::size_t width, const Fn& fn) {
                     [&](const tbb::blocked_range<std::size_t>& r) { fn(r.begin(), r.end()); });
 }
 
-// The dtype that picks a MoE call's kernels: its experts'.
-DType expert_dtype(const MoeWeights& w) { return w.experts.empty() ? DType::kBF16 : w.experts[0].gate.dtype; }
+// The dtype that picks a MoE call's kernels: one that AMX would decode (a block dtype or F16) if
+// any of the layer's products has it, so that with one kernel family asked for none of them moves
+// by call size; else bf16.
+DType moe_dtype(const MoeWeights& w) {
+  const auto decoded = [](const Matrix& m) {
+    return !m.empty() && (dtype_is_block(m.dtype) || m.dtype == DType::kF16);
+  };
+  const SwiGluMatrices none;
+  const SwiGluMatrices& e = w.experts.empty() ? none : w.experts[0];
+  const SwiGluMatrices& sh = w.has_shared ? w.shared : none;
+  for (const Matrix* m : {&w.router, &e.gate, &e.up, &e.down, &sh.gate, &sh.up, &sh.down, &w.shared_gate})
+    if (decoded(*m)) return m->dtype;
+  return DType::kBF16;
+}
 
 }  // namespace
 
@@ -189,9 +201,9 @@ void CpuBackend::sparse_attention(const KvLayout& layout, int64_t layer, const f
 
 void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) {
   const OpTimer timer(profile_, OpProfile::kMoe);
-  if (!trace_) return cpu::moe(scratch_, isa_for(T, expert_dtype(w)), w, x, T, out, router_x, nullptr, profile_);
+  if (!trace_) return cpu::moe(scratch_, isa_for(T, moe_dtype(w)), w, x, T, out, router_x, nullptr, profile_);
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
-  cpu::moe(scratch_, isa_for(T, expert_dtype(w)), w, x, T, out, router_x, chosen.data(), profile_);
+  cpu::moe(scratch_, isa_for(T, moe_dtype(w)), w, x, T, out, router_x, chosen.data(), profile_);
   record_routing(chosen.data(), T, w.router_spec.top_k);
 }
 
@@ -203,7 +215,7 @@ void CpuBackend::moe_chosen(const MoeWeights& w, const float* x, std::size_t T, 
   float* weights = scratch_.floats(T * K);
   cpu::linear(scratch_, isa_for(T), x, T, w.router, w.router_bias, logits);
   ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
-  cpu::moe_experts(scratch_, isa_for(T, expert_dtype(w)), w, x, T, K, chosen, weights, out, profile_);
+  cpu::moe_experts(scratch_, isa_for(T, moe_dtype(w)), w, x, T, K, chosen, weights, out, profile_);
   record_routing(chosen, T, K);
 }
 
