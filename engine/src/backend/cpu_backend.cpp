@@ -35,21 +35,6 @@ void for_range(std::size_t n, std::size_t width, const Fn& fn) {
                     [&](const tbb::blocked_range<std::size_t>& r) { fn(r.begin(), r.end()); });
 }
 
-// The dtype that picks a MoE call's kernels: one that AMX would decode (a block dtype or F16) if
-// any of the layer's products has it, so that with one kernel family asked for none of them moves
-// by call size; else bf16.
-DType moe_dtype(const MoeWeights& w) {
-  const auto decoded = [](const Matrix& m) {
-    return !m.empty() && (dtype_is_block(m.dtype) || m.dtype == DType::kF16);
-  };
-  const SwiGluMatrices none;
-  const SwiGluMatrices& e = w.experts.empty() ? none : w.experts[0];
-  const SwiGluMatrices& sh = w.has_shared ? w.shared : none;
-  for (const Matrix* m : {&w.router, &e.gate, &e.up, &e.down, &sh.gate, &sh.up, &sh.down, &w.shared_gate})
-    if (decoded(*m)) return m->dtype;
-  return DType::kBF16;
-}
-
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, CpuIsa isa, bool deterministic)
@@ -64,12 +49,6 @@ CpuIsa CpuBackend::isa_for(std::size_t rows) const {
   return isa_;
 }
 
-CpuIsa CpuBackend::isa_for(std::size_t rows, DType weights) const {
-  if (deterministic_ && isa_ == CpuIsa::kAmxBf16 && (dtype_is_block(weights) || weights == DType::kF16))
-    return CpuIsa::kAvx512;
-  return isa_for(rows);
-}
-
 void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, float* out) {
   const OpTimer timer(profile_, OpProfile::kEmbedding);
   // Rows in parallel: a prompt's rows are scattered over a table that may still be on disk, and
@@ -82,12 +61,12 @@ void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, fl
 
 void CpuBackend::linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) {
   const OpTimer timer(profile_, OpProfile::kLinear);
-  cpu::linear(scratch_, isa_for(T, w.dtype), x, T, w, bias, y);
+  cpu::linear(scratch_, isa_for(T), x, T, w, bias, y, !deterministic_);
 }
 
 void CpuBackend::linears(const float* x, std::size_t T, std::span<const LinearOut> outs) {
   const OpTimer timer(profile_, OpProfile::kLinear);
-  cpu::linears(scratch_, outs.empty() ? isa_for(T) : isa_for(T, outs[0].w->dtype), x, T, outs);
+  cpu::linears(scratch_, isa_for(T), x, T, outs, !deterministic_);
 }
 
 void CpuBackend::rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
@@ -201,9 +180,9 @@ void CpuBackend::sparse_attention(const KvLayout& layout, int64_t layer, const f
 
 void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) {
   const OpTimer timer(profile_, OpProfile::kMoe);
-  if (!trace_) return cpu::moe(scratch_, isa_for(T, moe_dtype(w)), w, x, T, out, router_x, nullptr, profile_);
+  if (!trace_) return cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, nullptr, profile_, !deterministic_);
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
-  cpu::moe(scratch_, isa_for(T, moe_dtype(w)), w, x, T, out, router_x, chosen.data(), profile_);
+  cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, chosen.data(), profile_, !deterministic_);
   record_routing(chosen.data(), T, w.router_spec.top_k);
 }
 
@@ -213,9 +192,9 @@ void CpuBackend::moe_chosen(const MoeWeights& w, const float* x, std::size_t T, 
   const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
   float* logits = scratch_.floats(T * E);
   float* weights = scratch_.floats(T * K);
-  cpu::linear(scratch_, isa_for(T), x, T, w.router, w.router_bias, logits);
+  cpu::linear(scratch_, isa_for(T), x, T, w.router, w.router_bias, logits, !deterministic_);
   ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
-  cpu::moe_experts(scratch_, isa_for(T, moe_dtype(w)), w, x, T, K, chosen, weights, out, profile_);
+  cpu::moe_experts(scratch_, isa_for(T), w, x, T, K, chosen, weights, out, profile_, !deterministic_);
   record_routing(chosen, T, K);
 }
 

@@ -30,9 +30,6 @@ class CpuBackend final : public HostBackend {
   CpuIsa isa() const { return isa_; }
   // The kernels a call of `rows` rows runs on (see the constructor).
   CpuIsa isa_for(std::size_t rows) const;
-  // The same for products on `weights`: decoded dtypes (GGUF blocks, FP8, F16) go to AMX by call
-  // size (cpu::linear), so with one kernel family asked for they keep the integer and fused kernels.
-  CpuIsa isa_for(std::size_t rows, DType weights) const;
 
   void embedding(const Matrix& table, std::span<const int32_t> ids, float* out) override;
   void linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) override;

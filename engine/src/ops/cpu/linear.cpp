@@ -173,8 +173,8 @@ bool amx_fits(CpuIsa isa, const Matrix& w) {
 
 // Decoded weights on AMX (amx_rows: three products a k-step) for prefill-sized calls only: at a
 // few tokens the weights are a stream the integer and fused kernels read faster than they decode.
-bool amx_decoded_fits(CpuIsa isa, const Matrix& w, std::size_t T) {
-  return isa == CpuIsa::kAmxBf16 && T >= kAmxDecodedTokens && w.dtype != DType::kBF16 && amx_takes(w) &&
+bool amx_decoded_fits(CpuIsa isa, const Matrix& w, std::size_t T, bool by_size) {
+  return by_size && isa == CpuIsa::kAmxBf16 && T >= kAmxDecodedTokens && w.dtype != DType::kBF16 && amx_takes(w) &&
          w.rows >= int64_t(kAmxRows) && amx_usable();
 }
 
@@ -214,7 +214,8 @@ void amx_linear(const AmxPacked& px, const Matrix& w, std::size_t rows, float* y
                     });
 }
 
-void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::span<const Backend::LinearOut> outs) {
+void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::span<const Backend::LinearOut> outs,
+             bool by_size) {
   // Decode-sized and every matrix on the path linear() would give it (all AMX with whole 32-row
   // pieces, or all on the bf16 dots kernel), with the same number of columns: one region over the
   // concatenated rows. Each output is then computed exactly as linear() computes it.
@@ -228,7 +229,7 @@ void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::s
     total += std::size_t(o.w->rows);
   }
   if (outs.size() < 2 || !(amx || dots)) {
-    for (const Backend::LinearOut& o : outs) linear(scratch, isa, x, T, *o.w, o.bias, o.y);
+    for (const Backend::LinearOut& o : outs) linear(scratch, isa, x, T, *o.w, o.bias, o.y, by_size);
     return;
   }
   Scratch::Frame frame(scratch);
@@ -254,10 +255,10 @@ void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::s
   for (const Backend::LinearOut& o : outs) add_bias(o.y, T, std::size_t(o.w->rows), o.bias);
 }
 
-void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias,
-            float* y) {
+void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias, float* y,
+            bool by_size) {
   Scratch::Frame frame(scratch);
-  if (amx_fits(isa, w) || amx_decoded_fits(isa, w, T)) {
+  if (amx_fits(isa, w) || amx_decoded_fits(isa, w, T, by_size)) {
     // Whole 16-row tiles on AMX; a remainder of rows (rare) on the AVX512-BF16 kernel, which is
     // chosen by row, never by T, so every output is still computed the same way at any T.
     const std::size_t R = std::size_t(w.rows), full = R / kAmxRows * kAmxRows;

@@ -229,7 +229,7 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
 // unless asked for one kernel family); experts of other dtypes, which amx_rows decodes, when the
 // active experts average kAmxDecodedTokens assignments or more (a prefill's), as linear() takes
 // them by its token count.
-bool amx_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g) {
+bool amx_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g, bool by_size) {
   if (isa != CpuIsa::kAmxBf16 || !amx_usable() || w.experts.empty()) return false;
   bool decoded = false;
   for (const SwiGluMatrices& m : w.experts) {
@@ -239,6 +239,7 @@ bool amx_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g) {
     }
   }
   if (!decoded) return true;
+  if (!by_size) return false;
   const std::size_t E = w.experts.size();
   std::size_t active = 0;
   for (std::size_t e = 0; e < E; ++e) active += g.begin[e + 1] > g.begin[e] ? 1 : 0;
@@ -330,7 +331,8 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
 }
 
 // Experts in other dtypes: each expert in turn through the generic linear.
-void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y) {
+void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y,
+                     bool by_size) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden);
   for (std::size_t e = 0; e < E; ++e) {
     const std::size_t a0 = g.begin[e], n = g.begin[e + 1] - a0;
@@ -341,23 +343,23 @@ void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& 
     float* gt = s.floats(n * I);
     float* up = s.floats(n * I);
     if (w.plain_experts()) {
-      linear(s, isa, xg + a0 * H, n, m.gate, nullptr, gt);
-      linear(s, isa, xg + a0 * H, n, m.up, nullptr, up);
+      linear(s, isa, xg + a0 * H, n, m.gate, nullptr, gt, by_size);
+      linear(s, isa, xg + a0 * H, n, m.up, nullptr, up, by_size);
       silu_mul(isa, gt, up, gt, n * I);
-      linear(s, isa, gt, n, m.down, nullptr, y + a0 * H);
+      linear(s, isa, gt, n, m.down, nullptr, y + a0 * H, by_size);
       continue;
     }
-    linear(s, isa, xg + a0 * H, n, m.gate, w.gate_bias ? w.gate_bias + e * I : nullptr, gt);
-    linear(s, isa, xg + a0 * H, n, m.up, w.up_bias ? w.up_bias + e * I : nullptr, up);
+    linear(s, isa, xg + a0 * H, n, m.gate, w.gate_bias ? w.gate_bias + e * I : nullptr, gt, by_size);
+    linear(s, isa, xg + a0 * H, n, m.up, w.up_bias ? w.up_bias + e * I : nullptr, up, by_size);
     for (std::size_t i = 0; i < n * I; ++i) gt[i] = ref::expert_glu(w.glu, gt[i], up[i]);
-    linear(s, isa, gt, n, m.down, w.down_bias ? w.down_bias + e * H : nullptr, y + a0 * H);
+    linear(s, isa, gt, n, m.down, w.down_bias ? w.down_bias + e * H : nullptr, y + a0 * H, by_size);
   }
 }
 
 }  // namespace
 
 void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
-                 const int32_t* chosen, const float* weights, float* out, OpProfile* profile) {
+                 const int32_t* chosen, const float* weights, float* out, OpProfile* profile, bool by_size) {
   Scratch::Frame frame(s);
   const std::size_t H = std::size_t(w.hidden), E = w.experts.size();
   const Groups g = group_by_expert(s, chosen, T, K, E);
@@ -370,7 +372,7 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
   const DotsFn dots = all_bf16 ? dots_for(isa) : nullptr;
   if (A == 0) {
     // nothing to compute: every choice is another device's
-  } else if (amx_experts_fit(isa, w, g)) {
+  } else if (amx_experts_fit(isa, w, g, by_size)) {
     experts_amx(s, w, g, x, y);
   } else if (dots) {
     const PreparedX px = prepare_x(s, isa, x, T, H);
@@ -383,7 +385,7 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
     if (fused_blocks_fit(isa, w)) {
       experts_blocks(s, isa, w, g, xg, y);
     } else {
-      experts_generic(s, isa, w, g, xg, y);
+      experts_generic(s, isa, w, g, xg, y, by_size);
     }
   }
 
@@ -407,21 +409,21 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
 }
 
 void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x,
-         int32_t* chosen_out, OpProfile* profile) {
+         int32_t* chosen_out, OpProfile* profile, bool by_size) {
   Scratch::Frame frame(s);
   const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k, A = T * K;
   std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeRoute);
   float* logits = s.floats(T * E);
   float* weights = s.floats(A);
   int32_t* chosen = s.take<int32_t>(A);
-  linear(s, isa, router_x ? router_x : x, T, w.router, w.router_bias, logits);
+  linear(s, isa, router_x ? router_x : x, T, w.router, w.router_bias, logits, by_size);
   // Top-k per token, tokens spread over the threads (each token's choice is its own).
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, T, 64), [&](const tbb::blocked_range<std::size_t>& r) {
     ref::route_top_k(logits + r.begin() * E, r.size(), w.router_spec, chosen + r.begin() * K, weights + r.begin() * K);
   });
   if (chosen_out) std::memcpy(chosen_out, chosen, A * sizeof(int32_t));
   phase.reset();
-  moe_experts(s, isa, w, x, T, K, chosen, weights, out, profile);
+  moe_experts(s, isa, w, x, T, K, chosen, weights, out, profile, by_size);
 
   if (w.has_shared) {
     const std::size_t I = std::size_t(w.shared.inter());
@@ -430,10 +432,10 @@ void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_
     float* shared = s.floats(T * H);
     float* gate = s.floats(T);
     const Backend::LinearOut gate_up[] = {{&w.shared.gate, nullptr, gt}, {&w.shared.up, nullptr, up}};
-    linears(s, isa, x, T, gate_up);
+    linears(s, isa, x, T, gate_up, by_size);
     silu_mul(isa, gt, up, gt, T * I);
-    linear(s, isa, gt, T, w.shared.down, nullptr, shared);
-    if (w.shared_gated) linear(s, isa, x, T, w.shared_gate, nullptr, gate);
+    linear(s, isa, gt, T, w.shared.down, nullptr, shared, by_size);
+    if (w.shared_gated) linear(s, isa, x, T, w.shared_gate, nullptr, gate, by_size);
     for (std::size_t t = 0; t < T; ++t) {
       const float gv = w.shared_gated ? sigmoid(gate[t]) : 1.0f;
       for (std::size_t d = 0; d < H; ++d) out[t * H + d] += gv * shared[t * H + d];
