@@ -585,6 +585,102 @@ TEST(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
   EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the AMX path did not run";
 }
 
+// Without AMX (here: the AVX-512 path of this CPU), prefill-sized products on Q4_K and Q6_K take
+// the VNNI tiles (int8_tiles.h): the same integer sums as the decode-sized integer kernels, so
+// within fp32 rounding of theirs (and their ~6e-5 of the reference), a token's outputs the same
+// bits in another call of prefill size, and not the decode kernels' bits.
+TEST(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
+  if (!engine::cpu_isa_supported(CpuIsa::kAvx512) || !__builtin_cpu_supports("avx512vnni"))
+    GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  engine::BackendOptions o;
+  o.kind = BackendKind::kCpu;
+  o.threads = 2;
+  o.cpu_isa = CpuIsa::kAvx512;
+  auto tiles = engine::make_backend(o);
+  ASSERT_TRUE(tiles.is_ok());
+  auto fixed = backend(BackendKind::kCpu, CpuIsa::kAvx512), ref = backend(BackendKind::kReference);
+  auto mixed =
+      engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
+  ASSERT_TRUE(mixed.is_ok());
+  std::mt19937 rng(17);
+  for (const char* name : {"model.layers.1.mlp.experts.2.gate_proj.weight", "lm_head.weight"}) {  // Q4_K, Q6_K
+    SCOPED_TRACE(name);
+    const Matrix w = engine::matrix_view(*mixed->tensor(name));
+    const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 70;
+    auto x = randn(T * K, rng);
+    std::fill(x.begin(), x.begin() + 256, 0.f);  // a zero block, and one of values 1e8 apart
+    for (std::size_t i = 256; i < 512 && i < K; ++i) x[i] *= i % 2 ? 1e4f : 1e-4f;
+    std::vector<float> got(T * R), want(T * R), det(T * R), part(40 * R);
+    ASSERT_TRUE((*tiles)->execute([&] { (*tiles)->linear(x.data(), T, w, nullptr, got.data()); }));
+    ASSERT_TRUE(ref->execute([&] { ref->linear(x.data(), T, w, nullptr, want.data()); }));
+    ASSERT_TRUE(fixed->execute([&] { fixed->linear(x.data(), T, w, nullptr, det.data()); }));
+    EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-4);
+    EXPECT_LT(rel_l2(got.data(), det.data(), got.size()), 1e-6);
+    EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the tiles did not run";
+    ASSERT_TRUE((*tiles)->execute([&] { (*tiles)->linear(x.data() + 10 * K, 40, w, nullptr, part.data()); }));
+    EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 10 * R, part.size() * sizeof(float)));
+  }
+}
+
+// The same tiles for a prefill's Q4_K / Q6_K experts (the llama.cpp-made file's layer 1, its Q4_K
+// gate matrices also as the up ones: its Q5_K up has no integer kernel), plain and with gpt-oss's
+// epilogue: within fp32 rounding of the decode kernels, a token's output the same bits in another
+// prefill-sized call.
+TEST(CpuInt8Tiles, QuantisedExpertsMatchTheDecodeKernelsAtPrefillSizes) {
+  if (!engine::cpu_isa_supported(CpuIsa::kAvx512) || !__builtin_cpu_supports("avx512vnni"))
+    GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  engine::BackendOptions o;
+  o.kind = BackendKind::kCpu;
+  o.threads = 2;
+  o.cpu_isa = CpuIsa::kAvx512;
+  auto tiles = engine::make_backend(o);
+  ASSERT_TRUE(tiles.is_ok());
+  auto fixed = backend(BackendKind::kCpu, CpuIsa::kAvx512), ref = backend(BackendKind::kReference);
+  auto ckpt =
+      engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
+  ASSERT_TRUE(ckpt.is_ok());
+  const auto view = [&](const std::string& name) { return engine::matrix_view(*ckpt->tensor(name)); };
+  engine::MoeWeights w;
+  w.hidden = 256;
+  w.router_spec.num_experts = 4;
+  w.router_spec.top_k = 2;
+  w.router = view("model.layers.1.mlp.gate.weight");
+  for (int e = 0; e < 4; ++e) {
+    const std::string p = "model.layers.1.mlp.experts." + std::to_string(e) + ".";
+    const std::string next = "model.layers.1.mlp.experts." + std::to_string((e + 1) % 4) + ".";
+    w.experts.push_back({view(p + "gate_proj.weight"), view(next + "gate_proj.weight"), view(p + "down_proj.weight")});
+  }
+  ASSERT_EQ(w.experts[0].up.dtype, engine::DType::kQ4_K);
+  ASSERT_EQ(w.experts[0].down.dtype, engine::DType::kQ6_K);
+  std::mt19937 rng(8);
+  const std::size_t T = 96, H = 256;
+  const auto x = randn(T * H, rng);
+  const auto gate_bias = randn(4 * 256, rng, 0.5f), up_bias = randn(4 * 256, rng, 0.5f),
+             down_bias = randn(4 * H, rng, 0.5f);
+  for (bool gpt_oss : {false, true}) {
+    SCOPED_TRACE(gpt_oss ? "gpt-oss's epilogue" : "SwiGLU");
+    if (gpt_oss) {
+      w.gate_bias = gate_bias.data();
+      w.up_bias = up_bias.data();
+      w.down_bias = down_bias.data();
+      w.glu.clamped = true;
+    }
+    std::vector<float> got(T * H), want(T * H), det(T * H), part(64 * H);
+    ASSERT_TRUE((*tiles)->execute([&] { (*tiles)->moe(w, x.data(), T, got.data(), nullptr); }));
+    ASSERT_TRUE(ref->execute([&] { ref->moe(w, x.data(), T, want.data(), nullptr); }));
+    ASSERT_TRUE(fixed->execute([&] { fixed->moe(w, x.data(), T, det.data(), nullptr); }));
+    // h is quantised again for down, so an fp32 rounding apart moves a few of its int8 codes: the
+    // tiles and the decode kernels agree to ~1e-5, each ~1e-4 from the reference.
+    const double err = rel_l2(got.data(), want.data(), got.size()),
+                 det_err = rel_l2(det.data(), want.data(), got.size());
+    EXPECT_LT(err, 1.25 * det_err);
+    EXPECT_LT(rel_l2(got.data(), det.data(), got.size()), 5e-5);
+    EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the tiles did not run";
+    ASSERT_TRUE((*tiles)->execute([&] { (*tiles)->moe(w, x.data() + 20 * H, 64, part.data(), nullptr); }));
+    EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 20 * H, part.size() * sizeof(float)));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, CpuOps, ::testing::ValuesIn(paths()),
                          [](const auto& info) { return std::string(engine::cpu_isa_name(info.param)); });
 

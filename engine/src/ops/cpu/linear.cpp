@@ -13,6 +13,7 @@
 #include "ops/cpu/dequant_rows.h"
 #include "ops/cpu/dots.h"
 #include "ops/cpu/int8_dots.h"
+#include "ops/cpu/int8_tiles.h"
 #include "ops/reference/dot.h"
 
 namespace ft::engine::cpu {
@@ -214,6 +215,30 @@ void amx_linear(const AmxPacked& px, const Matrix& w, std::size_t rows, float* y
                     });
 }
 
+// Prefill-sized products on Q4_K / Q6_K without AMX (int8_tiles.h): the activations quantised and
+// packed once, then items of 64 rows x 32 token blocks (a row's codes unpacked once an item).
+void int8_tiles_linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, float* y,
+                       std::size_t ldy) {
+  const std::size_t cols = std::size_t(w.cols), R = std::size_t(w.rows);
+  X8Rows x8;
+  x8.quantize(scratch, x, T, cols, cols, isa);
+  const std::size_t blocks = (T + kTileTokens - 1) / kTileTokens;
+  X8Tiles tiles = x8_tiles_alloc(scratch, blocks, cols);
+  tiles.tokens = T;
+  tbb::parallel_for(std::size_t(0), blocks, [&](std::size_t b) {
+    x8_tiles_pack(x8, b * kTileTokens, std::min(kTileTokens, T - b * kTileTokens), tiles, b);
+  });
+  constexpr std::size_t kItemRows = 64, kItemBlocks = 32;
+  tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, (R + kItemRows - 1) / kItemRows, 1, 0, blocks, kItemBlocks),
+                    [&](const tbb::blocked_range2d<std::size_t>& r) {
+                      for (std::size_t i = r.rows().begin(); i < r.rows().end(); ++i) {
+                        const std::size_t r0 = i * kItemRows, r1 = std::min(R, r0 + kItemRows);
+                        const std::size_t b0 = r.cols().begin(), t0 = b0 * kTileTokens;
+                        int8_tile_rows(w, r0, r1, tiles, b0, r.cols().end(), T - t0, y + t0 * ldy + r0, ldy);
+                      }
+                    });
+}
+
 void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::span<const Backend::LinearOut> outs,
              bool by_size) {
   // Decode-sized and every matrix on the path linear() would give it (all AMX with whole 32-row
@@ -265,6 +290,11 @@ void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const M
     amx_linear(amx_pack(scratch, x, T, std::size_t(w.cols)), w, full, y, R);
     if (full < R) linear_rows(scratch, isa, prepare_x(scratch, isa, x, T, std::size_t(w.cols)), T, w, full, R, y, R);
     add_bias(y, T, R, bias);
+    return;
+  }
+  if (by_size && T >= kInt8TileTokens && int8_tiles_fit(isa, w)) {
+    int8_tiles_linear(scratch, isa, x, T, w, y, std::size_t(w.rows));
+    add_bias(y, T, std::size_t(w.rows), bias);
     return;
   }
   const bool bf16_kernel = w.dtype == DType::kBF16 && dots_for(isa);

@@ -16,6 +16,7 @@
 #include "ops/cpu/dots.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/int8_dots.h"
+#include "ops/cpu/int8_tiles.h"
 #include "ops/cpu/linear.h"
 
 namespace ft::engine::cpu {
@@ -284,7 +285,36 @@ bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w) {
 // Every expert in a GGUF block dtype with a fused kernel: the bf16 path's two passes over work
 // items of 32 rows (gate and up rows together, h = GLU in fp32; then down), each row decoded in
 // registers against the expert's tokens.
-void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y) {
+// Whether a prefill-sized call's experts take the VNNI tiles (int8_tiles.h): every matrix Q4_K or
+// Q6_K on a path that has them, and the active experts averaging kInt8TileTokens assignments.
+bool int8_tiles_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g, bool by_size) {
+  if (!by_size) return false;
+  for (const SwiGluMatrices& m : w.experts)
+    for (const Matrix* x : {&m.gate, &m.up, &m.down})
+      if (!int8_tiles_fit(isa, *x)) return false;
+  const std::size_t E = w.experts.size();
+  std::size_t active = 0;
+  for (std::size_t e = 0; e < E; ++e) active += g.begin[e + 1] > g.begin[e] ? 1 : 0;
+  return active > 0 && g.begin[E] >= kInt8TileTokens * active;
+}
+
+// rows [t0, t0 + n) of x (expert e's assignments) into blocks of their own from first[e] on.
+X8Tiles tiles_by_expert(Scratch& s, const X8Rows& x, const Groups& g, const std::vector<std::size_t>& first) {
+  const std::size_t E = first.size() - 1;
+  X8Tiles t = x8_tiles_alloc(s, first[E], x.cols());
+  tbb::parallel_for(std::size_t(0), E, [&](std::size_t e) {
+    const std::size_t a0 = g.begin[e], n = g.begin[e + 1] - a0;
+    if (n > 0) x8_tiles_pack(x, a0, n, t, first[e]);
+  });
+  return t;
+}
+
+// Every expert in a GGUF block dtype with a fused kernel: the bf16 path's two passes over work
+// items of 32 rows (gate and up rows together, h = GLU in fp32; then down), each row decoded in
+// registers against the expert's tokens; or, for a prefill's Q4_K / Q6_K experts without AMX, each
+// item's rows against the expert's tokens 16 at a time on the VNNI tiles.
+void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y,
+                    bool by_size) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   const bool plain = w.plain_experts();
   float* h = s.floats(std::max<std::size_t>(g.begin[E], 1) * I);
@@ -295,31 +325,58 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   });
   const bool h_int8 = std::any_of(w.experts.begin(), w.experts.end(),
                                   [&](const SwiGluMatrices& m) { return int8_dots_for(isa, m.down) != nullptr; });
+  const bool tiles = int8_tiles_experts_fit(isa, w, g, by_size);
+  std::vector<std::size_t> first(E + 1, 0);  // each expert's first tile block
+  for (std::size_t e = 0; e < E; ++e)
+    first[e + 1] = first[e] + (g.begin[e + 1] - g.begin[e] + kTileTokens - 1) / kTileTokens;
   if (x_int8) xq.quantize(s, xg, A, H, H, isa);
+  const X8Tiles xt = tiles ? tiles_by_expert(s, xq, g, first) : X8Tiles{};
   const std::vector<Item> up_items = items(g, E, I);
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
     const Item& it = up_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
-    const BlockDotsFn gate = block_dots_for(isa, m.gate.dtype), up = block_dots_for(isa, m.up.dtype);
-    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
+    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0, rows = it.r1 - it.r0;
     thread_local std::vector<float> gb, ub;  // no allocation per item once grown
+    // Row r's GLU into h; its gate and up outputs for token j at gb / ub[j * stride + at].
+    const auto glu = [&](std::size_t r, std::size_t stride, std::size_t at) {
+      const float bg = bias_at(w.gate_bias, it.expert, I, r), bu = bias_at(w.up_bias, it.expert, I, r);
+      for (std::size_t j = 0; j < n; ++j) {
+        const float gv = gb[j * stride + at], uv = ub[j * stride + at];
+        h[(a0 + j) * I + r] = plain ? silu(gv) * uv : ref::expert_glu(w.glu, gv + bg, uv + bu);
+      }
+    };
+    if (tiles) {
+      gb.resize(n * rows);
+      ub.resize(n * rows);
+      int8_tile_rows(m.gate, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, gb.data(), rows);
+      int8_tile_rows(m.up, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, ub.data(), rows);
+      for (std::size_t r = it.r0; r < it.r1; ++r) glu(r, rows, r - it.r0);
+      return;
+    }
+    const BlockDotsFn gate = block_dots_for(isa, m.gate.dtype), up = block_dots_for(isa, m.up.dtype);
     gb.resize(n);
     ub.resize(n);
     for (std::size_t r = it.r0; r < it.r1; ++r) {
       row_dots(isa, gate, x_int8 ? &xq : nullptr, a0, m.gate, r, xg + a0 * H, H, n, gb.data());
       row_dots(isa, up, x_int8 ? &xq : nullptr, a0, m.up, r, xg + a0 * H, H, n, ub.data());
-      const float bg = bias_at(w.gate_bias, it.expert, I, r), bu = bias_at(w.up_bias, it.expert, I, r);
-      for (std::size_t j = 0; j < n; ++j)
-        h[(a0 + j) * I + r] = plain ? silu(gb[j]) * ub[j] : ref::expert_glu(w.glu, gb[j] + bg, ub[j] + bu);
+      glu(r, 1, 0);
     }
   });
   if (h_int8) hq.quantize(s, h, A, I, I, isa);
+  const X8Tiles ht = tiles ? tiles_by_expert(s, hq, g, first) : X8Tiles{};
   const std::vector<Item> down_items = items(g, E, H);
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const Item& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
-    const BlockDotsFn down = block_dots_for(isa, m.down.dtype);
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
+    if (tiles) {
+      int8_tile_rows(m.down, it.r0, it.r1, ht, first[it.expert], first[it.expert + 1], n, y + a0 * H + it.r0, H);
+      if (w.down_bias)
+        for (std::size_t j = 0; j < n; ++j)
+          for (std::size_t r = it.r0; r < it.r1; ++r) y[(a0 + j) * H + r] += w.down_bias[it.expert * H + r];
+      return;
+    }
+    const BlockDotsFn down = block_dots_for(isa, m.down.dtype);
     thread_local std::vector<float> db;
     db.resize(n);
     for (std::size_t r = it.r0; r < it.r1; ++r) {
@@ -383,7 +440,7 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
     float* xg = s.floats(A * H);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * H, x + g.token_of[a] * H, H * sizeof(float));
     if (fused_blocks_fit(isa, w)) {
-      experts_blocks(s, isa, w, g, xg, y);
+      experts_blocks(s, isa, w, g, xg, y, by_size);
     } else {
       experts_generic(s, isa, w, g, xg, y, by_size);
     }

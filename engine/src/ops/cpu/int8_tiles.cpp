@@ -1,0 +1,262 @@
+#include "ops/cpu/int8_tiles.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ft/engine/bf16.h"
+#include "ops/block_fields.h"
+#include "ops/cpu/simd.h"
+
+namespace ft::engine::cpu {
+
+namespace {
+
+constexpr std::size_t kSuper = 256;  // values per K-quant super-block
+constexpr std::size_t kRows = 4;     // weight rows per kernel call (their accumulators: 12 vectors)
+
+// The packed planes of block b: quad k (values 4k .. 4k + 3) of its 16 tokens at row k.
+std::int8_t* plane_block(std::int8_t* plane, std::size_t b, std::size_t cols) { return plane + b * cols * kTileTokens; }
+
+// Up to kRows weight rows unpacked for the kernel: codes as unsigned bytes in value order, and per
+// sub-block of S values the scale and the offset of value = scale * code - offset.
+template <std::size_t S>
+struct RowGroup {
+  std::size_t rows = 0;
+  std::uint8_t* codes[kRows] = {};
+  float* scale[kRows] = {};
+  float* offset[kRows] = {};
+};
+
+#if FT_X86
+FT_SIMD_BEGIN
+// A Q4_K super-block's 128 nibble bytes as 256 codes in value order: piece p's 32 bytes hold values
+// 64p .. 64p + 31 (low nibbles) and 64p + 32 .. 64p + 63 (high).
+FT_TARGET_AVX2 void unpack_nibbles(const std::uint8_t* q, std::uint8_t* c) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int p = 0; p < 4; ++p) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * p));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 64 * p), _mm256_and_si256(v, low));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 64 * p + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+  }
+}
+
+// A Q6_K super-block's low bits (ql, 128 bytes) and top bits (qh, 64) as 256 codes in value order:
+// per half h, value 128h + 32c + l from ql byte l (c even: low nibble of 64h + 16c / 2 ..) and the
+// two bits of qh byte l at 2c.
+FT_TARGET_AVX2 void unpack_q6_codes(const std::uint8_t* ql, const std::uint8_t* qh, std::uint8_t* c) {
+  const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
+  for (int h = 0; h < 2; ++h, ql += 64, qh += 32, c += 128) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+    __m256i* out = reinterpret_cast<__m256i*>(c);  // (a lambda would not inherit this function's target)
+    _mm256_storeu_si256(out, _mm256_or_si256(_mm256_and_si256(a, low), _mm256_and_si256(_mm256_slli_epi16(q, 4), top)));
+    _mm256_storeu_si256(out + 1,
+                        _mm256_or_si256(_mm256_and_si256(b, low), _mm256_and_si256(_mm256_slli_epi16(q, 2), top)));
+    _mm256_storeu_si256(out + 2,
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low), _mm256_and_si256(q, top)));
+    _mm256_storeu_si256(out + 3, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low),
+                                                 _mm256_and_si256(_mm256_srli_epi16(q, 2), top)));
+  }
+}
+FT_SIMD_END
+
+// Q4_K (ggml's layout, dequantize_q4_k): value = (d sc_j) q - (dmin m_j) over sub-blocks of 32.
+void unpack_q4_k(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset) {
+  for (std::size_t i = 0; i < cols / kSuper; ++i, row += 144) {
+    const float d = f16_at(row), dmin = f16_at(row + 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      scale_min_k4(j, row + 4, sc, m);
+      scale[8 * i + std::size_t(j)] = d * float(sc);
+      offset[8 * i + std::size_t(j)] = dmin * float(m);
+    }
+    unpack_nibbles(row + 16, codes + i * kSuper);
+  }
+}
+
+// Q6_K (dequantize_q6_k): value = (d sc_k) (q - 32) over sub-blocks of 16.
+void unpack_q6_k(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset) {
+  for (std::size_t i = 0; i < cols / kSuper; ++i, row += 210) {
+    const std::uint8_t* ql = row;
+    const std::uint8_t* qh = row + 128;
+    const auto* sc = reinterpret_cast<const std::int8_t*>(row + 192);
+    const float d = f16_at(row + 208);
+    for (int k = 0; k < 16; ++k) {
+      scale[16 * i + std::size_t(k)] = d * float(sc[k]);
+      offset[16 * i + std::size_t(k)] = 32.f * scale[16 * i + std::size_t(k)];
+    }
+    unpack_q6_codes(ql, qh, codes + i * kSuper);
+  }
+}
+
+#define FT_TARGET_VNNI_TILES __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
+FT_SIMD_BEGIN
+
+// Rows g.rows (<= kRows) against token block b: the accumulators hold the 16 tokens in their lanes.
+template <std::size_t S>
+FT_TARGET_VNNI_TILES void tile_block(const RowGroup<S>& g, const X8Tiles& x, std::size_t b,
+                                     float* out /* [kRows][16] */) {
+  constexpr std::size_t kQuads = S / 4, kSubs = kSuper / S;
+  const std::size_t cols = x.cols, quads = cols / 4;
+  const std::int8_t* xh = plane_block(x.hi, b, cols);
+  const std::int8_t* xl = plane_block(x.lo, b, cols);
+  const float* sums = (S == 16 ? x.s16 : x.s32) + b * (cols / S) * kTileTokens;
+  const float* d1 = x.d1 + b * (cols / kSuper) * kTileTokens;
+  const float* d2 = x.d2 + b * (cols / kSuper) * kTileTokens;
+  // Rows past g.rows repeat the last one (their sums are dropped).
+  const std::uint8_t* codes[kRows];
+  const float *scale[kRows], *offset[kRows];
+  for (std::size_t r = 0; r < kRows; ++r) {
+    const std::size_t rr = std::min(r, g.rows - 1);
+    codes[r] = g.codes[rr];
+    scale[r] = g.scale[rr];
+    offset[r] = g.offset[rr];
+  }
+  __m512 acc[kRows];
+  for (std::size_t r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  for (std::size_t s = 0; s < cols / kSuper; ++s) {
+    const __m512 v1 = _mm512_loadu_ps(d1 + s * kTileTokens), v2 = _mm512_loadu_ps(d2 + s * kTileTokens);
+    for (std::size_t u = 0; u < kSubs; ++u) {
+      const std::size_t sub = s * kSubs + u, k0 = sub * kQuads;
+      __m512i ih[kRows], il[kRows];
+      for (std::size_t r = 0; r < kRows; ++r) ih[r] = il[r] = _mm512_setzero_si512();
+      for (std::size_t q = 0; q < kQuads; ++q) {
+        const std::size_t k = k0 + q;
+        const __m512i h = _mm512_loadu_si512(xh + k * 64), l = _mm512_loadu_si512(xl + k * 64);
+        for (std::size_t r = 0; r < kRows; ++r) {
+          std::int32_t word;
+          std::memcpy(&word, codes[r] + 4 * k, 4);
+          const __m512i c = _mm512_set1_epi32(word);
+          ih[r] = _mm512_dpbusd_epi32(ih[r], c, h);
+          il[r] = _mm512_dpbusd_epi32(il[r], c, l);
+        }
+      }
+      const __m512 sv = _mm512_loadu_ps(sums + sub * kTileTokens);
+      for (std::size_t r = 0; r < kRows; ++r) {
+        const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ih[r]), v1, _mm512_mul_ps(_mm512_cvtepi32_ps(il[r]), v2));
+        acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(scale[r][sub]), acc[r]);
+        acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(offset[r][sub]), sv, acc[r]);
+      }
+    }
+    (void)quads;
+  }
+  for (std::size_t r = 0; r < kRows; ++r) _mm512_storeu_ps(out + r * kTileTokens, acc[r]);
+}
+
+// 16 tokens' 64 bytes of one plane from value c0 on, turned so that row i holds quad c0 / 4 + i of
+// every token (a 16 x 16 transpose of dwords).
+FT_TARGET_VNNI_TILES void pack_plane(const std::int8_t* const* rows, std::size_t c0, std::int8_t* dst) {
+  __m512i r[16];
+  for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_si512(rows[j] + c0);
+  transpose16x16(r);
+  for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + (c0 / 4 + std::size_t(i)) * 64, r[i]);
+}
+FT_SIMD_END
+#endif
+
+template <std::size_t S>
+void rows_with(const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x, std::size_t b0, std::size_t b1,
+               std::size_t valid, float* y, std::size_t ldy) {
+#if FT_X86
+  const std::size_t cols = std::size_t(w.cols), subs = cols / S;
+  thread_local std::vector<std::uint8_t> code_buf;
+  thread_local std::vector<float> scale_buf;
+  code_buf.resize(kRows * cols);
+  scale_buf.resize(2 * kRows * subs);
+  alignas(64) float out[kRows * kTileTokens];
+  for (std::size_t r = r0; r < r1; r += kRows) {
+    RowGroup<S> g;
+    g.rows = std::min(kRows, r1 - r);
+    for (std::size_t i = 0; i < g.rows; ++i) {
+      g.codes[i] = code_buf.data() + i * cols;
+      g.scale[i] = scale_buf.data() + 2 * i * subs;
+      g.offset[i] = g.scale[i] + subs;
+      const auto* row = reinterpret_cast<const std::uint8_t*>(w.row(int64_t(r + i)));
+      if constexpr (S == 32) {
+        unpack_q4_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
+      } else {
+        unpack_q6_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
+      }
+    }
+    for (std::size_t b = b0; b < b1; ++b) {
+      const std::size_t j0 = (b - b0) * kTileTokens;
+      if (j0 >= valid) break;
+      tile_block<S>(g, x, b, out);
+      const std::size_t nt = std::min(kTileTokens, valid - j0);
+      for (std::size_t i = 0; i < g.rows; ++i)
+        for (std::size_t j = 0; j < nt; ++j) y[(j0 + j) * ldy + (r + i - r0)] = out[i * kTileTokens + j];
+    }
+  }
+#else
+  (void)w, (void)r0, (void)r1, (void)x, (void)b0, (void)b1, (void)valid, (void)y, (void)ldy;
+#endif
+}
+
+}  // namespace
+
+X8Tiles x8_tiles_alloc(Scratch& scratch, std::size_t blocks, std::size_t cols) {
+  X8Tiles t;
+  t.tokens = blocks * kTileTokens;
+  t.cols = cols;
+  t.hi = scratch.take<std::int8_t>(blocks * cols * kTileTokens);
+  t.lo = scratch.take<std::int8_t>(blocks * cols * kTileTokens);
+  t.d1 = scratch.floats(blocks * (cols / kSuper) * kTileTokens);
+  t.d2 = scratch.floats(blocks * (cols / kSuper) * kTileTokens);
+  t.s16 = scratch.floats(blocks * (cols / 16) * kTileTokens);
+  t.s32 = scratch.floats(blocks * (cols / 32) * kTileTokens);
+  return t;
+}
+
+void x8_tiles_pack(const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0) {
+#if FT_X86
+  const std::size_t cols = x.cols();
+  for (std::size_t j0 = 0; j0 < n; j0 += kTileTokens) {
+    const std::size_t b = b0 + j0 / kTileTokens, count = std::min(kTileTokens, n - j0);
+    const std::int8_t* hi[kTileTokens];
+    const std::int8_t* lo[kTileTokens];
+    for (std::size_t j = 0; j < kTileTokens; ++j) {
+      const std::size_t t = t0 + j0 + (j < count ? j : 0);
+      hi[j] = x.hi(t);
+      lo[j] = x.lo(t);
+      for (std::size_t s = 0; s < cols / kSuper; ++s) {
+        tiles.d1[(b * (cols / kSuper) + s) * kTileTokens + j] = x.scales(t)[2 * s];
+        tiles.d2[(b * (cols / kSuper) + s) * kTileTokens + j] = x.scales(t)[2 * s + 1];
+      }
+      for (std::size_t g = 0; g < cols / 16; ++g) tiles.s16[(b * (cols / 16) + g) * kTileTokens + j] = x.sums16(t)[g];
+      for (std::size_t g = 0; g < cols / 32; ++g) tiles.s32[(b * (cols / 32) + g) * kTileTokens + j] = x.sums32(t)[g];
+    }
+    for (std::size_t c0 = 0; c0 < cols; c0 += 64) {
+      pack_plane(hi, c0, plane_block(tiles.hi, b, cols));
+      pack_plane(lo, c0, plane_block(tiles.lo, b, cols));
+    }
+  }
+#else
+  (void)x, (void)t0, (void)n, (void)tiles, (void)b0;
+#endif
+}
+
+X8Tiles x8_tiles(Scratch& scratch, const X8Rows& x, std::size_t t0, std::size_t n) {
+  X8Tiles t = x8_tiles_alloc(scratch, (n + kTileTokens - 1) / kTileTokens, x.cols());
+  t.tokens = n;
+  x8_tiles_pack(x, t0, n, t, 0);
+  return t;
+}
+
+bool int8_tiles_fit(CpuIsa isa, const Matrix& w) {
+#if FT_X86
+  return isa >= CpuIsa::kAvx512 && (w.dtype == DType::kQ4_K || w.dtype == DType::kQ6_K) && w.cols % kSuper == 0 &&
+         int8_dots_for(isa, w) != nullptr && __builtin_cpu_supports("avx512vnni");
+#else
+  (void)isa, (void)w;
+  return false;
+#endif
+}
+
+void int8_tile_rows(const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x, std::size_t b0, std::size_t b1,
+                    std::size_t valid, float* y, std::size_t ldy) {
+  if (w.dtype == DType::kQ4_K) return rows_with<32>(w, r0, r1, x, b0, b1, valid, y, ldy);
+  rows_with<16>(w, r0, r1, x, b0, b1, valid, y, ldy);
+}
+
+}  // namespace ft::engine::cpu
