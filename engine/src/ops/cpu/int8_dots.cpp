@@ -462,6 +462,15 @@ void X8Rows::quantize(Scratch& scratch, const float* x, std::size_t T, std::size
   tbb::parallel_for(std::size_t(0), T, row);
 }
 
+bool int8_vnni512(CpuIsa isa) {
+#if FT_X86
+  return isa >= CpuIsa::kAvx512 && int8_enabled() && avx512_vnni();
+#else
+  (void)isa;
+  return false;
+#endif
+}
+
 Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype) {
 #if FT_X86
   if (isa != CpuIsa::kScalar && int8_enabled()) {

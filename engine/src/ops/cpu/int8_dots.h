@@ -50,6 +50,10 @@ inline constexpr std::size_t kInt8DotTokens = 4;
 using Int8DotsFn = void (*)(const std::uint8_t* row, std::size_t cols, const X8Rows& x, std::size_t t0, std::size_t n,
                             float* out);
 
+// Whether the 512-bit VNNI integer products run on `isa` (AVX-512 with VNNI, FT_CPU_INT8 neither 0
+// nor avx2): what int8_tiles.h needs.
+bool int8_vnni512(CpuIsa isa);
+
 // The integer kernel for `dtype` on `isa` (AVX2 and up: Q4_K, Q6_K; 64 values a vector on AVX-512
 // with VNNI), or null. FT_CPU_INT8=0 turns them off (the fp32 fused kernels then serve, as on CPUs
 // without AVX2); FT_CPU_INT8=avx2 keeps the 256-bit ones.

@@ -90,6 +90,27 @@ void unpack_q6_k(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes,
   }
 }
 
+// Q4_0 (dequantize: (q - 8) d): 32 values a block, its 16 bytes' low nibbles then high.
+void unpack_q4_0(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset) {
+  for (std::size_t i = 0; i < cols / 32; ++i, row += 18) {
+    scale[i] = f16_at(row);
+    offset[i] = 8.f * scale[i];
+    for (int l = 0; l < 16; ++l) {
+      codes[32 * i + std::size_t(l)] = row[2 + l] & 0xF;
+      codes[32 * i + 16 + std::size_t(l)] = row[2 + l] >> 4;
+    }
+  }
+}
+
+// Q8_0 (q d, q signed): the codes as unsigned bytes q + 128, the 128 d taken off through the sums.
+void unpack_q8_0(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset) {
+  for (std::size_t i = 0; i < cols / 32; ++i, row += 34) {
+    scale[i] = f16_at(row);
+    offset[i] = 128.f * scale[i];
+    for (int l = 0; l < 32; ++l) codes[32 * i + std::size_t(l)] = std::uint8_t(row[2 + l] ^ 0x80);
+  }
+}
+
 #define FT_TARGET_VNNI_TILES __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
 FT_SIMD_BEGIN
 
@@ -173,10 +194,19 @@ void rows_with(const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x
       g.scale[i] = scale_buf.data() + 2 * i * subs;
       g.offset[i] = g.scale[i] + subs;
       const auto* row = reinterpret_cast<const std::uint8_t*>(w.row(int64_t(r + i)));
-      if constexpr (S == 32) {
-        unpack_q4_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
-      } else {
-        unpack_q6_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
+      switch (w.dtype) {
+        case DType::kQ4_K:
+          unpack_q4_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
+          break;
+        case DType::kQ6_K:
+          unpack_q6_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
+          break;
+        case DType::kQ4_0:
+          unpack_q4_0(row, cols, g.codes[i], g.scale[i], g.offset[i]);
+          break;
+        default:
+          unpack_q8_0(row, cols, g.codes[i], g.scale[i], g.offset[i]);
+          break;
       }
     }
     for (std::size_t b = b0; b < b1; ++b) {
@@ -244,19 +274,15 @@ X8Tiles x8_tiles(Scratch& scratch, const X8Rows& x, std::size_t t0, std::size_t 
 }
 
 bool int8_tiles_fit(CpuIsa isa, const Matrix& w) {
-#if FT_X86
-  return isa >= CpuIsa::kAvx512 && (w.dtype == DType::kQ4_K || w.dtype == DType::kQ6_K) && w.cols % kSuper == 0 &&
-         int8_dots_for(isa, w) != nullptr && __builtin_cpu_supports("avx512vnni");
-#else
-  (void)isa, (void)w;
-  return false;
-#endif
+  const bool dtype =
+      w.dtype == DType::kQ4_K || w.dtype == DType::kQ6_K || w.dtype == DType::kQ4_0 || w.dtype == DType::kQ8_0;
+  return dtype && w.cols % int64_t(kX8Block) == 0 && int8_vnni512(isa);
 }
 
 void int8_tile_rows(const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x, std::size_t b0, std::size_t b1,
                     std::size_t valid, float* y, std::size_t ldy) {
-  if (w.dtype == DType::kQ4_K) return rows_with<32>(w, r0, r1, x, b0, b1, valid, y, ldy);
-  rows_with<16>(w, r0, r1, x, b0, b1, valid, y, ldy);
+  if (w.dtype == DType::kQ6_K) return rows_with<16>(w, r0, r1, x, b0, b1, valid, y, ldy);
+  rows_with<32>(w, r0, r1, x, b0, b1, valid, y, ldy);
 }
 
 }  // namespace ft::engine::cpu

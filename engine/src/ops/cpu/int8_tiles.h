@@ -1,4 +1,5 @@
-// Prefill-sized products on Q4_K and Q6_K weights without AMX: the tokens in the vector lanes.
+// Prefill-sized products on integer GGUF weights (Q4_K, Q6_K, Q4_0, Q8_0) without AMX: the tokens
+// in the vector lanes.
 //
 // The decode-sized integer kernels (int8_dots.h) give each (row, token) pair its own accumulators,
 // unpacking a row's codes for every four tokens. Here 16 tokens share every instruction: the
@@ -46,7 +47,9 @@ void x8_tiles_pack(const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles
 // An X8Tiles of `blocks` blocks, unpacked, for x8_tiles_pack to fill.
 X8Tiles x8_tiles_alloc(Scratch& scratch, std::size_t blocks, std::size_t cols);
 
-// Whether the tile kernel takes `w` on `isa` (AVX-512 with VNNI, Q4_K or Q6_K, whole super-blocks).
+// Whether the tile kernel takes `w` on `isa` (AVX-512 with VNNI; Q4_K, Q6_K, Q4_0 or Q8_0 in rows of
+// whole 256 values). Q8_0's signed codes enter as q + 128 (VPDPBUSD's weights are unsigned), the
+// 128 d taken off through the tokens' sums.
 bool int8_tiles_fit(CpuIsa isa, const Matrix& w);
 
 // y[j * ldy + (r - r0)] = row r . x_t for rows [r0, r1) and tokens t = 16 * b + j of the tile

@@ -285,8 +285,8 @@ bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w) {
 // Every expert in a GGUF block dtype with a fused kernel: the bf16 path's two passes over work
 // items of 32 rows (gate and up rows together, h = GLU in fp32; then down), each row decoded in
 // registers against the expert's tokens.
-// Whether a prefill-sized call's experts take the VNNI tiles (int8_tiles.h): every matrix Q4_K or
-// Q6_K on a path that has them, and the active experts averaging kInt8TileTokens assignments.
+// Whether a prefill-sized call's experts take the VNNI tiles (int8_tiles.h): every matrix of a dtype
+// they take, and the active experts averaging kInt8TileTokens assignments.
 bool int8_tiles_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g, bool by_size) {
   if (!by_size) return false;
   for (const SwiGluMatrices& m : w.experts)
@@ -329,7 +329,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   std::vector<std::size_t> first(E + 1, 0);  // each expert's first tile block
   for (std::size_t e = 0; e < E; ++e)
     first[e + 1] = first[e] + (g.begin[e + 1] - g.begin[e] + kTileTokens - 1) / kTileTokens;
-  if (x_int8) xq.quantize(s, xg, A, H, H, isa);
+  if (x_int8 || tiles) xq.quantize(s, xg, A, H, H, isa);
   const X8Tiles xt = tiles ? tiles_by_expert(s, xq, g, first) : X8Tiles{};
   const std::vector<Item> up_items = items(g, E, I);
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
@@ -362,7 +362,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
       glu(r, 1, 0);
     }
   });
-  if (h_int8) hq.quantize(s, h, A, I, I, isa);
+  if (h_int8 || tiles) hq.quantize(s, h, A, I, I, isa);
   const X8Tiles ht = tiles ? tiles_by_expert(s, hq, g, first) : X8Tiles{};
   const std::vector<Item> down_items = items(g, E, H);
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
