@@ -585,8 +585,8 @@ TEST(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
   EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the AMX path did not run";
 }
 
-// Without AMX (here: the AVX-512 path of this CPU), prefill-sized products on Q4_K, Q6_K, Q4_0 and
-// Q8_0 take the VNNI tiles (int8_tiles.h): on Q4_K / Q6_K the same integer sums as the decode-sized
+// Without AMX (here: the AVX-512 path of this CPU), prefill-sized products on Q4_K, Q6_K, Q4_0, Q8_0,
+// Q4_1 and Q5_K take the VNNI tiles (int8_tiles.h): on Q4_K / Q6_K the same integer sums as the decode-sized
 // integer kernels, so within fp32 rounding of theirs; on every type within the int8 planes' ~1e-4
 // of the reference; a token's outputs the same bits in another call of prefill size, and not the
 // decode kernels' bits.
@@ -605,8 +605,9 @@ TEST(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
   ASSERT_TRUE(mixed.is_ok());
   std::mt19937 rng(17);
   for (const char* name : {"model.layers.1.mlp.experts.2.gate_proj.weight", "lm_head.weight",  // Q4_K, Q6_K
-                           "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.q_proj.weight"}) {
-    SCOPED_TRACE(name);  // (the last two: Q4_0, Q8_0, whose decode kernels are fp32: 1e-7 of the reference)
+                           "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.q_proj.weight",
+                           "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight"}) {
+    SCOPED_TRACE(name);  // (then Q4_0, Q8_0, Q4_1, Q5_K, whose decode kernels are fp32: 1e-7 of the reference)
     const Matrix w = engine::matrix_view(*mixed->tensor(name));
     const bool integer_decode = w.dtype == engine::DType::kQ4_K || w.dtype == engine::DType::kQ6_K;
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 70;
@@ -618,7 +619,9 @@ TEST(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
     ASSERT_TRUE(ref->execute([&] { ref->linear(x.data(), T, w, nullptr, want.data()); }));
     ASSERT_TRUE(fixed->execute([&] { fixed->linear(x.data(), T, w, nullptr, det.data()); }));
     EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-4);
-    if (integer_decode) EXPECT_LT(rel_l2(got.data(), det.data(), got.size()), 1e-6);
+    if (integer_decode) {
+      EXPECT_LT(rel_l2(got.data(), det.data(), got.size()), 1e-6);
+    }
     EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the tiles did not run";
     ASSERT_TRUE((*tiles)->execute([&] { (*tiles)->linear(x.data() + 10 * K, 40, w, nullptr, part.data()); }));
     EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 10 * R, part.size() * sizeof(float)));

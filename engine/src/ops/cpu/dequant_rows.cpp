@@ -51,6 +51,42 @@ FT_TARGET_AVX512 void q4_0(const std::uint8_t* b, std::size_t n, Sink& sink) {
   }
 }
 
+// Q4_1: (q d) + m, rounded twice as the reference rounds it.
+template <typename Sink>
+FT_TARGET_AVX512 void q4_1(const std::uint8_t* b, std::size_t n, Sink& sink) {
+  const __m512i low = _mm512_set1_epi32(0xF);
+  for (std::size_t i = 0; i < n / 32; ++i, b += 20) {
+    const __m512 d = _mm512_set1_ps(f16_at(b)), m = _mm512_set1_ps(f16_at(b + 2));
+    const __m512i q = bytes16(b + 4);
+    const __m512 x0 = _mm512_cvtepi32_ps(_mm512_and_si512(q, low)), x1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
+    sink(32 * i, _mm512_add_ps(_mm512_mul_ps(x0, d), m), _mm512_add_ps(_mm512_mul_ps(x1, d), m));
+  }
+}
+
+// Q5_K: Q4_K's layout plus a fifth bit a value (qh, 32 bytes: bit j of byte l for sub-block j's
+// value l).
+template <typename Sink>
+FT_TARGET_AVX512 void q5_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
+  const __m512i low = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
+  for (std::size_t i = 0; i < n / 256; ++i, b += 176) {
+    const float d = f16_at(b), min = f16_at(b + 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      scale_min_k4(j, b + 4, sc, m);
+      const __m512 d1 = _mm512_set1_ps(d * float(sc)), m1 = _mm512_set1_ps(min * float(m));
+      const std::uint8_t* q = b + 48 + 32 * (j / 2);
+      const auto half = [&](int h) FT_TARGET_AVX512 {
+        __m512i x = bytes16(q + 16 * h);
+        x = _mm512_and_si512(j % 2 ? _mm512_srli_epi32(x, 4) : x, low);
+        const __m512i top = _mm512_and_si512(_mm512_srli_epi32(bytes16(b + 16 + 16 * h), unsigned(j)), one);
+        x = _mm512_or_si512(x, _mm512_slli_epi32(top, 4));
+        return _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(x)), m1);
+      };
+      sink(256 * i + 32 * std::size_t(j), half(0), half(1));
+    }
+  }
+}
+
 template <typename Sink>
 FT_TARGET_AVX512 void q4_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
   const __m512i low = _mm512_set1_epi32(0xF);
@@ -233,7 +269,9 @@ FT_TARGET_AVX512 float dot_decoded_avx512(const float* row, const float* x, std:
   };
 FT_DECODER(Q8_0, q8_0, 32, 34)
 FT_DECODER(Q4_0, q4_0, 32, 18)
+FT_DECODER(Q4_1, q4_1, 32, 20)
 FT_DECODER(Q4_K, q4_k, 256, 144)
+FT_DECODER(Q5_K, q5_k, 256, 176)
 FT_DECODER(Q6_K, q6_k, 256, 210)
 FT_DECODER(MXFP4, mxfp4, 32, 17)
 FT_DECODER(F8B128, f8_b128, 128, 132)
@@ -290,8 +328,12 @@ Kernels kernels_for(CpuIsa isa, DType dtype) {
         return {decode_with<Q8_0>, dots_with<Q8_0>};
       case DType::kQ4_0:
         return {decode_with<Q4_0>, dots_with<Q4_0>};
+      case DType::kQ4_1:
+        return {decode_with<Q4_1>, dots_with<Q4_1>};
       case DType::kQ4_K:
         return {decode_with<Q4_K>, dots_with<Q4_K>};
+      case DType::kQ5_K:
+        return {decode_with<Q5_K>, dots_with<Q5_K>};
       case DType::kQ6_K:
         return {decode_with<Q6_K>, dots_with<Q6_K>};
       case DType::kMXFP4:

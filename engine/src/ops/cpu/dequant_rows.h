@@ -1,6 +1,7 @@
 // Rows of GGUF block-dtype matrices decoded for the CPU products: AVX-512 versions of the
 // reference dequantisers (src/ops/reference/dequant.cpp) for the types quantised models are mostly
-// made of (Q8_0, Q4_0, Q4_K, Q6_K, MXFP4, and safetensors' FP8 and NVFP4 as row blocks), equal to them bit for bit
+// made of (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MXFP4, and safetensors' FP8 and NVFP4 as row blocks), equal to them
+// bit for bit
 // (each value is the same conversions and roundings, 16 at a time); the other types, and CPUs without AVX-512, take the
 // reference.
 #pragma once

@@ -111,6 +111,35 @@ void unpack_q8_0(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes,
   }
 }
 
+// Q4_1 (q d + m): codes 0..15, the offset -m.
+void unpack_q4_1(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset) {
+  for (std::size_t i = 0; i < cols / 32; ++i, row += 20) {
+    scale[i] = f16_at(row);
+    offset[i] = -f16_at(row + 2);
+    for (int l = 0; l < 16; ++l) {
+      codes[32 * i + std::size_t(l)] = row[4 + l] & 0xF;
+      codes[32 * i + 16 + std::size_t(l)] = row[4 + l] >> 4;
+    }
+  }
+}
+
+// Q5_K (dequantize_q5_k): Q4_K's codes with a fifth bit (bit j of qh byte l for sub-block j).
+void unpack_q5_k(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset) {
+  for (std::size_t i = 0; i < cols / kSuper; ++i, row += 176) {
+    const float d = f16_at(row), dmin = f16_at(row + 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      scale_min_k4(j, row + 4, sc, m);
+      scale[8 * i + std::size_t(j)] = d * float(sc);
+      offset[8 * i + std::size_t(j)] = dmin * float(m);
+      const std::uint8_t* q = row + 48 + 32 * (j / 2);
+      for (int l = 0; l < 32; ++l)
+        codes[i * kSuper + 32 * std::size_t(j) + std::size_t(l)] =
+            std::uint8_t(((j % 2 ? q[l] >> 4 : q[l]) & 0xF) | (((row[16 + l] >> j) & 1) << 4));
+    }
+  }
+}
+
 #define FT_TARGET_VNNI_TILES __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
 FT_SIMD_BEGIN
 
@@ -204,7 +233,13 @@ void rows_with(const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x
         case DType::kQ4_0:
           unpack_q4_0(row, cols, g.codes[i], g.scale[i], g.offset[i]);
           break;
-        default:
+        case DType::kQ4_1:
+          unpack_q4_1(row, cols, g.codes[i], g.scale[i], g.offset[i]);
+          break;
+        case DType::kQ5_K:
+          unpack_q5_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
+          break;
+        default:  // Q8_0
           unpack_q8_0(row, cols, g.codes[i], g.scale[i], g.offset[i]);
           break;
       }
@@ -274,8 +309,8 @@ X8Tiles x8_tiles(Scratch& scratch, const X8Rows& x, std::size_t t0, std::size_t 
 }
 
 bool int8_tiles_fit(CpuIsa isa, const Matrix& w) {
-  const bool dtype =
-      w.dtype == DType::kQ4_K || w.dtype == DType::kQ6_K || w.dtype == DType::kQ4_0 || w.dtype == DType::kQ8_0;
+  const bool dtype = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K || w.dtype == DType::kQ6_K ||
+                     w.dtype == DType::kQ4_0 || w.dtype == DType::kQ4_1 || w.dtype == DType::kQ8_0;
   return dtype && w.cols % int64_t(kX8Block) == 0 && int8_vnni512(isa);
 }
 

@@ -1,5 +1,5 @@
-// Prefill-sized products on integer GGUF weights (Q4_K, Q6_K, Q4_0, Q8_0) without AMX: the tokens
-// in the vector lanes.
+// Prefill-sized products on integer GGUF weights (Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q8_0) without AMX:
+// the tokens in the vector lanes.
 //
 // The decode-sized integer kernels (int8_dots.h) give each (row, token) pair its own accumulators,
 // unpacking a row's codes for every four tokens. Here 16 tokens share every instruction: the
@@ -47,8 +47,8 @@ void x8_tiles_pack(const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles
 // An X8Tiles of `blocks` blocks, unpacked, for x8_tiles_pack to fill.
 X8Tiles x8_tiles_alloc(Scratch& scratch, std::size_t blocks, std::size_t cols);
 
-// Whether the tile kernel takes `w` on `isa` (AVX-512 with VNNI; Q4_K, Q6_K, Q4_0 or Q8_0 in rows of
-// whole 256 values). Q8_0's signed codes enter as q + 128 (VPDPBUSD's weights are unsigned), the
+// Whether the tile kernel takes `w` on `isa` (AVX-512 with VNNI; Q4_K, Q5_K, Q6_K, Q4_0, Q4_1 or
+// Q8_0 in rows of whole 256 values). Q8_0's signed codes enter as q + 128 (VPDPBUSD's weights are unsigned), the
 // 128 d taken off through the tokens' sums.
 bool int8_tiles_fit(CpuIsa isa, const Matrix& w);
 
