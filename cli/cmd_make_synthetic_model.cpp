@@ -134,7 +134,8 @@ const Command kMakeSyntheticModelCommand = {
     "make-synthetic-model",
     "write a random-weight checkpoint with a released model's exact shapes (sharded bf16) for benchmarks",
     "freetoken make-synthetic-model --like qwen3-30b-a3b|qwen3.6-35b-a3b|deepseek-v3|glm-4.5-air|ernie-4.5-21b-a3b|"
-    "minimax-m2|gpt-oss-20b|llama4-scout [--layers N] [--threads N] [--seed S] [--quant FP8|MXFP4|Q4_K_M|Q4_0|Q8_0] "
+    "minimax-m2|gpt-oss-20b|llama4-scout [--layers N] [--threads N] [--seed S] [--quant "
+    "FP8|MXFP4|Q4_K_M|Q5_K_M|Q4_0|Q8_0] "
     "DIR|FILE.gguf",
     {{"like", "MODEL",
       "the released model to imitate: qwen3-30b-a3b (48 layers, ~61 GB), qwen3.6-35b-a3b (40 layers, ~69 GB), "
@@ -147,8 +148,9 @@ const Command kMakeSyntheticModelCommand = {
      {"seed", "S", "random seed of the weights (same seed, same bytes at any thread count)", "0", false},
      {"quant", "TYPE",
       "FP8: the projections in FP8 with 128x128-tile scales, as the FP8 releases (safetensors, DIR); MXFP4 "
-      "(gpt-oss-20b): the experts in MXFP4 as gpt-oss's release (safetensors, DIR); Q4_K_M, Q4_0 "
-      "or Q8_0: one GGUF file (the argument is its path) with llama-quantize's tensor types (qwen3-30b-a3b, "
+      "(gpt-oss-20b): the experts in MXFP4 as gpt-oss's release (safetensors, DIR); Q4_K_M, "
+      "Q5_K_M, Q4_0 or Q8_0: one GGUF file (the argument is its path) with llama-quantize's tensor types "
+      "(qwen3-30b-a3b, "
       "qwen3.6-35b-a3b)",
       "", false}},
     1,

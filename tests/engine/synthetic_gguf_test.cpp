@@ -115,6 +115,37 @@ TEST(SyntheticGguf, Q4KMHasLlamaQuantizesTypesAndReadsBack) {
   }
 }
 
+// Q5_K_M: llama-quantize's same mix with Q5_K for Q4_K, the values spread like the init.
+TEST(SyntheticGguf, Q5KMHasLlamaQuantizesTypesAndTheInitSpread) {
+  TempDir dir;
+  const fs::path file = dir.path() / "m.gguf";
+  ASSERT_TRUE(write(file, engine::SyntheticQuant::kQ5_K_M).is_ok());
+  auto ckpt = engine::Checkpoint::open(file);
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  const auto dtype = [&](const std::string& name) { return ckpt->tensor(name)->dtype; };
+  EXPECT_EQ(dtype("lm_head.weight"), DType::kQ6_K);
+  EXPECT_EQ(dtype("model.layers.0.self_attn.v_proj.weight"), DType::kQ6_K);  // use_more_bits
+  EXPECT_EQ(dtype("model.layers.1.self_attn.v_proj.weight"), DType::kQ5_K);
+  EXPECT_EQ(dtype("model.layers.1.mlp.experts.0.gate_proj.weight"), DType::kQ5_K);
+  std::map<std::string, double> scale;
+  for (const engine::PlannedTensor& t : engine::random_checkpoint_tensors(small_spec())) scale[t.name] = t.init.scale;
+  const char* name = "model.layers.1.mlp.experts.2.down_proj.weight";
+  auto v = ckpt->tensor(name);
+  ASSERT_TRUE(v.is_ok());
+  ASSERT_EQ(v->dtype, DType::kQ5_K);
+  std::vector<float> x(std::size_t(v->numel()));
+  ASSERT_TRUE(engine::to_f32(*v, x.data(), 0, x.size()).is_ok());
+  double sum = 0, sq = 0;
+  for (float f : x) {
+    sum += f;
+    sq += double(f) * f;
+  }
+  const double mean = sum / double(x.size()), sd = std::sqrt(sq / double(x.size()) - mean * mean);
+  const double want = scale["model.layers.0.mlp.experts.0.down_proj.weight"];
+  EXPECT_LT(std::abs(mean), 0.1 * want);
+  EXPECT_NEAR(sd, want, 0.1 * want);
+}
+
 TEST(SyntheticGguf, LoadsAndRunsOnTheCpu) {
   TempDir dir;
   const fs::path file = dir.path() / "m.gguf";

@@ -27,7 +27,8 @@ struct BlockType {
   std::uint32_t id;
   int elems, bytes;
 };
-constexpr BlockType kF32{0, 1, 4}, kQ4_0{2, 32, 18}, kQ8_0{8, 32, 34}, kQ4_K{12, 256, 144}, kQ6_K{14, 256, 210};
+constexpr BlockType kF32{0, 1, 4}, kQ4_0{2, 32, 18}, kQ8_0{8, 32, 34}, kQ4_K{12, 256, 144}, kQ5_K{13, 256, 176},
+    kQ6_K{14, 256, 210};
 
 // Output bytes per work item (whole blocks): the unit of determinism and of parallel work.
 constexpr std::uint64_t kItemBytes = std::uint64_t(4) << 20;
@@ -60,9 +61,13 @@ BlockType quant_type(SyntheticQuant q, const std::string& name, std::size_t dims
   if (dims < 2 || ends_with(name, "_norm.weight") || name.find("ffn_gate_inp") != std::string::npos ||
       name.find("ssm_conv1d") != std::string::npos)
     return kF32;
-  const BlockType base = q == SyntheticQuant::kQ4_K_M ? kQ4_K : q == SyntheticQuant::kQ4_0 ? kQ4_0 : kQ8_0;
+  const BlockType base = q == SyntheticQuant::kQ4_K_M   ? kQ4_K
+                         : q == SyntheticQuant::kQ5_K_M ? kQ5_K
+                         : q == SyntheticQuant::kQ4_0   ? kQ4_0
+                                                        : kQ8_0;
   if (name == "output.weight") return base.id == kQ8_0.id ? kQ8_0 : kQ6_K;
-  if (q != SyntheticQuant::kQ4_K_M || layer < 0) return base;
+  const bool k_mix = q == SyntheticQuant::kQ4_K_M || q == SyntheticQuant::kQ5_K_M;
+  if (!k_mix || layer < 0) return base;
   const bool more = use_more_bits(layer, layers);
   if (more && (name.find(".attn_v.") != std::string::npos || name.find(".attn_qkv.") != std::string::npos ||
                name.find(".ffn_down") != std::string::npos))
@@ -87,7 +92,8 @@ std::uint64_t splitmix(std::uint64_t& state) {
 // `n` blocks of random bytes whose scale fields make the values spread like N(0, sigma^2): the
 // standard deviation of the decoded values for uniformly random quants and scales is a known
 // multiple of the block's d (Q8_0: 73.9 d; Q4_0: 4.61 d; Q6_K: int8 scales times 6-bit quants
-// around 32, 73.9 * 18.5 d; Q4_K with dmin = 7.5 d, centring the 4-bit quants: 258 d).
+// around 32, 73.9 * 18.5 d; Q4_K with dmin = 7.5 d, centring the 4-bit quants: 258 d; Q5_K with
+// dmin = 15.5 d, centring the 5-bit ones: 528 d).
 void random_blocks(BlockType t, double sigma, std::uint64_t state, std::uint8_t* out, std::size_t n) {
   const std::size_t bytes = n * std::size_t(t.bytes);
   for (std::size_t i = 0; i < bytes; i += 8) {
@@ -106,6 +112,10 @@ void random_blocks(BlockType t, double sigma, std::uint64_t state, std::uint8_t*
       const float d = float(sigma / 258.0);
       put_f16(blk, d);
       put_f16(blk + 2, 7.5f * d);
+    } else if (t.id == kQ5_K.id) {
+      const float d = float(sigma / 528.0);
+      put_f16(blk, d);
+      put_f16(blk + 2, 15.5f * d);
     }
   }
 }
@@ -235,6 +245,8 @@ const char* synthetic_quant_name(SyntheticQuant quant) {
   switch (quant) {
     case SyntheticQuant::kQ4_K_M:
       return "Q4_K_M";
+    case SyntheticQuant::kQ5_K_M:
+      return "Q5_K_M";
     case SyntheticQuant::kQ4_0:
       return "Q4_0";
     case SyntheticQuant::kQ8_0:
@@ -244,10 +256,11 @@ const char* synthetic_quant_name(SyntheticQuant quant) {
 }
 
 Result<SyntheticQuant> parse_synthetic_quant(std::string_view name) {
-  for (SyntheticQuant q : {SyntheticQuant::kQ4_K_M, SyntheticQuant::kQ4_0, SyntheticQuant::kQ8_0}) {
+  for (SyntheticQuant q :
+       {SyntheticQuant::kQ4_K_M, SyntheticQuant::kQ5_K_M, SyntheticQuant::kQ4_0, SyntheticQuant::kQ8_0}) {
     if (name == synthetic_quant_name(q)) return q;
   }
-  return invalid_argument("unknown quantisation '" + std::string(name) + "' (known: Q4_K_M, Q4_0, Q8_0)");
+  return invalid_argument("unknown quantisation '" + std::string(name) + "' (known: Q4_K_M, Q5_K_M, Q4_0, Q8_0)");
 }
 
 Status write_synthetic_gguf(const fs::path& file, const SyntheticModelOptions& options, SyntheticQuant quant) {

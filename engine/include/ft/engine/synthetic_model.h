@@ -96,12 +96,13 @@ Status write_synthetic_model(const std::filesystem::path& dir, const SyntheticMo
 
 // The same models as one GGUF file, each tensor in the type llama-quantize gives it for one of its
 // mixes (Q4_K_M: Q4_K, with Q6_K for the output, and for attn_v and ffn_down in the layers its
-// use_more_bits picks; norms and routers F32), under llama.cpp's names and metadata. The blocks
+// use_more_bits picks; Q5_K_M the same with Q5_K; norms and routers F32), under llama.cpp's names
+// and metadata. The blocks
 // are random bytes with their scale fields set so that the values have the tensor's init spread;
 // they are meant for speed, like the bf16 ones. Only architectures the GGUF reader knows (Qwen3-
 // MoE, Qwen2-MoE).
-enum class SyntheticQuant { kQ4_K_M, kQ4_0, kQ8_0 };
-const char* synthetic_quant_name(SyntheticQuant quant);  // "Q4_K_M", "Q4_0", "Q8_0"
+enum class SyntheticQuant { kQ4_K_M, kQ5_K_M, kQ4_0, kQ8_0 };
+const char* synthetic_quant_name(SyntheticQuant quant);  // "Q4_K_M", "Q5_K_M", "Q4_0", "Q8_0"
 Result<SyntheticQuant> parse_synthetic_quant(std::string_view name);
 
 // Writes `file` (which must not exist): options.like and options.layers give the model.
