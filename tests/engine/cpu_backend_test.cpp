@@ -55,11 +55,15 @@ std::vector<CpuIsa> paths() {
 class CpuOps : public ::testing::TestWithParam<CpuIsa> {
  protected:
   // Products on Q4_K / Q6_K take int8 activations on every vector path (x ~= d1 hi + d2 lo per 256
-  // values: ~3e-5 relative) unless FT_CPU_INT8=0; the others multiply fp32 activations.
+  // values: ~3e-5 relative) unless FT_CPU_INT8=0, Q5_K on the AVX-512 ones (with VNNI); the others
+  // multiply fp32 activations.
   double product_tolerance(engine::DType dt) const {
     const char* env = std::getenv("FT_CPU_INT8");
-    const bool int8 = GetParam() != CpuIsa::kScalar && !(env && std::strcmp(env, "0") == 0) &&
-                      (dt == engine::DType::kQ4_K || dt == engine::DType::kQ6_K);
+    const bool on = GetParam() != CpuIsa::kScalar && !(env && std::strcmp(env, "0") == 0);
+    const bool wide = GetParam() >= CpuIsa::kAvx512 && __builtin_cpu_supports("avx512vnni") &&
+                      !(env && std::strcmp(env, "avx2") == 0);
+    const bool int8 =
+        on && (dt == engine::DType::kQ4_K || dt == engine::DType::kQ6_K || (dt == engine::DType::kQ5_K && wide));
     return int8 ? 1e-4 : 1e-6;
   }
   void SetUp() override {
@@ -368,14 +372,15 @@ TEST_P(CpuOps, BlockDtypesDecodeAsTheReference) {
   }
 }
 
-// Q4_K and Q6_K products with the activations as int8 planes (every path but scalar): within their
-// ~3e-5 of the dequantised reference at every token count, on rows with a block of zeros and a
-// block of values 1e8 apart, and a token's outputs the same bits alone and in a batch.
+// Q4_K, Q5_K and Q6_K products with the activations as int8 planes (every path but scalar; Q5_K on AVX-512): within
+// their ~3e-5 of the dequantised reference at every token count, on rows with a block of zeros and a block of values
+// 1e8 apart, and a token's outputs the same bits alone and in a batch.
 TEST_P(CpuOps, IntegerProductsFollowTheReferenceAtAnyT) {
   const std::filesystem::path gguf = std::filesystem::path(FT_FIXTURES_DIR) / "gguf";
   auto mixed = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mixed.gguf");
   ASSERT_TRUE(mixed.is_ok());
-  for (const char* name : {"model.layers.1.mlp.experts.2.gate_proj.weight", "lm_head.weight"}) {  // Q4_K, Q6_K
+  for (const char* name : {"model.layers.1.mlp.experts.2.gate_proj.weight", "lm_head.weight",  // Q4_K, Q6_K
+                           "model.layers.0.self_attn.o_proj.weight"}) {                        // Q5_K
     const Matrix w = engine::matrix_view(*mixed->tensor(name));
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols);
     for (std::size_t T : {1, 3, 4, 5, 9}) {
@@ -607,9 +612,10 @@ TEST(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
   for (const char* name : {"model.layers.1.mlp.experts.2.gate_proj.weight", "lm_head.weight",  // Q4_K, Q6_K
                            "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.q_proj.weight",
                            "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight"}) {
-    SCOPED_TRACE(name);  // (then Q4_0, Q8_0, Q4_1, Q5_K, whose decode kernels are fp32: 1e-7 of the reference)
+    SCOPED_TRACE(name);  // (then Q4_0, Q8_0, Q4_1, whose decode kernels are fp32: 1e-7 of the reference; Q5_K)
     const Matrix w = engine::matrix_view(*mixed->tensor(name));
-    const bool integer_decode = w.dtype == engine::DType::kQ4_K || w.dtype == engine::DType::kQ6_K;
+    const bool integer_decode =
+        w.dtype == engine::DType::kQ4_K || w.dtype == engine::DType::kQ5_K || w.dtype == engine::DType::kQ6_K;
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 70;
     auto x = randn(T * K, rng);
     std::fill(x.begin(), x.begin() + 256, 0.f);  // a zero block, and one of values 1e8 apart

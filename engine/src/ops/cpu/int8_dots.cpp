@@ -306,10 +306,13 @@ FT_TARGET_AVX512VNNI inline __m512 add_super_block512(const __m512i (&codes)[4],
 }
 
 // Q4_K: the 32 nibble bytes of piece c hold sub-block 2c (low nibbles) and 2c + 1 (high), so with
-// the high nibbles in the upper half a vector is values 64c .. 64c + 63 in order.
-template <int NT>
+// the high nibbles in the upper half a vector is values 64c .. 64c + 63 in order. Q5_K (Five) is
+// the same with 32 bytes of fifth bits before the nibbles (bit j of byte l: sub-block j's value
+// l): codes 0..31, 2 x 31 x 127 still within VPMADDUBSW's int16.
+template <int NT, bool Five = false>
 FT_TARGET_AVX512VNNI void q4_k_dots512(const std::uint8_t* b, std::size_t cols, const X8Rows& x, std::size_t t0,
                                        float* out) {
+  constexpr std::size_t kBytes = Five ? 176 : 144, kNibbles = Five ? 48 : 16;
   const __m512i low = _mm512_set1_epi8(0x0F);
   __m512i pick[4];  // piece c: words [sc_2c x 16 | sc_2c+1 x 16]
   for (int c = 0; c < 4; ++c) pick[c] = word_index([c](int j) { return 2 * c + j / 16; });
@@ -320,8 +323,8 @@ FT_TARGET_AVX512VNNI void q4_k_dots512(const std::uint8_t* b, std::size_t cols, 
     offs[t] = _mm256_setzero_ps();
   }
   const std::size_t ahead = prefetch_distance();
-  for (std::size_t i = 0; i < cols / 256; ++i, b += 144) {
-    if (ahead) prefetch(b + ahead, 144);
+  for (std::size_t i = 0; i < cols / 256; ++i, b += kBytes) {
+    if (ahead) prefetch(b + ahead, kBytes);
     const float d = f16_at(b), dmin = f16_at(b + 2);
     std::uint32_t u[4];  // as in q4_k_dots
     std::memcpy(u, b + 4, 12);
@@ -334,8 +337,16 @@ FT_TARGET_AVX512VNNI void q4_k_dots512(const std::uint8_t* b, std::size_t cols, 
     __m512i scale[4], codes[4];
     for (int c = 0; c < 4; ++c) {
       scale[c] = _mm512_permutexvar_epi16(pick[c], _mm512_castsi256_si512(sm));
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * c));
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kNibbles + 32 * c));
       codes[c] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), low);
+      if constexpr (Five) {
+        // Bit 2c (values of sub-block 2c) and 2c + 1 of every qh byte, moved to bit 4.
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)), one = _mm256_set1_epi8(1);
+        const __m256i b0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+        const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+        const __m512i top = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
+        codes[c] = _mm512_or_si512(codes[c], _mm512_slli_epi16(top, 4));
+      }
     }
     const __m256 m =
         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(sm, 1))), _mm256_set1_ps(dmin));
@@ -408,6 +419,12 @@ FT_TARGET_AVX512VNNI void q6_k_dots512(const std::uint8_t* b, std::size_t cols, 
 FT_INT8_KERNEL(FT_TARGET_AVX2, q4_k_int8, q4_k_dots)
 FT_INT8_KERNEL(FT_TARGET_AVX2, q6_k_int8, q6_k_dots)
 FT_INT8_KERNEL(FT_TARGET_AVX512VNNI, q4_k_int8_avx512, q4_k_dots512)
+template <int NT>
+FT_TARGET_AVX512VNNI void q5_k_dots512(const std::uint8_t* b, std::size_t cols, const X8Rows& x, std::size_t t0,
+                                       float* out) {
+  q4_k_dots512<NT, true>(b, cols, x, t0, out);
+}
+FT_INT8_KERNEL(FT_TARGET_AVX512VNNI, q5_k_int8_avx512, q5_k_dots512)
 FT_INT8_KERNEL(FT_TARGET_AVX512VNNI, q6_k_int8_avx512, q6_k_dots512)
 #undef FT_INT8_KERNEL
 
@@ -478,6 +495,7 @@ Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype) {
     const bool wide = isa >= CpuIsa::kAvx512 && avx512_vnni();
     if (dtype == DType::kQ4_K) return wide ? q4_k_int8_avx512 : q4_k_int8;
     if (dtype == DType::kQ6_K) return wide ? q6_k_int8_avx512 : q6_k_int8;
+    if (dtype == DType::kQ5_K && wide) return q5_k_int8_avx512;  // (AVX2: the fused fp32 products)
   }
 #endif
   (void)isa;
