@@ -590,21 +590,36 @@ TEST(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
   EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the AMX path did not run";
 }
 
+// The VNNI tiles' two widths: AVX-512 (16 tokens a vector) and AVX-VNNI (two vectors of 8).
+class CpuInt8Tiles : public ::testing::TestWithParam<CpuIsa> {
+ protected:
+  void SetUp() override {
+    const bool wide = GetParam() == CpuIsa::kAvx512;
+    const bool vnni = wide ? __builtin_cpu_supports("avx512vnni") : __builtin_cpu_supports("avxvnni");
+    if (!engine::cpu_isa_supported(GetParam()) || !vnni)
+      GTEST_SKIP() << "this CPU has no " << (wide ? "AVX-512 VNNI" : "AVX-VNNI");
+    engine::BackendOptions o;
+    o.kind = BackendKind::kCpu;
+    o.threads = 2;
+    o.cpu_isa = GetParam();
+    auto b = engine::make_backend(o);
+    ASSERT_TRUE(b.is_ok());
+    tiles_ = std::move(b).value();
+    fixed_ = backend(BackendKind::kCpu, GetParam());
+    ref_ = backend(BackendKind::kReference);
+  }
+  std::unique_ptr<Backend> tiles_, fixed_, ref_;
+};
+
 // Without AMX (here: the AVX-512 path of this CPU), prefill-sized products on Q4_K, Q6_K, Q4_0, Q8_0,
 // Q4_1 and Q5_K take the VNNI tiles (int8_tiles.h): on Q4_K / Q6_K the same integer sums as the decode-sized
 // integer kernels, so within fp32 rounding of theirs; on every type within the int8 planes' ~1e-4
 // of the reference; a token's outputs the same bits in another call of prefill size, and not the
 // decode kernels' bits.
-TEST(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
-  if (!engine::cpu_isa_supported(CpuIsa::kAvx512) || !__builtin_cpu_supports("avx512vnni"))
-    GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
-  engine::BackendOptions o;
-  o.kind = BackendKind::kCpu;
-  o.threads = 2;
-  o.cpu_isa = CpuIsa::kAvx512;
-  auto tiles = engine::make_backend(o);
-  ASSERT_TRUE(tiles.is_ok());
-  auto fixed = backend(BackendKind::kCpu, CpuIsa::kAvx512), ref = backend(BackendKind::kReference);
+TEST_P(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
+  Backend* tiles = tiles_.get();
+  Backend* fixed = fixed_.get();
+  Backend* ref = ref_.get();
   auto mixed =
       engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
   ASSERT_TRUE(mixed.is_ok());
@@ -614,14 +629,15 @@ TEST(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
                            "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight"}) {
     SCOPED_TRACE(name);  // (then Q4_0, Q8_0, Q4_1, whose decode kernels are fp32: 1e-7 of the reference; Q5_K)
     const Matrix w = engine::matrix_view(*mixed->tensor(name));
-    const bool integer_decode =
-        w.dtype == engine::DType::kQ4_K || w.dtype == engine::DType::kQ5_K || w.dtype == engine::DType::kQ6_K;
+    // (Q5_K's integer decode kernel is AVX-512's; on AVX2 it decodes to fp32 like Q4_0, Q8_0, Q4_1)
+    const bool integer_decode = w.dtype == engine::DType::kQ4_K || w.dtype == engine::DType::kQ6_K ||
+                                (w.dtype == engine::DType::kQ5_K && GetParam() == CpuIsa::kAvx512);
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 70;
     auto x = randn(T * K, rng);
     std::fill(x.begin(), x.begin() + 256, 0.f);  // a zero block, and one of values 1e8 apart
     for (std::size_t i = 256; i < 512 && i < K; ++i) x[i] *= i % 2 ? 1e4f : 1e-4f;
     std::vector<float> got(T * R), want(T * R), det(T * R), part(40 * R);
-    ASSERT_TRUE((*tiles)->execute([&] { (*tiles)->linear(x.data(), T, w, nullptr, got.data()); }));
+    ASSERT_TRUE(tiles->execute([&] { tiles->linear(x.data(), T, w, nullptr, got.data()); }));
     ASSERT_TRUE(ref->execute([&] { ref->linear(x.data(), T, w, nullptr, want.data()); }));
     ASSERT_TRUE(fixed->execute([&] { fixed->linear(x.data(), T, w, nullptr, det.data()); }));
     EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-4);
@@ -629,7 +645,7 @@ TEST(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
       EXPECT_LT(rel_l2(got.data(), det.data(), got.size()), 1e-6);
     }
     EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the tiles did not run";
-    ASSERT_TRUE((*tiles)->execute([&] { (*tiles)->linear(x.data() + 10 * K, 40, w, nullptr, part.data()); }));
+    ASSERT_TRUE(tiles->execute([&] { tiles->linear(x.data() + 10 * K, 40, w, nullptr, part.data()); }));
     EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 10 * R, part.size() * sizeof(float)));
   }
 }
@@ -638,16 +654,10 @@ TEST(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
 // gate matrices also as the up ones: its Q5_K up has no integer kernel), plain and with gpt-oss's
 // epilogue: within fp32 rounding of the decode kernels, a token's output the same bits in another
 // prefill-sized call.
-TEST(CpuInt8Tiles, QuantisedExpertsMatchTheDecodeKernelsAtPrefillSizes) {
-  if (!engine::cpu_isa_supported(CpuIsa::kAvx512) || !__builtin_cpu_supports("avx512vnni"))
-    GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
-  engine::BackendOptions o;
-  o.kind = BackendKind::kCpu;
-  o.threads = 2;
-  o.cpu_isa = CpuIsa::kAvx512;
-  auto tiles = engine::make_backend(o);
-  ASSERT_TRUE(tiles.is_ok());
-  auto fixed = backend(BackendKind::kCpu, CpuIsa::kAvx512), ref = backend(BackendKind::kReference);
+TEST_P(CpuInt8Tiles, QuantisedExpertsMatchTheDecodeKernelsAtPrefillSizes) {
+  Backend* tiles = tiles_.get();
+  Backend* fixed = fixed_.get();
+  Backend* ref = ref_.get();
   auto ckpt =
       engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
   ASSERT_TRUE(ckpt.is_ok());
@@ -678,7 +688,7 @@ TEST(CpuInt8Tiles, QuantisedExpertsMatchTheDecodeKernelsAtPrefillSizes) {
       w.glu.clamped = true;
     }
     std::vector<float> got(T * H), want(T * H), det(T * H), part(64 * H);
-    ASSERT_TRUE((*tiles)->execute([&] { (*tiles)->moe(w, x.data(), T, got.data(), nullptr); }));
+    ASSERT_TRUE(tiles->execute([&] { tiles->moe(w, x.data(), T, got.data(), nullptr); }));
     ASSERT_TRUE(ref->execute([&] { ref->moe(w, x.data(), T, want.data(), nullptr); }));
     ASSERT_TRUE(fixed->execute([&] { fixed->moe(w, x.data(), T, det.data(), nullptr); }));
     // h is quantised again for down, so an fp32 rounding apart moves a few of its int8 codes: the
@@ -688,10 +698,13 @@ TEST(CpuInt8Tiles, QuantisedExpertsMatchTheDecodeKernelsAtPrefillSizes) {
     EXPECT_LT(err, 1.25 * det_err);
     EXPECT_LT(rel_l2(got.data(), det.data(), got.size()), 5e-5);
     EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the tiles did not run";
-    ASSERT_TRUE((*tiles)->execute([&] { (*tiles)->moe(w, x.data() + 20 * H, 64, part.data(), nullptr); }));
+    ASSERT_TRUE(tiles->execute([&] { tiles->moe(w, x.data() + 20 * H, 64, part.data(), nullptr); }));
     EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 20 * H, part.size() * sizeof(float)));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Widths, CpuInt8Tiles, ::testing::Values(CpuIsa::kAvx512, CpuIsa::kAvx2),
+                         [](const auto& info) { return std::string(engine::cpu_isa_name(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Paths, CpuOps, ::testing::ValuesIn(paths()),
                          [](const auto& info) { return std::string(engine::cpu_isa_name(info.param)); });

@@ -488,6 +488,16 @@ bool int8_vnni512(CpuIsa isa) {
 #endif
 }
 
+bool int8_vnni256(CpuIsa isa) {
+#if FT_X86
+  static const bool avx_vnni = __builtin_cpu_supports("avxvnni");
+  return isa >= CpuIsa::kAvx2 && int8_enabled() && avx_vnni;
+#else
+  (void)isa;
+  return false;
+#endif
+}
+
 Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype) {
 #if FT_X86
   if (isa != CpuIsa::kScalar && int8_enabled()) {

@@ -53,6 +53,9 @@ using Int8DotsFn = void (*)(const std::uint8_t* row, std::size_t cols, const X8R
 // Whether the 512-bit VNNI integer products run on `isa` (AVX-512 with VNNI, FT_CPU_INT8 neither 0
 // nor avx2): what int8_tiles.h needs.
 bool int8_vnni512(CpuIsa isa);
+// Whether the 256-bit VNNI ones can run (AVX2 path, the CPU has AVX-VNNI, FT_CPU_INT8 not 0): the
+// tiles' kernel for CPUs without AVX-512.
+bool int8_vnni256(CpuIsa isa);
 
 // The integer kernel for `dtype` on `isa` (AVX2 and up: Q4_K, Q6_K; 64 values a vector on AVX-512
 // with VNNI, which also has Q5_K), or null. FT_CPU_INT8=0 turns them off (the fp32 fused kernels then serve, as on CPUs

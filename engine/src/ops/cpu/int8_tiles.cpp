@@ -194,6 +194,69 @@ FT_TARGET_VNNI_TILES void tile_block(const RowGroup<S>& g, const X8Tiles& x, std
   for (std::size_t r = 0; r < kRows; ++r) _mm512_storeu_ps(out + r * kTileTokens, acc[r]);
 }
 
+#define FT_TARGET_VNNI256_TILES __attribute__((target("avx2,fma,avxvnni")))
+
+// The same on 256-bit vectors (AVX-VNNI, CPUs without AVX-512): a block's 16 tokens in two passes
+// of 8 (16 registers hold 4 rows' accumulators for 8 tokens, not for 16).
+template <std::size_t S>
+FT_TARGET_VNNI256_TILES void tile_block256(const RowGroup<S>& g, const X8Tiles& x, std::size_t b,
+                                           float* out /* [kRows][16] */) {
+  constexpr std::size_t kQuads = S / 4, kSubs = kSuper / S;
+  const std::size_t cols = x.cols;
+  const std::int8_t* xh = plane_block(x.hi, b, cols);
+  const std::int8_t* xl = plane_block(x.lo, b, cols);
+  const float* sums = (S == 16 ? x.s16 : x.s32) + b * (cols / S) * kTileTokens;
+  const float* d1 = x.d1 + b * (cols / kSuper) * kTileTokens;
+  const float* d2 = x.d2 + b * (cols / kSuper) * kTileTokens;
+  const std::uint8_t* codes[kRows];
+  const float *scale[kRows], *offset[kRows];
+  for (std::size_t r = 0; r < kRows; ++r) {
+    const std::size_t rr = std::min(r, g.rows - 1);
+    codes[r] = g.codes[rr];
+    scale[r] = g.scale[rr];
+    offset[r] = g.offset[rr];
+  }
+  for (std::size_t half = 0; half < 2; ++half) {
+    const std::size_t lane0 = 8 * half;
+    __m256 acc[kRows];
+    for (std::size_t r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+    for (std::size_t s = 0; s < cols / kSuper; ++s) {
+      const __m256 v1 = _mm256_loadu_ps(d1 + s * kTileTokens + lane0),
+                   v2 = _mm256_loadu_ps(d2 + s * kTileTokens + lane0);
+      for (std::size_t u = 0; u < kSubs; ++u) {
+        const std::size_t sub = s * kSubs + u, k0 = sub * kQuads;
+        __m256i ih[kRows], il[kRows];
+        for (std::size_t r = 0; r < kRows; ++r) ih[r] = il[r] = _mm256_setzero_si256();
+        for (std::size_t q = 0; q < kQuads; ++q) {
+          const std::size_t k = k0 + q;
+          const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k * 64 + 4 * lane0));
+          const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + k * 64 + 4 * lane0));
+          for (std::size_t r = 0; r < kRows; ++r) {
+            std::int32_t word;
+            std::memcpy(&word, codes[r] + 4 * k, 4);
+            const __m256i c = _mm256_set1_epi32(word);
+            ih[r] = _mm256_dpbusd_avx_epi32(ih[r], c, h);
+            il[r] = _mm256_dpbusd_avx_epi32(il[r], c, l);
+          }
+        }
+        const __m256 sv = _mm256_loadu_ps(sums + sub * kTileTokens + lane0);
+        for (std::size_t r = 0; r < kRows; ++r) {
+          const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih[r]), v1, _mm256_mul_ps(_mm256_cvtepi32_ps(il[r]), v2));
+          acc[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(scale[r][sub]), acc[r]);
+          acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(offset[r][sub]), sv, acc[r]);
+        }
+      }
+    }
+    for (std::size_t r = 0; r < kRows; ++r) _mm256_storeu_ps(out + r * kTileTokens + lane0, acc[r]);
+  }
+}
+
+// A block's planes packed dword by dword (no AVX-512 to transpose with).
+void pack_plane_scalar(const std::int8_t* const* rows, std::size_t cols, std::int8_t* dst) {
+  for (std::size_t k = 0; k < cols / 4; ++k)
+    for (std::size_t j = 0; j < kTileTokens; ++j) std::memcpy(dst + k * 64 + 4 * j, rows[j] + 4 * k, 4);
+}
+
 // 16 tokens' 64 bytes of one plane from value c0 on, turned so that row i holds quad c0 / 4 + i of
 // every token (a 16 x 16 transpose of dwords).
 FT_TARGET_VNNI_TILES void pack_plane(const std::int8_t* const* rows, std::size_t c0, std::int8_t* dst) {
@@ -206,8 +269,8 @@ FT_SIMD_END
 #endif
 
 template <std::size_t S>
-void rows_with(const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x, std::size_t b0, std::size_t b1,
-               std::size_t valid, float* y, std::size_t ldy) {
+void rows_with(bool wide, const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x, std::size_t b0,
+               std::size_t b1, std::size_t valid, float* y, std::size_t ldy) {
 #if FT_X86
   const std::size_t cols = std::size_t(w.cols), subs = cols / S;
   thread_local std::vector<std::uint8_t> code_buf;
@@ -247,7 +310,11 @@ void rows_with(const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x
     for (std::size_t b = b0; b < b1; ++b) {
       const std::size_t j0 = (b - b0) * kTileTokens;
       if (j0 >= valid) break;
-      tile_block<S>(g, x, b, out);
+      if (wide) {
+        tile_block<S>(g, x, b, out);
+      } else {
+        tile_block256<S>(g, x, b, out);
+      }
       const std::size_t nt = std::min(kTileTokens, valid - j0);
       for (std::size_t i = 0; i < g.rows; ++i)
         for (std::size_t j = 0; j < nt; ++j) y[(j0 + j) * ldy + (r + i - r0)] = out[i * kTileTokens + j];
@@ -273,7 +340,8 @@ X8Tiles x8_tiles_alloc(Scratch& scratch, std::size_t blocks, std::size_t cols) {
   return t;
 }
 
-void x8_tiles_pack(const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0) {
+void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0) {
+  const bool wide = int8_vnni512(isa);
 #if FT_X86
   const std::size_t cols = x.cols();
   for (std::size_t j0 = 0; j0 < n; j0 += kTileTokens) {
@@ -291,33 +359,39 @@ void x8_tiles_pack(const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles
       for (std::size_t g = 0; g < cols / 16; ++g) tiles.s16[(b * (cols / 16) + g) * kTileTokens + j] = x.sums16(t)[g];
       for (std::size_t g = 0; g < cols / 32; ++g) tiles.s32[(b * (cols / 32) + g) * kTileTokens + j] = x.sums32(t)[g];
     }
+    if (!wide) {
+      pack_plane_scalar(hi, cols, plane_block(tiles.hi, b, cols));
+      pack_plane_scalar(lo, cols, plane_block(tiles.lo, b, cols));
+      continue;
+    }
     for (std::size_t c0 = 0; c0 < cols; c0 += 64) {
       pack_plane(hi, c0, plane_block(tiles.hi, b, cols));
       pack_plane(lo, c0, plane_block(tiles.lo, b, cols));
     }
   }
 #else
-  (void)x, (void)t0, (void)n, (void)tiles, (void)b0;
+  (void)isa, (void)x, (void)t0, (void)n, (void)tiles, (void)b0;
 #endif
 }
 
-X8Tiles x8_tiles(Scratch& scratch, const X8Rows& x, std::size_t t0, std::size_t n) {
+X8Tiles x8_tiles(Scratch& scratch, CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n) {
   X8Tiles t = x8_tiles_alloc(scratch, (n + kTileTokens - 1) / kTileTokens, x.cols());
   t.tokens = n;
-  x8_tiles_pack(x, t0, n, t, 0);
+  x8_tiles_pack(isa, x, t0, n, t, 0);
   return t;
 }
 
 bool int8_tiles_fit(CpuIsa isa, const Matrix& w) {
   const bool dtype = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K || w.dtype == DType::kQ6_K ||
                      w.dtype == DType::kQ4_0 || w.dtype == DType::kQ4_1 || w.dtype == DType::kQ8_0;
-  return dtype && w.cols % int64_t(kX8Block) == 0 && int8_vnni512(isa);
+  return dtype && w.cols % int64_t(kX8Block) == 0 && (int8_vnni512(isa) || int8_vnni256(isa));
 }
 
-void int8_tile_rows(const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x, std::size_t b0, std::size_t b1,
-                    std::size_t valid, float* y, std::size_t ldy) {
-  if (w.dtype == DType::kQ6_K) return rows_with<16>(w, r0, r1, x, b0, b1, valid, y, ldy);
-  rows_with<32>(w, r0, r1, x, b0, b1, valid, y, ldy);
+void int8_tile_rows(CpuIsa isa, const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x, std::size_t b0,
+                    std::size_t b1, std::size_t valid, float* y, std::size_t ldy) {
+  const bool wide = int8_vnni512(isa);
+  if (w.dtype == DType::kQ6_K) return rows_with<16>(wide, w, r0, r1, x, b0, b1, valid, y, ldy);
+  rows_with<32>(wide, w, r0, r1, x, b0, b1, valid, y, ldy);
 }
 
 }  // namespace ft::engine::cpu

@@ -10,7 +10,7 @@
 // unpacked once per row and work item (for every token block of the item).
 //
 // The integer sums equal the decode kernels'; only the fp32 order of the scaled sums differs (~1e-7
-// relative). AVX-512 VNNI only (the tiles are its width).
+// relative). AVX-512 VNNI (a block's 16 tokens in one vector) or AVX-VNNI (two vectors of 8).
 #pragma once
 
 #include <cstddef>
@@ -41,20 +41,20 @@ struct X8Tiles {
   float* s32 = nullptr;  // [block][cols / 32][16]
   std::size_t blocks() const { return (tokens + kTileTokens - 1) / kTileTokens; }
 };
-X8Tiles x8_tiles(Scratch& scratch, const X8Rows& x, std::size_t t0, std::size_t n);
+X8Tiles x8_tiles(Scratch& scratch, CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n);
 // Packs into `tiles` (blocks [b0, ...) of a larger X8Tiles) rows [t0, t0 + n) of x.
-void x8_tiles_pack(const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0);
+void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0);
 // An X8Tiles of `blocks` blocks, unpacked, for x8_tiles_pack to fill.
 X8Tiles x8_tiles_alloc(Scratch& scratch, std::size_t blocks, std::size_t cols);
 
-// Whether the tile kernel takes `w` on `isa` (AVX-512 with VNNI; Q4_K, Q5_K, Q6_K, Q4_0, Q4_1 or
-// Q8_0 in rows of whole 256 values). Q8_0's signed codes enter as q + 128 (VPDPBUSD's weights are unsigned), the
-// 128 d taken off through the tokens' sums.
+// Whether the tile kernel takes `w` on `isa` (AVX-512 with VNNI, or AVX2 with AVX-VNNI: 8 tokens a
+// vector; Q4_K, Q5_K, Q6_K, Q4_0, Q4_1 or Q8_0 in rows of whole 256 values). Q8_0's signed codes enter as q + 128
+// (VPDPBUSD's weights are unsigned), the 128 d taken off through the tokens' sums.
 bool int8_tiles_fit(CpuIsa isa, const Matrix& w);
 
 // y[j * ldy + (r - r0)] = row r . x_t for rows [r0, r1) and tokens t = 16 * b + j of the tile
 // blocks [b0, b1), j < `valid` counted from block b0's first token.
-void int8_tile_rows(const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x, std::size_t b0, std::size_t b1,
-                    std::size_t valid, float* y, std::size_t ldy);
+void int8_tile_rows(CpuIsa isa, const Matrix& w, std::size_t r0, std::size_t r1, const X8Tiles& x, std::size_t b0,
+                    std::size_t b1, std::size_t valid, float* y, std::size_t ldy);
 
 }  // namespace ft::engine::cpu

@@ -226,7 +226,7 @@ void int8_tiles_linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t
   X8Tiles tiles = x8_tiles_alloc(scratch, blocks, cols);
   tiles.tokens = T;
   tbb::parallel_for(std::size_t(0), blocks, [&](std::size_t b) {
-    x8_tiles_pack(x8, b * kTileTokens, std::min(kTileTokens, T - b * kTileTokens), tiles, b);
+    x8_tiles_pack(isa, x8, b * kTileTokens, std::min(kTileTokens, T - b * kTileTokens), tiles, b);
   });
   constexpr std::size_t kItemRows = 64, kItemBlocks = 32;
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, (R + kItemRows - 1) / kItemRows, 1, 0, blocks, kItemBlocks),
@@ -234,7 +234,7 @@ void int8_tiles_linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t
                       for (std::size_t i = r.rows().begin(); i < r.rows().end(); ++i) {
                         const std::size_t r0 = i * kItemRows, r1 = std::min(R, r0 + kItemRows);
                         const std::size_t b0 = r.cols().begin(), t0 = b0 * kTileTokens;
-                        int8_tile_rows(w, r0, r1, tiles, b0, r.cols().end(), T - t0, y + t0 * ldy + r0, ldy);
+                        int8_tile_rows(isa, w, r0, r1, tiles, b0, r.cols().end(), T - t0, y + t0 * ldy + r0, ldy);
                       }
                     });
 }

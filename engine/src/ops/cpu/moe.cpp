@@ -299,12 +299,13 @@ bool int8_tiles_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g, bo
 }
 
 // rows [t0, t0 + n) of x (expert e's assignments) into blocks of their own from first[e] on.
-X8Tiles tiles_by_expert(Scratch& s, const X8Rows& x, const Groups& g, const std::vector<std::size_t>& first) {
+X8Tiles tiles_by_expert(Scratch& s, CpuIsa isa, const X8Rows& x, const Groups& g,
+                        const std::vector<std::size_t>& first) {
   const std::size_t E = first.size() - 1;
   X8Tiles t = x8_tiles_alloc(s, first[E], x.cols());
   tbb::parallel_for(std::size_t(0), E, [&](std::size_t e) {
     const std::size_t a0 = g.begin[e], n = g.begin[e + 1] - a0;
-    if (n > 0) x8_tiles_pack(x, a0, n, t, first[e]);
+    if (n > 0) x8_tiles_pack(isa, x, a0, n, t, first[e]);
   });
   return t;
 }
@@ -330,7 +331,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   for (std::size_t e = 0; e < E; ++e)
     first[e + 1] = first[e] + (g.begin[e + 1] - g.begin[e] + kTileTokens - 1) / kTileTokens;
   if (x_int8 || tiles) xq.quantize(s, xg, A, H, H, isa);
-  const X8Tiles xt = tiles ? tiles_by_expert(s, xq, g, first) : X8Tiles{};
+  const X8Tiles xt = tiles ? tiles_by_expert(s, isa, xq, g, first) : X8Tiles{};
   const std::vector<Item> up_items = items(g, E, I);
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
     const Item& it = up_items[i];
@@ -348,8 +349,8 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     if (tiles) {
       gb.resize(n * rows);
       ub.resize(n * rows);
-      int8_tile_rows(m.gate, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, gb.data(), rows);
-      int8_tile_rows(m.up, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, ub.data(), rows);
+      int8_tile_rows(isa, m.gate, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, gb.data(), rows);
+      int8_tile_rows(isa, m.up, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, ub.data(), rows);
       for (std::size_t r = it.r0; r < it.r1; ++r) glu(r, rows, r - it.r0);
       return;
     }
@@ -363,14 +364,14 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     }
   });
   if (h_int8 || tiles) hq.quantize(s, h, A, I, I, isa);
-  const X8Tiles ht = tiles ? tiles_by_expert(s, hq, g, first) : X8Tiles{};
+  const X8Tiles ht = tiles ? tiles_by_expert(s, isa, hq, g, first) : X8Tiles{};
   const std::vector<Item> down_items = items(g, E, H);
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const Item& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
     if (tiles) {
-      int8_tile_rows(m.down, it.r0, it.r1, ht, first[it.expert], first[it.expert + 1], n, y + a0 * H + it.r0, H);
+      int8_tile_rows(isa, m.down, it.r0, it.r1, ht, first[it.expert], first[it.expert + 1], n, y + a0 * H + it.r0, H);
       if (w.down_bias)
         for (std::size_t j = 0; j < n; ++j)
           for (std::size_t r = it.r0; r < it.r1; ++r) y[(a0 + j) * H + r] += w.down_bias[it.expert * H + r];
