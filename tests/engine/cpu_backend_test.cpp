@@ -45,6 +45,17 @@ std::unique_ptr<Backend> backend(BackendKind kind, CpuIsa isa = CpuIsa::kScalar)
   return b.is_ok() ? std::move(b).value() : nullptr;
 }
 
+// The CPU backend as the runtime makes it by default: kernels chosen by a call's size.
+std::unique_ptr<Backend> by_size_backend(CpuIsa isa) {
+  engine::BackendOptions o;
+  o.kind = BackendKind::kCpu;
+  o.threads = 2;
+  o.cpu_isa = isa;
+  auto b = engine::make_backend(o);
+  EXPECT_TRUE(b.is_ok()) << b.status().to_string();
+  return b.is_ok() ? std::move(b).value() : nullptr;
+}
+
 std::vector<CpuIsa> paths() {
   std::vector<CpuIsa> out;
   for (CpuIsa i : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmxBf16})
@@ -480,20 +491,92 @@ TEST_P(CpuOps, SafetensorsRowBlocksDecodeAsTheReference) {
   }
 }
 
+// Layer 1's MoE of the llama.cpp-made file (4 experts, top 2, hidden 256): Q4_K gate, Q5_K up
+// (or, with gate_as_up, the next expert's Q4_K gate: a layer every integer kernel takes), Q6_K down.
+engine::MoeWeights fixture_moe(const engine::Checkpoint& ckpt, bool gate_as_up) {
+  const auto view = [&](const std::string& name) { return engine::matrix_view(*ckpt.tensor(name)); };
+  engine::MoeWeights w;
+  w.hidden = 256;
+  w.router_spec.num_experts = 4;
+  w.router_spec.top_k = 2;
+  w.router = view("model.layers.1.mlp.gate.weight");
+  for (int e = 0; e < 4; ++e) {
+    const std::string p = "model.layers.1.mlp.experts." + std::to_string(e) + ".";
+    const std::string up = gate_as_up
+                               ? "model.layers.1.mlp.experts." + std::to_string((e + 1) % 4) + ".gate_proj.weight"
+                               : p + "up_proj.weight";
+    w.experts.push_back({view(p + "gate_proj.weight"), view(up), view(p + "down_proj.weight")});
+  }
+  return w;
+}
+
+// A prefill (96 tokens, 192 assignments over 4 experts) of the fixture's MoE layer, plain and with
+// gpt-oss's epilogue (biases on gate, up and down, the clamped GLU), on `fast` (kernels by call
+// size), the reference and `fixed` (one kernel family); `check` gets the three outputs. A token's
+// output from `fast` is the same bits in another prefill-sized call (64 tokens), and not `fixed`'s.
+template <typename Check>
+void expect_prefill_moe(Backend& fast, Backend& fixed, Backend& ref, bool gate_as_up, std::uint32_t seed,
+                        const Check& check) {
+  auto ckpt =
+      engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
+  ASSERT_TRUE(ckpt.is_ok());
+  engine::MoeWeights w = fixture_moe(*ckpt, gate_as_up);
+  ASSERT_EQ(w.experts[0].gate.dtype, engine::DType::kQ4_K);
+  ASSERT_EQ(w.experts[0].down.dtype, engine::DType::kQ6_K);
+  std::mt19937 rng(seed);
+  const std::size_t T = 96, H = 256;
+  const auto x = randn(T * H, rng);
+  const auto gate_bias = randn(4 * 256, rng, 0.5f), up_bias = randn(4 * 256, rng, 0.5f),
+             down_bias = randn(4 * H, rng, 0.5f);
+  for (bool gpt_oss : {false, true}) {
+    SCOPED_TRACE(gpt_oss ? "gpt-oss's epilogue" : "SwiGLU");
+    if (gpt_oss) {
+      w.gate_bias = gate_bias.data();
+      w.up_bias = up_bias.data();
+      w.down_bias = down_bias.data();
+      w.glu.clamped = true;
+    }
+    std::vector<float> got(T * H), want(T * H), det(T * H), part(64 * H);
+    engine::RoutingTrace got_routes, want_routes;
+    fast.set_routing_trace(&got_routes);
+    ref.set_routing_trace(&want_routes);
+    ASSERT_TRUE(fast.execute([&] { fast.moe(w, x.data(), T, got.data(), nullptr); }));
+    ASSERT_TRUE(ref.execute([&] { ref.moe(w, x.data(), T, want.data(), nullptr); }));
+    ASSERT_TRUE(fixed.execute([&] { fixed.moe(w, x.data(), T, det.data(), nullptr); }));
+    fast.set_routing_trace(nullptr);
+    ref.set_routing_trace(nullptr);
+    ASSERT_EQ(got_routes.calls.size(), 1u);
+    EXPECT_EQ(got_routes.calls[0], want_routes.calls[0]);  // no near ties in these draws
+    check(got, want, det);
+    EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the prefill kernels did not run";
+    ASSERT_TRUE(fast.execute([&] { fast.moe(w, x.data() + 20 * H, 64, part.data(), nullptr); }));
+    EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 20 * H, part.size() * sizeof(float)));
+  }
+}
+
+// A CPU backend on AMX that picks kernels by call size (the default), beside a deterministic one
+// and the reference.
+class CpuAmxDecoded : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!engine::cpu_isa_supported(CpuIsa::kAmxBf16)) GTEST_SKIP() << "this CPU has no AMX";
+    amx_ = by_size_backend(CpuIsa::kAmxBf16);
+    fixed_ = backend(BackendKind::kCpu, CpuIsa::kAmxBf16);
+    ref_ = backend(BackendKind::kReference);
+    ASSERT_TRUE(amx_ && fixed_ && ref_);
+  }
+  std::unique_ptr<Backend> amx_, fixed_, ref_;
+};
+
 // Prefill-sized products on block weights (GGUF's, safetensors' FP8 / NVFP4 / MXFP4) take AMX
 // where it exists, the weights decoded 16 rows at a time into bf16 hi + lo panels (three tile
 // products a k-step): within ~1e-5 of the dequantised reference, a token's outputs the same bits in
 // any call of that size, and not the integer or fused kernels' bits (which decode-sized calls, and
 // every call of a deterministic backend, keep).
-TEST(CpuAmxDecoded, BlockWeightsFollowTheReferenceAtPrefillSizes) {
-  if (!engine::cpu_isa_supported(CpuIsa::kAmxBf16)) GTEST_SKIP() << "this CPU has no AMX";
-  engine::BackendOptions o;
-  o.kind = BackendKind::kCpu;
-  o.threads = 2;
-  o.cpu_isa = CpuIsa::kAmxBf16;
-  auto amx = engine::make_backend(o);
-  ASSERT_TRUE(amx.is_ok());
-  auto fixed = backend(BackendKind::kCpu, CpuIsa::kAmxBf16), ref = backend(BackendKind::kReference);
+TEST_F(CpuAmxDecoded, BlockWeightsFollowTheReferenceAtPrefillSizes) {
+  Backend* amx = amx_.get();
+  Backend* fixed = fixed_.get();
+  Backend* ref = ref_.get();
   const std::filesystem::path gguf = std::filesystem::path(FT_FIXTURES_DIR) / "gguf";
   auto mixed = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mixed.gguf");
   auto mxfp4 = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mxfp4.gguf");
@@ -519,12 +602,12 @@ TEST(CpuAmxDecoded, BlockWeightsFollowTheReferenceAtPrefillSizes) {
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 70;
     const auto x = randn(T * K, rng);
     std::vector<float> got(T * R), want(T * R), det(T * R), part(40 * R);
-    ASSERT_TRUE((*amx)->execute([&] { (*amx)->linear(x.data(), T, w, nullptr, got.data()); }));
+    ASSERT_TRUE(amx->execute([&] { amx->linear(x.data(), T, w, nullptr, got.data()); }));
     ASSERT_TRUE(ref->execute([&] { ref->linear(x.data(), T, w, nullptr, want.data()); }));
     ASSERT_TRUE(fixed->execute([&] { fixed->linear(x.data(), T, w, nullptr, det.data()); }));
     EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
     EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the AMX path did not run";
-    ASSERT_TRUE((*amx)->execute([&] { (*amx)->linear(x.data() + 10 * K, 40, w, nullptr, part.data()); }));
+    ASSERT_TRUE(amx->execute([&] { amx->linear(x.data() + 10 * K, 40, w, nullptr, part.data()); }));
     EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 10 * R, part.size() * sizeof(float)));
   }
 }
@@ -533,61 +616,10 @@ TEST(CpuAmxDecoded, BlockWeightsFollowTheReferenceAtPrefillSizes) {
 // experts on AMX follow the reference, a token's output is the same bits in another call of
 // prefill size, and differs from the integer kernels' (so the AMX path is the one that ran); and
 // with gpt-oss's biases and clamped GLU on the same experts.
-TEST(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
-  if (!engine::cpu_isa_supported(CpuIsa::kAmxBf16)) GTEST_SKIP() << "this CPU has no AMX";
-  engine::BackendOptions o;
-  o.kind = BackendKind::kCpu;
-  o.threads = 2;
-  o.cpu_isa = CpuIsa::kAmxBf16;
-  auto amx = engine::make_backend(o);
-  ASSERT_TRUE(amx.is_ok());
-  auto fixed = backend(BackendKind::kCpu, CpuIsa::kAmxBf16), ref = backend(BackendKind::kReference);
-  auto ckpt =
-      engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
-  ASSERT_TRUE(ckpt.is_ok());
-  const auto view = [&](const std::string& name) { return engine::matrix_view(*ckpt->tensor(name)); };
-  engine::MoeWeights w;
-  w.hidden = 256;
-  w.router_spec.num_experts = 4;
-  w.router_spec.top_k = 2;
-  w.router_spec.renormalize = true;
-  w.router = view("model.layers.1.mlp.gate.weight");
-  for (int e = 0; e < 4; ++e) {
-    const std::string p = "model.layers.1.mlp.experts." + std::to_string(e) + ".";
-    w.experts.push_back({view(p + "gate_proj.weight"), view(p + "up_proj.weight"), view(p + "down_proj.weight")});
-  }
-  ASSERT_EQ(w.experts[0].gate.dtype, engine::DType::kQ4_K);
-  ASSERT_EQ(w.experts[0].down.dtype, engine::DType::kQ6_K);
-  std::mt19937 rng(5);
-  const std::size_t T = 96, H = 256;  // 192 assignments over 4 experts
-  const auto x = randn(T * H, rng);
-  std::vector<float> got(T * H), want(T * H), det(T * H), part(64 * H);
-  engine::RoutingTrace got_routes, want_routes;
-  (*amx)->set_routing_trace(&got_routes);
-  ref->set_routing_trace(&want_routes);
-  ASSERT_TRUE((*amx)->execute([&] { (*amx)->moe(w, x.data(), T, got.data(), nullptr); }));
-  ASSERT_TRUE(ref->execute([&] { ref->moe(w, x.data(), T, want.data(), nullptr); }));
-  ASSERT_TRUE(fixed->execute([&] { fixed->moe(w, x.data(), T, det.data(), nullptr); }));
-  ASSERT_EQ(got_routes.calls.size(), 1u);
-  EXPECT_EQ(got_routes.calls[0], want_routes.calls[0]);  // no near ties in this draw
-  EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
-  EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the AMX path did not run";
-  (*amx)->set_routing_trace(nullptr);
-  ASSERT_TRUE((*amx)->execute([&] { (*amx)->moe(w, x.data() + 20 * H, 64, part.data(), nullptr); }));
-  EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 20 * H, part.size() * sizeof(float)));
-
-  // gpt-oss's epilogue on the same experts: biases on gate, up and down, the clamped GLU.
-  const auto gate_bias = randn(4 * 256, rng, 0.5f), up_bias = randn(4 * 256, rng, 0.5f),
-             down_bias = randn(4 * H, rng, 0.5f);
-  w.gate_bias = gate_bias.data();
-  w.up_bias = up_bias.data();
-  w.down_bias = down_bias.data();
-  w.glu.clamped = true;
-  ASSERT_TRUE((*amx)->execute([&] { (*amx)->moe(w, x.data(), T, got.data(), nullptr); }));
-  ASSERT_TRUE(ref->execute([&] { ref->moe(w, x.data(), T, want.data(), nullptr); }));
-  ASSERT_TRUE(fixed->execute([&] { fixed->moe(w, x.data(), T, det.data(), nullptr); }));
-  EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5) << "with gpt-oss's epilogue";
-  EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the AMX path did not run";
+TEST_F(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
+  expect_prefill_moe(*amx_, *fixed_, *ref_, false, 5, [](const auto& got, const auto& want, const auto&) {
+    EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
+  });
 }
 
 // The VNNI tiles' two widths: AVX-512 (16 tokens a vector) and AVX-VNNI (two vectors of 8).
@@ -598,15 +630,10 @@ class CpuInt8Tiles : public ::testing::TestWithParam<CpuIsa> {
     const bool vnni = wide ? __builtin_cpu_supports("avx512vnni") : __builtin_cpu_supports("avxvnni");
     if (!engine::cpu_isa_supported(GetParam()) || !vnni)
       GTEST_SKIP() << "this CPU has no " << (wide ? "AVX-512 VNNI" : "AVX-VNNI");
-    engine::BackendOptions o;
-    o.kind = BackendKind::kCpu;
-    o.threads = 2;
-    o.cpu_isa = GetParam();
-    auto b = engine::make_backend(o);
-    ASSERT_TRUE(b.is_ok());
-    tiles_ = std::move(b).value();
+    tiles_ = by_size_backend(GetParam());
     fixed_ = backend(BackendKind::kCpu, GetParam());
     ref_ = backend(BackendKind::kReference);
+    ASSERT_TRUE(tiles_ && fixed_ && ref_);
   }
   std::unique_ptr<Backend> tiles_, fixed_, ref_;
 };
@@ -655,52 +682,12 @@ TEST_P(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
 // epilogue: within fp32 rounding of the decode kernels, a token's output the same bits in another
 // prefill-sized call.
 TEST_P(CpuInt8Tiles, QuantisedExpertsMatchTheDecodeKernelsAtPrefillSizes) {
-  Backend* tiles = tiles_.get();
-  Backend* fixed = fixed_.get();
-  Backend* ref = ref_.get();
-  auto ckpt =
-      engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
-  ASSERT_TRUE(ckpt.is_ok());
-  const auto view = [&](const std::string& name) { return engine::matrix_view(*ckpt->tensor(name)); };
-  engine::MoeWeights w;
-  w.hidden = 256;
-  w.router_spec.num_experts = 4;
-  w.router_spec.top_k = 2;
-  w.router = view("model.layers.1.mlp.gate.weight");
-  for (int e = 0; e < 4; ++e) {
-    const std::string p = "model.layers.1.mlp.experts." + std::to_string(e) + ".";
-    const std::string next = "model.layers.1.mlp.experts." + std::to_string((e + 1) % 4) + ".";
-    w.experts.push_back({view(p + "gate_proj.weight"), view(next + "gate_proj.weight"), view(p + "down_proj.weight")});
-  }
-  ASSERT_EQ(w.experts[0].up.dtype, engine::DType::kQ4_K);
-  ASSERT_EQ(w.experts[0].down.dtype, engine::DType::kQ6_K);
-  std::mt19937 rng(8);
-  const std::size_t T = 96, H = 256;
-  const auto x = randn(T * H, rng);
-  const auto gate_bias = randn(4 * 256, rng, 0.5f), up_bias = randn(4 * 256, rng, 0.5f),
-             down_bias = randn(4 * H, rng, 0.5f);
-  for (bool gpt_oss : {false, true}) {
-    SCOPED_TRACE(gpt_oss ? "gpt-oss's epilogue" : "SwiGLU");
-    if (gpt_oss) {
-      w.gate_bias = gate_bias.data();
-      w.up_bias = up_bias.data();
-      w.down_bias = down_bias.data();
-      w.glu.clamped = true;
-    }
-    std::vector<float> got(T * H), want(T * H), det(T * H), part(64 * H);
-    ASSERT_TRUE(tiles->execute([&] { tiles->moe(w, x.data(), T, got.data(), nullptr); }));
-    ASSERT_TRUE(ref->execute([&] { ref->moe(w, x.data(), T, want.data(), nullptr); }));
-    ASSERT_TRUE(fixed->execute([&] { fixed->moe(w, x.data(), T, det.data(), nullptr); }));
-    // h is quantised again for down, so an fp32 rounding apart moves a few of its int8 codes: the
-    // tiles and the decode kernels agree to ~1e-5, each ~1e-4 from the reference.
-    const double err = rel_l2(got.data(), want.data(), got.size()),
-                 det_err = rel_l2(det.data(), want.data(), got.size());
-    EXPECT_LT(err, 1.25 * det_err);
+  // h is quantised again for down, so an fp32 rounding apart moves a few of its int8 codes: the
+  // tiles and the decode kernels agree to ~1e-5, each ~1e-4 from the reference.
+  expect_prefill_moe(*tiles_, *fixed_, *ref_, true, 8, [](const auto& got, const auto& want, const auto& det) {
+    EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1.25 * rel_l2(det.data(), want.data(), got.size()));
     EXPECT_LT(rel_l2(got.data(), det.data(), got.size()), 5e-5);
-    EXPECT_NE(0, std::memcmp(got.data(), det.data(), got.size() * sizeof(float))) << "the tiles did not run";
-    ASSERT_TRUE(tiles->execute([&] { tiles->moe(w, x.data() + 20 * H, 64, part.data(), nullptr); }));
-    EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 20 * H, part.size() * sizeof(float)));
-  }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, CpuInt8Tiles, ::testing::Values(CpuIsa::kAvx512, CpuIsa::kAvx2),

@@ -63,23 +63,26 @@ FT_TARGET_AVX512 void q4_1(const std::uint8_t* b, std::size_t n, Sink& sink) {
   }
 }
 
-// Q5_K: Q4_K's layout plus a fifth bit a value (qh, 32 bytes: bit j of byte l for sub-block j's
-// value l).
-template <typename Sink>
-FT_TARGET_AVX512 void q5_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
+// Q4_K, and with Five Q5_K: Q4_K's layout plus 32 bytes of fifth bits before the nibbles (bit j of
+// byte l for sub-block j's value l).
+template <typename Sink, bool Five = false>
+FT_TARGET_AVX512 void q4_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
+  constexpr std::size_t kBytes = Five ? 176 : 144, kNibbles = Five ? 48 : 16;
   const __m512i low = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
-  for (std::size_t i = 0; i < n / 256; ++i, b += 176) {
+  for (std::size_t i = 0; i < n / 256; ++i, b += kBytes) {
     const float d = f16_at(b), min = f16_at(b + 2);
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       scale_min_k4(j, b + 4, sc, m);
       const __m512 d1 = _mm512_set1_ps(d * float(sc)), m1 = _mm512_set1_ps(min * float(m));
-      const std::uint8_t* q = b + 48 + 32 * (j / 2);
+      const std::uint8_t* q = b + kNibbles + 32 * (j / 2);
       const auto half = [&](int h) FT_TARGET_AVX512 {
         __m512i x = bytes16(q + 16 * h);
         x = _mm512_and_si512(j % 2 ? _mm512_srli_epi32(x, 4) : x, low);
-        const __m512i top = _mm512_and_si512(_mm512_srli_epi32(bytes16(b + 16 + 16 * h), unsigned(j)), one);
-        x = _mm512_or_si512(x, _mm512_slli_epi32(top, 4));
+        if constexpr (Five) {
+          const __m512i top = _mm512_and_si512(_mm512_srli_epi32(bytes16(b + 16 + 16 * h), unsigned(j)), one);
+          x = _mm512_or_si512(x, _mm512_slli_epi32(top, 4));
+        }
         return _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(x)), m1);
       };
       sink(256 * i + 32 * std::size_t(j), half(0), half(1));
@@ -88,23 +91,8 @@ FT_TARGET_AVX512 void q5_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
 }
 
 template <typename Sink>
-FT_TARGET_AVX512 void q4_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
-  const __m512i low = _mm512_set1_epi32(0xF);
-  for (std::size_t i = 0; i < n / 256; ++i, b += 144) {
-    const float d = f16_at(b), min = f16_at(b + 2);
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      scale_min_k4(j, b + 4, sc, m);
-      const __m512 d1 = _mm512_set1_ps(d * float(sc)), m1 = _mm512_set1_ps(min * float(m));
-      const std::uint8_t* q = b + 16 + 32 * (j / 2);
-      const auto half = [&](int h) FT_TARGET_AVX512 {
-        __m512i x = bytes16(q + 16 * h);
-        x = _mm512_and_si512(j % 2 ? _mm512_srli_epi32(x, 4) : x, low);
-        return _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(x)), m1);
-      };
-      sink(256 * i + 32 * std::size_t(j), half(0), half(1));
-    }
-  }
+FT_TARGET_AVX512 void q5_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
+  q4_k<Sink, true>(b, n, sink);
 }
 
 template <typename Sink>

@@ -61,16 +61,22 @@ FT_TARGET_AVX2 void unpack_q6_codes(const std::uint8_t* ql, const std::uint8_t* 
 }
 FT_SIMD_END
 
+// A Q4_K / Q5_K super-block's 8 sub-blocks: scale d sc_j and offset dmin m_j (as the reference
+// rounds them).
+void k_scales(const std::uint8_t* block, float* scale, float* offset) {
+  const float d = f16_at(block), dmin = f16_at(block + 2);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    scale_min_k4(j, block + 4, sc, m);
+    scale[j] = d * float(sc);
+    offset[j] = dmin * float(m);
+  }
+}
+
 // Q4_K (ggml's layout, dequantize_q4_k): value = (d sc_j) q - (dmin m_j) over sub-blocks of 32.
 void unpack_q4_k(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset) {
   for (std::size_t i = 0; i < cols / kSuper; ++i, row += 144) {
-    const float d = f16_at(row), dmin = f16_at(row + 2);
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      scale_min_k4(j, row + 4, sc, m);
-      scale[8 * i + std::size_t(j)] = d * float(sc);
-      offset[8 * i + std::size_t(j)] = dmin * float(m);
-    }
+    k_scales(row, scale + 8 * i, offset + 8 * i);
     unpack_nibbles(row + 16, codes + i * kSuper);
   }
 }
@@ -126,12 +132,8 @@ void unpack_q4_1(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes,
 // Q5_K (dequantize_q5_k): Q4_K's codes with a fifth bit (bit j of qh byte l for sub-block j).
 void unpack_q5_k(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset) {
   for (std::size_t i = 0; i < cols / kSuper; ++i, row += 176) {
-    const float d = f16_at(row), dmin = f16_at(row + 2);
+    k_scales(row, scale + 8 * i, offset + 8 * i);
     for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      scale_min_k4(j, row + 4, sc, m);
-      scale[8 * i + std::size_t(j)] = d * float(sc);
-      offset[8 * i + std::size_t(j)] = dmin * float(m);
       const std::uint8_t* q = row + 48 + 32 * (j / 2);
       for (int l = 0; l < 32; ++l)
         codes[i * kSuper + 32 * std::size_t(j) + std::size_t(l)] =
@@ -139,6 +141,49 @@ void unpack_q5_k(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes,
     }
   }
 }
+
+// A row's unpacker by dtype (int8_tiles_fit's types).
+using Unpack = void (*)(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset);
+Unpack unpacker(DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_K:
+      return unpack_q4_k;
+    case DType::kQ5_K:
+      return unpack_q5_k;
+    case DType::kQ6_K:
+      return unpack_q6_k;
+    case DType::kQ4_0:
+      return unpack_q4_0;
+    case DType::kQ4_1:
+      return unpack_q4_1;
+    default:
+      return unpack_q8_0;
+  }
+}
+
+// Where token block b's packed activations and a row group's codes and scales are, for the kernels
+// below; rows past g.rows repeat the last one (their sums are dropped).
+template <std::size_t S>
+struct BlockInputs {
+  const std::int8_t *xh, *xl;
+  const float *sums, *d1, *d2;
+  const std::uint8_t* codes[kRows];
+  const float* scale[kRows];
+  const float* offset[kRows];
+  BlockInputs(const RowGroup<S>& g, const X8Tiles& x, std::size_t b)
+      : xh(plane_block(x.hi, b, x.cols)),
+        xl(plane_block(x.lo, b, x.cols)),
+        sums((S == 16 ? x.s16 : x.s32) + b * (x.cols / S) * kTileTokens),
+        d1(x.d1 + b * (x.cols / kSuper) * kTileTokens),
+        d2(x.d2 + b * (x.cols / kSuper) * kTileTokens) {
+    for (std::size_t r = 0; r < kRows; ++r) {
+      const std::size_t rr = std::min(r, g.rows - 1);
+      codes[r] = g.codes[rr];
+      scale[r] = g.scale[rr];
+      offset[r] = g.offset[rr];
+    }
+  }
+};
 
 #define FT_TARGET_VNNI_TILES __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
 FT_SIMD_BEGIN
@@ -148,48 +193,34 @@ template <std::size_t S>
 FT_TARGET_VNNI_TILES void tile_block(const RowGroup<S>& g, const X8Tiles& x, std::size_t b,
                                      float* out /* [kRows][16] */) {
   constexpr std::size_t kQuads = S / 4, kSubs = kSuper / S;
-  const std::size_t cols = x.cols, quads = cols / 4;
-  const std::int8_t* xh = plane_block(x.hi, b, cols);
-  const std::int8_t* xl = plane_block(x.lo, b, cols);
-  const float* sums = (S == 16 ? x.s16 : x.s32) + b * (cols / S) * kTileTokens;
-  const float* d1 = x.d1 + b * (cols / kSuper) * kTileTokens;
-  const float* d2 = x.d2 + b * (cols / kSuper) * kTileTokens;
-  // Rows past g.rows repeat the last one (their sums are dropped).
-  const std::uint8_t* codes[kRows];
-  const float *scale[kRows], *offset[kRows];
-  for (std::size_t r = 0; r < kRows; ++r) {
-    const std::size_t rr = std::min(r, g.rows - 1);
-    codes[r] = g.codes[rr];
-    scale[r] = g.scale[rr];
-    offset[r] = g.offset[rr];
-  }
+  const std::size_t cols = x.cols;
+  const BlockInputs<S> in(g, x, b);
   __m512 acc[kRows];
   for (std::size_t r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
   for (std::size_t s = 0; s < cols / kSuper; ++s) {
-    const __m512 v1 = _mm512_loadu_ps(d1 + s * kTileTokens), v2 = _mm512_loadu_ps(d2 + s * kTileTokens);
+    const __m512 v1 = _mm512_loadu_ps(in.d1 + s * kTileTokens), v2 = _mm512_loadu_ps(in.d2 + s * kTileTokens);
     for (std::size_t u = 0; u < kSubs; ++u) {
       const std::size_t sub = s * kSubs + u, k0 = sub * kQuads;
       __m512i ih[kRows], il[kRows];
       for (std::size_t r = 0; r < kRows; ++r) ih[r] = il[r] = _mm512_setzero_si512();
       for (std::size_t q = 0; q < kQuads; ++q) {
         const std::size_t k = k0 + q;
-        const __m512i h = _mm512_loadu_si512(xh + k * 64), l = _mm512_loadu_si512(xl + k * 64);
+        const __m512i h = _mm512_loadu_si512(in.xh + k * 64), l = _mm512_loadu_si512(in.xl + k * 64);
         for (std::size_t r = 0; r < kRows; ++r) {
           std::int32_t word;
-          std::memcpy(&word, codes[r] + 4 * k, 4);
+          std::memcpy(&word, in.codes[r] + 4 * k, 4);
           const __m512i c = _mm512_set1_epi32(word);
           ih[r] = _mm512_dpbusd_epi32(ih[r], c, h);
           il[r] = _mm512_dpbusd_epi32(il[r], c, l);
         }
       }
-      const __m512 sv = _mm512_loadu_ps(sums + sub * kTileTokens);
+      const __m512 sv = _mm512_loadu_ps(in.sums + sub * kTileTokens);
       for (std::size_t r = 0; r < kRows; ++r) {
         const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ih[r]), v1, _mm512_mul_ps(_mm512_cvtepi32_ps(il[r]), v2));
-        acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(scale[r][sub]), acc[r]);
-        acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(offset[r][sub]), sv, acc[r]);
+        acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(in.scale[r][sub]), acc[r]);
+        acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(in.offset[r][sub]), sv, acc[r]);
       }
     }
-    (void)quads;
   }
   for (std::size_t r = 0; r < kRows; ++r) _mm512_storeu_ps(out + r * kTileTokens, acc[r]);
 }
@@ -203,47 +234,35 @@ FT_TARGET_VNNI256_TILES void tile_block256(const RowGroup<S>& g, const X8Tiles& 
                                            float* out /* [kRows][16] */) {
   constexpr std::size_t kQuads = S / 4, kSubs = kSuper / S;
   const std::size_t cols = x.cols;
-  const std::int8_t* xh = plane_block(x.hi, b, cols);
-  const std::int8_t* xl = plane_block(x.lo, b, cols);
-  const float* sums = (S == 16 ? x.s16 : x.s32) + b * (cols / S) * kTileTokens;
-  const float* d1 = x.d1 + b * (cols / kSuper) * kTileTokens;
-  const float* d2 = x.d2 + b * (cols / kSuper) * kTileTokens;
-  const std::uint8_t* codes[kRows];
-  const float *scale[kRows], *offset[kRows];
-  for (std::size_t r = 0; r < kRows; ++r) {
-    const std::size_t rr = std::min(r, g.rows - 1);
-    codes[r] = g.codes[rr];
-    scale[r] = g.scale[rr];
-    offset[r] = g.offset[rr];
-  }
+  const BlockInputs<S> in(g, x, b);
   for (std::size_t half = 0; half < 2; ++half) {
     const std::size_t lane0 = 8 * half;
     __m256 acc[kRows];
     for (std::size_t r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
     for (std::size_t s = 0; s < cols / kSuper; ++s) {
-      const __m256 v1 = _mm256_loadu_ps(d1 + s * kTileTokens + lane0),
-                   v2 = _mm256_loadu_ps(d2 + s * kTileTokens + lane0);
+      const __m256 v1 = _mm256_loadu_ps(in.d1 + s * kTileTokens + lane0),
+                   v2 = _mm256_loadu_ps(in.d2 + s * kTileTokens + lane0);
       for (std::size_t u = 0; u < kSubs; ++u) {
         const std::size_t sub = s * kSubs + u, k0 = sub * kQuads;
         __m256i ih[kRows], il[kRows];
         for (std::size_t r = 0; r < kRows; ++r) ih[r] = il[r] = _mm256_setzero_si256();
         for (std::size_t q = 0; q < kQuads; ++q) {
           const std::size_t k = k0 + q;
-          const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k * 64 + 4 * lane0));
-          const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + k * 64 + 4 * lane0));
+          const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.xh + k * 64 + 4 * lane0));
+          const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.xl + k * 64 + 4 * lane0));
           for (std::size_t r = 0; r < kRows; ++r) {
             std::int32_t word;
-            std::memcpy(&word, codes[r] + 4 * k, 4);
+            std::memcpy(&word, in.codes[r] + 4 * k, 4);
             const __m256i c = _mm256_set1_epi32(word);
             ih[r] = _mm256_dpbusd_avx_epi32(ih[r], c, h);
             il[r] = _mm256_dpbusd_avx_epi32(il[r], c, l);
           }
         }
-        const __m256 sv = _mm256_loadu_ps(sums + sub * kTileTokens + lane0);
+        const __m256 sv = _mm256_loadu_ps(in.sums + sub * kTileTokens + lane0);
         for (std::size_t r = 0; r < kRows; ++r) {
           const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih[r]), v1, _mm256_mul_ps(_mm256_cvtepi32_ps(il[r]), v2));
-          acc[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(scale[r][sub]), acc[r]);
-          acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(offset[r][sub]), sv, acc[r]);
+          acc[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(in.scale[r][sub]), acc[r]);
+          acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(in.offset[r][sub]), sv, acc[r]);
         }
       }
     }
@@ -273,6 +292,7 @@ void rows_with(bool wide, const Matrix& w, std::size_t r0, std::size_t r1, const
                std::size_t b1, std::size_t valid, float* y, std::size_t ldy) {
 #if FT_X86
   const std::size_t cols = std::size_t(w.cols), subs = cols / S;
+  const Unpack unpack = unpacker(w.dtype);
   thread_local std::vector<std::uint8_t> code_buf;
   thread_local std::vector<float> scale_buf;
   code_buf.resize(kRows * cols);
@@ -286,26 +306,7 @@ void rows_with(bool wide, const Matrix& w, std::size_t r0, std::size_t r1, const
       g.scale[i] = scale_buf.data() + 2 * i * subs;
       g.offset[i] = g.scale[i] + subs;
       const auto* row = reinterpret_cast<const std::uint8_t*>(w.row(int64_t(r + i)));
-      switch (w.dtype) {
-        case DType::kQ4_K:
-          unpack_q4_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
-          break;
-        case DType::kQ6_K:
-          unpack_q6_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
-          break;
-        case DType::kQ4_0:
-          unpack_q4_0(row, cols, g.codes[i], g.scale[i], g.offset[i]);
-          break;
-        case DType::kQ4_1:
-          unpack_q4_1(row, cols, g.codes[i], g.scale[i], g.offset[i]);
-          break;
-        case DType::kQ5_K:
-          unpack_q5_k(row, cols, g.codes[i], g.scale[i], g.offset[i]);
-          break;
-        default:  // Q8_0
-          unpack_q8_0(row, cols, g.codes[i], g.scale[i], g.offset[i]);
-          break;
-      }
+      unpack(row, cols, g.codes[i], g.scale[i], g.offset[i]);
     }
     for (std::size_t b = b0; b < b1; ++b) {
       const std::size_t j0 = (b - b0) * kTileTokens;
