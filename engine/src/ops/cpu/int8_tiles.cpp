@@ -40,9 +40,10 @@ FT_TARGET_AVX2 void unpack_nibbles(const std::uint8_t* q, std::uint8_t* c) {
   }
 }
 
-// A Q6_K super-block's low bits (ql, 128 bytes) and top bits (qh, 64) as 256 codes in value order:
-// per half h, value 128h + 32c + l from ql byte l (c even: low nibble of 64h + 16c / 2 ..) and the
-// two bits of qh byte l at 2c.
+// A Q6_K super-block's low bits (ql, 128 bytes) and top bits (qh, 64) as 256 codes in value order.
+// Per half (128 values: 64 ql bytes, 32 qh bytes), for l < 32: value l is ql[l]'s low nibble under
+// qh[l]'s bits 0-1; 32 + l, ql[32 + l]'s low nibble, bits 2-3; 64 + l, ql[l]'s high nibble, bits
+// 4-5; 96 + l, ql[32 + l]'s high nibble, bits 6-7.
 FT_TARGET_AVX2 void unpack_q6_codes(const std::uint8_t* ql, const std::uint8_t* qh, std::uint8_t* c) {
   const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
   for (int h = 0; h < 2; ++h, ql += 64, qh += 32, c += 128) {
