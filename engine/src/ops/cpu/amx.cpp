@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "ops/cpu/dequant_rows.h"
 #include "ops/cpu/simd.h"
@@ -87,6 +88,21 @@ FT_TARGET_AMX void tile_pass(const bf16_t* a0, const bf16_t* a1, const bf16_t* w
   if constexpr (Tiles == 2) _tile_stored(1, c_out + 256, 64);
 }
 
+// quad_pass's steps on its tile registers: weight tiles into 4 and 5; then a block pair's B tiles
+// into 6 and 7 and the four products C[2r + b] += A[r] B[b].
+FT_TARGET_AMX inline void load_weights(const bf16_t* a0, const bf16_t* a1) {
+  _tile_loadd(4, a0, 64);
+  _tile_loadd(5, a1, 64);
+}
+FT_TARGET_AMX inline void meet_blocks(const bf16_t* b0, const bf16_t* b1) {
+  _tile_loadd(6, b0, 64);
+  _tile_loadd(7, b1, 64);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
 // Two weight tiles x two token blocks: four independent accumulators (C0..3 = row tile r x block b
 // at 2r + b), so the products run at the units' throughput rather than one chain's latency.
 // Split: the weights' lo panels w0, w1 meet the blocks' high halves too (12 products a k-step).
@@ -99,29 +115,13 @@ FT_TARGET_AMX void quad_pass(const bf16_t* a0, const bf16_t* a1, const bf16_t* w
   _tile_zero(2);
   _tile_zero(3);
   for (std::size_t k = 0; k < K; k += kAmxK) {
-    _tile_loadd(4, a0 + k * kAmxRows, 64);
-    _tile_loadd(5, a1 + k * kAmxRows, 64);
-    _tile_loadd(6, hi0 + (k / 2) * 32, 64);
-    _tile_loadd(7, hi1 + (k / 2) * 32, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-    _tile_loadd(6, lo0 + (k / 2) * 32, 64);
-    _tile_loadd(7, lo1 + (k / 2) * 32, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
+    const std::size_t at = k * kAmxRows, bt = (k / 2) * 32;
+    load_weights(a0 + at, a1 + at);
+    meet_blocks(hi0 + bt, hi1 + bt);
+    meet_blocks(lo0 + bt, lo1 + bt);
     if constexpr (Split) {
-      _tile_loadd(4, w0 + k * kAmxRows, 64);
-      _tile_loadd(5, w1 + k * kAmxRows, 64);
-      _tile_loadd(6, hi0 + (k / 2) * 32, 64);
-      _tile_loadd(7, hi1 + (k / 2) * 32, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      load_weights(w0 + at, w1 + at);
+      meet_blocks(hi0 + bt, hi1 + bt);
     }
   }
   _tile_stored(0, c_out, 64);
@@ -294,57 +294,53 @@ void amx_rows(const Matrix& w, std::size_t r0, std::size_t r1, const AmxPacked& 
     row.reset(static_cast<float*>(std::aligned_alloc(64, x.K * sizeof(float))));
     panel_k = x.K;
   }
-  const bool split = w.dtype != DType::kBF16;
   const std::size_t K = x.K, row_elems = w.row_bytes / sizeof(bf16_t);
   const auto panel = [&](std::size_t i) { return panels.get() + i * kAmxRows * K; };
   const auto lo_panel = [&](std::size_t i) { return panels.get() + (kGroup + i) * kAmxRows * K; };
   const auto* bf16 = reinterpret_cast<const bf16_t*>(w.data);
   const std::size_t group = b1 - b0 > 1 ? kGroup : 1;
-  for (std::size_t g0 = r0; g0 < r1; g0 += group * kAmxRows) {
-    const std::size_t tiles = std::min(group, (r1 - g0) / kAmxRows);
-    for (std::size_t i = 0; i < tiles; ++i) {
-      if (split) {
-        decode_panel(w, g0 + i * kAmxRows, K, row.get(), panel(i), lo_panel(i));
-      } else {
-        pack_panel(bf16 + (g0 + i * kAmxRows) * row_elems, row_elems, K, panel(i));
-      }
-    }
-    for (std::size_t b = b0; b < b1; b += 2) {
-      const bool two_blocks = b + 1 < b1;
-      for (std::size_t i = 0; i < tiles; i += 2) {
-        const std::size_t r = g0 + i * kAmxRows;
-        if (i + 1 < tiles && two_blocks) {
-          if (split) {
-            quad_pass<true>(panel(i), panel(i + 1), lo_panel(i), lo_panel(i + 1), K, block_hi(b), block_lo(b),
-                            block_hi(b + 1), block_lo(b + 1), c);
-          } else {
-            quad_pass<false>(panel(i), panel(i + 1), nullptr, nullptr, K, block_hi(b), block_lo(b), block_hi(b + 1),
-                             block_lo(b + 1), c);
-          }
-          put(c, r, b);
-          put(c + 256, r, b + 1);
-          put(c + 512, r + kAmxRows, b);
-          put(c + 768, r + kAmxRows, b + 1);
-        } else if (i + 1 < tiles) {
-          if (split) {
-            tile_pass<2, true>(panel(i), panel(i + 1), lo_panel(i), lo_panel(i + 1), K, block_hi(b), block_lo(b), c);
-          } else {
-            tile_pass<2, false>(panel(i), panel(i + 1), nullptr, nullptr, K, block_hi(b), block_lo(b), c);
-          }
-          put(c, r, b);
-          put(c + 256, r + kAmxRows, b);
+  // The passes over a group's panels, with (Split) or without their low halves.
+  const auto passes = [&](auto split_tag) {
+    constexpr bool Split = decltype(split_tag)::value;
+    const auto lo = [&](std::size_t i) { return Split ? lo_panel(i) : nullptr; };
+    for (std::size_t g0 = r0; g0 < r1; g0 += group * kAmxRows) {
+      const std::size_t tiles = std::min(group, (r1 - g0) / kAmxRows);
+      for (std::size_t i = 0; i < tiles; ++i) {
+        if constexpr (Split) {
+          decode_panel(w, g0 + i * kAmxRows, K, row.get(), panel(i), lo_panel(i));
         } else {
-          for (std::size_t bb = b; bb < std::min(b + 2, b1); ++bb) {
-            if (split) {
-              tile_pass<1, true>(panel(i), nullptr, lo_panel(i), nullptr, K, block_hi(bb), block_lo(bb), c);
-            } else {
-              tile_pass<1, false>(panel(i), nullptr, nullptr, nullptr, K, block_hi(bb), block_lo(bb), c);
+          pack_panel(bf16 + (g0 + i * kAmxRows) * row_elems, row_elems, K, panel(i));
+        }
+      }
+      for (std::size_t b = b0; b < b1; b += 2) {
+        const bool two_blocks = b + 1 < b1;
+        for (std::size_t i = 0; i < tiles; i += 2) {
+          const std::size_t r = g0 + i * kAmxRows;
+          if (i + 1 < tiles && two_blocks) {
+            quad_pass<Split>(panel(i), panel(i + 1), lo(i), lo(i + 1), K, block_hi(b), block_lo(b), block_hi(b + 1),
+                             block_lo(b + 1), c);
+            put(c, r, b);
+            put(c + 256, r, b + 1);
+            put(c + 512, r + kAmxRows, b);
+            put(c + 768, r + kAmxRows, b + 1);
+          } else if (i + 1 < tiles) {
+            tile_pass<2, Split>(panel(i), panel(i + 1), lo(i), lo(i + 1), K, block_hi(b), block_lo(b), c);
+            put(c, r, b);
+            put(c + 256, r + kAmxRows, b);
+          } else {
+            for (std::size_t bb = b; bb < std::min(b + 2, b1); ++bb) {
+              tile_pass<1, Split>(panel(i), nullptr, lo(i), nullptr, K, block_hi(bb), block_lo(bb), c);
+              put(c, r, bb);
             }
-            put(c, r, bb);
           }
         }
       }
     }
+  };
+  if (w.dtype == DType::kBF16) {
+    passes(std::false_type{});
+  } else {
+    passes(std::true_type{});
   }
 #else
   (void)w, (void)r0, (void)r1, (void)x, (void)b0, (void)b1, (void)valid, (void)y, (void)ldy;
