@@ -29,6 +29,19 @@ float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 // Row r of expert e's bias (rows per expert: n), 0 without one.
 float bias_at(const float* bias, std::size_t e, std::size_t n, std::size_t r) { return bias ? bias[e * n + r] : 0.0f; }
 
+// Expert e's GLU of row r's gate and up outputs g, u, with the family's biases (gpt-oss).
+float biased_glu(const MoeWeights& w, std::size_t e, std::size_t I, std::size_t r, float g, float u) {
+  return ref::expert_glu(w.glu, g + bias_at(w.gate_bias, e, I, r), u + bias_at(w.up_bias, e, I, r));
+}
+
+// out[j * H + r] += expert e's down bias for rows [r0, r1) of n tokens (none without one).
+void add_down_bias(const MoeWeights& w, std::size_t e, std::size_t r0, std::size_t r1, float* out, std::size_t n,
+                   std::size_t H) {
+  if (!w.down_bias) return;
+  for (std::size_t j = 0; j < n; ++j)
+    for (std::size_t r = r0; r < r1; ++r) out[j * H + r] += w.down_bias[e * H + r];
+}
+
 // The routing of a batch, grouped by expert: assignments [begin[e], begin[e+1]) belong to expert e
 // in token order; token_of[a] is the token of assignment a; slot_of[t * K + k] is where token t's
 // k-th expert landed.
@@ -107,10 +120,9 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
           }
         } else {
           for (std::size_t ri = 0; ri < nr; ++ri) {
-            const float bg = bias_at(w.gate_bias, it.expert, I, r + ri), bu = bias_at(w.up_bias, it.expert, I, r + ri);
             for (std::size_t j = 0; j < nt; ++j) {
               put_activation(isa, h + (a0 + t + j) * h_row, I, r + ri,
-                             ref::expert_glu(w.glu, gb[ri * nt + j] + bg, ub[ri * nt + j] + bu));
+                             biased_glu(w, it.expert, I, r + ri, gb[ri * nt + j], ub[ri * nt + j]));
             }
           }
         }
@@ -203,11 +215,8 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
       silu_mul(CpuIsa::kAmxBf16, gb.data(), ub.data(), gb.data(), n * rows);
     } else {
       for (std::size_t j = 0; j < n; ++j)
-        for (std::size_t r = 0; r < rows; ++r) {
-          const float bg = bias_at(w.gate_bias, it.expert, I, it.r0 + r),
-                      bu = bias_at(w.up_bias, it.expert, I, it.r0 + r);
-          gb[j * rows + r] = ref::expert_glu(w.glu, gb[j * rows + r] + bg, ub[j * rows + r] + bu);
-        }
+        for (std::size_t r = 0; r < rows; ++r)
+          gb[j * rows + r] = biased_glu(w, it.expert, I, it.r0 + r, gb[j * rows + r], ub[j * rows + r]);
     }
     amx_pack_tokens(
         hs, it.b0, n, [&](std::size_t j) { return gb.data() + j * rows; }, it.r0, rows);
@@ -220,10 +229,17 @@ void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* 
     const SwiGluMatrices& m = w.experts[it.expert];
     float* out = y + (g.begin[it.expert] + it.t0) * H;
     amx_rows(m.down, it.r0, it.r1, hs, it.b0, it.b1, it.tokens, out + it.r0, H);
-    if (w.down_bias)
-      for (std::size_t j = 0; j < it.tokens; ++j)
-        for (std::size_t r = it.r0; r < it.r1; ++r) out[j * H + r] += w.down_bias[it.expert * H + r];
+    add_down_bias(w, it.expert, it.r0, it.r1, out, it.tokens, H);
   });
+}
+
+// Whether the active experts of g average `per_expert` assignments or more: a prefill's, for the
+// kernels that pay a weight decode per work item.
+bool experts_average(const Groups& g, std::size_t per_expert) {
+  const std::size_t E = g.begin.size() - 1;
+  std::size_t active = 0;
+  for (std::size_t e = 0; e < E; ++e) active += g.begin[e + 1] > g.begin[e] ? 1 : 0;
+  return active > 0 && g.begin[E] >= per_expert * active;
 }
 
 // bf16 experts on AMX at every call size the caller gives (it sends decode-sized calls elsewhere
@@ -240,11 +256,7 @@ bool amx_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g, bool by_s
     }
   }
   if (!decoded) return true;
-  if (!by_size) return false;
-  const std::size_t E = w.experts.size();
-  std::size_t active = 0;
-  for (std::size_t e = 0; e < E; ++e) active += g.begin[e + 1] > g.begin[e] ? 1 : 0;
-  return active > 0 && g.begin[E] >= kAmxDecodedTokens * active;
+  return by_size && experts_average(g, kAmxDecodedTokens);
 }
 
 // Row r of `m` dotted with n fp32 rows x_j = x + j * ld into out[j]: a few tokens through the
@@ -292,10 +304,7 @@ bool int8_tiles_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g, bo
   for (const SwiGluMatrices& m : w.experts)
     for (const Matrix* x : {&m.gate, &m.up, &m.down})
       if (!int8_tiles_fit(isa, *x)) return false;
-  const std::size_t E = w.experts.size();
-  std::size_t active = 0;
-  for (std::size_t e = 0; e < E; ++e) active += g.begin[e + 1] > g.begin[e] ? 1 : 0;
-  return active > 0 && g.begin[E] >= kInt8TileTokens * active;
+  return experts_average(g, kInt8TileTokens);
 }
 
 // rows [t0, t0 + n) of x (expert e's assignments) into blocks of their own from first[e] on.
@@ -340,10 +349,9 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     thread_local std::vector<float> gb, ub;  // no allocation per item once grown
     // Row r's GLU into h; its gate and up outputs for token j at gb / ub[j * stride + at].
     const auto glu = [&](std::size_t r, std::size_t stride, std::size_t at) {
-      const float bg = bias_at(w.gate_bias, it.expert, I, r), bu = bias_at(w.up_bias, it.expert, I, r);
       for (std::size_t j = 0; j < n; ++j) {
         const float gv = gb[j * stride + at], uv = ub[j * stride + at];
-        h[(a0 + j) * I + r] = plain ? silu(gv) * uv : ref::expert_glu(w.glu, gv + bg, uv + bu);
+        h[(a0 + j) * I + r] = plain ? silu(gv) * uv : biased_glu(w, it.expert, I, r, gv, uv);
       }
     };
     if (tiles) {
@@ -372,9 +380,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
     if (tiles) {
       int8_tile_rows(isa, m.down, it.r0, it.r1, ht, first[it.expert], first[it.expert + 1], n, y + a0 * H + it.r0, H);
-      if (w.down_bias)
-        for (std::size_t j = 0; j < n; ++j)
-          for (std::size_t r = it.r0; r < it.r1; ++r) y[(a0 + j) * H + r] += w.down_bias[it.expert * H + r];
+      add_down_bias(w, it.expert, it.r0, it.r1, y + a0 * H, n, H);
       return;
     }
     const BlockDotsFn down = block_dots_for(isa, m.down.dtype);
