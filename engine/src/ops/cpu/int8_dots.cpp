@@ -502,7 +502,7 @@ Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype) {
 #if FT_X86
   if (isa != CpuIsa::kScalar && int8_enabled()) {
     // The AVX-512 paths imply AVX512-BW; VNNI came with every AVX-512 core since Cascade Lake.
-    const bool wide = isa >= CpuIsa::kAvx512 && avx512_vnni();
+    const bool wide = int8_vnni512(isa);
     if (dtype == DType::kQ4_K) return wide ? q4_k_int8_avx512 : q4_k_int8;
     if (dtype == DType::kQ6_K) return wide ? q6_k_int8_avx512 : q6_k_int8;
     if (dtype == DType::kQ5_K && wide) return q5_k_int8_avx512;  // (AVX2: the fused fp32 products)

@@ -1,5 +1,7 @@
 #include "ops/cpu/int8_tiles.h"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -19,7 +21,6 @@ std::int8_t* plane_block(std::int8_t* plane, std::size_t b, std::size_t cols) { 
 
 // Up to kRows weight rows unpacked for the kernel: codes as unsigned bytes in value order, and per
 // sub-block of S values the scale and the offset of value = scale * code - offset.
-template <std::size_t S>
 struct RowGroup {
   std::size_t rows = 0;
   std::uint8_t* codes[kRows] = {};
@@ -97,15 +98,20 @@ void unpack_q6_k(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes,
   }
 }
 
+// A 32-value block's 16 nibble bytes (Q4_0, Q4_1) as codes: the low nibbles, then the high.
+void block_nibbles(const std::uint8_t* q, std::uint8_t* c) {
+  for (int l = 0; l < 16; ++l) {
+    c[l] = q[l] & 0xF;
+    c[16 + l] = q[l] >> 4;
+  }
+}
+
 // Q4_0 (dequantize: (q - 8) d): 32 values a block, its 16 bytes' low nibbles then high.
 void unpack_q4_0(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes, float* scale, float* offset) {
   for (std::size_t i = 0; i < cols / 32; ++i, row += 18) {
     scale[i] = f16_at(row);
     offset[i] = 8.f * scale[i];
-    for (int l = 0; l < 16; ++l) {
-      codes[32 * i + std::size_t(l)] = row[2 + l] & 0xF;
-      codes[32 * i + 16 + std::size_t(l)] = row[2 + l] >> 4;
-    }
+    block_nibbles(row + 2, codes + 32 * i);
   }
 }
 
@@ -123,10 +129,7 @@ void unpack_q4_1(const std::uint8_t* row, std::size_t cols, std::uint8_t* codes,
   for (std::size_t i = 0; i < cols / 32; ++i, row += 20) {
     scale[i] = f16_at(row);
     offset[i] = -f16_at(row + 2);
-    for (int l = 0; l < 16; ++l) {
-      codes[32 * i + std::size_t(l)] = row[4 + l] & 0xF;
-      codes[32 * i + 16 + std::size_t(l)] = row[4 + l] >> 4;
-    }
+    block_nibbles(row + 4, codes + 32 * i);
   }
 }
 
@@ -171,7 +174,7 @@ struct BlockInputs {
   const std::uint8_t* codes[kRows];
   const float* scale[kRows];
   const float* offset[kRows];
-  BlockInputs(const RowGroup<S>& g, const X8Tiles& x, std::size_t b)
+  BlockInputs(const RowGroup& g, const X8Tiles& x, std::size_t b)
       : xh(plane_block(x.hi, b, x.cols)),
         xl(plane_block(x.lo, b, x.cols)),
         sums((S == 16 ? x.s16 : x.s32) + b * (x.cols / S) * kTileTokens),
@@ -191,8 +194,7 @@ FT_SIMD_BEGIN
 
 // Rows g.rows (<= kRows) against token block b: the accumulators hold the 16 tokens in their lanes.
 template <std::size_t S>
-FT_TARGET_VNNI_TILES void tile_block(const RowGroup<S>& g, const X8Tiles& x, std::size_t b,
-                                     float* out /* [kRows][16] */) {
+FT_TARGET_VNNI_TILES void tile_block(const RowGroup& g, const X8Tiles& x, std::size_t b, float* out /* [kRows][16] */) {
   constexpr std::size_t kQuads = S / 4, kSubs = kSuper / S;
   const std::size_t cols = x.cols;
   const BlockInputs<S> in(g, x, b);
@@ -231,7 +233,7 @@ FT_TARGET_VNNI_TILES void tile_block(const RowGroup<S>& g, const X8Tiles& x, std
 // The same on 256-bit vectors (AVX-VNNI, CPUs without AVX-512): a block's 16 tokens in two passes
 // of 8 (16 registers hold 4 rows' accumulators for 8 tokens, not for 16).
 template <std::size_t S>
-FT_TARGET_VNNI256_TILES void tile_block256(const RowGroup<S>& g, const X8Tiles& x, std::size_t b,
+FT_TARGET_VNNI256_TILES void tile_block256(const RowGroup& g, const X8Tiles& x, std::size_t b,
                                            float* out /* [kRows][16] */) {
   constexpr std::size_t kQuads = S / 4, kSubs = kSuper / S;
   const std::size_t cols = x.cols;
@@ -300,7 +302,7 @@ void rows_with(bool wide, const Matrix& w, std::size_t r0, std::size_t r1, const
   scale_buf.resize(2 * kRows * subs);
   alignas(64) float out[kRows * kTileTokens];
   for (std::size_t r = r0; r < r1; r += kRows) {
-    RowGroup<S> g;
+    RowGroup g;
     g.rows = std::min(kRows, r1 - r);
     for (std::size_t i = 0; i < g.rows; ++i) {
       g.codes[i] = code_buf.data() + i * cols;
@@ -377,9 +379,12 @@ void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, c
 }
 
 X8Tiles x8_tiles(Scratch& scratch, CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n) {
-  X8Tiles t = x8_tiles_alloc(scratch, (n + kTileTokens - 1) / kTileTokens, x.cols());
+  const std::size_t blocks = (n + kTileTokens - 1) / kTileTokens;
+  X8Tiles t = x8_tiles_alloc(scratch, blocks, x.cols());
   t.tokens = n;
-  x8_tiles_pack(isa, x, t0, n, t, 0);
+  tbb::parallel_for(std::size_t(0), blocks, [&](std::size_t b) {
+    x8_tiles_pack(isa, x, t0 + b * kTileTokens, std::min(kTileTokens, n - b * kTileTokens), t, b);
+  });
   return t;
 }
 

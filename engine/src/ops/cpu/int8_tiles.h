@@ -41,6 +41,7 @@ struct X8Tiles {
   float* s32 = nullptr;  // [block][cols / 32][16]
   std::size_t blocks() const { return (tokens + kTileTokens - 1) / kTileTokens; }
 };
+// x8_tiles packs rows [t0, t0 + n) of x, its blocks in parallel.
 X8Tiles x8_tiles(Scratch& scratch, CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n);
 // Packs into `tiles` (blocks [b0, ...) of a larger X8Tiles) rows [t0, t0 + n) of x.
 void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0);

@@ -222,12 +222,8 @@ void int8_tiles_linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t
   const std::size_t cols = std::size_t(w.cols), R = std::size_t(w.rows);
   X8Rows x8;
   x8.quantize(scratch, x, T, cols, cols, isa);
-  const std::size_t blocks = (T + kTileTokens - 1) / kTileTokens;
-  X8Tiles tiles = x8_tiles_alloc(scratch, blocks, cols);
-  tiles.tokens = T;
-  tbb::parallel_for(std::size_t(0), blocks, [&](std::size_t b) {
-    x8_tiles_pack(isa, x8, b * kTileTokens, std::min(kTileTokens, T - b * kTileTokens), tiles, b);
-  });
+  const X8Tiles tiles = x8_tiles(scratch, isa, x8, 0, T);
+  const std::size_t blocks = tiles.blocks();
   constexpr std::size_t kItemRows = 64, kItemBlocks = 32;
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, (R + kItemRows - 1) / kItemRows, 1, 0, blocks, kItemBlocks),
                     [&](const tbb::blocked_range2d<std::size_t>& r) {
