@@ -335,13 +335,14 @@ FT_TARGET_AVX512VNNI void q4_k_dots512(const std::uint8_t* b, std::size_t cols, 
     u[0] &= 0x3F3F3F3Fu;
     const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u)));  // sc | m, int16
     __m512i scale[4], codes[4];
+    const __m256i qh = Five ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)) : _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       scale[c] = _mm512_permutexvar_epi16(pick[c], _mm512_castsi256_si512(sm));
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kNibbles + 32 * c));
       codes[c] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), low);
       if constexpr (Five) {
         // Bit 2c (values of sub-block 2c) and 2c + 1 of every qh byte, moved to bit 4.
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)), one = _mm256_set1_epi8(1);
+        const __m256i one = _mm256_set1_epi8(1);
         const __m256i b0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
         const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
         const __m512i top = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
