@@ -554,18 +554,24 @@ void expect_prefill_moe(Backend& fast, Backend& fixed, Backend& ref, bool gate_a
   }
 }
 
-// A CPU backend on AMX that picks kernels by call size (the default), beside a deterministic one
-// and the reference.
-class CpuAmxDecoded : public ::testing::Test {
+// A CPU backend on `isa` that picks kernels by call size (the default), beside a deterministic one
+// on the same path and the reference.
+struct ByCallSize {
+  void make(CpuIsa isa) {
+    fast_ = by_size_backend(isa);
+    fixed_ = backend(BackendKind::kCpu, isa);
+    ref_ = backend(BackendKind::kReference);
+    ASSERT_TRUE(fast_ && fixed_ && ref_);
+  }
+  std::unique_ptr<Backend> fast_, fixed_, ref_;
+};
+
+class CpuAmxDecoded : public ::testing::Test, protected ByCallSize {
  protected:
   void SetUp() override {
     if (!engine::cpu_isa_supported(CpuIsa::kAmxBf16)) GTEST_SKIP() << "this CPU has no AMX";
-    amx_ = by_size_backend(CpuIsa::kAmxBf16);
-    fixed_ = backend(BackendKind::kCpu, CpuIsa::kAmxBf16);
-    ref_ = backend(BackendKind::kReference);
-    ASSERT_TRUE(amx_ && fixed_ && ref_);
+    ASSERT_NO_FATAL_FAILURE(make(CpuIsa::kAmxBf16));
   }
-  std::unique_ptr<Backend> amx_, fixed_, ref_;
 };
 
 // Prefill-sized products on block weights (GGUF's, safetensors' FP8 / NVFP4 / MXFP4) take AMX
@@ -574,7 +580,7 @@ class CpuAmxDecoded : public ::testing::Test {
 // any call of that size, and not the integer or fused kernels' bits (which decode-sized calls, and
 // every call of a deterministic backend, keep).
 TEST_F(CpuAmxDecoded, BlockWeightsFollowTheReferenceAtPrefillSizes) {
-  Backend* amx = amx_.get();
+  Backend* amx = fast_.get();
   Backend* fixed = fixed_.get();
   Backend* ref = ref_.get();
   const std::filesystem::path gguf = std::filesystem::path(FT_FIXTURES_DIR) / "gguf";
@@ -617,25 +623,21 @@ TEST_F(CpuAmxDecoded, BlockWeightsFollowTheReferenceAtPrefillSizes) {
 // prefill size, and differs from the integer kernels' (so the AMX path is the one that ran); and
 // with gpt-oss's biases and clamped GLU on the same experts.
 TEST_F(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
-  expect_prefill_moe(*amx_, *fixed_, *ref_, false, 5, [](const auto& got, const auto& want, const auto&) {
+  expect_prefill_moe(*fast_, *fixed_, *ref_, false, 5, [](const auto& got, const auto& want, const auto&) {
     EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
   });
 }
 
 // The VNNI tiles' two widths: AVX-512 (16 tokens a vector) and AVX-VNNI (two vectors of 8).
-class CpuInt8Tiles : public ::testing::TestWithParam<CpuIsa> {
+class CpuInt8Tiles : public ::testing::TestWithParam<CpuIsa>, protected ByCallSize {
  protected:
   void SetUp() override {
     const bool wide = GetParam() == CpuIsa::kAvx512;
     const bool vnni = wide ? __builtin_cpu_supports("avx512vnni") : __builtin_cpu_supports("avxvnni");
     if (!engine::cpu_isa_supported(GetParam()) || !vnni)
       GTEST_SKIP() << "this CPU has no " << (wide ? "AVX-512 VNNI" : "AVX-VNNI");
-    tiles_ = by_size_backend(GetParam());
-    fixed_ = backend(BackendKind::kCpu, GetParam());
-    ref_ = backend(BackendKind::kReference);
-    ASSERT_TRUE(tiles_ && fixed_ && ref_);
+    ASSERT_NO_FATAL_FAILURE(make(GetParam()));
   }
-  std::unique_ptr<Backend> tiles_, fixed_, ref_;
 };
 
 // Without AMX (here: the AVX-512 path of this CPU), prefill-sized products on Q4_K, Q6_K, Q4_0, Q8_0,
@@ -644,7 +646,7 @@ class CpuInt8Tiles : public ::testing::TestWithParam<CpuIsa> {
 // of the reference; a token's outputs the same bits in another call of prefill size, and not the
 // decode kernels' bits.
 TEST_P(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
-  Backend* tiles = tiles_.get();
+  Backend* tiles = fast_.get();
   Backend* fixed = fixed_.get();
   Backend* ref = ref_.get();
   auto mixed =
@@ -685,7 +687,7 @@ TEST_P(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
 TEST_P(CpuInt8Tiles, QuantisedExpertsMatchTheDecodeKernelsAtPrefillSizes) {
   // h is quantised again for down, so an fp32 rounding apart moves a few of its int8 codes: the
   // tiles and the decode kernels agree to ~1e-5, each ~1e-4 from the reference.
-  expect_prefill_moe(*tiles_, *fixed_, *ref_, true, 8, [](const auto& got, const auto& want, const auto& det) {
+  expect_prefill_moe(*fast_, *fixed_, *ref_, true, 8, [](const auto& got, const auto& want, const auto& det) {
     EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1.25 * rel_l2(det.data(), want.data(), got.size()));
     EXPECT_LT(rel_l2(got.data(), det.data(), got.size()), 5e-5);
   });
