@@ -63,6 +63,25 @@ std::vector<CpuIsa> paths() {
   return out;
 }
 
+// One matrix of each block dtype of the llama.cpp-made mixed fixture (HF names).
+const std::vector<std::string> kMixedBlockTensors = {
+    "model.layers.0.self_attn.q_proj.weight",         // Q8_0
+    "model.layers.0.self_attn.k_proj.weight",         // Q4_0
+    "model.layers.0.self_attn.v_proj.weight",         // Q4_1
+    "model.layers.0.self_attn.o_proj.weight",         // Q5_K
+    "model.layers.1.mlp.experts.2.gate_proj.weight",  // Q4_K
+    "lm_head.weight",                                 // Q6_K
+};
+
+// Those, and an MXFP4 expert of the MXFP4 fixture.
+std::vector<std::pair<const engine::Checkpoint*, std::string>> gguf_block_weights(const engine::Checkpoint& mixed,
+                                                                                  const engine::Checkpoint& mxfp4) {
+  std::vector<std::pair<const engine::Checkpoint*, std::string>> out;
+  for (const std::string& name : kMixedBlockTensors) out.emplace_back(&mixed, name);
+  out.emplace_back(&mxfp4, "model.layers.0.mlp.experts.1.up_proj.weight");
+  return out;
+}
+
 class CpuOps : public ::testing::TestWithParam<CpuIsa> {
  protected:
   // Products on Q4_K / Q6_K take int8 activations on every vector path (x ~= d1 hi + d2 lo per 256
@@ -363,14 +382,7 @@ TEST_P(CpuOps, BlockDtypesDecodeAsTheReference) {
   auto mixed = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mixed.gguf");
   auto mxfp4 = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mxfp4.gguf");
   ASSERT_TRUE(mixed.is_ok() && mxfp4.is_ok());
-  for (const auto& [ckpt, name] : std::vector<std::pair<const engine::Checkpoint*, std::string>>{
-           {&*mixed, "model.layers.0.self_attn.q_proj.weight"},          // Q8_0
-           {&*mixed, "model.layers.0.self_attn.k_proj.weight"},          // Q4_0
-           {&*mixed, "model.layers.0.self_attn.v_proj.weight"},          // Q4_1
-           {&*mixed, "model.layers.0.self_attn.o_proj.weight"},          // Q5_K
-           {&*mixed, "model.layers.1.mlp.experts.2.gate_proj.weight"},   // Q4_K
-           {&*mixed, "lm_head.weight"},                                  // Q6_K
-           {&*mxfp4, "model.layers.0.mlp.experts.1.up_proj.weight"}}) {  // MXFP4
+  for (const auto& [ckpt, name] : gguf_block_weights(*mixed, *mxfp4)) {
     const Matrix w = engine::matrix_view(*ckpt->tensor(name));
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 9;
     const auto x = randn(T * K, rng_);
@@ -593,16 +605,9 @@ TEST_F(CpuAmxDecoded, BlockWeightsFollowTheReferenceAtPrefillSizes) {
   auto quant = engine::Checkpoint::open(dir.path());
   ASSERT_TRUE(mixed.is_ok() && mxfp4.is_ok() && quant.is_ok());
   std::mt19937 rng(99);
-  for (const auto& [ckpt, name] : std::vector<std::pair<const engine::Checkpoint*, std::string>>{
-           {&*mixed, "model.layers.0.self_attn.q_proj.weight"},         // Q8_0
-           {&*mixed, "model.layers.0.self_attn.k_proj.weight"},         // Q4_0
-           {&*mixed, "model.layers.0.self_attn.v_proj.weight"},         // Q4_1
-           {&*mixed, "model.layers.0.self_attn.o_proj.weight"},         // Q5_K
-           {&*mixed, "model.layers.1.mlp.experts.2.gate_proj.weight"},  // Q4_K
-           {&*mixed, "lm_head.weight"},                                 // Q6_K
-           {&*mxfp4, "model.layers.0.mlp.experts.1.up_proj.weight"},    // MXFP4
-           {&*quant, "fp8.weight"},                                     // FP8 (128 x 128 scales)
-           {&*quant, "nvfp4.weight"}}) {                                // NVFP4
+  auto weights = gguf_block_weights(*mixed, *mxfp4);
+  weights.insert(weights.end(), {{&*quant, "fp8.weight"}, {&*quant, "nvfp4.weight"}});  // FP8 (128 x 128), NVFP4
+  for (const auto& [ckpt, name] : weights) {
     SCOPED_TRACE(name);
     const Matrix w = engine::matrix_view(*ckpt->tensor(name));
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 70;
@@ -653,10 +658,8 @@ TEST_P(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
       engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
   ASSERT_TRUE(mixed.is_ok());
   std::mt19937 rng(17);
-  for (const char* name : {"model.layers.1.mlp.experts.2.gate_proj.weight", "lm_head.weight",  // Q4_K, Q6_K
-                           "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.q_proj.weight",
-                           "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight"}) {
-    SCOPED_TRACE(name);  // (then Q4_0, Q8_0, Q4_1, whose decode kernels are fp32: 1e-7 of the reference; Q5_K)
+  for (const std::string& name : kMixedBlockTensors) {
+    SCOPED_TRACE(name);  // (Q4_0, Q8_0, Q4_1: their decode kernels are fp32, 1e-7 of the reference)
     // 37 rows of each: groups of 4 rows and a remainder of 1.
     const Matrix w = engine::matrix_view(*mixed->tensor(name)).rows_slice(3, 37);
     // (Q5_K's integer decode kernel is AVX-512's; on AVX2 it decodes to fp32 like Q4_0, Q8_0, Q4_1)
