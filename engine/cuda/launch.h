@@ -43,11 +43,19 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // Whether the current device takes programmatic dependent launches (asked once per device).
 bool pdl_supported();
 
+// A measuring aid, read once from the environment: FT_CUDA_LEAVE_OUT=name[@grid.x],... leaves out
+// every launch of a kernel whose (mangled) name contains `name` (and whose grid.x is `grid`, where
+// given); FT_CUDA_TRACE_LAUNCHES=1 prints each launch (name, grid, block) to stderr. A step whose
+// kernels are left out computes wrong values: only its time is read, the difference being what
+// that kernel costs the step where the launches overlap (docs/perf-notes.md). Off: one flag test.
+bool launch_left_out(const void* kernel, dim3 grid, dim3 block);
+
 // kernel<<<grid, block, smem, s>>>(args...), as a programmatic dependent launch where supported.
 // `extra`: further launch attributes (a cluster shape), at most 2.
 template <typename... Params, typename... Args>
 void launch_with(const cudaLaunchAttribute* extra, int n_extra, void (*kernel)(Params...), dim3 grid, dim3 block,
                  std::size_t smem, cudaStream_t s, Args&&... args) {
+  if (launch_left_out(reinterpret_cast<const void*>(kernel), grid, block)) return;
   cudaLaunchAttribute attrs[3] = {};
   int n = 0;
   for (int i = 0; i < n_extra && i < 2; ++i) attrs[n++] = extra[i];
