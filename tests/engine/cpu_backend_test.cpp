@@ -197,24 +197,30 @@ TEST_P(CpuOps, MoeMatchesReferenceAndATokenIsTheSameInAnyBatch) {
 // A sequence's KV written through the CPU backend (bf16 pages), read by both backends; page sizes
 // 16 (the AVX-512 kernel everywhere) and 64 (AMX where the CPU has it), over two key chunks; plain,
 // with a sliding window that starts mid-page plus sinks (gpt-oss), with a window wider than a
-// key chunk, and chunked (Llama 4) with chunks smaller and larger than a key chunk.
+// key chunk, and chunked (Llama 4) with chunks smaller and larger than a key chunk. Groups of 3
+// query heads a kv head with head_dim 32; and 12 (the AVX-512 kernels' groups of 8 and 4) with
+// head_dim 80 (a last block of 16 dimensions), plain and windowed.
 TEST_P(CpuOps, PagedAttentionMatchesReferenceAndDecodeEqualsPrefill) {
-  const std::vector<float> sinks = randn(6, rng_, 2.0f);
-  for (const auto& [page_tokens, opt] :
-       {std::pair{int64_t(16), engine::AttentionOptions{}}, std::pair{int64_t(64), engine::AttentionOptions{}},
-        std::pair{int64_t(16), engine::AttentionOptions{100, sinks.data()}},
-        std::pair{int64_t(64), engine::AttentionOptions{1030, nullptr}},
-        std::pair{int64_t(16), engine::AttentionOptions{0, nullptr, 40}},
-        std::pair{int64_t(64), engine::AttentionOptions{0, nullptr, 1040}}}) {
+  const std::vector<float> sinks = randn(24, rng_, 2.0f);
+  struct Case {
+    int64_t page_tokens;
+    engine::AttentionOptions opt;
+    std::size_t heads, D;
+  };
+  for (const auto& [page_tokens, opt, heads, D] :
+       {Case{16, {}, 6, 32}, Case{64, {}, 6, 32}, Case{16, {100, sinks.data()}, 6, 32},
+        Case{64, {1030, nullptr}, 6, 32}, Case{16, {0, nullptr, 40}, 6, 32}, Case{64, {0, nullptr, 1040}, 6, 32},
+        Case{64, {}, 24, 80}, Case{16, {100, sinks.data()}, 24, 80}}) {
     SCOPED_TRACE("page " + std::to_string(page_tokens) + " window " + std::to_string(opt.window) + " chunk " +
-                 std::to_string(opt.chunk) + (opt.sinks ? " sinks" : ""));
+                 std::to_string(opt.chunk) + (opt.sinks ? " sinks" : "") + " heads " + std::to_string(heads) +
+                 " head_dim " + std::to_string(D));
     engine::KvLayout l;
     l.layers = 2;
     l.kv_heads = 2;
-    l.head_dim = 32;
+    l.head_dim = int64_t(D);
     l.page_tokens = page_tokens;
     l.dtype = engine::KvDType::kBf16;
-    const std::size_t heads = 6, D = 32, KV = 2, T = 1100, layer = 1;  // 1100 > the 1024-key chunk
+    const std::size_t KV = 2, T = 1100, layer = 1;  // 1100 > the 1024-key chunk
     auto pool = engine::KvPool::create(l, std::uint64_t(l.pages_for(int64_t(T))) * l.page_bytes());
     ASSERT_TRUE(pool.is_ok());
     std::vector<engine::KvPageRef> pages;

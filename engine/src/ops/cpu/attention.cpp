@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/attention_amx.h"
@@ -53,48 +54,123 @@ void accum_scalar(float* const* o, const float* corr, std::size_t G, const float
 
 #if FT_X86
 FT_SIMD_BEGIN
-// D a multiple of 16 (every model here has 64, 128 or 256).
-FT_TARGET_AVX512 void scores_avx512(const float* const* q, std::size_t G, const bf16_t* k, std::size_t n,
-                                    std::size_t D, float scale, float* scores) {
-  for (std::size_t j = 0; j < n; ++j) {
-    __m512 kv[kMaxDim / 16];
-    for (std::size_t d = 0; d < D; d += 16) kv[d / 16] = load16_bf16(k + j * D + d);
-    for (std::size_t g = 0; g < G; ++g) {
-      __m512 acc = _mm512_setzero_ps();
-      for (std::size_t d = 0; d < D; d += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q[g] + d), kv[d / 16], acc);
-      scores[g * 64 + j] = hsum512(acc) * scale;
+// Both AVX-512 kernels put 16 of something in the lanes and a group of NG <= 8 query heads in
+// accumulators (NG registers, independent FMA chains): the scores 16 keys a vector, the values 16
+// dimensions a vector. A bf16 block of 16 rows x 32 columns is loaded as 16 rows of 16 pairs and
+// transposed in registers (transpose16x16), so that each pair of columns becomes two fp32 vectors
+// across the 16 rows (the even column in the low halves). Every sum runs in a fixed order, one term
+// at a time: a key's score over d ascending, a dimension's output over the values in order.
+constexpr std::size_t kHeadsAtOnce = 8;
+
+// 16 rows x 32 bf16 columns from `at` (row stride `ld` elements), rows past `rows` and columns past
+// `cols` zero; transposed: r[u] holds columns 2u, 2u + 1 of the 16 rows.
+FT_TARGET_AVX512 inline void load_pairs_transposed(const bf16_t* at, std::size_t ld, std::size_t rows, std::size_t cols,
+                                                   __m512i (&r)[16]) {
+  const __mmask32 k = cols >= 32 ? ~__mmask32(0) : __mmask32((1u << cols) - 1u);
+  for (std::size_t i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_epi16(k, at + i * ld) : _mm512_setzero_si512();
+  transpose16x16(r);
+}
+
+FT_TARGET_AVX512 inline __m512 even_bf16(__m512i pair) { return _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16)); }
+FT_TARGET_AVX512 inline __m512 odd_bf16(__m512i pair) {
+  return _mm512_castsi512_ps(_mm512_and_si512(pair, _mm512_set1_epi32(int(0xffff0000u))));
+}
+
+// scores[g][j] = q_g . k_j * scale for NG heads, 16 keys a vector (D a multiple of 16).
+template <std::size_t NG>
+FT_TARGET_AVX512 void scores_heads(const float* const* q, const bf16_t* k, std::size_t n, std::size_t D, float scale,
+                                   float* scores) {
+  for (std::size_t j0 = 0; j0 < n; j0 += 16) {
+    const std::size_t m = std::min<std::size_t>(16, n - j0);
+    __m512 acc[NG];
+    for (std::size_t g = 0; g < NG; ++g) acc[g] = _mm512_setzero_ps();
+    for (std::size_t d = 0; d < D; d += 32) {
+      const std::size_t cols = std::min<std::size_t>(32, D - d);
+      __m512i r[16];
+      load_pairs_transposed(k + j0 * D + d, D, m, cols, r);
+      for (std::size_t u = 0; 2 * u < cols; ++u) {
+        const __m512 even = even_bf16(r[u]), odd = odd_bf16(r[u]);
+        for (std::size_t g = 0; g < NG; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g][d + 2 * u]), even, acc[g]);
+        for (std::size_t g = 0; g < NG; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g][d + 2 * u + 1]), odd, acc[g]);
+      }
+    }
+    const __mmask16 keep = m == 16 ? __mmask16(0xffff) : __mmask16((1u << m) - 1u);
+    for (std::size_t g = 0; g < NG; ++g)
+      _mm512_mask_storeu_ps(scores + g * 64 + j0, keep, _mm512_mul_ps(acc[g], _mm512_set1_ps(scale)));
+  }
+}
+
+// o[g] = o[g] * corr[g] + sum_j p[g][j] v_j for NG heads, 16 dimensions a vector; V as the page
+// stores it ([D][P]): a block of 16 dimensions x 32 values transposes into pairs of values.
+template <std::size_t NG>
+FT_TARGET_AVX512 void accum_heads(float* const* o, const float* corr, const float* p, const bf16_t* vt, std::size_t P,
+                                  std::size_t n, std::size_t D) {
+  for (std::size_t d = 0; d < D; d += 16) {
+    __m512 acc[NG];
+    for (std::size_t g = 0; g < NG; ++g) acc[g] = _mm512_mul_ps(_mm512_loadu_ps(o[g] + d), _mm512_set1_ps(corr[g]));
+    for (std::size_t j0 = 0; j0 < n; j0 += 32) {
+      const std::size_t m = std::min<std::size_t>(32, n - j0);
+      __m512i r[16];
+      load_pairs_transposed(vt + d * P + j0, P, 16, m, r);
+      for (std::size_t u = 0; 2 * u < m; ++u) {
+        const float* pj = p + j0 + 2 * u;
+        const __m512 even = even_bf16(r[u]);
+        for (std::size_t g = 0; g < NG; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(pj[g * 64]), even, acc[g]);
+        if (2 * u + 1 == m) break;
+        const __m512 odd = odd_bf16(r[u]);
+        for (std::size_t g = 0; g < NG; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(pj[g * 64 + 1]), odd, acc[g]);
+      }
+    }
+    for (std::size_t g = 0; g < NG; ++g) _mm512_storeu_ps(o[g] + d, acc[g]);
+  }
+}
+
+// Calls fn(std::integral_constant<std::size_t, NG>{}, g0) for the groups of up to kHeadsAtOnce
+// heads that make up G.
+template <typename Fn>
+FT_TARGET_AVX512 inline void by_head_groups(std::size_t G, Fn&& fn) {
+  for (std::size_t g0 = 0; g0 < G; g0 += kHeadsAtOnce) {
+    switch (std::min(kHeadsAtOnce, G - g0)) {
+      case 1:
+        fn(std::integral_constant<std::size_t, 1>{}, g0);
+        break;
+      case 2:
+        fn(std::integral_constant<std::size_t, 2>{}, g0);
+        break;
+      case 3:
+        fn(std::integral_constant<std::size_t, 3>{}, g0);
+        break;
+      case 4:
+        fn(std::integral_constant<std::size_t, 4>{}, g0);
+        break;
+      case 5:
+        fn(std::integral_constant<std::size_t, 5>{}, g0);
+        break;
+      case 6:
+        fn(std::integral_constant<std::size_t, 6>{}, g0);
+        break;
+      case 7:
+        fn(std::integral_constant<std::size_t, 7>{}, g0);
+        break;
+      default:
+        fn(std::integral_constant<std::size_t, 8>{}, g0);
+        break;
     }
   }
 }
 
-// 16 dimensions at a time: 32 values' bf16 of each dimension loaded as 16 pairs, and a 16 x 16
-// transpose of the pairs gives, per pair of values, their 16 dimensions (the even value in the low
-// halves). Every o[g][d] still adds its terms value by value in order, so the bits are those of
-// the same products over a [value][D] copy (what this kernel read until the copy was dropped: it
-// cost as much as the rest of a decode step's attention).
+FT_TARGET_AVX512 void scores_avx512(const float* const* q, std::size_t G, const bf16_t* k, std::size_t n, std::size_t D,
+                                    float scale, float* scores) {
+  by_head_groups(
+      G, [&](auto ng, std::size_t g0) { scores_heads<decltype(ng)::value>(q + g0, k, n, D, scale, scores + g0 * 64); });
+}
+
 FT_TARGET_AVX512 void accum_avx512(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* vt,
                                    std::size_t P, std::size_t n, std::size_t D) {
-  const __m512i high = _mm512_set1_epi32(int(0xffff0000u));
-  for (std::size_t d = 0; d < D; d += 16) {
-    __m512 acc[kMaxGroup];
-    for (std::size_t g = 0; g < G; ++g) acc[g] = _mm512_mul_ps(_mm512_loadu_ps(o[g] + d), _mm512_set1_ps(corr[g]));
-    for (std::size_t j0 = 0; j0 < n; j0 += 32) {
-      const std::size_t m = std::min<std::size_t>(32, n - j0);
-      const __mmask32 k = m == 32 ? ~__mmask32(0) : __mmask32((1u << m) - 1u);
-      __m512i r[16];
-      for (std::size_t i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_epi16(k, vt + (d + i) * P + j0);
-      transpose16x16(r);
-      for (std::size_t u = 0; 2 * u < m; ++u) {
-        const float* pj = p + j0 + 2 * u;
-        const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(r[u], 16));
-        for (std::size_t g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(pj[g * 64]), even, acc[g]);
-        if (2 * u + 1 == m) break;
-        const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(r[u], high));
-        for (std::size_t g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(pj[g * 64 + 1]), odd, acc[g]);
-      }
-    }
-    for (std::size_t g = 0; g < G; ++g) _mm512_storeu_ps(o[g] + d, acc[g]);
-  }
+  by_head_groups(G, [&](auto ng, std::size_t g0) {
+    accum_heads<decltype(ng)::value>(o + g0, corr + g0, p + g0 * 64, vt, P, n, D);
+  });
 }
 FT_SIMD_END
 #endif
@@ -277,6 +353,14 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
       const std::byte* page = s.pages[p0 / int64_t(P)];
       const auto* kp = reinterpret_cast<const bf16_t*>(page + l.k_offset(layer, int64_t(it.kv_head)));
       const auto* vt = reinterpret_cast<const bf16_t*>(page + l.v_offset(layer, int64_t(it.kv_head)));
+      if (const int64_t next = p0 + int64_t(P); next < chunk_end) {
+        // The next page's K and V blocks on their way while this one is read: pages lie anywhere in
+        // the pool, so each is a new stream the hardware prefetchers would find only after its first misses.
+        const std::byte* np = s.pages[next / int64_t(P)];
+        const std::size_t n_next = std::size_t(std::min<int64_t>(int64_t(P), chunk_end - next));
+        prefetch(np + l.k_offset(layer, int64_t(it.kv_head)), n_next * D * sizeof(bf16_t));
+        prefetch(np + l.v_offset(layer, int64_t(it.kv_head)), D * P * sizeof(bf16_t));
+      }
       for (std::size_t r = it.row0; r < it.row0 + it.rows; ++r) {
         const int64_t pos = s.pos0 + int64_t(r);
         if (pos < p0) continue;  // the row's keys end before this page
