@@ -228,6 +228,8 @@ TEST_P(CpuOps, PagedAttentionMatchesReferenceAndDecodeEqualsPrefill) {
     for (int64_t p = 0; p < l.pages_for(int64_t(T)); ++p) {
       pages.push_back(*(*pool)->allocate());
       table.push_back(pages.back()->data());
+      // Slots no row writes hold NaNs (0xffff), as a recycled page may: no kernel may read them.
+      std::memset(table.back(), 0xff, l.page_bytes());
     }
     const auto q = randn(T * heads * D, rng_), k = randn(T * KV * D, rng_), v = randn(T * KV * D, rng_);
     const engine::AttentionSeq all{0, T, 0, table.data()};

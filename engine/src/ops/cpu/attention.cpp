@@ -52,6 +52,41 @@ void accum_scalar(float* const* o, const float* corr, std::size_t G, const float
   }
 }
 
+// Calls fn(std::integral_constant<std::size_t, NG>{}, g0) for the groups of up to kMax <= 8 heads
+// that make up G (the kernels keep a group's accumulators in registers).
+template <std::size_t kMax, typename Fn>
+void by_head_groups(std::size_t G, Fn&& fn) {
+  static_assert(kMax >= 1 && kMax <= 8);
+  for (std::size_t g0 = 0; g0 < G; g0 += kMax) {
+    switch (std::min(kMax, G - g0)) {
+      case 1:
+        fn(std::integral_constant<std::size_t, 1>{}, g0);
+        break;
+      case 2:
+        fn(std::integral_constant<std::size_t, 2>{}, g0);
+        break;
+      case 3:
+        fn(std::integral_constant<std::size_t, 3>{}, g0);
+        break;
+      case 4:
+        fn(std::integral_constant<std::size_t, 4>{}, g0);
+        break;
+      case 5:
+        fn(std::integral_constant<std::size_t, std::min<std::size_t>(5, kMax)>{}, g0);
+        break;
+      case 6:
+        fn(std::integral_constant<std::size_t, std::min<std::size_t>(6, kMax)>{}, g0);
+        break;
+      case 7:
+        fn(std::integral_constant<std::size_t, std::min<std::size_t>(7, kMax)>{}, g0);
+        break;
+      default:
+        fn(std::integral_constant<std::size_t, kMax>{}, g0);
+        break;
+    }
+  }
+}
+
 #if FT_X86
 FT_SIMD_BEGIN
 // Both AVX-512 kernels put 16 of something in the lanes and a group of NG <= 8 query heads in
@@ -126,50 +161,100 @@ FT_TARGET_AVX512 void accum_heads(float* const* o, const float* corr, const floa
   }
 }
 
-// Calls fn(std::integral_constant<std::size_t, NG>{}, g0) for the groups of up to kHeadsAtOnce
-// heads that make up G.
-template <typename Fn>
-FT_TARGET_AVX512 inline void by_head_groups(std::size_t G, Fn&& fn) {
-  for (std::size_t g0 = 0; g0 < G; g0 += kHeadsAtOnce) {
-    switch (std::min(kHeadsAtOnce, G - g0)) {
-      case 1:
-        fn(std::integral_constant<std::size_t, 1>{}, g0);
-        break;
-      case 2:
-        fn(std::integral_constant<std::size_t, 2>{}, g0);
-        break;
-      case 3:
-        fn(std::integral_constant<std::size_t, 3>{}, g0);
-        break;
-      case 4:
-        fn(std::integral_constant<std::size_t, 4>{}, g0);
-        break;
-      case 5:
-        fn(std::integral_constant<std::size_t, 5>{}, g0);
-        break;
-      case 6:
-        fn(std::integral_constant<std::size_t, 6>{}, g0);
-        break;
-      case 7:
-        fn(std::integral_constant<std::size_t, 7>{}, g0);
-        break;
-      default:
-        fn(std::integral_constant<std::size_t, 8>{}, g0);
-        break;
-    }
-  }
-}
-
 FT_TARGET_AVX512 void scores_avx512(const float* const* q, std::size_t G, const bf16_t* k, std::size_t n, std::size_t D,
                                     float scale, float* scores) {
-  by_head_groups(
+  by_head_groups<kHeadsAtOnce>(
       G, [&](auto ng, std::size_t g0) { scores_heads<decltype(ng)::value>(q + g0, k, n, D, scale, scores + g0 * 64); });
 }
 
 FT_TARGET_AVX512 void accum_avx512(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* vt,
                                    std::size_t P, std::size_t n, std::size_t D) {
-  by_head_groups(G, [&](auto ng, std::size_t g0) {
+  by_head_groups<kHeadsAtOnce>(G, [&](auto ng, std::size_t g0) {
     accum_heads<decltype(ng)::value>(o + g0, corr + g0, p + g0 * 64, vt, P, n, D);
+  });
+}
+
+// The same two kernels on AVX2 (Intel's client cores have no AVX-512): 8 lanes, 8 x 16 bf16 blocks
+// transposed as 8 x 8 pairs, the query and weight scalars broadcast from memory, up to 4 heads'
+// accumulators at once (16 registers). The sums run in the AVX-512 kernels' order.
+constexpr std::size_t kHeadsAtOnceAvx2 = 4;
+
+FT_TARGET_AVX2 inline __m256 even_bf16(__m256i pair) { return _mm256_castsi256_ps(_mm256_slli_epi32(pair, 16)); }
+FT_TARGET_AVX2 inline __m256 odd_bf16(__m256i pair) {
+  return _mm256_castsi256_ps(_mm256_and_si256(pair, _mm256_set1_epi32(int(0xffff0000u))));
+}
+// Lanes [0, n) of 8 set (n <= 8).
+FT_TARGET_AVX2 inline __m256i first_lanes(std::size_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <std::size_t NG>
+FT_TARGET_AVX2 void scores_heads_avx2(const float* const* q, const bf16_t* k, std::size_t n, std::size_t D, float scale,
+                                      float* scores) {
+  for (std::size_t j0 = 0; j0 < n; j0 += 8) {
+    const std::size_t m = std::min<std::size_t>(8, n - j0);
+    __m256 acc[NG];
+    for (std::size_t g = 0; g < NG; ++g) acc[g] = _mm256_setzero_ps();
+    for (std::size_t d = 0; d < D; d += 16) {
+      __m256i r[8];
+      for (std::size_t i = 0; i < 8; ++i)
+        r[i] =
+            i < m ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + (j0 + i) * D + d)) : _mm256_setzero_si256();
+      transpose8x8(r);
+      for (std::size_t u = 0; u < 8; ++u) {
+        const __m256 even = even_bf16(r[u]), odd = odd_bf16(r[u]);
+        for (std::size_t g = 0; g < NG; ++g)
+          acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&q[g][d + 2 * u]), even, acc[g]);
+        for (std::size_t g = 0; g < NG; ++g)
+          acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&q[g][d + 2 * u + 1]), odd, acc[g]);
+      }
+    }
+    const __m256i keep = first_lanes(m);
+    for (std::size_t g = 0; g < NG; ++g)
+      _mm256_maskstore_ps(scores + g * 64 + j0, keep, _mm256_mul_ps(acc[g], _mm256_set1_ps(scale)));
+  }
+}
+
+template <std::size_t NG>
+FT_TARGET_AVX2 void accum_heads_avx2(float* const* o, const float* corr, const float* p, const bf16_t* vt,
+                                     std::size_t P, std::size_t n, std::size_t D) {
+  for (std::size_t d = 0; d < D; d += 8) {
+    __m256 acc[NG];
+    for (std::size_t g = 0; g < NG; ++g) acc[g] = _mm256_mul_ps(_mm256_loadu_ps(o[g] + d), _mm256_set1_ps(corr[g]));
+    for (std::size_t j0 = 0; j0 < n; j0 += 16) {
+      const std::size_t m = std::min<std::size_t>(16, n - j0);
+      // The pairs holding values [0, m) of each of the 8 dimensions' rows (of an odd m's last pair
+      // only the even value is used: its neighbour may be anything past the row's valid values).
+      const __m256i pairs = first_lanes((m + 1) / 2);
+      __m256i r[8];
+      for (std::size_t i = 0; i < 8; ++i)
+        r[i] = _mm256_maskload_epi32(reinterpret_cast<const int*>(vt + (d + i) * P + j0), pairs);
+      transpose8x8(r);
+      for (std::size_t u = 0; 2 * u < m; ++u) {
+        const float* pj = p + j0 + 2 * u;
+        const __m256 even = even_bf16(r[u]);
+        for (std::size_t g = 0; g < NG; ++g) acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(pj + g * 64), even, acc[g]);
+        if (2 * u + 1 == m) break;
+        const __m256 odd = odd_bf16(r[u]);
+        for (std::size_t g = 0; g < NG; ++g)
+          acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(pj + g * 64 + 1), odd, acc[g]);
+      }
+    }
+    for (std::size_t g = 0; g < NG; ++g) _mm256_storeu_ps(o[g] + d, acc[g]);
+  }
+}
+
+FT_TARGET_AVX2 void scores_avx2(const float* const* q, std::size_t G, const bf16_t* k, std::size_t n, std::size_t D,
+                                float scale, float* scores) {
+  by_head_groups<kHeadsAtOnceAvx2>(G, [&](auto ng, std::size_t g0) {
+    scores_heads_avx2<decltype(ng)::value>(q + g0, k, n, D, scale, scores + g0 * 64);
+  });
+}
+
+FT_TARGET_AVX2 void accum_avx2(float* const* o, const float* corr, std::size_t G, const float* p, const bf16_t* vt,
+                               std::size_t P, std::size_t n, std::size_t D) {
+  by_head_groups<kHeadsAtOnceAvx2>(G, [&](auto ng, std::size_t g0) {
+    accum_heads_avx2<decltype(ng)::value>(o + g0, corr + g0, p + g0 * 64, vt, P, n, D);
   });
 }
 FT_SIMD_END
@@ -213,6 +298,31 @@ FT_TARGET_AVX512 float softmax_avx512(float* sc, std::size_t n, float& max, floa
   max = m;
   return corr;
 }
+
+FT_TARGET_AVX2 float softmax_avx2(float* sc, std::size_t n, float& max, float& sum) {
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 mv = ninf;
+  for (std::size_t j = 0; j < n; j += 8) {
+    const __m256i k = first_lanes(n - j);
+    mv = _mm256_max_ps(mv, _mm256_blendv_ps(ninf, _mm256_maskload_ps(sc + j, k), _mm256_castsi256_ps(k)));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mv);
+  float m = max;
+  for (float v : lanes) m = std::max(m, v);
+  const float corr = std::exp(max - m);
+  __m256 acc = _mm256_setzero_ps();
+  const __m256 mm = _mm256_set1_ps(m);
+  for (std::size_t j = 0; j < n; j += 8) {
+    const __m256i k = first_lanes(n - j);
+    const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(sc + j, k), mm)), _mm256_castsi256_ps(k));
+    _mm256_maskstore_ps(sc + j, k, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  sum = sum * corr + hsum256(acc);
+  max = m;
+  return corr;
+}
 FT_SIMD_END
 #endif
 
@@ -225,6 +335,7 @@ struct Kernels {
 Kernels kernels_for(CpuIsa isa, std::size_t D) {
 #if FT_X86
   if (isa != CpuIsa::kScalar && isa != CpuIsa::kAvx2 && D % 16 == 0) return {scores_avx512, accum_avx512, softmax_avx512};
+  if (isa == CpuIsa::kAvx2 && D % 16 == 0) return {scores_avx2, accum_avx2, softmax_avx2};
 #endif
   (void)isa;
   (void)D;
