@@ -1,4 +1,4 @@
-// Decode-sized products on the block types with lanes (block_units.h: Q4_K, Q6_K, Q4_0, Q8_0,
+// Decode-sized products on the block types with lanes (block_units.h: Q4_K, Q5_K, Q6_K, Q4_0, Q8_0,
 // FP8, NVFP4): the linear gemv and the two MoE expert kernels. A warp takes a row a step at a time (four
 // K-quant super-blocks, or eight 32-value blocks), and long rows are split over up to 8 warps so that each has only a
 // few steps (their loads all in flight at once); the lanes' and the warps' sums are added in a fixed order, so a row's
@@ -303,8 +303,9 @@ bool with_unit_dtype(DType t, F&& f) {
 
 bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols) {
   if (!units::has_units(dtype) || cols % kUnitValues != 0) return false;
-  // Q4_K's lanes load 16-byte headers and aligned words: its rows must start on 16 bytes.
-  if (dtype == DType::kQ4_K) return reinterpret_cast<std::uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0;
+  // Q4_K's and Q5_K's lanes load 16-byte headers and aligned words: their rows must start on 16 bytes.
+  if (dtype == DType::kQ4_K || dtype == DType::kQ5_K)
+    return reinterpret_cast<std::uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0;
   // FP8's and NVFP4's lanes load their fp32 scales and code words aligned.
   if (dtype == DType::kF8E4M3B128 || dtype == DType::kNVFP4)
     return reinterpret_cast<std::uintptr_t>(w) % 4 == 0 && row_bytes % 4 == 0;

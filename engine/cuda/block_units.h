@@ -8,7 +8,7 @@
 // value: sum_i (a q_i + b) x_i = a (sum_i q_i x_i) + b (sum_i x_i).
 // The codes and scales are ggml's exactly (a = d * sc rounded as the reference rounds it); only
 // the order of the fp32 sums differs from the dequantise-then-dot reference (~1e-7 relative).
-// The integer types (Q4_K, Q6_K, Q4_0, Q8_0) also hand out their codes as packed bytes, for
+// The integer types (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0) also hand out their codes as packed bytes, for
 // products with x as two int8 planes (X8Row, codes_dot): four products per dp4a instead of a
 // permute, an add and an FMA per value, and 2 bytes of x a value instead of 4.
 // Internal to engine/cuda; include from .cu files only.
@@ -117,6 +117,24 @@ __device__ __forceinline__ void decode_codes(const std::uint8_t* blk, int j, Pie
 template <DType T>
 struct Lane;
 
+// Q4_K's and Q5_K's per-group scales for lane j (pair p = j / 2 of sub-blocks 2p, 2p + 1), from the
+// super-block's first 16 bytes (d, dmin, 12 packed scale bytes): value = d sc q - dmin m, and where
+// the lane's two groups of 16 values start.
+__device__ __forceinline__ void k_quant_scales(const uint4& head, int j, CodePiece<16>& o) {
+  const float d = __half2float(__ushort_as_half(std::uint16_t(head.x))),
+              dmin = __half2float(__ushort_as_half(std::uint16_t(head.x >> 16)));
+  const int p = j / 2;
+#pragma unroll
+  for (int g = 0; g < 2; ++g) {
+    int sc, m;
+    scale_min(2 * p + g, head.y, head.z, head.w, sc, m);
+    o.a[g] = __fmul_rn(d, float(sc));
+    o.b[g] = -__fmul_rn(dmin, float(m));
+  }
+  o.at[0] = 64 * p + 16 * (j % 2);
+  o.at[1] = o.at[0] + 32;
+}
+
 // Q4_K: a unit is a super-block (144 bytes, 16-byte aligned: d, dmin, 12 scale bytes, 128 bytes
 // of nibbles) read by 8 lanes, 16 nibble bytes each: lane j holds bytes 16j..16j+15, of pair p =
 // j / 2 (sub-blocks 2p, 2p + 1), values 16 (j % 2) .. + 15 of each; value = d sc q - dmin m.
@@ -132,24 +150,41 @@ struct Lane<DType::kQ4_K> {
   __device__ __forceinline__ static void codes(const std::uint8_t* blk, int j, CodePiece<kGroup>& o) {
     const uint4 head = __ldg(reinterpret_cast<const uint4*>(blk));
     const uint4 w = __ldg(reinterpret_cast<const uint4*>(blk + 16) + j);
-    const float d = __half2float(__ushort_as_half(std::uint16_t(head.x))),
-                dmin = __half2float(__ushort_as_half(std::uint16_t(head.x >> 16)));
     const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       o.w[0][k] = words[k] & 0x0F0F0F0Fu;
       o.w[1][k] = (words[k] >> 4) & 0x0F0F0F0Fu;
     }
+    k_quant_scales(head, j, o);
+  }
+};
+
+// Q5_K: a unit is a super-block (176 bytes, 16-byte aligned: d, dmin, 12 scale bytes, 32 bytes of
+// fifth bits, 128 bytes of nibbles) read by 8 lanes as Q4_K's: lane j holds nibble bytes 16j..16j+15
+// of pair p = j / 2 and the 16 fifth-bit bytes qh[16 (j % 2) ..] that its values share with every
+// pair (bit 2p for the low nibbles, 2p + 1 for the high); value = d sc q - dmin m with q 0..31.
+template <>
+struct Lane<DType::kQ5_K> {
+  static constexpr bool kOffset = true;
+  static constexpr int kUnitBytes = 176, kLanes = 8, kGroup = 16;
+  static constexpr std::uint32_t kFlip = 0u;
+  static constexpr float kBias = 8388608.f;
+  __device__ __forceinline__ static void decode(const std::uint8_t* blk, int j, Piece<kGroup>& o) {
+    decode_codes<Lane>(blk, j, o);
+  }
+  __device__ __forceinline__ static void codes(const std::uint8_t* blk, int j, CodePiece<kGroup>& o) {
+    const uint4 head = __ldg(reinterpret_cast<const uint4*>(blk));
+    const uint4 h = __ldg(reinterpret_cast<const uint4*>(blk + 16) + (j % 2));
+    const uint4 w = __ldg(reinterpret_cast<const uint4*>(blk + 48) + j);
+    const std::uint32_t words[4] = {w.x, w.y, w.z, w.w}, high[4] = {h.x, h.y, h.z, h.w};
     const int p = j / 2;
 #pragma unroll
-    for (int g = 0; g < 2; ++g) {
-      int sc, m;
-      scale_min(2 * p + g, head.y, head.z, head.w, sc, m);
-      o.a[g] = __fmul_rn(d, float(sc));
-      o.b[g] = -__fmul_rn(dmin, float(m));
+    for (int k = 0; k < 4; ++k) {
+      o.w[0][k] = (words[k] & 0x0F0F0F0Fu) | (((high[k] >> (2 * p)) & 0x01010101u) << 4);
+      o.w[1][k] = ((words[k] >> 4) & 0x0F0F0F0Fu) | (((high[k] >> (2 * p + 1)) & 0x01010101u) << 4);
     }
-    o.at[0] = 64 * p + 16 * (j % 2);
-    o.at[1] = o.at[0] + 32;
+    k_quant_scales(head, j, o);
   }
 };
 
@@ -372,13 +407,13 @@ __device__ __forceinline__ float codes_dot(const CodePiece<Lane<T>::kGroup>& o, 
 
 // Whether a dtype's lanes also read integer codes (codes_dot).
 __host__ __device__ constexpr bool has_codes(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ4_0 || t == DType::kQ8_0;
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ4_0 || t == DType::kQ8_0;
 }
 
 // Whether a dtype has lanes here (others take block_kernels.cu's per-value path).
 __host__ __device__ constexpr bool has_units(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ4_0 || t == DType::kQ8_0 || t == DType::kF8E4M3B128 ||
-         t == DType::kNVFP4;
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ4_0 || t == DType::kQ8_0 ||
+         t == DType::kF8E4M3B128 || t == DType::kNVFP4;
 }
 
 }  // namespace ft::engine::cuda::units

@@ -135,7 +135,7 @@ struct X8 {
 std::size_t x8_bytes(int T, int cols);
 // x [T, cols] into `buf` (x8_bytes of it, 16-byte aligned); the planes' view of it.
 X8 quantize_x8(const float* x, int T, int cols, std::byte* buf, cudaStream_t s);
-// Whether decode products on `dtype` take int8 activations: Q4_K / Q6_K / Q4_0 / Q8_0 (block_units.h's
+// Whether decode products on `dtype` take int8 activations: Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 (block_units.h's
 // has_codes) do by default (~2e-5 relative where fp32 activations give ~1e-7); FT_CUDA_INT8=0 keeps
 // them on fp32 activations.
 bool int8_products(DType dtype);
@@ -163,7 +163,7 @@ void embedding_blocks(const std::byte* table, DType dtype, std::size_t row_bytes
 // y [T, rows] = x [T, cols] w^T (+ bias) for T <= kGemvMaxRows: the decode product, one warp a row.
 void gemv_blocks(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, const float* x, int T,
                  const float* bias, float* y, cudaStream_t s);
-// The same on the types with 64-value units (Q4_K, Q6_K, Q4_0, Q8_0: block_units.h): wide loads,
+// The same on the types with 256-value units (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0, FP8, NVFP4: block_units.h): wide loads,
 // scales applied per group; units_fit says whether w's rows allow it (alignment, whole units).
 // gemv_blocks takes this path by itself where it fits.
 bool units_fit(DType dtype, const std::byte* w, std::size_t row_bytes, int cols);

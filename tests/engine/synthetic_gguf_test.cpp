@@ -162,14 +162,17 @@ TEST(SyntheticGguf, LoadsAndRunsOnTheCpu) {
   EXPECT_NE(logits[0], logits[512]);  // positions differ
 }
 
-// A Q4_K_M model on the GPU (Q4_K gate/up and Q6_K downs through the lane kernels): decode steps
-// give the prefill's logits (2e-3, as every GPU decode-vs-prefill test), and with the experts in
-// host RAM behind three slots every step gives the all-resident logits.
-TEST(SyntheticGguf, Q4KMOnTheGpuDecodesAsItPrefillsResidentOrOffloaded) {
+// Q4_K_M and Q5_K_M models on the GPU (Q4_K or Q5_K projections and gate/up, Q6_K downs, through
+// the lane kernels; the prefill decodes tiles of rows instead): decode steps give the prefill's
+// logits (2e-3, as every GPU decode-vs-prefill test), and with the experts in host RAM behind three
+// slots every step gives the all-resident logits.
+class SyntheticGgufOnTheGpu : public ::testing::TestWithParam<engine::SyntheticQuant> {};
+
+TEST_P(SyntheticGgufOnTheGpu, DecodesAsItPrefillsResidentOrOffloaded) {
   FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda);
   TempDir dir;
   const fs::path file = dir.path() / "m.gguf";
-  ASSERT_TRUE(write(file, engine::SyntheticQuant::kQ4_K_M).is_ok());
+  ASSERT_TRUE(write(file, GetParam()).is_ok());
   const auto load = [&](int slots) {
     engine::LoadOptions o;
     o.backend = engine::BackendKind::kCuda;
@@ -203,6 +206,12 @@ TEST(SyntheticGguf, Q4KMOnTheGpuDecodesAsItPrefillsResidentOrOffloaded) {
   ASSERT_TRUE(st);
   EXPECT_GT(st->misses, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(KQuants, SyntheticGgufOnTheGpu,
+                         ::testing::Values(engine::SyntheticQuant::kQ4_K_M, engine::SyntheticQuant::kQ5_K_M),
+                         [](const auto& info) {
+                           return info.param == engine::SyntheticQuant::kQ4_K_M ? "Q4_K_M" : "Q5_K_M";
+                         });
 
 TEST(SyntheticGguf, SameSeedSameBytesAtAnyThreadCount) {
   TempDir dir;

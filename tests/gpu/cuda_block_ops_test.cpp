@@ -29,14 +29,15 @@ std::filesystem::path gguf_fixtures() {
   return std::filesystem::path(moved && *moved ? moved : FT_FIXTURES_DIR) / "gguf";
 }
 
-// Decode products on Q8_0 / Q4_0 / Q4_K / Q6_K take int8 activations (x ~= d1 hi + d2 lo per
+// Decode products on Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K take int8 activations (x ~= d1 hi + d2 lo per
 // 32 values, within 1/64,516 of the block's largest value: ~2e-5 relative on normal x, up to 8e-5
 // with a block of values 1e8 apart), unless FT_CUDA_INT8=0; every other decode product multiplies
 // fp32 activations (~1e-7).
 double decode_tolerance(DType dt) {
   const char* env = std::getenv("FT_CUDA_INT8");
-  const bool int8 = !(env && std::strcmp(env, "0") == 0) &&
-                    (dt == DType::kQ8_0 || dt == DType::kQ4_0 || dt == DType::kQ4_K || dt == DType::kQ6_K);
+  const bool int8 =
+      !(env && std::strcmp(env, "0") == 0) &&
+      (dt == DType::kQ8_0 || dt == DType::kQ4_0 || dt == DType::kQ4_K || dt == DType::kQ5_K || dt == DType::kQ6_K);
   return int8 ? 1.5e-4 : 2e-6;
 }
 
