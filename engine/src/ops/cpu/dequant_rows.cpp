@@ -30,7 +30,7 @@ FT_TARGET_AVX512 inline __m512i bytes16(const std::uint8_t* p) {
 template <typename Sink>
 FT_TARGET_AVX512 void q8_0(const std::uint8_t* b, std::size_t n, Sink& sink) {
   for (std::size_t i = 0; i < n / 32; ++i, b += 34) {
-    const __m512 d = _mm512_set1_ps(f16_at(b));
+    const __m512 d = _mm512_set1_ps(f16_at_f16c(b));
     const auto half = [&](int h) FT_TARGET_AVX512 {
       const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * h)));
       return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
@@ -43,7 +43,7 @@ template <typename Sink>
 FT_TARGET_AVX512 void q4_0(const std::uint8_t* b, std::size_t n, Sink& sink) {
   const __m512i low = _mm512_set1_epi32(0xF), eight = _mm512_set1_epi32(8);
   for (std::size_t i = 0; i < n / 32; ++i, b += 18) {
-    const __m512 d = _mm512_set1_ps(f16_at(b));
+    const __m512 d = _mm512_set1_ps(f16_at_f16c(b));
     const __m512i q = bytes16(b + 2);
     const __m512i x0 = _mm512_sub_epi32(_mm512_and_si512(q, low), eight);
     const __m512i x1 = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
@@ -56,7 +56,7 @@ template <typename Sink>
 FT_TARGET_AVX512 void q4_1(const std::uint8_t* b, std::size_t n, Sink& sink) {
   const __m512i low = _mm512_set1_epi32(0xF);
   for (std::size_t i = 0; i < n / 32; ++i, b += 20) {
-    const __m512 d = _mm512_set1_ps(f16_at(b)), m = _mm512_set1_ps(f16_at(b + 2));
+    const __m512 d = _mm512_set1_ps(f16_at_f16c(b)), m = _mm512_set1_ps(f16_at_f16c(b + 2));
     const __m512i q = bytes16(b + 4);
     const __m512 x0 = _mm512_cvtepi32_ps(_mm512_and_si512(q, low)), x1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
     sink(32 * i, _mm512_add_ps(_mm512_mul_ps(x0, d), m), _mm512_add_ps(_mm512_mul_ps(x1, d), m));
@@ -70,7 +70,7 @@ FT_TARGET_AVX512 void q4_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
   constexpr std::size_t kBytes = Five ? 176 : 144, kNibbles = Five ? 48 : 16;
   const __m512i low = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
   for (std::size_t i = 0; i < n / 256; ++i, b += kBytes) {
-    const float d = f16_at(b), min = f16_at(b + 2);
+    const float d = f16_at_f16c(b), min = f16_at_f16c(b + 2);
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       scale_min_k4(j, b + 4, sc, m);
@@ -99,7 +99,7 @@ template <typename Sink>
 FT_TARGET_AVX512 void q6_k(const std::uint8_t* b, std::size_t n, Sink& sink) {
   const __m512i low = _mm512_set1_epi32(0xF), two = _mm512_set1_epi32(3), off = _mm512_set1_epi32(32);
   for (std::size_t i = 0; i < n / 256; ++i, b += 210) {
-    const float d = f16_at(b + 208);
+    const float d = f16_at_f16c(b + 208);
     for (int half = 0; half < 2; ++half) {
       const std::uint8_t* qh = b + 128 + 32 * half;
       const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192 + 8 * half);

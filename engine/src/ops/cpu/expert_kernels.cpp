@@ -47,7 +47,7 @@ bool cpu_isa_supported(CpuIsa isa) {
 #if FT_X86
   // libgcc's feature bits also check that the OS saves the YMM/ZMM state (XCR0).
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl");
   switch (isa) {

@@ -201,7 +201,7 @@ FT_TARGET_AVX2 void q4_k_dots(const std::uint8_t* b, std::size_t cols, const X8R
   const std::size_t ahead = prefetch_distance();
   for (std::size_t i = 0; i < cols / 256; ++i, b += 144) {
     if (ahead) prefetch(b + ahead, 144);
-    const float d = f16_at(b), dmin = f16_at(b + 2);
+    const float d = f16_at_f16c(b), dmin = f16_at_f16c(b + 2);
     // The 12 scale bytes unpacked four at a time (get_scale_min_k4 for all j at once): bytes of
     // u[0..1] are sc_0..7, of u[2..3] m_0..7.
     std::uint32_t u[4];
@@ -247,7 +247,7 @@ FT_TARGET_AVX2 void q6_k_dots(const std::uint8_t* b, std::size_t cols, const X8R
   const std::size_t ahead = prefetch_distance();
   for (std::size_t i = 0; i < cols / 256; ++i, b += 210) {
     if (ahead) prefetch(b + ahead, 210);
-    const float d = f16_at(b + 208);
+    const float d = f16_at_f16c(b + 208);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     __m256i codes[8], scale[8];
@@ -278,7 +278,7 @@ FT_TARGET_AVX2 void q6_k_dots(const std::uint8_t* b, std::size_t cols, const X8R
 // scales and accumulates in one instruction, so a token costs two instructions per 64 values and
 // plane where AVX2 takes six. Integer sums are the AVX2 kernels'; only the fp32 lanes they are
 // reduced over differ.
-#define FT_TARGET_AVX512VNNI __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define FT_TARGET_AVX512VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 // Word lanes of a permutation: lane j takes source word pick(j).
 template <typename Pick>
@@ -325,7 +325,7 @@ FT_TARGET_AVX512VNNI void q4_k_dots512(const std::uint8_t* b, std::size_t cols, 
   const std::size_t ahead = prefetch_distance();
   for (std::size_t i = 0; i < cols / 256; ++i, b += kBytes) {
     if (ahead) prefetch(b + ahead, kBytes);
-    const float d = f16_at(b), dmin = f16_at(b + 2);
+    const float d = f16_at_f16c(b), dmin = f16_at_f16c(b + 2);
     std::uint32_t u[4];  // as in q4_k_dots
     std::memcpy(u, b + 4, 12);
     u[3] = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
@@ -378,7 +378,7 @@ FT_TARGET_AVX512VNNI void q6_k_dots512(const std::uint8_t* b, std::size_t cols, 
   const std::size_t ahead = prefetch_distance();
   for (std::size_t i = 0; i < cols / 256; ++i, b += 210) {
     if (ahead) prefetch(b + ahead, 210);
-    const float d = f16_at(b + 208);
+    const float d = f16_at_f16c(b + 208);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
     const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc8));
     __m512i codes[4], scale[4];

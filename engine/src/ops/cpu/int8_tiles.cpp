@@ -189,7 +189,7 @@ struct BlockInputs {
   }
 };
 
-#define FT_TARGET_VNNI_TILES __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define FT_TARGET_VNNI_TILES __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 FT_SIMD_BEGIN
 
 // Rows g.rows (<= kRows) against token block b: the accumulators hold the 16 tokens in their lanes.
@@ -228,7 +228,7 @@ FT_TARGET_VNNI_TILES void tile_block(const RowGroup& g, const X8Tiles& x, std::s
   for (std::size_t r = 0; r < kRows; ++r) _mm512_storeu_ps(out + r * kTileTokens, acc[r]);
 }
 
-#define FT_TARGET_VNNI256_TILES __attribute__((target("avx2,fma,avxvnni")))
+#define FT_TARGET_VNNI256_TILES __attribute__((target("avx2,fma,f16c,avxvnni")))
 
 // The same on 256-bit vectors (AVX-VNNI, CPUs without AVX-512): a block's 16 tokens in two passes
 // of 8 (16 registers hold 4 rows' accumulators for 8 tokens, not for 16).

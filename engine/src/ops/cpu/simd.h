@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "ft/engine/bf16.h"
 
@@ -14,12 +16,12 @@
 #endif
 
 #if FT_X86
-#define FT_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define FT_TARGET_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl")))
-#define FT_TARGET_AVX512BF16 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")))
+#define FT_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define FT_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define FT_TARGET_AVX512BF16 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
 // A superset of the others, so that their inline helpers (bf16_round16, transpose16x16) inline
 // into AMX kernels instead of being called.
-#define FT_TARGET_AMX __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+#define FT_TARGET_AMX __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 
 // GCC 12's AVX-512 intrinsics initialise their "undefined" pass-through operands from themselves
 // (`__m512 __Y = __Y;`), which -Wuninitialized reports once inlined (GCC bug 105593, fixed in 13).
@@ -49,6 +51,15 @@ inline void prefetch(const void* p, std::size_t n) {
 }
 
 FT_SIMD_BEGIN
+
+// The IEEE half at p (a GGUF block's scale), any alignment, by F16C's VCVTPH2PS: exact, as
+// f16_at, but one instruction where the portable conversion takes ~15 with branches, twice per
+// 256 values in the block kernels. Every AVX2 CPU has F16C (cpu_isa_supported checks it).
+FT_TARGET_AVX2 inline float f16_at_f16c(const void* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
 
 FT_TARGET_AVX2 inline float hsum256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
