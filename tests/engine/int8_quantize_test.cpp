@@ -1,11 +1,13 @@
-// The CPU integer products' activation planes (ops/cpu/int8_dots.h): the vector quantiser writes
-// the scalar definition's bits, block by block, whatever the block holds.
+// The CPU integer products (ops/cpu/int8_dots.h): the activation planes' vector quantiser writes
+// the scalar definition's bits, block by block, whatever the block holds; the 256-bit kernels with
+// and without AVX-VNNI give the same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/int8_dots.h"
@@ -76,6 +78,43 @@ TEST(Int8Quantize, ARowIsTheSameAloneAndInABatch) {
     EXPECT_TRUE(same_bits(one.hi(0), batch.hi(t), cols));
     EXPECT_TRUE(same_bits(one.lo(0), batch.lo(t), cols));
     EXPECT_TRUE(same_bits(one.sums16(0), batch.sums16(t), cols / 16));
+  }
+}
+
+// VPDPWSSD forms acc + the int16 pairs' int32 sums as VPMADDWD + VPADDD do, so the AVX-VNNI
+// kernels must give the plain AVX2 kernels' bits for every token count (the CPU backend tests run
+// whichever of the two the machine picks).
+TEST(Int8Dots, AvxVnniKernelsGiveThePlainAvx2Bits) {
+  const engine::cpu::Int8DotsFn probe = engine::cpu::int8_dots256_for(engine::DType::kQ4_K, true);
+  if (!probe) GTEST_SKIP() << "no AVX-VNNI";
+  constexpr std::size_t cols = 1024, T = 5;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  std::vector<float> x(T * cols);
+  for (float& v : x) v = normal(rng);
+  engine::Scratch scratch;
+  X8Rows x8;
+  x8.quantize(scratch, x.data(), T, cols, cols, CpuIsa::kAvx2);
+  for (const auto& [dtype, block] : {std::pair{engine::DType::kQ4_K, 144}, std::pair{engine::DType::kQ6_K, 210}}) {
+    // Random bytes make every code and 6-bit scale pattern; the halves (d, dmin for Q4_K, d at 208
+    // for Q6_K) are set to modest finite values.
+    std::vector<std::uint8_t> row(cols / 256 * std::size_t(block));
+    for (std::uint8_t& b : row) b = std::uint8_t(rng());
+    for (std::size_t i = 0; i < cols / 256; ++i) {
+      std::uint8_t* b = row.data() + i * std::size_t(block);
+      const std::uint16_t h = std::uint16_t(0x2c00 + rng() % 0x400);
+      std::memcpy(b + (dtype == engine::DType::kQ6_K ? 208 : 0), &h, 2);
+      if (dtype == engine::DType::kQ4_K) std::memcpy(b + 2, &h, 2);
+    }
+    const auto plain = engine::cpu::int8_dots256_for(dtype, false), vnni = engine::cpu::int8_dots256_for(dtype, true);
+    ASSERT_TRUE(plain && vnni);
+    for (std::size_t n = 1; n <= engine::cpu::kInt8DotTokens; ++n) {
+      std::vector<float> a(n), b(n);
+      plain(row.data(), cols, x8, T - n, n, a.data());
+      vnni(row.data(), cols, x8, T - n, n, b.data());
+      EXPECT_TRUE(same_bits(a.data(), b.data(), n)) << engine::dtype_name(dtype) << " n " << n;
+      EXPECT_NE(a[0], 0.f);
+    }
   }
 }
 

@@ -167,29 +167,6 @@ FT_TARGET_AVX2 void quantize_row256(const float* x, std::size_t cols, std::int8_
 
 FT_TARGET_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// Sum over 32 values of codes (unsigned bytes) times x (signed bytes), as 8 int32 lanes each
-// weighted by its 16-bit scale lanes.
-FT_TARGET_AVX2 inline __m256i scaled_dot32(__m256i codes, const std::int8_t* x, __m256i scale) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, load32(x)), scale);
-}
-
-// acc += d (d1 sum_k codes_k . hi_k scale_k + d2 sum_k codes_k . lo_k scale_k) over super-block i of
-// token t's planes: the eight 32-value pieces of a super-block against the token's int8 planes, in
-// int32, scaled once.
-FT_TARGET_AVX2 inline __m256 add_super_block(const __m256i (&codes)[8], const __m256i (&scale)[8], const X8Rows& x,
-                                             std::size_t t, std::size_t i, float d, __m256 acc) {
-  const std::int8_t* hi = x.hi(t) + 256 * i;
-  const std::int8_t* lo = x.lo(t) + 256 * i;
-  __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
-  for (int k = 0; k < 8; ++k) {
-    sh = _mm256_add_epi32(sh, scaled_dot32(codes[k], hi + 32 * k, scale[k]));
-    sl = _mm256_add_epi32(sl, scaled_dot32(codes[k], lo + 32 * k, scale[k]));
-  }
-  const float* dd = x.scales(t) + 2 * i;
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sh), _mm256_set1_ps(d * dd[0]), acc);
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sl), _mm256_set1_ps(d * dd[1]), acc);
-}
-
 // The 12 bytes of 6-bit scales and mins at q (Q4_K, Q5_K) as bytes [sc_0..7 | m_0..7],
 // get_scale_min_k4 for every j at once in a few byte shuffles (the scalar unpacking was a fifth of
 // a super-block's instructions): for j < 4, sc_j = q_j & 63 and m_j = q_j+4 & 63; for j >= 4,
@@ -206,80 +183,21 @@ FT_TARGET_AVX2 inline __m128i k_quant_scales(const std::uint8_t* q) {
   return _mm_or_si128(_mm_and_si128(nibbles, keep), _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
-// Q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles): sub-block j
-// is the low (j even) or high nibbles of bytes 32 (j / 2) ..; value = d sc_j q - dmin m_j. Codes
-// 0..15 times |x| <= 127, two a lane, fit VPMADDUBSW's int16 (3,810); times sc <= 63, int32.
-template <int NT>
-FT_TARGET_AVX2 void q4_k_dots(const std::uint8_t* b, std::size_t cols, const X8Rows& x, std::size_t t0, float* out) {
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  __m256 acc[NT], offs[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = offs[t] = _mm256_setzero_ps();
-  const std::size_t ahead = prefetch_distance();
-  for (std::size_t i = 0; i < cols / 256; ++i, b += 144) {
-    if (ahead) prefetch(b + ahead, 144);
-    const float d = f16_at_f16c(b), dmin = f16_at_f16c(b + 2);
-    const __m256i sm = _mm256_cvtepu8_epi16(k_quant_scales(b + 4));  // sc | m, int16
-    const __m256i sc2 = _mm256_permute2x128_si256(sm, sm, 0x00);  // sc_0..7 in both lanes
-    __m256i scale[8];
-    for (int j = 0; j < 8; ++j)
-      scale[j] = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16(std::int16_t(0x0100 + 0x0202 * j)));
-    const __m256 m =
-        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(sm, 1))), _mm256_set1_ps(dmin));
-    __m256i codes[8];
-    for (int p = 0; p < 4; ++p) {
-      const __m256i v = load32(b + 16 + 32 * p);
-      codes[2 * p] = _mm256_and_si256(v, low);
-      codes[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-    }
-    for (int t = 0; t < NT; ++t) {
-      acc[t] = add_super_block(codes, scale, x, t0 + t, i, d, acc[t]);
-      offs[t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(x.sums32(t0 + t) + 8 * i), offs[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) - hsum256(offs[t]);
-}
+namespace avx2 {
+#define FT_I8_TARGET FT_TARGET_AVX2
+#define FT_I8_ADD_PAIRS(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+#include "ops/cpu/int8_dots_avx2.inc"
+#undef FT_I8_ADD_PAIRS
+#undef FT_I8_TARGET
+}  // namespace avx2
 
-// Q6_K (210 bytes: 128 bytes of low 4 bits, 64 of high 2 bits, 16 int8 scales, d): per 128 values
-// (half h), bytes ql[64h ..] give values 0..63 (low nibbles) and 64..127 (high), qh[32h ..] their
-// top bits in pairs; value = d sc_k (q - 32), one scale per 16 values. Codes 0..63 (the -32 through
-// the sums of x): 2 x 63 x 127 fits int16.
-template <int NT>
-FT_TARGET_AVX2 void q6_k_dots(const std::uint8_t* b, std::size_t cols, const X8Rows& x, std::size_t t0, float* out) {
-  const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
-  // Words 0..7 from the first int16 of a dword, 8..15 from the second: [sc_2k x 8 | sc_2k+1 x 8].
-  const __m256i pair_to_halves =
-      _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
-  __m256 acc[NT], offs[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = offs[t] = _mm256_setzero_ps();
-  const std::size_t ahead = prefetch_distance();
-  for (std::size_t i = 0; i < cols / 256; ++i, b += 210) {
-    if (ahead) prefetch(b + ahead, 210);
-    const float d = f16_at_f16c(b + 208);
-    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    __m256i codes[8], scale[8];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i a = load32(b + 64 * h), c = load32(b + 64 * h + 32), q = load32(b + 128 + 32 * h);
-      codes[4 * h] = _mm256_or_si256(_mm256_and_si256(a, low), _mm256_and_si256(_mm256_slli_epi16(q, 4), top));
-      codes[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(c, low), _mm256_and_si256(_mm256_slli_epi16(q, 2), top));
-      codes[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low), _mm256_and_si256(q, top));
-      codes[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low),
-                                         _mm256_and_si256(_mm256_srli_epi16(q, 2), top));
-    }
-    for (int k = 0; k < 8; ++k)
-      scale[k] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(k)), pair_to_halves);
-    const __m256 sc_lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8));
-    const __m256 sc_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8)));
-    const __m256 off = _mm256_set1_ps(32.f * d);
-    for (int t = 0; t < NT; ++t) {
-      acc[t] = add_super_block(codes, scale, x, t0 + t, i, d, acc[t]);
-      const float* s = x.sums16(t0 + t) + 16 * i;
-      const __m256 corr = _mm256_fmadd_ps(sc_lo, _mm256_loadu_ps(s), _mm256_mul_ps(sc_hi, _mm256_loadu_ps(s + 8)));
-      offs[t] = _mm256_fmadd_ps(corr, off, offs[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) - hsum256(offs[t]);
-}
+namespace avx_vnni {
+#define FT_I8_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define FT_I8_ADD_PAIRS(acc, a, b) _mm256_dpwssd_avx_epi32(acc, a, b)
+#include "ops/cpu/int8_dots_avx2.inc"
+#undef FT_I8_ADD_PAIRS
+#undef FT_I8_TARGET
+}  // namespace avx_vnni
 
 // The same products 64 values a vector on AVX-512 with VNNI: VPDPWSSD applies the sub-block
 // scales and accumulates in one instruction, so a token costs two instructions per 64 values and
@@ -417,8 +335,10 @@ FT_TARGET_AVX512VNNI void q6_k_dots512(const std::uint8_t* b, std::size_t cols, 
         return fn<4>(row, cols, x, t0, out);                                                                  \
     }                                                                                                         \
   }
-FT_INT8_KERNEL(FT_TARGET_AVX2, q4_k_int8, q4_k_dots)
-FT_INT8_KERNEL(FT_TARGET_AVX2, q6_k_int8, q6_k_dots)
+FT_INT8_KERNEL(FT_TARGET_AVX2, q4_k_int8, avx2::q4_k_dots)
+FT_INT8_KERNEL(FT_TARGET_AVX2, q6_k_int8, avx2::q6_k_dots)
+FT_INT8_KERNEL(__attribute__((target("avx2,fma,f16c,avxvnni"))), q4_k_int8_vnni256, avx_vnni::q4_k_dots)
+FT_INT8_KERNEL(__attribute__((target("avx2,fma,f16c,avxvnni"))), q6_k_int8_vnni256, avx_vnni::q6_k_dots)
 FT_INT8_KERNEL(FT_TARGET_AVX512VNNI, q4_k_int8_avx512, q4_k_dots512)
 template <int NT>
 FT_TARGET_AVX512VNNI void q5_k_dots512(const std::uint8_t* b, std::size_t cols, const X8Rows& x, std::size_t t0,
@@ -499,13 +419,25 @@ bool int8_vnni256(CpuIsa isa) {
 #endif
 }
 
+Int8DotsFn int8_dots256_for(DType dtype, bool vnni) {
+#if FT_X86
+  if (!cpu_isa_supported(CpuIsa::kAvx2) || (vnni && !__builtin_cpu_supports("avxvnni"))) return nullptr;
+  if (dtype == DType::kQ4_K) return vnni ? q4_k_int8_vnni256 : q4_k_int8;
+  if (dtype == DType::kQ6_K) return vnni ? q6_k_int8_vnni256 : q6_k_int8;
+#endif
+  (void)dtype;
+  (void)vnni;
+  return nullptr;
+}
+
 Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype) {
 #if FT_X86
   if (isa != CpuIsa::kScalar && int8_enabled()) {
     // The AVX-512 paths imply AVX512-BW; VNNI came with every AVX-512 core since Cascade Lake.
     const bool wide = int8_vnni512(isa);
-    if (dtype == DType::kQ4_K) return wide ? q4_k_int8_avx512 : q4_k_int8;
-    if (dtype == DType::kQ6_K) return wide ? q6_k_int8_avx512 : q6_k_int8;
+    if (!wide) return int8_dots256_for(dtype, int8_vnni256(isa));
+    if (dtype == DType::kQ4_K) return q4_k_int8_avx512;
+    if (dtype == DType::kQ6_K) return q6_k_int8_avx512;
     if (dtype == DType::kQ5_K && wide) return q5_k_int8_avx512;  // (AVX2: the fused fp32 products)
   }
 #endif

@@ -57,10 +57,15 @@ bool int8_vnni512(CpuIsa isa);
 // tiles' kernel for CPUs without AVX-512.
 bool int8_vnni256(CpuIsa isa);
 
-// The integer kernel for `dtype` on `isa` (AVX2 and up: Q4_K, Q6_K; 64 values a vector on AVX-512
-// with VNNI, which also has Q5_K), or null. FT_CPU_INT8=0 turns them off (the fp32 fused kernels then serve, as on CPUs
-// without AVX2); FT_CPU_INT8=avx2 keeps the 256-bit ones.
+// The integer kernel for `dtype` on `isa` (AVX2 and up: Q4_K, Q6_K, with AVX-VNNI where the CPU has
+// it; 64 values a vector on AVX-512 with VNNI, which also has Q5_K), or null. FT_CPU_INT8=0 turns them off (the fp32
+// fused kernels then serve, as on CPUs without AVX2); FT_CPU_INT8=avx2 keeps the 256-bit ones.
 Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype);
+// The 256-bit kernel for `dtype` (Q4_K, Q6_K) with AVX-VNNI's VPDPWSSD (vnni) or without it, or null
+// where the CPU lacks the path: int8_dots_for picks VNNI where the CPU has it; both give the same
+// bits.
+Int8DotsFn int8_dots256_for(DType dtype, bool vnni);
+
 // The kernel for matrix m (whose rows are whole 256-value blocks), or null.
 Int8DotsFn int8_dots_for(CpuIsa isa, const Matrix& m);
 
