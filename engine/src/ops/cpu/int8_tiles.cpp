@@ -344,7 +344,8 @@ X8Tiles x8_tiles_alloc(Scratch& scratch, std::size_t blocks, std::size_t cols) {
   return t;
 }
 
-void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0) {
+void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0,
+                   const std::size_t* rows) {
   const bool wide = int8_vnni512(isa);
 #if FT_X86
   const std::size_t cols = x.cols();
@@ -353,7 +354,7 @@ void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, c
     const std::int8_t* hi[kTileTokens];
     const std::int8_t* lo[kTileTokens];
     for (std::size_t j = 0; j < kTileTokens; ++j) {
-      const std::size_t t = t0 + j0 + (j < count ? j : 0);
+      const std::size_t at = t0 + j0 + (j < count ? j : 0), t = rows ? rows[at] : at;
       hi[j] = x.hi(t);
       lo[j] = x.lo(t);
       for (std::size_t s = 0; s < cols / kSuper; ++s) {
@@ -374,7 +375,7 @@ void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, c
     }
   }
 #else
-  (void)isa, (void)x, (void)t0, (void)n, (void)tiles, (void)b0;
+  (void)isa, (void)x, (void)t0, (void)n, (void)tiles, (void)b0, (void)rows;
 #endif
 }
 

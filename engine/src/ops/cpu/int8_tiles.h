@@ -43,8 +43,10 @@ struct X8Tiles {
 };
 // x8_tiles packs rows [t0, t0 + n) of x, its blocks in parallel.
 X8Tiles x8_tiles(Scratch& scratch, CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n);
-// Packs into `tiles` (blocks [b0, ...) of a larger X8Tiles) rows [t0, t0 + n) of x.
-void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0);
+// Packs into `tiles` (blocks [b0, ...) of a larger X8Tiles) rows [t0, t0 + n) of x, or with `rows`
+// x's rows rows[t0], ..., rows[t0 + n - 1] (a MoE's assignments, each naming its token's row).
+void x8_tiles_pack(CpuIsa isa, const X8Rows& x, std::size_t t0, std::size_t n, const X8Tiles& tiles, std::size_t b0,
+                   const std::size_t* rows = nullptr);
 // An X8Tiles of `blocks` blocks, unpacked, for x8_tiles_pack to fill.
 X8Tiles x8_tiles_alloc(Scratch& scratch, std::size_t blocks, std::size_t cols);
 

@@ -307,14 +307,15 @@ bool int8_tiles_experts_fit(CpuIsa isa, const MoeWeights& w, const Groups& g, bo
   return experts_average(g, kInt8TileTokens);
 }
 
-// rows [t0, t0 + n) of x (expert e's assignments) into blocks of their own from first[e] on.
-X8Tiles tiles_by_expert(Scratch& s, CpuIsa isa, const X8Rows& x, const Groups& g,
-                        const std::vector<std::size_t>& first) {
+// Expert e's assignments' rows of x into blocks of their own from first[e] on: x's rows are the
+// assignments' (`rows` null) or the tokens' (`rows` = g.token_of).
+X8Tiles tiles_by_expert(Scratch& s, CpuIsa isa, const X8Rows& x, const Groups& g, const std::vector<std::size_t>& first,
+                        const std::size_t* rows) {
   const std::size_t E = first.size() - 1;
   X8Tiles t = x8_tiles_alloc(s, first[E], x.cols());
   tbb::parallel_for(std::size_t(0), E, [&](std::size_t e) {
     const std::size_t a0 = g.begin[e], n = g.begin[e + 1] - a0;
-    if (n > 0) x8_tiles_pack(isa, x, a0, n, t, first[e]);
+    if (n > 0) x8_tiles_pack(isa, x, a0, n, t, first[e], rows);
   });
   return t;
 }
@@ -323,8 +324,10 @@ X8Tiles tiles_by_expert(Scratch& s, CpuIsa isa, const X8Rows& x, const Groups& g
 // items of 32 rows (gate and up rows together, h = GLU in fp32; then down), each row decoded in
 // registers against the expert's tokens; or, for a prefill's Q4_K / Q6_K experts without AMX, each
 // item's rows against the expert's tokens 16 at a time on the VNNI tiles.
-void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y,
-                    bool by_size) {
+// x holds the T tokens' rows; the tiles read them through g.token_of (each token's row quantised
+// once, not once per choice), the other kernels from a copy in assignment order.
+void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* x, std::size_t T,
+                    float* y, bool by_size) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   const bool plain = w.plain_experts();
   float* h = s.floats(std::max<std::size_t>(g.begin[E], 1) * I);
@@ -339,8 +342,16 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   std::vector<std::size_t> first(E + 1, 0);  // each expert's first tile block
   for (std::size_t e = 0; e < E; ++e)
     first[e + 1] = first[e] + (g.begin[e + 1] - g.begin[e] + kTileTokens - 1) / kTileTokens;
-  if (x_int8 || tiles) xq.quantize(s, xg, A, H, H, isa);
-  const X8Tiles xt = tiles ? tiles_by_expert(s, isa, xq, g, first) : X8Tiles{};
+  const float* xg = nullptr;
+  if (tiles) {
+    xq.quantize(s, x, T, H, H, isa);
+  } else {
+    float* rows = s.floats(A * H);
+    for (std::size_t a = 0; a < A; ++a) std::memcpy(rows + a * H, x + g.token_of[a] * H, H * sizeof(float));
+    xg = rows;
+    if (x_int8) xq.quantize(s, xg, A, H, H, isa);
+  }
+  const X8Tiles xt = tiles ? tiles_by_expert(s, isa, xq, g, first, g.token_of) : X8Tiles{};
   const std::vector<Item> up_items = items(g, E, I);
   tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
     const Item& it = up_items[i];
@@ -372,7 +383,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     }
   });
   if (h_int8 || tiles) hq.quantize(s, h, A, I, I, isa);
-  const X8Tiles ht = tiles ? tiles_by_expert(s, isa, hq, g, first) : X8Tiles{};
+  const X8Tiles ht = tiles ? tiles_by_expert(s, isa, hq, g, first, nullptr) : X8Tiles{};
   const std::vector<Item> down_items = items(g, E, H);
   tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const Item& it = down_items[i];
@@ -443,14 +454,12 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
     std::byte* xg = s.take<std::byte>(A * px.row_bytes);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * px.row_bytes, px.row(g.token_of[a]), px.row_bytes);
     experts_bf16(s, isa, dots, w, g, {xg, px.row_bytes, px.elem}, A, y);
+  } else if (fused_blocks_fit(isa, w)) {
+    experts_blocks(s, isa, w, g, x, T, y, by_size);
   } else {
     float* xg = s.floats(A * H);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * H, x + g.token_of[a] * H, H * sizeof(float));
-    if (fused_blocks_fit(isa, w)) {
-      experts_blocks(s, isa, w, g, xg, y, by_size);
-    } else {
-      experts_generic(s, isa, w, g, xg, y, by_size);
-    }
+    experts_generic(s, isa, w, g, xg, y, by_size);
   }
 
   phase.emplace(profile, OpProfile::kMoeCombine);
