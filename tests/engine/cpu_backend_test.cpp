@@ -437,6 +437,30 @@ TEST_P(CpuOps, IntegerProductsFollowTheReferenceAtAnyT) {
   }
 }
 
+// Several products of one input in one call (an attention's q, k and v) give each output the bits
+// of its own linear() call, on the integer block kernels too (one region, x quantised once), with
+// biases, at decode sizes and at prefill sizes.
+TEST_P(CpuOps, LinearsGiveEachProductItsOwnBits) {
+  const std::filesystem::path gguf = std::filesystem::path(FT_FIXTURES_DIR) / "gguf";
+  auto mixed = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mixed.gguf");
+  ASSERT_TRUE(mixed.is_ok());
+  const Matrix a = engine::matrix_view(*mixed->tensor("model.layers.1.mlp.experts.2.gate_proj.weight"));  // Q4_K
+  const Matrix b = engine::matrix_view(*mixed->tensor("lm_head.weight"));                                 // Q6_K
+  ASSERT_EQ(a.cols, b.cols);
+  const std::size_t K = std::size_t(a.cols), Ra = std::size_t(a.rows), Rb = std::size_t(b.rows);
+  const auto bias = randn(Rb, rng_);
+  for (std::size_t T : {1, 3, 9, 20}) {
+    const auto x = randn(T * K, rng_);
+    std::vector<float> ya(T * Ra), yb(T * Rb), wa(T * Ra), wb(T * Rb);
+    const engine::Backend::LinearOut outs[] = {{&a, nullptr, ya.data()}, {&b, bias.data(), yb.data()}};
+    on(*cpu_, [&] { cpu_->linears(x.data(), T, outs); });
+    on(*cpu_, [&] { cpu_->linear(x.data(), T, a, nullptr, wa.data()); });
+    on(*cpu_, [&] { cpu_->linear(x.data(), T, b, bias.data(), wb.data()); });
+    EXPECT_EQ(0, std::memcmp(ya.data(), wa.data(), ya.size() * sizeof(float))) << "T " << T;
+    EXPECT_EQ(0, std::memcmp(yb.data(), wb.data(), yb.size() * sizeof(float))) << "T " << T;
+  }
+}
+
 // The AVX-512 integer products (VNNI: 64 values a vector) and the AVX2 ones sum the same integers;
 // only the fp32 lanes they reduce over differ, so their outputs agree to fp32 rounding.
 TEST(CpuIntegerProducts, Avx512AndAvx2AgreeToRounding) {

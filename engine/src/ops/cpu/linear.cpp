@@ -240,14 +240,33 @@ void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::s
   // Decode-sized and every matrix on the path linear() would give it (all AMX with whole 32-row
   // pieces, or all on the bf16 dots kernel), with the same number of columns: one region over the
   // concatenated rows. Each output is then computed exactly as linear() computes it.
-  bool amx = T <= kAmxTokens, dots = T <= kTokenBlock && dots_for(isa) != nullptr;
+  // Or all on the integer block kernels below the tiles' size (a GGUF file's q, k and v: Q4_K and Q6_K),
+  // x quantised once.
+  bool amx = T <= kAmxTokens, dots = T <= kTokenBlock && dots_for(isa) != nullptr, int8 = T < kInt8TileTokens;
   std::size_t total = 0;
   for (const Backend::LinearOut& o : outs) {
     const bool on_amx = amx_fits(isa, *o.w);
     amx = amx && on_amx && o.w->rows % int64_t(2 * kAmxRows) == 0;
     dots = dots && !on_amx && o.w->dtype == DType::kBF16 && o.w->rows % int64_t(kRowTile) == 0;
-    if (o.w->cols != outs[0].w->cols) amx = dots = false;
+    int8 = int8 && int8_dots_for(isa, *o.w) != nullptr;
+    if (o.w->cols != outs[0].w->cols) amx = dots = int8 = false;
     total += std::size_t(o.w->rows);
+  }
+  if (outs.size() >= 2 && int8) {
+    Scratch::Frame frame(scratch);
+    const std::size_t K = std::size_t(outs[0].w->cols);
+    X8Rows x8;
+    x8.quantize(scratch, x, T, K, K, isa);
+    for_row_pieces(0, total, 1, [&](std::size_t a, std::size_t b) {
+      std::size_t base = 0;
+      for (const Backend::LinearOut& o : outs) {
+        const std::size_t R = std::size_t(o.w->rows), lo = std::max(a, base), hi = std::min(b, base + R);
+        if (lo < hi) widened_block(isa, x, &x8, *o.w, lo - base, hi - base, 0, T, o.y, R);
+        base += R;
+      }
+    });
+    for (const Backend::LinearOut& o : outs) add_bias(o.y, T, std::size_t(o.w->rows), o.bias);
+    return;
   }
   if (outs.size() < 2 || !(amx || dots)) {
     for (const Backend::LinearOut& o : outs) linear(scratch, isa, x, T, *o.w, o.bias, o.y, by_size);
