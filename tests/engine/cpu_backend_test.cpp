@@ -437,27 +437,43 @@ TEST_P(CpuOps, IntegerProductsFollowTheReferenceAtAnyT) {
   }
 }
 
-// Several products of one input in one call (an attention's q, k and v) give each output the bits
-// of its own linear() call, on the integer block kernels too (one region, x quantised once), with
-// biases, at decode sizes and at prefill sizes.
+// Several products of one input in one call (an attention's q, k and v; a DeltaNet's four) give
+// each output the bits of its own linear() call, whatever mix of kernels they take (the integer
+// block kernels with x quantised once, the fused block kernels, the bf16 dots), with biases, at
+// decode sizes and at prefill sizes.
 TEST_P(CpuOps, LinearsGiveEachProductItsOwnBits) {
   const std::filesystem::path gguf = std::filesystem::path(FT_FIXTURES_DIR) / "gguf";
   auto mixed = engine::Checkpoint::open(gguf / "models" / "qwen3_moe-mixed.gguf");
   ASSERT_TRUE(mixed.is_ok());
-  const Matrix a = engine::matrix_view(*mixed->tensor("model.layers.1.mlp.experts.2.gate_proj.weight"));  // Q4_K
-  const Matrix b = engine::matrix_view(*mixed->tensor("lm_head.weight"));                                 // Q6_K
-  ASSERT_EQ(a.cols, b.cols);
-  const std::size_t K = std::size_t(a.cols), Ra = std::size_t(a.rows), Rb = std::size_t(b.rows);
-  const auto bias = randn(Rb, rng_);
-  for (std::size_t T : {1, 3, 9, 20}) {
-    const auto x = randn(T * K, rng_);
-    std::vector<float> ya(T * Ra), yb(T * Rb), wa(T * Ra), wb(T * Rb);
-    const engine::Backend::LinearOut outs[] = {{&a, nullptr, ya.data()}, {&b, bias.data(), yb.data()}};
-    on(*cpu_, [&] { cpu_->linears(x.data(), T, outs); });
-    on(*cpu_, [&] { cpu_->linear(x.data(), T, a, nullptr, wa.data()); });
-    on(*cpu_, [&] { cpu_->linear(x.data(), T, b, bias.data(), wb.data()); });
-    EXPECT_EQ(0, std::memcmp(ya.data(), wa.data(), ya.size() * sizeof(float))) << "T " << T;
-    EXPECT_EQ(0, std::memcmp(yb.data(), wb.data(), yb.size() * sizeof(float))) << "T " << T;
+  const auto view = [&](const char* name) { return engine::matrix_view(*mixed->tensor(name)); };
+  const Matrix q4k = view("model.layers.1.mlp.experts.2.gate_proj.weight"), q6k = view("lm_head.weight");
+  const Matrix q8_0 = view("model.layers.0.self_attn.q_proj.weight"),
+               q4_0 = view("model.layers.0.self_attn.k_proj.weight");
+  const Bf16Matrix bf16(12, q4k.cols, rng_);
+  const Matrix b16 = bf16.view();
+  const std::size_t K = std::size_t(q4k.cols);
+  for (const std::vector<const Matrix*>& set : std::vector<std::vector<const Matrix*>>{
+           {&q4k, &q6k}, {&q4k, &q8_0, &q6k, &q4_0}, {&b16, &q4k, &q8_0}, {&b16, &b16}}) {
+    for (std::size_t T : {1, 3, 9, 20}) {
+      SCOPED_TRACE("T " + std::to_string(T) + ", " + std::to_string(set.size()) + " products");
+      const auto x = randn(T * K, rng_);
+      std::vector<std::vector<float>> got(set.size()), want(set.size()), bias(set.size());
+      std::vector<engine::Backend::LinearOut> outs;
+      for (std::size_t i = 0; i < set.size(); ++i) {
+        ASSERT_EQ(std::size_t(set[i]->cols), K);
+        const std::size_t R = std::size_t(set[i]->rows);
+        got[i].resize(T * R);
+        want[i].resize(T * R);
+        bias[i] = randn(R, rng_);
+        outs.push_back({set[i], i % 2 ? bias[i].data() : nullptr, got[i].data()});
+      }
+      on(*cpu_, [&] { cpu_->linears(x.data(), T, outs); });
+      for (std::size_t i = 0; i < set.size(); ++i) {
+        on(*cpu_, [&] { cpu_->linear(x.data(), T, *set[i], outs[i].bias, want[i].data()); });
+        EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
+            << "product " << i << ": " << engine::dtype_name(set[i]->dtype);
+      }
+    }
   }
 }
 

@@ -237,56 +237,55 @@ void int8_tiles_linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t
 
 void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::span<const Backend::LinearOut> outs,
              bool by_size) {
-  // Decode-sized and every matrix on the path linear() would give it (all AMX with whole 32-row
-  // pieces, or all on the bf16 dots kernel), with the same number of columns: one region over the
-  // concatenated rows. Each output is then computed exactly as linear() computes it.
-  // Or all on the integer block kernels below the tiles' size (a GGUF file's q, k and v: Q4_K and Q6_K),
-  // x quantised once.
-  bool amx = T <= kAmxTokens, dots = T <= kTokenBlock && dots_for(isa) != nullptr, int8 = T < kInt8TileTokens;
+  // Products of one input with the same number of columns in one parallel region over their
+  // concatenated rows, each output computed exactly as linear() computes it (the same kernel on the
+  // same rows): all on AMX (whole 32-row pieces, decode-sized), all on the bf16 dots kernel (up to
+  // kTokenBlock tokens), or, below the integer tiles' size (kInt8TileTokens, where linear() takes
+  // no whole-matrix path), any mix of the bf16 dots, the integer block kernels (x quantised once)
+  // and the other row kernels: a GGUF attention's q, k (Q4_K) and v (Q6_K), a DeltaNet's qkv, z, b
+  // and a. One region instead of one per product: at decode each is a short weight stream.
+  if (outs.empty()) return;
+  const std::size_t K = std::size_t(outs[0].w->cols);
+  const DotsFn kernel = dots_for(isa);
+  const auto on_dots = [&](const Matrix& w) { return w.dtype == DType::kBF16 && kernel != nullptr; };
+  bool amx = T <= kAmxTokens, dots = T <= kTokenBlock && kernel != nullptr, rows = T < kInt8TileTokens;
+  bool any_int8 = false, any_bf16 = false, whole_tiles = true;
   std::size_t total = 0;
   for (const Backend::LinearOut& o : outs) {
-    const bool on_amx = amx_fits(isa, *o.w);
+    const bool on_amx = amx_fits(isa, *o.w), tile_rows = o.w->rows % int64_t(kRowTile) == 0;
     amx = amx && on_amx && o.w->rows % int64_t(2 * kAmxRows) == 0;
-    dots = dots && !on_amx && o.w->dtype == DType::kBF16 && o.w->rows % int64_t(kRowTile) == 0;
-    int8 = int8 && int8_dots_for(isa, *o.w) != nullptr;
-    if (o.w->cols != outs[0].w->cols) amx = dots = int8 = false;
+    dots = dots && !on_amx && on_dots(*o.w) && tile_rows;
+    rows = rows && !on_amx;
+    any_int8 = any_int8 || int8_dots_for(isa, *o.w) != nullptr;
+    any_bf16 = any_bf16 || on_dots(*o.w);
+    whole_tiles = whole_tiles && tile_rows;
+    if (std::size_t(o.w->cols) != K) amx = dots = rows = false;
     total += std::size_t(o.w->rows);
   }
-  if (outs.size() >= 2 && int8) {
-    Scratch::Frame frame(scratch);
-    const std::size_t K = std::size_t(outs[0].w->cols);
-    X8Rows x8;
-    x8.quantize(scratch, x, T, K, K, isa);
-    for_row_pieces(0, total, 1, [&](std::size_t a, std::size_t b) {
-      std::size_t base = 0;
-      for (const Backend::LinearOut& o : outs) {
-        const std::size_t R = std::size_t(o.w->rows), lo = std::max(a, base), hi = std::min(b, base + R);
-        if (lo < hi) widened_block(isa, x, &x8, *o.w, lo - base, hi - base, 0, T, o.y, R);
-        base += R;
-      }
-    });
-    for (const Backend::LinearOut& o : outs) add_bias(o.y, T, std::size_t(o.w->rows), o.bias);
-    return;
-  }
-  if (outs.size() < 2 || !(amx || dots)) {
+  rows = rows && (whole_tiles || !any_bf16);  // the dots kernel's row tiles as linear() forms them
+  if (outs.size() < 2 || !(amx || dots || rows)) {
     for (const Backend::LinearOut& o : outs) linear(scratch, isa, x, T, *o.w, o.bias, o.y, by_size);
     return;
   }
   Scratch::Frame frame(scratch);
-  const std::size_t K = std::size_t(outs[0].w->cols);
   const AmxPacked packed = amx ? amx_pack(scratch, x, T, K) : AmxPacked{};
-  const PreparedX prepared = amx ? PreparedX{} : prepare_x(scratch, isa, x, T, K);
-  const DotsFn kernel = dots_for(isa);
+  const PreparedX prepared = !amx && any_bf16 ? prepare_x(scratch, isa, x, T, K) : PreparedX{};
+  X8Rows x8;
+  if (!amx && any_int8) x8.quantize(scratch, x, T, K, K, isa);
   // Global row g of the concatenation -> (output, local row); a piece may span outputs.
-  for_row_pieces(0, total, amx ? 2 * kAmxRows : kRowTile, [&](std::size_t a, std::size_t b) {
+  const std::size_t align = amx ? 2 * kAmxRows : any_bf16 ? kRowTile : 1;
+  for_row_pieces(0, total, align, [&](std::size_t a, std::size_t b) {
     std::size_t base = 0;
     for (const Backend::LinearOut& o : outs) {
       const std::size_t R = std::size_t(o.w->rows), lo = std::max(a, base), hi = std::min(b, base + R);
       if (lo < hi) {
         if (amx) {
           amx_rows(*o.w, lo - base, hi - base, packed, 0, 1, T, o.y + (lo - base), R);
-        } else {
+        } else if (on_dots(*o.w)) {
           bf16_block(kernel, prepared, *o.w, lo - base, hi - base, 0, T, o.y, R);
+        } else {
+          const X8Rows* q = int8_dots_for(isa, *o.w) ? &x8 : nullptr;
+          widened_block(isa, x, q, *o.w, lo - base, hi - base, 0, T, o.y, R);
         }
       }
       base += R;
