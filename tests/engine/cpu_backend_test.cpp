@@ -84,16 +84,12 @@ std::vector<std::pair<const engine::Checkpoint*, std::string>> gguf_block_weight
 
 class CpuOps : public ::testing::TestWithParam<CpuIsa> {
  protected:
-  // Products on Q4_K / Q6_K take int8 activations on every vector path (x ~= d1 hi + d2 lo per 256
-  // values: ~3e-5 relative) unless FT_CPU_INT8=0, Q5_K on the AVX-512 ones (with VNNI); the others
-  // multiply fp32 activations.
+  // Products on Q4_K / Q5_K / Q6_K take int8 activations on every vector path (x ~= d1 hi + d2 lo
+  // per 256 values: ~3e-5 relative) unless FT_CPU_INT8=0; the others multiply fp32 activations.
   double product_tolerance(engine::DType dt) const {
     const char* env = std::getenv("FT_CPU_INT8");
     const bool on = GetParam() != CpuIsa::kScalar && !(env && std::strcmp(env, "0") == 0);
-    const bool wide = GetParam() >= CpuIsa::kAvx512 && __builtin_cpu_supports("avx512vnni") &&
-                      !(env && std::strcmp(env, "avx2") == 0);
-    const bool int8 =
-        on && (dt == engine::DType::kQ4_K || dt == engine::DType::kQ6_K || (dt == engine::DType::kQ5_K && wide));
+    const bool int8 = on && (dt == engine::DType::kQ4_K || dt == engine::DType::kQ5_K || dt == engine::DType::kQ6_K);
     return int8 ? 1e-4 : 1e-6;
   }
   void SetUp() override {
@@ -403,7 +399,7 @@ TEST_P(CpuOps, BlockDtypesDecodeAsTheReference) {
   }
 }
 
-// Q4_K, Q5_K and Q6_K products with the activations as int8 planes (every path but scalar; Q5_K on AVX-512): within
+// Q4_K, Q5_K and Q6_K products with the activations as int8 planes (every path but scalar): within
 // their ~3e-5 of the dequantised reference at every token count, on rows with a block of zeros and a block of values
 // 1e8 apart, and a token's outputs the same bits alone and in a batch.
 TEST_P(CpuOps, IntegerProductsFollowTheReferenceAtAnyT) {
@@ -694,7 +690,7 @@ class CpuInt8Tiles : public ::testing::TestWithParam<CpuIsa>, protected ByCallSi
 };
 
 // Without AMX (here: the AVX-512 path of this CPU), prefill-sized products on Q4_K, Q6_K, Q4_0, Q8_0,
-// Q4_1 and Q5_K take the VNNI tiles (int8_tiles.h): on Q4_K / Q6_K the same integer sums as the decode-sized
+// Q4_1 and Q5_K take the VNNI tiles (int8_tiles.h): on Q4_K / Q5_K / Q6_K the same integer sums as the decode-sized
 // integer kernels, so within fp32 rounding of theirs; on every type within the int8 planes' ~1e-4
 // of the reference; a token's outputs the same bits in another call of prefill size, and not the
 // decode kernels' bits.
@@ -710,9 +706,9 @@ TEST_P(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
     SCOPED_TRACE(name);  // (Q4_0, Q8_0, Q4_1: their decode kernels are fp32, 1e-7 of the reference)
     // 37 rows of each: groups of 4 rows and a remainder of 1.
     const Matrix w = engine::matrix_view(*mixed->tensor(name)).rows_slice(3, 37);
-    // (Q5_K's integer decode kernel is AVX-512's; on AVX2 it decodes to fp32 like Q4_0, Q8_0, Q4_1)
-    const bool integer_decode = w.dtype == engine::DType::kQ4_K || w.dtype == engine::DType::kQ6_K ||
-                                (w.dtype == engine::DType::kQ5_K && GetParam() == CpuIsa::kAvx512);
+    // (Q4_0, Q8_0 and Q4_1 decode to fp32 in their decode-sized kernels)
+    const bool integer_decode =
+        w.dtype == engine::DType::kQ4_K || w.dtype == engine::DType::kQ6_K || w.dtype == engine::DType::kQ5_K;
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols), T = 70;
     auto x = randn(T * K, rng);
     std::fill(x.begin(), x.begin() + 256, 0.f);  // a zero block, and one of values 1e8 apart
@@ -732,7 +728,7 @@ TEST_P(CpuInt8Tiles, QuantisedWeightsMatchTheDecodeKernelsAtPrefillSizes) {
 }
 
 // The same tiles for a prefill's Q4_K / Q6_K experts (the llama.cpp-made file's layer 1, its Q4_K
-// gate matrices also as the up ones: its Q5_K up has no integer kernel), plain and with gpt-oss's
+// gate matrices also as the up ones), plain and with gpt-oss's
 // epilogue: within fp32 rounding of the decode kernels, a token's output the same bits in another
 // prefill-sized call.
 TEST_P(CpuInt8Tiles, QuantisedExpertsMatchTheDecodeKernelsAtPrefillSizes) {

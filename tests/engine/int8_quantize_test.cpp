@@ -95,16 +95,17 @@ TEST(Int8Dots, AvxVnniKernelsGiveThePlainAvx2Bits) {
   engine::Scratch scratch;
   X8Rows x8;
   x8.quantize(scratch, x.data(), T, cols, cols, CpuIsa::kAvx2);
-  for (const auto& [dtype, block] : {std::pair{engine::DType::kQ4_K, 144}, std::pair{engine::DType::kQ6_K, 210}}) {
-    // Random bytes make every code and 6-bit scale pattern; the halves (d, dmin for Q4_K, d at 208
-    // for Q6_K) are set to modest finite values.
+  for (const auto& [dtype, block] : {std::pair{engine::DType::kQ4_K, 144}, std::pair{engine::DType::kQ5_K, 176},
+                                     std::pair{engine::DType::kQ6_K, 210}}) {
+    // Random bytes make every code and 6-bit scale pattern; the halves (d, dmin for Q4_K and Q5_K,
+    // d at 208 for Q6_K) are set to modest finite values.
     std::vector<std::uint8_t> row(cols / 256 * std::size_t(block));
     for (std::uint8_t& b : row) b = std::uint8_t(rng());
     for (std::size_t i = 0; i < cols / 256; ++i) {
       std::uint8_t* b = row.data() + i * std::size_t(block);
       const std::uint16_t h = std::uint16_t(0x2c00 + rng() % 0x400);
       std::memcpy(b + (dtype == engine::DType::kQ6_K ? 208 : 0), &h, 2);
-      if (dtype == engine::DType::kQ4_K) std::memcpy(b + 2, &h, 2);
+      if (dtype != engine::DType::kQ6_K) std::memcpy(b + 2, &h, 2);
     }
     const auto plain = engine::cpu::int8_dots256_for(dtype, false), vnni = engine::cpu::int8_dots256_for(dtype, true);
     ASSERT_TRUE(plain && vnni);

@@ -339,6 +339,8 @@ FT_INT8_KERNEL(FT_TARGET_AVX2, q4_k_int8, avx2::q4_k_dots)
 FT_INT8_KERNEL(FT_TARGET_AVX2, q6_k_int8, avx2::q6_k_dots)
 FT_INT8_KERNEL(__attribute__((target("avx2,fma,f16c,avxvnni"))), q4_k_int8_vnni256, avx_vnni::q4_k_dots)
 FT_INT8_KERNEL(__attribute__((target("avx2,fma,f16c,avxvnni"))), q6_k_int8_vnni256, avx_vnni::q6_k_dots)
+FT_INT8_KERNEL(FT_TARGET_AVX2, q5_k_int8, avx2::q5_k_dots)
+FT_INT8_KERNEL(__attribute__((target("avx2,fma,f16c,avxvnni"))), q5_k_int8_vnni256, avx_vnni::q5_k_dots)
 FT_INT8_KERNEL(FT_TARGET_AVX512VNNI, q4_k_int8_avx512, q4_k_dots512)
 template <int NT>
 FT_TARGET_AVX512VNNI void q5_k_dots512(const std::uint8_t* b, std::size_t cols, const X8Rows& x, std::size_t t0,
@@ -424,6 +426,7 @@ Int8DotsFn int8_dots256_for(DType dtype, bool vnni) {
   if (!cpu_isa_supported(CpuIsa::kAvx2) || (vnni && !__builtin_cpu_supports("avxvnni"))) return nullptr;
   if (dtype == DType::kQ4_K) return vnni ? q4_k_int8_vnni256 : q4_k_int8;
   if (dtype == DType::kQ6_K) return vnni ? q6_k_int8_vnni256 : q6_k_int8;
+  if (dtype == DType::kQ5_K) return vnni ? q5_k_int8_vnni256 : q5_k_int8;
 #endif
   (void)dtype;
   (void)vnni;
@@ -438,7 +441,7 @@ Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype) {
     if (!wide) return int8_dots256_for(dtype, int8_vnni256(isa));
     if (dtype == DType::kQ4_K) return q4_k_int8_avx512;
     if (dtype == DType::kQ6_K) return q6_k_int8_avx512;
-    if (dtype == DType::kQ5_K && wide) return q5_k_int8_avx512;  // (AVX2: the fused fp32 products)
+    if (dtype == DType::kQ5_K) return q5_k_int8_avx512;
   }
 #endif
   (void)isa;

@@ -1,4 +1,4 @@
-// Decode-sized products on Q4_K, Q5_K (AVX-512) and Q6_K rows with integer arithmetic: the activations quantised
+// Decode-sized products on Q4_K, Q5_K and Q6_K rows with integer arithmetic: the activations quantised
 // once per call into two int8 planes (x ~= d1 hi + d2 lo per 256 values, d2 = d1 / 254: within
 // 1/64,516 of the block's largest value, what the bf16 hi + lo planes of the other products give),
 // the weights' codes multiplied as bytes (VPMADDUBSW, then VPMADDWD with the sub-block scales),
@@ -57,11 +57,11 @@ bool int8_vnni512(CpuIsa isa);
 // tiles' kernel for CPUs without AVX-512.
 bool int8_vnni256(CpuIsa isa);
 
-// The integer kernel for `dtype` on `isa` (AVX2 and up: Q4_K, Q6_K, with AVX-VNNI where the CPU has
-// it; 64 values a vector on AVX-512 with VNNI, which also has Q5_K), or null. FT_CPU_INT8=0 turns them off (the fp32
+// The integer kernel for `dtype` on `isa` (AVX2 and up: Q4_K, Q5_K, Q6_K, with AVX-VNNI where the
+// CPU has it; 64 values a vector on AVX-512 with VNNI), or null. FT_CPU_INT8=0 turns them off (the fp32
 // fused kernels then serve, as on CPUs without AVX2); FT_CPU_INT8=avx2 keeps the 256-bit ones.
 Int8DotsFn int8_dots_for(CpuIsa isa, DType dtype);
-// The 256-bit kernel for `dtype` (Q4_K, Q6_K) with AVX-VNNI's VPDPWSSD (vnni) or without it, or null
+// The 256-bit kernel for `dtype` (Q4_K, Q5_K, Q6_K) with AVX-VNNI's VPDPWSSD (vnni) or without it, or null
 // where the CPU lacks the path: int8_dots_for picks VNNI where the CPU has it; both give the same
 // bits.
 Int8DotsFn int8_dots256_for(DType dtype, bool vnni);
