@@ -18,6 +18,15 @@ namespace {
 using engine::CpuIsa;
 using engine::cpu::X8Rows;
 
+// n normal values of spread sigma from a fixed seed.
+std::vector<float> normal_values(std::size_t n, unsigned seed, float sigma) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, sigma);
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
 // Same bytes, NaN for NaN included (memcmp, not ==).
 template <typename T>
 bool same_bits(const T* a, const T* b, std::size_t n) {
@@ -26,10 +35,7 @@ bool same_bits(const T* a, const T* b, std::size_t n) {
 
 TEST(Int8Quantize, VectorPlanesAreTheScalarDefinitionsBits) {
   constexpr std::size_t T = 3, cols = 2048;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> x(T * cols);
-  for (float& v : x) v = normal(rng);
+  std::vector<float> x = normal_values(T * cols, 5, 1.f);
   // Blocks of 256 with what the planes must carry through: all zeros, magnitudes 1e8 apart, exact
   // halves (ties round to even), a NaN, an infinity, subnormals, values that round to +-127.
   float* r = x.data();
@@ -66,10 +72,7 @@ TEST(Int8Quantize, VectorPlanesAreTheScalarDefinitionsBits) {
 // A row quantised alone gives the bits it gets in a batch (the batch path runs rows in parallel).
 TEST(Int8Quantize, ARowIsTheSameAloneAndInABatch) {
   constexpr std::size_t T = 20, cols = 512;
-  std::mt19937 rng(6);
-  std::normal_distribution<float> normal(0.f, 3.f);
-  std::vector<float> x(T * cols);
-  for (float& v : x) v = normal(rng);
+  const std::vector<float> x = normal_values(T * cols, 6, 3.f);
   engine::Scratch scratch;
   X8Rows batch, one;
   batch.quantize(scratch, x.data(), T, cols, cols, engine::best_cpu_isa());
@@ -88,10 +91,8 @@ TEST(Int8Dots, AvxVnniKernelsGiveThePlainAvx2Bits) {
   const engine::cpu::Int8DotsFn probe = engine::cpu::int8_dots256_for(engine::DType::kQ4_K, true);
   if (!probe) GTEST_SKIP() << "no AVX-VNNI";
   constexpr std::size_t cols = 1024, T = 5;
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.f, 2.f);
-  std::vector<float> x(T * cols);
-  for (float& v : x) v = normal(rng);
+  const std::vector<float> x = normal_values(T * cols, 7, 2.f);
+  std::mt19937 rng(8);
   engine::Scratch scratch;
   X8Rows x8;
   x8.quantize(scratch, x.data(), T, cols, cols, CpuIsa::kAvx2);
