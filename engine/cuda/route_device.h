@@ -51,6 +51,11 @@ __device__ __forceinline__ void route_write(int t, const RouteSpec& r, int lane,
   }
 }
 
+// A logit (or choice score) as the top-k ranks it: NaN below everything (-inf), so that a NaN from
+// a broken checkpoint or an overflowed activation is chosen last and every choice stays a valid
+// expert index (ref::route_top_k ranks the same way).
+__device__ __forceinline__ float rank_key(float v) { return v != v ? -INFINITY : v; }
+
 // The arg-max of (v, e) pairs over the warp: the larger value, ties to the lower index.
 __device__ __forceinline__ void warp_argmax(float& best, int& best_e) {
   for (int off = 16; off > 0; off >>= 1) {
@@ -113,11 +118,11 @@ __device__ __forceinline__ void route_token_grouped(const float* l, int t, const
   float picked_sum = 0.f, my_p = 0.f;
   int my_e = 0;
   for (int k = 0; k < r.top_k; ++k) {
-    float best = -FLT_MAX;
+    float best = -INFINITY;
     int best_e = E;
     for (int e = lane, j = 0; e < E; e += 32, ++j) {
       if ((taken[j >> 5] >> (j & 31)) & 1u) continue;
-      const float v = (keep >> (e / per)) & 1ull ? choice(e) : 0.f;
+      const float v = (keep >> (e / per)) & 1ull ? rank_key(choice(e)) : 0.f;
       if (v > best || (v == best && e < best_e)) {
         best = v;
         best_e = e;
@@ -162,10 +167,11 @@ __device__ __forceinline__ void route_token(const float* l, int t, const RouteSp
   float picked_sum = 0.f, my_p = 0.f;  // lane k keeps choice k (top_k <= 32)
   int my_e = 0;
   for (int k = 0; k < top_k; ++k) {
-    float best = -FLT_MAX;
+    float best = -INFINITY;
     int best_e = E;
-    for_each_logit<NE>(l, cached, E, lane, [&](int e, int j, float v) {
+    for_each_logit<NE>(l, cached, E, lane, [&](int e, int j, float raw) {
       const bool used = (taken[j >> 5] >> (j & 31)) & 1u;
+      const float v = rank_key(raw);
       if (!used && (v > best || (v == best && e < best_e))) {
         best = v;
         best_e = e;
@@ -200,7 +206,7 @@ __device__ __forceinline__ void route_token_block(const float* l, int t, const R
   __shared__ float picked_p[32];
   const int e = int(threadIdx.x), lane = e & 31, warp = e >> 5, E = r.E;
   const float v = e < E ? l[e] : -FLT_MAX;
-  logits[e] = v;
+  logits[e] = rank_key(v);
   float mx = v;
   for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   if (lane == 0) part[warp] = mx;
@@ -215,10 +221,11 @@ __device__ __forceinline__ void route_token_block(const float* l, int t, const R
   sum = 0.f;
   for (int w = 0; w < kThreads / 32; ++w) sum += part[w];
   if (e < E) {
+    const float key = logits[e];
     int rank = 0;
     for (int j = 0; j < E; ++j) {
       const float o = logits[j];
-      rank += o > v || (o == v && j < e) ? 1 : 0;
+      rank += o > key || (o == key && j < e) ? 1 : 0;
     }
     if (rank < r.top_k) {
       picked_e[rank] = e;

@@ -117,6 +117,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
         best_i = sh.best_i[w];
       }
     }
+    // Every logit NaN (a broken model): token 0, as the host's argmax gives, never an id past the
+    // vocabulary for the next step's embedding to read.
+    if (best_i >= V) best_i = 0;
     sh.best[0] = best;
     sh.best_i[0] = best_i;
   }

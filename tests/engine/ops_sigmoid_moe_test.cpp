@@ -1,6 +1,7 @@
 // The reference ops the DeepSeek-V3-style families added, against values computed by hand (plain
-// Python for the YaRN table): grouped sigmoid routing with a correction bias, YaRN frequencies and
-// attention factors, the attention factor on cos/sin, and column-block copies.
+// Python for the YaRN table): grouped sigmoid routing with a correction bias, NaN logits in the
+// top-k, YaRN frequencies and attention factors, the attention factor on cos/sin, and column-block
+// copies.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -71,6 +72,38 @@ TEST(GroupedRouter, EveryTokenRoutesOnItsOwn) {
   route_top_k(two.data() + 8, 1, spec, alone.data(), w_alone.data());
   EXPECT_EQ(std::vector<int32_t>(experts.begin() + 3, experts.end()), alone);
   EXPECT_EQ(std::vector<float>(weights.begin() + 3, weights.end()), w_alone);
+}
+
+// A NaN logit (a broken router row, an overflowed activation) ranks below every other: sigmoid
+// routing chooses the finite experts as it would without it; softmax routing still names K
+// distinct, valid experts (every score is NaN there: the softmax's sum is); a token whose logits
+// are all NaN gets the lowest indices. Never an index past the experts for a kernel to read.
+TEST(Router, NanLogitsAreChosenLast) {
+  const float nan = std::nanf("");
+  std::vector<int32_t> experts(3);
+  std::vector<float> weights(3);
+  const std::vector<float> logits = {2.0f, nan, 0.5f, 0.4f, nan, 3.0f, 0.0f, 0.1f};
+  route_top_k(logits.data(), 1, grouped(8, 3, 1, 1, nullptr), experts.data(), weights.data());
+  EXPECT_EQ(experts, (std::vector<int32_t>{5, 0, 2}));
+  for (float w : weights) EXPECT_TRUE(std::isfinite(w));
+  const std::vector<float> bias = {0, 0, 0, 0, 0, -0.9f, 0.5f, 0.5f};  // grouped: the first test's choice
+  route_top_k(logits.data(), 1, grouped(8, 3, 4, 2, bias.data()), experts.data(), weights.data());
+  EXPECT_EQ(experts, (std::vector<int32_t>{7, 6, 2}));
+
+  RouterSpec softmax;
+  softmax.num_experts = 8;
+  softmax.top_k = 3;
+  softmax.scoring = RouterScoring::kSoftmax;
+  softmax.renormalize = true;
+  route_top_k(logits.data(), 1, softmax, experts.data(), weights.data());
+  for (int32_t e : experts) EXPECT_TRUE(e >= 0 && e < 8) << e;
+  EXPECT_TRUE(experts[0] != experts[1] && experts[1] != experts[2] && experts[0] != experts[2]);
+
+  const std::vector<float> all_nan(8, nan);
+  for (const RouterSpec& spec : {grouped(8, 3, 1, 1, nullptr), softmax}) {
+    route_top_k(all_nan.data(), 1, spec, experts.data(), weights.data());
+    EXPECT_EQ(experts, (std::vector<int32_t>{0, 1, 2}));
+  }
 }
 
 RopeSpec yarn_spec(bool truncate) {

@@ -461,6 +461,49 @@ TEST_F(CudaOps, MoeRoutesAndCombinesLikeTheReference) {
   }
 }
 
+// A router row of NaNs (a broken checkpoint, an overflowed activation) is ranked last by every
+// top-k path (a block ranking one token; a warp per token, its logits in registers or read from
+// memory), as the reference ranks it: never chosen while K finite experts remain, never an index
+// past the experts (which the expert kernels would read out of bounds); the step stays usable. A
+// token whose input is NaN everywhere routes to valid experts too. Sigmoid scores: the finite
+// choices' weights stay finite, so the outputs compare.
+TEST_F(CudaOps, NanRouterRowsAreChosenLast) {
+  std::deque<MoeWeights> layers;
+  for (const auto& [E, K] : {std::pair<int64_t, std::size_t>{16, 4}, {300, 8}}) {
+    const int64_t H = 256, I = 64;
+    MoeWeights& w = layers.emplace_back();
+    w.router_spec.num_experts = std::size_t(E);
+    w.router_spec.top_k = K;
+    w.router_spec.scoring = ref::RouterScoring::kSigmoid;
+    w.router_spec.renormalize = true;
+    w.router_spec.scaling = 1.f;
+    w.hidden = H;
+    w.router = weight(E, H, {1, 5});
+    for (int64_t e = 0; e < E; ++e) w.experts.push_back({weight(I, H), weight(I, H), weight(H, I)});
+    for (std::size_t T : {1, 3, 16}) {
+      SCOPED_TRACE("E " + std::to_string(E) + " T " + std::to_string(T));
+      expect_moe_like_reference(w, w, T);
+      std::vector<float> x = random(T * std::size_t(H));
+      std::fill_n(x.begin(), H, std::numeric_limits<float>::quiet_NaN());  // token 0: NaN everywhere
+      float* out = dev_zeros(x.size());
+      RoutingTrace trace;
+      cuda_->set_routing_trace(&trace);
+      on(*cuda_, [&] { cuda_->moe(w, dev(x), T, out, nullptr); });
+      cuda_->set_routing_trace(nullptr);
+      ASSERT_EQ(trace.calls.size(), 1u);
+      for (std::size_t i = 0; i < T * K; ++i) {
+        const int32_t e = trace.calls[0][i];
+        EXPECT_TRUE(e >= 0 && e < E) << "choice " << i << ": expert " << e;
+        if (i >= K) {
+          EXPECT_TRUE(e != 1 && e != 5) << "token " << i / K << " chose a NaN row";
+        }
+      }
+      const std::vector<float> y = host(out, x.size());
+      for (std::size_t i = std::size_t(H); i < y.size(); ++i) ASSERT_TRUE(std::isfinite(y[i])) << i;
+    }
+  }
+}
+
 // Gemma 4's MoE: the router reads an input of its own, each chosen weight times its expert's
 // per_expert_scale, GeGLU experts (the decode tables up to 16 tokens, the batched GEMMs at 70), no
 // shared expert.

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
+#include <limits>
 #include <memory>
 #include <random>
 #include <span>
@@ -71,10 +73,13 @@ class CudaAndReference : public ::testing::Test {
     for (float& x : v) x = nd(rng_);
     return v;
   }
-  // A bf16 weight [rows, cols] ~ N(0, 1/cols), kept alive by the fixture; placed on the GPU.
-  Matrix weight(int64_t rows, int64_t cols) {
+  // A bf16 weight [rows, cols] ~ N(0, 1/cols), kept alive by the fixture; placed on the GPU. The
+  // rows listed in nan_rows are NaN (a broken checkpoint's).
+  Matrix weight(int64_t rows, int64_t cols, std::initializer_list<int64_t> nan_rows = {}) {
     std::vector<bf16_t>& bytes = weights_.emplace_back(std::size_t(rows * cols));
     for (bf16_t& b : bytes) b = f32_to_bf16(random(1, 1.f / std::sqrt(float(cols)))[0]);
+    for (int64_t r : nan_rows)
+      std::fill_n(bytes.begin() + r * cols, cols, f32_to_bf16(std::numeric_limits<float>::quiet_NaN()));
     Matrix m{DType::kBF16, rows, cols, reinterpret_cast<const std::byte*>(bytes.data()), std::size_t(cols) * 2};
     EXPECT_TRUE(cuda_->place(m));
     return m;

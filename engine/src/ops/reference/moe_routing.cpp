@@ -9,12 +9,17 @@
 namespace ft::engine::ref {
 namespace {
 
-// The indices of the k largest of v[0, n) (ties to the lower index) in order[0, k).
+// The indices of the k largest of v[0, n) (ties to the lower index) in order[0, k). A NaN ranks
+// below everything (as -inf): a broken router row is chosen last, and the order stays a strict
+// weak one (a NaN compared as itself would make partial_sort's result undefined).
 void top_indices(const float* v, std::size_t n, std::size_t k, std::vector<int32_t>& order) {
   order.resize(n);
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(k), order.end(),
-                    [&](int32_t a, int32_t b) { return v[a] != v[b] ? v[a] > v[b] : a < b; });
+  const auto key = [&](int32_t i) { return std::isnan(v[i]) ? -INFINITY : v[i]; };
+  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(k), order.end(), [&](int32_t a, int32_t b) {
+    const float ka = key(a), kb = key(b);
+    return ka != kb ? ka > kb : a < b;
+  });
 }
 
 // HF DeepseekV3MoE.route_tokens_to_experts: the choice score is score + bias; a group's score is
