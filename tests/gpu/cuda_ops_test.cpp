@@ -472,11 +472,7 @@ TEST_F(CudaOps, NanRouterRowsAreChosenLast) {
   for (const auto& [E, K] : {std::pair<int64_t, std::size_t>{16, 4}, {300, 8}}) {
     const int64_t H = 256, I = 64;
     MoeWeights& w = layers.emplace_back();
-    w.router_spec.num_experts = std::size_t(E);
-    w.router_spec.top_k = K;
-    w.router_spec.scoring = ref::RouterScoring::kSigmoid;
-    w.router_spec.renormalize = true;
-    w.router_spec.scaling = 1.f;
+    w.router_spec = {std::size_t(E), K, ref::RouterScoring::kSigmoid, true, 1.f};
     w.hidden = H;
     w.router = weight(E, H, {1, 5});
     for (int64_t e = 0; e < E; ++e) w.experts.push_back({weight(I, H), weight(I, H), weight(H, I)});
