@@ -138,55 +138,44 @@ __device__ __forceinline__ void k_quant_scales(const uint4& head, int j, CodePie
 // Q4_K: a unit is a super-block (144 bytes, 16-byte aligned: d, dmin, 12 scale bytes, 128 bytes
 // of nibbles) read by 8 lanes, 16 nibble bytes each: lane j holds bytes 16j..16j+15, of pair p =
 // j / 2 (sub-blocks 2p, 2p + 1), values 16 (j % 2) .. + 15 of each; value = d sc q - dmin m.
-template <>
-struct Lane<DType::kQ4_K> {
+// Q5_K (Five): 176 bytes, 32 bytes of fifth bits between the scales and the nibbles, read as Q4_K's;
+// lane j also takes the 16 fifth-bit bytes qh[16 (j % 2) ..] that its values share with every pair
+// (bit 2p for the low nibbles, 2p + 1 for the high), q 0..31.
+template <bool Five>
+struct KQuantLane {
   static constexpr bool kOffset = true;
-  static constexpr int kUnitBytes = 144, kLanes = 8, kGroup = 16;
+  static constexpr int kUnitBytes = Five ? 176 : 144, kLanes = 8, kGroup = 16;
   static constexpr std::uint32_t kFlip = 0u;
   static constexpr float kBias = 8388608.f;
   __device__ __forceinline__ static void decode(const std::uint8_t* blk, int j, Piece<kGroup>& o) {
-    decode_codes<Lane>(blk, j, o);
+    decode_codes<KQuantLane>(blk, j, o);
   }
   __device__ __forceinline__ static void codes(const std::uint8_t* blk, int j, CodePiece<kGroup>& o) {
     const uint4 head = __ldg(reinterpret_cast<const uint4*>(blk));
-    const uint4 w = __ldg(reinterpret_cast<const uint4*>(blk + 16) + j);
+    const uint4 w = __ldg(reinterpret_cast<const uint4*>(blk + (Five ? 48 : 16)) + j);
     const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       o.w[0][k] = words[k] & 0x0F0F0F0Fu;
       o.w[1][k] = (words[k] >> 4) & 0x0F0F0F0Fu;
     }
-    k_quant_scales(head, j, o);
-  }
-};
-
-// Q5_K: a unit is a super-block (176 bytes, 16-byte aligned: d, dmin, 12 scale bytes, 32 bytes of
-// fifth bits, 128 bytes of nibbles) read by 8 lanes as Q4_K's: lane j holds nibble bytes 16j..16j+15
-// of pair p = j / 2 and the 16 fifth-bit bytes qh[16 (j % 2) ..] that its values share with every
-// pair (bit 2p for the low nibbles, 2p + 1 for the high); value = d sc q - dmin m with q 0..31.
-template <>
-struct Lane<DType::kQ5_K> {
-  static constexpr bool kOffset = true;
-  static constexpr int kUnitBytes = 176, kLanes = 8, kGroup = 16;
-  static constexpr std::uint32_t kFlip = 0u;
-  static constexpr float kBias = 8388608.f;
-  __device__ __forceinline__ static void decode(const std::uint8_t* blk, int j, Piece<kGroup>& o) {
-    decode_codes<Lane>(blk, j, o);
-  }
-  __device__ __forceinline__ static void codes(const std::uint8_t* blk, int j, CodePiece<kGroup>& o) {
-    const uint4 head = __ldg(reinterpret_cast<const uint4*>(blk));
-    const uint4 h = __ldg(reinterpret_cast<const uint4*>(blk + 16) + (j % 2));
-    const uint4 w = __ldg(reinterpret_cast<const uint4*>(blk + 48) + j);
-    const std::uint32_t words[4] = {w.x, w.y, w.z, w.w}, high[4] = {h.x, h.y, h.z, h.w};
-    const int p = j / 2;
+    if constexpr (Five) {
+      const uint4 h = __ldg(reinterpret_cast<const uint4*>(blk + 16) + (j % 2));
+      const std::uint32_t high[4] = {h.x, h.y, h.z, h.w};
+      const int p = j / 2;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      o.w[0][k] = (words[k] & 0x0F0F0F0Fu) | (((high[k] >> (2 * p)) & 0x01010101u) << 4);
-      o.w[1][k] = ((words[k] >> 4) & 0x0F0F0F0Fu) | (((high[k] >> (2 * p + 1)) & 0x01010101u) << 4);
+      for (int k = 0; k < 4; ++k) {
+        o.w[0][k] |= ((high[k] >> (2 * p)) & 0x01010101u) << 4;
+        o.w[1][k] |= ((high[k] >> (2 * p + 1)) & 0x01010101u) << 4;
+      }
     }
     k_quant_scales(head, j, o);
   }
 };
+template <>
+struct Lane<DType::kQ4_K> : KQuantLane<false> {};
+template <>
+struct Lane<DType::kQ5_K> : KQuantLane<true> {};
 
 // Q6_K: a unit is a super-block (210 bytes, 2-byte aligned: 128 bytes ql, 64 qh, 16 int8 scales,
 // d) read by 8 lanes: lane j holds ql bytes 16j..16j+15: half h = j / 4, quarter qa = (j / 2) % 2
