@@ -627,6 +627,22 @@ Result<DecoderLayer> attention_layer(const WeightLoader& w, const ModelConfig& c
   return out;
 }
 
+Result<DecoderLayer> hybrid_delta_net_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t layer,
+                                            ref::DeltaNetProjLayout layout) {
+  const std::string p = layer_prefix(layer);
+  FT_ASSIGN_OR_RETURN(DecoderLayer out, layer_with_norms(w, cfg, layer, /*zero_centered=*/true));
+  if (cfg.layer_types[std::size_t(layer)] == LayerKind::kLinearAttention) {
+    FT_ASSIGN_OR_RETURN(out.linear_attention,
+                        LinearAttentionBlock::load(w, p + "linear_attn.", linear_attention_spec(cfg, layout)));
+  } else {
+    AttentionSpec spec = attention_spec(cfg);
+    spec.gated = true;
+    spec.zero_centered_qk_norm = true;
+    FT_ASSIGN_OR_RETURN(out.attention, AttentionBlock::load(w, p + "self_attn.", spec));
+  }
+  return out;
+}
+
 Status load_feed_forward(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, DecoderLayer& out) {
   const std::string p = layer_prefix(layer) + "mlp.";
   if (cfg.is_moe_layer(layer)) {

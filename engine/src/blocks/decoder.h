@@ -116,6 +116,12 @@ Result<DecoderLayer> layer_with_norms(const WeightLoader& w, const ModelConfig& 
 // the model file adds the feed-forward.
 Result<DecoderLayer> attention_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t layer,
                                      const AttentionSpec& spec);
+// The Qwen3-Next family's layer (Qwen3-Next, Qwen3.5/3.6 MoE): zero-centred pre-norms and, by
+// cfg.layer_types, a Gated DeltaNet at layers.<layer>.linear_attn. (projections in `layout`) or a
+// gated softmax attention with zero-centred q/k norms at layers.<layer>.self_attn.; the model file
+// adds the feed-forward.
+Result<DecoderLayer> hybrid_delta_net_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t layer,
+                                            ref::DeltaNetProjLayout layout);
 // The feed-forward at layers.<layer>.mlp.: the MoE on MoE layers (ModelConfig::is_moe_layer), else
 // a dense SwiGLU of intermediate_size.
 Status load_feed_forward(const WeightLoader& w, const ModelConfig& cfg, int64_t layer, DecoderLayer& out);

@@ -13,18 +13,8 @@ namespace {
 using namespace blocks;
 
 Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
-  const std::string p = layer_prefix(i);
-  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/true));
-  if (cfg.layer_types[std::size_t(i)] == LayerKind::kLinearAttention) {
-    const auto spec = linear_attention_spec(cfg, ref::DeltaNetProjLayout::kQwen3_5Split);
-    FT_ASSIGN_OR_RETURN(layer.linear_attention, LinearAttentionBlock::load(w, p + "linear_attn.", spec));
-  } else {
-    AttentionSpec spec = attention_spec(cfg);
-    spec.gated = true;
-    spec.zero_centered_qk_norm = true;
-    FT_ASSIGN_OR_RETURN(layer.attention, AttentionBlock::load(w, p + "self_attn.", spec));
-  }
-  FT_ASSIGN_OR_RETURN(layer.moe, MoeBlock::load(w, p + "mlp.", moe_spec(cfg)));
+  FT_ASSIGN_OR_RETURN(DecoderLayer layer, hybrid_delta_net_layer(w, cfg, i, ref::DeltaNetProjLayout::kQwen3_5Split));
+  FT_ASSIGN_OR_RETURN(layer.moe, MoeBlock::load(w, layer_prefix(i) + "mlp.", moe_spec(cfg)));
   return layer;
 }
 

@@ -11,17 +11,7 @@ namespace {
 using namespace blocks;
 
 Result<DecoderLayer> build_layer(const WeightLoader& w, const ModelConfig& cfg, int64_t i) {
-  const std::string p = layer_prefix(i);
-  FT_ASSIGN_OR_RETURN(DecoderLayer layer, layer_with_norms(w, cfg, i, /*zero_centered=*/true));
-  if (cfg.layer_types[std::size_t(i)] == LayerKind::kLinearAttention) {
-    const auto spec = linear_attention_spec(cfg, ref::DeltaNetProjLayout::kQwen3NextFused);
-    FT_ASSIGN_OR_RETURN(layer.linear_attention, LinearAttentionBlock::load(w, p + "linear_attn.", spec));
-  } else {
-    AttentionSpec spec = attention_spec(cfg);
-    spec.gated = true;
-    spec.zero_centered_qk_norm = true;
-    FT_ASSIGN_OR_RETURN(layer.attention, AttentionBlock::load(w, p + "self_attn.", spec));
-  }
+  FT_ASSIGN_OR_RETURN(DecoderLayer layer, hybrid_delta_net_layer(w, cfg, i, ref::DeltaNetProjLayout::kQwen3NextFused));
   FT_RETURN_IF_ERROR(load_feed_forward(w, cfg, i, layer));
   return layer;
 }
