@@ -578,14 +578,15 @@ int bench_prefill(const Args& args) {
   const engine::Model& m = *l->model;
   const auto tokens = random_tokens(std::size_t(prompt), m.vocab_size(), 7);
   std::vector<float> logits(std::size_t(m.vocab_size()));
-  {  // warm-up: scratch, page faults of the weights; on the GPU the whole prompt's chunks, so the
-     // timed pass finds its kernels loaded. Other tokens than the timed ones: a prompt the engine
-     // has not seen routes its chunks differently, and the MoE's GEMM shapes (rows per expert)
-     // with it, so plans made for the timed tokens themselves would flatter it.
-    const bool gpu = m.backend_kind() == engine::BackendKind::kCuda;
+  {  // warm-up: the whole prompt's chunks once, so the timed pass finds what a server that has run
+     // a prompt this long has: the weights' pages, the pass's scratch and KV pages first touched
+     // (on the CPU a cold pass of 1,024 tokens took ~1.4x a warm one, docs/perf-notes.md), the
+     // GPU's kernels loaded. Other tokens than the timed ones: a prompt the engine has not seen
+     // routes its chunks differently, and the MoE's GEMM shapes (rows per expert) with it, so
+     // plans made for the timed tokens themselves would flatter it.
     const auto other = random_tokens(std::size_t(prompt), m.vocab_size(), 8);
     engine::SequenceState s = m.new_state();
-    const int n = gpu ? prompt : std::min(prompt, 64);
+    const int n = prompt;
     for (int at = 0; at < n; at += chunk) {
       const auto part = std::span(other).subspan(std::size_t(at), std::size_t(std::min(chunk, n - at)));
       if (Status st = m.forward(s, part, logits.data(), engine::LogitsMode::kLast); !st)
