@@ -586,9 +586,8 @@ int bench_prefill(const Args& args) {
      // plans made for the timed tokens themselves would flatter it.
     const auto other = random_tokens(std::size_t(prompt), m.vocab_size(), 8);
     engine::SequenceState s = m.new_state();
-    const int n = prompt;
-    for (int at = 0; at < n; at += chunk) {
-      const auto part = std::span(other).subspan(std::size_t(at), std::size_t(std::min(chunk, n - at)));
+    for (int at = 0; at < prompt; at += chunk) {
+      const auto part = std::span(other).subspan(std::size_t(at), std::size_t(std::min(chunk, prompt - at)));
       if (Status st = m.forward(s, part, logits.data(), engine::LogitsMode::kLast); !st)
         return runtime_error(cmd, st.message());
     }
