@@ -48,6 +48,9 @@ struct DecodeSmem {
   float m[kWarps][kGroup];
   float l[kWarps][kGroup];
   float o[kWarps][kGroup][D + 8];  // padded: the 8 rows' writes fall in different banks
+  float e[kWarps][kGroup];         // each warp's weight in the merge, per query
+  float mb[kGroup], lb[kGroup];    // the block's max and sum, per query
+  float scale[kGroup], ls[kGroup];  // one split: the sink's share of the softmax, per query
 };
 
 template <int D>
@@ -195,19 +198,34 @@ __global__ void __launch_bounds__(kWarps * 32, 1) decode_attention_kernel(const 
   }
   __syncthreads();
 
-  // The warps merged, warp 0 first; a warp without keys (m = -inf) weighs 0.
-  for (int i = int(threadIdx.x); i < p.group * D; i += int(blockDim.x)) {
-    const int qi = i / D, d = i % D;
+  // The warps merged, warp 0 first; a warp without keys (m = -inf) weighs 0. Each query's weights
+  // and sum are made once (a thread a query), not once for every output dim.
+  if (int(threadIdx.x) < p.group) {
+    const int qi = int(threadIdx.x);
     float mb = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) mb = fmaxf(mb, sm.m[w][qi]);
-    float lb = 0.f, acc = 0.f;
+    float lb = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       const float e = sm.m[w][qi] == -INFINITY ? 0.f : expf(sm.m[w][qi] - mb);
+      sm.e[w][qi] = e;
       lb += sm.l[w][qi] * e;
-      acc += sm.o[w][qi][d] * e;
     }
+    sm.mb[qi] = mb;
+    sm.lb[qi] = lb;
+    // A sink takes its share of the softmax and adds no value.
+    const float sink = p.sinks ? p.sinks[h0 + qi] : -INFINITY, mt = fmaxf(mb, sink);
+    sm.scale[qi] = expf(mb - mt);
+    sm.ls[qi] = lb * sm.scale[qi] + (p.sinks ? expf(sink - mt) : 0.f);
+  }
+  __syncthreads();
+  for (int i = int(threadIdx.x); i < p.group * D; i += int(blockDim.x)) {
+    const int qi = i / D, d = i % D;
+    const float mb = sm.mb[qi], lb = sm.lb[qi];
+    float acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) acc += sm.o[w][qi][d] * sm.e[w][qi];
     const int h = h0 + qi;
     if (p.splits > 1) {
       float* st = split_state(p.part, row, h, p.heads, p.splits, split, D);
@@ -217,10 +235,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) decode_attention_kernel(const 
       }
       st[kAttnSplitStateHead + d] = acc;
     } else {
-      // A sink takes its share of the softmax and adds no value.
-      const float sink = p.sinks ? p.sinks[h] : -INFINITY, mt = fmaxf(mb, sink);
-      const float scale = expf(mb - mt), ls = lb * scale + (p.sinks ? expf(sink - mt) : 0.f);
-      p.out[(std::size_t(row) * std::size_t(p.heads) + std::size_t(h)) * D + std::size_t(d)] = acc * scale / ls;
+      p.out[(std::size_t(row) * std::size_t(p.heads) + std::size_t(h)) * D + std::size_t(d)] =
+          acc * sm.scale[qi] / sm.ls[qi];
     }
   }
   if (p.splits > 1 && last_to_finish(p.split_done + std::size_t(row) * gridDim.y + blockIdx.y, p.splits))
