@@ -224,7 +224,8 @@ struct Loaded {
   double h2d = 0, host_read = 0;
 };
 
-Result<Loaded> load(const Args& args, const std::string& cmd) {
+// `context_tokens`: load_model_from_flags's (the positions the run's sequences hold together).
+Result<Loaded> load(const Args& args, const std::string& cmd, int64_t context_tokens = 0) {
   // On the GPU the bound is a device copy's bandwidth, probed before the model and its KV pool
   // take the memory.
   FT_ASSIGN_OR_RETURN(engine::LoadOptions options, load_options_from_flags(args));
@@ -237,7 +238,7 @@ Result<Loaded> load(const Args& args, const std::string& cmd) {
   const long anon0 = rss_anon_kb();
   const auto t0 = Clock::now();
   std::shared_ptr<const engine::Checkpoint> ckpt;
-  FT_ASSIGN_OR_RETURN(auto model, load_model_from_flags(args, &ckpt));
+  FT_ASSIGN_OR_RETURN(auto model, load_model_from_flags(args, &ckpt, context_tokens));
   const double load_s = seconds_since(t0);
   Loaded l{std::move(model), std::move(ckpt), {}, 0, 0, 0};
   l.bytes = model_bytes(*l.ckpt, *l.model);
@@ -278,7 +279,12 @@ int bench_decode(const Args& args) {
   const int prompt = args.has("prompt") ? int(args.get_int("prompt")) : 128;
   const int steps = args.has("steps") ? int(args.get_int("steps")) : 32;
   if (batch < 1 || prompt < 1 || steps < 1) return usage_error(cmd, "--batch, --prompt and --steps must be positive");
-  auto l = load(args, cmd);
+  // The KV pool holds what the run's sequences reach (prompt, two warm-up steps, then 8 settling
+  // and the timed steps for each policy, a page of rounding each), as llama-bench sizes its context
+  // to the test: on a GPU budget the rest goes to expert slots, not to a pool of idle pages.
+  const int64_t policy_runs = args.has("policies") ? 1 + int64_t(std::ranges::count(args.get("policies"), ',')) : 1;
+  const int64_t positions = int64_t(batch) * (prompt + 2 + policy_runs * (8 + steps) + 64);
+  auto l = load(args, cmd, positions);
   if (!l) return usage_error(cmd, l.status().message());
   const engine::Model& m = *l->model;
   const std::size_t V = std::size_t(m.vocab_size());

@@ -36,9 +36,11 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text) {
 }
 
 Result<std::unique_ptr<engine::Model>> load_model_from_flags(const Args& args,
-                                                             std::shared_ptr<const engine::Checkpoint>* checkpoint) {
+                                                             std::shared_ptr<const engine::Checkpoint>* checkpoint,
+                                                             int64_t context_tokens) {
   FT_ASSIGN_OR_RETURN(const std::filesystem::path dir, resolve_model_dir(args.get("model")));
   FT_ASSIGN_OR_RETURN(engine::LoadOptions options, load_options_from_flags(args));
+  if (context_tokens > 0) options.context_tokens = context_tokens;
   FT_ASSIGN_OR_RETURN(engine::Checkpoint opened, engine::Checkpoint::open(dir));
   auto shared = std::make_shared<const engine::Checkpoint>(std::move(opened));
   if (checkpoint) *checkpoint = shared;

@@ -19,9 +19,11 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text);
 
 // Opens --model DIR with the runtime flags below. `checkpoint` (optional) receives the checkpoint
 // the model reads, for callers that look at its tensors too (opening it again would repack a
-// quantized checkpoint's weights a second time).
+// quantized checkpoint's weights a second time). `context_tokens` > 0: the positions the caller's
+// sequences will hold together, which the KV pool's default size then fits (the rest of a GPU
+// budget goes to expert slots) unless --kv-budget says otherwise.
 Result<std::unique_ptr<engine::Model>> load_model_from_flags(
-    const Args& args, std::shared_ptr<const engine::Checkpoint>* checkpoint = nullptr);
+    const Args& args, std::shared_ptr<const engine::Checkpoint>* checkpoint = nullptr, int64_t context_tokens = 0);
 // --device, --threads, --kv-budget, --gpu-mem, --moe-policy, --expert-slots, --reference and
 // --deterministic (those present) as load
 // options. --device auto (the default) is cuda when a usable GPU exists, else cpu; --device cuda
