@@ -579,7 +579,10 @@ int bench_prefill(const Args& args) {
   const int prompt = args.has("prompt") ? int(args.get_int("prompt")) : 4096;
   const int chunk = args.has("chunk") ? int(args.get_int("chunk")) : 2048;
   if (prompt < 1 || chunk < 1) return usage_error(cmd, "--prompt and --chunk must be positive");
-  auto l = load(args, cmd);
+  // The KV pool holds one prompt (the warm-up's sequence is gone before the timed one starts), as
+  // in bench decode; with snapshots the pool keeps its default (the hot checkpoint tier may hold
+  // pages of earlier passes).
+  auto l = load(args, cmd, args.has("snapshot-store") ? 0 : int64_t(prompt) + 64);
   if (!l) return usage_error(cmd, l.status().message());
   const engine::Model& m = *l->model;
   const auto tokens = random_tokens(std::size_t(prompt), m.vocab_size(), 7);

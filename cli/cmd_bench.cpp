@@ -372,8 +372,8 @@ const Command kBenchCommand = {
      {"cols", "N", "gemm: weight columns [2048]", ""},
      {"read-gb", "GB", "decode, prefill: mapped expert bytes read to measure the host read bandwidth", "8"},
      {"kv-budget", "GB",
-      "decode, prefill: KV page memory (default: a quarter of RAM; on a GPU budget with experts in host RAM, decode: "
-      "what its sequences reach, prefill: a quarter of what the weights leave)",
+      "decode, prefill: KV page memory (default: a quarter of RAM; on a GPU budget with experts in host RAM, what "
+      "the run's sequences reach)",
       ""},
      {"gpu-mem", "GiB", "decode, prefill: GPU memory the model may use (less than the model: experts in host RAM)", ""},
      {"moe-policy", "P",
