@@ -226,10 +226,11 @@ void CudaBackend::prefill_offloaded(const MoeWeights& w, int layer, const cuda::
     std::vector<cuda::ExpertPtrs> where;
     for (std::size_t i = 0; i < experts.size(); ++i) {
       if (!slots[i]) {
-        std::optional<ExpertCache::Admitted> a = cache.admit(layer, experts[i]);
+        // Streamed: what the cache held before this pass stays (ExpertCache::kStream).
+        std::optional<ExpertCache::Admitted> a = cache.admit(layer, experts[i], ExpertCache::Admission::kStream);
         if (!a) {  // the round before (or a prefetch that guessed wrong) holds the rest: wait for it
           o.copy_after_all(s());
-          a = cache.admit(layer, experts[i]);
+          a = cache.admit(layer, experts[i], ExpertCache::Admission::kStream);
         }
         if (!a) {
           fail("internal error: no expert slot for a prefill round");
@@ -260,7 +261,7 @@ void CudaBackend::prefill_offloaded(const MoeWeights& w, int layer, const cuda::
   for (const int32_t e : wanted) {
     if (fetched >= round) break;
     if (cache.find(next_id, e)) continue;
-    std::optional<ExpertCache::Admitted> a = cache.admit(next_id, e, ExpertCache::Admission::kAlways, false);
+    std::optional<ExpertCache::Admitted> a = cache.admit(next_id, e, ExpertCache::Admission::kStream, false);
     if (!a) break;
     o.fetch(*next, e, a->slot);
     ++fetched;

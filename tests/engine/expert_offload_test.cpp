@@ -127,6 +127,59 @@ TEST(ExpertCache, DecodeAdmitsOnlyExpertsUsedMoreOftenThanTheirVictim) {
   EXPECT_TRUE(d.admit(0, 3, ExpertCache::Admission::kIfHotter));
 }
 
+// A prefill pass streams every expert of 6 layers (12) through 8 slots, one layer a step, as the
+// backend's rounds do; returns the pass's hits.
+std::uint64_t stream_pass(ExpertCache& c, ExpertCache::Admission admission) {
+  const std::uint64_t before = c.hits();
+  for (int layer = 0; layer < c.layers(); ++layer) {
+    c.begin_step();
+    for (int e = 0; e < c.experts(); ++e) {
+      if (c.lookup(layer, e)) continue;
+      EXPECT_TRUE(c.admit(layer, e, admission)) << layer << " " << e;
+    }
+  }
+  return c.hits() - before;
+}
+
+TEST(ExpertCache, PrefillStreamsThroughAPoolOfItsOwnAndKeepsTheRest) {
+  ExpertCache lru(8, 6, 2), streamed(8, 6, 2);
+  ASSERT_EQ(streamed.stream_pool(), 4);  // min(3 layers' experts, half the slots)
+  // Plain LRU over a cyclic scan larger than the cache: every expert is gone before it comes back.
+  stream_pass(lru, ExpertCache::Admission::kAlways);
+  EXPECT_EQ(stream_pass(lru, ExpertCache::Admission::kAlways), 0u);
+  // Streamed: the first experts fill the slots beyond the pool and stay; the rest cycle through it.
+  EXPECT_EQ(stream_pass(streamed, ExpertCache::Admission::kStream), 0u);
+  for (int layer : {0, 1})
+    for (int e : {0, 1}) {
+      ASSERT_TRUE(streamed.find(layer, e));
+      EXPECT_FALSE(streamed.streamed(*streamed.find(layer, e)));
+    }
+  EXPECT_EQ(stream_pass(streamed, ExpertCache::Admission::kStream), 4u);
+  EXPECT_EQ(stream_pass(streamed, ExpertCache::Admission::kStream), 4u);
+
+  // What decode admitted survives streaming; a stream whose slots all serve the current step
+  // borrows the least recently used slot, which then belongs to the pool.
+  ExpertCache c(4, 3, 2, 0, 1);
+  ASSERT_EQ(c.stream_pool(), 2);
+  ASSERT_TRUE(c.admit(2, 1, ExpertCache::Admission::kIfHotter));  // decode's
+  c.begin_step();
+  for (int e = 0; e < 2; ++e) ASSERT_TRUE(c.admit(0, e, ExpertCache::Admission::kStream));
+  EXPECT_FALSE(c.streamed(*c.find(0, 0)));  // a free slot beyond the pool's: it stays
+  EXPECT_TRUE(c.streamed(*c.find(0, 1)));
+  c.begin_step();
+  for (int e = 0; e < 2; ++e) ASSERT_TRUE(c.admit(1, e, ExpertCache::Admission::kStream));
+  EXPECT_FALSE(c.find(0, 1));  // the last free slot, then the streamed one
+  EXPECT_TRUE(c.find(0, 0));
+  EXPECT_TRUE(c.find(2, 1));
+  const auto a = c.admit(2, 0, ExpertCache::Admission::kStream);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->evicted);
+  EXPECT_EQ(a->evicted->layer, 2);
+  EXPECT_EQ(a->evicted->expert, 1);
+  EXPECT_TRUE(c.streamed(a->slot));
+  EXPECT_TRUE(c.find(0, 0));
+}
+
 TEST(ExpertCache, ResizeGivesUpTheHighestSlots) {
   ExpertCache c(4, 1, 8);
   for (int e = 0; e < 4; ++e) ASSERT_EQ(c.admit(0, e)->slot, e);

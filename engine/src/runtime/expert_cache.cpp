@@ -13,6 +13,7 @@ ExpertCache::ExpertCache(int slots, int layers, int experts, int floor_per_layer
       slot_key_(std::size_t(std::max(slots, 0))),
       last_used_(slot_key_.size(), kNever),
       step_used_(slot_key_.size(), 0),
+      streamed_(slot_key_.size(), false),
       slot_of_(std::size_t(layers) * std::size_t(experts), -1),
       stats_(std::size_t(layers)),
       freq_(slot_of_.size(), 0.f) {}
@@ -67,24 +68,44 @@ bool ExpertCache::evictable(int slot, int for_layer, bool floor) const {
   return !floor || k.layer == for_layer || stats_[std::size_t(k.layer)].resident > floor_;
 }
 
-std::optional<ExpertCache::Admitted> ExpertCache::admit(int layer, int expert, Admission admission, bool floor) {
+int ExpertCache::victim(int for_layer, bool floor, bool streamed_only) const {
   int best = -1;
   for (int s = 0; s < slots(); ++s) {
-    if (!evictable(s, layer, floor)) continue;
+    if (streamed_only && slot_key_[std::size_t(s)].layer >= 0 && !streamed_[std::size_t(s)]) continue;
+    if (!evictable(s, for_layer, floor)) continue;
     // Free slots first (last use kNever), then the least recently used.
     if (best < 0 || last_used_[std::size_t(s)] < last_used_[std::size_t(best)]) best = s;
     if (last_used_[std::size_t(best)] == kNever) break;
   }
+  return best;
+}
+
+std::optional<ExpertCache::Admitted> ExpertCache::admit(int layer, int expert, Admission admission, bool floor) {
+  int best = -1;
+  bool stream = false;
+  if (admission == Admission::kStream) {
+    // While more slots are free than the stream needs, a streamed expert stays as cached content.
+    const bool room = slots() - resident() > stream_pool();
+    best = victim(layer, floor, !room);  // with room: a free slot
+    stream = !room;
+    if (best < 0) {
+      best = victim(layer, floor, false);
+      stream = true;
+    }
+  } else {
+    best = victim(layer, floor, false);
+  }
   if (best < 0) return std::nullopt;
-  const Key& victim = slot_key_[std::size_t(best)];
-  if (admission == Admission::kIfHotter && victim.layer >= 0 &&
-      !(freq_[index(layer, expert)] > freq_[index(victim.layer, victim.expert)]))
+  const Key& held = slot_key_[std::size_t(best)];
+  if (admission == Admission::kIfHotter && held.layer >= 0 &&
+      !(freq_[index(layer, expert)] > freq_[index(held.layer, held.expert)]))
     return std::nullopt;
   Admitted a;
   a.slot = best;
   if (slot_key_[std::size_t(best)].layer >= 0) a.evicted = slot_key_[std::size_t(best)];
   drop(best);
   slot_key_[std::size_t(best)] = {layer, expert};
+  streamed_[std::size_t(best)] = stream;
   slot_of_[index(layer, expert)] = best;
   ++version_;
   ++stats_[std::size_t(layer)].resident;
@@ -105,6 +126,7 @@ std::vector<ExpertCache::Key> ExpertCache::resize(int slots) {
   slot_key_.resize(std::size_t(slots));
   last_used_.resize(std::size_t(slots), kNever);
   step_used_.resize(std::size_t(slots), 0);
+  streamed_.resize(std::size_t(slots), false);
   return lost;
 }
 

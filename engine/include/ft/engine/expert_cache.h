@@ -11,8 +11,16 @@
 // slot's current one (kIfHotter, TinyLFU-style): with a cache much smaller than the experts a
 // layer cycles through, plain LRU would evict every expert just before its next use; the
 // experts not admitted are fetched into transient slots of the backend's for the one step.
+//
+// Prefill streams every expert a chunk uses, layer after layer: more experts in one pass than the
+// cache holds. Through plain LRU that cyclic scan would evict each expert before the next pass
+// reached it again, and flush what decode had cached on the way. Its admissions (kStream) cycle
+// through a pool of their own instead (streamed slots, about three layers' experts: the round being
+// computed, the round before it and the next layer's prefetch), so the rest of the cache keeps
+// what it held and every pass finds it as hits.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -55,14 +63,21 @@ class ExpertCache {
   // The slot holding (layer, expert) or nullopt, without counting or marking anything.
   std::optional<int> find(int layer, int expert) const;
   enum class Admission {
-    kAlways,    // take the least recently used slot (prefill streams whole layers through the cache)
+    kAlways,    // take the least recently used slot
     kIfHotter,  // only a free slot, or one whose expert is used less often than this one
+    kStream,    // prefill: a free slot while more than the stream pool are free (the expert stays),
+                // else the least recently used streamed slot, else (all streamed slots still
+                // protected) the least recently used one, which becomes streamed
   };
   // A slot for (layer, expert), which must not be resident: a free slot, else the least recently
   // used one that neither this step uses nor would take a layer below its floor (its own layer's
   // slots always qualify; `floor` false ignores floors). Marked used by this step. nullopt when
   // every slot is protected, or (kIfHotter) the candidate is not used more often than its victim.
   std::optional<Admitted> admit(int layer, int expert, Admission admission = Admission::kAlways, bool floor = true);
+  // Slots kStream admissions cycle through once the cache is full: about three layers' experts,
+  // at most half the cache.
+  int stream_pool() const { return std::min(3 * experts_, slots() / 2); }
+  bool streamed(int slot) const { return streamed_[std::size_t(slot)]; }
   // Decayed use count of (layer, expert): what kIfHotter compares.
   float frequency(int layer, int expert) const { return freq_[index(layer, expert)]; }
   // Shrinks to `slots` slots or grows with free ones. A slot number is a place in the backend's
@@ -89,6 +104,9 @@ class ExpertCache {
   void drop(int slot);
   void count_use(int layer, int expert);
   bool evictable(int slot, int for_layer, bool floor) const;
+  // The free or least recently used evictable slot (among the streamed ones when `streamed_only`);
+  // -1 when there is none.
+  int victim(int for_layer, bool floor, bool streamed_only) const;
 
   int layers_, experts_, floor_, protected_;
   std::uint64_t step_ = 1;
@@ -97,6 +115,7 @@ class ExpertCache {
   std::vector<Key> slot_key_;             // per slot; layer -1: free
   std::vector<std::uint64_t> last_used_;  // per slot: clock of its last use
   std::vector<std::uint64_t> step_used_;  // per slot: the step that last used it
+  std::vector<bool> streamed_;            // per slot: its expert came in through kStream
   std::vector<int> slot_of_;              // per (layer, expert): slot or -1
   std::vector<LayerStats> stats_;
   std::vector<float> freq_;  // per (layer, expert)
