@@ -81,20 +81,12 @@ int ExpertCache::victim(int for_layer, bool floor, bool streamed_only) const {
 }
 
 std::optional<ExpertCache::Admitted> ExpertCache::admit(int layer, int expert, Admission admission, bool floor) {
-  int best = -1;
-  bool stream = false;
-  if (admission == Admission::kStream) {
-    // While more slots are free than the stream needs, a streamed expert stays as cached content.
-    const bool room = slots() - resident() > stream_pool();
-    best = victim(layer, floor, !room);  // with room: a free slot
-    stream = !room;
-    if (best < 0) {
-      best = victim(layer, floor, false);
-      stream = true;
-    }
-  } else {
-    best = victim(layer, floor, false);
-  }
+  // While more slots are free than the stream needs, a streamed expert takes a free one and stays
+  // as cached content; after that it goes to the stream's pool, borrowing any slot when every
+  // streamed one is still protected.
+  const bool stream = admission == Admission::kStream && slots() - resident() <= stream_pool();
+  int best = victim(layer, floor, stream);
+  if (best < 0 && stream) best = victim(layer, floor, false);
   if (best < 0) return std::nullopt;
   const Key& held = slot_key_[std::size_t(best)];
   if (admission == Admission::kIfHotter && held.layer >= 0 &&
