@@ -190,9 +190,9 @@ __global__ void moe_gate_up_units_kernel(const ExpertTable e, const float* x, co
         units::CodePiece<Lane<G>::kGroup> pg, pu;
         Lane<G>::codes(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
         Lane<G>::codes(u + std::size_t(k) * Lane<G>::kUnitBytes, j, pu);
-        const units::X8Row xr = x8_at(xq, at);
-        gs += units::codes_dot<G>(pg, xr);
-        us += units::codes_dot<G>(pu, xr);
+        const auto xp = units::x_piece<G>(pg.at, x8_at(xq, at));  // gate's and up's alike
+        gs += units::codes_dot<G>(pg, xp);
+        us += units::codes_dot<G>(pu, xp);
       } else {
         Piece<Lane<G>::kGroup> pg, pu;
         Lane<G>::decode(g + std::size_t(k) * Lane<G>::kUnitBytes, j, pg);
@@ -254,6 +254,7 @@ __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, const
       for (int st = 0; st < steps; ++st) {
         const int k = st * units_per_step<D>() + lane / Lane<D>::kLanes;
         if (k >= units) break;
+        [[maybe_unused]] units::XPiece<Lane<D>::kGroup> xp;  // the rows' h alike: loaded with the first row's
 #pragma unroll
         for (int r = 0; r < kDownRows; ++r) {
           const int row = row0 + min(r, rows - 1);
@@ -261,7 +262,8 @@ __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, const
           if constexpr (Q) {
             units::CodePiece<Lane<D>::kGroup> p;
             Lane<D>::codes(unit, j, p);
-            s[r] += units::codes_dot<D>(p, x8_at(hq, hr + std::size_t(k) * kUnitValues));
+            if (r == 0) xp = units::x_piece<D>(p.at, x8_at(hq, hr + std::size_t(k) * kUnitValues));
+            s[r] += units::codes_dot<D>(p, xp);
           } else {
             Piece<Lane<D>::kGroup> p;
             Lane<D>::decode(unit, j, p);

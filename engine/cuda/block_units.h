@@ -55,21 +55,28 @@ __device__ __forceinline__ void load16_a2(const std::uint8_t* p, std::uint32_t (
   for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(a[i], a[i + 1], shift);
 }
 
-// Byte k (0..11) of the K-quants' 12 packed scale bytes held as three words.
-__device__ __forceinline__ int scale_byte(std::uint32_t s0, std::uint32_t s1, std::uint32_t s2, int k) {
-  const std::uint32_t w = k < 4 ? s0 : k < 8 ? s1 : s2;
-  return int((w >> (8 * (k & 3))) & 0xFF);
+// A small integer (|v| < 2^22) as fp32, exactly, with an add and a subtract (1.5 * 2^23 + v is a
+// float whose low mantissa bits are v): full-rate instructions where a conversion is quarter-rate.
+__device__ __forceinline__ float small_int_to_float(int v) {
+  return __int_as_float(0x4B400000 + v) - 12582912.f;
 }
 
-// ggml's get_scale_min_k4 on the packed scales as words.
-__device__ __forceinline__ void scale_min(int j, std::uint32_t s0, std::uint32_t s1, std::uint32_t s2, int& sc,
-                                          int& m) {
-  if (j < 4) {
-    sc = scale_byte(s0, s1, s2, j) & 63;
-    m = scale_byte(s0, s1, s2, j + 4) & 63;
+// ggml's get_scale_min_k4 for sub-blocks 2p and 2p + 1, both at once and without a branch, on the
+// K-quants' 12 packed scale bytes held as three words: sub-block q < 4 takes its 6-bit scale and min
+// from byte q of the first and second word; q >= 4 takes their low 4 bits from byte q - 4 of the third
+// and their top 2 bits from the top bits of byte q - 4 of the first (scale) and second (min). Either
+// way the pair's bytes sit at the same place, bits 16 (p % 2) .. + 15 of their words. Returns the
+// scales (byte g for sub-block 2p + g) in sc and the mins in m.
+__device__ __forceinline__ void scale_min_pair(int p, std::uint32_t s0, std::uint32_t s1, std::uint32_t s2,
+                                               std::uint32_t& sc, std::uint32_t& m) {
+  const unsigned shift = 16u * unsigned(p & 1);
+  const std::uint32_t a = s0 >> shift, b = s1 >> shift, c = s2 >> shift;
+  if (p < 2) {
+    sc = a & 0x3F3Fu;
+    m = b & 0x3F3Fu;
   } else {
-    sc = (scale_byte(s0, s1, s2, j + 4) & 0xF) | ((scale_byte(s0, s1, s2, j - 4) >> 6) << 4);
-    m = (scale_byte(s0, s1, s2, j + 4) >> 4) | ((scale_byte(s0, s1, s2, j) >> 6) << 4);
+    sc = (c & 0x0F0Fu) | ((a >> 2) & 0x3030u);
+    m = ((c >> 4) & 0x0F0Fu) | ((b >> 2) & 0x3030u);
   }
 }
 
@@ -124,12 +131,12 @@ __device__ __forceinline__ void k_quant_scales(const uint4& head, int j, CodePie
   const float d = __half2float(__ushort_as_half(std::uint16_t(head.x))),
               dmin = __half2float(__ushort_as_half(std::uint16_t(head.x >> 16)));
   const int p = j / 2;
+  std::uint32_t sc, m;
+  scale_min_pair(p, head.y, head.z, head.w, sc, m);
 #pragma unroll
   for (int g = 0; g < 2; ++g) {
-    int sc, m;
-    scale_min(2 * p + g, head.y, head.z, head.w, sc, m);
-    o.a[g] = __fmul_rn(d, float(sc));
-    o.b[g] = -__fmul_rn(dmin, float(m));
+    o.a[g] = __fmul_rn(d, byte_plus_2p23(sc, g) - 8388608.f);
+    o.b[g] = -__fmul_rn(dmin, byte_plus_2p23(m, g) - 8388608.f);
   }
   o.at[0] = 64 * p + 16 * (j % 2);
   o.at[1] = o.at[0] + 32;
@@ -204,8 +211,8 @@ struct Lane<DType::kQ6_K> {
       o.w[1][k] = ((ql[k] >> 4) & 0x0F0F0F0Fu) | (((qh[k] >> (2 * qa + 4)) & 0x03030303u) << 4);
     }
     const int is = j % 2;
-    o.a[0] = __fmul_rn(d, float(sc[is + 2 * qa]));
-    o.a[1] = __fmul_rn(d, float(sc[is + 2 * (qa + 2)]));
+    o.a[0] = __fmul_rn(d, small_int_to_float(sc[is + 2 * qa]));
+    o.a[1] = __fmul_rn(d, small_int_to_float(sc[is + 2 * (qa + 2)]));
     o.b[0] = -32.f * o.a[0];
     o.b[1] = -32.f * o.a[1];
     o.at[0] = 128 * half + 32 * qa + l16;
@@ -362,36 +369,61 @@ struct X8Row {
   const float4* meta;  // the unit's first block: {d1, d2, sum of values 0..15, sum of 16..31}
 };
 
-// The piece's contribution to row . x (x as X8Row), four products per dp4a. Exact integer sums of
-// codes times hi and times lo, scaled in fp32; the offsets through the block sums.
+// What a lane's piece multiplies in x (X8Row): the two groups' hi and lo codes and their blocks'
+// scales and sums. A lane's groups sit at the same places in every unit of its step (they depend on
+// the lane alone), so the products of several rows at one step (gate and up, a block's rows of
+// down) load them once.
+template <int G>
+struct XPiece {
+  std::uint32_t hi[2][G / 4], lo[2][G / 4];
+  float4 meta[2];
+};
+
 template <DType T>
-__device__ __forceinline__ float codes_dot(const CodePiece<Lane<T>::kGroup>& o, const X8Row& x) {
+__device__ __forceinline__ XPiece<Lane<T>::kGroup> x_piece(const int (&at)[2], const X8Row& x) {
+  constexpr int G = Lane<T>::kGroup;
+  XPiece<G> o;
+#pragma unroll
+  for (int g = 0; g < 2; ++g) {
+    if constexpr (G == 16) {
+      const uint4 h = *reinterpret_cast<const uint4*>(x.hi + at[g]);
+      const uint4 l = *reinterpret_cast<const uint4*>(x.lo + at[g]);
+      o.hi[g][0] = h.x, o.hi[g][1] = h.y, o.hi[g][2] = h.z, o.hi[g][3] = h.w;
+      o.lo[g][0] = l.x, o.lo[g][1] = l.y, o.lo[g][2] = l.z, o.lo[g][3] = l.w;
+    } else {
+      o.hi[g][0] = *reinterpret_cast<const std::uint32_t*>(x.hi + at[g]);
+      o.lo[g][0] = *reinterpret_cast<const std::uint32_t*>(x.lo + at[g]);
+    }
+    o.meta[g] = x.meta[at[g] / 32];
+  }
+  return o;
+}
+
+// The piece's contribution to row . x, four products per dp4a. Exact integer sums of codes times hi
+// and times lo, scaled in fp32; the offsets through the block sums.
+template <DType T>
+__device__ __forceinline__ float codes_dot(const CodePiece<Lane<T>::kGroup>& o, const XPiece<Lane<T>::kGroup>& x) {
   constexpr int G = Lane<T>::kGroup;
   float s = 0.f;
 #pragma unroll
   for (int g = 0; g < 2; ++g) {
     int s1 = 0, s2 = 0;
-    if constexpr (G == 16) {
-      const uint4 h = *reinterpret_cast<const uint4*>(x.hi + o.at[g]);
-      const uint4 l = *reinterpret_cast<const uint4*>(x.lo + o.at[g]);
-      s1 = __dp4a(int(o.w[g][0]), int(h.x), s1);
-      s1 = __dp4a(int(o.w[g][1]), int(h.y), s1);
-      s1 = __dp4a(int(o.w[g][2]), int(h.z), s1);
-      s1 = __dp4a(int(o.w[g][3]), int(h.w), s1);
-      s2 = __dp4a(int(o.w[g][0]), int(l.x), s2);
-      s2 = __dp4a(int(o.w[g][1]), int(l.y), s2);
-      s2 = __dp4a(int(o.w[g][2]), int(l.z), s2);
-      s2 = __dp4a(int(o.w[g][3]), int(l.w), s2);
-    } else {
-      s1 = __dp4a(int(o.w[g][0]), *reinterpret_cast<const int*>(x.hi + o.at[g]), 0);
-      s2 = __dp4a(int(o.w[g][0]), *reinterpret_cast<const int*>(x.lo + o.at[g]), 0);
+#pragma unroll
+    for (int k = 0; k < G / 4; ++k) {
+      s1 = __dp4a(int(o.w[g][k]), int(x.hi[g][k]), s1);
+      s2 = __dp4a(int(o.w[g][k]), int(x.lo[g][k]), s2);
     }
-    const float4 m = x.meta[o.at[g] / 32];
-    s = fmaf(o.a[g], fmaf(m.x, float(s1), m.y * float(s2)), s);
+    const float4 m = x.meta[g];
+    s = fmaf(o.a[g], fmaf(m.x, small_int_to_float(s1), m.y * small_int_to_float(s2)), s);
     const float sum = G == 16 ? ((o.at[g] & 16) ? m.w : m.z) : 0.125f * (m.z + m.w);
     s = fmaf(o.b[g], sum, s);
   }
   return s;
+}
+
+template <DType T>
+__device__ __forceinline__ float codes_dot(const CodePiece<Lane<T>::kGroup>& o, const X8Row& x) {
+  return codes_dot<T>(o, x_piece<T>(o.at, x));
 }
 
 // Whether a dtype's lanes also read integer codes (codes_dot).
