@@ -2,6 +2,8 @@
 // weights, and the factory. The class and the other areas' files: cuda_backend.h.
 #include "cuda_backend.h"
 
+#include <utility>
+
 namespace ft::engine {
 
 cudaEvent_t CudaBackend::op_event() {
@@ -31,7 +33,28 @@ void CudaBackend::collect_op_events() {
   events_used_ = 0;
 }
 
+void CudaBackend::size_workspace(bool decode_step) {
+  if (!offload_ || !offload_->options().lend_workspace) return;
+  if (scratch_.lent() && offload_->lent_slots() == 0) scratch_.reclaim_tail();  // a resize took them back
+  const std::size_t peak = scratch_.take_peak();
+  if (last_pass_decode_) decode_peak_ = std::max(decode_peak_, peak);
+  last_pass_decode_ = decode_step;
+  if (!decode_step) {
+    decode_steps_ = 0;
+    if (scratch_.lent()) {
+      offload_->recall();
+      scratch_.reclaim_tail();
+    }
+    return;
+  }
+  if (scratch_.lent() || ++decode_steps_ < kLendAfterSteps) return;
+  // Steps recorded as graphs so far took at most decode_peak_: what they address stays kept.
+  const std::span<std::byte> tail = scratch_.lend_tail(std::max(kDecodeWorkspace, 4 * decode_peak_));
+  if (!tail.empty() && offload_->lend(tail) == 0) scratch_.reclaim_tail();
+}
+
 Status CudaBackend::execute(const std::function<void()>& fn) {
+  size_workspace(std::exchange(decode_step_, false));
   if (offload_) offload_->begin_in_place_pass(s());
   begin_pass();
   const auto t0 = std::chrono::steady_clock::now();
@@ -62,7 +85,10 @@ Status CudaBackend::execute(const std::function<void()>& fn, const PassShape& sh
   using Mode = cuda::PassGraphs::Mode;
   // Offloaded experts (but for misses read in place), gpt-oss's biased ones and DeepSeek sparse
   // attention's indexer sync with the host inside the pass (host_synced_): nothing to record.
-  if ((profile_ && profile_->time_ops) || (offload_ && !offload_->in_place()) || host_synced_) return execute(fn);
+  if ((profile_ && profile_->time_ops) || (offload_ && !offload_->in_place()) || host_synced_) {
+    decode_step_ = true;
+    return execute(fn);
+  }
   std::vector<int64_t> key = shape.key;
   key.push_back(shape.kv_tokens);
   key.push_back(trace_ ? 1 : 0);  // a traced pass also copies the routing out
@@ -70,7 +96,11 @@ Status CudaBackend::execute(const std::function<void()>& fn, const PassShape& sh
   // a step recorded without one must not replay once a policy with one is set.
   key.push_back(offload_ ? (offload_->cpu_share() ? 2 : 1) : 0);
   const Mode mode = graphs_.plan(key);
-  if (mode == Mode::kRun) return execute(fn);
+  if (mode == Mode::kRun) {
+    decode_step_ = true;
+    return execute(fn);
+  }
+  size_workspace(true);
   if (offload_) offload_->begin_in_place_pass(s());  // uploads nothing into the capture
   begin_pass();
   graphs_.begin_pass();
@@ -166,7 +196,10 @@ std::optional<ExpertOffloadStats> CudaBackend::expert_offload_stats() const {
 Result<int> CudaBackend::resize_expert_cache(int slots, int floor_per_layer) {
   if (!offload_) return Backend::resize_expert_cache(slots, floor_per_layer);
   cudaSetDevice(device_);
-  return offload_->resize(slots, floor_per_layer);
+  Result<int> now = offload_->resize(slots, floor_per_layer);  // recalls lent slots first
+  if (offload_->lent_slots() == 0) scratch_.reclaim_tail();
+  decode_steps_ = 0;
+  return now;
 }
 
 std::optional<CudaBackend::DeviceMemoryInfo> CudaBackend::device_memory() const {

@@ -404,6 +404,17 @@ class CudaBackend final : public Backend {
   // kBlockTileBytes, and at most half of what the workspace still has free (larger tiles mean fewer
   // launches and GEMM calls, which the host issues one by one).
   std::size_t tile_bytes() const { return std::min(kBlockTileBytes, scratch_.available() / 2); }
+  // With experts in host RAM, the workspace past what decode steps take is lent to the expert cache
+  // once passes have been decode steps for a while (a prefill chunk's temporaries need the whole
+  // workspace, a decode step's a few MB); any other pass takes it back first. At the start of every
+  // pass.
+  void size_workspace(bool decode_step);
+  static constexpr int kLendAfterSteps = 8;
+  static constexpr std::size_t kDecodeWorkspace = std::size_t(256) << 20;  // kept, at least
+  bool decode_step_ = false;       // execute(fn, shape) falling back to execute(fn)
+  bool last_pass_decode_ = false;  // whose scratch peak the next size_workspace reads
+  int decode_steps_ = 0;           // in a row
+  std::size_t decode_peak_ = 0;    // the most scratch a decode step has taken
 
   // y [T, ldy] (columns [0, n)) = x [T, K] w^T + beta y for a bf16 w [n, K] in device memory.
   void gemm_bf16(const std::uint16_t* x, std::size_t T, std::size_t K, const std::uint16_t* w, std::size_t n, float* y,

@@ -59,6 +59,7 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   ExpertOffloadOptions o = options;
   o.floor_per_layer = floor_for(options.slots, options.top_k, options.layers, options.floor_per_layer);
   std::unique_ptr<ExpertSlots> x(new ExpertSlots(o, transient_for(options.slots, options.top_k)));
+  x->floor_asked_ = options.floor_per_layer;
   x->stats_.slots = options.slots;
   x->stats_.min_slots = min_slots(options.top_k);
   x->stats_.policy = options.policy.name();
@@ -138,7 +139,8 @@ ExpertSlots::~ExpertSlots() {
   if (step_dev_) cudaFree(step_dev_);
   for (void* p : pinned_) cudaHostUnregister(p);
   for (void* p : pinned_buffers_) cudaFreeHost(p);
-  for (const Chunk& c : chunks_) cudaFree(c.base);
+  for (const Chunk& c : chunks_)
+    if (c.owned) cudaFree(c.base);
   if (zero_) cudaFree(zero_);
   for (cudaEvent_t e : {round_done_[0], round_done_[1], round_done_[2], all_done_, group_.begin, group_.end})
     if (e) cudaEventDestroy(e);
@@ -245,7 +247,8 @@ bool ExpertSlots::grow_to(int want) {
 Result<int> ExpertSlots::resize(int slots, int floor_per_layer) {
   if (slots < min_slots(o_.top_k))
     return invalid_argument("the expert cache needs at least " + std::to_string(min_slots(o_.top_k)) + " slots");
-  if (slots == o_.slots) {
+  floor_asked_ = floor_per_layer;
+  if (slots == o_.slots && !lent_slots_) {
     o_.floor_per_layer = floor_for(slots, o_.top_k, o_.layers, floor_per_layer);
     cache_.set_floor_per_layer(o_.floor_per_layer);
     return o_.slots;
@@ -258,21 +261,35 @@ Result<int> ExpertSlots::resize(int slots, int floor_per_layer) {
     return internal_error(error_text("expert copies before a resize", err));
   }
   settle();
+  // Lent slots go first: the budget counts only the memory the cache owns.
+  if (lent_slots_) drop_chunks_above(o_.slots - lent_slots_);
   if (slots < o_.slots) {
-    // Whole chunks from the end, as long as what stays holds `slots`.
-    int keep = o_.slots;
-    while (!chunks_.empty() && keep - chunks_.back().slots >= slots) {
-      keep -= chunks_.back().slots;
-      cudaFree(chunks_.back().base);
-      chunks_.pop_back();
-    }
-    if (keep < o_.slots) {
-      slot_base_.resize(std::size_t(keep));
-      o_.slots = keep;
-    }
+    drop_chunks_above(slots);
   } else if (slots > o_.slots) {
     grow_to(slots);  // as far as the GPU allows
   }
+  resized(floor_per_layer);
+  return o_.slots;
+}
+
+void ExpertSlots::drop_chunks_above(int slots) {
+  int keep = o_.slots;
+  while (!chunks_.empty() && keep - chunks_.back().slots >= slots) {
+    keep -= chunks_.back().slots;
+    if (chunks_.back().owned) {
+      cudaFree(chunks_.back().base);
+    } else {
+      lent_slots_ = 0;
+    }
+    chunks_.pop_back();
+  }
+  if (keep < o_.slots) {
+    slot_base_.resize(std::size_t(keep));
+    o_.slots = keep;
+  }
+}
+
+void ExpertSlots::resized(int floor_per_layer) {
   // The transient slots (at the end) take their share of the new size, as at creation: a cache
   // shrunk under a fixed 128 would keep almost nothing. What they held was one step's, and is done.
   // The experts in the freed or now transient slots are gone.
@@ -281,7 +298,36 @@ Result<int> ExpertSlots::resize(int slots, int floor_per_layer) {
   cache_.set_floor_per_layer(o_.floor_per_layer);
   stats_.slots = o_.slots;
   publish();
-  return o_.slots;
+}
+
+int ExpertSlots::lend(std::span<std::byte> memory) {
+  if (lent_slots_ || memory.empty()) return 0;
+  // Slots start 256-byte aligned, as cudaMalloc's chunks do.
+  const auto at = reinterpret_cast<std::uintptr_t>(memory.data());
+  const std::size_t skip = ((at + 255) & ~std::uintptr_t(255)) - at;
+  if (memory.size() <= skip) return 0;
+  const int n = int((memory.size() - skip) / o_.slot_bytes);
+  if (n < 1) return 0;
+  if (cudaStreamSynchronize(copy_) != cudaSuccess) {  // the transient slots move: no copy may be landing
+    cudaGetLastError();
+    return 0;
+  }
+  settle();
+  chunks_.push_back({memory.data() + skip, n, false});
+  for (int i = 0; i < n; ++i) slot_base_.push_back(chunks_.back().base + std::size_t(i) * o_.slot_bytes);
+  o_.slots += n;
+  lent_slots_ = n;
+  resized(floor_asked_);
+  return n;
+}
+
+void ExpertSlots::recall() {
+  if (!lent_slots_) return;
+  cpu_.drain();
+  if (cudaStreamSynchronize(copy_) != cudaSuccess) cudaGetLastError();
+  settle();
+  drop_chunks_above(o_.slots - lent_slots_);
+  resized(floor_asked_);
 }
 
 namespace {

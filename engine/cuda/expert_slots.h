@@ -55,6 +55,12 @@ class ExpertSlots {
   // growing allocates chunks until `slots` or until the GPU has no more. Returns the slots it has now.
   Result<int> resize(int slots, int floor_per_layer);
   int slots() const { return o_.slots; }
+  // Slots in memory the cache does not own (the backend's workspace, lent between decode steps):
+  // lend adds as many as `memory` holds after the slots there are; recall gives them up with the
+  // experts they held (between passes; a resize recalls them first). lend returns the slots added.
+  int lend(std::span<std::byte> memory);
+  void recall();
+  int lent_slots() const { return lent_slots_; }
   // How a size divides: the transient slots out of `slots`, the fewest slots offload works with,
   // and the per-layer floor (`floor` at most) that leaves a prefill round room.
   static int transient_for(int slots, int top_k);
@@ -210,10 +216,17 @@ class ExpertSlots {
   struct Chunk {
     std::byte* base = nullptr;
     int slots = 0;
+    bool owned = true;  // false: lent memory (lend), never freed here
   };
+  // Frees (or, lent, gives up) whole chunks from the end while what stays holds `slots`.
+  void drop_chunks_above(int slots);
+  // After the slot count changed: the transient share, the cache's size and floor, the stats.
+  void resized(int floor_per_layer);
   std::vector<Chunk> chunks_;          // slot memory, a few slots a chunk
   std::vector<std::byte*> slot_base_;  // per slot: where it starts (inside its chunk)
   int slots_per_chunk_ = 1;
+  int lent_slots_ = 0;         // in the last chunk, when it is lent memory
+  int floor_asked_ = 0;        // the per-layer floor last asked for (floor_for caps it by size)
   std::byte* zero_ = nullptr;  // one slot of zeros
   unsigned* flag_ = nullptr;   // pinned, mapped: the last CPU task done
   unsigned cpu_seq_ = 0;

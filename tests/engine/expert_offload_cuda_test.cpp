@@ -308,6 +308,79 @@ TEST_P(ExpertOffloadCuda, TheEngineStatusShowsTheCacheAndTheSplit) {
   EXPECT_GT(st["split"]["pcie_gbps"].get<double>(), 0.0);
 }
 
+// Under a budget (no --expert-slots), the workspace past what decode steps take is lent to the
+// cache after a few decode steps and taken back by the next prefill chunk: the logits stay the
+// resident model's throughout, decode in the lent slots included.
+TEST_P(ExpertOffloadCuda, TheWorkspaceLentToTheCacheKeepsTheResidentLogits) {
+  auto resident = load(dir_, 0);
+  ASSERT_TRUE(resident);
+  const std::size_t V = std::size_t(resident->vocab_size());
+  const auto prompt = test_tokens(40, resident->vocab_size(), 5);
+  const auto more = test_tokens(20, resident->vocab_size(), 6);
+  const auto tokens = test_tokens(24, resident->vocab_size(), 9);
+  // prompt, 12 steps, the 20-token chunk, 12 steps.
+  const auto run = [&](engine::Model& m, std::vector<std::vector<float>>& out) {
+    SequenceState s = m.new_state();
+    std::vector<float> l(prompt.size() * V);
+    ASSERT_TRUE(m.forward(s, prompt, l.data(), LogitsMode::kAll).is_ok());
+    out.push_back(l);
+    for (int half = 0; half < 2; ++half) {
+      if (half == 1) {
+        std::vector<float> c(more.size() * V);
+        ASSERT_TRUE(m.forward(s, more, c.data(), LogitsMode::kAll).is_ok());
+        out.push_back(c);
+      }
+      for (int step = 0; step < 12; ++step) {
+        std::vector<float> d(V);
+        const Status st = m.forward(s, {&tokens[std::size_t(half * 12 + step)], 1}, d.data(), LogitsMode::kLast);
+        ASSERT_TRUE(st.is_ok()) << st.to_string();
+        out.push_back(d);
+      }
+    }
+  };
+  std::vector<std::vector<float>> want;
+  ASSERT_NO_FATAL_FAILURE(run(*resident, want));
+
+  // A budget for the weights without their experts, the KV pages, the 2 GiB workspace of budgets
+  // below 24 GiB (placement.cpp) and 6 slots.
+  auto sized = load(dir_, 5);
+  ASSERT_TRUE(sized);
+  const engine::PlacementPlan p5 = sized->placement();
+  sized.reset();
+  const std::uint64_t budget =
+      p5.total_bytes() - p5.expert_cache_bytes() - p5.workspace_bytes + (2ull << 30) + 6 * p5.expert_slot_bytes;
+  for (const char* policy : {"adaptive", "direct"}) {
+    SCOPED_TRACE(policy);
+    engine::LoadOptions o;
+    o.backend = engine::BackendKind::kCuda;
+    o.kv_budget_bytes = 64ull << 20;
+    o.threads = 2;
+    o.gpu_mem_bytes = budget;
+    o.moe_policy = *engine::parse_moe_policy(policy);
+    auto loaded = engine::load_model(dir_.path(), o);
+    ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+    auto m = std::move(loaded).value();
+    ASSERT_TRUE(m->placement().experts_on_host);
+    const int planned = int(m->placement().expert_slots);
+    ASSERT_GE(planned, 3);
+    std::vector<std::vector<float>> got;
+    ASSERT_NO_FATAL_FAILURE(run(*m, got));
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_LT(rel_l2(got[i].data(), want[i].data(), got[i].size()), kTolerance) << "pass " << i;
+    // The last 12 steps ran with the workspace lent again (after the chunk took it back).
+    const auto st = m->expert_offload_stats();
+    ASSERT_TRUE(st);
+    EXPECT_GT(st->slots, planned);
+    EXPECT_EQ(m->placement().expert_slots, uint64_t(planned));  // the plan counts the cache's own memory
+    // A prefill-sized pass takes it back.
+    SequenceState s = m->new_state();
+    std::vector<float> l(V);
+    ASSERT_TRUE(m->forward(s, prompt, l.data(), LogitsMode::kLast).is_ok());
+    EXPECT_EQ(m->expert_offload_stats()->slots, planned);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ExpertOffloadCuda, ::testing::ValuesIn(engine::model_families()),
                          [](const auto& info) { return std::string(engine::model_family_name(info.param)); });
 

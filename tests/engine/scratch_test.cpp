@@ -1,10 +1,12 @@
 // The pass allocator: frames give back what they took, blocks are kept between passes, and a
 // workspace reserved up front serves passes up to its size without growing.
+#include "ft/engine/scratch.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
-
-#include "ft/engine/scratch.h"
+#include <new>
+#include <span>
 
 namespace ft::engine {
 namespace {
@@ -40,6 +42,44 @@ TEST(Scratch, AReservedWorkspaceServesPassesUpToItsSizeWithoutGrowing) {
     EXPECT_GT(s.capacity(), held);
   }
   EXPECT_TRUE(s.reserve(std::size_t(1) << 20));  // already held: nothing changes
+}
+
+TEST(Scratch, ALentTailIsNotTakenUntilItComesBack) {
+  Scratch s;
+  const std::size_t MiB = std::size_t(1) << 20;
+  ASSERT_TRUE(s.reserve(64 * MiB));
+  std::byte* base = nullptr;
+  {
+    Scratch::Frame f(s);
+    base = s.take<std::byte>(MiB);
+    EXPECT_TRUE(s.lend_tail(16 * MiB).empty());  // not while a pass holds memory
+    s.take<std::byte>(3 * MiB);
+  }
+  EXPECT_GE(s.take_peak(), 4 * MiB);
+  const std::span<std::byte> tail = s.lend_tail(16 * MiB);
+  ASSERT_FALSE(tail.empty());
+  EXPECT_TRUE(s.lent());
+  EXPECT_EQ(tail.size(), s.capacity() - 16 * MiB);  // the block past the kept 16 MiB
+  EXPECT_GE(tail.data() + 64, base + 16 * MiB);     // (the first take was the block's start, aligned)
+  EXPECT_LE(tail.data(), base + 16 * MiB);
+  EXPECT_TRUE(s.lend_tail(8 * MiB).empty());  // once
+  const std::size_t held = s.capacity();
+  {
+    Scratch::Frame f(s);
+    EXPECT_LE(s.available(), 16 * MiB);
+    for (int i = 0; i < 15; ++i) {
+      std::byte* p = s.take<std::byte>(MiB);
+      EXPECT_LT(p + MiB, tail.data() + 1);  // never inside the lent memory
+    }
+    EXPECT_THROW(s.take<std::byte>(2 * MiB), std::bad_alloc);  // no growing either
+    EXPECT_EQ(s.capacity(), held);
+  }
+  EXPECT_FALSE(s.reserve(128 * MiB));
+  s.reclaim_tail();
+  EXPECT_FALSE(s.lent());
+  Scratch::Frame f(s);
+  for (int i = 0; i < 60; ++i) s.take<std::byte>(MiB);  // the whole workspace again
+  EXPECT_EQ(s.capacity(), held);
 }
 
 }  // namespace

@@ -157,6 +157,7 @@ class DecoderModel final : public Model {
         o.layers = int(plan.moe_layers);
         o.experts = int(plan.experts_per_layer);
         o.floor_per_layer = expert_floor(plan.expert_slots, plan.moe_layers);
+        o.lend_workspace = options.expert_slots <= 0;
         o.top_k = int(cfg.num_experts_per_tok);
         o.costs_cache = options.offload_costs_cache;
         o.recalibrate = options.recalibrate;

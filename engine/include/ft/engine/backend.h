@@ -218,6 +218,9 @@ struct ExpertOffloadOptions {
   // offloaded layer and written there. Empty: measured, not cached.
   std::string costs_cache;
   bool recalibrate = false;
+  // The GPU workspace past what decode steps take is lent to the cache between prefills (more
+  // slots while only decode runs). Off when the slot count was given (--expert-slots).
+  bool lend_workspace = true;
 };
 
 // What an offloaded model's experts did since load: the cache, both miss paths and the rates the

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "ft/engine/memory.h"
@@ -46,7 +47,18 @@ class Scratch {
   // known size instead of blocks grown pass by pass). Fails only when the memory does.
   bool reserve(std::size_t bytes);
 
+  // Lends out the reserved block's memory past its first `keep` bytes (one block held, nothing
+  // taken): takes past `keep` then fail (std::bad_alloc) instead of growing, until reclaim_tail().
+  // Empty when there is nothing to lend. The GPU backend lends its workspace to the expert cache
+  // while passes are decode steps, which take little.
+  std::span<std::byte> lend_tail(std::size_t keep);
+  void reclaim_tail() { limit_ = kNoLimit; }
+  bool lent() const { return limit_ != kNoLimit; }
+  // The most bytes taken at once since the last call (what a lend must keep).
+  std::size_t take_peak();
+
  private:
+  static constexpr std::size_t kNoLimit = ~std::size_t(0);
   void* bytes(std::size_t n);
   struct Block {
     std::unique_ptr<std::byte[]> host;
@@ -58,6 +70,8 @@ class Scratch {
   std::vector<Block> blocks_;
   std::size_t block_ = 0;  // the block being filled
   std::size_t used_ = 0;   // bytes used in it
+  std::size_t limit_ = kNoLimit;  // lend_tail's keep: block 0's usable bytes
+  std::size_t peak_ = 0;          // the largest used_ of block 0 (take_peak)
 };
 
 }  // namespace ft::engine
