@@ -52,8 +52,13 @@ TEST(Scratch, ALentTailIsNotTakenUntilItComesBack) {
   {
     Scratch::Frame f(s);
     base = s.take<std::byte>(MiB);
-    EXPECT_TRUE(s.lend_tail(16 * MiB).empty());  // not while a pass holds memory
     s.take<std::byte>(3 * MiB);
+    // What is taken stays: lending 1 MiB keeps the 4 taken.
+    const std::span<std::byte> t = s.lend_tail(MiB);
+    ASSERT_FALSE(t.empty());
+    EXPECT_GE(t.data(), base + 4 * MiB);
+    EXPECT_THROW(s.take<std::byte>(MiB), std::bad_alloc);
+    s.reclaim_tail();
   }
   EXPECT_GE(s.take_peak(), 4 * MiB);
   const std::span<std::byte> tail = s.lend_tail(16 * MiB);

@@ -52,8 +52,9 @@ void* Scratch::bytes(std::size_t n) {
 }
 
 std::span<std::byte> Scratch::lend_tail(std::size_t keep) {
-  keep = (keep + kAlign - 1) / kAlign * kAlign;
-  if (lent() || blocks_.size() != 1 || block_ != 0 || used_ != 0 || keep >= blocks_[0].size) return {};
+  if (lent() || blocks_.size() != 1 || block_ != 0) return {};
+  keep = (std::max(keep, used_) + kAlign - 1) / kAlign * kAlign;  // what is taken now stays
+  if (keep >= blocks_[0].size) return {};
   limit_ = keep;
   return {blocks_[0].base + keep, blocks_[0].size - keep};
 }

@@ -47,8 +47,9 @@ class Scratch {
   // known size instead of blocks grown pass by pass). Fails only when the memory does.
   bool reserve(std::size_t bytes);
 
-  // Lends out the reserved block's memory past its first `keep` bytes (one block held, nothing
-  // taken): takes past `keep` then fail (std::bad_alloc) instead of growing, until reclaim_tail().
+  // Lends out the reserved block's memory past its first `keep` bytes (one block held; what is
+  // taken now stays below): takes past that then fail (std::bad_alloc) instead of growing, until
+  // reclaim_tail().
   // Empty when there is nothing to lend. The GPU backend lends its workspace to the expert cache
   // while passes are decode steps, which take little.
   std::span<std::byte> lend_tail(std::size_t keep);
