@@ -243,42 +243,42 @@ __global__ void moe_down_units_kernel(const ExpertTable e, const float* h, const
       prefetch_steps<D>(w + std::size_t(first + r) * e.down_row_bytes, units, 0, steps);
   }
   pdl_enter();
+  static_assert(kDownBlockRows == 8 && kDownBlockRows % kDownRows == 0, "warp_sum8 adds a block's 8 rows");
   for (int i = warp; i < top_k; i += kWarps) {
     const int at = t * top_k + i, expert = by_expert.expert[at];
     const auto* w = reinterpret_cast<const std::uint8_t*>(e.down[expert]);
     const std::size_t hr = std::size_t(by_expert.pair[at]) * std::size_t(e.inter);  // the pair's row of h
-    for (int r0 = 0; r0 < all_rows; r0 += kDownRows) {
-      const int row0 = first + r0, rows = min(kDownRows, all_rows - r0);
-      // kDownRows rows side by side, so all their loads are in flight together.
-      float s[kDownRows] = {};
+    // The block's rows kDownRows at a time (their loads in flight together), each row's lane sums
+    // kept until all are done, then added over the warp at once.
+    float s[kDownBlockRows] = {};
+#pragma unroll
+    for (int r0 = 0; r0 < kDownBlockRows; r0 += kDownRows) {
+      if (r0 >= all_rows) break;
       for (int st = 0; st < steps; ++st) {
         const int k = st * units_per_step<D>() + lane / Lane<D>::kLanes;
         if (k >= units) break;
         [[maybe_unused]] units::XPiece<Lane<D>::kGroup> xp;  // the rows' h alike: loaded with the first row's
 #pragma unroll
         for (int r = 0; r < kDownRows; ++r) {
-          const int row = row0 + min(r, rows - 1);
+          const int row = first + min(r0 + r, all_rows - 1);
           const std::uint8_t* unit = w + std::size_t(row) * e.down_row_bytes + std::size_t(k) * Lane<D>::kUnitBytes;
           if constexpr (Q) {
             units::CodePiece<Lane<D>::kGroup> p;
             Lane<D>::codes(unit, j, p);
             if (r == 0) xp = units::x_piece<D>(p.at, x8_at(hq, hr + std::size_t(k) * kUnitValues));
-            s[r] += units::codes_dot<D>(p, xp);
+            s[r0 + r] += units::codes_dot<D>(p, xp);
           } else {
             Piece<Lane<D>::kGroup> p;
             Lane<D>::decode(unit, j, p);
-            s[r] += piece_dot<D>(p, h + hr + std::size_t(k) * kUnitValues);
+            s[r0 + r] += piece_dot<D>(p, h + hr + std::size_t(k) * kUnitValues);
           }
         }
       }
-#pragma unroll
-      for (int r = 0; r < kDownRows; ++r) {
-        const float v = warp_sum(s[r]);
-        if (lane == 0 && r < rows)
-          part[i][r0 + r] =
-              by_expert.weight[at] * (v + expert_down_bias(e.act, e.down[expert], expert, e.hidden, row0 + r));
-      }
     }
+    const float v = warp_sum8(s);
+    const int r = lane / 4;  // the row this lane's sum is
+    if (lane % 4 == 0 && r < all_rows)
+      part[i][r] = by_expert.weight[at] * (v + expert_down_bias(e.act, e.down[expert], expert, e.hidden, first + r));
   }
   __syncthreads();
   if (int(threadIdx.x) < all_rows) {
