@@ -57,9 +57,7 @@ __device__ __forceinline__ void load16_a2(const std::uint8_t* p, std::uint32_t (
 
 // A small integer (|v| < 2^22) as fp32, exactly, with an add and a subtract (1.5 * 2^23 + v is a
 // float whose low mantissa bits are v): full-rate instructions where a conversion is quarter-rate.
-__device__ __forceinline__ float small_int_to_float(int v) {
-  return __int_as_float(0x4B400000 + v) - 12582912.f;
-}
+__device__ __forceinline__ float small_int_to_float(int v) { return __int_as_float(0x4B400000 + v) - 12582912.f; }
 
 // ggml's get_scale_min_k4 for sub-blocks 2p and 2p + 1, both at once and without a branch, on the
 // K-quants' 12 packed scale bytes held as three words: sub-block q < 4 takes its 6-bit scale and min
