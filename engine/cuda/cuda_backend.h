@@ -390,7 +390,14 @@ class CudaBackend final : public Backend {
     if (!pinned || !dev) throw std::bad_alloc();
     if (n) std::memcpy(*pinned, host, n * sizeof(T));
     if (mode_ != cuda::PassGraphs::Mode::kRun) graphs_.log_upload(*pinned, *dev, bytes);
-    if (!replaying()) check(cudaMemcpyAsync(*dev, *pinned, bytes, cudaMemcpyHostToDevice, s()), "uploading pass data");
+    if (replaying()) return reinterpret_cast<const T*>(*dev);
+    // With experts in host RAM the copy engine may be streaming experts: an upload on it would
+    // wait behind them (measured: an offloaded prefill layer's MoE 5 -> 12 ms while the next
+    // layer's experts crossed), so the SMs read it over PCIe instead.
+    if (offload_ && mode_ == cuda::PassGraphs::Mode::kRun)
+      cuda::copy_from_host(*dev, *pinned, bytes, s());
+    else
+      check(cudaMemcpyAsync(*dev, *pinned, bytes, cudaMemcpyHostToDevice, s()), "uploading pass data");
     return reinterpret_cast<const T*>(*dev);
   }
 

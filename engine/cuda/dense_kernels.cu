@@ -247,6 +247,17 @@ __global__ void attention_temperature_kernel(float* x, int width, const int64_t*
 }
 
 // Counts wrap: `value` is reached once the flag is at most 2^31 past it.
+// 16 bytes a thread where both ends are 16-byte aligned (the pass arenas' are), the rest a byte a thread.
+__global__ void copy_from_host_kernel(std::byte* dst, const std::byte* src, std::size_t bytes) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  const std::size_t first = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool wide = (reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) % 16 == 0;
+  const std::size_t vectors = wide ? bytes / 16 : 0;
+  for (std::size_t i = first; i < vectors; i += stride)
+    reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+  for (std::size_t i = 16 * vectors + first; i < bytes; i += stride) dst[i] = src[i];
+}
+
 __global__ void wait_host_flag_kernel(const volatile unsigned* flag, unsigned value) {
   while (int(*flag - value) < 0) __nanosleep(256);
   __threadfence_system();  // what the CPU wrote before the flag, seen by the kernels after this one
@@ -481,6 +492,13 @@ void attention_temperature(float* x, int T, int width, const int64_t* positions,
                            cudaStream_t s) {
   if (T > 0)
     launch(attention_temperature_kernel, dim3(unsigned(T)), 256, 0, s, x, width, positions, floor_scale, attn_scale);
+}
+
+void copy_from_host(void* dst, const void* pinned, std::size_t bytes, cudaStream_t s) {
+  if (bytes == 0) return;
+  const unsigned blocks = unsigned(std::min<std::size_t>((bytes + 16 * 256 - 1) / (16 * 256), 1024));
+  copy_from_host_kernel<<<blocks, 256, 0, s>>>(static_cast<std::byte*>(dst), static_cast<const std::byte*>(pinned),
+                                               bytes);
 }
 
 void wait_host_flag(const unsigned* flag, unsigned value, cudaStream_t s) {

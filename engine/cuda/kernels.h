@@ -105,6 +105,9 @@ void wait_host_flag_at(const unsigned* flag, const unsigned* value, cudaStream_t
 // (hx, hc, hw), then `flag` raised to *value: what the CPU's share of the layer starts from.
 void publish_to_host(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n, float* hx,
                      int32_t* hc, float* hw, unsigned* flag, const unsigned* value, cudaStream_t s);
+// dst [bytes] (device) = pinned [bytes] (page-locked host memory, which the GPU reads through unified
+// addressing): a copy by the SMs, so it never queues behind the copy engine's transfers.
+void copy_from_host(void* dst, const void* pinned, std::size_t bytes, cudaStream_t s);
 void mul_sigmoid(float* x, const float* gate, std::size_t n, cudaStream_t s);
 // ref::scale_by_top_sigmoid and ref::attention_temperature (positions device memory).
 void scale_by_top_sigmoid(const float* x, const float* logits, int T, int width, int E, float* out, cudaStream_t s);
