@@ -23,7 +23,8 @@ using units::piece_dot;
 
 constexpr int kWarps = 8;
 // A moe_down block takes kDownBlockRows output rows of one token, kDownRows at a time (their loads
-// in flight together); 2,048 rows make 256 blocks, about one wave at the kernel's ~96 registers.
+// in flight together); 2,048 rows make 256 blocks, one wave at the kernel's 96-123 registers (two
+// blocks an SM).
 // Fewer, longer blocks than a block per two rows (1,024 blocks, four waves each paying the choice ->
 // matrix -> row chain): measured +2.7% on a 48-layer Q4_K_M decode (docs/perf-notes.md).
 constexpr int kDownRows = 2;
