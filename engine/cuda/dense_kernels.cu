@@ -246,7 +246,6 @@ __global__ void attention_temperature_kernel(float* x, int width, const int64_t*
   for (int i = threadIdx.x; i < width; i += blockDim.x) x[std::size_t(t) * width + i] *= s;
 }
 
-// Counts wrap: `value` is reached once the flag is at most 2^31 past it.
 // 16 bytes a thread where both ends are 16-byte aligned (the pass arenas' are), the rest a byte a thread.
 __global__ void copy_from_host_kernel(std::byte* dst, const std::byte* src, std::size_t bytes) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
@@ -258,6 +257,7 @@ __global__ void copy_from_host_kernel(std::byte* dst, const std::byte* src, std:
   for (std::size_t i = 16 * vectors + first; i < bytes; i += stride) dst[i] = src[i];
 }
 
+// Counts wrap: `value` is reached once the flag is at most 2^31 past it.
 __global__ void wait_host_flag_kernel(const volatile unsigned* flag, unsigned value) {
   while (int(*flag - value) < 0) __nanosleep(256);
   __threadfence_system();  // what the CPU wrote before the flag, seen by the kernels after this one
