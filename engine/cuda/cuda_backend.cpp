@@ -35,7 +35,6 @@ void CudaBackend::collect_op_events() {
 
 void CudaBackend::size_workspace(bool decode_step) {
   if (!offload_ || !offload_->options().lend_workspace) return;
-  if (scratch_.lent() && offload_->lent_slots() == 0) scratch_.reclaim_tail();  // a resize took them back
   const std::size_t peak = scratch_.take_peak();
   if (last_pass_decode_) decode_peak_ = std::max(decode_peak_, peak);
   last_pass_decode_ = decode_step;
