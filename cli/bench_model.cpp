@@ -26,6 +26,7 @@
 #include "ft/engine/checkpoint.h"
 #include "ft/engine/device.h"
 #include "ft/engine/model.h"
+#include "ft/engine/scheduler.h"
 #include "ft/engine/state_checkpoint.h"
 #include "ft/store/tiered_store.h"
 #include "model_flags.h"
@@ -165,6 +166,17 @@ void print_routing_spread(const engine::RoutingTrace& trace) {
               used / calls, max_rows / calls, median / calls, min_rows / calls);
 }
 
+// Tokens per forward pass of a `prompt`-token prompt as the engine's scheduler cuts it: at most
+// --chunk, else the model's pass size, else the scheduler's default; in equal passes.
+int pass_chunk(const Args& args, const engine::Model& m, int prompt) {
+  const int most = args.has("chunk")   ? int(args.get_int("chunk"))
+                   : m.pass_rows() > 0 ? int(m.pass_rows())
+                                       : engine::kDefaultStepTokens;
+  if (most < 1 || prompt < 1) return most;
+  const int passes = (prompt + most - 1) / most;
+  return (prompt + passes - 1) / passes;
+}
+
 std::vector<int32_t> random_tokens(std::size_t n, int64_t vocab, std::uint64_t seed) {
   std::vector<int32_t> out(n);
   for (auto& t : out) {
@@ -292,7 +304,7 @@ int bench_decode(const Args& args) {
   // Prefill every sequence's prompt (batched passes of --chunk tokens a sequence, as the server
   // prefills: one pass over a long prompt needs temporaries no budget keeps), then time decode
   // steps of one token each.
-  const int chunk = args.has("chunk") ? int(args.get_int("chunk")) : 2048;
+  const int chunk = pass_chunk(args, m, prompt);
   if (chunk < 1) return usage_error(cmd, "--chunk must be positive");
   std::vector<engine::SequenceState> states;
   for (int i = 0; i < batch; ++i) states.push_back(m.new_state());
@@ -577,14 +589,15 @@ int time_snapshots(const engine::Model& m, std::span<const int32_t> tokens, int 
 int bench_prefill(const Args& args) {
   const std::string cmd = "bench prefill";
   const int prompt = args.has("prompt") ? int(args.get_int("prompt")) : 4096;
-  const int chunk = args.has("chunk") ? int(args.get_int("chunk")) : 2048;
-  if (prompt < 1 || chunk < 1) return usage_error(cmd, "--prompt and --chunk must be positive");
+  if (prompt < 1 || (args.has("chunk") && args.get_int("chunk") < 1))
+    return usage_error(cmd, "--prompt and --chunk must be positive");
   // The KV pool holds one prompt (the warm-up's sequence is gone before the timed one starts), as
   // in bench decode; with snapshots the pool keeps its default (the hot checkpoint tier may hold
   // pages of earlier passes).
   auto l = load(args, cmd, args.has("snapshot-store") ? 0 : int64_t(prompt) + 64);
   if (!l) return usage_error(cmd, l.status().message());
   const engine::Model& m = *l->model;
+  const int chunk = pass_chunk(args, m, prompt);
   const auto tokens = random_tokens(std::size_t(prompt), m.vocab_size(), 7);
   std::vector<float> logits(std::size_t(m.vocab_size()));
   {  // warm-up: the whole prompt's chunks once, so the timed pass finds what a server that has run
@@ -649,6 +662,9 @@ int bench_prefill(const Args& args) {
         "%.0f%% (the bytes at the probe's %.1f GB/s); PCIe bound %.0f tok/s\n",
         moved / 1e9, double(after->fetched - offload_before->fetched), after->slots, moved / secs / 1e9,
         100 * pcie_s / secs, l->h2d, double(prompt) / pcie_s);
+    std::printf("  workspace    %.2f GiB (passes of %lld rows planned); temporaries past it: %.2f GiB\n",
+                double(m.placement().workspace_bytes) / double(1ull << 30), static_cast<long long>(m.pass_rows()),
+                double(after->workspace_overflow_bytes) / double(1ull << 30));
   }
   if (profiled) {
     print_profile(profile, secs);

@@ -333,7 +333,7 @@ const Command kBenchCommand = {
     "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]\n"
     "       freetoken bench decode --model DIR [--batch 1] [--prompt 128] [--steps 32] [--threads N]\n"
     "       freetoken bench bw [--hidden 2048] [--inter 768] [--threads N] [--seconds 2]\n"
-    "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk 2048] [--threads N] [--snapshot-store DIR]\n"
+    "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk N] [--threads N] [--snapshot-store DIR]\n"
     "       freetoken bench load [--sessions 64] [--seconds 600] [--model DIR] [-- SERVE FLAGS]\n"
     "       freetoken bench agentic [--model DIR] [--max-tokens 64] [--conversations A,B] [-- SERVE FLAGS]\n"
     "       freetoken bench gemm [--tokens 4096] [--rows 4096] [--cols 2048] [--isa auto] [--threads N]",
@@ -363,7 +363,10 @@ const Command kBenchCommand = {
      {"batch", "N", "decode: sequences decoded together [1]", ""},
      {"prompt", "N", "decode: prompt tokens per sequence before timing [128]; prefill: prompt length [4096]", ""},
      {"steps", "N", "decode: timed decode steps [32]", ""},
-     {"chunk", "N", "prefill, decode: tokens per forward pass of a prompt [2048]", ""},
+     {"chunk", "N",
+      "prefill, decode: most tokens per forward pass of a prompt, cut in equal passes as the engine does [the "
+      "engine's: 2048, or with experts in host RAM as many as the GPU workspace holds]",
+      ""},
      {"snapshot-store", "DIR",
       "prefill: also time the prompt with a checkpoint saved at every chunk boundary into a store in DIR (as the "
       "engine saves one)",

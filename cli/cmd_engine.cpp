@@ -119,6 +119,7 @@ int run_engine(const Args& args) {
   sched.max_running = args.get_int("max-running");
   sched.max_waiting = args.get_int("max-waiting");
   sched.step_tokens = args.get_int("step-tokens");
+  if (sched.step_tokens < 0) return usage_error("engine", "--step-tokens must be 0 (the model's) or more");
   sched.max_decode_stall_ms = args.get_double("max-decode-stall-ms");
 
   engine::Scheduler scheduler(**model, store.get(), sched);

@@ -22,8 +22,10 @@ std::vector<Flag> engine_runtime_flags() {
            "32768", false},
           {"max-running", "N", "sequences batched together", "8", false},
           {"max-waiting", "N", "requests queued beyond those before 'overloaded' (429/529)", "16", false},
-          {"step-tokens", "N", "rows per forward pass when nothing is decoding (decode tokens + prefill chunk)", "2048",
-           false},
+          {"step-tokens", "N",
+           "rows per forward pass when nothing is decoding (decode tokens + prefill chunk); 0: 2048, or with experts "
+           "in host RAM as many as the GPU workspace holds (each pass streams the experts the cache lacks)",
+           "0", false},
           {"max-decode-stall-ms", "MS",
            "while streams decode, cut prefill chunks so a step takes about this long (measured per row)", "500", false},
       },

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "ft/common/log.h"
+
 namespace ft::engine {
 
 cudaEvent_t CudaBackend::op_event() {
@@ -75,6 +77,7 @@ Status CudaBackend::execute(const std::function<void()>& fn) {
   if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) fail(cuda::error_text("kernel launch", err));
   for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
   pending_traces_.clear();
+  note_workspace_growth();
   if (offload_) after_offloaded_pass();
   if (!failure_.empty()) return internal_error("GPU: " + failure_);
   return Status::ok();
@@ -137,6 +140,7 @@ Status CudaBackend::execute(const std::function<void()>& fn, const PassShape& sh
   graphs_.copy_out();
   for (const PendingTrace& p : pending_traces_) record_routing(p.chosen, p.T, p.K);
   pending_traces_.clear();
+  note_workspace_growth();
   if (offload_) after_offloaded_pass();
   if (!failure_.empty()) return internal_error("GPU: " + failure_);
   return Status::ok();
@@ -189,7 +193,9 @@ Status CudaBackend::place_expert(Matrix& m) {
 
 std::optional<ExpertOffloadStats> CudaBackend::expert_offload_stats() const {
   if (!offload_) return std::nullopt;
-  return offload_->snapshot();
+  ExpertOffloadStats stats = offload_->snapshot();
+  stats.workspace_overflow_bytes = workspace_overflow_;
+  return stats;
 }
 
 Result<int> CudaBackend::resize_expert_cache(int slots, int floor_per_layer) {
@@ -214,7 +220,16 @@ std::optional<CudaBackend::DeviceMemoryInfo> CudaBackend::device_memory() const 
 Status CudaBackend::reserve_workspace(std::size_t bytes) {
   if (!scratch_.reserve(bytes))
     return unavailable("cannot set aside " + std::to_string(bytes >> 20) + " MiB of GPU memory for the workspace");
+  workspace_reserved_ = scratch_.capacity();
   return Status::ok();
+}
+
+void CudaBackend::note_workspace_growth() {
+  const std::size_t held = scratch_.capacity();
+  if (workspace_reserved_ == 0 || held <= workspace_reserved_ + workspace_overflow_) return;
+  workspace_overflow_ = held - workspace_reserved_;
+  FT_WARN("a forward pass's temporaries outgrew the GPU workspace by "
+          << (workspace_overflow_ >> 20) << " MiB, outside the memory budget (shorter passes stay inside it)");
 }
 
 void CudaBackend::begin_pass() {

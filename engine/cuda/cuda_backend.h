@@ -422,6 +422,10 @@ class CudaBackend final : public Backend {
   bool last_pass_decode_ = false;  // whose scratch peak the next size_workspace reads
   int decode_steps_ = 0;           // in a row
   std::size_t decode_peak_ = 0;    // the most scratch a decode step has taken
+  // The workspace as reserved at load, and how far passes have grown it past that (warned once per
+  // new high: memory outside the plan).
+  std::size_t workspace_reserved_ = 0, workspace_overflow_ = 0;
+  void note_workspace_growth();
 
   // y [T, ldy] (columns [0, n)) = x [T, K] w^T + beta y for a bf16 w [n, K] in device memory.
   void gemm_bf16(const std::uint16_t* x, std::size_t T, std::size_t K, const std::uint16_t* w, std::size_t n, float* y,

@@ -381,6 +381,33 @@ TEST_P(ExpertOffloadCuda, TheWorkspaceLentToTheCacheKeepsTheResidentLogits) {
   }
 }
 
+// An offload plan sets a prefill pass size (the workspace grown to hold it); a pass of that many
+// rows keeps its temporaries inside the workspace and gives the resident logits.
+TEST(ExpertOffloadCudaPass, APassOfThePlannedRowsStaysInsideTheWorkspace) {
+  FT_SKIP_UNLESS_FAMILY_RUNS(engine::BackendKind::kCuda, ModelFamily::kQwen3Moe);
+  TempDir dir;
+  ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(ModelFamily::kQwen3Moe, false)).is_ok());
+  auto m = load(dir, 5);
+  ASSERT_TRUE(m);
+  const engine::PlacementPlan plan = m->placement();
+  ASSERT_TRUE(plan.experts_on_host);
+  EXPECT_EQ(m->pass_rows(), int64_t(plan.pass_rows));
+  ASSERT_GE(m->pass_rows(), 256);
+  EXPECT_NE(plan.to_text().find("prefill passes of"), std::string::npos);
+  const auto prompt = test_tokens(std::size_t(m->pass_rows()), m->vocab_size(), 31);
+  const std::size_t V = std::size_t(m->vocab_size());
+  std::vector<float> got(V), want(V);
+  SequenceState s = m->new_state();
+  ASSERT_TRUE(m->forward(s, prompt, got.data(), LogitsMode::kLast).is_ok());
+  EXPECT_EQ(m->expert_offload_stats()->workspace_overflow_bytes, 0u);
+
+  auto resident = load(dir, 0);
+  ASSERT_TRUE(resident);
+  SequenceState r = resident->new_state();
+  ASSERT_TRUE(resident->forward(r, prompt, want.data(), LogitsMode::kLast).is_ok());
+  EXPECT_LT(rel_l2(got.data(), want.data(), V), kTolerance);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ExpertOffloadCuda, ::testing::ValuesIn(engine::model_families()),
                          [](const auto& info) { return std::string(engine::model_family_name(info.param)); });
 

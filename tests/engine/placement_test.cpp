@@ -247,6 +247,75 @@ TEST(GpuPlan, ExpertsMoveToHostRamAndTheRestBecomesSlots) {
   EXPECT_LT(p.expert_slots, 300u);
 }
 
+// Offloaded, every pass of a prompt streams the experts the cache lacks: the workspace grows (out
+// of the cache's room, up to a third of the budget) to hold long passes, and the plan says how
+// many rows one may take.
+TEST(GpuPlan, OffloadedTheWorkspaceHoldsLongPrefillPasses) {
+  constexpr uint64_t row = 420000, fixed = 600ull << 20;  // about a 30B-A3B's (decoder.cpp)
+  for (uint64_t gib : {8ull, 12ull, 24ull}) {
+    SCOPED_TRACE(std::to_string(gib) + " GiB");
+    engine::PlacementPlan p = qwen3_30b_plan();
+    const uint64_t budget = gib << 30;
+    ASSERT_TRUE(
+        engine::plan_gpu_memory(p, {.budget_bytes = budget, .pass_row_bytes = row, .pass_fixed_bytes = fixed}).is_ok());
+    ASSERT_TRUE(p.experts_on_host);
+    EXPECT_GE(p.workspace_bytes, gib < 24 ? 2ull << 30 : 4ull << 30);  // never below the fixed size
+    EXPECT_LE(p.workspace_bytes, std::max<uint64_t>(budget / 3, 4ull << 30));
+    EXPECT_EQ(p.pass_rows % 256, 0u);
+    EXPECT_LE(p.pass_rows, 8192u);
+    EXPECT_LE(fixed + p.pass_rows * row, p.workspace_bytes);  // a pass of pass_rows fits
+    if (p.pass_rows < 8192) {
+      EXPECT_GT(fixed + (p.pass_rows + 256) * row, p.workspace_bytes);  // the most that fit
+    }
+    // Out of the expert cache's room: the KV pool is the one planned without it.
+    engine::PlacementPlan fixed_ws = qwen3_30b_plan();
+    ASSERT_TRUE(engine::plan_gpu_memory(fixed_ws, {budget}).is_ok());
+    EXPECT_EQ(p.kv_budget_bytes, fixed_ws.kv_budget_bytes);
+    EXPECT_LE(p.expert_slots, fixed_ws.expert_slots);
+    EXPECT_GE(p.expert_cache_bytes(), fixed_ws.expert_cache_bytes() / 2);
+    p.kv_pages = p.kv_budget_bytes / p.kv_page_bytes;
+    EXPECT_LE(p.total_bytes(), budget);
+    EXPECT_NE(p.to_text().find("prefill passes of " + std::to_string(p.pass_rows) + " rows"), std::string::npos);
+  }
+  engine::PlacementPlan eight = qwen3_30b_plan();
+  ASSERT_TRUE(
+      engine::plan_gpu_memory(eight, {.budget_bytes = 8ull << 30, .pass_row_bytes = row, .pass_fixed_bytes = fixed})
+          .is_ok());
+  EXPECT_EQ(eight.workspace_bytes, (8ull << 30) / 3);  // a pass of 8,192 would want 3.8 GiB
+  EXPECT_EQ(eight.pass_rows, 5120u);                   // a 4,096-token prompt in one pass
+  engine::PlacementPlan big = qwen3_30b_plan();
+  ASSERT_TRUE(
+      engine::plan_gpu_memory(big, {.budget_bytes = 24ull << 30, .pass_row_bytes = row, .pass_fixed_bytes = fixed})
+          .is_ok());
+  EXPECT_EQ(big.pass_rows, 8192u);
+  EXPECT_EQ(big.workspace_bytes, 4ull << 30);  // 8,192 rows fit the fixed 4 GiB
+
+  // Resident, or with no row size known: the fixed workspace and no pass size.
+  engine::PlacementPlan resident = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(resident, {.budget_bytes = 80ull << 30, .pass_row_bytes = row}).is_ok());
+  EXPECT_FALSE(resident.experts_on_host);
+  EXPECT_EQ(resident.pass_rows, 0u);
+  EXPECT_EQ(resident.workspace_bytes, 4ull << 30);
+  engine::PlacementPlan unknown = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(unknown, {8ull << 30}).is_ok());
+  EXPECT_EQ(unknown.pass_rows, 0u);
+  EXPECT_EQ(unknown.workspace_bytes, 2ull << 30);
+
+  // A budget that barely holds the least offload plan (here: a large --kv-budget) still plans: the
+  // workspace grows only into what is left over.
+  engine::PlacementPlan tight = qwen3_30b_plan();
+  const uint64_t slot = 3ull * 2048 * 768 * 2 + 768, budget = 9ull << 30;
+  const uint64_t kv = budget - (tight.embedding_bytes + tight.dense_bytes + (2ull << 30) + 4 * slot);
+  ASSERT_TRUE(
+      engine::plan_gpu_memory(
+          tight, {.budget_bytes = budget, .kv_budget_bytes = kv, .pass_row_bytes = row, .pass_fixed_bytes = fixed})
+          .is_ok());
+  EXPECT_TRUE(tight.experts_on_host);
+  EXPECT_GT(tight.workspace_bytes, 2ull << 30);
+  EXPECT_LE(tight.workspace_bytes, (2ull << 30) + slot);
+  EXPECT_GE(tight.expert_slots, 3u);
+}
+
 // An agent's context (32k tokens: 3 GiB of this model's KV) comes before expert slots, and the
 // rest goes to them: at 12 and 24 GiB the pool is the context (a quarter of the room would be 1.9
 // and 4.4 GiB); at 8 GiB it takes 3/4 of the room and the plan says how short of a context it falls.

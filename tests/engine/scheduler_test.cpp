@@ -1,13 +1,15 @@
 // The engine's scheduler and its checkpoints: greedy output equals a plain forward/argmax loop;
 // snapshots land exactly at the requested positions and restore + suffix reproduces the full
 // run token for token; cancel, overload, context and restore-miss behave as the protocol says.
+#include "ft/engine/scheduler.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 
 #include "ft/engine/model.h"
 #include "ft/engine/sampling.h"
-#include "ft/engine/scheduler.h"
 #include "ft/engine/state_checkpoint.h"
 #include "ft/store/host_ram_tier.h"
 #include "test_support.h"
@@ -111,6 +113,27 @@ TEST_P(SchedulerTest, GreedyMatchesAPlainLoopEvenWhenBatched) {
   EXPECT_GT(sched.stats().batched_steps, 0u);
 }
 
+// A prompt longer than a pass goes in equal passes (14, 13, 13 of 40 at 16 a pass), not full ones
+// and a short tail: each pass reads the weights (offloaded: streams the experts) once.
+TEST_P(SchedulerTest, ALongPromptGoesInEqualPasses) {
+  engine::SchedulerOptions opts;
+  opts.step_tokens = 16;
+  Scheduler sched(*model_, &ram_, opts);
+  engine::RoutingTrace trace;
+  model_->set_routing_trace(&trace);
+  const auto prompt = test_tokens(40, model_->vocab_size(), 3);
+  Outcome o = drain(*submit(sched, greedy("p", prompt, 1)));
+  model_->set_routing_trace(nullptr);
+  ASSERT_TRUE(o.last && o.last->type == wire::Event::Type::kDone);
+  EXPECT_EQ(o.tokens, greedy_by_hand(*model_, prompt, 1));
+  EXPECT_EQ(sched.stats().steps, 3u);
+  ASSERT_GT(trace.top_k, 0u);
+  std::map<std::size_t, int> rows;  // rows of a MoE call -> calls
+  for (const auto& call : trace.calls) ++rows[call.size() / trace.top_k];
+  EXPECT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[13], 2 * rows[14]);
+}
+
 TEST_P(SchedulerTest, SnapshotsAtBoundariesRestoreToTheSameOutput) {
   Scheduler sched(*model_, &ram_, {});
   const auto prompt = test_tokens(90, model_->vocab_size(), 21);
@@ -119,6 +142,9 @@ TEST_P(SchedulerTest, SnapshotsAtBoundariesRestoreToTheSameOutput) {
   Outcome full = drain(*submit(sched, first));
   EXPECT_EQ(full.checkpoints, (std::vector<int64_t>{17, 64, 89}));
   EXPECT_EQ(full.restored, 0);
+  // Attention KV alone: the prompt is one pass, the checkpoints taken after it; a linear-attention
+  // state ends a chunk at each (17, 47, 25, 1). Then nine decode steps.
+  EXPECT_EQ(sched.stats().steps, model_->new_state().holds_earlier_positions() ? 10u : 13u);
 
   // The deepest held of some keys (shallow to deep; an unknown one in the middle and at the end).
   const wire::LookupReply hit = sched.lookup({"t", {key(17), key(5), key(64), key(89), key(200)}});
@@ -250,6 +276,42 @@ TEST(StateCheckpoint, RoundTripThroughATierIsExactAndLayoutIsChecked) {
   SequenceState fresh = m->new_state();
   EXPECT_EQ(engine::restore_model_state(ram, wrong, fresh).code(), ErrorCode::kNotFound);
   EXPECT_EQ(fresh.position(), 0);
+}
+
+// A checkpoint of an earlier position: what a pass that ran past a snapshot saves. Restored and
+// continued it gives the logits of the whole sequence; a linear-attention state refuses it.
+TEST(StateCheckpoint, AnEarlierPositionOfAttentionKvRestoresToTheSameLogits) {
+  TempDir dir, linear_dir;
+  auto m = tiny(ModelFamily::kQwen3Moe, dir);
+  auto linear = tiny(ModelFamily::kQwen3_5Moe, linear_dir);
+  ASSERT_TRUE(m && linear);
+  const auto tokens = test_tokens(70, m->vocab_size(), 5);
+  const ModelFingerprint fp = engine::store_fingerprint(*m);
+  SequenceState s = m->new_state();
+  ASSERT_TRUE(s.holds_earlier_positions());
+  std::vector<float> whole(std::size_t(m->vocab_size())), back(whole.size());
+  ASSERT_TRUE(m->forward(s, tokens, whole.data(), LogitsMode::kLast).is_ok());
+  for (int64_t at : {0, 17, 64, 69}) {  // page size 64: inside the first page, at its end, past it
+    SCOPED_TRACE(at);
+    auto cp = engine::to_model_state(s, fp, at);
+    ASSERT_TRUE(cp.is_ok()) << cp.status().to_string();
+    EXPECT_EQ(cp->tokens, uint64_t(at));
+    SequenceState r = m->new_state();
+    ASSERT_TRUE(engine::restore_from_model_state(*cp, r).is_ok());
+    ASSERT_EQ(r.position(), at);
+    ASSERT_TRUE(m->forward(r, std::span(tokens).subspan(std::size_t(at)), back.data(), LogitsMode::kLast).is_ok());
+    EXPECT_LT(rel_l2(whole.data(), back.data(), whole.size()), 1e-5);
+    EXPECT_EQ(engine::argmax(whole), engine::argmax(back));
+  }
+  EXPECT_EQ(engine::to_model_state(s, fp, 71).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(engine::to_model_state(s, fp, -1).status().code(), ErrorCode::kInvalidArgument);
+
+  SequenceState l = linear->new_state();
+  EXPECT_FALSE(l.holds_earlier_positions());
+  ASSERT_TRUE(linear->forward(l, std::span(tokens).first(20), nullptr, LogitsMode::kNone).is_ok());
+  const ModelFingerprint lfp = engine::store_fingerprint(*linear);
+  EXPECT_EQ(engine::to_model_state(l, lfp, 10).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(engine::to_model_state(l, lfp, 20).is_ok());
 }
 
 }  // namespace

@@ -122,6 +122,21 @@ Result<uint64_t> gpu_budget(const LoadOptions& options) {
   return options.gpu_mem_bytes ? options.gpu_mem_bytes : dev.free_bytes - std::min(dev.free_bytes, kLibraryRoom);
 }
 
+// The GPU workspace a prefill pass takes (the CUDA backend's temporaries), for an offload plan to
+// size it. A row: the MoE's grouped products (each of its top_k expert rows holds the gathered
+// input and the gate, up and down outputs in two halves, fp32 and bf16: 12 x hidden + 20 x
+// intermediate bytes), the router's scores, and a dozen hidden-wide fp32 vectors the layer keeps
+// (attention's per-row temporaries are freed before the MoE and smaller). A pass: every expert's
+// last rows padded to the 64-row GEMM tile, and the dequantised weight tiles and uploads.
+std::pair<uint64_t, uint64_t> pass_workspace(const ModelConfig& cfg) {
+  if (cfg.num_experts <= 0 || cfg.num_experts_per_tok <= 0) return {0, 0};
+  const auto h = uint64_t(cfg.hidden_size), e = uint64_t(cfg.num_experts), k = uint64_t(cfg.num_experts_per_tok);
+  const uint64_t expert_row = 12 * h + 20 * uint64_t(cfg.moe_intermediate_size);
+  const uint64_t row = k * expert_row + 4 * e + 28 * k + 48 * h;
+  const uint64_t fixed = e * 63 * expert_row + (uint64_t(256) << 20);
+  return {row, fixed};
+}
+
 // A slot's share of the per-layer floor: at most two, and never more than a quarter of the cache
 // spread over the layers (so one layer's prefill can still take most of the slots).
 int expert_floor(uint64_t slots, uint64_t layers) {
@@ -147,8 +162,10 @@ class DecoderModel final : public Model {
     if (options.backend == BackendKind::kCuda) {
       plan.kv_page_bytes = recipe_kv_page_bytes(cfg, options);
       FT_ASSIGN_OR_RETURN(const uint64_t budget, gpu_budget(options));
-      FT_RETURN_IF_ERROR(plan_gpu_memory(plan, {budget, options.kv_budget_bytes,
-                                                context_kv_bytes(plan.kv_page_bytes, options), options.expert_slots}));
+      const auto [row_bytes, pass_bytes] = pass_workspace(cfg);
+      FT_RETURN_IF_ERROR(
+          plan_gpu_memory(plan, {budget, options.kv_budget_bytes, context_kv_bytes(plan.kv_page_bytes, options),
+                                 options.expert_slots, row_bytes, pass_bytes}));
       if (plan.experts_on_host) {
         plan.moe_policy = options.moe_policy.name();
         ExpertOffloadOptions o;
@@ -213,6 +230,10 @@ class DecoderModel final : public Model {
     return pool_ ? std::optional<KvLayout>(pool_->layout()) : std::nullopt;
   }
   BackendKind backend_kind() const override { return be_->kind(); }
+  int64_t pass_rows() const override {
+    std::lock_guard lock(plan_mu_);
+    return int64_t(plan_.pass_rows);
+  }
   PlacementPlan placement() const override {
     std::lock_guard lock(plan_mu_);
     return plan_;

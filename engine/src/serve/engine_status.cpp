@@ -83,7 +83,8 @@ json experts_json(const PlacementPlan& p, const std::optional<ExpertOffloadStats
                 {"layer_hit_rate", s->layer_hit_rate},
                 {"layer_fetched", s->layer_fetched},
                 {"layer_cpu_computed", s->layer_cpu_computed},
-                {"layer_read_in_place", s->layer_read_in_place}};
+                {"layer_read_in_place", s->layer_read_in_place},
+                {"workspace_overflow_bytes", s->workspace_overflow_bytes}};
   return j;
 }
 
@@ -110,6 +111,7 @@ json placement_json(const Model& m, const ElasticGpuMemory* elastic) {
             {"linear_state_sequences", p.linear_state_sequences},  // GPU: the room kept for them
             {"linear_state_bytes", p.linear_state_room()},
             {"workspace_bytes", p.workspace_bytes},
+            {"pass_rows", p.pass_rows},
             {"total_bytes", p.total_bytes()}};
   if (p.experts_on_host) {
     j["experts"] = experts_json(p, m.expert_offload_stats());

@@ -121,7 +121,13 @@ struct Scheduler::Sequence {
 };
 
 Scheduler::Scheduler(const Model& model, store::StateTier* store, SchedulerOptions options)
-    : model_(model), store_(store), options_(options), fingerprint_(store_fingerprint(model)) {
+    : model_(model),
+      store_(store),
+      options_(options),
+      fingerprint_(store_fingerprint(model)),
+      step_tokens_(options.step_tokens > 0 ? options.step_tokens
+                   : model.pass_rows() > 0 ? int(model.pass_rows())
+                                           : kDefaultStepTokens) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -278,7 +284,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
   std::vector<Sequence*> members;
   std::vector<std::size_t> chunk;  // prefill rows per member (0: decode)
   bool any_prefill = false;
-  int budget = options_.step_tokens;
+  int budget = step_tokens_;
   // Decode first: one row each keeps every stream moving while long prompts prefill.
   for (auto& s : running) {
     if (s->done || s->prefilling) continue;
@@ -298,11 +304,17 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
   for (auto& s : running) {
     if (s->done || !s->prefilling) continue;
     if (budget <= 0 && !slices.empty()) break;
-    std::size_t n = std::min<std::size_t>(s->req.tokens.size() - s->consumed, std::size_t(std::max(budget, 1)));
-    if (s->next_snapshot < s->req.snapshots.size()) {
-      const int64_t until = s->req.snapshots[s->next_snapshot].position - s->state.position();
-      n = std::min<std::size_t>(n, std::size_t(until));
-    }
+    // A state that keeps only its latest position (linear attention) is saved where a chunk ends,
+    // so its chunks end at each snapshot; attention KV alone lets a chunk run on, the snapshot
+    // taken after the pass.
+    std::size_t left = s->req.tokens.size() - s->consumed;
+    if (s->next_snapshot < s->req.snapshots.size() && !s->state.holds_earlier_positions())
+      left =
+          std::min<std::size_t>(left, std::size_t(s->req.snapshots[s->next_snapshot].position - s->state.position()));
+    // More than the budget goes in equal chunks, not full ones and a short tail: each pass reads
+    // (offloaded: streams) the weights once, and a short pass pays that for few rows.
+    const std::size_t most = std::size_t(std::max(budget, 1)), passes = (left + most - 1) / most;
+    const std::size_t n = (left + passes - 1) / passes;
     // The prompt's last chunk draws the first token (unless none is wanted).
     const bool sample = s->consumed + n == s->req.tokens.size() && s->req.max_new_tokens > 0;
     if (sample) s->next_request = s->sampler.request();
@@ -345,25 +357,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
     Sequence& s = *members[i];
     if (chunk[i] > 0) {
       s.consumed += chunk[i];
-      if (s.next_snapshot < s.req.snapshots.size() &&
-          s.state.position() == s.req.snapshots[s.next_snapshot].position) {
-        const wire::SnapshotRequest& snap = s.req.snapshots[s.next_snapshot++];
-        if (store_) {
-          const store::StoreKey key{s.req.tenant, fingerprint_, snap.key};
-          auto state = std::make_shared<const store::ModelState>(to_model_state(s.state, fingerprint_));
-          if (snap.pin) store_->pin(key);
-          if (Status saved = store_->save_deferred(key, std::move(state)); saved) {
-            wire::Event e;
-            e.type = wire::Event::Type::kCheckpoint;
-            e.checkpoint = snap;
-            s.handle->push(std::move(e));
-            std::lock_guard lock(mu_);
-            ++stats_.checkpoints_saved;
-          } else {
-            FT_WARN("checkpoint at " << snap.position << " tokens not saved: " << saved.message());
-          }
-        }
-      }
+      save_snapshots(s);
       if (s.consumed < s.req.tokens.size()) continue;
       s.prefilling = false;
       s.prefill_ms = ms_since(s.started);
@@ -391,6 +385,30 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
     s.next_input = token;
   }
   return true;
+}
+
+void Scheduler::save_snapshots(Sequence& s) {
+  while (s.next_snapshot < s.req.snapshots.size() && s.req.snapshots[s.next_snapshot].position <= s.state.position()) {
+    const wire::SnapshotRequest& snap = s.req.snapshots[s.next_snapshot++];
+    if (!store_) continue;
+    const store::StoreKey key{s.req.tenant, fingerprint_, snap.key};
+    Result<store::ModelState> state = to_model_state(s.state, fingerprint_, snap.position);
+    Status saved = state.status();
+    if (state) {
+      if (snap.pin) store_->pin(key);
+      saved = store_->save_deferred(key, std::make_shared<const store::ModelState>(std::move(state).value()));
+    }
+    if (!saved) {
+      FT_WARN("checkpoint at " << snap.position << " tokens not saved: " << saved.message());
+      continue;
+    }
+    wire::Event e;
+    e.type = wire::Event::Type::kCheckpoint;
+    e.checkpoint = snap;
+    s.handle->push(std::move(e));
+    std::lock_guard lock(mu_);
+    ++stats_.checkpoints_saved;
+  }
 }
 
 void Scheduler::loop() {

@@ -79,27 +79,15 @@ bool same_layout(const store::ChunkDesc& want, std::uint32_t layer, ChunkKind ki
   return want.layer == layer && want.kind == kind && want.dtype == dtype && want.shape == shape && want.bytes == bytes;
 }
 
-}  // namespace
-
-ModelFingerprint store_fingerprint(const Model& model) {
-  std::string text = model.fingerprint();
-  if (const auto kv = model.kv_layout()) {
-    text += "|kv=" + std::string(kv_dtype_name(kv->dtype)) + "/page" + std::to_string(kv->page_tokens) + "/layout" +
-            std::to_string(KvLayout::kLayoutVersion);
-  }
-  text += "|linear=f32|format=" + std::to_string(store::kCheckpointFormatVersion);
-  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
-  return {h.high64, h.low64};
-}
-
-store::ModelState to_model_state(const SequenceState& state, const ModelFingerprint& fingerprint) {
+// The checkpoint of `state` after its first `tokens` positions (checked by the callers).
+store::ModelState checkpoint_of(const SequenceState& state, const ModelFingerprint& fingerprint, std::int64_t tokens) {
   store::ModelState out;
-  out.tokens = std::uint64_t(state.position());
+  out.tokens = std::uint64_t(tokens);
   out.model = fingerprint;
   Memory& memory = state.memory();
   if (const KvPool* pool = state.pool()) {
     const KvLayout& l = pool->layout();
-    for (std::int64_t p = 0; p < l.pages_for(state.position()); ++p) {
+    for (std::int64_t p = 0; p < l.pages_for(tokens); ++p) {
       const KvPageRef& page = state.pages()[std::size_t(p)];
       if (memory.is_host()) {  // shared, not copied: later snapshots of the sequence reuse it
         out.chunks.push_back({std::uint32_t(p), ChunkKind::kKvPage, store_dtype(l.dtype), page_shape(l),
@@ -107,9 +95,9 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
         continue;
       }
       // Off the host: the page's host copy, made once its tokens are all there (KvPageMirror).
-      const std::int64_t tokens = std::min<std::int64_t>(l.page_tokens, state.position() - p * l.page_tokens);
+      const std::int64_t in_page = std::min<std::int64_t>(l.page_tokens, tokens - p * l.page_tokens);
       std::shared_ptr<const KvPageMirror> mirror = page->mirror();
-      if (!mirror || mirror->tokens() < tokens) {
+      if (!mirror || mirror->tokens() < in_page) {
         std::shared_ptr<std::byte> bytes = const_cast<KvPool*>(pool)->mirror_buffer();
         std::shared_ptr<const CopyFence> arriving;
         if (bytes) {  // staging memory: the copy runs beside the next pass, readers wait for it
@@ -120,7 +108,7 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
           memory.to_host(bytes.get(), page->data(), l.page_bytes());
         }
         mirror =
-            std::make_shared<const KvPageMirror>(std::move(bytes), l.page_bytes(), tokens, page, std::move(arriving));
+            std::make_shared<const KvPageMirror>(std::move(bytes), l.page_bytes(), in_page, page, std::move(arriving));
         page->set_mirror(mirror);
         const_cast<KvPool*>(pool)->count_mirror();
       }
@@ -135,6 +123,34 @@ store::ModelState to_model_state(const SequenceState& state, const ModelFingerpr
                           linear_chunk(memory, l.recurrent, l.recurrent_floats() * sizeof(float))});
   }
   return out;
+}
+
+}  // namespace
+
+ModelFingerprint store_fingerprint(const Model& model) {
+  std::string text = model.fingerprint();
+  if (const auto kv = model.kv_layout()) {
+    text += "|kv=" + std::string(kv_dtype_name(kv->dtype)) + "/page" + std::to_string(kv->page_tokens) + "/layout" +
+            std::to_string(KvLayout::kLayoutVersion);
+  }
+  text += "|linear=f32|format=" + std::to_string(store::kCheckpointFormatVersion);
+  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
+  return {h.high64, h.low64};
+}
+
+store::ModelState to_model_state(const SequenceState& state, const ModelFingerprint& fingerprint) {
+  return checkpoint_of(state, fingerprint, state.position());
+}
+
+Result<store::ModelState> to_model_state(const SequenceState& state, const ModelFingerprint& fingerprint,
+                                         std::int64_t tokens) {
+  if (tokens < 0 || tokens > state.position())
+    return invalid_argument("a checkpoint at " + std::to_string(tokens) + " tokens of a state that holds " +
+                            std::to_string(state.position()));
+  if (tokens < state.position() && !state.holds_earlier_positions())
+    return invalid_argument("a linear-attention state holds only its latest position, " +
+                            std::to_string(state.position()) + ", not " + std::to_string(tokens));
+  return checkpoint_of(state, fingerprint, tokens);
 }
 
 Status restore_from_model_state(const store::ModelState& checkpoint, SequenceState& state) {

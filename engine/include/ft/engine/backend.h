@@ -240,6 +240,9 @@ struct ExpertOffloadStats {
   std::vector<double> layer_hit_rate;         // per MoE layer
   std::vector<std::uint64_t> layer_fetched, layer_cpu_computed;  // per MoE layer: how its misses were served
   std::vector<std::uint64_t> layer_read_in_place;
+  // GPU memory the passes' temporaries took beyond the reserved workspace (outside the budget;
+  // 0 while every pass fits, as passes of the plan's pass_rows should).
+  std::uint64_t workspace_overflow_bytes = 0;
 };
 
 class Backend {

@@ -65,6 +65,10 @@ class Model {
   // Where the weights, KV pages, state and workspace live (printed at load, in /v1/stats): a copy,
   // since the expert cache may be resized meanwhile.
   virtual PlacementPlan placement() const = 0;
+  // Rows a prefill pass should take on this model's device, 0 where the caller's own size serves:
+  // with routed experts in host RAM every pass streams the experts the cache lacks, so a long
+  // prompt runs in passes as long as the GPU workspace holds (PlacementPlan::pass_rows).
+  virtual int64_t pass_rows() const { return 0; }
   // With routed experts in host RAM: resizes the expert cache so the plan's GPU memory is at most
   // `budget_bytes` (growing: as far as the GPU has room), waiting for the pass in progress; the
   // weights, KV pool and workspace keep their size. Returns the plan after it. kUnsupported

@@ -29,6 +29,9 @@ struct PlacementPlan {
   // KV pool, so the pool must leave it free).
   std::uint64_t linear_state_sequences = 0;
   std::uint64_t workspace_bytes = 0;  // kept free for a pass's temporaries (GPU)
+  // Offloaded experts: the rows of a prefill pass whose temporaries the workspace holds, the pass
+  // size a server takes for long prompts (each pass streams the experts the cache lacks); 0: none set.
+  std::uint64_t pass_rows = 0;
   // Host buffers set aside (at load) for the KV pages' copies to the host at checkpoints.
   std::uint64_t checkpoint_staging_bytes = 0;
   // Expert offload (GPU): the routed experts stay in host RAM and a cache of expert-sized slots
@@ -66,6 +69,9 @@ struct GpuPlanRequest {
   // allows (offloading experts for it), at most 3/4 of the room it shares with expert slots.
   std::uint64_t context_kv_bytes = 0;
   int expert_slots = 0;               // > 0: offload the experts with exactly this many slots
+  // The workspace one prefill row takes (the largest layer's temporaries) and a pass whatever its
+  // rows; 0: not known (the workspace stays at its fixed size and no pass size is set).
+  std::uint64_t pass_row_bytes = 0, pass_fixed_bytes = 0;
 };
 
 // Decides the GPU's share of `plan` (its weights by kind, kv_page_bytes, moe_layers and
@@ -73,7 +79,9 @@ struct GpuPlanRequest {
 // budget with a whole context of KV; else, for a MoE model, the routed experts in host RAM and
 // what the budget leaves after the other weights, the workspace (2 GiB below a 24 GiB budget) and
 // the KV pool (--kv-budget; else one context, up to 3/4 of the room; else a quarter of it) as
-// expert cache slots. kUnavailable, saying how much is needed, when not even three slots fit.
+// expert cache slots. Offloaded, the workspace grows out of the cache's room to hold a prefill
+// pass of up to 8,192 rows (a third of the budget at most), and pass_rows says how many it holds. kUnavailable, saying
+// how much is needed, when not even three slots fit.
 Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& request);
 
 }  // namespace ft::engine

@@ -30,13 +30,16 @@ namespace ft::engine {
 
 namespace wire = protocol::engine;
 
+inline constexpr int kDefaultStepTokens = 2048;
+
 struct SchedulerOptions {
   int64_t context_length = 32768;  // tokens per sequence, prompt + output
   int max_running = 8;             // sequences in the batch at once
   int max_waiting = 16;            // queued beyond the running ones before "overloaded"
   // Rows per forward pass (decode tokens + prefill chunk rows) when nothing is decoding: large, so
-  // that a prefill reads the weights once for many tokens.
-  int step_tokens = 2048;
+  // that a prefill reads the weights once for many tokens. 0: the model's own (Model::pass_rows():
+  // with experts in host RAM, as many as the GPU workspace holds), else kDefaultStepTokens.
+  int step_tokens = 0;
   // While sequences are decoding, a step's prefill rows are cut so that the step takes about this
   // long (from the measured cost of a prefill row): a long prompt arriving never stalls running
   // streams for more than this.
@@ -117,6 +120,9 @@ class Scheduler {
   void loop();
   void start_sequence(Sequence& s);
   bool step(std::vector<std::unique_ptr<Sequence>>& running);
+  // Saves every requested snapshot at or before the sequence's position (a pass may have run past
+  // several where the state holds earlier positions).
+  void save_snapshots(Sequence& s);
   void finish(Sequence& s, wire::Finish finish);
   void fail(Sequence& s, wire::ErrorCode code, const std::string& message);
 
@@ -124,6 +130,7 @@ class Scheduler {
   store::StateTier* store_;
   const SchedulerOptions options_;
   const ModelFingerprint fingerprint_;
+  const int step_tokens_;  // options_.step_tokens, or the model's pass size
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

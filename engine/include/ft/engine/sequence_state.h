@@ -59,6 +59,10 @@ class SequenceState {
   Memory& memory() const { return *memory_; }
   // Memory this sequence holds: its pages (shared ones too) and linear states.
   std::size_t bytes() const;
+  // Whether the state at an earlier position is still here: attention KV alone is (a position is
+  // written once and later passes only append), a linear-attention state holds only its latest
+  // position. A pass may then run past a wanted snapshot, taken afterwards (to_model_state).
+  bool holds_earlier_positions() const { return linear_.empty(); }
 
   // For Model::forward. Makes positions [position(), position() + tokens) writable: allocates
   // the pages they need and replaces a page that a checkpoint still shares by a private copy (copy

@@ -22,6 +22,12 @@ ModelFingerprint store_fingerprint(const Model& model);
 
 // The state after its position() tokens as a checkpoint: its pages shared, linear states copied.
 store::ModelState to_model_state(const SequenceState& state, const ModelFingerprint& fingerprint);
+// The same after its first `tokens` positions, for a pass that ran past a wanted snapshot: fewer
+// than position() only where state.holds_earlier_positions() (kInvalidArgument otherwise, or
+// outside [0, position()]). The last page also carries the later positions, which a restore
+// never reads and overwrites as it goes on.
+Result<store::ModelState> to_model_state(const SequenceState& state, const ModelFingerprint& fingerprint,
+                                         std::int64_t tokens);
 
 // Makes `state` the checkpoint `checkpoint` (from to_model_state of this model). Pages of this
 // state's own pool are adopted, others copied. kNotFound when the layout differs; on any error
