@@ -365,7 +365,7 @@ const Command kBenchCommand = {
      {"steps", "N", "decode: timed decode steps [32]", ""},
      {"chunk", "N",
       "prefill, decode: most tokens per forward pass of a prompt, cut in equal passes as the engine does [the "
-      "engine's: 2048, or with experts in host RAM as many as the GPU workspace holds]",
+      "engine's: 2048, or for a MoE on the GPU as many as its workspace holds]",
       ""},
      {"snapshot-store", "DIR",
       "prefill: also time the prompt with a checkpoint saved at every chunk boundary into a store in DIR (as the "

@@ -23,8 +23,8 @@ std::vector<Flag> engine_runtime_flags() {
           {"max-running", "N", "sequences batched together", "8", false},
           {"max-waiting", "N", "requests queued beyond those before 'overloaded' (429/529)", "16", false},
           {"step-tokens", "N",
-           "rows per forward pass when nothing is decoding (decode tokens + prefill chunk); 0: 2048, or with experts "
-           "in host RAM as many as the GPU workspace holds (each pass streams the experts the cache lacks)",
+           "rows per forward pass when nothing is decoding (decode tokens + prefill chunk); 0: 2048, or for a MoE on "
+           "the GPU as many as its workspace holds (with experts in host RAM each pass streams those the cache lacks)",
            "0", false},
           {"max-decode-stall-ms", "MS",
            "while streams decode, cut prefill chunks so a step takes about this long (measured per row)", "500", false},

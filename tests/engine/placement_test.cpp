@@ -290,12 +290,19 @@ TEST(GpuPlan, OffloadedTheWorkspaceHoldsLongPrefillPasses) {
   EXPECT_EQ(big.pass_rows, 8192u);
   EXPECT_EQ(big.workspace_bytes, 4ull << 30);  // 8,192 rows fit the fixed 4 GiB
 
-  // Resident, or with no row size known: the fixed workspace and no pass size.
+  // Resident: the fixed workspace, and the passes it holds. With no row size known, no pass size.
   engine::PlacementPlan resident = qwen3_30b_plan();
-  ASSERT_TRUE(engine::plan_gpu_memory(resident, {.budget_bytes = 80ull << 30, .pass_row_bytes = row}).is_ok());
+  ASSERT_TRUE(
+      engine::plan_gpu_memory(resident, {.budget_bytes = 80ull << 30, .pass_row_bytes = row, .pass_fixed_bytes = fixed})
+          .is_ok());
   EXPECT_FALSE(resident.experts_on_host);
-  EXPECT_EQ(resident.pass_rows, 0u);
+  EXPECT_EQ(resident.pass_rows, 8192u);
   EXPECT_EQ(resident.workspace_bytes, 4ull << 30);
+  engine::PlacementPlan wide = qwen3_30b_plan();  // rows twice as wide: (4 GiB - 600 MiB) / 840,000
+  ASSERT_TRUE(
+      engine::plan_gpu_memory(wide, {.budget_bytes = 80ull << 30, .pass_row_bytes = 2 * row, .pass_fixed_bytes = fixed})
+          .is_ok());
+  EXPECT_EQ(wide.pass_rows, 4352u);
   engine::PlacementPlan unknown = qwen3_30b_plan();
   ASSERT_TRUE(engine::plan_gpu_memory(unknown, {8ull << 30}).is_ok());
   EXPECT_EQ(unknown.pass_rows, 0u);

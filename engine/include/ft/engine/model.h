@@ -66,8 +66,8 @@ class Model {
   // since the expert cache may be resized meanwhile.
   virtual PlacementPlan placement() const = 0;
   // Rows a prefill pass should take on this model's device, 0 where the caller's own size serves:
-  // with routed experts in host RAM every pass streams the experts the cache lacks, so a long
-  // prompt runs in passes as long as the GPU workspace holds (PlacementPlan::pass_rows).
+  // on the GPU as many as its workspace holds (PlacementPlan::pass_rows): longer passes keep the
+  // GEMMs busy and, with routed experts in host RAM, stream the experts fewer times.
   virtual int64_t pass_rows() const { return 0; }
   // With routed experts in host RAM: resizes the expert cache so the plan's GPU memory is at most
   // `budget_bytes` (growing: as far as the GPU has room), waiting for the pass in progress; the

@@ -29,8 +29,9 @@ struct PlacementPlan {
   // KV pool, so the pool must leave it free).
   std::uint64_t linear_state_sequences = 0;
   std::uint64_t workspace_bytes = 0;  // kept free for a pass's temporaries (GPU)
-  // Offloaded experts: the rows of a prefill pass whose temporaries the workspace holds, the pass
-  // size a server takes for long prompts (each pass streams the experts the cache lacks); 0: none set.
+  // GPU: the rows of a prefill pass whose temporaries the workspace holds (at most 8,192), the pass
+  // size a server takes for long prompts (offloaded, each pass streams the experts the cache
+  // lacks); 0: none set (a model without routed experts).
   std::uint64_t pass_rows = 0;
   // Host buffers set aside (at load) for the KV pages' copies to the host at checkpoints.
   std::uint64_t checkpoint_staging_bytes = 0;
@@ -80,7 +81,7 @@ struct GpuPlanRequest {
 // what the budget leaves after the other weights, the workspace (2 GiB below a 24 GiB budget) and
 // the KV pool (--kv-budget; else one context, up to 3/4 of the room; else a quarter of it) as
 // expert cache slots. Offloaded, the workspace grows out of the cache's room to hold a prefill
-// pass of up to 8,192 rows (a third of the budget at most), and pass_rows says how many it holds. kUnavailable, saying
+// pass of up to 8,192 rows (a third of the budget at most); pass_rows says how many it holds. kUnavailable, saying
 // how much is needed, when not even three slots fit.
 Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& request);
 

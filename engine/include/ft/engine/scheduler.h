@@ -38,7 +38,7 @@ struct SchedulerOptions {
   int max_waiting = 16;            // queued beyond the running ones before "overloaded"
   // Rows per forward pass (decode tokens + prefill chunk rows) when nothing is decoding: large, so
   // that a prefill reads the weights once for many tokens. 0: the model's own (Model::pass_rows():
-  // with experts in host RAM, as many as the GPU workspace holds), else kDefaultStepTokens.
+  // on the GPU as many as its workspace holds), else kDefaultStepTokens.
   int step_tokens = 0;
   // While sequences are decoding, a step's prefill rows are cut so that the step takes about this
   // long (from the measured cost of a prefill row): a long prompt arriving never stalls running
