@@ -220,6 +220,7 @@ class DecoderModel final : public Model {
       m->plan_.linear_state_bytes += ReservedMemory::aligned(st.conv_floats() * sizeof(float)) +
                                      ReservedMemory::aligned(st.recurrent_floats() * sizeof(float));
     }
+    FT_RETURN_IF_ERROR(m->make_room_for_linear_state(options));
     FT_RETURN_IF_ERROR(m->make_kv_pool(options));
     return std::unique_ptr<Model>(std::move(m));
   }
@@ -421,6 +422,28 @@ class DecoderModel final : public Model {
     plan_.kv_pages = pool_->stats().pages_total;
     plan_.kv_tokens = plan_.kv_pages * uint64_t(kv.page_tokens);
     plan_.context_tokens = uint64_t(std::max<int64_t>(options.context_tokens, 0));
+    return Status::ok();
+  }
+
+  // The offload plan filled the expert cache before the layers said how much linear-attention state
+  // a sequence keeps: the cache gives that room back (the slots asked for with --expert-slots stay;
+  // the KV pool then gets less), so the KV pool keeps the context it was planned for.
+  Status make_room_for_linear_state(const LoadOptions& options) {
+    PlacementPlan& p = plan_;
+    if (!p.experts_on_host || !p.linear_state_bytes || options.expert_slots > 0 || !p.expert_slot_bytes)
+      return Status::ok();
+    const uint64_t room = p.linear_state_bytes * uint64_t(std::max(1, options.state_sequences));
+    const uint64_t give = (room + p.expert_slot_bytes - 1) / p.expert_slot_bytes;
+    const std::optional<ExpertOffloadStats> stats = be_->expert_offload_stats();
+    const uint64_t least = uint64_t(stats ? stats->min_slots : 3);
+    if (p.expert_slots < give + least) {
+      return unavailable("the GPU budget leaves " + std::to_string(p.expert_slots) + " expert slots, too few beside " +
+                         gib_text(room) + " of linear-attention state for " +
+                         std::to_string(std::max(1, options.state_sequences)) + " sequences");
+    }
+    const uint64_t slots = p.expert_slots - give;
+    FT_ASSIGN_OR_RETURN(const int now, be_->resize_expert_cache(int(slots), expert_floor(slots, p.moe_layers)));
+    p.expert_slots = uint64_t(now);
     return Status::ok();
   }
 
