@@ -19,10 +19,10 @@ constexpr std::uint64_t kWorkspace = std::uint64_t(4) << 30;
 constexpr std::uint64_t kSmallWorkspace = std::uint64_t(2) << 30;
 constexpr std::uint64_t kSmallBudget = std::uint64_t(24) << 30;
 constexpr std::uint64_t kAlign = 256;
-// Offloaded, each pass of a prompt streams the experts the cache lacks over PCIe, one layer ahead
-// of the compute: a pass long enough for its compute to cover the stream runs at the resident
-// speed (resident, long passes pay too: set_pass_rows below). A 30B-A3B Q4_K_M at 8 GiB reaches that near 4,096 rows
-// (9,707-10,060 tok/s one pass of 4,096 against 10,667 resident; 5,525 in passes of 2,048); bf16 experts stream 3.5x
+// The longest prefill pass a plan sets. Offloaded, each pass streams the experts the cache lacks
+// over PCIe one layer ahead of the compute, and a pass long enough for its compute to cover the
+// stream runs at the resident speed: a 30B-A3B Q4_K_M at 8 GiB does near 4,096 rows (one pass of
+// 4,096: 8,882-10,057 tok/s, 10,686 resident; passes of 2,048: 5,225); bf16 experts stream 3.5x
 // the bytes.
 constexpr std::uint64_t kStreamPassRows = 8192;
 constexpr std::uint64_t kPassRowsStep = 256;
