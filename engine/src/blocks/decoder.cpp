@@ -426,8 +426,9 @@ class DecoderModel final : public Model {
   }
 
   // The offload plan filled the expert cache before the layers said how much linear-attention state
-  // a sequence keeps: the cache gives that room back (the slots asked for with --expert-slots stay;
-  // the KV pool then gets less), so the KV pool keeps the context it was planned for.
+  // a sequence keeps: the cache gives that room back, down to its least slots (the slots asked for
+  // with --expert-slots stay), so the KV pool keeps the context it was planned for; what the cache
+  // cannot give still comes out of the pool.
   Status make_room_for_linear_state(const LoadOptions& options) {
     PlacementPlan& p = plan_;
     if (!p.experts_on_host || !p.linear_state_bytes || options.expert_slots > 0 || !p.expert_slot_bytes)
@@ -436,12 +437,8 @@ class DecoderModel final : public Model {
     const uint64_t give = (room + p.expert_slot_bytes - 1) / p.expert_slot_bytes;
     const std::optional<ExpertOffloadStats> stats = be_->expert_offload_stats();
     const uint64_t least = uint64_t(stats ? stats->min_slots : 3);
-    if (p.expert_slots < give + least) {
-      return unavailable("the GPU budget leaves " + std::to_string(p.expert_slots) + " expert slots, too few beside " +
-                         gib_text(room) + " of linear-attention state for " +
-                         std::to_string(std::max(1, options.state_sequences)) + " sequences");
-    }
-    const uint64_t slots = p.expert_slots - give;
+    if (p.expert_slots <= least) return Status::ok();
+    const uint64_t slots = std::max(least, p.expert_slots - std::min(give, p.expert_slots));
     FT_ASSIGN_OR_RETURN(const int now, be_->resize_expert_cache(int(slots), expert_floor(slots, p.moe_layers)));
     p.expert_slots = uint64_t(now);
     return Status::ok();
