@@ -167,14 +167,11 @@ void print_routing_spread(const engine::RoutingTrace& trace) {
 }
 
 // Tokens per forward pass of a `prompt`-token prompt as the engine's scheduler cuts it: at most
-// --chunk, else the model's pass size, else the scheduler's default; in equal passes.
+// --chunk, else the engine's pass size; in equal passes.
 int pass_chunk(const Args& args, const engine::Model& m, int prompt) {
-  const int most = args.has("chunk")   ? int(args.get_int("chunk"))
-                   : m.pass_rows() > 0 ? int(m.pass_rows())
-                                       : engine::kDefaultStepTokens;
+  const int most = args.has("chunk") ? int(args.get_int("chunk")) : engine::prefill_pass_rows(m, 0);
   if (most < 1 || prompt < 1) return most;
-  const int passes = (prompt + most - 1) / most;
-  return (prompt + passes - 1) / passes;
+  return int(engine::equal_pass(std::size_t(prompt), std::size_t(most)));
 }
 
 std::vector<int32_t> random_tokens(std::size_t n, int64_t vocab, std::uint64_t seed) {

@@ -125,9 +125,7 @@ Scheduler::Scheduler(const Model& model, store::StateTier* store, SchedulerOptio
       store_(store),
       options_(options),
       fingerprint_(store_fingerprint(model)),
-      step_tokens_(options.step_tokens > 0 ? options.step_tokens
-                   : model.pass_rows() > 0 ? int(model.pass_rows())
-                                           : kDefaultStepTokens) {
+      step_tokens_(prefill_pass_rows(model, options.step_tokens)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -311,10 +309,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
     if (s->next_snapshot < s->req.snapshots.size() && !s->state.holds_earlier_positions())
       left =
           std::min<std::size_t>(left, std::size_t(s->req.snapshots[s->next_snapshot].position - s->state.position()));
-    // More than the budget goes in equal chunks, not full ones and a short tail: each pass reads
-    // (offloaded: streams) the weights once, and a short pass pays that for few rows.
-    const std::size_t most = std::size_t(std::max(budget, 1)), passes = (left + most - 1) / most;
-    const std::size_t n = (left + passes - 1) / passes;
+    const std::size_t n = equal_pass(left, std::size_t(std::max(budget, 1)));
     // The prompt's last chunk draws the first token (unless none is wanted).
     const bool sample = s->consumed + n == s->req.tokens.size() && s->req.max_new_tokens > 0;
     if (sample) s->next_request = s->sampler.request();

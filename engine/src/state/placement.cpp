@@ -54,8 +54,8 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
     const std::uint64_t rows = ws > r.pass_fixed_bytes ? (ws - r.pass_fixed_bytes) / r.pass_row_bytes : 0;
     plan.pass_rows = std::max(kPassRowsStep, std::min(rows, kStreamPassRows) / kPassRowsStep * kPassRowsStep);
   };
-  if ((r.expert_slots <= 0 && resident_need - kv_min + kv_wanted <= r.budget_bytes) ||
-      (r.expert_slots <= 0 && !can_offload && resident_need <= r.budget_bytes)) {
+  if (r.expert_slots <= 0 &&
+      (resident_need - kv_min + kv_wanted <= r.budget_bytes || (!can_offload && resident_need <= r.budget_bytes))) {
     set_pass_rows();
     return Status::ok();
   }

@@ -81,8 +81,8 @@ struct GpuPlanRequest {
 // what the budget leaves after the other weights, the workspace (2 GiB below a 24 GiB budget) and
 // the KV pool (--kv-budget; else one context, up to 3/4 of the room; else a quarter of it) as
 // expert cache slots. Offloaded, the workspace grows out of the cache's room to hold a prefill
-// pass of up to 8,192 rows (a third of the budget at most); pass_rows says how many it holds. kUnavailable, saying
-// how much is needed, when not even three slots fit.
+// pass of up to 8,192 rows (a third of the budget at most); pass_rows says how many it holds.
+// kUnavailable, saying how much is needed, when not even three slots fit.
 Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& request);
 
 }  // namespace ft::engine

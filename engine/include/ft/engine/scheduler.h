@@ -9,9 +9,11 @@
 // the caller drains from its own thread; dropping or cancelling the handle stops the work.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -31,6 +33,22 @@ namespace ft::engine {
 namespace wire = protocol::engine;
 
 inline constexpr int kDefaultStepTokens = 2048;
+
+// Rows a prefill pass takes when nothing decodes: `step_tokens` when positive, else the model's
+// own pass size (Model::pass_rows()), else kDefaultStepTokens.
+inline int prefill_pass_rows(const Model& model, int step_tokens) {
+  if (step_tokens > 0) return step_tokens;
+  return model.pass_rows() > 0 ? int(model.pass_rows()) : kDefaultStepTokens;
+}
+
+// The next pass over `left` tokens at most `most` a pass, the passes equal rather than full ones
+// and a short tail: each pass reads (offloaded: streams) the weights once, and a short pass pays
+// that for few rows.
+inline std::size_t equal_pass(std::size_t left, std::size_t most) {
+  if (left == 0 || most == 0) return std::min(left, most);
+  const std::size_t passes = (left + most - 1) / most;
+  return (left + passes - 1) / passes;
+}
 
 struct SchedulerOptions {
   int64_t context_length = 32768;  // tokens per sequence, prompt + output
