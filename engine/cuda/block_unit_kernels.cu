@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "launch.h"
 #include "reduce_device.h"
+#include "x8_device.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -389,33 +390,13 @@ void moe_down_combine_units(const ExpertTable& experts, const float* h, int T, i
 
 namespace {
 
-// One warp per 32-value block: the block's largest magnitude, the two int8 planes, the halves' sums
-// (a fixed shuffle tree, so the same x always gives the same bytes).
+// One warp per 32-value block (x8_device.h).
 __global__ void quantize_x8_kernel(const float* x, int n_blocks, std::int8_t* hi, std::int8_t* lo, float4* meta) {
   pdl_enter();
   const int b = int(blockIdx.x) * kWarps + int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   if (b >= n_blocks) return;
-  const std::size_t at = std::size_t(b) * 32 + std::size_t(lane);
-  const float v = x[at];
-  float amax = fabsf(v);
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  // A block holding a NaN or an infinity: NaN scales, zero codes (its products are NaN, as with
-  // fp32 activations).
-  const bool finite = __all_sync(0xffffffffu, isfinite(v));
-  const float d1 = finite ? amax / 127.f : __int_as_float(0x7fc00000), d2 = d1 / 254.f;
-  int q1 = 0, q2 = 0;
-  if (finite && amax > 0.f) {
-    q1 = max(-127, min(127, __float2int_rn(v / d1)));
-    q2 = max(-127, min(127, __float2int_rn(fmaf(-float(q1), d1, v) / d2)));
-  }
-  hi[at] = std::int8_t(q1);
-  lo[at] = std::int8_t(q2);
-  float sum = v;
-#pragma unroll
-  for (int off = 8; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);  // within each half
-  const float upper = __shfl_sync(0xffffffffu, sum, 16);
-  if (lane == 0) meta[b] = make_float4(d1, d2, sum, upper);
+  const std::size_t at = std::size_t(b) * 32;
+  quantize_block_x8(x[at + std::size_t(lane)], lane, at, std::size_t(b), hi, lo, meta);
 }
 
 std::size_t align16(std::size_t n) { return (n + 15) & ~std::size_t(15); }
@@ -437,6 +418,13 @@ X8 quantize_x8(const float* x, int T, int cols, std::byte* buf, cudaStream_t s) 
     launch(quantize_x8_kernel, unsigned((n_blocks + kWarps - 1) / kWarps), 32 * kWarps, 0, s, x, n_blocks, hi, lo,
            meta);
   return {hi, lo, reinterpret_cast<const float*>(meta)};
+}
+
+void quantize_x8_into(const float* x, int T, int cols, const X8Out& out, cudaStream_t s) {
+  const int n_blocks = int(std::size_t(T) * std::size_t(cols) / 32);
+  if (n_blocks > 0)
+    launch(quantize_x8_kernel, unsigned((n_blocks + kWarps - 1) / kWarps), 32 * kWarps, 0, s, x, n_blocks, out.hi,
+           out.lo, out.meta);
 }
 
 bool int8_products(DType dtype) {

@@ -406,6 +406,11 @@ class CudaBackend final : public Backend {
   // and with x ~= xh + xl (the split, `xs`: hi rows then lo rows) y = Wh xh + Wh xl + Wl xh, three
   // GEMMs accumulating in fp32: the products of the dequantised weights to ~2^-16.
   void block_product(const float* x, const std::uint16_t* xs, std::size_t T, const LinearOut& o);
+  // x [T, cols] as int8 planes over whole slots of kSlotRows rows (the rows past T zeros), and a
+  // prefill-sized product on them on the int8 tensor cores (block_mma_products; the weight's dtype
+  // and shape block_mma_fits, its rows units_fit).
+  cuda::X8 quantize_x8_slots(const float* x, std::size_t T, std::size_t cols);
+  void block_mma_linear(const cuda::X8& xq, std::size_t T, const LinearOut& o);
 
   // Bytes of decoded bf16 planes a prefill-sized block product may hold at once: up to
   // kBlockTileBytes, and at most half of what the workspace still has free (larger tiles mean fewer
@@ -447,7 +452,9 @@ class CudaBackend final : public Backend {
   // the device (moe_scatter) and split in two bf16 halves, slot by slot (the slot's high halves,
   // then its low ones); each product is one GEMM over both halves of a slot (split_gemms: bf16
   // weights as stored, GGUF blocks decoded to bf16 planes first), whose two parts the next pass
-  // adds (glu_split, moe_combine_split). counts: each expert's rows. Offloaded experts go in
+  // adds (glu_split, moe_combine_split). A product on GGUF blocks with integer codes instead runs on
+  // the int8 tensor cores (mma_products): its input quantised into int8 planes (the gather, the
+  // GLU), its output fp32 rows in one part. counts: each expert's rows. Offloaded experts go in
   // rounds of at most `round_experts` experts, each made resident by `resolve` before its GEMMs.
   static constexpr std::size_t kSlotRows = 64;  // x 2 halves: 128 columns, the GEMM kernels' tile
   void experts_batched(const cuda::ExpertTable& dims, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
@@ -470,6 +477,11 @@ class CudaBackend final : public Backend {
   // expert share its decoded planes.
   void split_gemms(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
                    const std::uint16_t* b, std::size_t b_stride, std::size_t n, float* c, std::size_t c_stride);
+
+  // For each slot j of `ws` (its expert's matrix, in a block dtype block_mma_fits takes): rows
+  // [64 j, +64) of y [slots * 64, m] = x's rows [64 j, +64) W_j^T (block_mma_products).
+  void mma_products(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
+                    const cuda::X8& x, float* y);
 
   // For each of `count` problems j: C_j [n, m] = B_j [n, k] W_j^T (+ C_j when `accumulate`) with
   // W_j bf16 [m, k] (row stride row_bytes) at ws[j], B_j bf16 at b + j b_stride and C_j fp32 at

@@ -1,5 +1,7 @@
 // Dense products and elementwise ops: cuBLAS GEMMs on bf16/f16 weights, block-dtype products
 // (decode kernels, or planes decoded to bf16 tiles for prefill), norms, sampling.
+#include <optional>
+
 #include "cuda_backend.h"
 
 namespace ft::engine {
@@ -59,10 +61,17 @@ void CudaBackend::linears(const float* x, std::size_t T, std::span<const LinearO
   for (const auto& [dt, u] : units)
     cuda::gemv_units_batch(u.data(), int(u.size()), dt, int(K), x, int(T), s(),
                            cuda::int8_products(dt) ? &xq : nullptr);
+  std::optional<cuda::X8> slots_q;  // x's int8 planes in whole slots, for block_mma_linear
   for (const LinearOut* op : rest) {
     const LinearOut& o = *op;
     const DType dt = o.w->dtype;
     if (cuda::is_block_dtype(dt)) {
+      if (!decode && cuda::units_fit(dt, weight(*o.w), o.w->row_bytes, int(K)) &&
+          cuda::block_mma_fits(dt, int(o.w->rows), int(K))) {
+        if (!slots_q) slots_q = quantize_x8_slots(x, T, K);
+        block_mma_linear(*slots_q, T, o);
+        continue;
+      }
       if (!split[0] && T > std::size_t(cuda::kGemvMaxRows)) {
         auto* buf = scratch_.take<std::uint16_t>(2 * T * K);
         cuda::split_16(x, T * K, T * K, false, buf, s());
@@ -217,6 +226,28 @@ void CudaBackend::sample(const float* logits, std::size_t vocab, std::span<const
     return;
   }
   for (std::size_t i = 0; i < n; ++i) graphs_.log_copy(tokens[i], host + i, sizeof(int32_t));
+}
+
+cuda::X8 CudaBackend::quantize_x8_slots(const float* x, std::size_t T, std::size_t cols) {
+  const std::size_t P = (T + kSlotRows - 1) / kSlotRows * kSlotRows, bytes = cuda::x8_bytes(int(P), int(cols));
+  auto* buf = scratch_.take<std::byte>(bytes);
+  check(cudaMemsetAsync(buf, 0, bytes, s()), "quantising");  // the rows past T: zeros
+  const cuda::X8Out planes = cuda::x8_planes(buf, int(P), int(cols));
+  cuda::quantize_x8_into(x, int(T), int(cols), planes, s());
+  return cuda::x8_rows(planes, 0, int(cols));
+}
+
+void CudaBackend::block_mma_linear(const cuda::X8& xq, std::size_t T, const LinearOut& o) {
+  const Matrix& w = *o.w;
+  const std::size_t slots = (T + kSlotRows - 1) / kSlotRows;
+  const std::vector<const void*> ws(slots, weight(w));
+  const auto* dev = reinterpret_cast<const std::byte* const*>(upload(ws.data(), ws.size()));
+  {
+    const GemmTimer timer(this, {w.rows, int64_t(T), w.cols, 0, int64_t(w.row_bytes), 2});
+    cuda::block_mma_products(dev, int(slots), w.dtype, w.row_bytes, int(w.rows), int(w.cols), xq, int(T), o.y,
+                             kSlotRows * std::size_t(w.rows), s());
+  }
+  if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(w.rows), s());
 }
 
 void CudaBackend::block_product(const float* x, const std::uint16_t* xs, std::size_t T, const LinearOut& o) {

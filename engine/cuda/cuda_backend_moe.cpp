@@ -172,16 +172,28 @@ void CudaBackend::experts_batched(const cuda::ExpertTable& dims, const MoeWeight
   check(cudaMemsetAsync(padded, 0xff, R * sizeof(int64_t), s()), "grouping");  // -1: a padding row
   cuda::moe_scatter(chosen_dev, weights_dev, int(T), int(K), upload(row0.data(), E), cursor, padded, rows,
                     sorted_weights, s());
-  // The GEMMs' inputs are gathered and split (and GLU'd) in one pass each, straight into the
-  // slots' layout: no fp32 copy of the gathered rows or of the GLU output. The products (y, g,
-  // u) are fp32 in the same layout, two parts a row.
+  // Products on GGUF blocks with integer codes take the int8 tensor-core kernel (block_mma_products):
+  // its inputs are int8 planes (gathered and quantised in one pass; the GLU quantised), its outputs
+  // fp32 rows [R, width] in one part. The others are GEMMs over bf16 halves: their inputs are
+  // gathered and split (and GLU'd) in one pass each, straight into the slots' layout, and their
+  // products fp32 in the same layout, two parts a row.
+  const bool mma_gate_up = dims.gate_up_units && cuda::block_mma_fits(dims.gate_up_dtype, int(I), int(H));
+  const bool mma_down = dims.down_units && cuda::block_mma_fits(dims.down_dtype, int(H), int(I));
+  const std::size_t gu_parts = mma_gate_up ? 1 : 2, down_parts = mma_down ? 1 : 2;
   Scratch::Frame frame(scratch_);
-  float* y = scratch_.floats(2 * R * H);
-  float* g = scratch_.floats(2 * R * I);
-  float* u = scratch_.floats(2 * R * I);
-  auto* xs = scratch_.take<std::uint16_t>(2 * R * H);
-  auto* hs = scratch_.take<std::uint16_t>(2 * R * I);
-  cuda::gather_split(x, padded, int(R), int(H), int(C), xs, s());
+  float* y = scratch_.floats(down_parts * R * H);
+  float* g = scratch_.floats(gu_parts * R * I);
+  float* u = scratch_.floats(gu_parts * R * I);
+  std::uint16_t* xs = mma_gate_up ? nullptr : scratch_.take<std::uint16_t>(2 * R * H);
+  std::uint16_t* hs = mma_down ? nullptr : scratch_.take<std::uint16_t>(2 * R * I);
+  cuda::X8Out xq, hq;
+  if (mma_gate_up) {
+    xq = cuda::x8_planes(scratch_.take<std::byte>(cuda::x8_bytes(int(R), int(H))), int(R), int(H));
+    cuda::quantize_x8_gather(x, padded, int(R), int(H), xq, s());
+  } else {
+    cuda::gather_split(x, padded, int(R), int(H), int(C), xs, s());
+  }
+  if (mma_down) hq = cuda::x8_planes(scratch_.take<std::byte>(cuda::x8_bytes(int(R), int(I))), int(R), int(I));
   for (const Round& r : rounds) {
     std::vector<cuda::ExpertPtrs> where;
     if (resolve) {
@@ -205,26 +217,55 @@ void CudaBackend::experts_batched(const cuda::ExpertTable& dims, const MoeWeight
       }
     }
     const std::size_t rows_here = r.slots * C;
+    float* g_here = g + gu_parts * r.row0 * I;
+    float* u_here = u + gu_parts * r.row0 * I;
+    float* y_here = y + down_parts * r.row0 * H;
     {
-      const std::uint16_t* in = xs + 2 * r.row0 * H;
       const Timed timer(this, OpProfile::kMoeGemms, true);
-      split_gemms(gate, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * C * H, C,
-                  g + 2 * r.row0 * I, 2 * C * I);
-      split_gemms(up, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * C * H, C, u + 2 * r.row0 * I,
-                  2 * C * I);
+      if (mma_gate_up) {
+        const cuda::X8 in = cuda::x8_rows(xq, int(r.row0), int(H));
+        mma_products(gate, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, g_here);
+        mma_products(up, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, u_here);
+      } else {
+        const std::uint16_t* in = xs + 2 * r.row0 * H;
+        split_gemms(gate, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * C * H, C, g_here,
+                    2 * C * I);
+        split_gemms(up, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * C * H, C, u_here,
+                    2 * C * I);
+      }
     }
     const int32_t* experts_dev = dims.act.biased() ? upload(slot_experts.data(), slot_experts.size()) : nullptr;
-    cuda::glu_split(g + 2 * r.row0 * I, u + 2 * r.row0 * I, int(rows_here), int(I), dims.act, experts_dev, int(C),
-                    hs + 2 * r.row0 * I, s());
+    if (mma_down) {
+      const cuda::X8Out h_here{hq.hi + r.row0 * I, hq.lo + r.row0 * I, hq.meta + r.row0 * I / 32};
+      cuda::glu_x8(g_here, u_here, int(rows_here), int(I), dims.act, experts_dev, int(C), int(gu_parts), h_here, s());
+    } else {
+      cuda::glu_split(g_here, u_here, int(rows_here), int(I), dims.act, experts_dev, int(C), int(gu_parts),
+                      hs + 2 * r.row0 * I, s());
+    }
     {
       const Timed timer(this, OpProfile::kMoeGemms, true);
-      split_gemms(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), hs + 2 * r.row0 * I, 2 * C * I, C,
-                  y + 2 * r.row0 * H, 2 * C * H);
+      if (mma_down) {
+        mma_products(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), cuda::x8_rows(hq, int(r.row0), int(I)),
+                     y_here);
+      } else {
+        split_gemms(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), hs + 2 * r.row0 * I, 2 * C * I, C,
+                    y_here, 2 * C * H);
+      }
     }
-    cuda::add_expert_bias(y + 2 * r.row0 * H, int(rows_here), int(H), dims.act.down_bias, experts_dev, int(C), s());
+    cuda::add_expert_bias(y_here, int(rows_here), int(H), dims.act.down_bias, experts_dev, int(C), int(down_parts),
+                          s());
     if (round_done) round_done();
   }
-  cuda::moe_combine_split(y, rows, sorted_weights, int(T), int(K), int(H), int(C), out, s());
+  cuda::moe_combine_split(y, rows, sorted_weights, int(T), int(K), int(H), mma_down ? 0 : int(C), out, s());
+}
+
+void CudaBackend::mma_products(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
+                               const cuda::X8& x, float* y) {
+  const int slots = int(ws.size());
+  const auto* dev = reinterpret_cast<const std::byte* const*>(upload(ws.data(), ws.size()));
+  const GemmTimer timer(this, {m, int64_t(slots) * int64_t(kSlotRows), k, int64_t(slots), int64_t(row_bytes), 2});
+  cuda::block_mma_products(dev, slots, dtype, row_bytes, m, k, x, slots * int(kSlotRows), y, kSlotRows * std::size_t(m),
+                           s());
 }
 
 void CudaBackend::experts_one_by_one(const MoeWeights& w, const float* x, std::size_t T, std::size_t K,

@@ -84,13 +84,14 @@ __global__ void gather_split_kernel(const float* src, const int64_t* rows, int w
 }
 
 // gate and up are in the slot layout too (each slot's products of its high halves, then of its
-// low ones): a row's value is the sum of its two parts.
+// low ones): a row's value is the sum of its two parts; or, where in_parts is 1, rows [R, width].
 __global__ void glu_split_kernel(const float* gate, const float* up, int width, const ExpertEpilogue act,
-                                 const int32_t* experts, int slot_rows, std::uint16_t* out) {
+                                 const int32_t* experts, int slot_rows, int in_parts, std::uint16_t* out) {
   pdl_enter();
   const int64_t r = blockIdx.x;
   const SplitPlace at = split_place(r, width, slot_rows);
-  const float *g = gate + at.hi, *u = up + at.hi;
+  const std::size_t in_at = in_parts == 2 ? at.hi : std::size_t(r) * std::size_t(width);
+  const float *g = gate + in_at, *u = up + in_at;
   const float *gb = nullptr, *ub = nullptr;
   if (act.gate_bias || act.up_bias) {
     const std::size_t e = std::size_t(experts[at.slot]) * std::size_t(width);
@@ -98,18 +99,21 @@ __global__ void glu_split_kernel(const float* gate, const float* up, int width, 
     if (act.up_bias) ub = act.up_bias + e;
   }
   for (int c = threadIdx.x; c < width; c += blockDim.x) {
-    const float gv = g[c] + g[at.lo_step + c], uv = u[c] + u[at.lo_step + c];
+    const float gv = in_parts == 2 ? g[c] + g[at.lo_step + c] : g[c];
+    const float uv = in_parts == 2 ? u[c] + u[at.lo_step + c] : u[c];
     store_halves(out, at.hi + c, at.lo_step, expert_glu(act, gv + (gb ? gb[c] : 0.f), uv + (ub ? ub[c] : 0.f)));
   }
 }
 
-// y in the slot layout: the bias goes into the high part of the row (once into the sum).
-__global__ void add_expert_bias_kernel(float* y, int width, const float* bias, const int32_t* experts, int slot_rows) {
+// y in the slot layout: the bias goes into the high part of the row (once into the sum); or, where
+// parts is 1, y is rows [R, width].
+__global__ void add_expert_bias_kernel(float* y, int width, const float* bias, const int32_t* experts, int slot_rows,
+                                       int parts) {
   pdl_enter();
   const int64_t r = blockIdx.x;
   const SplitPlace at = split_place(r, width, slot_rows);
   const float* b = bias + std::size_t(experts[at.slot]) * std::size_t(width);
-  float* row = y + at.hi;
+  float* row = y + (parts == 2 ? at.hi : std::size_t(r) * std::size_t(width));
   for (int c = threadIdx.x; c < width; c += blockDim.x) row[c] += b[c];
 }
 
@@ -405,13 +409,15 @@ void gather_split(const float* src, const int64_t* rows, int R, int width, int s
 }
 
 void glu_split(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
-               int slot_rows, std::uint16_t* out, cudaStream_t s) {
-  if (R > 0) launch(glu_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, act, experts, slot_rows, out);
+               int slot_rows, int in_parts, std::uint16_t* out, cudaStream_t s) {
+  if (R > 0)
+    launch(glu_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, act, experts, slot_rows, in_parts, out);
 }
 
-void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, int slot_rows,
+void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, int slot_rows, int parts,
                      cudaStream_t s) {
-  if (R > 0 && bias) launch(add_expert_bias_kernel, unsigned(R), kBlock, 0, s, y, width, bias, experts, slot_rows);
+  if (R > 0 && bias)
+    launch(add_expert_bias_kernel, unsigned(R), kBlock, 0, s, y, width, bias, experts, slot_rows, parts);
 }
 
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s) {

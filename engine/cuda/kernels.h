@@ -70,12 +70,14 @@ inline ExpertEpilogue glu_epilogue(const ref::ExpertGlu& glu) {
 // The experts' GLU and split_16 in one pass: row r of the split output is the epilogue's GLU of
 // row r's gate and up plus, where it has them, the gate and up biases of the row's expert,
 // experts[j] for slot j (read only with biases). gate and up are fp32 in the same slot layout (what
-// a GEMM over a slot's both halves writes): a row's value is the sum of its high and low parts.
+// a GEMM over a slot's both halves writes: a row's value is the sum of its high and low parts)
+// where in_parts is 2, rows [R, width] (block_mma_products') where 1.
 void glu_split(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
-               int slot_rows, std::uint16_t* out, cudaStream_t s);
-// y += bias[experts[j], :] for every row of slot j (padding rows too, which nothing reads), y fp32
-// in the slot layout (into each row's high part): the down biases of the batched experts.
-void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, int slot_rows,
+               int slot_rows, int in_parts, std::uint16_t* out, cudaStream_t s);
+// y += bias[experts[j], :] for every row of slot j (padding rows too, which nothing reads): the down
+// biases of the batched experts. y fp32 in the slot layout (into each row's high part) where parts
+// is 2, rows [R, width] where 1.
+void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, int slot_rows, int parts,
                      cudaStream_t s);
 // y [T, n] = y2 [T, n] + y2 [T + t, n] (+ bias[c]): the two halves of a product over 2T columns.
 void add_halves(const float* y2, int T, int n, const float* bias, float* y, cudaStream_t s);
@@ -138,6 +140,39 @@ struct X8 {
 std::size_t x8_bytes(int T, int cols);
 // x [T, cols] into `buf` (x8_bytes of it, 16-byte aligned); the planes' view of it.
 X8 quantize_x8(const float* x, int T, int cols, std::byte* buf, cudaStream_t s);
+// Where a kernel writes int8 planes: X8's layout, writable.
+struct X8Out {
+  std::int8_t* hi = nullptr;
+  std::int8_t* lo = nullptr;
+  float4* meta = nullptr;
+};
+// The planes of [T, cols] in `buf` (x8_bytes(T, cols) of it, 16-byte aligned), and a view of them
+// from row `row0` on.
+X8Out x8_planes(std::byte* buf, int T, int cols);
+X8 x8_rows(const X8Out& planes, int row0, int cols);
+// x [T, cols] quantised into the first T rows of `out` (planes made for as many rows or more).
+void quantize_x8_into(const float* x, int T, int cols, const X8Out& out, cudaStream_t s);
+// Row r of the planes [R, cols] is src[rows[r], :] quantised (zeros where rows[r] < 0): the MoE's
+// gather into its slots and quantize_x8 in one pass.
+void quantize_x8_gather(const float* src, const int64_t* rows, int R, int cols, const X8Out& out, cudaStream_t s);
+// glu_split's values quantised into int8 planes instead of split (the input of a down product on
+// block_mma_products): gate and up fp32 in the slot layout when parts is 2, or [R, width] rows
+// when 1 (block_mma_products' output).
+void glu_x8(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
+            int slot_rows, int parts, const X8Out& out, cudaStream_t s);
+
+// ---- Prefill products on the blocks, int8 tensor cores (block_mma.cu) ------------------------------
+// Whether block_mma_products takes a [rows, cols] weight in `dtype`: the types with integer codes
+// (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0), rows a multiple of 64, cols of 256, and FT_CUDA_MMA=1 (or 3) asks
+// for it (read at every call); else the bf16 planes serve.
+bool block_mma_fits(DType dtype, int rows, int cols);
+// For each slot j < slots: y[j slot_stride + i rows + r] = x[64 j + i, :] . W_j[r, :] for i < 64 with
+// 64 j + i < valid, r < rows; W_j at ws[j] (a device array of `slots` device pointers) in dtype
+// with rows row_bytes apart, x's planes (quantize_x8) over 64 slots rows. Integer products of the
+// codes and both planes, scaled in fp32 (codes_dot's arithmetic: ~2e-5 relative).
+void block_mma_products(const std::byte* const* ws, int slots, DType dtype, std::size_t row_bytes, int rows, int cols,
+                        const X8& x, int valid, float* y, std::size_t slot_stride, cudaStream_t s);
+
 // Whether decode products on `dtype` take int8 activations: Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 (block_units.h's
 // has_codes) do by default (~2e-5 relative where fp32 activations give ~1e-7); FT_CUDA_INT8=0 keeps
 // them on fp32 activations.

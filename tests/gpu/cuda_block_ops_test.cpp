@@ -12,8 +12,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "ft/engine/backend.h"
 #include "ft/engine/checkpoint.h"
@@ -110,8 +113,13 @@ TEST_F(CudaBlockOps, ProductsOfEveryBlockDtypeMatchTheDequantisedReference) {
       const float* dx = dev(x);
       const float* db = *cuda_->place(std::span<const float>(bias));
       on(*cuda_, [&] { cuda_->linear(dx, T, w, db, y); });
-      // Decode: products of the exact weights (decode_tolerance); prefill: the hi/lo tiles' ~2^-16.
-      const double tol = T <= 8 ? decode_tolerance(w.dtype) : 1e-4;
+      // Decode: products of the exact weights (decode_tolerance); prefill: the hi/lo tiles' ~2^-16, or
+      // with FT_CUDA_MMA on, the int8 planes' on the tensor-core tiles (as decode's).
+      const char* mma = std::getenv("FT_CUDA_MMA");
+      const bool int8_tiles = mma && *mma && std::strcmp(mma, "0") != 0;
+      const double tol = T <= 8       ? decode_tolerance(w.dtype)
+                         : int8_tiles ? std::max(1e-4, decode_tolerance(w.dtype))
+                                      : 1e-4;
       EXPECT_LT(rel_l2(host(y, T * R), want), tol) << name << " (" << dtype_name(w.dtype) << "), T " << T;
     }
     // A NaN in a decode input makes every output NaN (the int8 planes do not hide it).
@@ -250,6 +258,143 @@ TEST_F(CudaBlockOps, Fp8AndNvfp4LaneProductsMatchTheDequantisedReference) {
         on(*cuda_, [&] { cuda_->linear(dx, T, w, nullptr, y); });
         EXPECT_LT(rel_l2(host(y, want.size()), want), 2e-6) << dtype_name(dtype) << ", K " << K << ", T " << T;
       }
+    }
+  }
+}
+
+// Random blocks of `dt` for a [rows, cols] weight: every code and sub-block scale byte random, the
+// fp16 block scales (d, and Q4_K's / Q5_K's dmin, Q4_1's min) set to 2^exp2 (1 + m / 1024) with m random, so
+// no block decodes to infinities.
+std::vector<std::byte> random_blocks(DType dt, int64_t rows, int64_t cols, int exp2, std::mt19937& rng) {
+  const DTypeBlock b = dtype_block(dt);
+  std::vector<std::byte> bytes(std::size_t(rows) * std::size_t(cols) / b.elems * b.bytes);
+  std::uniform_int_distribution<int> byte(0, 255), mant(0, 1023);
+  for (std::byte& v : bytes) v = std::byte(byte(rng));
+  const auto put_f16 = [&](std::size_t at) {
+    const std::uint16_t bits = std::uint16_t(((exp2 + 15) << 10) | mant(rng));
+    std::memcpy(&bytes[at], &bits, 2);
+  };
+  for (std::size_t at = 0; at < bytes.size(); at += b.bytes) {
+    if (dt == DType::kQ6_K) {
+      put_f16(at + 208);
+    } else {
+      put_f16(at);
+      if (dt == DType::kQ4_K || dt == DType::kQ5_K || dt == DType::kQ4_1) put_f16(at + 2);
+    }
+  }
+  return bytes;
+}
+
+// The exponent of random_blocks' scales that gives each type products of about unit size.
+int block_exp2(DType dt) {
+  switch (dt) {
+    case DType::kQ6_K:
+      return -14;  // fp16's least normal exponent
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      return -13;
+    default:
+      return -9;
+  }
+}
+
+// Sets an environment variable for a scope (FT_CUDA_MMA is read at every call).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Prefill-sized products on the int8 tensor cores (block_mma.cu: rows a multiple of 64, columns of
+// 256) on every integer-code type, at row counts that fill a 64-row tile, leave part of one, and
+// take several: the dequantised reference within the int8 planes' error (as decode's), biases
+// added; a block of zeros and one of values 1e8 apart stay within it too.
+TEST_F(CudaBlockOps, TensorCoreTilesOfEveryIntegerBlockTypeMatchTheDequantisedReference) {
+  const ScopedEnv mma("FT_CUDA_MMA", "1");
+  std::deque<std::vector<std::byte>> keep;
+  for (DType dt : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0, DType::kQ8_0}) {
+    const int64_t R = 192, K = 768;
+    const std::vector<std::byte>& bytes = keep.emplace_back(random_blocks(dt, R, K, block_exp2(dt), rng_));
+    Matrix w{dt, R, K, bytes.data(), bytes.size() / std::size_t(R)};
+    ASSERT_TRUE(cuda_->place(w));
+    std::vector<float> bias(R);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (float& v : bias) v = nd(rng_);
+    for (std::size_t T : {9, 64, 130}) {
+      std::vector<float> x(T * std::size_t(K)), want(T * std::size_t(R));
+      for (float& v : x) v = nd(rng_);
+      if (T == 130) {
+        std::fill(x.begin() + 256, x.begin() + 288, 0.f);
+        for (std::size_t i = 288; i < 320; ++i) x[i] *= i % 2 ? 1e4f : 1e-4f;
+      }
+      on(*ref_, [&] { ref_->linear(x.data(), T, w, bias.data(), want.data()); });
+      float* y = dev(std::vector<float>(want.size(), 0.f));
+      const float* dx = dev(x);
+      const float* db = param(bias);
+      on(*cuda_, [&] { cuda_->linear(dx, T, w, db, y); });
+      EXPECT_LT(rel_l2(host(y, want.size()), want), 1.5e-4) << dtype_name(dt) << ", T " << T;
+    }
+  }
+}
+
+// A prefill MoE whose experts are GGUF blocks (gate/up and down as a Q4_K_M file mixes them, and
+// other pairs): its products run on the int8 tensor cores (quantised gather, the GLU quantised,
+// fp32 rows), the rows of each expert padded to whole slots. The reference routed as the GPU did,
+// the output follows its dequantised experts within the int8 planes' error.
+TEST_F(CudaBlockOps, MoePrefillOnBlockExpertsMatchesTheDequantisedReference) {
+  const ScopedEnv mma("FT_CUDA_MMA", "1");
+  std::deque<MoeWeights> layers;
+  std::deque<std::vector<std::byte>> keep;
+  const int64_t E = 8, H = 512, I = 256;
+  const std::size_t K = 2;
+  // The last two mix the ways: Q4_1 has no integer codes, so its products take the bf16 planes (the
+  // GLU then reads one-part rows and splits, or reads two-part slots and quantises).
+  for (const auto& [gu, down] : {std::pair{DType::kQ4_K, DType::kQ6_K}, std::pair{DType::kQ5_K, DType::kQ8_0},
+                                 std::pair{DType::kQ4_0, DType::kQ4_K}, std::pair{DType::kQ4_K, DType::kQ4_1},
+                                 std::pair{DType::kQ4_1, DType::kQ6_K}}) {
+    MoeWeights& w = layers.emplace_back();
+    w.router_spec = {std::size_t(E), K, ref::RouterScoring::kSoftmax, true, 1.f};
+    w.hidden = H;
+    w.router = weight(E, H);
+    const auto block_matrix = [&](DType dt, int64_t rows, int64_t cols) {
+      const std::vector<std::byte>& bytes = keep.emplace_back(random_blocks(dt, rows, cols, block_exp2(dt), rng_));
+      Matrix m{dt, rows, cols, bytes.data(), bytes.size() / std::size_t(rows)};
+      EXPECT_TRUE(cuda_->place(m));
+      return m;
+    };
+    for (int64_t e = 0; e < E; ++e)
+      w.experts.push_back({block_matrix(gu, I, H), block_matrix(gu, I, H), block_matrix(down, H, I)});
+    for (std::size_t T : {70, 300}) {
+      SCOPED_TRACE(std::string(dtype_name(gu)) + " / " + dtype_name(down) + ", T " + std::to_string(T));
+      const std::vector<float> x = random(T * std::size_t(H));
+      RoutingTrace gpu_trace;
+      float* out = dev_zeros(x.size());
+      const float* dx = dev(x);
+      cuda_->set_routing_trace(&gpu_trace);
+      on(*cuda_, [&] { cuda_->moe(w, dx, T, out, nullptr); });
+      cuda_->set_routing_trace(nullptr);
+      ASSERT_EQ(gpu_trace.calls.size(), 1u);
+      // The reference along the GPU's choices (a near-tie rounding flipped is not a different function).
+      std::vector<float> want(x.size());
+      ASSERT_TRUE(ref_->set_forced_routing(&gpu_trace));
+      on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data(), nullptr); });
+      ref_->set_forced_routing(nullptr);
+      EXPECT_LT(rel_l2(host(out, x.size()), want), 2e-4);
     }
   }
 }
