@@ -17,6 +17,7 @@
 #include "glu_device.h"
 #include "kernels.h"
 #include "launch.h"
+#include "slot_layout.h"
 #include "x8_device.h"
 
 namespace ft::engine::cuda {
@@ -239,28 +240,25 @@ __global__ void glu_x8_kernel(const float* gate, const float* up, int width, con
   const int b = int(blockIdx.x) * (kThreads / 32) + int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   if (b >= n_blocks) return;
   const int per_row = width / 32;
-  const int64_t r = b / per_row, slot = r / slot_rows;
+  const int64_t r = b / per_row;
   const int c = (b % per_row) * 32 + lane;
+  const SplitPlace at = split_place(r, width, slot_rows);
   float gv, uv;
   if (parts == 2) {
-    const std::size_t at = std::size_t(2 * slot * slot_rows + r % slot_rows) * std::size_t(width) + std::size_t(c),
-                      lo_step = std::size_t(slot_rows) * std::size_t(width);
-    gv = gate[at] + gate[at + lo_step];
-    uv = up[at] + up[at + lo_step];
+    gv = gate[at.hi + c] + gate[at.hi + at.lo_step + c];
+    uv = up[at.hi + c] + up[at.hi + at.lo_step + c];
   } else {
-    const std::size_t at = std::size_t(r) * std::size_t(width) + std::size_t(c);
-    gv = gate[at];
-    uv = up[at];
+    const std::size_t row = std::size_t(r) * std::size_t(width) + std::size_t(c);
+    gv = gate[row];
+    uv = up[row];
   }
   if (act.gate_bias || act.up_bias) {
-    const std::size_t e = std::size_t(experts[slot]) * std::size_t(width) + std::size_t(c);
+    const std::size_t e = std::size_t(experts[at.slot]) * std::size_t(width) + std::size_t(c);
     if (act.gate_bias) gv += act.gate_bias[e];
     if (act.up_bias) uv += act.up_bias[e];
   }
   quantize_block_x8(expert_glu(act, gv, uv), lane, std::size_t(b) * 32, std::size_t(b), hi, lo, meta);
 }
-
-std::size_t align16(std::size_t n) { return (n + 15) & ~std::size_t(15); }
 
 // A launch of a block_mma_kernel with its two sets of tiles: more shared memory than a block gets
 // unasked, so each kernel asks for it once (sm_86 / sm_89 / sm_120 give up to 99 KB, sm_90 227).
@@ -295,17 +293,6 @@ void block_mma_products(const std::byte* const* ws, int slots, DType dtype, std:
       }
     }
   });
-}
-
-X8Out x8_planes(std::byte* buf, int T, int cols) {
-  const std::size_t n = std::size_t(T) * std::size_t(cols);
-  return {reinterpret_cast<std::int8_t*>(buf), reinterpret_cast<std::int8_t*>(buf + align16(n)),
-          reinterpret_cast<float4*>(buf + 2 * align16(n))};
-}
-
-X8 x8_rows(const X8Out& p, int row0, int cols) {
-  const std::size_t at = std::size_t(row0) * std::size_t(cols);
-  return {p.hi + at, p.lo + at, reinterpret_cast<const float*>(p.meta + at / 32)};
 }
 
 void quantize_x8_gather(const float* src, const int64_t* rows, int R, int cols, const X8Out& out, cudaStream_t s) {

@@ -408,16 +408,15 @@ std::size_t x8_bytes(int T, int cols) {
   return 2 * align16(n) + align16(n / 32 * sizeof(float4));
 }
 
-X8 quantize_x8(const float* x, int T, int cols, std::byte* buf, cudaStream_t s) {
+X8Out x8_planes(std::byte* buf, int T, int cols) {
   const std::size_t n = std::size_t(T) * std::size_t(cols);
-  auto* hi = reinterpret_cast<std::int8_t*>(buf);
-  auto* lo = reinterpret_cast<std::int8_t*>(buf + align16(n));
-  auto* meta = reinterpret_cast<float4*>(buf + 2 * align16(n));
-  const int n_blocks = int(n / 32);
-  if (n_blocks > 0)
-    launch(quantize_x8_kernel, unsigned((n_blocks + kWarps - 1) / kWarps), 32 * kWarps, 0, s, x, n_blocks, hi, lo,
-           meta);
-  return {hi, lo, reinterpret_cast<const float*>(meta)};
+  return {reinterpret_cast<std::int8_t*>(buf), reinterpret_cast<std::int8_t*>(buf + align16(n)),
+          reinterpret_cast<float4*>(buf + 2 * align16(n))};
+}
+
+X8 x8_rows(const X8Out& p, int row0, int cols) {
+  const std::size_t at = std::size_t(row0) * std::size_t(cols);
+  return {p.hi + at, p.lo + at, reinterpret_cast<const float*>(p.meta + at / 32)};
 }
 
 void quantize_x8_into(const float* x, int T, int cols, const X8Out& out, cudaStream_t s) {
@@ -425,6 +424,12 @@ void quantize_x8_into(const float* x, int T, int cols, const X8Out& out, cudaStr
   if (n_blocks > 0)
     launch(quantize_x8_kernel, unsigned((n_blocks + kWarps - 1) / kWarps), 32 * kWarps, 0, s, x, n_blocks, out.hi,
            out.lo, out.meta);
+}
+
+X8 quantize_x8(const float* x, int T, int cols, std::byte* buf, cudaStream_t s) {
+  const X8Out planes = x8_planes(buf, T, cols);
+  quantize_x8_into(x, T, cols, planes, s);
+  return x8_rows(planes, 0, cols);
 }
 
 bool int8_products(DType dtype) {

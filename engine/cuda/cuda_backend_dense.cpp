@@ -229,11 +229,15 @@ void CudaBackend::sample(const float* logits, std::size_t vocab, std::span<const
 }
 
 cuda::X8 CudaBackend::quantize_x8_slots(const float* x, std::size_t T, std::size_t cols) {
-  const std::size_t P = (T + kSlotRows - 1) / kSlotRows * kSlotRows, bytes = cuda::x8_bytes(int(P), int(cols));
-  auto* buf = scratch_.take<std::byte>(bytes);
-  check(cudaMemsetAsync(buf, 0, bytes, s()), "quantising");  // the rows past T: zeros
-  const cuda::X8Out planes = cuda::x8_planes(buf, int(P), int(cols));
+  const std::size_t P = (T + kSlotRows - 1) / kSlotRows * kSlotRows;
+  const cuda::X8Out planes =
+      cuda::x8_planes(scratch_.take<std::byte>(cuda::x8_bytes(int(P), int(cols))), int(P), int(cols));
   cuda::quantize_x8_into(x, int(T), int(cols), planes, s());
+  // The rows past T: zeros.
+  const std::size_t done = T * cols, pad = (P - T) * cols;
+  check(cudaMemsetAsync(planes.hi + done, 0, pad, s()), "quantising");
+  check(cudaMemsetAsync(planes.lo + done, 0, pad, s()), "quantising");
+  check(cudaMemsetAsync(planes.meta + done / 32, 0, pad / 32 * sizeof(float4), s()), "quantising");
   return cuda::x8_rows(planes, 0, int(cols));
 }
 

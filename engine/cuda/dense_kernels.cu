@@ -12,6 +12,7 @@
 #include "launch.h"
 #include "reduce_device.h"
 #include "route_device.h"
+#include "slot_layout.h"
 
 namespace ft::engine::cuda {
 namespace {
@@ -52,19 +53,6 @@ __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group
       out[at + group] = __bfloat16_as_ushort(__float2bfloat16_rn(v - __bfloat162float(hi)));
     }
   }
-}
-
-// Where row r's high half starts in the slot layout (kernels.h), how far after it its low one is,
-// and its slot.
-struct SplitPlace {
-  std::size_t hi;
-  std::size_t lo_step;
-  int64_t slot;
-};
-__device__ __forceinline__ SplitPlace split_place(int64_t r, int width, int slot_rows) {
-  const int64_t slot = r / slot_rows, within = r % slot_rows;
-  return {std::size_t(2 * slot * slot_rows + within) * std::size_t(width), std::size_t(slot_rows) * std::size_t(width),
-          slot};
 }
 
 __device__ __forceinline__ void store_halves(std::uint16_t* out, std::size_t hi, std::size_t lo_step, float v) {
