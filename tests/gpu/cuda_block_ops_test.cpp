@@ -325,29 +325,33 @@ class ScopedEnv {
 // take several: the dequantised reference within the int8 planes' error (as decode's), biases
 // added; a block of zeros and one of values 1e8 apart stay within it too.
 TEST_F(CudaBlockOps, TensorCoreTilesOfEveryIntegerBlockTypeMatchTheDequantisedReference) {
-  const ScopedEnv mma("FT_CUDA_MMA", "1");
   std::deque<std::vector<std::byte>> keep;
-  for (DType dt : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0, DType::kQ8_0}) {
-    const int64_t R = 192, K = 768;
-    const std::vector<std::byte>& bytes = keep.emplace_back(random_blocks(dt, R, K, block_exp2(dt), rng_));
-    Matrix w{dt, R, K, bytes.data(), bytes.size() / std::size_t(R)};
-    ASSERT_TRUE(cuda_->place(w));
-    std::vector<float> bias(R);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    for (float& v : bias) v = nd(rng_);
-    for (std::size_t T : {9, 64, 130}) {
-      std::vector<float> x(T * std::size_t(K)), want(T * std::size_t(R));
-      for (float& v : x) v = nd(rng_);
-      if (T == 130) {
-        std::fill(x.begin() + 256, x.begin() + 288, 0.f);
-        for (std::size_t i = 288; i < 320; ++i) x[i] *= i % 2 ? 1e4f : 1e-4f;
+  // 1: two blocks an SM; 4: three, with the next unit's weights asked of L1 ahead (the same sums).
+  for (const char* mode : {"1", "4"}) {
+    for (DType dt : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0, DType::kQ8_0}) {
+      const ScopedEnv mma("FT_CUDA_MMA", mode);
+      SCOPED_TRACE(std::string("FT_CUDA_MMA=") + mode);
+      const int64_t R = 192, K = 768;
+      const std::vector<std::byte>& bytes = keep.emplace_back(random_blocks(dt, R, K, block_exp2(dt), rng_));
+      Matrix w{dt, R, K, bytes.data(), bytes.size() / std::size_t(R)};
+      ASSERT_TRUE(cuda_->place(w));
+      std::vector<float> bias(R);
+      std::normal_distribution<float> nd(0.f, 1.f);
+      for (float& v : bias) v = nd(rng_);
+      for (std::size_t T : {9, 64, 130}) {
+        std::vector<float> x(T * std::size_t(K)), want(T * std::size_t(R));
+        for (float& v : x) v = nd(rng_);
+        if (T == 130) {
+          std::fill(x.begin() + 256, x.begin() + 288, 0.f);
+          for (std::size_t i = 288; i < 320; ++i) x[i] *= i % 2 ? 1e4f : 1e-4f;
+        }
+        on(*ref_, [&] { ref_->linear(x.data(), T, w, bias.data(), want.data()); });
+        float* y = dev(std::vector<float>(want.size(), 0.f));
+        const float* dx = dev(x);
+        const float* db = param(bias);
+        on(*cuda_, [&] { cuda_->linear(dx, T, w, db, y); });
+        EXPECT_LT(rel_l2(host(y, want.size()), want), 1.5e-4) << dtype_name(dt) << ", T " << T;
       }
-      on(*ref_, [&] { ref_->linear(x.data(), T, w, bias.data(), want.data()); });
-      float* y = dev(std::vector<float>(want.size(), 0.f));
-      const float* dx = dev(x);
-      const float* db = param(bias);
-      on(*cuda_, [&] { cuda_->linear(dx, T, w, db, y); });
-      EXPECT_LT(rel_l2(host(y, want.size()), want), 1.5e-4) << dtype_name(dt) << ", T " << T;
     }
   }
 }
