@@ -11,6 +11,7 @@
 // product here and the same row at decode agree to fp32 rounding.
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "block_dequant.h"
 #include "block_units.h"
@@ -305,22 +306,19 @@ void block_mma_products(const std::byte* const* ws, int slots, DType dtype, std:
     constexpr DType D = decltype(d)::value;
     if constexpr (units::has_codes(D)) {
       constexpr int kGroup = D == DType::kQ6_K ? 16 : 32;
-      switch (mma_mode()) {
-        case 2:
-          launch_tiles<block_mma_kernel<D, kGroup, 2, true>>(grid, s, ws, row_bytes, rows, cols, x, valid, y,
-                                                             slot_stride);
-          break;
-        case 3:
-          launch_tiles<block_mma_kernel<D, kGroup, 3, false>>(grid, s, ws, row_bytes, rows, cols, x, valid, y,
-                                                              slot_stride);
-          break;
-        case 4:
-          launch_tiles<block_mma_kernel<D, kGroup, 3, true>>(grid, s, ws, row_bytes, rows, cols, x, valid, y,
-                                                             slot_stride);
-          break;
-        default:
-          launch_tiles<block_mma_kernel<D, kGroup, 2, false>>(grid, s, ws, row_bytes, rows, cols, x, valid, y,
-                                                              slot_stride);
+      // Modes 3 and 4: three blocks an SM; 2 and 4: the next unit's weights asked of L1 ahead.
+      const int mode = mma_mode();
+      const bool three = mode == 3 || mode == 4, prefetch = mode == 2 || mode == 4;
+      const auto go = [&](auto blocks, auto ahead) {
+        launch_tiles<block_mma_kernel<D, kGroup, decltype(blocks)::value, decltype(ahead)::value>>(
+            grid, s, ws, row_bytes, rows, cols, x, valid, y, slot_stride);
+      };
+      using Two = std::integral_constant<int, 2>;
+      using Three = std::integral_constant<int, 3>;
+      if (three) {
+        prefetch ? go(Three{}, std::true_type{}) : go(Three{}, std::false_type{});
+      } else {
+        prefetch ? go(Two{}, std::true_type{}) : go(Two{}, std::false_type{});
       }
     }
   });
