@@ -4,7 +4,10 @@
 // cuBLAS (dequant_split_rows), which are a workspace of a few MB reused tile after tile. Decode
 // products on the types with lanes (Q4_K, Q6_K, Q4_0, Q8_0) go to block_unit_kernels.cu instead.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "block_dequant.h"
@@ -67,9 +70,9 @@ __global__ void gemv_blocks_kernel(const std::byte* w, std::size_t row_bytes, in
 }
 
 // Rows [0, rows) of w as bf16 hi + lo planes [rows, cols] (w ~= hi + lo to ~2^-17): one thread per
-// 32-value chunk.
+// 32-value chunk. kF16: one fp16 plane into `hi` instead (w to ~2^-11; lo unused).
 // Matrix blockIdx.y: ws[blockIdx.y] (or w when ws is null) into planes at hi / lo + y * plane.
-template <DType T>
+template <DType T, bool kF16>
 __global__ void dequant_split_kernel(const std::byte* w, const std::byte* const* ws, std::size_t row_bytes, int rows,
                                      int chunks, __nv_bfloat16* hi, __nv_bfloat16* lo, std::size_t plane) {
   pdl_enter();
@@ -91,13 +94,20 @@ __global__ void dequant_split_kernel(const std::byte* w, const std::byte* const*
     std::uint32_t hw[4], lw[4];
     for (int p = 0; p < 4; ++p) {
       const float a = v[8 * q + 2 * p], b = v[8 * q + 2 * p + 1];
-      const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-      const __nv_bfloat162 l = __floats2bfloat162_rn(a - __low2float(h), b - __high2float(h));
-      hw[p] = *reinterpret_cast<const std::uint32_t*>(&h);
-      lw[p] = *reinterpret_cast<const std::uint32_t*>(&l);
+      if constexpr (kF16) {
+        // A block's largest weight is d times its largest code: within fp16's range for any
+        // scale a GGUF stores as fp16 (MXFP4's e8m0 scales past 2^15 are not weights models have).
+        const __half2 h = __floats2half2_rn(a, b);
+        hw[p] = *reinterpret_cast<const std::uint32_t*>(&h);
+      } else {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        const __nv_bfloat162 l = __floats2bfloat162_rn(a - __low2float(h), b - __high2float(h));
+        hw[p] = *reinterpret_cast<const std::uint32_t*>(&h);
+        lw[p] = *reinterpret_cast<const std::uint32_t*>(&l);
+      }
     }
     hv[q] = make_uint4(hw[0], hw[1], hw[2], hw[3]);
-    lv[q] = make_uint4(lw[0], lw[1], lw[2], lw[3]);
+    if constexpr (!kF16) lv[q] = make_uint4(lw[0], lw[1], lw[2], lw[3]);
   }
 }
 
@@ -176,6 +186,28 @@ bool is_block_dtype(DType dtype) {
   return with_block_dtype(dtype, [](auto) {});
 }
 
+namespace {
+// Every plane decode: one matrix w (ws null) or `count` of them; bf16 hi + lo planes, or one fp16
+// plane into hi where lo is null.
+void decode_planes(const std::byte* w, const std::byte* const* ws, int count, DType dtype, std::size_t row_bytes,
+                   int rows, int cols, std::uint16_t* hi, std::uint16_t* lo, cudaStream_t s) {
+  const std::size_t n = std::size_t(rows) * std::size_t(cols / 32);
+  if (n == 0 || count == 0) return;
+  const dim3 grid(unsigned((n + 127) / 128), unsigned(count));
+  const std::size_t plane = std::size_t(rows) * std::size_t(cols);
+  auto* h = reinterpret_cast<__nv_bfloat16*>(hi);
+  with_block_dtype(dtype, [&](auto t) {
+    if (lo) {
+      launch(dequant_split_kernel<decltype(t)::value, false>, grid, 128, 0, s, w, ws, row_bytes, rows, cols / 32, h,
+             reinterpret_cast<__nv_bfloat16*>(lo), plane);
+    } else {
+      launch(dequant_split_kernel<decltype(t)::value, true>, grid, 128, 0, s, w, ws, row_bytes, rows, cols / 32, h, h,
+             plane);
+    }
+  });
+}
+}  // namespace
+
 void embedding_blocks(const std::byte* table, DType dtype, std::size_t row_bytes, int64_t cols, const int32_t* ids,
                       int T, float* out, cudaStream_t s) {
   if (T <= 0) return;
@@ -196,24 +228,27 @@ void gemv_blocks(const std::byte* w, DType dtype, std::size_t row_bytes, int row
 
 void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* hi,
                         std::uint16_t* lo, cudaStream_t s) {
-  const std::size_t n = std::size_t(rows) * std::size_t(cols / 32);
-  if (n == 0) return;
-  with_block_dtype(dtype, [&](auto t) {
-    launch(dequant_split_kernel<decltype(t)::value>, unsigned((n + 127) / 128), 128, 0, s, w,
-           static_cast<const std::byte* const*>(nullptr), row_bytes, rows, cols / 32,
-           reinterpret_cast<__nv_bfloat16*>(hi), reinterpret_cast<__nv_bfloat16*>(lo), std::size_t(0));
-  });
+  decode_planes(w, nullptr, 1, dtype, row_bytes, rows, cols, hi, lo, s);
 }
 
 void dequant_split_matrices(const std::byte* const* ws, int count, DType dtype, std::size_t row_bytes, int rows,
                             int cols, std::uint16_t* hi, std::uint16_t* lo, cudaStream_t s) {
-  const std::size_t n = std::size_t(rows) * std::size_t(cols / 32);
-  if (n == 0 || count == 0) return;
-  with_block_dtype(dtype, [&](auto t) {
-    launch(dequant_split_kernel<decltype(t)::value>, dim3(unsigned((n + 127) / 128), unsigned(count)), 128, 0, s,
-           static_cast<const std::byte*>(nullptr), ws, row_bytes, rows, cols / 32, reinterpret_cast<__nv_bfloat16*>(hi),
-           reinterpret_cast<__nv_bfloat16*>(lo), std::size_t(rows) * std::size_t(cols));
-  });
+  decode_planes(nullptr, ws, count, dtype, row_bytes, rows, cols, hi, lo, s);
+}
+
+bool f16_block_products() {
+  const char* env = std::getenv("FT_CUDA_BLOCK_GEMM");
+  return env && std::strcmp(env, "f16") == 0;
+}
+
+void dequant_f16_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* out,
+                      cudaStream_t s) {
+  decode_planes(w, nullptr, 1, dtype, row_bytes, rows, cols, out, nullptr, s);
+}
+
+void dequant_f16_matrices(const std::byte* const* ws, int count, DType dtype, std::size_t row_bytes, int rows, int cols,
+                          std::uint16_t* out, cudaStream_t s) {
+  decode_planes(nullptr, ws, count, dtype, row_bytes, rows, cols, out, nullptr, s);
 }
 
 }  // namespace ft::engine::cuda

@@ -405,7 +405,9 @@ class CudaBackend final : public Backend {
   // dots them with the fp32 rows. Larger: tiles of rows are decoded into bf16 planes W ~= Wh + Wl,
   // and with x ~= xh + xl (the split, `xs`: hi rows then lo rows) y = Wh xh + Wh xl + Wl xh, three
   // GEMMs accumulating in fp32: the products of the dequantised weights to ~2^-16.
-  void block_product(const float* x, const std::uint16_t* xs, std::size_t T, const LinearOut& o);
+  // With f16 (cuda::f16_block_products), xs is x as one fp16 plane (round_f16) and the tiles one
+  // fp16 plane: one GEMM (~2^-11 a factor).
+  void block_product(const float* x, const std::uint16_t* xs, std::size_t T, const LinearOut& o, bool f16);
   // x [T, cols] as int8 planes over whole slots of kSlotRows rows (the rows past T zeros), and a
   // prefill-sized product on them on the int8 tensor cores (block_mma_products; the weight's dtype
   // and shape block_mma_fits, its rows units_fit).
@@ -432,9 +434,10 @@ class CudaBackend final : public Backend {
   std::size_t workspace_reserved_ = 0, workspace_overflow_ = 0;
   void note_workspace_growth();
 
-  // y [T, ldy] (columns [0, n)) = x [T, K] w^T + beta y for a bf16 w [n, K] in device memory.
-  void gemm_bf16(const std::uint16_t* x, std::size_t T, std::size_t K, const std::uint16_t* w, std::size_t n, float* y,
-                 std::size_t ldy, float beta);
+  // y [T, ldy] (columns [0, n)) = x [T, K] w^T + beta y for a bf16 x and w [n, K] in device memory.
+  // The same for fp16 x and w where type is CUDA_R_16F.
+  void gemm_16(const std::uint16_t* x, std::size_t T, std::size_t K, const std::uint16_t* w, std::size_t n, float* y,
+               std::size_t ldy, float beta, cudaDataType_t type = CUDA_R_16BF);
 
   // y [T, w.rows] = x [T, w.cols] w^T + beta y: column-major C^T[rows, T] = W[cols, rows]^T X^T[cols, T].
   void gemm(const void* x, std::size_t T, const Matrix& w, float* y, float beta);
@@ -478,17 +481,23 @@ class CudaBackend final : public Backend {
   void split_gemms(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
                    const std::uint16_t* b, std::size_t b_stride, std::size_t n, float* c, std::size_t c_stride);
 
+  // For each slot j of `ws` (its expert's matrix, in a GGUF block dtype): rows [64 j, +64) of
+  // y [slots * 64, m] = x's fp16 rows [64 j, +64) W_j^T, W_j decoded a few experts at a time into
+  // one fp16 plane (dequant_f16_matrices): one batched GEMM (cuda::f16_block_products).
+  void f16_gemms(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
+                 const std::uint16_t* x, float* y);
+
   // For each slot j of `ws` (its expert's matrix, in a block dtype block_mma_fits takes): rows
   // [64 j, +64) of y [slots * 64, m] = x's rows [64 j, +64) W_j^T (block_mma_products).
   void mma_products(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
                     const cuda::X8& x, float* y);
 
   // For each of `count` problems j: C_j [n, m] = B_j [n, k] W_j^T (+ C_j when `accumulate`) with
-  // W_j bf16 [m, k] (row stride row_bytes) at ws[j], B_j bf16 at b + j b_stride and C_j fp32 at
-  // c + j c_stride.
+  // W_j [m, k] (row stride row_bytes) at ws[j] and B_j at b + j b_stride both of `type` (bf16 or
+  // fp16), C_j fp32 at c + j c_stride.
   void batched_gemm(const void* const* ws, std::size_t row_bytes, int m, int k, const std::uint16_t* b,
                     std::size_t b_stride, std::size_t n, float* c, std::size_t c_stride, bool accumulate,
-                    std::size_t count);
+                    std::size_t count, cudaDataType_t type = CUDA_R_16BF);
 
   // The cuBLASLt path of batched_gemm (unless FT_CUDA_GEMM=batched), made on first use; null when
   // off or when it could not start (then the batched call serves every product).

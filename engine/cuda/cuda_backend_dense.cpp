@@ -28,6 +28,7 @@ void CudaBackend::linears(const float* x, std::size_t T, std::span<const LinearO
   Scratch::Frame frame(scratch_);
   const std::size_t K = std::size_t(outs[0].w->cols);
   const std::uint16_t* split[2] = {nullptr, nullptr};  // bf16, f16
+  const std::uint16_t* x16 = nullptr;                  // one fp16 plane, for f16 block products
   // Decode: the bf16 products read their weights once with fp32 activations, no split, all in
   // one launch.
   // fp32 weights (a GGUF's shared-expert gate) join them: a warp group a row. Block-dtype products
@@ -72,12 +73,19 @@ void CudaBackend::linears(const float* x, std::size_t T, std::span<const LinearO
         block_mma_linear(*slots_q, T, o);
         continue;
       }
-      if (!split[0] && T > std::size_t(cuda::kGemvMaxRows)) {
-        auto* buf = scratch_.take<std::uint16_t>(2 * T * K);
-        cuda::split_16(x, T * K, T * K, false, buf, s());
-        split[0] = buf;
+      const bool f16 = cuda::f16_block_products();
+      if (T > std::size_t(cuda::kGemvMaxRows)) {
+        if (f16 && !x16) {
+          auto* buf = scratch_.take<std::uint16_t>(T * K);
+          cuda::round_f16(x, T * K, buf, s());
+          x16 = buf;
+        } else if (!f16 && !split[0]) {
+          auto* buf = scratch_.take<std::uint16_t>(2 * T * K);
+          cuda::split_16(x, T * K, T * K, false, buf, s());
+          split[0] = buf;
+        }
       }
-      block_product(x, split[0], T, o);
+      block_product(x, f16 ? x16 : split[0], T, o, f16);
       continue;
     }
     if (dt == DType::kF32) {
@@ -254,7 +262,7 @@ void CudaBackend::block_mma_linear(const cuda::X8& xq, std::size_t T, const Line
   if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(w.rows), s());
 }
 
-void CudaBackend::block_product(const float* x, const std::uint16_t* xs, std::size_t T, const LinearOut& o) {
+void CudaBackend::block_product(const float* x, const std::uint16_t* xs, std::size_t T, const LinearOut& o, bool f16) {
   const Matrix& w = *o.w;
   const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols);
   if (T <= std::size_t(cuda::kGemvMaxRows)) {
@@ -262,26 +270,37 @@ void CudaBackend::block_product(const float* x, const std::uint16_t* xs, std::si
     return;
   }
   Scratch::Frame frame(scratch_);
+  if (f16) {
+    const std::size_t tile = std::max<std::size_t>(64, std::min(R, tile_bytes() / (2 * K)));
+    auto* plane = scratch_.take<std::uint16_t>(tile * K);
+    for (std::size_t r0 = 0; r0 < R; r0 += tile) {
+      const std::size_t n = std::min(tile, R - r0);
+      cuda::dequant_f16_rows(weight(w) + r0 * w.row_bytes, w.dtype, w.row_bytes, int(n), int(K), plane, s());
+      gemm_16(xs, T, K, plane, n, o.y + r0, R, 0.f, CUDA_R_16F);
+    }
+    if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(R), s());
+    return;
+  }
   const std::size_t tile = std::max<std::size_t>(64, std::min(R, tile_bytes() / (4 * K)));
   auto* hi = scratch_.take<std::uint16_t>(2 * tile * K);
   std::uint16_t* lo = hi + tile * K;
   for (std::size_t r0 = 0; r0 < R; r0 += tile) {
     const std::size_t n = std::min(tile, R - r0);
     cuda::dequant_split_rows(weight(w) + r0 * w.row_bytes, w.dtype, w.row_bytes, int(n), int(K), hi, lo, s());
-    gemm_bf16(xs, T, K, hi, n, o.y + r0, R, 0.f);
-    gemm_bf16(xs + T * K, T, K, hi, n, o.y + r0, R, 1.f);
-    gemm_bf16(xs, T, K, lo, n, o.y + r0, R, 1.f);
+    gemm_16(xs, T, K, hi, n, o.y + r0, R, 0.f);
+    gemm_16(xs + T * K, T, K, hi, n, o.y + r0, R, 1.f);
+    gemm_16(xs, T, K, lo, n, o.y + r0, R, 1.f);
   }
   if (o.bias) cuda::add_bias(o.y, o.bias, int(T), int(R), s());
 }
 
-void CudaBackend::gemm_bf16(const std::uint16_t* x, std::size_t T, std::size_t K, const std::uint16_t* w, std::size_t n,
-                            float* y, std::size_t ldy, float beta) {
+void CudaBackend::gemm_16(const std::uint16_t* x, std::size_t T, std::size_t K, const std::uint16_t* w, std::size_t n,
+                          float* y, std::size_t ldy, float beta, cudaDataType_t type) {
   const float one = 1.f;
   const GemmTimer timer(this, {int64_t(n), int64_t(T), int64_t(K), 0, int64_t(ldy), beta != 0 ? 1 : 0});
   const cublasStatus_t st =
-      cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(T), int(K), &one, w, CUDA_R_16BF, int(K), x,
-                   CUDA_R_16BF, int(K), &beta, y, CUDA_R_32F, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(T), int(K), &one, w, type, int(K), x, type, int(K),
+                   &beta, y, CUDA_R_32F, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmEx: ") + cublas_status_text(st));
 }
 

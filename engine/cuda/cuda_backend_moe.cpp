@@ -172,24 +172,31 @@ void CudaBackend::experts_batched(const cuda::ExpertTable& dims, const MoeWeight
   check(cudaMemsetAsync(padded, 0xff, R * sizeof(int64_t), s()), "grouping");  // -1: a padding row
   cuda::moe_scatter(chosen_dev, weights_dev, int(T), int(K), upload(row0.data(), E), cursor, padded, rows,
                     sorted_weights, s());
-  // Products on GGUF blocks with integer codes take the int8 tensor-core kernel (block_mma_products):
-  // its inputs are int8 planes (gathered and quantised in one pass; the GLU quantised), its outputs
-  // fp32 rows [R, width] in one part. The others are GEMMs over bf16 halves: their inputs are
-  // gathered and split (and GLU'd) in one pass each, straight into the slots' layout, and their
-  // products fp32 in the same layout, two parts a row.
+  // Products on GGUF blocks with integer codes take the int8 tensor-core kernel (block_mma_products)
+  // where FT_CUDA_MMA is on: its inputs are int8 planes (gathered and quantised in one pass; the GLU
+  // quantised), its outputs fp32 rows [R, width] in one part. With cuda::f16_block_products, GGUF
+  // blocks are one GEMM on fp16 planes: inputs fp16 rows (gathered, the GLU rounded), outputs one
+  // part too. The others are GEMMs over bf16 halves: their inputs are gathered and split (and
+  // GLU'd) in one pass each, straight into the slots' layout, and their products fp32 in the same
+  // layout, two parts a row.
   const bool mma_gate_up = dims.gate_up_units && cuda::block_mma_fits(dims.gate_up_dtype, int(I), int(H));
   const bool mma_down = dims.down_units && cuda::block_mma_fits(dims.down_dtype, int(H), int(I));
-  const std::size_t gu_parts = mma_gate_up ? 1 : 2, down_parts = mma_down ? 1 : 2;
+  const bool f16 = cuda::f16_block_products();
+  const bool f16_gate_up = !mma_gate_up && f16 && cuda::is_block_dtype(dims.gate_up_dtype);
+  const bool f16_down = !mma_down && f16 && cuda::is_block_dtype(dims.down_dtype);
+  const std::size_t gu_parts = mma_gate_up || f16_gate_up ? 1 : 2, down_parts = mma_down || f16_down ? 1 : 2;
   Scratch::Frame frame(scratch_);
   float* y = scratch_.floats(down_parts * R * H);
   float* g = scratch_.floats(gu_parts * R * I);
   float* u = scratch_.floats(gu_parts * R * I);
-  std::uint16_t* xs = mma_gate_up ? nullptr : scratch_.take<std::uint16_t>(2 * R * H);
-  std::uint16_t* hs = mma_down ? nullptr : scratch_.take<std::uint16_t>(2 * R * I);
+  std::uint16_t* xs = mma_gate_up ? nullptr : scratch_.take<std::uint16_t>((f16_gate_up ? 1 : 2) * R * H);
+  std::uint16_t* hs = mma_down ? nullptr : scratch_.take<std::uint16_t>((f16_down ? 1 : 2) * R * I);
   cuda::X8Out xq, hq;
   if (mma_gate_up) {
     xq = cuda::x8_planes(scratch_.take<std::byte>(cuda::x8_bytes(int(R), int(H))), int(R), int(H));
     cuda::quantize_x8_gather(x, padded, int(R), int(H), xq, s());
+  } else if (f16_gate_up) {
+    cuda::gather_f16(x, padded, int(R), int(H), xs, s());
   } else {
     cuda::gather_split(x, padded, int(R), int(H), int(C), xs, s());
   }
@@ -226,6 +233,10 @@ void CudaBackend::experts_batched(const cuda::ExpertTable& dims, const MoeWeight
         const cuda::X8 in = cuda::x8_rows(xq, int(r.row0), int(H));
         mma_products(gate, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, g_here);
         mma_products(up, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, u_here);
+      } else if (f16_gate_up) {
+        const std::uint16_t* in = xs + r.row0 * H;
+        f16_gemms(gate, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, g_here);
+        f16_gemms(up, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, u_here);
       } else {
         const std::uint16_t* in = xs + 2 * r.row0 * H;
         split_gemms(gate, dims.gate_up_dtype, dims.gate_up_row_bytes, int(I), int(H), in, 2 * C * H, C, g_here,
@@ -238,6 +249,9 @@ void CudaBackend::experts_batched(const cuda::ExpertTable& dims, const MoeWeight
     if (mma_down) {
       const cuda::X8Out h_here{hq.hi + r.row0 * I, hq.lo + r.row0 * I, hq.meta + r.row0 * I / 32};
       cuda::glu_x8(g_here, u_here, int(rows_here), int(I), dims.act, experts_dev, int(C), int(gu_parts), h_here, s());
+    } else if (f16_down) {
+      cuda::glu_f16(g_here, u_here, int(rows_here), int(I), dims.act, experts_dev, int(C), int(gu_parts),
+                    hs + r.row0 * I, s());
     } else {
       cuda::glu_split(g_here, u_here, int(rows_here), int(I), dims.act, experts_dev, int(C), int(gu_parts),
                       hs + 2 * r.row0 * I, s());
@@ -247,6 +261,8 @@ void CudaBackend::experts_batched(const cuda::ExpertTable& dims, const MoeWeight
       if (mma_down) {
         mma_products(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), cuda::x8_rows(hq, int(r.row0), int(I)),
                      y_here);
+      } else if (f16_down) {
+        f16_gemms(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), hs + r.row0 * I, y_here);
       } else {
         split_gemms(down, dims.down_dtype, dims.down_row_bytes, int(H), int(I), hs + 2 * r.row0 * I, 2 * C * I, C,
                     y_here, 2 * C * H);
@@ -256,7 +272,7 @@ void CudaBackend::experts_batched(const cuda::ExpertTable& dims, const MoeWeight
                           s());
     if (round_done) round_done();
   }
-  cuda::moe_combine_split(y, rows, sorted_weights, int(T), int(K), int(H), mma_down ? 0 : int(C), out, s());
+  cuda::moe_combine_split(y, rows, sorted_weights, int(T), int(K), int(H), down_parts == 1 ? 0 : int(C), out, s());
 }
 
 void CudaBackend::mma_products(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
@@ -361,9 +377,35 @@ void CudaBackend::split_gemms(const std::vector<const void*>& ws, DType dtype, s
   }
 }
 
+void CudaBackend::f16_gemms(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
+                            const std::uint16_t* x, float* y) {
+  std::vector<std::size_t> runs;  // the first slot of each run of one expert's slots
+  for (std::size_t j = 0; j < ws.size(); ++j)
+    if (j == 0 || ws[j] != ws[j - 1]) runs.push_back(j);
+  runs.push_back(ws.size());
+  const std::size_t experts = runs.size() - 1;
+  Scratch::Frame frame(scratch_);
+  const std::size_t plane = std::size_t(m) * std::size_t(k);
+  const std::size_t per = std::clamp<std::size_t>(tile_bytes() / (2 * plane), 1, experts);
+  auto* planes = scratch_.take<std::uint16_t>(per * plane);
+  const std::size_t x_stride = kSlotRows * std::size_t(k), y_stride = kSlotRows * std::size_t(m);
+  for (std::size_t e0 = 0; e0 < experts; e0 += per) {
+    const std::size_t ne = std::min(per, experts - e0), j0 = runs[e0], j1 = runs[e0 + ne];
+    std::vector<const void*> src(ne), tiles;
+    for (std::size_t i = 0; i < ne; ++i) {
+      src[i] = ws[runs[e0 + i]];
+      for (std::size_t j = runs[e0 + i]; j < runs[e0 + i + 1]; ++j) tiles.push_back(planes + i * plane);
+    }
+    cuda::dequant_f16_matrices(reinterpret_cast<const std::byte* const*>(upload(src.data(), ne)), int(ne), dtype,
+                               row_bytes, m, k, planes, s());
+    batched_gemm(tiles.data(), std::size_t(k) * 2, m, k, x + j0 * x_stride, x_stride, kSlotRows, y + j0 * y_stride,
+                 y_stride, false, j1 - j0, CUDA_R_16F);
+  }
+}
+
 void CudaBackend::batched_gemm(const void* const* ws, std::size_t row_bytes, int m, int k, const std::uint16_t* b,
                                std::size_t b_stride, std::size_t n, float* c, std::size_t c_stride, bool accumulate,
-                               std::size_t count) {
+                               std::size_t count, cudaDataType_t type) {
   std::vector<const void*> bs(count);
   std::vector<void*> cs(count);
   for (std::size_t j = 0; j < count; ++j) {
@@ -374,15 +416,17 @@ void CudaBackend::batched_gemm(const void* const* ws, std::size_t row_bytes, int
   const void* const* a = upload(ws, count);
   const void* const* bp = upload(bs.data(), count);
   void* const* cp = const_cast<void* const*>(upload(cs.data(), count));
-  const GemmTimer timer(this, {m, int64_t(n), k, int64_t(count), int64_t(row_bytes), accumulate ? 1 : 0});
+  const GemmTimer timer(this, {m, int64_t(n), k, int64_t(count), int64_t(row_bytes),
+                               (accumulate ? 1 : 0) + (type == CUDA_R_16F ? 2 : 0)});
   if (cuda::LtBatchedGemm* lt = lt_batched()) {
-    if (lt->run(a, int(row_bytes / 2), bp, cp, m, int(n), k, int(count), accumulate, s()) == CUBLAS_STATUS_SUCCESS)
+    if (lt->run(a, int(row_bytes / 2), bp, cp, m, int(n), k, int(count), accumulate, s(), type) ==
+        CUBLAS_STATUS_SUCCESS)
       return;
     cudaGetLastError();  // a shape it has no plan for: the batched call below takes it
   }
-  const cublasStatus_t st = cublasGemmBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, int(n), k, &one, a, CUDA_R_16BF,
-                                                int(row_bytes / 2), bp, CUDA_R_16BF, k, &beta, cp, CUDA_R_32F, m,
-                                                int(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t st =
+      cublasGemmBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, int(n), k, &one, a, type, int(row_bytes / 2), bp, type, k,
+                          &beta, cp, CUDA_R_32F, m, int(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) fail(std::string("cublasGemmBatchedEx: ") + cublas_status_text(st));
 }
 

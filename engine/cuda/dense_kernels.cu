@@ -55,24 +55,47 @@ __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group
   }
 }
 
+// fp16 of v, rounded to nearest even and held at +-65504 where it would overflow (llama.cpp hands
+// cuBLAS fp16 activations the same way); NaN stays NaN.
+__device__ __forceinline__ std::uint16_t f16_held(float v) {
+  return __half_as_ushort(__float2half_rn(v == v ? fminf(fmaxf(v, -65504.f), 65504.f) : v));
+}
+
+__global__ void round_f16_kernel(const float* x, std::size_t n, std::uint16_t* out) {
+  pdl_enter();
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    out[i] = f16_held(x[i]);
+}
+
 __device__ __forceinline__ void store_halves(std::uint16_t* out, std::size_t hi, std::size_t lo_step, float v) {
   const __nv_bfloat16 h = __float2bfloat16_rn(v);
   out[hi] = __bfloat16_as_ushort(h);
   out[hi + lo_step] = __bfloat16_as_ushort(__float2bfloat16_rn(v - __bfloat162float(h)));
 }
 
-// One block per row of the output.
+// One block per row of the output. kF16: one fp16 row [R, width] instead of the slot layout's halves.
+template <bool kF16>
 __global__ void gather_split_kernel(const float* src, const int64_t* rows, int width, int slot_rows,
                                     std::uint16_t* out) {
   pdl_enter();
   const int64_t r = blockIdx.x, from = rows[r];
   const SplitPlace at = split_place(r, width, slot_rows);
   const float* s = src + std::size_t(from < 0 ? 0 : from) * std::size_t(width);
-  for (int c = threadIdx.x; c < width; c += blockDim.x) store_halves(out, at.hi + c, at.lo_step, from < 0 ? 0.f : s[c]);
+  for (int c = threadIdx.x; c < width; c += blockDim.x) {
+    const float v = from < 0 ? 0.f : s[c];
+    if constexpr (kF16) {
+      out[std::size_t(r) * std::size_t(width) + std::size_t(c)] = f16_held(v);
+    } else {
+      store_halves(out, at.hi + c, at.lo_step, v);
+    }
+  }
 }
 
 // gate and up are in the slot layout too (each slot's products of its high halves, then of its
 // low ones): a row's value is the sum of its two parts; or, where in_parts is 1, rows [R, width].
+// kF16: the output one fp16 row [R, width] instead of the slot layout's halves.
+template <bool kF16>
 __global__ void glu_split_kernel(const float* gate, const float* up, int width, const ExpertEpilogue act,
                                  const int32_t* experts, int slot_rows, int in_parts, std::uint16_t* out) {
   pdl_enter();
@@ -89,7 +112,12 @@ __global__ void glu_split_kernel(const float* gate, const float* up, int width, 
   for (int c = threadIdx.x; c < width; c += blockDim.x) {
     const float gv = in_parts == 2 ? g[c] + g[at.lo_step + c] : g[c];
     const float uv = in_parts == 2 ? u[c] + u[at.lo_step + c] : u[c];
-    store_halves(out, at.hi + c, at.lo_step, expert_glu(act, gv + (gb ? gb[c] : 0.f), uv + (ub ? ub[c] : 0.f)));
+    const float v = expert_glu(act, gv + (gb ? gb[c] : 0.f), uv + (ub ? ub[c] : 0.f));
+    if constexpr (kF16) {
+      out[std::size_t(r) * std::size_t(width) + std::size_t(c)] = f16_held(v);
+    } else {
+      store_halves(out, at.hi + c, at.lo_step, v);
+    }
   }
 }
 
@@ -391,15 +419,29 @@ void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::u
   if (n) launch(split_16_kernel, std::min(blocks_for(n), 65535u), kBlock, 0, s, x, n, group, f16, out);
 }
 
+void round_f16(const float* x, std::size_t n, std::uint16_t* out, cudaStream_t s) {
+  if (n) launch(round_f16_kernel, std::min(blocks_for(n), 65535u), kBlock, 0, s, x, n, out);
+}
+
 void gather_split(const float* src, const int64_t* rows, int R, int width, int slot_rows, std::uint16_t* out,
                   cudaStream_t s) {
-  if (R > 0) launch(gather_split_kernel, unsigned(R), kBlock, 0, s, src, rows, width, slot_rows, out);
+  if (R > 0) launch(gather_split_kernel<false>, unsigned(R), kBlock, 0, s, src, rows, width, slot_rows, out);
+}
+
+void gather_f16(const float* src, const int64_t* rows, int R, int width, std::uint16_t* out, cudaStream_t s) {
+  if (R > 0) launch(gather_split_kernel<true>, unsigned(R), kBlock, 0, s, src, rows, width, 1, out);
 }
 
 void glu_split(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
                int slot_rows, int in_parts, std::uint16_t* out, cudaStream_t s) {
   if (R > 0)
-    launch(glu_split_kernel, unsigned(R), kBlock, 0, s, gate, up, width, act, experts, slot_rows, in_parts, out);
+    launch(glu_split_kernel<false>, unsigned(R), kBlock, 0, s, gate, up, width, act, experts, slot_rows, in_parts, out);
+}
+
+void glu_f16(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
+             int slot_rows, int in_parts, std::uint16_t* out, cudaStream_t s) {
+  if (R > 0)
+    launch(glu_split_kernel<true>, unsigned(R), kBlock, 0, s, gate, up, width, act, experts, slot_rows, in_parts, out);
 }
 
 void add_expert_bias(float* y, int R, int width, const float* bias, const int32_t* experts, int slot_rows, int parts,

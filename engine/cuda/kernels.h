@@ -33,10 +33,16 @@ void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::u
 // rows are grouped in slots of slot_rows rows, and each slot is split as split_16 does with group
 // slot_rows * width: the slot's high halves (or, for a GEMM's fp32 output, the products of them),
 // then its low ones. Row r of slot r / slot_rows sits at 2 slot_rows (r / slot_rows) + r % slot_rows.
+// x fp32 [n] rounded to fp16 (nearest even; held at +-65504 where it would overflow, as llama.cpp's
+// fp16 GEMM inputs are): the input of the one-plane fp16 block products.
+void round_f16(const float* x, std::size_t n, std::uint16_t* out, cudaStream_t s);
 // gather_rows and split_16 in one pass: row r of the split output is src[rows[r], :] (zeros where
 // rows[r] < 0), bf16 halves, in the slot layout. Bit for bit the two passes' output.
 void gather_split(const float* src, const int64_t* rows, int R, int width, int slot_rows, std::uint16_t* out,
                   cudaStream_t s);
+// The same gather into one fp16 row each (round_f16's rounding), rows [R, width]: the input of a
+// product on one fp16 plane.
+void gather_f16(const float* src, const int64_t* rows, int R, int width, std::uint16_t* out, cudaStream_t s);
 // What an expert does after its products (ref::ExpertGlu and the family's biases): the GLU of its
 // gate and up products (SwiGLU; GeGLU where `gelu`; the clamped GLU of gpt-oss and DeepSeek-V4
 // where `clamped`) and, where the family has them, biases by expert id: gate_bias and up_bias
@@ -74,6 +80,9 @@ inline ExpertEpilogue glu_epilogue(const ref::ExpertGlu& glu) {
 // where in_parts is 2, rows [R, width] (block_mma_products') where 1.
 void glu_split(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
                int slot_rows, int in_parts, std::uint16_t* out, cudaStream_t s);
+// glu_split's values as one fp16 row each (round_f16's rounding), rows [R, width].
+void glu_f16(const float* gate, const float* up, int R, int width, const ExpertEpilogue& act, const int32_t* experts,
+             int slot_rows, int in_parts, std::uint16_t* out, cudaStream_t s);
 // y += bias[experts[j], :] for every row of slot j (padding rows too, which nothing reads): the down
 // biases of the batched experts. y fp32 in the slot layout (into each row's high part) where parts
 // is 2, rows [R, width] where 1.
@@ -221,6 +230,18 @@ void dequant_split_rows(const std::byte* w, DType dtype, std::size_t row_bytes, 
 // hi / lo + j * rows * cols.
 void dequant_split_matrices(const std::byte* const* ws, int count, DType dtype, std::size_t row_bytes, int rows,
                             int cols, std::uint16_t* hi, std::uint16_t* lo, cudaStream_t s);
+// w's rows [0, rows) as one fp16 plane [rows, cols] (each weight to ~2^-11), and `count` matrices so
+// in one launch (matrix j into out + j * rows * cols): the tiles of the one-plane fp16 products.
+void dequant_f16_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* out,
+                      cudaStream_t s);
+void dequant_f16_matrices(const std::byte* const* ws, int count, DType dtype, std::size_t row_bytes, int rows, int cols,
+                          std::uint16_t* out, cudaStream_t s);
+// How prefill-sized products on GGUF blocks run where the int8 tiles (FT_CUDA_MMA) do not take
+// them: false, the bf16 planes (weights and x each split hi + lo, three GEMMs: ~2^-16); true
+// (FT_CUDA_BLOCK_GEMM=f16), one fp16 plane of each and one GEMM (~2^-11 a factor, as llama.cpp's
+// cuBLAS path multiplies): a third of the tensor-core work and half the decoded bytes. Read at every
+// call, so that a test can switch it.
+bool f16_block_products();
 
 inline constexpr int kGemvMaxOuts = 4;
 // Up to kGemvMaxOuts products of the same x [T, cols] (q, k and v; gate and up) in one launch;

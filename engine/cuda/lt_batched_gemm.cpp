@@ -16,9 +16,8 @@ constexpr std::size_t kWorkspaceBytes = 32u << 20;
 // lda), B^T is k x n (ld k), C^T is m x n (ld m).
 class Layouts {
  public:
-  Layouts(int m, int n, int k, int lda, int count) {
-    ok_ = make(a_, CUDA_R_16BF, k, m, lda, count) && make(b_, CUDA_R_16BF, k, n, k, count) &&
-          make(c_, CUDA_R_32F, m, n, m, count);
+  Layouts(int m, int n, int k, int lda, int count, cudaDataType_t type) {
+    ok_ = make(a_, type, k, m, lda, count) && make(b_, type, k, n, k, count) && make(c_, CUDA_R_32F, m, n, m, count);
   }
   ~Layouts() {
     for (cublasLtMatrixLayout_t l : {a_, b_, c_})
@@ -83,7 +82,7 @@ LtBatchedGemm::~LtBatchedGemm() {
 const LtBatchedGemm::Plan& LtBatchedGemm::plan(const Key& key, int count) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   Plan p;
-  const Layouts l{int(key[0]), int(key[3]), int(key[1]), int(key[2]), count};
+  const Layouts l{int(key[0]), int(key[3]), int(key[1]), int(key[2]), count, cudaDataType_t(key[6])};
   cublasLtMatmulPreference_t pref = nullptr;
   if (l.ok() && cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
@@ -102,9 +101,9 @@ const LtBatchedGemm::Plan& LtBatchedGemm::plan(const Key& key, int count) {
 }
 
 cublasStatus_t LtBatchedGemm::run(const void* const* w, int lda, const void* const* b, void* const* c, int m, int n,
-                                  int k, int count, bool accumulate, cudaStream_t s) {
+                                  int k, int count, bool accumulate, cudaStream_t s, cudaDataType_t type) {
   const float one = 1.f, beta = accumulate ? 1.f : 0.f;
-  const Layouts l{m, n, k, lda, count};
+  const Layouts l{m, n, k, lda, count, type};
   // In pointer-array mode D is the device array of output pointers (cuBLASLt writes through them,
   // never into the array itself).
   void* d = const_cast<void*>(static_cast<const void*>(c));
@@ -114,12 +113,12 @@ cublasStatus_t LtBatchedGemm::run(const void* const* w, int lda, const void* con
                           workspace_bytes_, s);
   };
   // The class's plan first; where it does not take this shape, one for the shape itself.
-  const Plan& cls = plan({m, k, lda, row_class(n), accumulate ? 1 : 0, 0}, count);
+  const Plan& cls = plan({m, k, lda, row_class(n), accumulate ? 1 : 0, 0, int64_t(type)}, count);
   if (cls.found) {
     if (const cublasStatus_t st = call(cls); st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
       return st;
   }
-  const Plan& exact = plan({m, k, lda, n, accumulate ? 1 : 0, 1}, count);
+  const Plan& exact = plan({m, k, lda, n, accumulate ? 1 : 0, 1, int64_t(type)}, count);
   if (!exact.found) return CUBLAS_STATUS_NOT_SUPPORTED;
   return call(exact);
 }

@@ -29,10 +29,11 @@ class LtBatchedGemm {
   LtBatchedGemm& operator=(const LtBatchedGemm&) = delete;
 
   // For each of `count` problems j: C_j [n, m] = B_j [n, k] W_j^T (+ C_j when `accumulate`), with
-  // W_j bf16 [m, k] (row stride lda elements), B_j bf16 [n, k] (rows k apart), C_j fp32 [n, m]
-  // (rows m apart). w, b, c: device arrays of `count` device pointers. Enqueued on s.
+  // W_j [m, k] (row stride lda elements) and B_j [n, k] (rows k apart) both of `type` (bf16 or
+  // fp16), C_j fp32 [n, m] (rows m apart). w, b, c: device arrays of `count` device pointers.
+  // Enqueued on s.
   cublasStatus_t run(const void* const* w, int lda, const void* const* b, void* const* c, int m, int n, int k,
-                     int count, bool accumulate, cudaStream_t s);
+                     int count, bool accumulate, cudaStream_t s, cudaDataType_t type = CUDA_R_16BF);
 
   // Plans made so far (classes and exact shapes), for the profile.
   std::size_t plans() const { return plans_.size(); }
@@ -42,8 +43,8 @@ class LtBatchedGemm {
     cublasLtMatmulAlgo_t algo{};
     bool found = false;
   };
-  // m, k, lda, n (a class's bound, or the exact n with exact set), accumulate, exact.
-  using Key = std::array<int64_t, 6>;
+  // m, k, lda, n (a class's bound, or the exact n with exact set), accumulate, exact, type.
+  using Key = std::array<int64_t, 7>;
   const Plan& plan(const Key& key, int count);
 
   cublasLtHandle_t lt_ = nullptr;

@@ -17,6 +17,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "ft/engine/backend.h"
 #include "ft/engine/checkpoint.h"
@@ -61,6 +62,9 @@ class CudaBlockOps : public CudaAndReference {
           << what << ": value " << i << " " << got[i] << " vs " << want[i];
     }
   }
+  // A prefill MoE on GGUF-block experts with the environment variable `env` set to `value`: the
+  // dequantised reference within `tol`.
+  void moe_prefill_on_block_experts(const char* env, const char* value, double tol);
 };
 
 TEST_F(CudaBlockOps, EmbeddingRowsDecodeExactlyAsTheReference) {
@@ -356,12 +360,79 @@ TEST_F(CudaBlockOps, TensorCoreTilesOfEveryIntegerBlockTypeMatchTheDequantisedRe
   }
 }
 
+// Prefill-sized products on one fp16 plane (FT_CUDA_BLOCK_GEMM=f16: weights and x each rounded to
+// fp16, one GEMM) on every block type, at row counts below, at and past a 64-row slot: the
+// dequantised reference within fp16's rounding of both factors (~2^-11 each), biases added. x past
+// fp16's range is held at its largest value (outputs finite); a NaN still reaches every output of
+// its row.
+TEST_F(CudaBlockOps, HalfPlaneProductsOfEveryBlockDtypeMatchTheDequantisedReference) {
+  const ScopedEnv f16("FT_CUDA_BLOCK_GEMM", "f16");
+  auto mixed = Checkpoint::open(gguf_fixtures() / "models" / "qwen3_moe-mixed.gguf");
+  auto mxfp4 = Checkpoint::open(gguf_fixtures() / "models" / "qwen3_moe-mxfp4.gguf");
+  ASSERT_TRUE(mixed.is_ok() && mxfp4.is_ok());
+  const std::vector<std::pair<const Checkpoint*, std::string>> weights = {
+      {&*mixed, "model.layers.0.self_attn.q_proj.weight"},         // Q8_0
+      {&*mixed, "model.layers.0.self_attn.k_proj.weight"},         // Q4_0
+      {&*mixed, "model.layers.0.self_attn.v_proj.weight"},         // Q4_1
+      {&*mixed, "model.layers.0.self_attn.o_proj.weight"},         // Q5_K
+      {&*mixed, "model.layers.1.mlp.experts.2.gate_proj.weight"},  // Q4_K
+      {&*mixed, "model.layers.1.mlp.experts.2.down_proj.weight"},  // Q6_K
+      {&*mxfp4, "model.layers.0.mlp.experts.1.up_proj.weight"},    // MXFP4
+  };
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (const auto& [ckpt, name] : weights) {
+    auto view = ckpt->tensor(name);
+    ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+    Matrix w = matrix_view(*view);
+    ASSERT_TRUE(cuda_->place(w));
+    const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols);
+    std::vector<float> bias(R);
+    for (float& b : bias) b = nd(rng_);
+    const float* db = param(bias);
+    for (std::size_t T : {9, 64, 300}) {
+      std::vector<float> x(T * K), want(T * R);
+      for (float& v : x) v = nd(rng_);
+      on(*ref_, [&] { ref_->linear(x.data(), T, w, bias.data(), want.data()); });
+      float* y = dev(std::vector<float>(T * R, 0.f));
+      const float* dx = dev(x);
+      on(*cuda_, [&] { cuda_->linear(dx, T, w, db, y); });
+      EXPECT_LT(rel_l2(host(y, T * R), want), 2e-3) << name << " (" << dtype_name(w.dtype) << "), T " << T;
+    }
+    // Row 0 has values past 65504, row 1 a NaN.
+    const std::size_t T = 64;
+    std::vector<float> x(T * K);
+    for (float& v : x) v = nd(rng_);
+    x[3] = 1e6f;
+    x[K + 5] = std::nanf("");
+    float* y = dev(std::vector<float>(T * R, 0.f));
+    const float* dx = dev(x);
+    on(*cuda_, [&] { cuda_->linear(dx, T, w, nullptr, y); });
+    const std::vector<float> got = host(y, T * R);
+    EXPECT_TRUE(std::all_of(got.begin(), got.begin() + std::ptrdiff_t(R), [](float v) { return std::isfinite(v); }))
+        << name;
+    EXPECT_TRUE(std::all_of(got.begin() + std::ptrdiff_t(R), got.begin() + std::ptrdiff_t(2 * R), [](float v) {
+      return std::isnan(v);
+    })) << name;
+    EXPECT_TRUE(std::all_of(got.begin() + std::ptrdiff_t(2 * R), got.end(), [](float v) { return std::isfinite(v); }))
+        << name;
+  }
+}
+
 // A prefill MoE whose experts are GGUF blocks (gate/up and down as a Q4_K_M file mixes them, and
-// other pairs): its products run on the int8 tensor cores (quantised gather, the GLU quantised,
-// fp32 rows), the rows of each expert padded to whole slots. The reference routed as the GPU did,
-// the output follows its dequantised experts within the int8 planes' error.
+// other pairs), the rows of each expert padded to whole slots: its products on the int8 tensor
+// cores (FT_CUDA_MMA=1: quantised gather, the GLU quantised, fp32 rows), or on one fp16 plane
+// (FT_CUDA_BLOCK_GEMM=f16: the gather and the GLU rounded to fp16, one GEMM, fp32 rows). The
+// reference routed as the GPU did, the output follows its dequantised experts within the int8
+// planes' error, or fp16's.
 TEST_F(CudaBlockOps, MoePrefillOnBlockExpertsMatchesTheDequantisedReference) {
-  const ScopedEnv mma("FT_CUDA_MMA", "1");
+  for (const auto& [env, value, tol] :
+       {std::tuple{"FT_CUDA_MMA", "1", 2e-4}, std::tuple{"FT_CUDA_BLOCK_GEMM", "f16", 2e-3}})
+    moe_prefill_on_block_experts(env, value, tol);
+}
+
+void CudaBlockOps::moe_prefill_on_block_experts(const char* env, const char* value, double tol) {
+  const ScopedEnv mode(env, value);
+  SCOPED_TRACE(std::string(env) + "=" + value);
   std::deque<MoeWeights> layers;
   std::deque<std::vector<std::byte>> keep;
   const int64_t E = 8, H = 512, I = 256;
@@ -398,7 +469,7 @@ TEST_F(CudaBlockOps, MoePrefillOnBlockExpertsMatchesTheDequantisedReference) {
       ASSERT_TRUE(ref_->set_forced_routing(&gpu_trace));
       on(*ref_, [&] { ref_->moe(w, x.data(), T, want.data(), nullptr); });
       ref_->set_forced_routing(nullptr);
-      EXPECT_LT(rel_l2(host(out, x.size()), want), 2e-4);
+      EXPECT_LT(rel_l2(host(out, x.size()), want), tol);
     }
   }
 }
