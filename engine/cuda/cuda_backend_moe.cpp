@@ -339,6 +339,18 @@ void CudaBackend::experts_one_by_one(const MoeWeights& w, const float* x, std::s
                     int(T), int(K), int(H), out, s());
 }
 
+namespace {
+// The first slot of each run of one expert's slots in `ws`, then ws.size(): an expert's slots are
+// consecutive, and its matrix is decoded once for all of them.
+std::vector<std::size_t> expert_runs(const std::vector<const void*>& ws) {
+  std::vector<std::size_t> runs;
+  for (std::size_t j = 0; j < ws.size(); ++j)
+    if (j == 0 || ws[j] != ws[j - 1]) runs.push_back(j);
+  runs.push_back(ws.size());
+  return runs;
+}
+}  // namespace
+
 void CudaBackend::split_gemms(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
                               const std::uint16_t* b, std::size_t b_stride, std::size_t n, float* c,
                               std::size_t c_stride) {
@@ -346,10 +358,7 @@ void CudaBackend::split_gemms(const std::vector<const void*>& ws, DType dtype, s
     batched_gemm(ws.data(), row_bytes, m, k, b, b_stride, 2 * n, c, c_stride, false, ws.size());
     return;
   }
-  std::vector<std::size_t> runs;  // the first slot of each run of one expert's slots
-  for (std::size_t j = 0; j < ws.size(); ++j)
-    if (j == 0 || ws[j] != ws[j - 1]) runs.push_back(j);
-  runs.push_back(ws.size());
+  const std::vector<std::size_t> runs = expert_runs(ws);
   const std::size_t experts = runs.size() - 1;
   Scratch::Frame frame(scratch_);
   const std::size_t plane = std::size_t(m) * std::size_t(k);
@@ -379,10 +388,7 @@ void CudaBackend::split_gemms(const std::vector<const void*>& ws, DType dtype, s
 
 void CudaBackend::f16_gemms(const std::vector<const void*>& ws, DType dtype, std::size_t row_bytes, int m, int k,
                             const std::uint16_t* x, float* y) {
-  std::vector<std::size_t> runs;  // the first slot of each run of one expert's slots
-  for (std::size_t j = 0; j < ws.size(); ++j)
-    if (j == 0 || ws[j] != ws[j - 1]) runs.push_back(j);
-  runs.push_back(ws.size());
+  const std::vector<std::size_t> runs = expert_runs(ws);
   const std::size_t experts = runs.size() - 1;
   Scratch::Frame frame(scratch_);
   const std::size_t plane = std::size_t(m) * std::size_t(k);

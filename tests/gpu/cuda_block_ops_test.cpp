@@ -62,6 +62,36 @@ class CudaBlockOps : public CudaAndReference {
           << what << ": value " << i << " " << got[i] << " vs " << want[i];
     }
   }
+  // One weight of each GGUF block type the fixture models have, placed on the GPU, by tensor name:
+  // Q8_0, Q4_0, Q4_1, Q5_K, Q4_K, Q6_K (and the lm_head, a 512-row Q6_K), MXFP4. The files stay
+  // open while the fixture lives.
+  std::vector<std::pair<std::string, Matrix>> block_weights() {
+    std::vector<std::pair<std::string, Matrix>> out;
+    for (const auto& [file, names] :
+         {std::pair<const char*, std::vector<const char*>>{
+              "qwen3_moe-mixed.gguf",
+              {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+               "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+               "model.layers.1.mlp.experts.2.gate_proj.weight", "model.layers.1.mlp.experts.2.down_proj.weight",
+               "lm_head.weight"}},
+          {"qwen3_moe-mxfp4.gguf", {"model.layers.0.mlp.experts.1.up_proj.weight"}}}) {
+      auto ckpt = Checkpoint::open(gguf_fixtures() / "models" / file);
+      EXPECT_TRUE(ckpt.is_ok()) << file;
+      if (!ckpt.is_ok()) continue;
+      const Checkpoint& c = files_.emplace_back(std::move(*ckpt));
+      for (const char* name : names) {
+        auto view = c.tensor(name);
+        EXPECT_TRUE(view.is_ok()) << view.status().to_string();
+        if (!view.is_ok()) continue;
+        Matrix w = matrix_view(*view);
+        EXPECT_TRUE(cuda_->place(w));
+        out.emplace_back(name, w);
+      }
+    }
+    EXPECT_EQ(out.size(), 8u);
+    return out;
+  }
+  std::deque<Checkpoint> files_;
   // A prefill MoE on GGUF-block experts with the environment variable `env` set to `value`: the
   // dequantised reference within `tol`.
   void moe_prefill_on_block_experts(const char* env, const char* value, double tol);
@@ -83,25 +113,8 @@ TEST_F(CudaBlockOps, EmbeddingRowsDecodeExactlyAsTheReference) {
 }
 
 TEST_F(CudaBlockOps, ProductsOfEveryBlockDtypeMatchTheDequantisedReference) {
-  auto mixed = Checkpoint::open(gguf_fixtures() / "models" / "qwen3_moe-mixed.gguf");
-  auto mxfp4 = Checkpoint::open(gguf_fixtures() / "models" / "qwen3_moe-mxfp4.gguf");
-  ASSERT_TRUE(mixed.is_ok() && mxfp4.is_ok());
-  const std::vector<std::pair<const Checkpoint*, std::string>> weights = {
-      {&*mixed, "model.layers.0.self_attn.q_proj.weight"},         // Q8_0
-      {&*mixed, "model.layers.0.self_attn.k_proj.weight"},         // Q4_0
-      {&*mixed, "model.layers.0.self_attn.v_proj.weight"},         // Q4_1
-      {&*mixed, "model.layers.0.self_attn.o_proj.weight"},         // Q5_K
-      {&*mixed, "model.layers.1.mlp.experts.2.gate_proj.weight"},  // Q4_K
-      {&*mixed, "model.layers.1.mlp.experts.2.down_proj.weight"},  // Q6_K
-      {&*mixed, "lm_head.weight"},                                 // Q6_K, 512 rows
-      {&*mxfp4, "model.layers.0.mlp.experts.1.up_proj.weight"},    // MXFP4
-  };
   std::normal_distribution<float> nd(0.f, 1.f);
-  for (const auto& [ckpt, name] : weights) {
-    auto view = ckpt->tensor(name);
-    ASSERT_TRUE(view.is_ok()) << view.status().to_string();
-    Matrix w = matrix_view(*view);
-    ASSERT_TRUE(cuda_->place(w));
+  for (auto& [name, w] : block_weights()) {
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols);
     std::vector<float> bias(R);
     for (float& b : bias) b = nd(rng_);
@@ -367,24 +380,8 @@ TEST_F(CudaBlockOps, TensorCoreTilesOfEveryIntegerBlockTypeMatchTheDequantisedRe
 // its row.
 TEST_F(CudaBlockOps, HalfPlaneProductsOfEveryBlockDtypeMatchTheDequantisedReference) {
   const ScopedEnv f16("FT_CUDA_BLOCK_GEMM", "f16");
-  auto mixed = Checkpoint::open(gguf_fixtures() / "models" / "qwen3_moe-mixed.gguf");
-  auto mxfp4 = Checkpoint::open(gguf_fixtures() / "models" / "qwen3_moe-mxfp4.gguf");
-  ASSERT_TRUE(mixed.is_ok() && mxfp4.is_ok());
-  const std::vector<std::pair<const Checkpoint*, std::string>> weights = {
-      {&*mixed, "model.layers.0.self_attn.q_proj.weight"},         // Q8_0
-      {&*mixed, "model.layers.0.self_attn.k_proj.weight"},         // Q4_0
-      {&*mixed, "model.layers.0.self_attn.v_proj.weight"},         // Q4_1
-      {&*mixed, "model.layers.0.self_attn.o_proj.weight"},         // Q5_K
-      {&*mixed, "model.layers.1.mlp.experts.2.gate_proj.weight"},  // Q4_K
-      {&*mixed, "model.layers.1.mlp.experts.2.down_proj.weight"},  // Q6_K
-      {&*mxfp4, "model.layers.0.mlp.experts.1.up_proj.weight"},    // MXFP4
-  };
   std::normal_distribution<float> nd(0.f, 1.f);
-  for (const auto& [ckpt, name] : weights) {
-    auto view = ckpt->tensor(name);
-    ASSERT_TRUE(view.is_ok()) << view.status().to_string();
-    Matrix w = matrix_view(*view);
-    ASSERT_TRUE(cuda_->place(w));
+  for (auto& [name, w] : block_weights()) {
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols);
     std::vector<float> bias(R);
     for (float& b : bias) b = nd(rng_);
