@@ -45,6 +45,29 @@ double decode_tolerance(DType dt) {
   return int8 ? 1.5e-4 : 2e-6;
 }
 
+// Sets an environment variable for a scope (FT_CUDA_MMA and FT_CUDA_BLOCK_GEMM are read at
+// every call).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
 class CudaBlockOps : public CudaAndReference {
  protected:
   CudaBlockOps() { rng_.seed(7); }
@@ -92,6 +115,8 @@ class CudaBlockOps : public CudaAndReference {
     return out;
   }
   std::deque<Checkpoint> files_;
+  std::deque<MoeWeights> moe_layers_;
+  std::deque<std::vector<std::byte>> blocks_;
   // A prefill MoE on GGUF-block experts with the environment variable `env` set to `value`: the
   // dequantised reference within `tol`.
   void moe_prefill_on_block_experts(const char* env, const char* value, double tol);
@@ -113,6 +138,7 @@ TEST_F(CudaBlockOps, EmbeddingRowsDecodeExactlyAsTheReference) {
 }
 
 TEST_F(CudaBlockOps, ProductsOfEveryBlockDtypeMatchTheDequantisedReference) {
+  const ScopedEnv planes("FT_CUDA_BLOCK_GEMM", "planes");  // the exact prefill path (fp16's is below)
   std::normal_distribution<float> nd(0.f, 1.f);
   for (auto& [name, w] : block_weights()) {
     const std::size_t R = std::size_t(w.rows), K = std::size_t(w.cols);
@@ -315,28 +341,6 @@ int block_exp2(DType dt) {
   }
 }
 
-// Sets an environment variable for a scope (FT_CUDA_MMA is read at every call).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 // Prefill-sized products on the int8 tensor cores (block_mma.cu: rows a multiple of 64, columns of
 // 256) on every integer-code type, at row counts that fill a 64-row tile, leave part of one, and
 // take several: the dequantised reference within the int8 planes' error (as decode's), biases
@@ -417,21 +421,25 @@ TEST_F(CudaBlockOps, HalfPlaneProductsOfEveryBlockDtypeMatchTheDequantisedRefere
 
 // A prefill MoE whose experts are GGUF blocks (gate/up and down as a Q4_K_M file mixes them, and
 // other pairs), the rows of each expert padded to whole slots: its products on the int8 tensor
-// cores (FT_CUDA_MMA=1: quantised gather, the GLU quantised, fp32 rows), or on one fp16 plane
+// cores (FT_CUDA_MMA=1: quantised gather, the GLU quantised, fp32 rows), on bf16 hi + lo planes
+// (FT_CUDA_BLOCK_GEMM=planes: the slots' two-part layout), or on one fp16 plane
 // (FT_CUDA_BLOCK_GEMM=f16: the gather and the GLU rounded to fp16, one GEMM, fp32 rows). The
 // reference routed as the GPU did, the output follows its dequantised experts within the int8
-// planes' error, or fp16's.
+// planes' error, the hi + lo planes', or fp16's.
 TEST_F(CudaBlockOps, MoePrefillOnBlockExpertsMatchesTheDequantisedReference) {
   for (const auto& [env, value, tol] :
-       {std::tuple{"FT_CUDA_MMA", "1", 2e-4}, std::tuple{"FT_CUDA_BLOCK_GEMM", "f16", 2e-3}})
+       {std::tuple{"FT_CUDA_MMA", "1", 2e-4}, std::tuple{"FT_CUDA_BLOCK_GEMM", "planes", 2e-4},
+        std::tuple{"FT_CUDA_BLOCK_GEMM", "f16", 2e-3}})
     moe_prefill_on_block_experts(env, value, tol);
 }
 
 void CudaBlockOps::moe_prefill_on_block_experts(const char* env, const char* value, double tol) {
   const ScopedEnv mode(env, value);
   SCOPED_TRACE(std::string(env) + "=" + value);
-  std::deque<MoeWeights> layers;
-  std::deque<std::vector<std::byte>> keep;
+  // The fixture's: the backend keys what it keeps of a layer (its expert table) and of a matrix by
+  // their addresses, which a later call's new ones must not take over.
+  std::deque<MoeWeights>& layers = moe_layers_;
+  std::deque<std::vector<std::byte>>& keep = blocks_;
   const int64_t E = 8, H = 512, I = 256;
   const std::size_t K = 2;
   // The last two mix the ways: Q4_1 has no integer codes, so its products take the bf16 planes (the
