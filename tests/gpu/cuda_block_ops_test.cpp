@@ -2,7 +2,8 @@
 // dequantises with ggml's arithmetic, bit for bit): embedding rows decode exactly, on blocks of
 // random bytes (every code, every scale) and on a real file's table; products of every block dtype
 // at decode sizes (one kernel on the blocks: 2e-6) and prefill sizes (bf16 hi + lo tiles through
-// cuBLAS: 1e-4, as the bf16 products) follow the dequantised fp32 product. The weights are llama-quantize's, from the
+// cuBLAS, the default: 1e-4, as the bf16 products; one fp16 plane: 2e-3; the int8 tensor-core
+// tiles: 1.5e-4) follow the dequantised fp32 product. The weights are llama-quantize's, from the
 // committed GGUF fixtures. Skips without a GPU.
 #include <gtest/gtest.h>
 #include <unistd.h>
