@@ -95,8 +95,8 @@ __global__ void dequant_split_kernel(const std::byte* w, const std::byte* const*
     for (int p = 0; p < 4; ++p) {
       const float a = v[8 * q + 2 * p], b = v[8 * q + 2 * p + 1];
       if constexpr (kF16) {
-        // A block's largest weight is d times its largest code: within fp16's range for any
-        // scale a GGUF stores as fp16 (MXFP4's e8m0 scales past 2^15 are not weights models have).
+        // A weight is its block's scale times a small code: far inside fp16's range for the
+        // scales models have (one past 65504 would become inf here).
         const __half2 h = __floats2half2_rn(a, b);
         hw[p] = *reinterpret_cast<const std::uint32_t*>(&h);
       } else {

@@ -55,8 +55,8 @@ __global__ void split_16_kernel(const float* x, std::size_t n, std::size_t group
   }
 }
 
-// fp16 of v, rounded to nearest even and held at +-65504 where it would overflow (llama.cpp hands
-// cuBLAS fp16 activations the same way); NaN stays NaN.
+// fp16 of v, rounded to nearest even and held at +-65504 where it would overflow (an outlier then
+// saturates its products instead of making them inf); NaN stays NaN.
 __device__ __forceinline__ std::uint16_t f16_held(float v) {
   return __half_as_ushort(__float2half_rn(v == v ? fminf(fmaxf(v, -65504.f), 65504.f) : v));
 }

@@ -33,8 +33,8 @@ void split_16(const float* x, std::size_t n, std::size_t group, bool f16, std::u
 // rows are grouped in slots of slot_rows rows, and each slot is split as split_16 does with group
 // slot_rows * width: the slot's high halves (or, for a GEMM's fp32 output, the products of them),
 // then its low ones. Row r of slot r / slot_rows sits at 2 slot_rows (r / slot_rows) + r % slot_rows.
-// x fp32 [n] rounded to fp16 (nearest even; held at +-65504 where it would overflow, as llama.cpp's
-// fp16 GEMM inputs are): the input of the one-plane fp16 block products.
+// x fp32 [n] rounded to fp16 (nearest even; held at +-65504 where it would overflow): the input of
+// the one-plane fp16 block products.
 void round_f16(const float* x, std::size_t n, std::uint16_t* out, cudaStream_t s);
 // gather_rows and split_16 in one pass: row r of the split output is src[rows[r], :] (zeros where
 // rows[r] < 0), bf16 halves, in the slot layout. Bit for bit the two passes' output.
