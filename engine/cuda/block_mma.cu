@@ -11,7 +11,6 @@
 // product here and the same row at decode agree to fp32 rounding.
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "block_dequant.h"
 #include "block_units.h"
@@ -34,9 +33,9 @@ constexpr int kPitch = kStep + 16;  // bytes a tile row takes in shared memory (
 constexpr int kThreads = 256;       // 8 warps: 2 (32 rows each) x 4 (16 tokens each)
 constexpr int kGroupsPerStep = kStep / 16;
 
-// FT_CUDA_MMA: 1 turns the MMA path on (two blocks an SM), 3 on with three blocks an SM, 2 and 4 the
-// same with the next unit's weight bytes asked of L1 a unit ahead; 0 (the default until it outruns
-// the bf16 planes, docs/perf-notes.md) off. Read at every call, so that a test can switch it.
+// FT_CUDA_MMA: 1 turns the MMA path on (two blocks an SM), 3 on with three blocks an SM, 0 (the
+// default until it outruns the bf16 planes, docs/perf-notes.md) off. Read at every call, so that a
+// test can switch it.
 int mma_mode() {
   const char* env = std::getenv("FT_CUDA_MMA");
   return env && *env ? std::atoi(env) : 0;
@@ -90,7 +89,7 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // token < valid. kGroup: the values one scale covers, 32 or 16 (Q6_K). Two sets of tiles in dynamic
 // shared memory: while the warps multiply one step's, x's next step flies in by cp.async and, after
 // the products, each thread decodes its part of the next step's weights into the other.
-template <DType D, int kGroup, int kMinBlocks, bool kPrefetch>
+template <DType D, int kGroup, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     block_mma_kernel(const std::byte* const* ws, std::size_t row_bytes, int rows, int cols, X8 x, int valid, float* y,
                      std::size_t slot_stride) {
@@ -142,23 +141,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
   };
 
-  // The weight bytes of unit u of the block's rows asked of L1 (no register waits for them): issued a
-  // unit ahead, the decode after the products then reads them from L1 instead of waiting on memory.
-  const auto prefetch_unit = [&](int u) {
-    const std::size_t first = std::size_t(u) * L::kUnitBytes;
-    constexpr int kLines = (L::kUnitBytes + 127) / 128 + 1;  // a unit's bytes straddle one more line
-    for (int i = tid; i < kTileRows * kLines; i += kThreads) {
-      const std::uint8_t* row = w + std::size_t(i / kLines) * row_bytes + first;
-      const auto line = (reinterpret_cast<std::uintptr_t>(row) & ~std::uintptr_t(127)) + 128u * unsigned(i % kLines);
-      if (line < reinterpret_cast<std::uintptr_t>(row) + L::kUnitBytes)
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const void*>(line)));
-    }
-  };
-
   float acc[2][2][4] = {};
-  if constexpr (kPrefetch) {
-    if (steps > 2) prefetch_unit(1);
-  }
   load_x(0, tiles[0]);
   decode_w(0, tiles[0]);
   cp_async_wait();
@@ -167,9 +150,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const Tiles& tile = tiles[step % 2];
     Tiles& next = tiles[(step + 1) % 2];  // last read in step - 1, which every warp has finished
     if (step + 1 < steps) load_x(step + 1, next);
-    if constexpr (kPrefetch) {
-      if (step % 2 == 1 && step + 3 < steps) prefetch_unit(step / 2 + 2);
-    }
 #pragma unroll
     for (int q = 0; q < kStep / kGroup; ++q) {
       const int k0 = q * kGroup;
@@ -306,19 +286,10 @@ void block_mma_products(const std::byte* const* ws, int slots, DType dtype, std:
     constexpr DType D = decltype(d)::value;
     if constexpr (units::has_codes(D)) {
       constexpr int kGroup = D == DType::kQ6_K ? 16 : 32;
-      // Modes 3 and 4: three blocks an SM; 2 and 4: the next unit's weights asked of L1 ahead.
-      const int mode = mma_mode();
-      const bool three = mode == 3 || mode == 4, prefetch = mode == 2 || mode == 4;
-      const auto go = [&](auto blocks, auto ahead) {
-        launch_tiles<block_mma_kernel<D, kGroup, decltype(blocks)::value, decltype(ahead)::value>>(
-            grid, s, ws, row_bytes, rows, cols, x, valid, y, slot_stride);
-      };
-      using Two = std::integral_constant<int, 2>;
-      using Three = std::integral_constant<int, 3>;
-      if (three) {
-        prefetch ? go(Three{}, std::true_type{}) : go(Three{}, std::false_type{});
+      if (mma_mode() == 3) {
+        launch_tiles<block_mma_kernel<D, kGroup, 3>>(grid, s, ws, row_bytes, rows, cols, x, valid, y, slot_stride);
       } else {
-        prefetch ? go(Two{}, std::true_type{}) : go(Two{}, std::false_type{});
+        launch_tiles<block_mma_kernel<D, kGroup, 2>>(grid, s, ws, row_bytes, rows, cols, x, valid, y, slot_stride);
       }
     }
   });
