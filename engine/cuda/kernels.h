@@ -239,8 +239,9 @@ void dequant_f16_matrices(const std::byte* const* ws, int count, DType dtype, st
 // How prefill-sized products on GGUF blocks run where the int8 tiles (FT_CUDA_MMA) do not take
 // them: false, the bf16 planes (weights and x each split hi + lo, three GEMMs: ~2^-16); true
 // (FT_CUDA_BLOCK_GEMM=f16), one fp16 plane of each and one GEMM (~2^-11 a factor, as llama.cpp's
-// cuBLAS path multiplies): a third of the tensor-core work and half the decoded bytes. Read at every
-// call, so that a test can switch it.
+// cuBLAS path multiplies): a third of the tensor-core work and half the decoded bytes, but the GGUF
+// fixtures' logits 1.3-1.6e-3 from their dequantised weights' (the planes: 2-4e-4), so off by
+// default. Read at every call, so that a test can switch it.
 bool f16_block_products();
 
 inline constexpr int kGemvMaxOuts = 4;
