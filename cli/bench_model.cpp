@@ -655,9 +655,10 @@ int bench_prefill(const Args& args) {
     const double moved = double(after->fetched_bytes - offload_before->fetched_bytes);
     const double pcie_s = moved / (l->h2d * 1e9);
     std::printf(
-        "  streaming    %.2f GB of experts over PCIe (%.0f experts, %d slots): %.1f GB/s over the pass; PCIe busy "
-        "%.0f%% (the bytes at the probe's %.1f GB/s); PCIe bound %.0f tok/s\n",
-        moved / 1e9, double(after->fetched - offload_before->fetched), after->slots, moved / secs / 1e9,
+        "  streaming    %.2f GB of experts over PCIe (%.0f experts, %.0f of them in strided runs; %d slots): %.1f "
+        "GB/s over the pass; PCIe busy %.0f%% (the bytes at the probe's %.1f GB/s); PCIe bound %.0f tok/s\n",
+        moved / 1e9, double(after->fetched - offload_before->fetched),
+        double(after->fetched_in_runs - offload_before->fetched_in_runs), after->slots, moved / secs / 1e9,
         100 * pcie_s / secs, l->h2d, double(prompt) / pcie_s);
     std::printf("  workspace    %.2f GiB (passes of %lld rows planned); temporaries past it: %.2f GiB\n",
                 double(m.placement().workspace_bytes) / double(1ull << 30), static_cast<long long>(m.pass_rows()),

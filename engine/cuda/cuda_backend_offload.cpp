@@ -224,11 +224,14 @@ void CudaBackend::prefill_offloaded(const MoeWeights& w, int layer, const cuda::
     std::vector<std::optional<int>> slots(experts.size());
     for (std::size_t i = 0; i < experts.size(); ++i) slots[i] = cache.lookup(layer, experts[i]);  // hits first
     std::vector<cuda::ExpertPtrs> where;
+    std::vector<std::pair<int, int>> copies;  // (expert, slot), issued together (fetch_many)
     for (std::size_t i = 0; i < experts.size(); ++i) {
       if (!slots[i]) {
         // Streamed: what the cache held before this pass stays (ExpertCache::kStream).
         std::optional<ExpertCache::Admitted> a = cache.admit(layer, experts[i], ExpertCache::Admission::kStream);
         if (!a) {  // the round before (or a prefetch that guessed wrong) holds the rest: wait for it
+          o.fetch_many(w, copies);  // the copies so far go before the wait
+          copies.clear();
           o.copy_after_all(s());
           a = cache.admit(layer, experts[i], ExpertCache::Admission::kStream);
         }
@@ -236,11 +239,12 @@ void CudaBackend::prefill_offloaded(const MoeWeights& w, int layer, const cuda::
           fail("internal error: no expert slot for a prefill round");
           return std::vector<cuda::ExpertPtrs>{};
         }
-        o.fetch(w, experts[i], a->slot);
+        copies.emplace_back(experts[i], a->slot);
         slots[i] = a->slot;
       }
       where.push_back(o.slot(*slots[i], w));
     }
+    o.fetch_many(w, copies);
     o.fetched_into(s(), false);
     return where;
   };
@@ -257,15 +261,15 @@ void CudaBackend::prefill_offloaded(const MoeWeights& w, int layer, const cuda::
   // At most a round's worth, so the next layer's first round finds slots for what was not
   // guessed.
   o.begin_round();
-  std::size_t fetched = 0;
+  std::vector<std::pair<int, int>> copies;  // (expert, slot)
   for (const int32_t e : wanted) {
-    if (fetched >= round) break;
+    if (copies.size() >= round) break;
     if (cache.find(next_id, e)) continue;
     std::optional<ExpertCache::Admitted> a = cache.admit(next_id, e, ExpertCache::Admission::kStream, false);
     if (!a) break;
-    o.fetch(*next, e, a->slot);
-    ++fetched;
+    copies.emplace_back(e, a->slot);
   }
+  o.fetch_many(*next, copies);
   o.end_round(s());
 }
 

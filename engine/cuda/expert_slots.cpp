@@ -9,6 +9,7 @@
 #include <string>
 
 #include "device_memory.h"
+#include "ft/engine/expert_copy_runs.h"
 #include "ft/engine/offload_bandwidth.h"
 #include "kernels.h"
 
@@ -359,19 +360,73 @@ void ExpertSlots::end_round(cudaStream_t compute) {
   ++rounds_;
 }
 
-void ExpertSlots::fetch(const MoeWeights& w, int e, int s) {
-  if (!group_.open) {
-    settle();  // the previous group's time, before its events are reused
-    group_ = {group_.begin, group_.end, 0, 0, false, true, false};
-    cudaEventRecord(group_.begin, copy_);
-  }
-  const SwiGluMatrices& m = w.experts[std::size_t(e)];
-  copy_expert_async(m, slot(s, w), copy_);
-  group_.bytes += m.bytes();
+void ExpertSlots::open_group() {
+  if (group_.open) return;
+  settle();  // the previous group's time, before its events are reused
+  group_ = {group_.begin, group_.end, 0, 0, false, true, false};
+  cudaEventRecord(group_.begin, copy_);
+}
+
+void ExpertSlots::count_fetch(const MoeWeights& w, int e) {
+  const std::size_t bytes = w.experts[std::size_t(e)].bytes();
+  group_.bytes += bytes;
   ++group_.experts;
   ++stats_.fetched;
   ++stats_.layer_fetched[std::size_t(layer_of(w))];
-  stats_.fetched_bytes += m.bytes();
+  stats_.fetched_bytes += bytes;
+}
+
+void ExpertSlots::fetch(const MoeWeights& w, int e, int s) {
+  open_group();
+  copy_expert_async(w.experts[std::size_t(e)], slot(s, w), copy_);
+  count_fetch(w, e);
+}
+
+namespace {
+// Strided runs of copies are off until measured against per-expert copies on a GPU. Read at every
+// call (a round's worth of copies), so that a test can switch it.
+bool copy_runs_enabled() {
+  const char* env = std::getenv("FT_CUDA_COPY_RUNS");
+  return env && std::strcmp(env, "1") == 0;
+}
+}  // namespace
+
+void ExpertSlots::fetch_many(const MoeWeights& w, std::span<const std::pair<int, int>> expert_slots) {
+  if (!copy_runs_enabled() || expert_slots.size() < 2) {
+    for (const auto& [e, s] : expert_slots) fetch(w, e, s);
+    return;
+  }
+  std::vector<ExpertCopy> copies;
+  copies.reserve(expert_slots.size());
+  for (const auto& [e, s] : expert_slots) {
+    const SwiGluMatrices& m = w.experts[std::size_t(e)];
+    const ExpertPtrs to = slot(s, w);
+    copies.push_back(
+        {{m.gate.data, m.up.data, m.down.data},
+         {m.gate.bytes(), m.up.bytes(), m.down.bytes()},
+         {const_cast<std::byte*>(to.gate), const_cast<std::byte*>(to.up), const_cast<std::byte*>(to.down)}});
+  }
+  for (const ExpertCopyRun& r : expert_copy_runs(copies)) {
+    if (r.count == 1) {
+      const auto& [e, s] = expert_slots[r.first];
+      fetch(w, e, s);
+      continue;
+    }
+    // Each matrix of the run at once: its rows are the run's experts, one pitch apart in the slots.
+    open_group();
+    const ExpertCopy& head = copies[r.first];
+    bool issued = true;
+    for (int m = 0; m < 3 && issued; ++m)
+      issued = cudaMemcpy2DAsync(head.dst[m], r.dst_pitch, head.src[m], head.bytes[m], head.bytes[m], r.count,
+                                 cudaMemcpyHostToDevice, copy_) == cudaSuccess;
+    if (!issued) cudaGetLastError();  // a pitch the driver refuses: the run's experts one by one
+    for (std::size_t i = r.first; i < r.first + r.count; ++i) {
+      const auto& [e, s] = expert_slots[i];
+      if (!issued) copy_expert_async(w.experts[std::size_t(e)], slot(s, w), copy_);
+      count_fetch(w, e);
+      stats_.fetched_in_runs += issued ? 1 : 0;
+    }
+  }
 }
 
 void ExpertSlots::fetched_into(cudaStream_t compute, bool concurrent_cpu) {

@@ -126,6 +126,10 @@ class ExpertSlots {
   void copy_after_all(cudaStream_t compute);
   // Copies expert e of w into slot s on the copy stream.
   void fetch(const MoeWeights& w, int e, int s);
+  // fetch() of each (expert, slot) pair, in one group; with copy runs on (FT_CUDA_COPY_RUNS=1),
+  // experts that follow each other in host memory going into slots one pitch apart cross as one
+  // strided copy a matrix (expert_copy_runs.h).
+  void fetch_many(const MoeWeights& w, std::span<const std::pair<int, int>> expert_slots);
   // Ends a group of fetches: `compute` waits for them; their time is read later (settle()).
   void fetched_into(cudaStream_t compute, bool concurrent_cpu);
   // Learns the copy rate from fetch groups that have finished.
@@ -202,6 +206,9 @@ class ExpertSlots {
  private:
   ExpertSlots(const ExpertOffloadOptions& options, int transient);
   std::byte* slot_base(int s) const { return slot_base_[std::size_t(s)]; }
+  // A fetch group's start (its begin event), unless one is open; and one expert's fetch counted.
+  void open_group();
+  void count_fetch(const MoeWeights& w, int e);
 
   ExpertOffloadOptions o_;
   ExpertCache cache_;

@@ -165,7 +165,9 @@ TEST(SyntheticGguf, LoadsAndRunsOnTheCpu) {
 // Q4_K_M and Q5_K_M models on the GPU (Q4_K or Q5_K projections and gate/up, Q6_K downs, through
 // the lane kernels; the prefill decodes tiles of rows instead): decode steps give the prefill's
 // logits (2e-3, as every GPU decode-vs-prefill test), and with the experts in host RAM behind three
-// slots every step gives the all-resident logits.
+// slots every step gives the all-resident logits, with the prefill's expert copies one by one or
+// in strided runs (FT_CUDA_COPY_RUNS=1: consecutive experts of the stacked tensors into
+// consecutive slots, which a cache this small still makes).
 class SyntheticGgufOnTheGpu : public ::testing::TestWithParam<engine::SyntheticQuant> {};
 
 TEST_P(SyntheticGgufOnTheGpu, DecodesAsItPrefillsResidentOrOffloaded) {
@@ -183,28 +185,42 @@ TEST_P(SyntheticGgufOnTheGpu, DecodesAsItPrefillsResidentOrOffloaded) {
     EXPECT_TRUE(m.is_ok()) << m.status().to_string();
     return m.is_ok() ? std::move(m).value() : nullptr;
   };
-  auto resident = load(0), offloaded = load(5);
-  ASSERT_TRUE(resident && offloaded);
+  auto resident = load(0);
+  ASSERT_TRUE(resident);
   const std::size_t V = 512, T = 40, steps = 6;
   std::vector<int32_t> ids(T);
   for (std::size_t i = 0; i < T; ++i) ids[i] = int32_t((i * 37 + 11) % V);
   std::vector<float> full(T * V);
   engine::SequenceState s = resident->new_state();
   ASSERT_TRUE(resident->forward(s, ids, full.data(), engine::LogitsMode::kAll).is_ok());
-  engine::SequenceState r = resident->new_state(), o = offloaded->new_state();
-  const auto prefix = std::span(ids).first(T - steps);
-  ASSERT_TRUE(resident->forward(r, prefix, nullptr, engine::LogitsMode::kNone).is_ok());
-  ASSERT_TRUE(offloaded->forward(o, prefix, nullptr, engine::LogitsMode::kNone).is_ok());
-  for (std::size_t i = T - steps; i < T; ++i) {
-    std::vector<float> lr(V), lo(V);
-    ASSERT_TRUE(resident->forward(r, std::span(ids).subspan(i, 1), lr.data(), engine::LogitsMode::kLast).is_ok());
-    ASSERT_TRUE(offloaded->forward(o, std::span(ids).subspan(i, 1), lo.data(), engine::LogitsMode::kLast).is_ok());
-    EXPECT_LT(rel_l2(lr.data(), &full[i * V], V), 2e-3) << "position " << i;
-    EXPECT_LT(rel_l2(lo.data(), lr.data(), V), 1e-4) << "position " << i;
+  for (const bool runs : {false, true}) {
+    SCOPED_TRACE(runs ? "copies in strided runs" : "copies one by one");
+    if (runs) ::setenv("FT_CUDA_COPY_RUNS", "1", 1);
+    auto offloaded = load(5);
+    ASSERT_TRUE(offloaded);
+    engine::SequenceState r = resident->new_state(), o = offloaded->new_state();
+    const auto prefix = std::span(ids).first(T - steps);
+    ASSERT_TRUE(resident->forward(r, prefix, nullptr, engine::LogitsMode::kNone).is_ok());
+    ASSERT_TRUE(offloaded->forward(o, prefix, nullptr, engine::LogitsMode::kNone).is_ok());
+    ::unsetenv("FT_CUDA_COPY_RUNS");
+    for (std::size_t i = T - steps; i < T; ++i) {
+      std::vector<float> lr(V), lo(V);
+      ASSERT_TRUE(resident->forward(r, std::span(ids).subspan(i, 1), lr.data(), engine::LogitsMode::kLast).is_ok());
+      ASSERT_TRUE(offloaded->forward(o, std::span(ids).subspan(i, 1), lo.data(), engine::LogitsMode::kLast).is_ok());
+      if (!runs) {
+        EXPECT_LT(rel_l2(lr.data(), &full[i * V], V), 2e-3) << "position " << i;
+      }
+      EXPECT_LT(rel_l2(lo.data(), lr.data(), V), 1e-4) << "position " << i;
+    }
+    const auto st = offloaded->expert_offload_stats();
+    ASSERT_TRUE(st);
+    EXPECT_GT(st->misses, 0u);
+    if (runs) {
+      EXPECT_GT(st->fetched_in_runs, 0u) << "no two consecutive experts went into consecutive slots";
+    } else {
+      EXPECT_EQ(st->fetched_in_runs, 0u);
+    }
   }
-  const auto st = offloaded->expert_offload_stats();
-  ASSERT_TRUE(st);
-  EXPECT_GT(st->misses, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(KQuants, SyntheticGgufOnTheGpu,
