@@ -195,14 +195,13 @@ TEST_P(SyntheticGgufOnTheGpu, DecodesAsItPrefillsResidentOrOffloaded) {
   ASSERT_TRUE(resident->forward(s, ids, full.data(), engine::LogitsMode::kAll).is_ok());
   for (const bool runs : {false, true}) {
     SCOPED_TRACE(runs ? "copies in strided runs" : "copies one by one");
-    if (runs) ::setenv("FT_CUDA_COPY_RUNS", "1", 1);
+    const ScopedEnv copy_runs("FT_CUDA_COPY_RUNS", runs ? "1" : "0");
     auto offloaded = load(5);
     ASSERT_TRUE(offloaded);
     engine::SequenceState r = resident->new_state(), o = offloaded->new_state();
     const auto prefix = std::span(ids).first(T - steps);
     ASSERT_TRUE(resident->forward(r, prefix, nullptr, engine::LogitsMode::kNone).is_ok());
     ASSERT_TRUE(offloaded->forward(o, prefix, nullptr, engine::LogitsMode::kNone).is_ok());
-    ::unsetenv("FT_CUDA_COPY_RUNS");
     for (std::size_t i = T - steps; i < T; ++i) {
       std::vector<float> lr(V), lo(V);
       ASSERT_TRUE(resident->forward(r, std::span(ids).subspan(i, 1), lr.data(), engine::LogitsMode::kLast).is_ok());

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
-#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -25,9 +24,12 @@
 #include "ft/engine/gguf.h"
 #include "ft/engine/matrix.h"
 #include "gpu_test_util.h"
+#include "test_support.h"
 
 namespace ft::engine {
 namespace {
+
+using test::ScopedEnv;
 
 std::filesystem::path gguf_fixtures() {
   const char* moved = std::getenv("FT_FIXTURES_DIR");
@@ -45,29 +47,6 @@ double decode_tolerance(DType dt) {
       (dt == DType::kQ8_0 || dt == DType::kQ4_0 || dt == DType::kQ4_K || dt == DType::kQ5_K || dt == DType::kQ6_K);
   return int8 ? 1.5e-4 : 2e-6;
 }
-
-// Sets an environment variable for a scope (FT_CUDA_MMA and FT_CUDA_BLOCK_GEMM are read at
-// every call).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 class CudaBlockOps : public CudaAndReference {
  protected:
