@@ -383,11 +383,11 @@ void ExpertSlots::fetch(const MoeWeights& w, int e, int s) {
 }
 
 namespace {
-// Strided runs of copies are off until measured against per-expert copies on a GPU. Read at every
-// call (a round's worth of copies), so that a test can switch it.
+// Strided runs of copies, on unless FT_CUDA_COPY_RUNS=0 (per-expert copies: the comparison). Read at
+// every call (a round's worth of copies), so that a test can switch it.
 bool copy_runs_enabled() {
   const char* env = std::getenv("FT_CUDA_COPY_RUNS");
-  return env && std::strcmp(env, "1") == 0;
+  return !(env && std::strcmp(env, "0") == 0);
 }
 }  // namespace
 

@@ -126,7 +126,7 @@ class ExpertSlots {
   void copy_after_all(cudaStream_t compute);
   // Copies expert e of w into slot s on the copy stream.
   void fetch(const MoeWeights& w, int e, int s);
-  // fetch() of each (expert, slot) pair, in one group; with copy runs on (FT_CUDA_COPY_RUNS=1),
+  // fetch() of each (expert, slot) pair, in one group; with copy runs on (unless FT_CUDA_COPY_RUNS=0),
   // experts that follow each other in host memory going into slots one pitch apart cross as one
   // strided copy a matrix (expert_copy_runs.h).
   void fetch_many(const MoeWeights& w, std::span<const std::pair<int, int>> expert_slots);

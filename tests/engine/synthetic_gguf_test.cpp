@@ -164,10 +164,11 @@ TEST(SyntheticGguf, LoadsAndRunsOnTheCpu) {
 
 // Q4_K_M and Q5_K_M models on the GPU (Q4_K or Q5_K projections and gate/up, Q6_K downs, through
 // the lane kernels; the prefill decodes tiles of rows instead): decode steps give the prefill's
-// logits (2e-3, as every GPU decode-vs-prefill test), and with the experts in host RAM behind three
-// slots every step gives the all-resident logits, with the prefill's expert copies one by one or
-// in strided runs (FT_CUDA_COPY_RUNS=1: consecutive experts of the stacked tensors into
-// consecutive slots, which a cache this small still makes).
+// logits (2e-3, as every GPU decode-vs-prefill test), and with the experts in host RAM behind 16
+// slots (12 cached of the 32 experts, the rest transient) every step gives the all-resident
+// logits, with the prefill's expert copies one by one (FT_CUDA_COPY_RUNS=0) or in strided runs
+// (consecutive experts of the stacked tensors into consecutive slots of one allocation: 16 slots
+// come in chunks of two, 5 would be five chunks of one and never form a run).
 class SyntheticGgufOnTheGpu : public ::testing::TestWithParam<engine::SyntheticQuant> {};
 
 TEST_P(SyntheticGgufOnTheGpu, DecodesAsItPrefillsResidentOrOffloaded) {
@@ -196,7 +197,7 @@ TEST_P(SyntheticGgufOnTheGpu, DecodesAsItPrefillsResidentOrOffloaded) {
   for (const bool runs : {false, true}) {
     SCOPED_TRACE(runs ? "copies in strided runs" : "copies one by one");
     const ScopedEnv copy_runs("FT_CUDA_COPY_RUNS", runs ? "1" : "0");
-    auto offloaded = load(5);
+    auto offloaded = load(16);
     ASSERT_TRUE(offloaded);
     engine::SequenceState r = resident->new_state(), o = offloaded->new_state();
     const auto prefix = std::span(ids).first(T - steps);

@@ -232,7 +232,7 @@ struct ExpertOffloadStats {
   std::uint64_t hits = 0, misses = 0;           // routed-expert uses found in / missing from the cache
   std::uint64_t fetched = 0, cpu_computed = 0;  // misses fetched over PCIe / computed on the CPU
   std::uint64_t fetched_bytes = 0, cpu_bytes = 0;
-  std::uint64_t fetched_in_runs = 0;  // of `fetched`: experts that crossed in strided runs (FT_CUDA_COPY_RUNS=1)
+  std::uint64_t fetched_in_runs = 0;  // of `fetched`: experts that crossed in strided runs (expert_copy_runs.h)
   std::uint64_t read_in_place = 0, read_in_place_bytes = 0;  // misses the GPU read from host memory (direct)
   double fetch_seconds = 0, cpu_seconds = 0;  // time the copies / the CPU share took
   double cpu_share = 0;                       // direct[:Q|:auto]: the share of the uncached experts on the CPU now
