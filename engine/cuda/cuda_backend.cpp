@@ -224,6 +224,27 @@ Status CudaBackend::reserve_workspace(std::size_t bytes) {
   return Status::ok();
 }
 
+Result<std::size_t> CudaBackend::resize_workspace(std::size_t bytes) {
+  cudaSetDevice(device_);
+  if (bytes == scratch_.capacity() && !scratch_.lent()) return bytes;
+  // The lent tail's slots go back to the workspace first; then nothing may still read it (the
+  // last pass has synchronised; the copies and CPU share are waited for by the recall) and the
+  // decode steps' recordings, which address it, are dropped.
+  if (offload_ && scratch_.lent()) offload_->recall();
+  scratch_.reclaim_tail();
+  if (cudaError_t err = cudaStreamSynchronize(s()); err != cudaSuccess)
+    return internal_error(cuda::error_text("the pass before a workspace resize", err));
+  graphs_.clear();
+  decode_steps_ = 0;
+  const std::size_t before = scratch_.capacity();
+  scratch_ = Scratch(memory_);  // the old block goes back to the device before the new one is asked for
+  if (!scratch_.reserve(bytes) && !scratch_.reserve(before))
+    return unavailable("cannot set aside " + std::to_string(bytes >> 20) + " MiB of GPU memory for the workspace");
+  workspace_reserved_ = scratch_.capacity();
+  workspace_overflow_ = 0;
+  return workspace_reserved_;
+}
+
 void CudaBackend::note_workspace_growth() {
   const std::size_t held = scratch_.capacity();
   if (workspace_reserved_ == 0 || held <= workspace_reserved_ + workspace_overflow_) return;

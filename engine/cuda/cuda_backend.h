@@ -182,6 +182,7 @@ class CudaBackend final : public Backend {
   Result<int> resize_expert_cache(int slots, int floor_per_layer) override;
   std::optional<DeviceMemoryInfo> device_memory() const override;
   Status reserve_workspace(std::size_t bytes) override;
+  Result<std::size_t> resize_workspace(std::size_t bytes) override;
   const int64_t* stage(std::span<const int64_t> host) override { return upload(host.data(), host.size()); }
 
   // ---- Dense ----

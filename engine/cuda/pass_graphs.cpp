@@ -23,6 +23,12 @@ PassGraphs::Mode PassGraphs::plan(const std::vector<int64_t>& key) {
   return ++seen_[key] >= 2 ? Mode::kRecord : Mode::kRun;
 }
 
+void PassGraphs::clear() {
+  for (auto& [k, r] : recordings_) cudaGraphExecDestroy(r.exec);
+  recordings_.clear();
+  seen_.clear();
+}
+
 void PassGraphs::begin_pass() {
   uploads_.clear();
   copies_.clear();
@@ -60,10 +66,7 @@ std::string PassGraphs::finish_record(cudaStream_t s, const std::vector<int64_t>
   }
   rec.uploads = uploads_;
   rec.copies = copies_;
-  if (recordings_.size() >= kMaxRecordings) {
-    for (auto& [k, r] : recordings_) cudaGraphExecDestroy(r.exec);
-    recordings_.clear();
-  }
+  if (recordings_.size() >= kMaxRecordings) clear();
   const cudaGraphExec_t exec = rec.exec;
   recordings_.emplace(key, std::move(rec));
   err = cudaGraphLaunch(exec, s);

@@ -34,6 +34,8 @@ class PassGraphs {
   // What to do with a pass of this shape: run it as it is, record it, or replay its recording.
   Mode plan(const std::vector<int64_t>& key);
   void disable() { enabled_ = false; }
+  // Drops every recording (they address memory that is about to move: a resized workspace).
+  void clear();
 
   // The current pass's uploads (pinned source -> device) and copies to the host (device -> pinned,
   // then pinned -> dst once the pass is done), logged while recording or replaying.

@@ -12,6 +12,7 @@
 #include "ft/engine/elastic_gpu_memory.h"
 #include "ft/engine/kv_pool.h"
 #include "ft/engine/model.h"
+#include "ft/engine/placement.h"
 #include "ft/engine/random_checkpoint.h"
 #include "test_support.h"
 #include "tiny_models.h"
@@ -101,18 +102,59 @@ TEST_F(ElasticGpuMemoryCuda, ANewBudgetResizesTheCacheAndKeepsTheLogits) {
   EXPECT_EQ(smaller->budget_bytes, smaller->total_bytes());
   EXPECT_EQ(m_->expert_offload_stats()->slots, kSlots - 8);
   decode(4, "after shrinking");
-  // Below the fewest slots: refused, nothing changes.
-  auto tiny = m_->resize_gpu_memory(before.total_bytes() - before.expert_cache_bytes());
+  // Below the fewest slots beside the least workspace: refused, nothing changes.
+  auto tiny = m_->resize_gpu_memory(before.total_bytes() - before.expert_cache_bytes() -
+                                    (before.workspace_bytes - before.least_workspace_bytes));
   ASSERT_FALSE(tiny.is_ok());
   EXPECT_EQ(tiny.status().code(), ErrorCode::kInvalidArgument) << tiny.status().message();
   EXPECT_EQ(slots(), kSlots - 8);
+  EXPECT_EQ(m_->placement().workspace_bytes, before.workspace_bytes);
   auto back = m_->resize_gpu_memory(before.total_bytes());
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->expert_slots, uint64_t(kSlots));
   decode(4, "after growing");
 }
 
-// Below what the cache can give, the KV pool gives its free chunks (1 GiB each; the sequence's
+// Past the cache's fewest slots the workspace gives way, down to a prefill pass of 256 rows (the
+// pass size follows it); prefills and decode steps still give the resident logits, and a larger
+// budget brings the workspace back first.
+TEST_F(ElasticGpuMemoryCuda, PastTheFewestSlotsTheWorkspaceGivesWayAndComesBackFirst) {
+  const engine::PlacementPlan before = m_->placement();
+  ASSERT_GT(before.least_workspace_bytes, 0u);
+  ASSERT_LT(before.least_workspace_bytes, before.workspace_bytes);
+  const std::uint64_t fewest = std::uint64_t(m_->expert_offload_stats()->min_slots) * before.expert_slot_bytes;
+  const std::uint64_t no_cache = before.total_bytes() - before.expert_cache_bytes() + fewest;
+  const std::uint64_t spare = before.workspace_bytes - before.least_workspace_bytes;
+  const std::size_t V = std::size_t(m_->vocab_size());
+  for (const std::uint64_t given : {spare / 2, spare}) {
+    SCOPED_TRACE("workspace given: " + std::to_string(given >> 20) + " MiB");
+    auto now = m_->resize_gpu_memory(no_cache - given);
+    ASSERT_TRUE(now.is_ok()) << now.status().to_string();
+    EXPECT_LE(now->workspace_bytes, before.workspace_bytes - given);
+    EXPECT_GT(now->workspace_bytes + 256, before.workspace_bytes - given) << "whole units of 256 bytes";
+    EXPECT_LE(now->pass_rows, before.pass_rows);
+    EXPECT_LE(now->expert_slots * before.expert_slot_bytes, fewest + 2 * before.expert_slot_bytes) << "chunks of two";
+    EXPECT_EQ(now->budget_bytes, now->total_bytes());
+    decode(3, "with less workspace");
+    // A pass as long as the least workspace holds, on a new sequence of each model: it fits.
+    const auto prompt = test_tokens(256, m_->vocab_size(), 7);
+    SequenceState rs = resident_->new_state(), s = m_->new_state();
+    std::vector<float> want(V), got(V);
+    ASSERT_TRUE(resident_->forward(rs, prompt, want.data(), LogitsMode::kLast).is_ok());
+    ASSERT_TRUE(m_->forward(s, prompt, got.data(), LogitsMode::kLast).is_ok());
+    EXPECT_LT(rel_l2(got.data(), want.data(), V), kTolerance);
+    EXPECT_EQ(m_->expert_offload_stats()->workspace_overflow_bytes, 0u);
+  }
+  EXPECT_EQ(m_->placement().pass_rows, 256u) << "the least workspace holds passes of 256 rows";
+  auto back = m_->resize_gpu_memory(before.total_bytes());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->workspace_bytes, before.workspace_bytes);
+  EXPECT_EQ(back->pass_rows, before.pass_rows);
+  EXPECT_EQ(back->expert_slots, uint64_t(kSlots));
+  decode(3, "after growing back");
+}
+
+// Below what the cache can give, the KV pool gives its free chunks (256 MiB each; the sequence's
 // pages are in the first), and takes them back first when the budget grows again.
 TEST(ElasticGpuMemoryCudaKv, TheKvPoolGivesItsFreeChunksAfterTheCache) {
   FT_SKIP_UNLESS_RUNNABLE(engine::BackendKind::kCuda);

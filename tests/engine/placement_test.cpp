@@ -247,6 +247,32 @@ TEST(GpuPlan, ExpertsMoveToHostRamAndTheRestBecomesSlots) {
   EXPECT_LT(p.expert_slots, 300u);
 }
 
+// Elastic VRAM shrinks an offloaded plan's workspace, last, to a pass of 256 rows: the plan says
+// how far, and the pass size follows the workspace (a multiple of 256 rows, from 256 to 8,192).
+TEST(GpuPlan, OffloadedTheWorkspaceMayShrinkToAPassOf256Rows) {
+  constexpr uint64_t row = 420000, fixed = 600ull << 20;
+  EXPECT_EQ(engine::least_workspace(row, fixed), (fixed + 256 * row + 255) / 256 * 256);
+  EXPECT_EQ(engine::pass_rows_for(engine::least_workspace(row, fixed), row, fixed), 256u);
+  EXPECT_EQ(engine::pass_rows_for(fixed + 1000 * row, row, fixed), 768u);  // whole steps of 256 that fit
+  EXPECT_EQ(engine::pass_rows_for(fixed + 100000 * row, row, fixed), 8192u);
+  EXPECT_EQ(engine::pass_rows_for(fixed / 2, row, fixed), 256u);  // never fewer than one step
+  engine::PlacementPlan p = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(p, {.budget_bytes = 8ull << 30, .pass_row_bytes = row, .pass_fixed_bytes = fixed})
+                  .is_ok());
+  EXPECT_EQ(p.least_workspace_bytes, engine::least_workspace(row, fixed));
+  EXPECT_LT(p.least_workspace_bytes, p.workspace_bytes / 2);
+  EXPECT_EQ(p.pass_rows, engine::pass_rows_for(p.workspace_bytes, row, fixed));
+  // Resident, or with no row size known: a fixed workspace.
+  engine::PlacementPlan resident = qwen3_30b_plan();
+  ASSERT_TRUE(
+      engine::plan_gpu_memory(resident, {.budget_bytes = 80ull << 30, .pass_row_bytes = row, .pass_fixed_bytes = fixed})
+          .is_ok());
+  EXPECT_EQ(resident.least_workspace_bytes, 0u);
+  engine::PlacementPlan unknown = qwen3_30b_plan();
+  ASSERT_TRUE(engine::plan_gpu_memory(unknown, {8ull << 30}).is_ok());
+  EXPECT_EQ(unknown.least_workspace_bytes, 0u);
+}
+
 // Offloaded, every pass of a prompt streams the experts the cache lacks: the workspace grows (out
 // of the cache's room, up to a third of the budget) to hold long passes, and the plan says how
 // many rows one may take.
@@ -281,7 +307,7 @@ TEST(GpuPlan, OffloadedTheWorkspaceHoldsLongPrefillPasses) {
   ASSERT_TRUE(
       engine::plan_gpu_memory(eight, {.budget_bytes = 8ull << 30, .pass_row_bytes = row, .pass_fixed_bytes = fixed})
           .is_ok());
-  EXPECT_EQ(eight.workspace_bytes, (8ull << 30) / 3);  // a pass of 8,192 would want 3.8 GiB
+  EXPECT_EQ(eight.workspace_bytes, (8ull << 30) / 3 / 256 * 256);  // a pass of 8,192 would want 3.8 GiB
   EXPECT_EQ(eight.pass_rows, 5120u);                   // a 4,096-token prompt in one pass
   engine::PlacementPlan big = qwen3_30b_plan();
   ASSERT_TRUE(

@@ -166,6 +166,9 @@ class DecoderModel final : public Model {
       FT_RETURN_IF_ERROR(
           plan_gpu_memory(plan, {budget, options.kv_budget_bytes, context_kv_bytes(plan.kv_page_bytes, options),
                                  options.expert_slots, row_bytes, pass_bytes}));
+      m->pass_row_bytes_ = row_bytes;
+      m->pass_fixed_bytes_ = pass_bytes;
+      m->planned_workspace_ = plan.workspace_bytes;
       if (plan.experts_on_host) {
         plan.moe_policy = options.moe_policy.name();
         ExpertOffloadOptions o;
@@ -242,22 +245,36 @@ class DecoderModel final : public Model {
   Result<PlacementPlan> resize_gpu_memory(uint64_t budget_bytes) const override {
     const PlacementPlan plan = placement();
     if (!plan.experts_on_host || plan.expert_slot_bytes == 0) return Model::resize_gpu_memory(budget_bytes);
-    // The expert cache gives way first, then the KV pool's free chunks; growing, the pool comes back
-    // first (up to its planned size) and the cache takes what is left.
+    // Shrinking, the expert cache gives way first (to its fewest slots), then the KV pool's free
+    // chunks, then the workspace (to a prefill pass of 256 rows: a long prompt takes more passes,
+    // each streaming the experts the cache lacks); growing, the workspace comes back first (to its
+    // size at load), then the pool (to its planned size), and the cache takes what is left.
     const uint64_t kv_before = plan.kv_pages * plan.kv_page_bytes;
-    const uint64_t fixed = plan.total_bytes() - plan.expert_cache_bytes() - kv_before;  // weights, workspace, state
+    const uint64_t fixed =
+        plan.total_bytes() - plan.expert_cache_bytes() - kv_before - plan.workspace_bytes;  // weights, state
     const std::optional<ExpertOffloadStats> experts = be_->expert_offload_stats();
     const uint64_t least_cache = uint64_t(experts ? experts->min_slots : 3) * plan.expert_slot_bytes;
-    const uint64_t room = budget_bytes > fixed ? budget_bytes - fixed : 0;
-    uint64_t kv_pages = plan.kv_pages;
+    const uint64_t least_ws = plan.least_workspace_bytes ? plan.least_workspace_bytes : planned_workspace_;
+    const auto less = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };  // a - b, not below 0
+    const uint64_t room = less(budget_bytes, fixed);
+    uint64_t kv_pages = plan.kv_pages, workspace = plan.workspace_bytes;
     Result<int> now = unsupported("");
     {
       UrgentLock lock(mu_);  // between passes: right after the one that runs now
       if (pool_ && plan.kv_page_bytes > 0) {
-        kv_pages = pool_->set_capacity((room > least_cache ? room - least_cache : 0) / plan.kv_page_bytes);
+        kv_pages = pool_->set_capacity(less(room, planned_workspace_ + least_cache) / plan.kv_page_bytes);
       }
       const uint64_t kv = kv_pages * plan.kv_page_bytes;
-      const uint64_t slots = room > kv ? (room - kv) / plan.expert_slot_bytes : 0;
+      const uint64_t want_ws = std::clamp(less(room, kv + least_cache) / 256 * 256, least_ws, planned_workspace_);
+      // A budget too small for the fewest slots beside the least workspace changes no workspace:
+      // the cache refuses it below.
+      const bool fits = room >= kv + want_ws + least_cache;
+      if (fits && want_ws != plan.workspace_bytes && least_ws < planned_workspace_) {
+        Result<std::size_t> ws = be_->resize_workspace(want_ws);
+        if (!ws) return ws.status();
+        workspace = *ws;
+      }
+      const uint64_t slots = less(room, kv + workspace) / plan.expert_slot_bytes;
       if (slots > uint64_t(std::numeric_limits<int>::max())) {
         now = invalid_argument("a GPU memory budget of " + gib_text(budget_bytes) + " is more than the cache can use");
       } else {
@@ -268,14 +285,16 @@ class DecoderModel final : public Model {
       std::lock_guard lock(plan_mu_);
       plan_.kv_pages = kv_pages;
       plan_.kv_tokens = kv_pages * uint64_t(pool_ ? pool_->layout().page_tokens : 0);
+      plan_.workspace_bytes = workspace;
+      if (pass_row_bytes_) plan_.pass_rows = pass_rows_for(workspace, pass_row_bytes_, pass_fixed_bytes_);
       if (now) plan_.expert_slots = uint64_t(*now);
       plan_.budget_bytes = plan_.total_bytes();  // what it takes now: cache and pool move in whole chunks
     }
     if (!now) {
       if (now.status().code() != ErrorCode::kInvalidArgument) return now.status();
       return invalid_argument(gib_text(budget_bytes) + " of GPU memory is too little: the weights, workspace and " +
-                              "KV pages in use take " + gib_text(fixed + kv_pages * plan.kv_page_bytes) + ", and " +
-                              now.status().message());
+                              "KV pages in use take " + gib_text(fixed + workspace + kv_pages * plan.kv_page_bytes) +
+                              ", and " + now.status().message());
     }
     return placement();
   }
@@ -575,6 +594,9 @@ class DecoderModel final : public Model {
   std::shared_ptr<Memory> state_memory_;  // GPU: the sequences' linear state, reserved at load
   std::size_t linear_layers_ = 0;
   mutable PlacementPlan plan_;  // under plan_mu_ once loaded: resize_gpu_memory changes the cache
+  // The workspace a prefill row and a pass take (pass_workspace), and the workspace at load: what
+  // an elastic budget gives back.
+  uint64_t pass_row_bytes_ = 0, pass_fixed_bytes_ = 0, planned_workspace_ = 0;
 };
 
 }  // namespace

@@ -83,10 +83,14 @@ void ElasticGpuMemory::poll_once() {
   // (--expert-slots) that budget is all the GPU had free.
   in.budget_bytes = plan.total_bytes();
   in.ceiling_bytes = ceiling_;
-  // The least it can shrink to: the cache at its fewest slots, the KV pool at its first chunk.
+  // The least it can shrink to: the cache at its fewest slots, the KV pool at its first chunk, the
+  // workspace at a prefill pass of 256 rows.
   const std::uint64_t kv = plan.kv_pages * plan.kv_page_bytes;
-  in.floor_bytes = in.budget_bytes - cache - kv + std::uint64_t(experts->min_slots) * plan.expert_slot_bytes +
-                   std::min(kv, KvPool::kChunkBytes);
+  const std::uint64_t workspace_spare =
+      plan.least_workspace_bytes ? plan.workspace_bytes - std::min(plan.workspace_bytes, plan.least_workspace_bytes)
+                                 : 0;
+  in.floor_bytes = in.budget_bytes - cache - kv - workspace_spare +
+                   std::uint64_t(experts->min_slots) * plan.expert_slot_bytes + std::min(kv, KvPool::kChunkBytes);
   in.headroom_bytes = options_.headroom_bytes;
   in.step_bytes = plan.expert_slot_bytes;
   in.pressed_polls = pressed_polls_;
@@ -107,8 +111,9 @@ void ElasticGpuMemory::poll_once() {
   stats_.budget_bytes = now->total_bytes();
   FT_INFO("expert cache: " << (now->total_bytes() < in.budget_bytes ? "gave back" : "took back") << " GPU memory ("
                            << gib_text(device->free_bytes) << " free): " << now->expert_slots << " slots, "
-                           << now->kv_pages << " KV pages, budget " << gib_text(now->total_bytes()) << " of "
-                           << gib_text(ceiling_));
+                           << now->kv_pages << " KV pages, workspace " << gib_text(now->workspace_bytes)
+                           << " (passes of " << now->pass_rows << " rows), budget " << gib_text(now->total_bytes())
+                           << " of " << gib_text(ceiling_));
 }
 
 }  // namespace ft::engine

@@ -121,11 +121,7 @@ struct Scheduler::Sequence {
 };
 
 Scheduler::Scheduler(const Model& model, store::StateTier* store, SchedulerOptions options)
-    : model_(model),
-      store_(store),
-      options_(options),
-      fingerprint_(store_fingerprint(model)),
-      step_tokens_(prefill_pass_rows(model, options.step_tokens)) {
+    : model_(model), store_(store), options_(options), fingerprint_(store_fingerprint(model)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -282,7 +278,8 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running) {
   std::vector<Sequence*> members;
   std::vector<std::size_t> chunk;  // prefill rows per member (0: decode)
   bool any_prefill = false;
-  int budget = step_tokens_;
+  // Read every step: an elastic GPU budget shrinks and grows the model's pass size.
+  int budget = prefill_pass_rows(model_, options_.step_tokens);
   // Decode first: one row each keeps every stream moving while long prompts prefill.
   for (auto& s : running) {
     if (s->done || s->prefilling) continue;

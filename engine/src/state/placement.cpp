@@ -35,6 +35,15 @@ std::string gib_text(std::uint64_t bytes) {
   return buf;
 }
 
+std::uint64_t pass_rows_for(std::uint64_t workspace, std::uint64_t row_bytes, std::uint64_t fixed_bytes) {
+  const std::uint64_t rows = workspace > fixed_bytes && row_bytes ? (workspace - fixed_bytes) / row_bytes : 0;
+  return std::max(kPassRowsStep, std::min(rows, kStreamPassRows) / kPassRowsStep * kPassRowsStep);
+}
+
+std::uint64_t least_workspace(std::uint64_t row_bytes, std::uint64_t fixed_bytes) {
+  return (fixed_bytes + kPassRowsStep * row_bytes + kAlign - 1) / kAlign * kAlign;
+}
+
 Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
   plan.budget_bytes = r.budget_bytes;
   plan.workspace_bytes = r.budget_bytes < kSmallBudget ? kSmallWorkspace : kWorkspace;
@@ -49,10 +58,7 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
   // keep the GEMMs busy (resident 30B-A3B Q4_K_M on an H100: 4,096 tokens in passes of 2,048 7,561
   // tok/s, in one 10,667) and, offloaded, stream the experts fewer times.
   const auto set_pass_rows = [&] {
-    if (!r.pass_row_bytes) return;
-    const std::uint64_t ws = plan.workspace_bytes;
-    const std::uint64_t rows = ws > r.pass_fixed_bytes ? (ws - r.pass_fixed_bytes) / r.pass_row_bytes : 0;
-    plan.pass_rows = std::max(kPassRowsStep, std::min(rows, kStreamPassRows) / kPassRowsStep * kPassRowsStep);
+    if (r.pass_row_bytes) plan.pass_rows = pass_rows_for(plan.workspace_bytes, r.pass_row_bytes, r.pass_fixed_bytes);
   };
   if (r.expert_slots <= 0 &&
       (resident_need - kv_min + kv_wanted <= r.budget_bytes || (!can_offload && resident_need <= r.budget_bytes))) {
@@ -112,11 +118,13 @@ Status plan_gpu_memory(PlacementPlan& plan, const GpuPlanRequest& r) {
     const std::uint64_t most =
         std::min(std::max(plan.workspace_bytes, r.budget_bytes / 3), plan.workspace_bytes + spare);
     const std::uint64_t want = r.pass_fixed_bytes + kStreamPassRows * r.pass_row_bytes;
-    const std::uint64_t grown = std::clamp(want, plan.workspace_bytes, most);
+    // Whole units of 256 bytes: the memory set aside is exactly the plan's, at load and resized.
+    const std::uint64_t grown = std::clamp(want, plan.workspace_bytes, most) / kAlign * kAlign;
     cache_room -= grown - plan.workspace_bytes;
     plan.workspace_bytes = grown;
     if (r.expert_slots <= 0) plan.expert_slots = std::min(all, cache_room / slot);
     set_pass_rows();
+    plan.least_workspace_bytes = std::min(plan.workspace_bytes, least_workspace(r.pass_row_bytes, r.pass_fixed_bytes));
   }
   return Status::ok();
 }

@@ -294,6 +294,14 @@ class Backend {
     (void)bytes;
     return Status::ok();
   }
+  // Sets the workspace to `bytes` (never during a pass): elastic VRAM shrinks it below what the
+  // expert cache and the KV pool can give, and grows it back. Returns the bytes it holds now (at
+  // least `bytes`, or what it held before when the device has no room for more);
+  // kUnsupported where passes grow their scratch as they need (the host backends).
+  virtual Result<std::size_t> resize_workspace(std::size_t bytes) {
+    (void)bytes;
+    return unsupported("the workspace is fixed on the GPU only");
+  }
   // Keeps routed experts in host memory with a device cache (before any is placed): GPU only.
   virtual Status set_expert_offload(const ExpertOffloadOptions& options) {
     (void)options;

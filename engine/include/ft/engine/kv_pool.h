@@ -180,8 +180,10 @@ struct KvPoolStats {
 class KvPool : public std::enable_shared_from_this<KvPool> {
  public:
   // Room for budget_bytes / page_bytes pages (at least one must fit) in `memory`, allocated in
-  // chunks of about `chunk_bytes` (whole pages, at least one).
-  static constexpr std::uint64_t kChunkBytes = std::uint64_t(1) << 30;
+  // chunks of about `chunk_bytes` (whole pages, at least one). 256 MiB: elastic VRAM gives the
+  // free chunks back and keeps the first, so its size is what a shrunk pool holds at least (with
+  // 1 GiB chunks a server at 8 GiB could give another process 4.4 of the 4.8 GiB it asked for).
+  static constexpr std::uint64_t kChunkBytes = std::uint64_t(256) << 20;
   static Result<std::shared_ptr<KvPool>> create(const KvLayout& layout, std::uint64_t budget_bytes,
                                                 std::shared_ptr<Memory> memory = host_memory(),
                                                 std::uint64_t chunk_bytes = kChunkBytes);

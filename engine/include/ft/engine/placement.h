@@ -33,6 +33,9 @@ struct PlacementPlan {
   // size a server takes for long prompts (offloaded, each pass streams the experts the cache
   // lacks); 0: none set (a model without routed experts).
   std::uint64_t pass_rows = 0;
+  // GPU, offloaded: the least workspace an elastic budget may shrink it to (a prefill pass of 256
+  // rows), once the expert cache and the KV pool have given what they can; 0: fixed.
+  std::uint64_t least_workspace_bytes = 0;
   // Host buffers set aside (at load) for the KV pages' copies to the host at checkpoints.
   std::uint64_t checkpoint_staging_bytes = 0;
   // Expert offload (GPU): the routed experts stay in host RAM and a cache of expert-sized slots
@@ -74,6 +77,13 @@ struct GpuPlanRequest {
   // rows; 0: not known (the workspace stays at its fixed size and no pass size is set).
   std::uint64_t pass_row_bytes = 0, pass_fixed_bytes = 0;
 };
+
+// The rows of a prefill pass whose temporaries a workspace of `workspace_bytes` holds
+// (GpuPlanRequest's pass_row_bytes and pass_fixed_bytes): a multiple of 256, from 256 to 8,192.
+std::uint64_t pass_rows_for(std::uint64_t workspace_bytes, std::uint64_t pass_row_bytes,
+                            std::uint64_t pass_fixed_bytes);
+// The workspace a pass of 256 rows takes: the least an elastic budget shrinks it to.
+std::uint64_t least_workspace(std::uint64_t pass_row_bytes, std::uint64_t pass_fixed_bytes);
 
 // Decides the GPU's share of `plan` (its weights by kind, kv_page_bytes, moe_layers and
 // experts_per_layer filled in): everything resident with a 4 GiB workspace when it fits the

@@ -148,7 +148,6 @@ class Scheduler {
   store::StateTier* store_;
   const SchedulerOptions options_;
   const ModelFingerprint fingerprint_;
-  const int step_tokens_;  // options_.step_tokens, or the model's pass size
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
