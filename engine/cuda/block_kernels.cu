@@ -236,9 +236,11 @@ void dequant_split_matrices(const std::byte* const* ws, int count, DType dtype, 
   decode_planes(nullptr, ws, count, dtype, row_bytes, rows, cols, hi, lo, s);
 }
 
-bool f16_block_products() {
+bool f16_block_products(BlockProducts kind) {
   const char* env = std::getenv("FT_CUDA_BLOCK_GEMM");
-  return env && std::strcmp(env, "f16") == 0;
+  if (env && std::strcmp(env, "f16") == 0) return true;
+  if (env && std::strcmp(env, "planes") == 0) return false;
+  return kind == BlockProducts::kExperts;
 }
 
 void dequant_f16_rows(const std::byte* w, DType dtype, std::size_t row_bytes, int rows, int cols, std::uint16_t* out,

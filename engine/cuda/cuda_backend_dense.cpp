@@ -29,7 +29,7 @@ void CudaBackend::linears(const float* x, std::size_t T, std::span<const LinearO
   const std::size_t K = std::size_t(outs[0].w->cols);
   const std::uint16_t* split[2] = {nullptr, nullptr};  // bf16, f16
   const std::uint16_t* x16 = nullptr;                  // one fp16 plane, for f16 block products
-  const bool f16 = cuda::f16_block_products();         // read once for every block product here
+  const bool f16 = cuda::f16_block_products(cuda::BlockProducts::kDense);  // read once for every product here
   // Decode: the bf16 products read their weights once with fp32 activations, no split, all in
   // one launch.
   // fp32 weights (a GGUF's shared-expert gate) join them: a warp group a row. Block-dtype products

@@ -181,7 +181,7 @@ void CudaBackend::experts_batched(const cuda::ExpertTable& dims, const MoeWeight
   // layout, two parts a row.
   const bool mma_gate_up = dims.gate_up_units && cuda::block_mma_fits(dims.gate_up_dtype, int(I), int(H));
   const bool mma_down = dims.down_units && cuda::block_mma_fits(dims.down_dtype, int(H), int(I));
-  const bool f16 = cuda::f16_block_products();
+  const bool f16 = cuda::f16_block_products(cuda::BlockProducts::kExperts);
   const bool f16_gate_up = !mma_gate_up && f16 && cuda::is_block_dtype(dims.gate_up_dtype);
   const bool f16_down = !mma_down && f16 && cuda::is_block_dtype(dims.down_dtype);
   const std::size_t gu_parts = mma_gate_up || f16_gate_up ? 1 : 2, down_parts = mma_down || f16_down ? 1 : 2;

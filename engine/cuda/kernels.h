@@ -236,13 +236,17 @@ void dequant_f16_rows(const std::byte* w, DType dtype, std::size_t row_bytes, in
                       cudaStream_t s);
 void dequant_f16_matrices(const std::byte* const* ws, int count, DType dtype, std::size_t row_bytes, int rows, int cols,
                           std::uint16_t* out, cudaStream_t s);
-// How prefill-sized products on GGUF blocks run where the int8 tiles (FT_CUDA_MMA) do not take
-// them: false, the bf16 planes (weights and x each split hi + lo, three GEMMs: ~2^-16); true
-// (FT_CUDA_BLOCK_GEMM=f16), one fp16 plane of each and one GEMM (~2^-11 a factor, as llama.cpp's
-// cuBLAS path multiplies): a third of the tensor-core work and half the decoded bytes, but the GGUF
-// fixtures' logits 1.3-1.6e-3 from their dequantised weights' (the planes: 2-4e-4), so off by
-// default. Read at every call, so that a test can switch it.
-bool f16_block_products();
+// How prefill-sized products on block weights run where the int8 tiles (FT_CUDA_MMA) do not take
+// them: false, the bf16 planes (weights and x each split hi + lo, three GEMMs: ~2^-16); true, one
+// fp16 plane of each and one GEMM (~2^-11 a factor, as llama.cpp's cuBLAS path multiplies): a third
+// of the tensor-core work and half the decoded bytes. By default a MoE's routed experts take the
+// fp16 plane and every other product (attention, dense MLPs, shared experts, lm_head) the planes:
+// the GGUF fixtures' logits then sit 2.4-6.3e-4 from their dequantised weights' (fp16 for every
+// product: 1.3-1.6e-3, the dense products' share; the bound is 1e-3), and the experts are
+// most of a prefill's products. FT_CUDA_BLOCK_GEMM=planes puts the experts on the planes too, =f16
+// every product on fp16. Read at every call, so that a test can switch it.
+enum class BlockProducts { kDense, kExperts };
+bool f16_block_products(BlockProducts kind);
 
 inline constexpr int kGemvMaxOuts = 4;
 // Up to kGemvMaxOuts products of the same x [T, cols] (q, k and v; gate and up) in one launch;

@@ -99,7 +99,7 @@ class CudaBlockOps : public CudaAndReference {
   std::deque<std::vector<std::byte>> blocks_;
   // A prefill MoE on GGUF-block experts with the environment variable `env` set to `value`: the
   // dequantised reference within `tol`.
-  void moe_prefill_on_block_experts(const char* env, const char* value, double tol);
+  void moe_prefill_on_block_experts(const char* mma, const char* gemm, double tol);
 };
 
 TEST_F(CudaBlockOps, EmbeddingRowsDecodeExactlyAsTheReference) {
@@ -401,21 +401,21 @@ TEST_F(CudaBlockOps, HalfPlaneProductsOfEveryBlockDtypeMatchTheDequantisedRefere
 
 // A prefill MoE whose experts are GGUF blocks (gate/up and down as a Q4_K_M file mixes them, and
 // other pairs), the rows of each expert padded to whole slots: its products on the int8 tensor
-// cores (FT_CUDA_MMA=1: quantised gather, the GLU quantised, fp32 rows), on bf16 hi + lo planes
-// (FT_CUDA_BLOCK_GEMM=planes: the slots' two-part layout), or on one fp16 plane
-// (FT_CUDA_BLOCK_GEMM=f16: the gather and the GLU rounded to fp16, one GEMM, fp32 rows). The
-// reference routed as the GPU did, the output follows its dequantised experts within the int8
-// planes' error, the hi + lo planes', or fp16's.
+// cores (FT_CUDA_MMA=1: quantised gather, the GLU quantised, fp32 rows; the types without integer
+// codes on the planes), on bf16 hi + lo planes (FT_CUDA_BLOCK_GEMM=planes: the slots' two-part
+// layout), or on one fp16 plane (the default for experts, and FT_CUDA_BLOCK_GEMM=f16: the gather
+// and the GLU rounded to fp16, one GEMM, fp32 rows). The reference routed as the GPU did, the
+// output follows its dequantised experts within the int8 planes' error, the hi + lo planes', or
+// fp16's.
 TEST_F(CudaBlockOps, MoePrefillOnBlockExpertsMatchesTheDequantisedReference) {
-  for (const auto& [env, value, tol] :
-       {std::tuple{"FT_CUDA_MMA", "1", 2e-4}, std::tuple{"FT_CUDA_BLOCK_GEMM", "planes", 2e-4},
-        std::tuple{"FT_CUDA_BLOCK_GEMM", "f16", 2e-3}})
-    moe_prefill_on_block_experts(env, value, tol);
+  for (const auto& [mma, gemm, tol] : {std::tuple{"1", "planes", 2e-4}, std::tuple{"0", "planes", 2e-4},
+                                       std::tuple{"0", "f16", 2e-3}, std::tuple{"0", "", 2e-3}})
+    moe_prefill_on_block_experts(mma, gemm, tol);
 }
 
-void CudaBlockOps::moe_prefill_on_block_experts(const char* env, const char* value, double tol) {
-  const ScopedEnv mode(env, value);
-  SCOPED_TRACE(std::string(env) + "=" + value);
+void CudaBlockOps::moe_prefill_on_block_experts(const char* mma, const char* gemm, double tol) {
+  const ScopedEnv mma_mode("FT_CUDA_MMA", mma), gemm_mode("FT_CUDA_BLOCK_GEMM", gemm);
+  SCOPED_TRACE(std::string("FT_CUDA_MMA=") + mma + " FT_CUDA_BLOCK_GEMM=" + gemm);
   // The fixture's: the backend keys what it keeps of a layer (its expert table) and of a matrix by
   // their addresses, which a later call's new ones must not take over.
   std::deque<MoeWeights>& layers = moe_layers_;
