@@ -203,12 +203,7 @@ TEST(CtlCli, MissingOrForeignStoreDirIsAnErrorAndNothingIsCreated) {
 TEST(CtlCli, DefaultStoreDirFollowsXdgDataHome) {
   TempDir dir;
   fill(dir.path() / "freetoken/store");
-  const char* old = std::getenv("XDG_DATA_HOME");
-  const std::string saved = old ? old : "";
-  setenv("XDG_DATA_HOME", dir.path().c_str(), 1);  // the child inherits it
-  auto r = run_freetoken({"ctl", "checkpoints", "list"});
-  if (old) setenv("XDG_DATA_HOME", saved.c_str(), 1);
-  else unsetenv("XDG_DATA_HOME");
+  auto r = run_freetoken({"ctl", "checkpoints", "list"}, {{"XDG_DATA_HOME", dir.path().string()}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("4 checkpoint(s)"), std::string::npos) << r.out;
 }

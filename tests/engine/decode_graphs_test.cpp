@@ -21,12 +21,11 @@ using engine::ModelFamily;
 using engine::SequenceState;
 
 std::unique_ptr<engine::Model> load_cuda(const TempDir& dir, bool graphs) {
-  if (!graphs) ::setenv("FT_CUDA_GRAPHS", "0", 1);
+  const ScopedEnv no_graphs("FT_CUDA_GRAPHS", graphs ? nullptr : "0");  // read at load
   engine::LoadOptions o;
   o.backend = engine::BackendKind::kCuda;
   o.kv_budget_bytes = 64ull << 20;
   auto m = engine::load_model(dir.path(), o);
-  ::unsetenv("FT_CUDA_GRAPHS");
   EXPECT_TRUE(m.is_ok()) << m.status().to_string();
   return m.is_ok() ? std::move(m).value() : nullptr;
 }

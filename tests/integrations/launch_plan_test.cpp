@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "test_support.h"
+
 namespace ft::integrations {
 namespace {
 
@@ -179,15 +181,14 @@ TEST(LaunchPlan, EveryFileAndPathStaysInsideTheConfigDir) {
 }
 
 TEST(LaunchPlan, DefaultConfigDirFollowsXdgDataHome) {
-  const char* old = std::getenv("XDG_DATA_HOME");
-  const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
-  setenv("XDG_DATA_HOME", "/xdg", 1);
-  EXPECT_EQ(default_agent_config_dir(Agent::kOpenClaw), "/xdg/freetoken/agents/openclaw");
-  unsetenv("XDG_DATA_HOME");
+  {
+    const test::ScopedEnv xdg("XDG_DATA_HOME", "/xdg");
+    EXPECT_EQ(default_agent_config_dir(Agent::kOpenClaw), "/xdg/freetoken/agents/openclaw");
+  }
+  const test::ScopedEnv no_xdg("XDG_DATA_HOME", nullptr);
   if (const char* home = std::getenv("HOME"); home && *home) {
     EXPECT_EQ(default_agent_config_dir(Agent::kCodex), std::filesystem::path(home) / ".local/share/freetoken/agents/codex");
   }
-  if (saved) setenv("XDG_DATA_HOME", saved->c_str(), 1);
 }
 
 }  // namespace

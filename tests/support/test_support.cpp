@@ -19,7 +19,11 @@ namespace ft::test {
 
 ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
   if (const char* old = std::getenv(name)) old_ = old;
-  setenv(name, value, 1);
+  if (value) {
+    setenv(name, value, 1);
+  } else {
+    unsetenv(name);
+  }
 }
 
 ScopedEnv::~ScopedEnv() {

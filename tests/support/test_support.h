@@ -22,8 +22,8 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Sets an environment variable for a scope and puts back what was there (for switches the code
-// reads at every call, such as FT_CUDA_MMA or FT_CUDA_COPY_RUNS).
+// Sets an environment variable for a scope (a null value unsets it) and puts back what was there
+// (for switches the code reads at every call, such as FT_CUDA_MMA or FT_CUDA_COPY_RUNS).
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value);
