@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -26,6 +27,24 @@ TEST(CudaDevice, ReportsItselfOrWhyNot) {
   if (!dev) GTEST_SKIP() << "no GPU: " << dev.status().message();
   EXPECT_GT(dev->total_bytes, 0u);
   EXPECT_GE(dev->compute_major, 7);
+}
+
+// The probes bench prints beside its bounds: pinned copies, and a kernel reading pinned memory in
+// place. Both cross the same link, so neither can be far faster than the other; a read the
+// compiler dropped would report terabytes a second. Built without CUDA, each says why not.
+TEST(CudaDevice, TheLinkProbesMeasureTheSameLink) {
+  if (!built_with_cuda()) {
+    EXPECT_FALSE(measure_mapped_read_gbps(1 << 20));
+    GTEST_SKIP() << "built without CUDA";
+  }
+  FT_REQUIRE_GPU();
+  auto copy = measure_host_to_device_gbps(std::size_t(256) << 20);
+  auto read = measure_mapped_read_gbps(std::size_t(256) << 20);
+  ASSERT_TRUE(copy) << copy.status().to_string();
+  ASSERT_TRUE(read) << read.status().to_string();
+  EXPECT_GT(*read, 1.0);
+  EXPECT_LT(*read, 2 * *copy);
+  std::printf("[ pinned copy %.1f GB/s, read in place %.1f GB/s ]\n", *copy, *read);
 }
 
 // A CUDA backend's memory (the backend kept alive with it).

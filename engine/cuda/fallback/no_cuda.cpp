@@ -15,6 +15,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions&) { retu
 Result<CudaDeviceInfo> query_cuda_device(int) { return no_cuda(); }
 Result<double> measure_device_copy_gbps(std::size_t, int) { return no_cuda(); }
 Result<double> measure_host_to_device_gbps(std::size_t, int) { return no_cuda(); }
+Result<double> measure_mapped_read_gbps(std::size_t, int) { return no_cuda(); }
 Result<SplitCosts> measure_offload_bandwidth(const MoeWeights&, CpuExperts&, double) { return no_cuda(); }
 Result<SyntheticExpertLayer> SyntheticExpertLayer::create(int, int, int, int) { return no_cuda(); }
 SyntheticExpertLayer::SyntheticExpertLayer(SyntheticExpertLayer&&) noexcept = default;

@@ -31,5 +31,8 @@ Result<CudaDeviceInfo> query_cuda_device(int index = 0);
 Result<double> measure_device_copy_gbps(std::size_t bytes, int index = 0);
 // Page-locked host memory -> VRAM: GB/s of a `bytes` copy, best of 3 after a warm-up.
 Result<double> measure_host_to_device_gbps(std::size_t bytes, int index = 0);
+// A kernel reading `bytes` of page-locked host memory where it is (mapped, over PCIe): GB/s, best
+// of 3 after a warm-up. The most that experts read in place (policy direct) can cross at.
+Result<double> measure_mapped_read_gbps(std::size_t bytes, int index = 0);
 
 }  // namespace ft::engine
