@@ -46,24 +46,30 @@ Result<CudaDeviceInfo> query_cuda_device(int index) {
 
 namespace {
 
-// The fastest of `reps` copies after the first (which pays for first touches), in ms.
-float best_copy_ms(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, int reps) {
+// The fastest of `reps` runs of `work` (queued on the default stream) after the first, which pays
+// for first touches, in ms.
+template <typename Work>
+float best_ms(int reps, Work&& work) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  float best_ms = 1e30f;
+  float best = 1e30f;
   for (int i = 0; i < reps; ++i) {
     cudaEventRecord(start);
-    cudaMemcpyAsync(dst, src, bytes, kind);
+    work();
     cudaEventRecord(stop);
     cudaEventSynchronize(stop);
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
-    if (i > 0) best_ms = std::min(best_ms, ms);
+    if (i > 0) best = std::min(best, ms);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return best_ms;
+  return best;
+}
+
+float best_copy_ms(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, int reps) {
+  return best_ms(reps, [&] { cudaMemcpyAsync(dst, src, bytes, kind); });
 }
 
 // Reads n 16-byte words of `p` (host memory the device maps) and folds them into one word no one
@@ -98,10 +104,10 @@ Result<double> measure_device_copy_gbps(std::size_t bytes, int index) {
     cudaFree(a);
     return unavailable("no room for a " + std::to_string(bytes >> 20) + " MiB bandwidth probe");
   }
-  const float best_ms = best_copy_ms(b, a, bytes, cudaMemcpyDeviceToDevice, 5);
+  const float ms = best_copy_ms(b, a, bytes, cudaMemcpyDeviceToDevice, 5);
   cudaFree(a);
   cudaFree(b);
-  return 2.0 * double(bytes) / (double(best_ms) * 1e-3) / 1e9;
+  return 2.0 * double(bytes) / (double(ms) * 1e-3) / 1e9;
 }
 
 Result<double> measure_host_to_device_gbps(std::size_t bytes, int index) {
@@ -115,10 +121,10 @@ Result<double> measure_host_to_device_gbps(std::size_t bytes, int index) {
     return unavailable("no room for a " + std::to_string(bytes >> 20) + " MiB host-to-device probe");
   }
   std::memset(host, 1, bytes);  // the pages exist before anything is timed
-  const float best_ms = best_copy_ms(dev, host, bytes, cudaMemcpyHostToDevice, 4);
+  const float ms = best_copy_ms(dev, host, bytes, cudaMemcpyHostToDevice, 4);
   cudaFreeHost(host);
   cudaFree(dev);
-  return double(bytes) / (double(best_ms) * 1e-3) / 1e9;
+  return double(bytes) / (double(ms) * 1e-3) / 1e9;
 }
 
 Result<double> measure_mapped_read_gbps(std::size_t bytes, int index) {
@@ -141,25 +147,12 @@ Result<double> measure_mapped_read_gbps(std::size_t bytes, int index) {
   std::memset(host, 1, bytes);
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  float best_ms = 1e30f;
-  for (int i = 0; i < 4; ++i) {  // the first pays for first touches
-    cudaEventRecord(start);
-    read_mapped_kernel<<<std::max(sms, 1), 256>>>(static_cast<const int4*>(mapped), bytes / 16, out);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (i > 0) best_ms = std::min(best_ms, ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  const float ms = best_ms(
+      4, [&] { read_mapped_kernel<<<std::max(sms, 1), 256>>>(static_cast<const int4*>(mapped), bytes / 16, out); });
   const cudaError_t err = cudaGetLastError();
   give_back();
   if (err != cudaSuccess) return unavailable(std::string("the mapped-read probe failed: ") + cudaGetErrorString(err));
-  return double(bytes) / (double(best_ms) * 1e-3) / 1e9;
+  return double(bytes) / (double(ms) * 1e-3) / 1e9;
 }
 
 }  // namespace ft::engine
