@@ -23,6 +23,14 @@ constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
 
 std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// Misses read in place go through staging slots first (FT_CUDA_STAGE_MISSES=1; off until measured
+// against the kernels' own reads over PCIe). Read once, at creation: a recorded step keeps the
+// way it was recorded.
+bool stage_misses_enabled() {
+  const char* env = std::getenv("FT_CUDA_STAGE_MISSES");
+  return env && std::strcmp(env, "1") == 0;
+}
+
 }  // namespace
 
 int ExpertSlots::transient_for(int slots, int top_k) {
@@ -95,16 +103,20 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
     return fail("the copy stream", err);
   // The in-place table and choices (small: pointers and int32s per layer), allocated here so that
   // no pass allocates while a graph is being captured.
-  const std::size_t table = x->in_place_.table_size() * sizeof(const std::byte*);
+  // The pointers, then a byte per (layer, expert): whether its entry names host memory.
+  const std::size_t pointers = x->in_place_.table_size() * sizeof(const std::byte*);
+  const std::size_t table = pointers + std::size_t(options.layers) * std::size_t(options.experts);
   void* mirror = nullptr;
   if (cudaError_t err = cudaHostAlloc(&mirror, table, cudaHostAllocDefault); err != cudaSuccess)
     return fail("the in-place expert table", err);
   x->mirror_ = static_cast<const std::byte**>(mirror);
-  std::fill_n(x->mirror_, x->in_place_.table_size(), nullptr);
+  std::memset(mirror, 0, table);
   void* dev = nullptr;
   if (cudaError_t err = cudaMalloc(&dev, table); err != cudaSuccess) return fail("the in-place expert table", err);
   x->table_dev_ = static_cast<const std::byte**>(dev);
   if (cudaError_t err = cudaMemset(dev, 0, table); err != cudaSuccess) return fail("the in-place expert table", err);
+  x->table_bytes_ = table;
+  x->stage_misses_ = stage_misses_enabled();
   void* routes = nullptr;
   const std::size_t route_bytes = std::size_t(options.layers) * kMaxInPlaceChoices * sizeof(int32_t);
   if (cudaError_t err = cudaHostAlloc(&routes, route_bytes, cudaHostAllocDefault); err != cudaSuccess)
@@ -612,8 +624,10 @@ void ExpertSlots::prepare_in_place(cudaStream_t s) {
     const ExpertPtrs p = slot < 0 ? zero(w) : this->slot(slot, w);
     return {p.gate, p.up, p.down};
   };
-  if (in_place_.refresh(cache_, slot_at, {mirror_, in_place_.table_size()}))
-    cudaMemcpyAsync(table_dev_, mirror_, in_place_.table_size() * sizeof(const std::byte*), cudaMemcpyHostToDevice, s);
+  const std::span<std::uint8_t> from_host(reinterpret_cast<std::uint8_t*>(mirror_ + in_place_.table_size()),
+                                          std::size_t(o_.layers) * std::size_t(o_.experts));
+  if (in_place_.refresh(cache_, slot_at, {mirror_, in_place_.table_size()}, from_host))
+    cudaMemcpyAsync(table_dev_, mirror_, table_bytes_, cudaMemcpyHostToDevice, s);
 }
 
 void ExpertSlots::after_in_place_pass() {

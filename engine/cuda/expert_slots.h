@@ -145,6 +145,16 @@ class ExpertSlots {
   const std::byte* const* in_place_table(int layer) const {
     return table_dev_ + std::size_t(layer) * 3 * std::size_t(o_.experts);
   }
+  // Per expert of the layer, 1 where that table names host memory (as of the last prepare).
+  const std::uint8_t* in_place_from_host(int layer) const {
+    return reinterpret_cast<const std::uint8_t*>(table_dev_ + in_place_.table_size()) +
+           std::size_t(layer) * std::size_t(o_.experts);
+  }
+  // Whether a step's misses read in place are copied into staging slots first, by a kernel reading
+  // wide over PCIe, and the expert kernels read the copies (FT_CUDA_STAGE_MISSES=1; the first
+  // kMaxStagedChoices choices of a layer).
+  bool stage_misses() const { return stage_misses_; }
+  static constexpr int kMaxStagedChoices = 32;
   // Pinned host memory the step copies a layer's choices into (kMaxInPlaceChoices at most), and the
   // note that this pass did (n choices); after_in_place_pass reads them.
   int32_t* in_place_choices(int layer) { return routes_ + std::size_t(layer) * std::size_t(kMaxInPlaceChoices); }
@@ -251,6 +261,8 @@ class ExpertSlots {
   InPlaceExperts in_place_;
   const std::byte** mirror_ = nullptr;     // pinned: the table as the host builds it
   const std::byte** table_dev_ = nullptr;  // the table the kernels read
+  std::size_t table_bytes_ = 0;            // the table's pointers and its from-host flags after them
+  bool stage_misses_ = false;
   int32_t* routes_ = nullptr;              // pinned, mapped: per layer, a step's choices
   std::vector<int> noted_;                 // per layer: choices this pass left in routes_ (-1 none)
   cudaEvent_t landed_ = nullptr;           // after the last admissions' copies

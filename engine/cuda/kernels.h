@@ -308,6 +308,20 @@ struct ExpertTable {
   bool gate_up_units = false;
   bool down_units = false;
 };
+// ---- Misses read in place, staged (in_place_staging.cu) ----------------------------------------
+// One staged expert's layout: its matrices' bytes and their offsets in a slot (the cache slots').
+struct StagedExpert {
+  std::size_t bytes[3] = {0, 0, 0};   // gate, up, down
+  std::size_t offset[3] = {0, 0, 0};  // within a slot
+  std::size_t slot_bytes = 0;
+};
+// A layer's table (3 * E pointers: gate, up, down) into `out`, where every expert among the first
+// n choices (`chosen`) whose entry names host memory (`from_host`, E flags) is first copied into
+// `staging` (slot j for its first choice j; n slots, 256-byte aligned) and named there: the expert
+// kernels then read it from device memory. Device-side only, so a recorded step replays it.
+void stage_missed_experts(const std::byte* const* table, const std::uint8_t* from_host, int E, const int32_t* chosen,
+                          int n, const StagedExpert& shape, std::byte* staging, const std::byte** out, cudaStream_t s);
+
 // h [T * top_k, inter]: for choice i of token t (row t * top_k + i), the table's GLU of
 // gate_e x_t and up_e x_t (with e's biases, where it has them) for e = chosen[t * top_k + i].
 void moe_gate_up(const ExpertTable& experts, const float* x, int T, int top_k, const int32_t* chosen, float* h,

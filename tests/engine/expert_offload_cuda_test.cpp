@@ -412,6 +412,51 @@ TEST(ExpertOffloadCudaPass, APassOfThePlannedRowsStaysInsideTheWorkspace) {
   EXPECT_LT(rel_l2(got.data(), want.data(), V), kTolerance);
 }
 
+// Misses read in place, staged (FT_CUDA_STAGE_MISSES=1, read when the model loads): a kernel copies
+// each step's uncached experts into staging slots by wide loads over PCIe and the expert kernels read
+// them there. Prefill and every decode step give the resident logits, with the GPU reading all the
+// misses (direct) and half of them (direct:0.5, the CPU the rest); the steps replay as graphs.
+// Qwen3-MoE (softmax, top-k 3 of 8) and gpt-oss (biases, the clamped GLU, top-k 2).
+TEST(ExpertOffloadCudaStaged, StagedMissesGiveTheResidentLogits) {
+  for (const ModelFamily family : {ModelFamily::kQwen3Moe, ModelFamily::kGptOss}) {
+    SCOPED_TRACE(engine::model_family_name(family));
+    FT_SKIP_UNLESS_FAMILY_RUNS(engine::BackendKind::kCuda, family);
+    TempDir dir;
+    ASSERT_TRUE(engine::write_random_checkpoint(dir.path(), tiny_spec(family, false)).is_ok());
+    auto resident = load(dir, 0);
+    ASSERT_TRUE(resident);
+    const std::size_t V = std::size_t(resident->vocab_size());
+    const auto prompt = test_tokens(40, resident->vocab_size(), 5);
+    const auto tokens = test_tokens(8, resident->vocab_size(), 9);
+    SequenceState rs = resident->new_state();
+    std::vector<float> want_prefill(V);
+    ASSERT_TRUE(resident->forward(rs, prompt, want_prefill.data(), LogitsMode::kLast).is_ok());
+    std::vector<std::vector<float>> want_steps;
+    for (const int32_t token : tokens) {
+      std::vector<float> l(V);
+      ASSERT_TRUE(resident->forward(rs, {&token, 1}, l.data(), LogitsMode::kLast).is_ok());
+      want_steps.push_back(l);
+    }
+    for (const char* policy : {"direct", "direct:0.5"}) {
+      SCOPED_TRACE(policy);
+      const ScopedEnv staged("FT_CUDA_STAGE_MISSES", "1");
+      auto m = load(dir, 5, policy);
+      ASSERT_TRUE(m);
+      SequenceState s = m->new_state();
+      std::vector<float> got(V);
+      ASSERT_TRUE(m->forward(s, prompt, got.data(), LogitsMode::kLast).is_ok());
+      EXPECT_LT(rel_l2(got.data(), want_prefill.data(), V), kTolerance);
+      for (std::size_t step = 0; step < tokens.size(); ++step) {
+        ASSERT_TRUE(m->forward(s, {&tokens[step], 1}, got.data(), LogitsMode::kLast).is_ok());
+        EXPECT_LT(rel_l2(got.data(), want_steps[step].data(), V), kTolerance) << "step " << step;
+      }
+      const auto st = m->expert_offload_stats();
+      ASSERT_TRUE(st);
+      EXPECT_GT(st->read_in_place, 0u);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ExpertOffloadCuda, ::testing::ValuesIn(engine::model_families()),
                          [](const auto& info) { return std::string(engine::model_family_name(info.param)); });
 

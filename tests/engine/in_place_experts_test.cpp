@@ -131,23 +131,28 @@ TEST(InPlaceExpertsShare, TheCpuTakesAboutItsShareOfTheUncachedExpertsAndNoneWit
   const ExpertAddress zero{at(0xf00), at(0xf10), at(0xf20)};
   const auto slot_at = [&](int, int s) { return s < 0 ? zero : slot(0, s); };
   std::vector<const std::byte*> table(ip.table_size());
+  std::vector<std::uint8_t> from_host(std::size_t(L) * E, 7);  // every entry is written
   ip.set_cpu_share(0.6);
-  ASSERT_TRUE(ip.refresh(cache, slot_at, table));
+  ASSERT_TRUE(ip.refresh(cache, slot_at, table, from_host));
   int on_cpu = 0, uncached = 0;
   for (int l = 0; l < L; ++l)
     for (int e = 0; e < E; ++e) {
       const std::byte* g = table[std::size_t(l * 3 * E + e)];
+      const std::uint8_t read_from_host = from_host[std::size_t(l * E + e)];
       if (l == 0 && e < 64) {
         EXPECT_FALSE(ip.on_cpu(l, e));
         EXPECT_EQ(g, slot(0, *cache.find(0, e)).gate);
+        EXPECT_EQ(read_from_host, 0);
         continue;
       }
       ++uncached;
       if (ip.on_cpu(l, e)) {
         ++on_cpu;
         EXPECT_EQ(g, zero.gate);  // the GPU reads zeros for it; the CPU's output is added
+        EXPECT_EQ(read_from_host, 0);
       } else {
         EXPECT_NE(g, zero.gate);
+        EXPECT_EQ(read_from_host, 1);  // the GPU reads it over PCIe (or stages it first)
       }
     }
   EXPECT_NEAR(double(on_cpu) / uncached, 0.6, 0.05);

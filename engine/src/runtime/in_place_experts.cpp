@@ -79,7 +79,8 @@ void InPlaceExperts::landed() {
   changed_ = true;
 }
 
-bool InPlaceExperts::refresh(const ExpertCache& cache, const SlotAddress& slot_at, std::span<const std::byte*> out) {
+bool InPlaceExperts::refresh(const ExpertCache& cache, const SlotAddress& slot_at, std::span<const std::byte*> out,
+                             std::span<std::uint8_t> from_host) {
   if (!changed_ && cache.version() == built_version_) return false;
   const std::size_t E = std::size_t(experts_);
   for (int l = 0; l < layers_; ++l) {
@@ -99,6 +100,7 @@ bool InPlaceExperts::refresh(const ExpertCache& cache, const SlotAddress& slot_a
       const bool cpu = !in_slot && a.gate && place_of(l, e) < cpu_share_;
       cpu_[index(l, e)] = cpu ? 1 : 0;
       if (cpu) a = zero;
+      if (!from_host.empty()) from_host[index(l, e)] = !in_slot && !cpu && a.gate ? 1 : 0;
       gate[std::size_t(e)] = a.gate;
       up[std::size_t(e)] = a.up;
       down[std::size_t(e)] = a.down;

@@ -68,9 +68,11 @@ class InPlaceExperts {
   // The table: per layer gate[experts], up[experts], down[experts] (3 * experts pointers a layer),
   // rebuilt into `out` when the cache, the host addresses or the landed copies changed since the
   // last call; returns whether it wrote. Layers not yet known hold nulls. slot_at(layer, -1) is
-  // the zero expert (read for the CPU's experts).
+  // the zero expert (read for the CPU's experts). `from_host` (layers * experts, when given): 1
+  // where the table names the expert's host memory (the GPU reads it over PCIe), else 0.
   using SlotAddress = std::function<ExpertAddress(int layer, int slot)>;
-  bool refresh(const ExpertCache& cache, const SlotAddress& slot_at, std::span<const std::byte*> out);
+  bool refresh(const ExpertCache& cache, const SlotAddress& slot_at, std::span<const std::byte*> out,
+               std::span<std::uint8_t> from_host = {});
   std::size_t table_size() const { return std::size_t(layers_) * 3 * std::size_t(experts_); }
 
  private:
