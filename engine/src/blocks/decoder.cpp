@@ -259,6 +259,7 @@ class DecoderModel final : public Model {
     const uint64_t room = less(budget_bytes, fixed);
     uint64_t kv_pages = plan.kv_pages, workspace = plan.workspace_bytes;
     Result<int> now = unsupported("");
+    Status workspace_status = Status::ok();
     {
       UrgentLock lock(mu_);  // between passes: right after the one that runs now
       if (pool_ && plan.kv_page_bytes > 0) {
@@ -270,9 +271,11 @@ class DecoderModel final : public Model {
       // the cache refuses it below.
       const bool fits = room >= kv + want_ws + least_cache;
       if (fits && want_ws != plan.workspace_bytes && least_ws < planned_workspace_) {
+        // Failed, the workspace is gone (passes then take what they need, outside the budget) and
+        // the plan says so before the error is returned.
         Result<std::size_t> ws = be_->resize_workspace(want_ws);
-        if (!ws) return ws.status();
-        workspace = *ws;
+        workspace = ws ? *ws : 0;
+        if (!ws) workspace_status = ws.status();
       }
       const uint64_t slots = less(room, kv + workspace) / plan.expert_slot_bytes;
       if (slots > uint64_t(std::numeric_limits<int>::max())) {
@@ -290,6 +293,7 @@ class DecoderModel final : public Model {
       if (now) plan_.expert_slots = uint64_t(*now);
       plan_.budget_bytes = plan_.total_bytes();  // what it takes now: cache and pool move in whole chunks
     }
+    if (!workspace_status) return workspace_status;
     if (!now) {
       if (now.status().code() != ErrorCode::kInvalidArgument) return now.status();
       return invalid_argument(gib_text(budget_bytes) + " of GPU memory is too little: the weights, workspace and " +
