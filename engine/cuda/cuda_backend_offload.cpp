@@ -76,17 +76,9 @@ void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTa
     // The misses among the first choices cross PCIe by wide loads into staging slots (256-byte
     // aligned, as cache slots are) and the expert kernels read them there.
     const int n = int(std::min<std::size_t>(T * K, cuda::ExpertSlots::kMaxStagedChoices));
-    const cuda::ExpertPtrs zero = o.zero(w);
-    const SwiGluMatrices& first = w.experts.front();
-    cuda::StagedExpert shape;
-    shape.bytes[0] = first.gate.bytes();
-    shape.bytes[1] = first.up.bytes();
-    shape.bytes[2] = first.down.bytes();
-    shape.offset[1] = std::size_t(zero.up - zero.gate);
-    shape.offset[2] = std::size_t(zero.down - zero.gate);
-    shape.slot_bytes = o.options().slot_bytes;
-    auto* staging = scratch_.take<std::byte>(std::size_t(n) * shape.slot_bytes + 256);
-    staging += (256 - reinterpret_cast<std::uintptr_t>(staging) % 256) % 256;
+    const cuda::StagedExpert shape = o.staged_shape(w);
+    std::byte* staging = cuda::ExpertSlots::slot_start(
+        scratch_.take<std::byte>(std::size_t(n) * shape.slot_bytes + cuda::ExpertSlots::kSlotAlign));
     const std::byte** staged = scratch_.take<const std::byte*>(3 * E);
     cuda::stage_missed_experts(table.gate, o.in_place_from_host(layer), int(E), chosen_dev, n, shape, staging, staged,
                                s());

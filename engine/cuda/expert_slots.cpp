@@ -16,7 +16,7 @@
 namespace ft::engine::cuda {
 namespace {
 
-constexpr std::size_t kAlign = 256;
+constexpr std::size_t kAlign = ExpertSlots::kSlotAlign;
 // Slots are allocated a chunk at a time, and a resize frees or adds whole chunks: small enough
 // that the cache can give back memory in steps of a few hundred MiB.
 constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
@@ -315,9 +315,7 @@ void ExpertSlots::resized(int floor_per_layer) {
 
 int ExpertSlots::lend(std::span<std::byte> memory) {
   if (lent_slots_ || memory.empty()) return 0;
-  // Slots start 256-byte aligned, as cudaMalloc's chunks do.
-  const auto at = reinterpret_cast<std::uintptr_t>(memory.data());
-  const std::size_t skip = ((at + 255) & ~std::uintptr_t(255)) - at;
+  const std::size_t skip = std::size_t(slot_start(memory.data()) - memory.data());
   if (memory.size() <= skip) return 0;
   const int n = int((memory.size() - skip) / o_.slot_bytes);
   if (n < 1) return 0;
@@ -345,13 +343,37 @@ void ExpertSlots::recall() {
 
 namespace {
 
-ExpertPtrs layout(std::byte* base, const MoeWeights& w) {
+// Where a slot holds w's gate, up and down: each matrix on a 256-byte boundary.
+std::array<std::size_t, 3> offsets(const MoeWeights& w) {
   const SwiGluMatrices& f = w.experts.front();
-  const std::size_t up = aligned(f.gate.bytes()), down = up + aligned(f.up.bytes());
-  return {base, base + up, base + down};
+  const std::size_t up = aligned(f.gate.bytes());
+  return {0, up, up + aligned(f.up.bytes())};
+}
+
+ExpertPtrs layout(std::byte* base, const MoeWeights& w) {
+  const std::array<std::size_t, 3> at = offsets(w);
+  return {base, base + at[1], base + at[2]};
 }
 
 }  // namespace
+
+std::byte* ExpertSlots::slot_start(std::byte* p) {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  return p + ((at + kSlotAlign - 1) / kSlotAlign * kSlotAlign - at);
+}
+
+StagedExpert ExpertSlots::staged_shape(const MoeWeights& w) const {
+  const SwiGluMatrices& f = w.experts.front();
+  const std::array<std::size_t, 3> at = offsets(w);
+  StagedExpert shape;
+  const std::size_t bytes[3] = {f.gate.bytes(), f.up.bytes(), f.down.bytes()};
+  for (int m = 0; m < 3; ++m) {
+    shape.bytes[m] = bytes[m];
+    shape.offset[m] = at[std::size_t(m)];
+  }
+  shape.slot_bytes = o_.slot_bytes;
+  return shape;
+}
 
 ExpertPtrs ExpertSlots::slot(int s, const MoeWeights& w) const { return layout(slot_base(s), w); }
 ExpertPtrs ExpertSlots::zero(const MoeWeights& w) const { return layout(zero_, w); }

@@ -27,6 +27,7 @@
 #include "ft/engine/in_place_experts.h"
 #include "ft/engine/moe_split.h"
 #include "ft/engine/share_tuner.h"
+#include "kernels.h"
 
 namespace ft::engine::cuda {
 
@@ -155,6 +156,11 @@ class ExpertSlots {
   // kMaxStagedChoices choices of a layer).
   bool stage_misses() const { return stage_misses_; }
   static constexpr int kMaxStagedChoices = 32;
+  // A staging slot's layout for w's experts: a cache slot's (stage_missed_experts).
+  StagedExpert staged_shape(const MoeWeights& w) const;
+  // Slots start on 256 bytes (as cudaMalloc's chunks do): p, moved up to the next such boundary.
+  static constexpr std::size_t kSlotAlign = 256;
+  static std::byte* slot_start(std::byte* p);
   // Pinned host memory the step copies a layer's choices into (kMaxInPlaceChoices at most), and the
   // note that this pass did (n choices); after_in_place_pass reads them.
   int32_t* in_place_choices(int layer) { return routes_ + std::size_t(layer) * std::size_t(kMaxInPlaceChoices); }
