@@ -285,6 +285,40 @@ Result<Loaded> load(const Args& args, const std::string& cmd, int64_t context_to
 
 }  // namespace
 
+// direct:Q: the CPU share's time a layer against how many experts the layer gave it, and the line
+// through them (least squares over the layers): its intercept is what a layer costs the CPU
+// whatever it computes (waking threads, quantising, the barrier), its slope an expert's bytes over
+// the rate the kernels stream them.
+void print_cpu_share_layers(const engine::ExpertOffloadStats& before, const engine::ExpertOffloadStats& after,
+                            double expert_bytes, double steps) {
+  const std::size_t n_max = std::min(before.cpu_layers_by_experts.size(), after.cpu_layers_by_experts.size());
+  double s_n = 0, s_x = 0, s_y = 0, s_xx = 0, s_xy = 0;
+  std::string spread;
+  for (std::size_t n = 1; n < n_max; ++n) {
+    const double layers = double(after.cpu_layers_by_experts[n] - before.cpu_layers_by_experts[n]);
+    const double secs = after.cpu_seconds_by_experts[n] - before.cpu_seconds_by_experts[n];
+    if (layers <= 0) continue;
+    char part[48];
+    std::snprintf(part, sizeof part, " %zu: %.0f us (%.0f),", n, secs / layers * 1e6, layers);
+    spread += part;
+    s_n += layers;
+    s_x += layers * double(n);
+    s_y += secs;
+    s_xx += layers * double(n) * double(n);
+    s_xy += double(n) * secs;
+  }
+  if (s_n <= 0) return;
+  spread.pop_back();
+  const double det = s_n * s_xx - s_x * s_x;
+  const double slope = det > 0 ? (s_n * s_xy - s_x * s_y) / det : 0, fixed = (s_y - slope * s_x) / s_n;
+  std::printf("  CPU share    a layer by its experts:%s\n", spread.c_str());
+  std::printf(
+      "  CPU share    fit: %.0f us a layer + %.0f us an expert (%.1f GB/s); %.2f ms a step waiting for the GPU's "
+      "input\n",
+      fixed * 1e6, slope * 1e6, slope > 0 ? expert_bytes / slope / 1e9 : 0.0,
+      (after.cpu_wait_seconds - before.cpu_wait_seconds) / steps * 1e3);
+}
+
 int bench_decode(const Args& args) {
   const std::string cmd = "bench decode";
   const int batch = args.has("batch") ? int(args.get_int("batch")) : 1;
@@ -432,6 +466,7 @@ int bench_decode(const Args& args) {
             "  in place     a step read %.1f missed experts from host memory (%.2f GB): %.1f GB/s over the step\n",
             in_place / steps, double(after->read_in_place_bytes - before->read_in_place_bytes) / steps / 1e9,
             double(after->read_in_place_bytes - before->read_in_place_bytes) / secs / 1e9);
+      print_cpu_share_layers(*before, *after, cpu > 0 ? cb / cpu : 0.0, steps);
       std::printf(
           "  hybrid bound %.1f ms/step = %.2f tok/s (HBM %.0f GB/s; misses %.2f GB at %.1f + %.1f GB/s PCIe + host "
           "read); measured/bound %.2f\n",

@@ -76,6 +76,8 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   x->stats_.layer_fetched.assign(std::size_t(options.layers), 0);
   x->stats_.layer_cpu_computed.assign(std::size_t(options.layers), 0);
   x->stats_.layer_read_in_place.assign(std::size_t(options.layers), 0);
+  x->stats_.cpu_layers_by_experts.assign(33, 0);
+  x->stats_.cpu_seconds_by_experts.assign(33, 0.0);
   x->last_active_.resize(std::size_t(options.layers));
   // The CPU share's thread reads these while the GPU's meets later layers: never reallocated.
   x->by_id_.reserve(std::size_t(options.layers) + 1);
@@ -598,6 +600,7 @@ void ExpertSlots::run_cpu_share(unsigned step) {
     }
     const auto [layer, T, K] = item;
     const InPlaceIo& io = io_[std::size_t(layer)];
+    const auto waited = std::chrono::steady_clock::now();
     while (!reached(io.in) && !share_.abort) _mm_pause();
     if (!reached(io.in)) {
       // The pass ended without the GPU publishing this layer: its output lacks the CPU's experts.
@@ -607,6 +610,7 @@ void ExpertSlots::run_cpu_share(unsigned step) {
     }
     const MoeWeights& w = for_cpu(layer);
     const auto t0 = std::chrono::steady_clock::now();
+    stats_.cpu_wait_seconds += std::chrono::duration<double>(t0 - waited).count();
     mine.assign(std::size_t(T * K), -1);
     std::size_t experts = 0;
     for (int i = 0; i < T * K; ++i) {
@@ -626,6 +630,9 @@ void ExpertSlots::run_cpu_share(unsigned step) {
       stats_.layer_cpu_computed[std::size_t(layer)] += experts;
       stats_.cpu_bytes += experts * expert_bytes(w);
       stats_.cpu_seconds += secs;
+      const std::size_t n = std::min<std::size_t>(experts, 32);
+      ++stats_.cpu_layers_by_experts[n];
+      stats_.cpu_seconds_by_experts[n] += secs;
     } else {
       std::memset(io.y, 0, std::size_t(T) * std::size_t(w.hidden) * sizeof(float));
     }

@@ -241,6 +241,12 @@ struct ExpertOffloadStats {
   std::vector<double> layer_hit_rate;         // per MoE layer
   std::vector<std::uint64_t> layer_fetched, layer_cpu_computed;  // per MoE layer: how its misses were served
   std::vector<std::uint64_t> layer_read_in_place;
+  // direct:Q: the CPU share's layers by how many experts each computed (index n <= 32) and their
+  // compute time, which tells a fixed cost a layer from a rate; and the time the share waited for the
+  // GPU's input between layers.
+  std::vector<std::uint64_t> cpu_layers_by_experts;
+  std::vector<double> cpu_seconds_by_experts;
+  double cpu_wait_seconds = 0;
   // GPU memory the passes' temporaries took beyond the reserved workspace (outside the budget;
   // 0 while every pass fits, as passes of the plan's pass_rows should).
   std::uint64_t workspace_overflow_bytes = 0;
