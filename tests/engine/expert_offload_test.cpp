@@ -3,18 +3,22 @@
 // and cost model, and the CPU half of a layer (chosen experts only, the rest left to the GPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "ft/engine/backend.h"
 #include "ft/engine/bf16.h"
+#include "ft/engine/checkpoint.h"
 #include "ft/engine/cpu_experts.h"
 #include "ft/engine/expert_cache.h"
 #include "ft/engine/moe_split.h"
 #include "ft/engine/ops_moe.h"
+#include "test_support.h"
 #include "tiny_models.h"
 
 namespace ft::test {
@@ -363,6 +367,67 @@ TEST(CpuExperts, ComputesTheChosenExpertsAndLeavesTheRest) {
   std::vector<int32_t> none(chosen.size(), -1);
   cpu.run(layer.w, x.data(), T, K, none.data(), weights.data(), a.data());
   for (float v : a) ASSERT_EQ(v, 0.f);
+  // Its spinning team and TBB's workers (FT_CPU_TEAM=0) compute the same bits.
+  EXPECT_TRUE(cpu.team());
+  ScopedEnv no_team("FT_CPU_TEAM", "0");
+  engine::CpuExperts on_tbb(2);
+  EXPECT_FALSE(on_tbb.team());
+  std::vector<float> tbb_out(x.size());
+  on_tbb.run(layer.w, x.data(), T, K, chosen.data(), weights.data(), tbb_out.data());
+  EXPECT_EQ(tbb_out, all);
+}
+
+// The GGUF fixture's Q4_K / Q6_K experts (the integer block products) at decode sizes: the team
+// computes TBB's bits, and a share of the choices is a share of the whole.
+TEST(CpuExperts, BlockExpertsOnTheTeamAreTbbsBits) {
+  auto ckpt =
+      engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
+  ASSERT_TRUE(ckpt.is_ok());
+  const auto view = [&](const std::string& name) { return engine::matrix_view(*ckpt->tensor(name)); };
+  engine::MoeWeights w;
+  w.hidden = 256;
+  w.router_spec.num_experts = 4;
+  w.router_spec.top_k = 2;
+  w.router = view("model.layers.1.mlp.gate.weight");
+  for (int e = 0; e < 4; ++e) {
+    const std::string p = "model.layers.1.mlp.experts." + std::to_string(e) + ".";
+    w.experts.push_back({view(p + "gate_proj.weight"), view(p + "up_proj.weight"), view(p + "down_proj.weight")});
+  }
+  ASSERT_EQ(w.experts[0].gate.dtype, engine::DType::kQ4_K);
+  ASSERT_EQ(w.experts[0].down.dtype, engine::DType::kQ6_K);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  const std::size_t K = 2;
+  engine::CpuExperts team(3);
+  ASSERT_TRUE(team.team());
+  std::unique_ptr<engine::CpuExperts> tbb;
+  {
+    ScopedEnv no_team("FT_CPU_TEAM", "0");
+    tbb = std::make_unique<engine::CpuExperts>(3);
+  }
+  for (std::size_t T : {1u, 3u}) {
+    std::vector<float> x(T * 256);
+    for (float& v : x) v = n(rng);
+    std::vector<int32_t> chosen(T * K), first(T * K, -1);
+    std::vector<float> weights(T * K, 0.5f);
+    for (std::size_t t = 0; t < T; ++t) {
+      chosen[t * K] = int32_t(t % 4);
+      chosen[t * K + 1] = int32_t((t + 2) % 4);
+      first[t * K] = chosen[t * K];
+    }
+    std::vector<float> on_team(x.size()), on_tbb(x.size()), part(x.size()), rest(x.size());
+    team.run(w, x.data(), T, K, chosen.data(), weights.data(), on_team.data());
+    tbb->run(w, x.data(), T, K, chosen.data(), weights.data(), on_tbb.data());
+    EXPECT_EQ(on_team, on_tbb) << T << " tokens";
+    EXPECT_TRUE(std::any_of(on_team.begin(), on_team.end(), [](float v) { return std::abs(v) > 1e-3f; }));
+    std::vector<int32_t> second = chosen;
+    for (std::size_t i = 0; i < chosen.size(); ++i)
+      if (first[i] >= 0) second[i] = -1;
+    team.run(w, x.data(), T, K, first.data(), weights.data(), part.data());
+    team.run(w, x.data(), T, K, second.data(), weights.data(), rest.data());
+    for (std::size_t i = 0; i < part.size(); ++i) part[i] += rest[i];
+    EXPECT_LT(rel_l2(part.data(), on_team.data(), part.size()), 1e-6) << T << " tokens";
+  }
 }
 
 }  // namespace
