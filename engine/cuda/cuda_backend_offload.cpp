@@ -70,11 +70,31 @@ void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTa
     o.prepare_in_place(s());
   }
   if (T * K > std::size_t(cuda::ExpertSlots::kMaxInPlaceChoices)) return fail("internal error: too many choices");
-  const std::size_t E = w.experts.size();
+  const std::size_t E = w.experts.size(), H = std::size_t(table.hidden);
   table.gate = o.in_place_table(layer);
+  // The CPU's share starts from the input and choices in host memory while the GPU computes
+  // its own; the GPU waits for its output only to add it. Published first, so that the CPU starts
+  // while the GPU stages or reads its misses.
+  const bool share = o.cpu_share();
+  const cuda::ExpertSlots::InPlaceIo& io = o.in_place_io(layer);
+  if (share && o.split_by_layer()) {
+    // This layer's misses split by the share on the device; the kernels read the split table.
+    const cuda::ExpertPtrs z = o.zero(w);
+    const std::byte* const zero[3] = {z.gate, z.up, z.down};
+    const std::byte** split = scratch_.take<const std::byte*>(3 * E);
+    cuda::split_misses_to_host(x, T * H, by_expert.expert, by_expert.weight, int(T * K), table.gate,
+                               o.in_place_from_host(layer), int(E), zero, o.share_device(), split, io.x, io.chosen,
+                               io.weights, io.in, o.step_device(), s());
+    table.gate = split;
+  } else if (share) {
+    cuda::publish_to_host(x, T * H, by_expert.expert, by_expert.weight, int(T * K), io.x, io.chosen, io.weights, io.in,
+                          o.step_device(), s());
+  }
+  if (share) o.queue_cpu_share(layer, int(T), int(K));
   if (o.stage_misses()) {
     // The misses among the first choices cross PCIe by wide loads into staging slots (256-byte
-    // aligned, as cache slots are) and the expert kernels read them there.
+    // aligned, as cache slots are) and the expert kernels read them there. (The CPU's experts of a
+    // split table are the zero expert's, staged from HBM: wasted, not wrong.)
     const int n = int(std::min<std::size_t>(T * K, cuda::ExpertSlots::kMaxStagedChoices));
     const cuda::StagedExpert shape = o.staged_shape(w);
     std::byte* staging = cuda::ExpertSlots::slot_start(
@@ -89,15 +109,6 @@ void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTa
   check(cudaMemcpyAsync(o.in_place_choices(layer), chosen_dev, T * K * sizeof(int32_t), cudaMemcpyDeviceToHost, s()),
         "routing");
   o.note_in_place(layer, int(T * K));
-  // The CPU's share starts from the input and choices in host memory while the GPU computes
-  // its own; the GPU waits for its output only to add it.
-  const bool share = o.cpu_share();
-  const cuda::ExpertSlots::InPlaceIo& io = o.in_place_io(layer);
-  if (share) {
-    cuda::publish_to_host(x, T * std::size_t(table.hidden), by_expert.expert, by_expert.weight, int(T * K), io.x,
-                          io.chosen, io.weights, io.in, o.step_device(), s());
-    o.queue_cpu_share(layer, int(T), int(K));
-  }
   float* h = scratch_.floats(T * K * std::size_t(table.inter));
   experts_decode(table, x, T, K, chosen_dev, h, by_expert, out);
   if (share) {

@@ -302,6 +302,48 @@ __global__ void publish_to_host_kernel(const float* x, std::size_t nx, const int
   if (threadIdx.x == 0) *flag = *value;
 }
 
+struct ZeroExpert {
+  const std::byte* m[3];
+};
+
+__global__ void split_misses_kernel(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n,
+                                    const std::byte* const* table, const std::uint8_t* from_host, int E,
+                                    const ZeroExpert zero, const float* share, const std::byte** split, float* hx,
+                                    int32_t* hc, float* hw, volatile unsigned* flag, const unsigned* value) {
+  __shared__ unsigned seen[kSplitMaxExperts / 32], cpu[kSplitMaxExperts / 32];
+  const int words = (E + 31) / 32;
+  for (int i = threadIdx.x; i < words; i += blockDim.x) seen[i] = cpu[i] = 0;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // The misses in choice order (a decode step has a few dozen choices at most).
+    int m = 0;
+    for (int i = 0; i < n; ++i) {
+      const int e = chosen[i];
+      if (e < 0 || e >= E || !from_host[e] || (seen[e >> 5] >> (e & 31) & 1u)) continue;
+      seen[e >> 5] |= 1u << (e & 31);
+      ++m;
+    }
+    const int f = min(m, int(*share * float(m) + 0.5f));
+    for (int i = 0, taken = 0; i < n && taken < f; ++i) {
+      const int e = chosen[i];
+      if (e < 0 || e >= E || !(seen[e >> 5] >> (e & 31) & 1u) || (cpu[e >> 5] >> (e & 31) & 1u)) continue;
+      cpu[e >> 5] |= 1u << (e & 31);
+      ++taken;
+    }
+  }
+  __syncthreads();
+  const auto on_cpu = [&](int e) { return e >= 0 && e < E && (cpu[e >> 5] >> (e & 31) & 1u); };
+  for (int i = threadIdx.x; i < 3 * E; i += blockDim.x) split[i] = on_cpu(i % E) ? zero.m[i / E] : table[i];
+  for (std::size_t i = threadIdx.x; i < nx; i += blockDim.x) hx[i] = x[i];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    hc[i] = on_cpu(chosen[i]) ? chosen[i] : -1;
+    hw[i] = weights[i];
+  }
+  __threadfence_system();  // the data reaches host memory before the flag does
+  __syncthreads();
+  if (threadIdx.x == 0) *flag = *value;
+}
+
 __global__ void add_kernel(float* y, const float* x, std::size_t n) {
   pdl_enter();
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
@@ -548,6 +590,15 @@ void wait_host_flag_at(const unsigned* flag, const unsigned* value, cudaStream_t
 void publish_to_host(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n, float* hx,
                      int32_t* hc, float* hw, unsigned* flag, const unsigned* value, cudaStream_t s) {
   publish_to_host_kernel<<<1, 512, 0, s>>>(x, nx, chosen, weights, n, hx, hc, hw, flag, value);
+}
+
+void split_misses_to_host(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n,
+                          const std::byte* const* table, const std::uint8_t* from_host, int E,
+                          const std::byte* const (&zero)[3], const float* share, const std::byte** split, float* hx,
+                          int32_t* hc, float* hw, unsigned* flag, const unsigned* value, cudaStream_t s) {
+  const ZeroExpert z{{zero[0], zero[1], zero[2]}};
+  split_misses_kernel<<<1, 512, 0, s>>>(x, nx, chosen, weights, n, table, from_host, E, z, share, split, hx, hc, hw,
+                                        flag, value);
 }
 
 void add(float* y, const float* x, std::size_t n, cudaStream_t s) {

@@ -31,6 +31,13 @@ bool stage_misses_enabled() {
   return env && std::strcmp(env, "1") == 0;
 }
 
+// FT_CUDA_SPLIT=hash: the CPU's share fixed per (layer, expert) by a hash, as before the split
+// on the device.
+bool split_by_layer_enabled() {
+  const char* env = std::getenv("FT_CUDA_SPLIT");
+  return !(env && std::strcmp(env, "hash") == 0);
+}
+
 }  // namespace
 
 int ExpertSlots::transient_for(int slots, int top_k) {
@@ -119,6 +126,7 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   if (cudaError_t err = cudaMemset(dev, 0, table); err != cudaSuccess) return fail("the in-place expert table", err);
   x->table_bytes_ = table;
   x->stage_misses_ = stage_misses_enabled();
+  x->split_by_layer_ = split_by_layer_enabled() && options.experts <= cuda::kSplitMaxExperts;
   void* routes = nullptr;
   const std::size_t route_bytes = std::size_t(options.layers) * kMaxInPlaceChoices * sizeof(int32_t);
   if (cudaError_t err = cudaHostAlloc(&routes, route_bytes, cudaHostAllocDefault); err != cudaSuccess)
@@ -127,10 +135,13 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   if (cudaError_t err = cudaEventCreateWithFlags(&x->landed_, cudaEventDisableTiming); err != cudaSuccess)
     return fail("copy events", err);
   void* step = nullptr;
-  if (cudaError_t err = cudaHostAlloc(&step, sizeof(unsigned), cudaHostAllocDefault); err != cudaSuccess)
+  // The step number, then the CPU's share as a float (split_misses_to_host reads it).
+  if (cudaError_t err = cudaHostAlloc(&step, 2 * sizeof(unsigned), cudaHostAllocDefault); err != cudaSuccess)
     return fail("the step counter", err);
   x->step_host_ = static_cast<unsigned*>(step);
-  if (cudaError_t err = cudaMalloc(&step, sizeof(unsigned)); err != cudaSuccess) return fail("the step counter", err);
+  std::memset(step, 0, 2 * sizeof(unsigned));
+  if (cudaError_t err = cudaMalloc(&step, 2 * sizeof(unsigned)); err != cudaSuccess)
+    return fail("the step counter", err);
   x->step_dev_ = static_cast<unsigned*>(step);
   x->io_.resize(std::size_t(options.layers));
   for (cudaEvent_t* e :
@@ -550,8 +561,10 @@ std::string ExpertSlots::know_in_place(const MoeWeights& w, int layer) {
 void ExpertSlots::begin_in_place_pass(cudaStream_t s) {
   if (!in_place()) return;
   *step_host_ = ++step_;
+  const float share = cpu_share() ? float(share_now()) : 0.f;
+  std::memcpy(step_host_ + 1, &share, sizeof share);
   pass_began_ = std::chrono::steady_clock::now();
-  cudaMemcpyAsync(step_dev_, step_host_, sizeof(unsigned), cudaMemcpyHostToDevice, s);
+  cudaMemcpyAsync(step_dev_, step_host_, 2 * sizeof(unsigned), cudaMemcpyHostToDevice, s);
   prepare_in_place(s);
 }
 
@@ -615,7 +628,8 @@ void ExpertSlots::run_cpu_share(unsigned step) {
     std::size_t experts = 0;
     for (int i = 0; i < T * K; ++i) {
       const int32_t e = io.chosen[i];
-      if (e < 0 || e >= o_.experts || !in_place_.on_cpu(layer, e)) continue;
+      // (split on the device, the GPU's choices arrive as -1)
+      if (e < 0 || e >= o_.experts || (!split_by_layer_ && !in_place_.on_cpu(layer, e))) continue;
       mine[std::size_t(i)] = e;
       ++experts;  // a batch's tokens sharing an expert count it once each: the bytes read again from cache
     }
@@ -646,7 +660,7 @@ void ExpertSlots::prepare_in_place(cudaStream_t s) {
     if (cudaEventQuery(landed_) == cudaSuccess) in_place_.landed();
     cudaGetLastError();  // not ready is no error
   }
-  in_place_.set_cpu_share(cpu_share() ? share_now() : 0);
+  in_place_.set_cpu_share(cpu_share() ? share_now() : 0, !split_by_layer_);
   const auto slot_at = [this](int layer, int slot) -> ExpertAddress {
     if (std::size_t(layer) >= by_id_.size()) return {};
     const MoeWeights& w = *by_id_[std::size_t(layer)];
@@ -682,9 +696,16 @@ void ExpertSlots::after_in_place_pass() {
     const MoeWeights& w = *by_id_[std::size_t(l)];
     const InPlaceExperts::StepUse use =
         in_place_.after_step(cache_, l, {in_place_choices(l), std::size_t(n)}, replacements);
-    // The misses the GPU read (the CPU's are counted by its task).
-    const auto gpu = std::uint64_t(
-        std::count_if(use.missed.begin(), use.missed.end(), [&](int e) { return !in_place_.on_cpu(l, e); }));
+    // The misses the GPU read (the CPU's are counted by its task): split on the device, the CPU's
+    // are the choices the split published to it.
+    const InPlaceIo& io = io_[std::size_t(l)];
+    const bool split_here = split_by_layer_ && cpu_share() && io.chosen;
+    const auto on_cpu = [&](int e) {
+      if (!split_here) return in_place_.on_cpu(l, e);
+      return std::find(io.chosen, io.chosen + n, e) != io.chosen + n;
+    };
+    const auto gpu =
+        std::uint64_t(std::count_if(use.missed.begin(), use.missed.end(), [&](int e) { return !on_cpu(e); }));
     stats_.read_in_place += gpu;
     stats_.layer_read_in_place[std::size_t(l)] += gpu;
     stats_.read_in_place_bytes += gpu * expert_bytes(w);

@@ -77,8 +77,15 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
     want_steps.push_back(l);
   }
 
-  for (const char* policy : {"fetch", "cpu", "ratio:0.5", "adaptive", "direct", "direct:0.5"}) {
-    SCOPED_TRACE(policy);
+  // (".../hash": the CPU's share fixed per expert by a hash, FT_CUDA_SPLIT=hash, instead of each
+  // layer's misses split on the device)
+  for (const char* entry : {"fetch", "cpu", "ratio:0.5", "adaptive", "direct", "direct:0.5", "direct:0.5/hash"}) {
+    SCOPED_TRACE(entry);
+    std::string policy_name = entry;
+    const bool hashed = policy_name.ends_with("/hash");
+    if (hashed) policy_name.resize(policy_name.size() - 5);
+    ScopedEnv split("FT_CUDA_SPLIT", hashed ? "hash" : nullptr);
+    const char* policy = policy_name.c_str();
     // 5 slots for 8 experts a layer (3 of them transient, for a token's 3 choices): prefill in
     // rounds of 2, misses in decode.
     auto m = load(dir_, 5, policy);

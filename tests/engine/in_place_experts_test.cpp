@@ -160,6 +160,22 @@ TEST(InPlaceExpertsShare, TheCpuTakesAboutItsShareOfTheUncachedExpertsAndNoneWit
   ip.set_cpu_share(0);
   ASSERT_TRUE(ip.refresh(cache, slot_at, table));
   for (int e = 64; e < E; ++e) EXPECT_FALSE(ip.on_cpu(0, e));
+  // The share split on the device: the table names host memory for every uncached expert (the
+  // GPU's split kernel picks the CPU's among them each step), and switching modes is a new table.
+  ip.set_cpu_share(0.6, false);
+  ASSERT_TRUE(ip.refresh(cache, slot_at, table, from_host));
+  for (int l = 0; l < L; ++l)
+    for (int e = 0; e < E; ++e) {
+      const bool cached = l == 0 && e < 64;
+      EXPECT_FALSE(ip.on_cpu(l, e));
+      EXPECT_EQ(from_host[std::size_t(l * E + e)], cached ? 0 : 1);
+      EXPECT_NE(table[std::size_t(l * 3 * E + e)], zero.gate);
+      if (!cached) {
+        EXPECT_EQ(table[std::size_t(l * 3 * E + e)], at(0x1000 + std::uintptr_t(l * E + e) * 0x30));
+      }
+    }
+  ip.set_cpu_share(0.6, true);
+  EXPECT_TRUE(ip.refresh(cache, slot_at, table, from_host));
 }
 
 TEST_F(InPlaceExpertsTest, ChoicesOutsideTheLayerAreIgnored) {

@@ -12,10 +12,11 @@ InPlaceExperts::InPlaceExperts(int layers, int experts)
       pending_(host_.size(), 0),
       cpu_(host_.size(), 0) {}
 
-void InPlaceExperts::set_cpu_share(double q) {
+void InPlaceExperts::set_cpu_share(double q, bool by_hash) {
   q = std::clamp(q, 0.0, 1.0);
-  if (q == cpu_share_) return;
+  if (q == cpu_share_ && by_hash == by_hash_) return;
   cpu_share_ = q;
+  by_hash_ = by_hash;
   changed_ = true;
 }
 
@@ -87,7 +88,8 @@ bool InPlaceExperts::refresh(const ExpertCache& cache, const SlotAddress& slot_a
     const std::span<const std::byte*> gate = out.subspan(std::size_t(l) * 3 * E, E),
                                       up = out.subspan(std::size_t(l) * 3 * E + E, E),
                                       down = out.subspan(std::size_t(l) * 3 * E + 2 * E, E);
-    const ExpertAddress zero = cpu_share_ > 0 ? slot_at(l, -1) : ExpertAddress{};
+    const double hashed = by_hash_ ? cpu_share_ : 0;
+    const ExpertAddress zero = hashed > 0 ? slot_at(l, -1) : ExpertAddress{};
     for (int e = 0; e < experts_; ++e) {
       ExpertAddress a = host_[index(l, e)];
       bool in_slot = false;
@@ -97,7 +99,7 @@ bool InPlaceExperts::refresh(const ExpertCache& cache, const SlotAddress& slot_a
           in_slot = true;
         }
       }
-      const bool cpu = !in_slot && a.gate && place_of(l, e) < cpu_share_;
+      const bool cpu = !in_slot && a.gate && place_of(l, e) < hashed;
       cpu_[index(l, e)] = cpu ? 1 : 0;
       if (cpu) a = zero;
       if (!from_host.empty()) from_host[index(l, e)] = !in_slot && !cpu && a.gate ? 1 : 0;

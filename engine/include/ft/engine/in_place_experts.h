@@ -52,11 +52,12 @@ class InPlaceExperts {
     std::vector<Admission> admitted;
   };
   StepUse after_step(ExpertCache& cache, int layer, std::span<const int32_t> chosen, int& replacements);
-  // The share of the experts without a slot that the CPU computes instead (0: none): which ones is
-  // fixed per (layer, expert) by a hash, so a routing that is random over experts sends about
-  // this share of the misses to the CPU. The table names the zero expert for them (the GPU adds
-  // nothing for them; the CPU's output is added after).
-  void set_cpu_share(double q);
+  // The share of the experts without a slot that the CPU computes instead (0: none). by_hash: which
+  // ones is fixed per (layer, expert) by a hash, so a routing that is random over experts sends
+  // about this share of the misses to the CPU; the table names the zero expert for them (the GPU
+  // adds nothing for them; the CPU's output is added after). Otherwise the table names host memory
+  // for every uncached expert and the GPU splits each layer's misses itself (split_misses_to_host).
+  void set_cpu_share(double q, bool by_hash = true);
   double cpu_share() const { return cpu_share_; }
   // Whether the table of the last refresh sends (layer, expert) to the CPU.
   bool on_cpu(int layer, int expert) const { return cpu_[index(layer, expert)] != 0; }
@@ -86,6 +87,7 @@ class InPlaceExperts {
   std::vector<char> pending_;        // per (layer, expert): copies issued, not landed
   std::vector<char> cpu_;            // per (layer, expert): the CPU computes it (as of the last refresh)
   double cpu_share_ = 0;
+  bool by_hash_ = true;
   int pending_count_ = 0;
   bool changed_ = true;
   std::uint64_t built_version_ = ~std::uint64_t(0);
