@@ -77,15 +77,18 @@ void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTa
   // while the GPU stages or reads its misses.
   const bool share = o.cpu_share();
   const cuda::ExpertSlots::InPlaceIo& io = o.in_place_io(layer);
+  const std::uint8_t* from_host = o.in_place_from_host(layer);  // the misses the GPU reads
   if (share && o.split_by_layer()) {
     // This layer's misses split by the share on the device; the kernels read the split table.
     const cuda::ExpertPtrs z = o.zero(w);
     const std::byte* const zero[3] = {z.gate, z.up, z.down};
     const std::byte** split = scratch_.take<const std::byte*>(3 * E);
-    cuda::split_misses_to_host(x, T * H, by_expert.expert, by_expert.weight, int(T * K), table.gate,
-                               o.in_place_from_host(layer), int(E), zero, o.share_device(), split, io.x, io.chosen,
-                               io.weights, io.in, o.step_device(), s());
+    std::uint8_t* gpu_from_host = scratch_.take<std::uint8_t>(E);
+    cuda::split_misses_to_host(x, T * H, by_expert.expert, by_expert.weight, int(T * K), table.gate, from_host, int(E),
+                               zero, o.share_device(), layer, split, gpu_from_host, io.x, io.chosen, io.weights, io.in,
+                               o.step_device(), s());
     table.gate = split;
+    from_host = gpu_from_host;
   } else if (share) {
     cuda::publish_to_host(x, T * H, by_expert.expert, by_expert.weight, int(T * K), io.x, io.chosen, io.weights, io.in,
                           o.step_device(), s());
@@ -93,15 +96,14 @@ void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTa
   if (share) o.queue_cpu_share(layer, int(T), int(K));
   if (o.stage_misses()) {
     // The misses among the first choices cross PCIe by wide loads into staging slots (256-byte
-    // aligned, as cache slots are) and the expert kernels read them there. (The CPU's experts of a
-    // split table are the zero expert's, staged from HBM: wasted, not wrong.)
+    // aligned, as cache slots are) and the expert kernels read them there (not the CPU's: the
+    // kernels know the zero expert by its address, and skip its biases).
     const int n = int(std::min<std::size_t>(T * K, cuda::ExpertSlots::kMaxStagedChoices));
     const cuda::StagedExpert shape = o.staged_shape(w);
     std::byte* staging = cuda::ExpertSlots::slot_start(
         scratch_.take<std::byte>(std::size_t(n) * shape.slot_bytes + cuda::ExpertSlots::kSlotAlign));
     const std::byte** staged = scratch_.take<const std::byte*>(3 * E);
-    cuda::stage_missed_experts(table.gate, o.in_place_from_host(layer), int(E), chosen_dev, n, shape, staging, staged,
-                               s());
+    cuda::stage_missed_experts(table.gate, from_host, int(E), chosen_dev, n, shape, staging, staged, s());
     table.gate = staged;
   }
   table.up = table.gate + E;

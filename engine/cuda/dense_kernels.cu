@@ -306,10 +306,20 @@ struct ZeroExpert {
   const std::byte* m[3];
 };
 
+// A fraction in [0, 1) for (step, layer): splitmix64's finaliser.
+__device__ float dither(unsigned step, int layer) {
+  unsigned long long z = (static_cast<unsigned long long>(step) << 32 | unsigned(layer)) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return float(z >> 40) * 0x1.0p-24f;
+}
+
 __global__ void split_misses_kernel(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n,
                                     const std::byte* const* table, const std::uint8_t* from_host, int E,
-                                    const ZeroExpert zero, const float* share, const std::byte** split, float* hx,
-                                    int32_t* hc, float* hw, volatile unsigned* flag, const unsigned* value) {
+                                    const ZeroExpert zero, const float* share, int layer, const std::byte** split,
+                                    std::uint8_t* gpu_from_host, float* hx, int32_t* hc, float* hw,
+                                    volatile unsigned* flag, const unsigned* value) {
   __shared__ unsigned seen[kSplitMaxExperts / 32], cpu[kSplitMaxExperts / 32];
   const int words = (E + 31) / 32;
   for (int i = threadIdx.x; i < words; i += blockDim.x) seen[i] = cpu[i] = 0;
@@ -323,7 +333,9 @@ __global__ void split_misses_kernel(const float* x, std::size_t nx, const int32_
       seen[e >> 5] |= 1u << (e & 31);
       ++m;
     }
-    const int f = min(m, int(*share * float(m) + 0.5f));
+    // floor(Q M + u) with u fixed by (step, layer): within one of Q M in every layer, Q M on
+    // average (a top-1 model's single miss goes to the CPU in a share Q of its layers and steps).
+    const int f = min(m, int(*share * float(m) + dither(*value, layer)));
     for (int i = 0, taken = 0; i < n && taken < f; ++i) {
       const int e = chosen[i];
       if (e < 0 || e >= E || !(seen[e >> 5] >> (e & 31) & 1u) || (cpu[e >> 5] >> (e & 31) & 1u)) continue;
@@ -334,6 +346,7 @@ __global__ void split_misses_kernel(const float* x, std::size_t nx, const int32_
   __syncthreads();
   const auto on_cpu = [&](int e) { return e >= 0 && e < E && (cpu[e >> 5] >> (e & 31) & 1u); };
   for (int i = threadIdx.x; i < 3 * E; i += blockDim.x) split[i] = on_cpu(i % E) ? zero.m[i / E] : table[i];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) gpu_from_host[e] = from_host[e] && !on_cpu(e) ? 1 : 0;
   for (std::size_t i = threadIdx.x; i < nx; i += blockDim.x) hx[i] = x[i];
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     hc[i] = on_cpu(chosen[i]) ? chosen[i] : -1;
@@ -594,11 +607,12 @@ void publish_to_host(const float* x, std::size_t nx, const int32_t* chosen, cons
 
 void split_misses_to_host(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n,
                           const std::byte* const* table, const std::uint8_t* from_host, int E,
-                          const std::byte* const (&zero)[3], const float* share, const std::byte** split, float* hx,
-                          int32_t* hc, float* hw, unsigned* flag, const unsigned* value, cudaStream_t s) {
+                          const std::byte* const (&zero)[3], const float* share, int layer, const std::byte** split,
+                          std::uint8_t* gpu_from_host, float* hx, int32_t* hc, float* hw, unsigned* flag,
+                          const unsigned* value, cudaStream_t s) {
   const ZeroExpert z{{zero[0], zero[1], zero[2]}};
-  split_misses_kernel<<<1, 512, 0, s>>>(x, nx, chosen, weights, n, table, from_host, E, z, share, split, hx, hc, hw,
-                                        flag, value);
+  split_misses_kernel<<<1, 512, 0, s>>>(x, nx, chosen, weights, n, table, from_host, E, z, share, layer, split,
+                                        gpu_from_host, hx, hc, hw, flag, value);
 }
 
 void add(float* y, const float* x, std::size_t n, cudaStream_t s) {

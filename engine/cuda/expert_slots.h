@@ -198,8 +198,8 @@ class ExpertSlots {
   const unsigned* step_device() const { return step_dev_; }
   // The share as this pass began (a float on the device, beside the step number).
   const float* share_device() const { return reinterpret_cast<const float*>(step_dev_ + 1); }
-  // Whether each layer's misses are split by the share on the device (split_misses_to_host), or
-  // by a fixed hash of (layer, expert) in the table (FT_CUDA_SPLIT=hash).
+  // Whether each layer's misses are split by the share on the device (split_misses_to_host,
+  // FT_CUDA_SPLIT=layer), or by a fixed hash of (layer, expert) in the table (the default).
   bool split_by_layer() const { return split_by_layer_; }
   // Queues layer's CPU share for this pass (T tokens, K choices each): a task on the CPU experts'
   // threads takes the pass's layers in order as the GPU publishes them.
@@ -274,7 +274,7 @@ class ExpertSlots {
   const std::byte** table_dev_ = nullptr;  // the table the kernels read
   std::size_t table_bytes_ = 0;            // the table's pointers and its from-host flags after them
   bool stage_misses_ = false;
-  bool split_by_layer_ = true;
+  bool split_by_layer_ = false;
   int32_t* routes_ = nullptr;              // pinned, mapped: per layer, a step's choices
   std::vector<int> noted_;                 // per layer: choices this pass left in routes_ (-1 none)
   cudaEvent_t landed_ = nullptr;           // after the last admissions' copies

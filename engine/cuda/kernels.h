@@ -118,14 +118,16 @@ void publish_to_host(const float* x, std::size_t nx, const int32_t* chosen, cons
                      int32_t* hc, float* hw, unsigned* flag, const unsigned* value, cudaStream_t s);
 // The CPU's share of one MoE layer's misses, decided on the device each step (direct:Q): of the M
 // distinct experts the choices name that `table` (the layer's gate[E], up[E], down[E]) reads from
-// host memory (from_host[e]), the first round(*share M) in choice order go to the CPU and the GPU
-// reads the rest in place, so every layer splits its own misses by the share. Writes `split`
-// (3 E pointers: the table with the CPU's experts as the zero expert, what the expert kernels
-// read), then publishes as publish_to_host does with the GPU's choices as -1 in hc.
+// host memory (from_host[e]), the first floor(*share M + u) in choice order go to the CPU (u in
+// [0, 1) fixed by the step *value and `layer`) and the GPU reads the rest in place, so every layer
+// splits its own misses by the share. Writes `split` (3 E pointers: the table with the CPU's
+// experts as the zero expert, what the expert kernels read) and gpu_from_host (E flags: the
+// misses the GPU reads), then publishes as publish_to_host does with the GPU's choices as -1 in hc.
 void split_misses_to_host(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n,
                           const std::byte* const* table, const std::uint8_t* from_host, int E,
-                          const std::byte* const (&zero)[3], const float* share, const std::byte** split, float* hx,
-                          int32_t* hc, float* hw, unsigned* flag, const unsigned* value, cudaStream_t s);
+                          const std::byte* const (&zero)[3], const float* share, int layer, const std::byte** split,
+                          std::uint8_t* gpu_from_host, float* hx, int32_t* hc, float* hw, unsigned* flag,
+                          const unsigned* value, cudaStream_t s);
 inline constexpr int kSplitMaxExperts = 8192;
 // dst [bytes] (device) = pinned [bytes] (page-locked host memory, which the GPU reads through unified
 // addressing): a copy by the SMs, so it never queues behind the copy engine's transfers.

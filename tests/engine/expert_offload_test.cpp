@@ -367,14 +367,14 @@ TEST(CpuExperts, ComputesTheChosenExpertsAndLeavesTheRest) {
   std::vector<int32_t> none(chosen.size(), -1);
   cpu.run(layer.w, x.data(), T, K, none.data(), weights.data(), a.data());
   for (float v : a) ASSERT_EQ(v, 0.f);
-  // Its spinning team and TBB's workers (FT_CPU_TEAM=0) compute the same bits.
-  EXPECT_TRUE(cpu.team());
-  ScopedEnv no_team("FT_CPU_TEAM", "0");
-  engine::CpuExperts on_tbb(2);
-  EXPECT_FALSE(on_tbb.team());
-  std::vector<float> tbb_out(x.size());
-  on_tbb.run(layer.w, x.data(), T, K, chosen.data(), weights.data(), tbb_out.data());
-  EXPECT_EQ(tbb_out, all);
+  // On TBB's workers (the default) and on its spinning team (FT_CPU_TEAM=1): the same bits.
+  EXPECT_FALSE(cpu.team());
+  ScopedEnv team_on("FT_CPU_TEAM", "1");
+  engine::CpuExperts on_team(2);
+  EXPECT_TRUE(on_team.team());
+  std::vector<float> team_out(x.size());
+  on_team.run(layer.w, x.data(), T, K, chosen.data(), weights.data(), team_out.data());
+  EXPECT_EQ(team_out, all);
 }
 
 // The GGUF fixture's Q4_K / Q6_K experts (the integer block products) at decode sizes: the team
@@ -398,13 +398,15 @@ TEST(CpuExperts, BlockExpertsOnTheTeamAreTbbsBits) {
   std::mt19937 rng(11);
   std::normal_distribution<float> n(0.0f, 1.0f);
   const std::size_t K = 2;
-  engine::CpuExperts team(3);
-  ASSERT_TRUE(team.team());
-  std::unique_ptr<engine::CpuExperts> tbb;
+  std::unique_ptr<engine::CpuExperts> team_owner;
   {
-    ScopedEnv no_team("FT_CPU_TEAM", "0");
-    tbb = std::make_unique<engine::CpuExperts>(3);
+    ScopedEnv team_on("FT_CPU_TEAM", "1");
+    team_owner = std::make_unique<engine::CpuExperts>(3);
   }
+  engine::CpuExperts& team = *team_owner;
+  ASSERT_TRUE(team.team());
+  auto tbb = std::make_unique<engine::CpuExperts>(3);
+  ASSERT_FALSE(tbb->team());
   for (std::size_t T : {1u, 3u}) {
     std::vector<float> x(T * 256);
     for (float& v : x) v = n(rng);

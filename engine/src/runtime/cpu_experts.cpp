@@ -15,7 +15,7 @@ CpuExperts::CpuExperts(int threads, std::optional<CpuIsa> isa)
     : arena_(threads > 0 ? threads : tbb::task_arena::automatic, 0),
       isa_(isa && cpu_isa_supported(*isa) ? *isa : best_cpu_isa()) {
   const char* team = std::getenv("FT_CPU_TEAM");
-  if (!(team && std::strcmp(team, "0") == 0)) team_ = std::make_unique<cpu::Team>(std::max(this->threads() - 1, 0));
+  if (team && std::strcmp(team, "1") == 0) team_ = std::make_unique<cpu::Team>(std::max(this->threads() - 1, 0));
 }
 
 CpuExperts::~CpuExperts() = default;

@@ -36,9 +36,10 @@ class CpuExperts {
   // on the host (Matrix::data).
   void run(const MoeWeights& w, const float* x, std::size_t T, std::size_t K, const int32_t* chosen,
            const float* weights, float* out);
-  // run() computes on a team of threads that spin between calls (ops/cpu/team.h: an offloaded
-  // layer's share comes every ~0.1-0.3 ms, too often for sleeping workers to wake in time) unless
-  // FT_CPU_TEAM=0 (TBB's workers, as the CPU backend).
+  // With FT_CPU_TEAM=1, run() computes on a team of threads that spin between calls
+  // (ops/cpu/team.h: an offloaded layer's share comes every ~0.1-0.3 ms, and TBB's workers sleep
+  // between them); otherwise on TBB's workers, as the CPU backend. Off until measured on the GPU
+  // host (docs/perf-notes.md).
   bool team() const { return team_ != nullptr; }
   // Runs `task` on the arena's threads and returns at once (the caller, a GPU backend's thread,
   // goes on issuing work). A task that calls run() must end before the next one is submitted
