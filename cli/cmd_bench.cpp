@@ -35,6 +35,7 @@
 #include "bench_load.h"
 #include "bench_model.h"
 #include "bench_restore.h"
+#include "bench_share.h"
 #include "commands.h"
 #include "data_dirs.h"
 #include "ft/engine/cpu_experts.h"
@@ -303,6 +304,7 @@ const Benchmark kBenchmarks[] = {
     {"prefill", "a model's prefill of a long prompt", bench_prefill},
     {"gemm", "the CPU backend's bf16 linear on each kernel path, TFLOP/s", bench_gemm},
     {"bw", "expert offload's PCIe and CPU expert bandwidth, alone and at once (cached for the engine)", bench_bw},
+    {"share", "an offloaded layer's CPU share between gaps, on TBB's workers and on the spinning team", bench_share},
     {"load", "serve under concurrent replayed agent sessions, optionally with its engine killed (chaos)", bench_load},
     {"agentic", "replayed agent turns' decode speed vs the same prompts as new conversations", bench_agentic},
 };
@@ -326,30 +328,36 @@ const Command kBenchCommand = {
     "bench",
     "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth), bench restore "
     "(checkpoint restore from disk vs disk bandwidth and recompute), bench decode|prefill (a model vs its bound), "
-    "bench bw (expert offload's PCIe and CPU bandwidth, cached for the engine), bench load (serve under replayed "
+    "bench bw (expert offload's PCIe and CPU bandwidth, cached for the engine), bench share (an offloaded layer's CPU "
+    "share between gaps: TBB's workers vs a spinning team), bench load (serve under replayed "
     "agent sessions, with chaos), bench agentic (replayed agent turns' decode speed vs fresh prompts), bench gemm "
     "(the CPU backend's bf16 linear on each kernel path, TFLOP/s)",
     "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]\n"
     "       freetoken bench restore [--tokens 30000] [--dir D] [--keep] [--prefill-tok-s 2700,11900]\n"
     "       freetoken bench decode --model DIR [--batch 1] [--prompt 128] [--steps 32] [--threads N]\n"
     "       freetoken bench bw [--hidden 2048] [--inter 768] [--threads N] [--seconds 2]\n"
+    "       freetoken bench share [--k 8] [--gap-us 50] [--hidden 2048] [--inter 768] [--threads N] [--seconds 1]\n"
     "       freetoken bench prefill --model DIR [--prompt 4096] [--chunk N] [--threads N] [--snapshot-store DIR]\n"
     "       freetoken bench load [--sessions 64] [--seconds 600] [--model DIR] [-- SERVE FLAGS]\n"
     "       freetoken bench agentic [--model DIR] [--max-tokens 64] [--conversations A,B] [-- SERVE FLAGS]\n"
     "       freetoken bench gemm [--tokens 4096] [--rows 4096] [--cols 2048] [--isa auto] [--threads N]",
-    {{"hidden", "N", "expert, bw: hidden size (model dim)", "2048"},
-     {"inter", "N", "expert, bw: moe_intermediate_size", "768"},
+    {{"hidden", "N", "expert, bw, share: hidden size (model dim)", "2048"},
+     {"inter", "N", "expert, bw, share: moe_intermediate_size", "768"},
      {"tokens", "N",
       "expert: tokens routed to each expert per call [1]; restore: tokens in the checkpoint [30000]; gemm: rows of x "
       "[4096]",
       ""},
      {"experts", "N", "expert: distinct experts cycled (0: max(64, 4x last-level cache))", "0"},
+     {"k", "N", "share: the most experts a call computes (timed at 1, 2, 3, 4, 8, ... up to N) [8]", ""},
+     {"gap-us", "US", "share: microseconds the caller spins between two calls (the GPU's part of a layer) [50]", ""},
      {"isa", "NAME",
       "expert: kernel path: auto, scalar, avx2, avx512, avx512bf16; gemm: one path (avx512, avx512bf16, amx) or auto "
       "(each)",
       "auto"},
      {"threads", "N", "worker threads [default: all cores]", ""},
-     {"seconds", "S", "expert, bw: time per measurement [2]; load: how long sessions start requests [600]", ""},
+     {"seconds", "S",
+      "expert, bw: time per measurement [2]; share: per expert count [1]; load: how long sessions start requests [600]",
+      ""},
      {"copy-mib", "N", "memcpy/read buffer size, MiB", "1024"},
      {"dir", "D",
       "restore, load, agentic: where the work directory goes (a fresh subdirectory, removed after) [restore: the "

@@ -11,11 +11,12 @@
 namespace ft::engine {
 
 // No slot reserved for a caller: submitted tasks run on worker threads alone.
-CpuExperts::CpuExperts(int threads, std::optional<CpuIsa> isa)
+CpuExperts::CpuExperts(int threads, std::optional<CpuIsa> isa, std::optional<bool> team)
     : arena_(threads > 0 ? threads : tbb::task_arena::automatic, 0),
       isa_(isa && cpu_isa_supported(*isa) ? *isa : best_cpu_isa()) {
-  const char* team = std::getenv("FT_CPU_TEAM");
-  if (team && std::strcmp(team, "1") == 0) team_ = std::make_unique<cpu::Team>(std::max(this->threads() - 1, 0));
+  const char* env = std::getenv("FT_CPU_TEAM");
+  if (team.value_or(env && std::strcmp(env, "1") == 0))
+    team_ = std::make_unique<cpu::Team>(std::max(this->threads() - 1, 0));
 }
 
 CpuExperts::~CpuExperts() = default;

@@ -24,8 +24,10 @@ class Team;
 
 class CpuExperts {
  public:
-  // threads 0: every core; isa: the best this CPU runs unless given.
-  explicit CpuExperts(int threads = 0, std::optional<CpuIsa> isa = std::nullopt);
+  // threads 0: every core; isa: the best this CPU runs unless given; team: whether run() uses the
+  // spinning team (below), unless given as FT_CPU_TEAM says.
+  explicit CpuExperts(int threads = 0, std::optional<CpuIsa> isa = std::nullopt,
+                      std::optional<bool> team = std::nullopt);
   ~CpuExperts();
 
   int threads() const { return arena_.max_concurrency(); }

@@ -1,0 +1,145 @@
+// `freetoken bench share`: an offloaded layer's CPU share as the engine runs it, without a GPU. The
+// CPU experts (CpuExperts::run, one token) compute k of a layer's bf16 experts, then the calling
+// thread spins for a gap (the GPU's dense work between two layers, when the share waits for its
+// next input), again and again over distinct experts so the weights stream from DRAM. Timed for
+// k = 1 .. --k on TBB's workers and on the spinning team (FT_CPU_TEAM), one process: the line
+// through t(k) splits a call's time into a fixed cost a layer and an expert's rate.
+#include "bench_share.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.h"
+#include "ft/engine/bf16.h"
+#include "ft/engine/cpu_experts.h"
+
+namespace ft::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A layer of `experts` bf16 experts (hidden x inter) in ordinary memory, random small values.
+struct Bf16Layer {
+  std::unique_ptr<engine::bf16_t[]> data;
+  engine::MoeWeights w;
+};
+
+Bf16Layer make_layer(int experts, int hidden, int inter, int top_k) {
+  Bf16Layer l;
+  const std::size_t mat = std::size_t(hidden) * std::size_t(inter);
+  l.data = std::make_unique_for_overwrite<engine::bf16_t[]>(std::size_t(experts) * 3 * mat);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.f, 0.02f);
+  std::vector<engine::bf16_t> pattern(1 << 16);
+  for (engine::bf16_t& v : pattern) v = engine::f32_to_bf16(n(rng));
+  for (std::size_t i = 0; i < std::size_t(experts) * 3 * mat; i += pattern.size())
+    std::copy_n(pattern.begin(), std::min(pattern.size(), std::size_t(experts) * 3 * mat - i), l.data.get() + i);
+  l.w.hidden = hidden;
+  l.w.router_spec.num_experts = std::size_t(experts);
+  l.w.router_spec.top_k = std::size_t(top_k);
+  const auto bytes = [&](std::size_t at) { return reinterpret_cast<const std::byte*>(l.data.get() + at); };
+  for (int e = 0; e < experts; ++e) {
+    const std::size_t base = std::size_t(e) * 3 * mat;
+    engine::SwiGluMatrices m;
+    m.gate = {engine::DType::kBF16, inter, hidden, bytes(base), std::size_t(hidden) * 2};
+    m.up = {engine::DType::kBF16, inter, hidden, bytes(base + mat), std::size_t(hidden) * 2};
+    m.down = {engine::DType::kBF16, hidden, inter, bytes(base + 2 * mat), std::size_t(inter) * 2};
+    l.w.experts.push_back(m);
+  }
+  return l;
+}
+
+struct Timing {
+  double us_per_call = 0;
+};
+
+// Calls of k experts (the next k of the layer, cycling), each followed by `gap_us` of spinning,
+// for `seconds`; the mean time of a call, gaps excluded.
+Timing time_calls(engine::CpuExperts& cpu, const engine::MoeWeights& w, int k, double gap_us, double seconds) {
+  const int E = int(w.experts.size()), K = int(w.router_spec.top_k);
+  std::vector<float> x(std::size_t(w.hidden)), out(x.size());
+  std::mt19937 rng(1);
+  std::normal_distribution<float> n(0.f, 1.f);
+  for (float& v : x) v = n(rng);
+  std::vector<int32_t> chosen(std::size_t(K), -1);
+  std::vector<float> weights(std::size_t(K), 1.f / float(K));
+  int next = 0;
+  const auto call = [&] {
+    for (int j = 0; j < K; ++j) chosen[std::size_t(j)] = j < k ? (next + j) % E : -1;
+    next = (next + k) % E;
+    cpu.run(w, x.data(), 1, std::size_t(K), chosen.data(), weights.data(), out.data());
+  };
+  for (int i = 0; i < 8; ++i) call();  // threads up, first touches
+  double busy = 0;
+  long calls = 0;
+  const auto t0 = Clock::now();
+  while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
+    const auto c0 = Clock::now();
+    call();
+    const auto c1 = Clock::now();
+    busy += std::chrono::duration<double>(c1 - c0).count();
+    ++calls;
+    while (std::chrono::duration<double, std::micro>(Clock::now() - c1).count() < gap_us) {
+    }
+  }
+  return {busy / double(std::max(calls, 1L)) * 1e6};
+}
+
+}  // namespace
+
+int bench_share(const Args& args) {
+  const std::string cmd = "bench share";
+  const int hidden = args.get_int("hidden"), inter = args.get_int("inter");
+  const int max_k = args.has("k") ? args.get_int("k") : 8;
+  const double gap_us = args.has("gap-us") ? args.get_double("gap-us") : 50;
+  const double seconds = args.has("seconds") ? args.get_double("seconds") : 1;
+  const int threads =
+      args.has("threads") ? int(args.get_int("threads")) : std::max(1, int(std::thread::hardware_concurrency()) - 1);
+  if (hidden < 1 || inter < 1 || max_k < 1 || max_k > 32 || threads < 1 || !(seconds > 0) || gap_us < 0)
+    return usage_error(cmd, "--hidden, --inter, --threads and --seconds must be positive, --k 1..32, --gap-us >= 0");
+  constexpr int kExperts = 128;  // a Qwen3-30B-A3B layer: more than any last-level cache
+  Bf16Layer layer;
+  try {
+    layer = make_layer(kExperts, hidden, inter, max_k);
+  } catch (const std::bad_alloc&) {
+    return runtime_error(cmd, "cannot allocate the layer's 128 experts");
+  }
+  const double expert_bytes = double(layer.w.experts.front().bytes());
+  std::printf("bench share: %d CPU threads, %d bf16 experts of %d x %d (%.1f MiB each), one token, a %.0f us gap\n",
+              threads, kExperts, hidden, inter, expert_bytes / 1048576.0, gap_us);
+  for (const bool team : {false, true}) {
+    engine::CpuExperts cpu(threads, std::nullopt, team);
+    double s_n = 0, s_x = 0, s_y = 0, s_xx = 0, s_xy = 0;
+    std::string line;
+    for (int k = 1; k <= max_k; k = k < 4 ? k + 1 : k * 2) {
+      const Timing t = time_calls(cpu, layer.w, k, gap_us, seconds);
+      char part[64];
+      std::snprintf(part, sizeof part, " %d: %.0f us (%.1f GB/s),", k, t.us_per_call,
+                    double(k) * expert_bytes / t.us_per_call / 1e3);
+      line += part;
+      s_n += 1;
+      s_x += k;
+      s_y += t.us_per_call;
+      s_xx += double(k) * k;
+      s_xy += double(k) * t.us_per_call;
+    }
+    line.pop_back();
+    const double slope = (s_n * s_xy - s_x * s_y) / std::max(s_n * s_xx - s_x * s_x, 1e-9),
+                 fixed = (s_y - slope * s_x) / s_n;
+    std::printf("  %-12s a call by its experts:%s\n", team ? "team" : "tbb", line.c_str());
+    std::printf("  %-12s fit: %.0f us a call + %.0f us an expert (%.1f GB/s)\n", "", fixed, slope,
+                slope > 0 ? expert_bytes / slope / 1e3 : 0.0);
+  }
+  return 0;
+}
+
+}  // namespace ft::cli
