@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "fixture_moe.h"
 #include "ft/engine/backend.h"
 #include "ft/engine/bf16.h"
 #include "ft/engine/checkpoint.h"
@@ -547,25 +548,6 @@ TEST_P(CpuOps, SafetensorsRowBlocksDecodeAsTheReference) {
   }
 }
 
-// Layer 1's MoE of the llama.cpp-made file (4 experts, top 2, hidden 256): Q4_K gate, Q5_K up
-// (or, with gate_as_up, the next expert's Q4_K gate: a layer every integer kernel takes), Q6_K down.
-engine::MoeWeights fixture_moe(const engine::Checkpoint& ckpt, bool gate_as_up) {
-  const auto view = [&](const std::string& name) { return engine::matrix_view(*ckpt.tensor(name)); };
-  engine::MoeWeights w;
-  w.hidden = 256;
-  w.router_spec.num_experts = 4;
-  w.router_spec.top_k = 2;
-  w.router = view("model.layers.1.mlp.gate.weight");
-  for (int e = 0; e < 4; ++e) {
-    const std::string p = "model.layers.1.mlp.experts." + std::to_string(e) + ".";
-    const std::string up = gate_as_up
-                               ? "model.layers.1.mlp.experts." + std::to_string((e + 1) % 4) + ".gate_proj.weight"
-                               : p + "up_proj.weight";
-    w.experts.push_back({view(p + "gate_proj.weight"), view(up), view(p + "down_proj.weight")});
-  }
-  return w;
-}
-
 // A prefill (96 tokens, 192 assignments over 4 experts) of the fixture's MoE layer, plain and with
 // gpt-oss's epilogue (biases on gate, up and down, the clamped GLU), on `fast` (kernels by call
 // size), the reference and `fixed` (one kernel family); `check` gets the three outputs. A token's
@@ -573,8 +555,7 @@ engine::MoeWeights fixture_moe(const engine::Checkpoint& ckpt, bool gate_as_up) 
 template <typename Check>
 void expect_prefill_moe(Backend& fast, Backend& fixed, Backend& ref, bool gate_as_up, std::uint32_t seed,
                         const Check& check) {
-  auto ckpt =
-      engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
+  auto ckpt = engine::Checkpoint::open(mixed_gguf_fixture());
   ASSERT_TRUE(ckpt.is_ok());
   engine::MoeWeights w = fixture_moe(*ckpt, gate_as_up);
   ASSERT_EQ(w.experts[0].gate.dtype, engine::DType::kQ4_K);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "fixture_moe.h"
 #include "ft/engine/backend.h"
 #include "ft/engine/bf16.h"
 #include "ft/engine/checkpoint.h"
@@ -380,19 +381,9 @@ TEST(CpuExperts, ComputesTheChosenExpertsAndLeavesTheRest) {
 // The GGUF fixture's Q4_K / Q6_K experts (the integer block products) at decode sizes: the team
 // computes TBB's bits, and a share of the choices is a share of the whole.
 TEST(CpuExperts, BlockExpertsOnTheTeamAreTbbsBits) {
-  auto ckpt =
-      engine::Checkpoint::open(std::filesystem::path(FT_FIXTURES_DIR) / "gguf" / "models" / "qwen3_moe-mixed.gguf");
+  auto ckpt = engine::Checkpoint::open(mixed_gguf_fixture());
   ASSERT_TRUE(ckpt.is_ok());
-  const auto view = [&](const std::string& name) { return engine::matrix_view(*ckpt->tensor(name)); };
-  engine::MoeWeights w;
-  w.hidden = 256;
-  w.router_spec.num_experts = 4;
-  w.router_spec.top_k = 2;
-  w.router = view("model.layers.1.mlp.gate.weight");
-  for (int e = 0; e < 4; ++e) {
-    const std::string p = "model.layers.1.mlp.experts." + std::to_string(e) + ".";
-    w.experts.push_back({view(p + "gate_proj.weight"), view(p + "up_proj.weight"), view(p + "down_proj.weight")});
-  }
+  const engine::MoeWeights w = fixture_moe(*ckpt);
   ASSERT_EQ(w.experts[0].gate.dtype, engine::DType::kQ4_K);
   ASSERT_EQ(w.experts[0].down.dtype, engine::DType::kQ6_K);
   std::mt19937 rng(11);
