@@ -6,6 +6,8 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -90,6 +92,22 @@ TEST(CpuTeam, WorkersThatFellAsleepWakeForTheNextJob) {
     EXPECT_EQ(runs.load(), 4);
     EXPECT_TRUE(other_started) << "round " << round;
   }
+}
+
+TEST(CpuTeam, AnItemsExceptionReachesTheLeaderAfterTheJob) {
+  Team team(2);
+  Team::Scope scope(team);
+  std::atomic<int> runs{0};
+  EXPECT_THROW(parallel_items(64,
+                              [&](std::size_t i) {
+                                runs.fetch_add(1);
+                                if (i % 16 == 5) throw std::runtime_error("item " + std::to_string(i));
+                              }),
+               std::runtime_error);
+  EXPECT_EQ(runs.load(), 64);  // every item ran: the job ended before the leader left it
+  std::atomic<int> again{0};
+  parallel_items(10, [&](std::size_t) { again.fetch_add(1); });  // the team still works
+  EXPECT_EQ(again.load(), 10);
 }
 
 TEST(CpuTeam, WithoutATeamTheLoopRunsOnTbb) {

@@ -1,6 +1,8 @@
 #include "ops/cpu/team.h"
 
 #include <algorithm>
+#include <exception>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -50,7 +52,12 @@ void Team::take_items(std::uint32_t gen) {
     const std::size_t i = std::uint32_t(t);
     if (i >= n_.load(std::memory_order_acquire)) return;
     if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
-    fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), i);
+    try {
+      fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), i);
+    } catch (...) {  // the leader rethrows it once every item is done (they may use its frame)
+      std::lock_guard lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
     done_.fetch_add(1, std::memory_order_release);
   }
 }
@@ -93,6 +100,12 @@ void Team::run(std::size_t n, ItemFn fn, void* ctx) {
   ticket_.store(std::uint64_t(gen_) << 32 | kClosed);
   current_team = this;
   running_item = was_running;
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(error_mu_);
+    error = std::exchange(error_, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void Team::work(std::stop_token stop) {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -31,7 +32,8 @@ class Team {
 
   int size() const { return int(threads_.size()) + 1; }
   // fn(ctx, i) for every i in [0, n), each once, on the caller and the workers; returns when all
-  // are done. One job at a time: the team has one leader (the thread that owns it).
+  // are done, rethrowing the first exception an item threw. One job at a time: the team has one
+  // leader (the thread that owns it).
   void run(std::size_t n, ItemFn fn, void* ctx);
 
   // While a Scope lives, parallel_items() on its thread runs on `team`.
@@ -69,6 +71,8 @@ class Team {
   std::mutex mu_;  // with cv_: the wake-up of workers that stopped spinning
   std::condition_variable_any cv_;
   std::atomic<int> sleeping_{0};
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // the job's first, for the leader
   std::vector<std::jthread> threads_;
 };
 
