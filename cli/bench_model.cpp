@@ -29,6 +29,7 @@
 #include "ft/engine/scheduler.h"
 #include "ft/engine/state_checkpoint.h"
 #include "ft/store/tiered_store.h"
+#include "line_fit.h"
 #include "model_flags.h"
 #include "model_locator.h"
 
@@ -292,7 +293,7 @@ Result<Loaded> load(const Args& args, const std::string& cmd, int64_t context_to
 void print_cpu_share_layers(const engine::ExpertOffloadStats& before, const engine::ExpertOffloadStats& after,
                             double expert_bytes, double steps) {
   const std::size_t n_max = std::min(before.cpu_layers_by_experts.size(), after.cpu_layers_by_experts.size());
-  double s_n = 0, s_x = 0, s_y = 0, s_xx = 0, s_xy = 0;
+  LineFit fit;  // a layer's seconds against its expert count, each layer a point
   std::string spread;
   for (std::size_t n = 1; n < n_max; ++n) {
     const double layers = double(after.cpu_layers_by_experts[n] - before.cpu_layers_by_experts[n]);
@@ -301,16 +302,11 @@ void print_cpu_share_layers(const engine::ExpertOffloadStats& before, const engi
     char part[48];
     std::snprintf(part, sizeof part, " %zu: %.0f us (%.0f),", n, secs / layers * 1e6, layers);
     spread += part;
-    s_n += layers;
-    s_x += layers * double(n);
-    s_y += secs;
-    s_xx += layers * double(n) * double(n);
-    s_xy += double(n) * secs;
+    fit.add(double(n), secs / layers, layers);
   }
-  if (s_n <= 0) return;
+  if (fit.n <= 0) return;
   spread.pop_back();
-  const double det = s_n * s_xx - s_x * s_x;
-  const double slope = det > 0 ? (s_n * s_xy - s_x * s_y) / det : 0, fixed = (s_y - slope * s_x) / s_n;
+  const double slope = fit.slope(), fixed = fit.intercept();
   std::printf("  CPU share    a layer by its experts:%s\n", spread.c_str());
   std::printf(
       "  CPU share    fit: %.0f us a layer + %.0f us an expert (%.1f GB/s); %.2f ms a step waiting for the GPU's "

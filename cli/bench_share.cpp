@@ -10,53 +10,20 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
-#include <new>
-#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "commands.h"
-#include "ft/engine/bf16.h"
 #include "ft/engine/cpu_experts.h"
+#include "ft/engine/host_expert_layer.h"
+#include "line_fit.h"
 
 namespace ft::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A layer of `experts` bf16 experts (hidden x inter) in ordinary memory, random small values.
-struct Bf16Layer {
-  std::unique_ptr<engine::bf16_t[]> data;
-  engine::MoeWeights w;
-};
-
-Bf16Layer make_layer(int experts, int hidden, int inter, int top_k) {
-  Bf16Layer l;
-  const std::size_t mat = std::size_t(hidden) * std::size_t(inter);
-  l.data = std::make_unique_for_overwrite<engine::bf16_t[]>(std::size_t(experts) * 3 * mat);
-  std::mt19937 rng(3);
-  std::normal_distribution<float> n(0.f, 0.02f);
-  std::vector<engine::bf16_t> pattern(1 << 16);
-  for (engine::bf16_t& v : pattern) v = engine::f32_to_bf16(n(rng));
-  for (std::size_t i = 0; i < std::size_t(experts) * 3 * mat; i += pattern.size())
-    std::copy_n(pattern.begin(), std::min(pattern.size(), std::size_t(experts) * 3 * mat - i), l.data.get() + i);
-  l.w.hidden = hidden;
-  l.w.router_spec.num_experts = std::size_t(experts);
-  l.w.router_spec.top_k = std::size_t(top_k);
-  const auto bytes = [&](std::size_t at) { return reinterpret_cast<const std::byte*>(l.data.get() + at); };
-  for (int e = 0; e < experts; ++e) {
-    const std::size_t base = std::size_t(e) * 3 * mat;
-    engine::SwiGluMatrices m;
-    m.gate = {engine::DType::kBF16, inter, hidden, bytes(base), std::size_t(hidden) * 2};
-    m.up = {engine::DType::kBF16, inter, hidden, bytes(base + mat), std::size_t(hidden) * 2};
-    m.down = {engine::DType::kBF16, hidden, inter, bytes(base + 2 * mat), std::size_t(inter) * 2};
-    l.w.experts.push_back(m);
-  }
-  return l;
-}
 
 struct Timing {
   double us_per_call = 0;
@@ -107,34 +74,25 @@ int bench_share(const Args& args) {
   if (hidden < 1 || inter < 1 || max_k < 1 || max_k > 32 || threads < 1 || !(seconds > 0) || gap_us < 0)
     return usage_error(cmd, "--hidden, --inter, --threads and --seconds must be positive, --k 1..32, --gap-us >= 0");
   constexpr int kExperts = 128;  // a Qwen3-30B-A3B layer: more than any last-level cache
-  Bf16Layer layer;
-  try {
-    layer = make_layer(kExperts, hidden, inter, max_k);
-  } catch (const std::bad_alloc&) {
-    return runtime_error(cmd, "cannot allocate the layer's 128 experts");
-  }
-  const double expert_bytes = double(layer.w.experts.front().bytes());
+  Result<engine::HostExpertLayer> layer = engine::make_host_expert_layer(kExperts, hidden, inter, max_k);
+  if (!layer) return runtime_error(cmd, layer.status().message());
+  const double expert_bytes = double(layer->w.experts.front().bytes());
   std::printf("bench share: %d CPU threads, %d bf16 experts of %d x %d (%.1f MiB each), one token, a %.0f us gap\n",
               threads, kExperts, hidden, inter, expert_bytes / 1048576.0, gap_us);
   for (const bool team : {false, true}) {
     engine::CpuExperts cpu(threads, std::nullopt, team);
-    double s_n = 0, s_x = 0, s_y = 0, s_xx = 0, s_xy = 0;
+    LineFit fit;
     std::string line;
     for (int k = 1; k <= max_k; k = k < 4 ? k + 1 : k * 2) {
-      const Timing t = time_calls(cpu, layer.w, k, gap_us, seconds);
+      const Timing t = time_calls(cpu, layer->w, k, gap_us, seconds);
       char part[64];
       std::snprintf(part, sizeof part, " %d: %.0f us (%.1f GB/s),", k, t.us_per_call,
                     double(k) * expert_bytes / t.us_per_call / 1e3);
       line += part;
-      s_n += 1;
-      s_x += k;
-      s_y += t.us_per_call;
-      s_xx += double(k) * k;
-      s_xy += double(k) * t.us_per_call;
+      fit.add(k, t.us_per_call);
     }
     line.pop_back();
-    const double slope = (s_n * s_xy - s_x * s_y) / std::max(s_n * s_xx - s_x * s_x, 1e-9),
-                 fixed = (s_y - slope * s_x) / s_n;
+    const double slope = fit.slope(), fixed = fit.intercept();
     std::printf("  %-12s a call by its experts:%s\n", team ? "team" : "tbb", line.c_str());
     std::printf("  %-12s fit: %.0f us a call + %.0f us an expert (%.1f GB/s)\n", "", fixed, slope,
                 slope > 0 ? expert_bytes / slope / 1e3 : 0.0);

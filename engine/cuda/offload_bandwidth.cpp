@@ -5,16 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <random>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "device_memory.h"
 #include "expert_slots.h"
-#include "ft/engine/bf16.h"
 
 namespace ft::engine {
 namespace {
@@ -110,60 +107,34 @@ Result<SplitCosts> measure_offload_bandwidth(const MoeWeights& w, CpuExperts& cp
 }
 
 Result<SyntheticExpertLayer> SyntheticExpertLayer::create(int experts, int hidden, int inter, int top_k) {
+  Result<HostExpertLayer> host = make_host_expert_layer(experts, hidden, inter, top_k);
+  if (!host) return host.status();
   SyntheticExpertLayer l;
-  const std::size_t mat = std::size_t(hidden) * std::size_t(inter) * sizeof(bf16_t);
+  l.host_ = std::move(*host);
   // Ordinary memory, registered like a model's mapped checkpoint (what the engine copies from and
   // its CPU experts read), not cudaHostAlloc's.
-  constexpr std::size_t kAlign = std::size_t(2) << 20;
-  l.size_ = (std::size_t(experts) * 3 * mat + kAlign - 1) / kAlign * kAlign;
-  l.bytes_ = static_cast<std::byte*>(std::aligned_alloc(kAlign, l.size_));
-  if (!l.bytes_) return unavailable("cannot allocate " + std::to_string(l.size_ >> 20) + " MiB of host memory");
-  // Small random bf16 values (a few distinct patterns, repeated: only the bytes' movement matters).
-  std::mt19937 rng(5);
-  std::normal_distribution<float> n(0.f, 0.02f);
-  std::vector<bf16_t> pattern(1 << 16);
-  for (bf16_t& v : pattern) v = f32_to_bf16(n(rng));
-  for (std::size_t off = 0; off < l.size_; off += pattern.size() * sizeof(bf16_t))
-    std::memcpy(l.bytes_ + off, pattern.data(), std::min(pattern.size() * sizeof(bf16_t), l.size_ - off));
-  if (cudaHostRegister(l.bytes_, l.size_, cudaHostRegisterDefault) != cudaSuccess) {
+  if (cudaHostRegister(l.host_.bytes.get(), l.host_.size, cudaHostRegisterDefault) != cudaSuccess) {
     cudaGetLastError();
-    return unavailable("cannot pin " + std::to_string(l.size_ >> 20) + " MiB of host memory");
+    return unavailable("cannot pin " + std::to_string(l.host_.size >> 20) + " MiB of host memory");
   }
   l.registered_ = true;
-  l.w_.hidden = hidden;
-  l.w_.router_spec.num_experts = std::size_t(experts);
-  l.w_.router_spec.top_k = std::size_t(top_k);
-  for (int e = 0; e < experts; ++e) {
-    const std::byte* base = l.bytes_ + std::size_t(e) * 3 * mat;
-    SwiGluMatrices m;
-    m.gate = {DType::kBF16, inter, hidden, base, std::size_t(hidden) * sizeof(bf16_t)};
-    m.up = {DType::kBF16, inter, hidden, base + mat, std::size_t(hidden) * sizeof(bf16_t)};
-    m.down = {DType::kBF16, hidden, inter, base + 2 * mat, std::size_t(inter) * sizeof(bf16_t)};
-    l.w_.experts.push_back(m);
-  }
   return l;
 }
 
 SyntheticExpertLayer::SyntheticExpertLayer(SyntheticExpertLayer&& o) noexcept
-    : bytes_(std::exchange(o.bytes_, nullptr)),
-      size_(o.size_),
-      registered_(std::exchange(o.registered_, false)),
-      w_(std::move(o.w_)) {}
+    : host_(std::move(o.host_)), registered_(std::exchange(o.registered_, false)) {}
 SyntheticExpertLayer& SyntheticExpertLayer::operator=(SyntheticExpertLayer&& o) noexcept {
   if (this != &o) {
     release();
-    bytes_ = std::exchange(o.bytes_, nullptr);
-    size_ = o.size_;
+    host_ = std::move(o.host_);
     registered_ = std::exchange(o.registered_, false);
-    w_ = std::move(o.w_);
   }
   return *this;
 }
 SyntheticExpertLayer::~SyntheticExpertLayer() { release(); }
 void SyntheticExpertLayer::release() {
-  if (registered_) cudaHostUnregister(bytes_);
-  std::free(bytes_);
-  bytes_ = nullptr;
+  if (registered_) cudaHostUnregister(host_.bytes.get());
+  host_ = {};
   registered_ = false;
 }
 

@@ -11,6 +11,7 @@
 #include "ft/common/result.h"
 #include "ft/engine/backend.h"
 #include "ft/engine/cpu_experts.h"
+#include "ft/engine/host_expert_layer.h"
 #include "ft/engine/moe_split.h"
 
 namespace ft::engine {
@@ -28,15 +29,13 @@ class SyntheticExpertLayer {
   SyntheticExpertLayer(SyntheticExpertLayer&&) noexcept;
   SyntheticExpertLayer& operator=(SyntheticExpertLayer&&) noexcept;
   ~SyntheticExpertLayer();
-  const MoeWeights& weights() const { return w_; }
+  const MoeWeights& weights() const { return host_.w; }
 
  private:
   SyntheticExpertLayer() = default;
   void release();
-  std::byte* bytes_ = nullptr;
-  std::size_t size_ = 0;
+  HostExpertLayer host_;
   bool registered_ = false;
-  MoeWeights w_;
 };
 
 // The cache file: the costs with the GPU and thread count they were measured for. A file for
