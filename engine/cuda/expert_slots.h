@@ -198,8 +198,8 @@ class ExpertSlots {
   const unsigned* step_device() const { return step_dev_; }
   // The share as this pass began (a float on the device, beside the step number).
   const float* share_device() const { return reinterpret_cast<const float*>(step_dev_ + 1); }
-  // Whether each layer's misses are split by the share on the device (split_misses_to_host,
-  // FT_CUDA_SPLIT=layer), or by a fixed hash of (layer, expert) in the table (the default).
+  // Whether each layer's misses are split by the share on the device (split_misses_to_host, the
+  // default), or by a fixed hash of (layer, expert) in the table (FT_CUDA_SPLIT=hash).
   bool split_by_layer() const { return split_by_layer_; }
   // Queues layer's CPU share for this pass (T tokens, K choices each): a task on the CPU experts'
   // threads takes the pass's layers in order as the GPU publishes them.

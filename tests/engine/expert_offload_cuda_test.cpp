@@ -77,14 +77,14 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
     want_steps.push_back(l);
   }
 
-  // (".../layer": each layer's misses split by the share on the device, FT_CUDA_SPLIT=layer,
-  // instead of the CPU's share fixed per expert by a hash)
-  for (const char* entry : {"fetch", "cpu", "ratio:0.5", "adaptive", "direct", "direct:0.5", "direct:0.5/layer"}) {
+  // (".../hash": the CPU's share fixed per expert by a hash, FT_CUDA_SPLIT=hash, instead of each
+  // layer's misses split by the share on the device)
+  for (const char* entry : {"fetch", "cpu", "ratio:0.5", "adaptive", "direct", "direct:0.5", "direct:0.5/hash"}) {
     SCOPED_TRACE(entry);
     std::string policy_name = entry;
-    const bool by_layer = policy_name.ends_with("/layer");
-    if (by_layer) policy_name.resize(policy_name.size() - 6);
-    ScopedEnv split("FT_CUDA_SPLIT", by_layer ? "layer" : nullptr);
+    const bool by_hash = policy_name.ends_with("/hash");
+    if (by_hash) policy_name.resize(policy_name.size() - 5);
+    ScopedEnv split("FT_CUDA_SPLIT", by_hash ? "hash" : nullptr);
     const char* policy = policy_name.c_str();
     // 5 slots for 8 experts a layer (3 of them transient, for a token's 3 choices): prefill in
     // rounds of 2, misses in decode.
@@ -446,12 +446,12 @@ TEST(ExpertOffloadCudaStaged, StagedMissesGiveTheResidentLogits) {
     }
     // (the split on the device stages only the GPU's misses: the CPU's stay the zero expert, whose
     // address tells the kernels to skip its biases, gpt-oss's)
-    for (const char* entry : {"direct", "direct:0.5", "direct:0.5/layer"}) {
+    for (const char* entry : {"direct", "direct:0.5", "direct:0.5/hash"}) {
       SCOPED_TRACE(entry);
       std::string policy = entry;
-      const bool by_layer = policy.ends_with("/layer");
-      if (by_layer) policy.resize(policy.size() - 6);
-      const ScopedEnv split("FT_CUDA_SPLIT", by_layer ? "layer" : nullptr);
+      const bool by_hash = policy.ends_with("/hash");
+      if (by_hash) policy.resize(policy.size() - 5);
+      const ScopedEnv split("FT_CUDA_SPLIT", by_hash ? "hash" : nullptr);
       const ScopedEnv staged("FT_CUDA_STAGE_MISSES", "1");
       auto m = load(dir, 5, policy.c_str());
       ASSERT_TRUE(m);
