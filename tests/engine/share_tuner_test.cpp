@@ -56,6 +56,20 @@ TEST(ShareTuner, FollowsTheOptimumWhenTheMachineChanges) {
   EXPECT_LT(t.share(), 0.4);
 }
 
+// A GPU that reads host memory slowly (its kernels' in-place reads, one H100 host): every miss on
+// the CPU is best, and the climb gets there.
+TEST(ShareTuner, GivesTheCpuEveryMissWhenTheGpusReadsAreSlow) {
+  Machine slow_reads{0.5, 0.010};  // the balance at 0.98: above the last move below 1
+  ShareTuner t;
+  double highest = 0;
+  for (int i = 0; i < 400; ++i) {
+    t.observe(1, slow_reads.step(t.share()));
+    highest = std::max(highest, t.share());
+  }
+  EXPECT_EQ(highest, 1.0);
+  EXPECT_GE(t.share(), 0.9);
+}
+
 TEST(ShareTuner, StaysWithinItsBoundsAndRestartsAtANewShape) {
   Machine gpu_bound{0.050, 0.001};  // the more on the CPU the better: the bound holds
   ShareTuner::Options o;
