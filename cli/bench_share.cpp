@@ -2,8 +2,8 @@
 // CPU experts (CpuExperts::run, one token) compute k of a layer's bf16 experts, then the calling
 // thread spins for a gap (the GPU's dense work between two layers, when the share waits for its
 // next input), again and again over distinct experts so the weights stream from DRAM. Timed for
-// k = 1 .. --k on TBB's workers and on the spinning team (FT_CPU_TEAM), one process: the line
-// through t(k) splits a call's time into a fixed cost a layer and an expert's rate.
+// k = 1 .. --k: the line through t(k) splits a call's time into a fixed cost a layer (the
+// workers' wake-up for each parallel loop, the input's preparation) and an expert's rate.
 #include "bench_share.h"
 
 #include <algorithm>
@@ -79,24 +79,22 @@ int bench_share(const Args& args) {
   const double expert_bytes = double(layer->w.experts.front().bytes());
   std::printf("bench share: %d CPU threads, %d bf16 experts of %d x %d (%.1f MiB each), one token, a %.0f us gap\n",
               threads, kExperts, hidden, inter, expert_bytes / 1048576.0, gap_us);
-  for (const bool team : {false, true}) {
-    engine::CpuExperts cpu(threads, std::nullopt, team);
-    LineFit fit;
-    std::string line;
-    for (int k = 1; k <= max_k; k = k < 4 ? k + 1 : k * 2) {
-      const Timing t = time_calls(cpu, layer->w, k, gap_us, seconds);
-      char part[64];
-      std::snprintf(part, sizeof part, " %d: %.0f us (%.1f GB/s),", k, t.us_per_call,
-                    double(k) * expert_bytes / t.us_per_call / 1e3);
-      line += part;
-      fit.add(k, t.us_per_call);
-    }
-    line.pop_back();
-    const double slope = fit.slope(), fixed = fit.intercept();
-    std::printf("  %-12s a call by its experts:%s\n", team ? "team" : "tbb", line.c_str());
-    std::printf("  %-12s fit: %.0f us a call + %.0f us an expert (%.1f GB/s)\n", "", fixed, slope,
-                slope > 0 ? expert_bytes / slope / 1e3 : 0.0);
+  engine::CpuExperts cpu(threads);
+  LineFit fit;
+  std::string line;
+  for (int k = 1; k <= max_k; k = k < 4 ? k + 1 : k * 2) {
+    const Timing t = time_calls(cpu, layer->w, k, gap_us, seconds);
+    char part[64];
+    std::snprintf(part, sizeof part, " %d: %.0f us (%.1f GB/s),", k, t.us_per_call,
+                  double(k) * expert_bytes / t.us_per_call / 1e3);
+    line += part;
+    fit.add(k, t.us_per_call);
   }
+  line.pop_back();
+  const double slope = fit.slope(), fixed = fit.intercept();
+  std::printf("  a call by its experts:%s\n", line.c_str());
+  std::printf("  fit: %.0f us a call + %.0f us an expert (%.1f GB/s)\n", fixed, slope,
+              slope > 0 ? expert_bytes / slope / 1e3 : 0.0);
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // `freetoken bench share`: an offloaded layer's CPU share (CpuExperts) timed as the engine calls it,
-// between gaps, on TBB's workers and on the spinning team (bench_share.cpp). No GPU needed.
+// between gaps: a fixed cost a call and an expert's rate (bench_share.cpp). No GPU needed.
 #pragma once
 
 #include "flags.h"

@@ -304,7 +304,7 @@ const Benchmark kBenchmarks[] = {
     {"prefill", "a model's prefill of a long prompt", bench_prefill},
     {"gemm", "the CPU backend's bf16 linear on each kernel path, TFLOP/s", bench_gemm},
     {"bw", "expert offload's PCIe and CPU expert bandwidth, alone and at once (cached for the engine)", bench_bw},
-    {"share", "an offloaded layer's CPU share between gaps, on TBB's workers and on the spinning team", bench_share},
+    {"share", "an offloaded layer's CPU share between gaps: a fixed cost a call and an expert's rate", bench_share},
     {"load", "serve under concurrent replayed agent sessions, optionally with its engine killed (chaos)", bench_load},
     {"agentic", "replayed agent turns' decode speed vs the same prompts as new conversations", bench_agentic},
 };
@@ -329,7 +329,7 @@ const Command kBenchCommand = {
     "micro-benchmarks: bench expert (CPU MoE expert kernel vs memcpy bandwidth), bench restore "
     "(checkpoint restore from disk vs disk bandwidth and recompute), bench decode|prefill (a model vs its bound), "
     "bench bw (expert offload's PCIe and CPU bandwidth, cached for the engine), bench share (an offloaded layer's CPU "
-    "share between gaps: TBB's workers vs a spinning team), bench load (serve under replayed "
+    "share between gaps: a fixed cost a call, an expert's rate), bench load (serve under replayed "
     "agent sessions, with chaos), bench agentic (replayed agent turns' decode speed vs fresh prompts), bench gemm "
     "(the CPU backend's bf16 linear on each kernel path, TFLOP/s)",
     "freetoken bench expert [--hidden 2048] [--inter 768] [--tokens 1] [--threads N] [--seconds 2]\n"

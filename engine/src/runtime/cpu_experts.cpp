@@ -1,34 +1,20 @@
 #include "ft/engine/cpu_experts.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <thread>
 
 #include "ops/cpu/moe.h"
-#include "ops/cpu/team.h"
 
 namespace ft::engine {
 
 // No slot reserved for a caller: submitted tasks run on worker threads alone.
-CpuExperts::CpuExperts(int threads, std::optional<CpuIsa> isa, std::optional<bool> team)
+CpuExperts::CpuExperts(int threads, std::optional<CpuIsa> isa)
     : arena_(threads > 0 ? threads : tbb::task_arena::automatic, 0),
-      isa_(isa && cpu_isa_supported(*isa) ? *isa : best_cpu_isa()) {
-  const char* env = std::getenv("FT_CPU_TEAM");
-  if (team.value_or(env && std::strcmp(env, "1") == 0))
-    team_ = std::make_unique<cpu::Team>(std::max(this->threads() - 1, 0));
-}
-
-CpuExperts::~CpuExperts() = default;
+      isa_(isa && cpu_isa_supported(*isa) ? *isa : best_cpu_isa()) {}
 
 void CpuExperts::run(const MoeWeights& w, const float* x, std::size_t T, std::size_t K, const int32_t* chosen,
                      const float* weights, float* out) {
   // Decode-sized calls stream weights, which AVX-512 does faster than AMX tiles (as CpuBackend).
   const CpuIsa isa = isa_ == CpuIsa::kAmxBf16 && T <= 16 ? CpuIsa::kAvx512 : isa_;
-  if (team_) {  // on this thread, its team's workers already spinning
-    cpu::Team::Scope scope(*team_);
-    return cpu::moe_experts(scratch_, isa, w, x, T, K, chosen, weights, out);
-  }
   arena_.execute([&] { cpu::moe_experts(scratch_, isa, w, x, T, K, chosen, weights, out); });
 }
 

@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <optional>
 
 #include "ft/engine/backend.h"
@@ -18,17 +17,10 @@
 
 namespace ft::engine {
 
-namespace cpu {
-class Team;
-}
-
 class CpuExperts {
  public:
-  // threads 0: every core; isa: the best this CPU runs unless given; team: whether run() uses the
-  // spinning team (below), unless given as FT_CPU_TEAM says.
-  explicit CpuExperts(int threads = 0, std::optional<CpuIsa> isa = std::nullopt,
-                      std::optional<bool> team = std::nullopt);
-  ~CpuExperts();
+  // threads 0: every core; isa: the best this CPU runs unless given.
+  explicit CpuExperts(int threads = 0, std::optional<CpuIsa> isa = std::nullopt);
 
   int threads() const { return arena_.max_concurrency(); }
   CpuIsa isa() const { return isa_; }
@@ -38,11 +30,6 @@ class CpuExperts {
   // on the host (Matrix::data).
   void run(const MoeWeights& w, const float* x, std::size_t T, std::size_t K, const int32_t* chosen,
            const float* weights, float* out);
-  // With FT_CPU_TEAM=1, run() computes on a team of threads that spin between calls
-  // (ops/cpu/team.h: an offloaded layer's share comes every ~0.1-0.3 ms, and TBB's workers sleep
-  // between them); otherwise on TBB's workers, as the CPU backend. Off until measured on the GPU
-  // host (docs/perf-notes.md).
-  bool team() const { return team_ != nullptr; }
   // Runs `task` on the arena's threads and returns at once (the caller, a GPU backend's thread,
   // goes on issuing work). A task that calls run() must end before the next one is submitted
   // (they share a scratch); the GPU backend's layers are ordered so.
@@ -55,7 +42,6 @@ class CpuExperts {
   CpuIsa isa_;
   Scratch scratch_;
   std::atomic<int> pending_{0};
-  std::unique_ptr<cpu::Team> team_;  // the caller of run() and threads() - 1 workers
 };
 
 }  // namespace ft::engine

@@ -18,7 +18,6 @@
 #include "ops/cpu/int8_dots.h"
 #include "ops/cpu/int8_tiles.h"
 #include "ops/cpu/linear.h"
-#include "ops/cpu/team.h"
 
 namespace ft::engine::cpu {
 namespace {
@@ -101,7 +100,7 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
 
   // Pass 1: gate and up rows of a tile together, h = silu(gate) * up.
   const std::vector<Item> up_items = items(g, E, I);
-  parallel_items(up_items.size(), [&](std::size_t i) {
+  tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
     const Item& it = up_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
@@ -133,7 +132,7 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
 
   // Pass 2: y = down(h).
   const std::vector<Item> down_items = items(g, E, H);
-  parallel_items(down_items.size(), [&](std::size_t i) {
+  tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const Item& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
@@ -354,7 +353,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   }
   const X8Tiles xt = tiles ? tiles_by_expert(s, isa, xq, g, first, g.token_of) : X8Tiles{};
   const std::vector<Item> up_items = items(g, E, I);
-  parallel_items(up_items.size(), [&](std::size_t i) {
+  tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
     const Item& it = up_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0, rows = it.r1 - it.r0;
@@ -386,7 +385,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   if (h_int8 || tiles) hq.quantize(s, h, A, I, I, isa);
   const X8Tiles ht = tiles ? tiles_by_expert(s, isa, hq, g, first, nullptr) : X8Tiles{};
   const std::vector<Item> down_items = items(g, E, H);
-  parallel_items(down_items.size(), [&](std::size_t i) {
+  tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
     const Item& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
@@ -465,7 +464,7 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
 
   phase.emplace(profile, OpProfile::kMoeCombine);
   // Each token's experts in ascending expert order (HF adds them in that order too).
-  parallel_items(T, [&](std::size_t t) {
+  tbb::parallel_for(std::size_t(0), T, [&](std::size_t t) {
     std::size_t order[64];
     const std::size_t k_n = std::min<std::size_t>(K, 64);
     for (std::size_t k = 0; k < k_n; ++k) order[k] = k;
