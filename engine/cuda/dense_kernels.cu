@@ -10,6 +10,7 @@
 #include "glu_device.h"
 #include "kernels.h"
 #include "launch.h"
+#include "ops/pair_hash.h"
 #include "reduce_device.h"
 #include "route_device.h"
 #include "slot_layout.h"
@@ -306,14 +307,8 @@ struct ZeroExpert {
   const std::byte* m[3];
 };
 
-// A fraction in [0, 1) for (step, layer): splitmix64's finaliser.
-__device__ float dither(unsigned step, int layer) {
-  unsigned long long z = (static_cast<unsigned long long>(step) << 32 | unsigned(layer)) + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return float(z >> 40) * 0x1.0p-24f;
-}
+// A fraction in [0, 1) for (step, layer).
+__device__ float dither(unsigned step, int layer) { return float(pair_hash(step, unsigned(layer)) >> 40) * 0x1.0p-24f; }
 
 __global__ void split_misses_kernel(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n,
                                     const std::byte* const* table, const std::uint8_t* from_host, int E,

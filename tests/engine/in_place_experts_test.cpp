@@ -7,6 +7,8 @@
 #include <array>
 #include <vector>
 
+#include "ops/pair_hash.h"
+
 namespace ft::test {
 namespace {
 
@@ -118,6 +120,13 @@ TEST_F(InPlaceExpertsTest, AnEvictedExpertGoesBackToHostMemoryAndReplacementsAre
   ip.landed();
   EXPECT_TRUE(refresh());
   EXPECT_EQ(gate(1, 2), slot(1, use.admitted[0].slot).gate);
+}
+
+// The hash behind the hashed share (and the GPU's dither, which the GPU tests cover) is
+// splitmix64's: its first output from seed 0, and an input's high and low halves kept apart.
+TEST(PairHash, IsSplitmix64sFinaliser) {
+  EXPECT_EQ(engine::pair_hash(0, 0), 0xe220a8397b1dcdafull);
+  EXPECT_NE(engine::pair_hash(1, 0), engine::pair_hash(0, 1));
 }
 
 TEST(InPlaceExpertsShare, TheCpuTakesAboutItsShareOfTheUncachedExpertsAndNoneWithASlot) {

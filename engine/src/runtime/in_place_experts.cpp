@@ -1,6 +1,9 @@
 #include "ft/engine/in_place_experts.h"
 
 #include <algorithm>
+#include <cstdint>
+
+#include "ops/pair_hash.h"
 
 namespace ft::engine {
 
@@ -22,13 +25,9 @@ void InPlaceExperts::set_cpu_share(double q, bool by_hash) {
 
 namespace {
 
-// Where (layer, expert) falls in [0, 1): a fixed, well-mixed hash (splitmix64's finaliser).
+// Where (layer, expert) falls in [0, 1): a fixed, well-mixed hash.
 double place_of(int layer, int expert) {
-  std::uint64_t z = (std::uint64_t(std::uint32_t(layer)) << 32 | std::uint32_t(expert)) + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return double(z >> 11) * 0x1.0p-53;
+  return double(pair_hash(std::uint32_t(layer), std::uint32_t(expert)) >> 11) * 0x1.0p-53;
 }
 
 }  // namespace
