@@ -290,17 +290,27 @@ __global__ void wait_host_flag_at_kernel(const volatile unsigned* flag, const un
   __threadfence_system();
 }
 
-__global__ void publish_to_host_kernel(const float* x, std::size_t nx, const int32_t* chosen, const float* weights,
-                                       int n, float* hx, int32_t* hc, float* hw, volatile unsigned* flag,
-                                       const unsigned* value) {
+// The CPU's input into host memory by one block: x, each choice that `mine` says is the CPU's (the
+// others as -1) and every weight; then the flag, raised after the data have reached host memory.
+template <typename Mine>
+__device__ void publish_block(const float* x, std::size_t nx, const int32_t* chosen, const float* weights, int n,
+                              Mine mine, float* hx, int32_t* hc, float* hw, volatile unsigned* flag,
+                              const unsigned* value) {
   for (std::size_t i = threadIdx.x; i < nx; i += blockDim.x) hx[i] = x[i];
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    hc[i] = chosen[i];
+    hc[i] = mine(chosen[i]) ? chosen[i] : -1;
     hw[i] = weights[i];
   }
   __threadfence_system();  // the data reaches host memory before the flag does
   __syncthreads();
   if (threadIdx.x == 0) *flag = *value;
+}
+
+__global__ void publish_to_host_kernel(const float* x, std::size_t nx, const int32_t* chosen, const float* weights,
+                                       int n, float* hx, int32_t* hc, float* hw, volatile unsigned* flag,
+                                       const unsigned* value) {
+  const auto every = [](int) { return true; };
+  publish_block(x, nx, chosen, weights, n, every, hx, hc, hw, flag, value);
 }
 
 struct ZeroExpert {
@@ -342,14 +352,7 @@ __global__ void split_misses_kernel(const float* x, std::size_t nx, const int32_
   const auto on_cpu = [&](int e) { return e >= 0 && e < E && (cpu[e >> 5] >> (e & 31) & 1u); };
   for (int i = threadIdx.x; i < 3 * E; i += blockDim.x) split[i] = on_cpu(i % E) ? zero.m[i / E] : table[i];
   for (int e = threadIdx.x; e < E; e += blockDim.x) gpu_from_host[e] = from_host[e] && !on_cpu(e) ? 1 : 0;
-  for (std::size_t i = threadIdx.x; i < nx; i += blockDim.x) hx[i] = x[i];
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    hc[i] = on_cpu(chosen[i]) ? chosen[i] : -1;
-    hw[i] = weights[i];
-  }
-  __threadfence_system();  // the data reaches host memory before the flag does
-  __syncthreads();
-  if (threadIdx.x == 0) *flag = *value;
+  publish_block(x, nx, chosen, weights, n, on_cpu, hx, hc, hw, flag, value);
 }
 
 __global__ void add_kernel(float* y, const float* x, std::size_t n) {

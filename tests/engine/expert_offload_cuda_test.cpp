@@ -137,10 +137,16 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
       // CPU instead, which the GPU waits for on a flag); nothing in the step waits for the host,
       // so the decode steps record as a graph and replay (the last steps ran from the recording,
       // their choices copied out for the cache and the CPU as the recording left them).
-      EXPECT_GT(st->read_in_place, 0u);
       if (name == "direct") {
+        EXPECT_GT(st->read_in_place, 0u);
         EXPECT_EQ(st->cpu_computed, 0u);
+      } else if (name == "direct:1") {
+        // Every miss the split sees is the CPU's; the host's count of the GPU's reads (the missed
+        // experts not among the choices published to the CPU) is taken from its own view of the
+        // cache and may still count a few.
+        EXPECT_GT(st->cpu_computed, st->read_in_place);
       } else {
+        EXPECT_GT(st->read_in_place, 0u);
         EXPECT_GT(st->cpu_computed, 0u);
       }
       if (!decode_host_synced(GetParam())) {
