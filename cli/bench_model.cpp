@@ -313,6 +313,16 @@ void print_cpu_share_layers(const engine::ExpertOffloadStats& before, const engi
       "input\n",
       fixed * 1e6, slope * 1e6, slope > 0 ? expert_bytes / slope / 1e9 : 0.0,
       (after.cpu_wait_seconds - before.cpu_wait_seconds) / steps * 1e3);
+  // The share's calls phase by phase, and how busy its threads were inside the two loops.
+  const engine::CpuMoePhases& a = after.cpu_phases;
+  const engine::CpuMoePhases& b = before.cpu_phases;
+  const double calls = double(a.calls - b.calls), loops = (a.gate_up - b.gate_up) + (a.down - b.down);
+  if (calls <= 0) return;
+  std::printf(
+      "  CPU share    a layer: %.0f us before the loops, %.0f us gate/up, %.0f us down (h quantised), %.0f us "
+      "after; threads busy %.0f%% of the loops (%d threads)\n",
+      (a.prepare - b.prepare) / calls * 1e6, (a.gate_up - b.gate_up) / calls * 1e6, (a.down - b.down) / calls * 1e6,
+      (a.finish - b.finish) / calls * 1e6, loops > 0 ? 100 * (a.busy - b.busy) / (loops * a.threads) : 0.0, a.threads);
 }
 
 int bench_decode(const Args& args) {

@@ -27,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Timing {
   double us_per_call = 0;
+  engine::CpuMoePhases phases;  // the timed calls'
 };
 
 // Calls of k experts (the next k of the layer, cycling), each followed by `gap_us` of spinning,
@@ -40,12 +41,15 @@ Timing time_calls(engine::CpuExperts& cpu, const engine::MoeWeights& w, int k, d
   std::vector<int32_t> chosen(std::size_t(K), -1);
   std::vector<float> weights(std::size_t(K), 1.f / float(K));
   int next = 0;
+  engine::CpuMoePhases* phases = nullptr;
   const auto call = [&] {
     for (int j = 0; j < K; ++j) chosen[std::size_t(j)] = j < k ? (next + j) % E : -1;
     next = (next + k) % E;
-    cpu.run(w, x.data(), 1, std::size_t(K), chosen.data(), weights.data(), out.data());
+    cpu.run(w, x.data(), 1, std::size_t(K), chosen.data(), weights.data(), out.data(), phases);
   };
   for (int i = 0; i < 8; ++i) call();  // threads up, first touches
+  Timing t;
+  phases = &t.phases;
   double busy = 0;
   long calls = 0;
   const auto t0 = Clock::now();
@@ -58,7 +62,8 @@ Timing time_calls(engine::CpuExperts& cpu, const engine::MoeWeights& w, int k, d
     while (std::chrono::duration<double, std::micro>(Clock::now() - c1).count() < gap_us) {
     }
   }
-  return {busy / double(std::max(calls, 1L)) * 1e6};
+  t.us_per_call = busy / double(std::max(calls, 1L)) * 1e6;
+  return t;
 }
 
 }  // namespace
@@ -81,7 +86,7 @@ int bench_share(const Args& args) {
               threads, kExperts, hidden, inter, expert_bytes / 1048576.0, gap_us);
   engine::CpuExperts cpu(threads);
   LineFit fit;
-  std::string line;
+  std::string line, phase_line;
   for (int k = 1; k <= max_k; k = k < 4 ? k + 1 : k * 2) {
     const Timing t = time_calls(cpu, layer->w, k, gap_us, seconds);
     char part[64];
@@ -89,10 +94,19 @@ int bench_share(const Args& args) {
                   double(k) * expert_bytes / t.us_per_call / 1e3);
     line += part;
     fit.add(k, t.us_per_call);
+    const engine::CpuMoePhases& p = t.phases;
+    const double n = double(std::max<std::uint64_t>(p.calls, 1)), loops = p.gate_up + p.down;
+    std::snprintf(part, sizeof part, " %d: %.0f/%.0f/%.0f/%.0f us (%.0f%%),", k, p.prepare / n * 1e6,
+                  p.gate_up / n * 1e6, p.down / n * 1e6, p.finish / n * 1e6,
+                  loops > 0 ? 100 * p.busy / (loops * p.threads) : 0.0);
+    phase_line += part;
   }
   line.pop_back();
+  phase_line.pop_back();
   const double slope = fit.slope(), fixed = fit.intercept();
   std::printf("  a call by its experts:%s\n", line.c_str());
+  std::printf("  its phases (before the loops / gate-up / down / after; threads busy in the loops):%s\n",
+              phase_line.c_str());
   std::printf("  fit: %.0f us a call + %.0f us an expert (%.1f GB/s)\n", fixed, slope,
               slope > 0 ? expert_bytes / slope / 1e3 : 0.0);
   return 0;

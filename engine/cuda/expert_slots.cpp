@@ -636,7 +636,7 @@ void ExpertSlots::run_cpu_share(unsigned step) {
     }
     if (experts > 0) {
       try {
-        cpu_.run(w, io.x, std::size_t(T), std::size_t(K), mine.data(), io.weights, io.y);
+        cpu_.run(w, io.x, std::size_t(T), std::size_t(K), mine.data(), io.weights, io.y, &stats_.cpu_phases);
       } catch (const std::exception& e) {
         cpu_failed(std::string("the CPU experts failed: ") + e.what());
       }

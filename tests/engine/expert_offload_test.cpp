@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -364,6 +365,21 @@ TEST(CpuExperts, ComputesTheChosenExpertsAndLeavesTheRest) {
   cpu.drain();
   EXPECT_TRUE(other_thread);
   EXPECT_EQ(async, all);
+  // Timed phase by phase, the same bits; the phases add up to no more than the call, and the threads'
+  // busy time inside the loops to no more than the loops' time on every thread.
+  engine::CpuMoePhases phases;
+  std::vector<float> timed(x.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  cpu.run(layer.w, x.data(), T, K, chosen.data(), weights.data(), timed.data(), &phases);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(timed, all);
+  EXPECT_EQ(phases.calls, 1u);
+  EXPECT_EQ(phases.threads, 2);
+  EXPECT_GT(phases.gate_up, 0.0);
+  EXPECT_GT(phases.down, 0.0);
+  EXPECT_GT(phases.busy, 0.0);
+  EXPECT_LE(phases.prepare + phases.gate_up + phases.down + phases.finish, wall);
+  EXPECT_LE(phases.busy, (phases.gate_up + phases.down) * phases.threads);
   // Nothing chosen here: zeros.
   std::vector<int32_t> none(chosen.size(), -1);
   cpu.run(layer.w, x.data(), T, K, none.data(), weights.data(), a.data());

@@ -223,6 +223,17 @@ struct ExpertOffloadOptions {
   bool lend_workspace = true;
 };
 
+// Where CPU MoE calls' time went (an offloaded decode's CPU share): the wall time before the
+// experts' two parallel loops (grouping, x quantised), in the gate/up loop, from there to the end of
+// the down loop (h quantised, down), and after it (the weighted sum); and the threads' time inside
+// the loops' items: busy / ((gate_up + down) x threads) is the part of the loops the threads spent
+// computing rather than waiting for work or for each other.
+struct CpuMoePhases {
+  std::uint64_t calls = 0;
+  double prepare = 0, gate_up = 0, down = 0, finish = 0, busy = 0;  // seconds (busy: thread-seconds)
+  int threads = 0;
+};
+
 // What an offloaded model's experts did since load: the cache, both miss paths and the rates the
 // split planner now assumes.
 struct ExpertOffloadStats {
@@ -247,6 +258,7 @@ struct ExpertOffloadStats {
   std::vector<std::uint64_t> cpu_layers_by_experts;
   std::vector<double> cpu_seconds_by_experts;
   double cpu_wait_seconds = 0;
+  CpuMoePhases cpu_phases;  // the share's calls, phase by phase
   // GPU memory the passes' temporaries took beyond the reserved workspace (outside the budget;
   // 0 while every pass fits, as passes of the plan's pass_rows should).
   std::uint64_t workspace_overflow_bytes = 0;

@@ -28,8 +28,9 @@ class CpuExperts {
   // weights[t K + k] * expert(x_t), in ascending expert order; negative choices are another
   // device's. x, chosen, weights and out are host memory; the experts' weights must be readable
   // on the host (Matrix::data).
+  // With `phases`, the call's time phase by phase is added there.
   void run(const MoeWeights& w, const float* x, std::size_t T, std::size_t K, const int32_t* chosen,
-           const float* weights, float* out);
+           const float* weights, float* out, CpuMoePhases* phases = nullptr);
   // Runs `task` on the arena's threads and returns at once (the caller, a GPU backend's thread,
   // goes on issuing work). A task that calls run() must end before the next one is submitted
   // (they share a scratch); the GPU backend's layers are ordered so.

@@ -3,8 +3,11 @@
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -23,6 +26,41 @@ namespace ft::engine::cpu {
 namespace {
 
 constexpr std::size_t kRowsPerItem = 32;  // weight rows of one expert per work item
+
+// A call's phases (CpuMoePhases), where asked for: mark() adds the time since the last mark to a
+// phase, items() wraps a loop's body so that its items' time adds to the threads' busy time.
+class PhaseClock {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit PhaseClock(CpuMoePhases* p) : p_(p), t_(p ? Clock::now() : Clock::time_point{}) {}
+  ~PhaseClock() {
+    if (p_) p_->busy += double(busy_ns_.load()) * 1e-9;
+  }
+  PhaseClock(const PhaseClock&) = delete;
+  PhaseClock& operator=(const PhaseClock&) = delete;
+
+  void mark(double CpuMoePhases::*phase) {
+    if (!p_) return;
+    const Clock::time_point now = Clock::now();
+    p_->*phase += std::chrono::duration<double>(now - t_).count();
+    t_ = now;
+  }
+  template <typename F>
+  auto items(const F& f) {
+    return [this, &f](std::size_t i) {
+      if (!p_) return f(i);
+      const Clock::time_point t0 = Clock::now();
+      f(i);
+      busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                         std::memory_order_relaxed);
+    };
+  }
+
+ private:
+  CpuMoePhases* p_;
+  Clock::time_point t_;
+  std::atomic<std::int64_t> busy_ns_{0};
+};
 
 float silu(float v) { return v / (1.0f + std::exp(-v)); }
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
@@ -90,7 +128,7 @@ std::size_t amx_rows_per_item(std::size_t rows) { return rows % 128 == 0 ? 128 :
 
 // Every expert on the bf16 dots kernels. xg: the assignments' activations in group order.
 void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, const Groups& g, const PreparedX& xg,
-                  std::size_t A, float* y) {
+                  std::size_t A, float* y, PhaseClock& clock) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   const bool plain = w.plain_experts();
   // h = silu(gate) * up (or the family's GLU of the biased products) in the path's activation
@@ -100,7 +138,8 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
 
   // Pass 1: gate and up rows of a tile together, h = silu(gate) * up.
   const std::vector<Item> up_items = items(g, E, I);
-  tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
+  clock.mark(&CpuMoePhases::prepare);
+  const auto up_item = [&](std::size_t i) {
     const Item& it = up_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
@@ -128,11 +167,13 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
         }
       }
     }
-  });
+  };
+  tbb::parallel_for(std::size_t(0), up_items.size(), clock.items(up_item));
+  clock.mark(&CpuMoePhases::gate_up);
 
   // Pass 2: y = down(h).
   const std::vector<Item> down_items = items(g, E, H);
-  tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
+  const auto down_item = [&](std::size_t i) {
     const Item& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
@@ -149,7 +190,9 @@ void experts_bf16(Scratch& s, CpuIsa isa, DotsFn dots, const MoeWeights& w, cons
         }
       }
     }
-  });
+  };
+  tbb::parallel_for(std::size_t(0), down_items.size(), clock.items(down_item));
+  clock.mark(&CpuMoePhases::down);
 }
 
 // An AMX work item: rows [r0, r1) of one expert against its token blocks [b0, b1) (absolute block
@@ -327,7 +370,7 @@ X8Tiles tiles_by_expert(Scratch& s, CpuIsa isa, const X8Rows& x, const Groups& g
 // x holds the T tokens' rows; the tiles read them through g.token_of (each token's row quantised
 // once, not once per choice), the other kernels from a copy in assignment order.
 void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* x, std::size_t T,
-                    float* y, bool by_size) {
+                    float* y, bool by_size, PhaseClock& clock) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   const bool plain = w.plain_experts();
   float* h = s.floats(std::max<std::size_t>(g.begin[E], 1) * I);
@@ -353,7 +396,8 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   }
   const X8Tiles xt = tiles ? tiles_by_expert(s, isa, xq, g, first, g.token_of) : X8Tiles{};
   const std::vector<Item> up_items = items(g, E, I);
-  tbb::parallel_for(std::size_t(0), up_items.size(), [&](std::size_t i) {
+  clock.mark(&CpuMoePhases::prepare);
+  const auto up_item = [&](std::size_t i) {
     const Item& it = up_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0, rows = it.r1 - it.r0;
@@ -381,11 +425,13 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
       row_dots(isa, up, x_int8 ? &xq : nullptr, a0, m.up, r, xg + a0 * H, H, n, ub.data());
       glu(r, 1, 0);
     }
-  });
+  };
+  tbb::parallel_for(std::size_t(0), up_items.size(), clock.items(up_item));
+  clock.mark(&CpuMoePhases::gate_up);
   if (h_int8 || tiles) hq.quantize(s, h, A, I, I, isa);
   const X8Tiles ht = tiles ? tiles_by_expert(s, isa, hq, g, first, nullptr) : X8Tiles{};
   const std::vector<Item> down_items = items(g, E, H);
-  tbb::parallel_for(std::size_t(0), down_items.size(), [&](std::size_t i) {
+  const auto down_item = [&](std::size_t i) {
     const Item& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
@@ -402,7 +448,9 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
       const float bd = bias_at(w.down_bias, it.expert, H, r);
       for (std::size_t j = 0; j < n; ++j) y[(a0 + j) * H + r] = db[j] + bd;
     }
-  });
+  };
+  tbb::parallel_for(std::size_t(0), down_items.size(), clock.items(down_item));
+  clock.mark(&CpuMoePhases::down);
 }
 
 // Experts in other dtypes: each expert in turn through the generic linear.
@@ -434,8 +482,10 @@ void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& 
 }  // namespace
 
 void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
-                 const int32_t* chosen, const float* weights, float* out, OpProfile* profile, bool by_size) {
+                 const int32_t* chosen, const float* weights, float* out, OpProfile* profile, bool by_size,
+                 CpuMoePhases* phases) {
   Scratch::Frame frame(s);
+  PhaseClock clock(phases);
   const std::size_t H = std::size_t(w.hidden), E = w.experts.size();
   const Groups g = group_by_expert(s, chosen, T, K, E);
   const std::size_t A = g.begin[E];  // assignments computed here
@@ -453,9 +503,9 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
     const PreparedX px = prepare_x(s, isa, x, T, H);
     std::byte* xg = s.take<std::byte>(A * px.row_bytes);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * px.row_bytes, px.row(g.token_of[a]), px.row_bytes);
-    experts_bf16(s, isa, dots, w, g, {xg, px.row_bytes, px.elem}, A, y);
+    experts_bf16(s, isa, dots, w, g, {xg, px.row_bytes, px.elem}, A, y, clock);
   } else if (fused_blocks_fit(isa, w)) {
-    experts_blocks(s, isa, w, g, x, T, y, by_size);
+    experts_blocks(s, isa, w, g, x, T, y, by_size, clock);
   } else {
     float* xg = s.floats(A * H);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * H, x + g.token_of[a] * H, H * sizeof(float));
@@ -479,6 +529,11 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
       for (std::size_t d = 0; d < H; ++d) o[d] += yk[d] * wk;
     }
   });
+  clock.mark(&CpuMoePhases::finish);
+  if (phases) {
+    ++phases->calls;
+    phases->threads = tbb::this_task_arena::max_concurrency();
+  }
 }
 
 void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x,
