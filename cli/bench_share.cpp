@@ -3,7 +3,8 @@
 // thread spins for a gap (the GPU's dense work between two layers, when the share waits for its
 // next input), again and again over distinct experts so the weights stream from DRAM. Timed for
 // k = 1 .. --k: the line through t(k) splits a call's time into a fixed cost a layer (the
-// workers' wake-up for each parallel loop, the input's preparation) and an expert's rate.
+// workers' wake-up for each parallel loop, the input's preparation) and an expert's rate. With
+// FT_CPU_WARM set, the workers are woken at each gap's start (CpuExperts::warm).
 #include "bench_share.h"
 
 #include <algorithm>
@@ -33,6 +34,7 @@ struct Timing {
 // Calls of k experts (the next k of the layer, cycling), each followed by `gap_us` of spinning,
 // for `seconds`; the mean time of a call, gaps excluded.
 Timing time_calls(engine::CpuExperts& cpu, const engine::MoeWeights& w, int k, double gap_us, double seconds) {
+  static const bool warm = std::getenv("FT_CPU_WARM") != nullptr;
   const int E = int(w.experts.size()), K = int(w.router_spec.top_k);
   std::vector<float> x(std::size_t(w.hidden)), out(x.size());
   std::mt19937 rng(1);
@@ -59,6 +61,7 @@ Timing time_calls(engine::CpuExperts& cpu, const engine::MoeWeights& w, int k, d
     const auto c1 = Clock::now();
     busy += std::chrono::duration<double>(c1 - c0).count();
     ++calls;
+    if (warm) cpu.warm(std::chrono::microseconds(long(2 * gap_us) + 100));
     while (std::chrono::duration<double, std::micro>(Clock::now() - c1).count() < gap_us) {
     }
   }

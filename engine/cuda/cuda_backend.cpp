@@ -2,6 +2,8 @@
 // weights, and the factory. The class and the other areas' files: cuda_backend.h.
 #include "cuda_backend.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "ft/common/log.h"
@@ -300,6 +302,13 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options
   if (cudaError_t err = cudaSetDevice(options.device); err != cudaSuccess) {
     cudaGetLastError();
     return unavailable(cuda::error_text("cudaSetDevice", err));
+  }
+  if (const char* sync = std::getenv("FT_CUDA_SYNC")) {  // a measuring aid: spin|yield|block
+    const unsigned flags = std::strcmp(sync, "spin") == 0    ? cudaDeviceScheduleSpin
+                           : std::strcmp(sync, "yield") == 0 ? cudaDeviceScheduleYield
+                           : std::strcmp(sync, "block") == 0 ? cudaDeviceScheduleBlockingSync
+                                                             : cudaDeviceScheduleAuto;
+    if (cudaSetDeviceFlags(flags) != cudaSuccess) cudaGetLastError();
   }
   FT_ASSIGN_OR_RETURN(std::shared_ptr<cuda::Stream> stream, cuda::Stream::create());
   cublasHandle_t blas = nullptr;

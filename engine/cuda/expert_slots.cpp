@@ -39,6 +39,16 @@ bool split_by_layer_enabled() {
   return !(env && std::strcmp(env, "hash") == 0);
 }
 
+// A measuring aid: FT_CPU_WARM=<microseconds> wakes the CPU experts' threads when the share starts
+// waiting for a layer's input (CpuExperts::warm); unset or 0, the layer's loops wake them.
+std::chrono::microseconds cpu_warm_horizon() {
+  static const std::chrono::microseconds horizon = [] {
+    const char* env = std::getenv("FT_CPU_WARM");
+    return std::chrono::microseconds(env ? std::max(0, std::atoi(env)) : 0);
+  }();
+  return horizon;
+}
+
 }  // namespace
 
 int ExpertSlots::transient_for(int slots, int top_k) {
@@ -615,6 +625,7 @@ void ExpertSlots::run_cpu_share(unsigned step) {
     const auto [layer, T, K] = item;
     const InPlaceIo& io = io_[std::size_t(layer)];
     const auto waited = std::chrono::steady_clock::now();
+    if (cpu_warm_horizon().count() > 0 && !reached(io.in)) cpu_.warm(cpu_warm_horizon());
     while (!reached(io.in) && !share_.abort) _mm_pause();
     if (!reached(io.in)) {
       // The pass ended without the GPU publishing this layer: its output lacks the CPU's experts.

@@ -386,6 +386,48 @@ TEST(CpuExperts, ComputesTheChosenExpertsAndLeavesTheRest) {
   for (float v : a) ASSERT_EQ(v, 0.f);
 }
 
+// Warmed threads spin until the next run's loops begin, not for their whole horizon, and the run gives
+// the bits it gives unwarmed; threads warmed with no run after them end at their horizon.
+TEST(CpuExperts, WarmedThreadsTakeTheNextRunAndOtherwiseEndAtTheirHorizon) {
+  std::mt19937 rng(5);
+  const int64_t H = 64, I = 32, E = 8;
+  const std::size_t K = 2, T = 1;
+  Layer layer(H, I, E, K, rng);
+  std::vector<float> x(static_cast<std::size_t>(H));
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (float& v : x) v = n(rng);
+  std::vector<int32_t> chosen = {1, 6};
+  std::vector<float> weights = {0.25f, 0.75f};
+  engine::CpuExperts cpu(3);
+  std::vector<float> cold(x.size()), warmed(x.size());
+  cpu.run(layer.w, x.data(), T, K, chosen.data(), weights.data(), cold.data());
+
+  using Clock = std::chrono::steady_clock;
+  const auto until_idle = [&](Clock::duration limit) {
+    const auto t0 = Clock::now();
+    while (cpu.warming() > 0 && Clock::now() - t0 < limit) std::this_thread::yield();
+    return cpu.warming() == 0;
+  };
+  cpu.warm(std::chrono::seconds(30));  // far longer than the test may take
+  EXPECT_EQ(cpu.warming(), 2) << "all but the caller's thread";
+  cpu.run(layer.w, x.data(), T, K, chosen.data(), weights.data(), warmed.data());
+  EXPECT_TRUE(until_idle(std::chrono::seconds(10))) << "the run did not end the warmed threads' wait";
+  EXPECT_EQ(warmed, cold);
+
+  cpu.warm(std::chrono::milliseconds(20));
+  EXPECT_TRUE(until_idle(std::chrono::seconds(10))) << "with no run, the warmed threads outlived their horizon";
+  cpu.warm(std::chrono::seconds(30));
+  cpu.warm(std::chrono::seconds(30));  // while two wait, no more are woken
+  EXPECT_LE(cpu.warming(), 2);
+  cpu.run(layer.w, x.data(), T, K, chosen.data(), weights.data(), warmed.data());
+  EXPECT_TRUE(until_idle(std::chrono::seconds(10)));
+  // A run with nothing to compute (every choice another device's) has no loops: it ends them too.
+  const std::vector<int32_t> none = {-1, -1};
+  cpu.warm(std::chrono::seconds(30));
+  cpu.run(layer.w, x.data(), T, K, none.data(), weights.data(), warmed.data());
+  EXPECT_TRUE(until_idle(std::chrono::seconds(10))) << "a run without loops did not end the wait";
+}
+
 // The GGUF fixture's Q4_K / Q6_K experts (the integer block products) at decode sizes: three
 // threads compute one thread's bits, and a share of the choices is a share of the whole.
 TEST(CpuExperts, BlockExpertsGiveTheSameBitsOnAnyThreadCount) {

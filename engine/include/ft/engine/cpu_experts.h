@@ -6,6 +6,7 @@
 #include <tbb/task_arena.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -21,6 +22,10 @@ class CpuExperts {
  public:
   // threads 0: every core; isa: the best this CPU runs unless given.
   explicit CpuExperts(int threads = 0, std::optional<CpuIsa> isa = std::nullopt);
+  // Waits for the threads that warm() woke (each ends within its horizon).
+  ~CpuExperts();
+  CpuExperts(const CpuExperts&) = delete;
+  CpuExperts& operator=(const CpuExperts&) = delete;
 
   int threads() const { return arena_.max_concurrency(); }
   CpuIsa isa() const { return isa_; }
@@ -37,12 +42,18 @@ class CpuExperts {
   void submit(std::function<void()> task);
   // Waits until every submitted task has finished.
   void drain();
+  // Wakes the arena's other threads ahead of a run() expected within `horizon`: each spins until the
+  // run's first parallel loop begins (then takes its items) or the horizon ends.
+  void warm(std::chrono::microseconds horizon);
+  int warming() const { return warming_.load(std::memory_order_acquire); }
 
  private:
   tbb::task_arena arena_;
   CpuIsa isa_;
   Scratch scratch_;
   std::atomic<int> pending_{0};
+  std::atomic<unsigned> loops_{0};  // runs' first loops begun: what a warmed thread waits to change
+  std::atomic<int> warming_{0};
 };
 
 }  // namespace ft::engine

@@ -32,14 +32,20 @@ constexpr std::size_t kRowsPerItem = 32;  // weight rows of one expert per work 
 class PhaseClock {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit PhaseClock(CpuMoePhases* p) : p_(p), t_(p ? Clock::now() : Clock::time_point{}) {}
+  explicit PhaseClock(CpuMoePhases* p, std::atomic<unsigned>* loops_begun = nullptr)
+      : p_(p), loops_begun_(loops_begun), t_(p ? Clock::now() : Clock::time_point{}) {}
   ~PhaseClock() {
     if (p_) p_->busy += double(busy_ns_.load()) * 1e-9;
+    if (loops_begun_ && !begun_) loops_begun_->fetch_add(1, std::memory_order_release);  // a path without the loops
   }
   PhaseClock(const PhaseClock&) = delete;
   PhaseClock& operator=(const PhaseClock&) = delete;
 
   void mark(double CpuMoePhases::*phase) {
+    if (loops_begun_ && phase == &CpuMoePhases::prepare && !begun_) {
+      loops_begun_->fetch_add(1, std::memory_order_release);
+      begun_ = true;
+    }
     if (!p_) return;
     const Clock::time_point now = Clock::now();
     p_->*phase += std::chrono::duration<double>(now - t_).count();
@@ -58,6 +64,8 @@ class PhaseClock {
 
  private:
   CpuMoePhases* p_;
+  std::atomic<unsigned>* loops_begun_;
+  bool begun_ = false;
   Clock::time_point t_;
   std::atomic<std::int64_t> busy_ns_{0};
 };
@@ -330,11 +338,20 @@ void row_dots(CpuIsa isa, BlockDotsFn fused, const X8Rows* x8, std::size_t a0, c
   row_dots(isa, fused, m, r, x, ld, n, out);
 }
 
-bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w) {
-  for (const SwiGluMatrices& m : w.experts)
+// Whether every expert the call computes has a fused kernel for each of its matrices. Only those
+// are looked at: a decode call computes a few of a layer's 128 experts, and a walk over every
+// expert's three views (cold after the previous layer's weights went through the caches) is work in
+// proportion to the layer, not to the call.
+bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w, const Groups& g) {
+  bool any = false;
+  for (std::size_t e = 0; e < w.experts.size(); ++e) {
+    if (g.begin[e] == g.begin[e + 1]) continue;
+    const SwiGluMatrices& m = w.experts[e];
     for (const Matrix* x : {&m.gate, &m.up, &m.down})
       if (!block_dots_for(isa, x->dtype)) return false;
-  return !w.experts.empty();
+    any = true;
+  }
+  return any;
 }
 
 // Every expert in a GGUF block dtype with a fused kernel: the bf16 path's two passes over work
@@ -483,17 +500,21 @@ void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& 
 
 void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
                  const int32_t* chosen, const float* weights, float* out, OpProfile* profile, bool by_size,
-                 CpuMoePhases* phases) {
+                 CpuMoePhases* phases, std::atomic<unsigned>* loops_begun) {
   Scratch::Frame frame(s);
-  PhaseClock clock(phases);
+  PhaseClock clock(phases, loops_begun);
   const std::size_t H = std::size_t(w.hidden), E = w.experts.size();
   const Groups g = group_by_expert(s, chosen, T, K, E);
   const std::size_t A = g.begin[E];  // assignments computed here
   std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeExperts);
   float* y = s.floats(std::max<std::size_t>(A, 1) * H);
-  const bool all_bf16 = std::all_of(w.experts.begin(), w.experts.end(), [](const SwiGluMatrices& m) {
-    return m.gate.dtype == DType::kBF16 && m.up.dtype == DType::kBF16 && m.down.dtype == DType::kBF16;
-  });
+  // (the experts computed here only: as fused_blocks_fit)
+  bool all_bf16 = A > 0;
+  for (std::size_t e = 0; e < E && all_bf16; ++e) {
+    const SwiGluMatrices& m = w.experts[e];
+    if (g.begin[e] == g.begin[e + 1]) continue;
+    all_bf16 = m.gate.dtype == DType::kBF16 && m.up.dtype == DType::kBF16 && m.down.dtype == DType::kBF16;
+  }
   const DotsFn dots = all_bf16 ? dots_for(isa) : nullptr;
   if (A == 0) {
     // nothing to compute: every choice is another device's
@@ -504,7 +525,7 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
     std::byte* xg = s.take<std::byte>(A * px.row_bytes);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * px.row_bytes, px.row(g.token_of[a]), px.row_bytes);
     experts_bf16(s, isa, dots, w, g, {xg, px.row_bytes, px.elem}, A, y, clock);
-  } else if (fused_blocks_fit(isa, w)) {
+  } else if (fused_blocks_fit(isa, w, g)) {
     experts_blocks(s, isa, w, g, x, T, y, by_size, clock);
   } else {
     float* xg = s.floats(A * H);

@@ -5,6 +5,7 @@
 // other tokens share its experts.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 
 #include "ft/engine/backend.h"
@@ -22,9 +23,11 @@ void moe(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std:
 // The routed experts alone, for choices already made: out [T, H] = the sum over token t's choices
 // k with chosen[t K + k] >= 0 of weights[t K + k] * expert(x_t), in ascending expert order; a
 // negative choice is skipped (another device computes it: the GPU's share of an offloaded layer).
-// With `phases`, the call's time phase by phase is added there (the bf16 and block experts' paths).
+// With `phases`, the call's time phase by phase is added there (the bf16 and block experts' paths);
+// `loops_begun`, where given, is counted up once: as the experts' first parallel loop begins (at the
+// call's end on paths without those loops).
 void moe_experts(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
                  const int32_t* chosen, const float* weights, float* out, OpProfile* profile = nullptr,
-                 bool by_size = false, CpuMoePhases* phases = nullptr);
+                 bool by_size = false, CpuMoePhases* phases = nullptr, std::atomic<unsigned>* loops_begun = nullptr);
 
 }  // namespace ft::engine::cpu
