@@ -75,7 +75,7 @@ TEST(Cli, BenchShareTimesTheCpuShareByItsExperts) {
   auto r = run_freetoken({"bench", "share", "--k", "2", "--gap-us", "10", "--seconds", "0.05", "--threads", "2",
                           "--hidden", "256", "--inter", "128"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* want : {"a call by its experts", " 1: ", " 2: ", "us an expert"}) {
+  for (const char* want : {"a call by its experts", "its phases", " 1: ", " 2: ", "us an expert"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   EXPECT_EQ(r.out.find(" 3: "), std::string::npos) << r.out;  // --k 2: counts 1 and 2 only

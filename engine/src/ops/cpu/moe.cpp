@@ -28,7 +28,9 @@ namespace {
 constexpr std::size_t kRowsPerItem = 32;  // weight rows of one expert per work item
 
 // A call's phases (CpuMoePhases), where asked for: mark() adds the time since the last mark to a
-// phase, items() wraps a loop's body so that its items' time adds to the threads' busy time.
+// phase, items() wraps a loop's body so that its items' time adds to the threads' busy time. It also
+// raises `loops_begun` once, at the mark that ends the preparation (where the first loop begins) or
+// at the call's end: the moment CpuExperts::warm's threads stop spinning.
 class PhaseClock {
  public:
   using Clock = std::chrono::steady_clock;
@@ -338,20 +340,26 @@ void row_dots(CpuIsa isa, BlockDotsFn fused, const X8Rows* x8, std::size_t a0, c
   row_dots(isa, fused, m, r, x, ld, n, out);
 }
 
-// Whether every expert the call computes has a fused kernel for each of its matrices. Only those
-// are looked at: a decode call computes a few of a layer's 128 experts, and a walk over every
-// expert's three views (cold after the previous layer's weights went through the caches) is work in
-// proportion to the layer, not to the call.
-bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w, const Groups& g) {
+// Whether the call computes any expert and pred holds for each it computes. Only those are looked at:
+// a decode call computes a few of a layer's 128 experts, and a walk over every expert's views (cold
+// after the previous layer's weights went through the caches) is work in proportion to the layer,
+// not to the call.
+template <typename Pred>
+bool all_computed(const MoeWeights& w, const Groups& g, const Pred& pred) {
   bool any = false;
   for (std::size_t e = 0; e < w.experts.size(); ++e) {
     if (g.begin[e] == g.begin[e + 1]) continue;
-    const SwiGluMatrices& m = w.experts[e];
-    for (const Matrix* x : {&m.gate, &m.up, &m.down})
-      if (!block_dots_for(isa, x->dtype)) return false;
+    if (!pred(w.experts[e])) return false;
     any = true;
   }
   return any;
+}
+
+// Whether every expert the call computes has a fused kernel for each of its matrices.
+bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w, const Groups& g) {
+  return all_computed(w, g, [&](const SwiGluMatrices& m) {
+    return block_dots_for(isa, m.gate.dtype) && block_dots_for(isa, m.up.dtype) && block_dots_for(isa, m.down.dtype);
+  });
 }
 
 // Every expert in a GGUF block dtype with a fused kernel: the bf16 path's two passes over work
@@ -508,13 +516,9 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
   const std::size_t A = g.begin[E];  // assignments computed here
   std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeExperts);
   float* y = s.floats(std::max<std::size_t>(A, 1) * H);
-  // (the experts computed here only: as fused_blocks_fit)
-  bool all_bf16 = A > 0;
-  for (std::size_t e = 0; e < E && all_bf16; ++e) {
-    const SwiGluMatrices& m = w.experts[e];
-    if (g.begin[e] == g.begin[e + 1]) continue;
-    all_bf16 = m.gate.dtype == DType::kBF16 && m.up.dtype == DType::kBF16 && m.down.dtype == DType::kBF16;
-  }
+  const bool all_bf16 = all_computed(w, g, [](const SwiGluMatrices& m) {
+    return m.gate.dtype == DType::kBF16 && m.up.dtype == DType::kBF16 && m.down.dtype == DType::kBF16;
+  });
   const DotsFn dots = all_bf16 ? dots_for(isa) : nullptr;
   if (A == 0) {
     // nothing to compute: every choice is another device's
