@@ -386,6 +386,7 @@ void X8Rows::quantize(Scratch& scratch, const float* x, std::size_t T, std::size
   }
 #endif
   cols_ = cols;
+  rows_ = nullptr;
   hi_ = scratch.take<std::int8_t>(T * cols);
   lo_ = scratch.take<std::int8_t>(T * cols);
   d_ = scratch.floats(T * (cols / kX8Block) * 2);

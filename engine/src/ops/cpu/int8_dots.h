@@ -31,17 +31,28 @@ class X8Rows {
   // writes the scalar definition's bits).
   void quantize(Scratch& scratch, const float* x, std::size_t T, std::size_t cols, std::size_t ld, CpuIsa isa);
 
+  // This X8Rows read through an index: row t of the result is row rows[t] of this one (`rows` must
+  // outlive it). A token's row quantised once then serves every expert it chose.
+  X8Rows gathered(const std::size_t* rows) const {
+    X8Rows g = *this;
+    g.rows_ = rows;
+    return g;
+  }
+
   std::size_t cols() const { return cols_; }
-  const std::int8_t* hi(std::size_t t) const { return hi_ + t * cols_; }
-  const std::int8_t* lo(std::size_t t) const { return lo_ + t * cols_; }
-  const float* scales(std::size_t t) const { return d_ + t * (cols_ / kX8Block) * 2; }  // d1, d2 per block
-  const float* sums16(std::size_t t) const { return s16_ + t * (cols_ / 16); }          // sum of every 16 values
-  const float* sums32(std::size_t t) const { return s32_ + t * (cols_ / 32); }          // sum of every 32 values
+  const std::int8_t* hi(std::size_t t) const { return hi_ + row(t) * cols_; }
+  const std::int8_t* lo(std::size_t t) const { return lo_ + row(t) * cols_; }
+  const float* scales(std::size_t t) const { return d_ + row(t) * (cols_ / kX8Block) * 2; }  // d1, d2 per block
+  const float* sums16(std::size_t t) const { return s16_ + row(t) * (cols_ / 16); }          // sum of every 16 values
+  const float* sums32(std::size_t t) const { return s32_ + row(t) * (cols_ / 32); }          // sum of every 32 values
 
  private:
+  std::size_t row(std::size_t t) const { return rows_ ? rows_[t] : t; }
+
   std::size_t cols_ = 0;
   std::int8_t *hi_ = nullptr, *lo_ = nullptr;
   float *d_ = nullptr, *s16_ = nullptr, *s32_ = nullptr;
+  const std::size_t* rows_ = nullptr;  // gathered(): the underlying row of each row
 };
 
 // out[j] = row . x_{t0 + j} for j < n (n <= kInt8DotTokens): the row's super-blocks against the

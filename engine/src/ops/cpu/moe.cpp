@@ -355,10 +355,21 @@ bool all_computed(const MoeWeights& w, const Groups& g, const Pred& pred) {
   return any;
 }
 
-// Whether every expert the call computes has a fused kernel for each of its matrices.
-bool fused_blocks_fit(CpuIsa isa, const MoeWeights& w, const Groups& g) {
+// Whether pred holds for any expert the call computes.
+template <typename Pred>
+bool any_computed(const MoeWeights& w, const Groups& g, const Pred& pred) {
+  for (std::size_t e = 0; e < w.experts.size(); ++e)
+    if (g.begin[e] != g.begin[e + 1] && pred(w.experts[e])) return true;
+  return false;
+}
+
+// Whether every matrix of every expert the call computes has a row kernel: the integer products
+// (AVX2 and up: Q4_K, Q5_K, Q6_K) or a fused decode + dot (AVX-512: every block dtype).
+bool block_rows_fit(CpuIsa isa, const MoeWeights& w, const Groups& g) {
   return all_computed(w, g, [&](const SwiGluMatrices& m) {
-    return block_dots_for(isa, m.gate.dtype) && block_dots_for(isa, m.up.dtype) && block_dots_for(isa, m.down.dtype);
+    for (const Matrix* x : {&m.gate, &m.up, &m.down})
+      if (!int8_dots_for(isa, *x) && !block_dots_for(isa, x->dtype)) return false;
+    return true;
   });
 }
 
@@ -388,38 +399,22 @@ X8Tiles tiles_by_expert(Scratch& s, CpuIsa isa, const X8Rows& x, const Groups& g
   return t;
 }
 
-// Every expert in a GGUF block dtype with a fused kernel: the bf16 path's two passes over work
-// items of 32 rows (gate and up rows together, h = GLU in fp32; then down), each row decoded in
-// registers against the expert's tokens; or, for a prefill's Q4_K / Q6_K experts without AMX, each
-// item's rows against the expert's tokens 16 at a time on the VNNI tiles.
-// x holds the T tokens' rows; the tiles read them through g.token_of (each token's row quantised
-// once, not once per choice), the other kernels from a copy in assignment order.
-void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* x, std::size_t T,
-                    float* y, bool by_size, PhaseClock& clock) {
+// A prefill's Q4_K / Q6_K experts without AMX: the bf16 path's two passes over work items of 32
+// rows (gate and up rows together, h = GLU in fp32; then down), each item's rows against the
+// expert's tokens 16 at a time on the VNNI tiles. The tiles read x's rows through g.token_of (each
+// token's row quantised once, not once per choice).
+void experts_tiles(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* x, std::size_t T,
+                   float* y, PhaseClock& clock) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   const bool plain = w.plain_experts();
-  float* h = s.floats(std::max<std::size_t>(g.begin[E], 1) * I);
   const std::size_t A = g.begin[E];
-  X8Rows xq, hq;  // the inputs as int8 planes, where an expert's dtype has integer products
-  const bool x_int8 = std::any_of(w.experts.begin(), w.experts.end(), [&](const SwiGluMatrices& m) {
-    return int8_dots_for(isa, m.gate) || int8_dots_for(isa, m.up);
-  });
-  const bool h_int8 = std::any_of(w.experts.begin(), w.experts.end(),
-                                  [&](const SwiGluMatrices& m) { return int8_dots_for(isa, m.down) != nullptr; });
-  const bool tiles = int8_tiles_experts_fit(isa, w, g, by_size);
+  float* h = s.floats(std::max<std::size_t>(A, 1) * I);
   std::vector<std::size_t> first(E + 1, 0);  // each expert's first tile block
   for (std::size_t e = 0; e < E; ++e)
     first[e + 1] = first[e] + (g.begin[e + 1] - g.begin[e] + kTileTokens - 1) / kTileTokens;
-  const float* xg = nullptr;
-  if (tiles) {
-    xq.quantize(s, x, T, H, H, isa);
-  } else {
-    float* rows = s.floats(A * H);
-    for (std::size_t a = 0; a < A; ++a) std::memcpy(rows + a * H, x + g.token_of[a] * H, H * sizeof(float));
-    xg = rows;
-    if (x_int8) xq.quantize(s, xg, A, H, H, isa);
-  }
-  const X8Tiles xt = tiles ? tiles_by_expert(s, isa, xq, g, first, g.token_of) : X8Tiles{};
+  X8Rows xq, hq;
+  xq.quantize(s, x, T, H, H, isa);
+  const X8Tiles xt = tiles_by_expert(s, isa, xq, g, first, g.token_of);
   const std::vector<Item> up_items = items(g, E, I);
   clock.mark(&CpuMoePhases::prepare);
   const auto up_item = [&](std::size_t i) {
@@ -427,44 +422,85 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0, rows = it.r1 - it.r0;
     thread_local std::vector<float> gb, ub;  // no allocation per item once grown
-    // Row r's GLU into h; its gate and up outputs for token j at gb / ub[j * stride + at].
-    const auto glu = [&](std::size_t r, std::size_t stride, std::size_t at) {
+    gb.resize(n * rows);
+    ub.resize(n * rows);
+    int8_tile_rows(isa, m.gate, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, gb.data(), rows);
+    int8_tile_rows(isa, m.up, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, ub.data(), rows);
+    for (std::size_t r = it.r0; r < it.r1; ++r) {
       for (std::size_t j = 0; j < n; ++j) {
-        const float gv = gb[j * stride + at], uv = ub[j * stride + at];
+        const float gv = gb[j * rows + r - it.r0], uv = ub[j * rows + r - it.r0];
         h[(a0 + j) * I + r] = plain ? silu(gv) * uv : biased_glu(w, it.expert, I, r, gv, uv);
       }
-    };
-    if (tiles) {
-      gb.resize(n * rows);
-      ub.resize(n * rows);
-      int8_tile_rows(isa, m.gate, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, gb.data(), rows);
-      int8_tile_rows(isa, m.up, it.r0, it.r1, xt, first[it.expert], first[it.expert + 1], n, ub.data(), rows);
-      for (std::size_t r = it.r0; r < it.r1; ++r) glu(r, rows, r - it.r0);
-      return;
-    }
-    const BlockDotsFn gate = block_dots_for(isa, m.gate.dtype), up = block_dots_for(isa, m.up.dtype);
-    gb.resize(n);
-    ub.resize(n);
-    for (std::size_t r = it.r0; r < it.r1; ++r) {
-      row_dots(isa, gate, x_int8 ? &xq : nullptr, a0, m.gate, r, xg + a0 * H, H, n, gb.data());
-      row_dots(isa, up, x_int8 ? &xq : nullptr, a0, m.up, r, xg + a0 * H, H, n, ub.data());
-      glu(r, 1, 0);
     }
   };
   tbb::parallel_for(std::size_t(0), up_items.size(), clock.items(up_item));
   clock.mark(&CpuMoePhases::gate_up);
-  if (h_int8 || tiles) hq.quantize(s, h, A, I, I, isa);
-  const X8Tiles ht = tiles ? tiles_by_expert(s, isa, hq, g, first, nullptr) : X8Tiles{};
+  hq.quantize(s, h, A, I, I, isa);
+  const X8Tiles ht = tiles_by_expert(s, isa, hq, g, first, nullptr);
   const std::vector<Item> down_items = items(g, E, H);
+  const auto down_item = [&](std::size_t i) {
+    const Item& it = down_items[i];
+    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
+    int8_tile_rows(isa, w.experts[it.expert].down, it.r0, it.r1, ht, first[it.expert], first[it.expert + 1], n,
+                   y + a0 * H + it.r0, H);
+    add_down_bias(w, it.expert, it.r0, it.r1, y + a0 * H, n, H);
+  };
+  tbb::parallel_for(std::size_t(0), down_items.size(), clock.items(down_item));
+  clock.mark(&CpuMoePhases::down);
+}
+
+// Every expert in a block dtype, row by row: the integer products (int8_dots.h) where the matrix's
+// dtype has them, else the fused kernel that decodes a row in registers. Work items of 32 rows,
+// gate and up rows together (h = GLU in fp32), then h quantised for down's integer products, then
+// down (the bf16 path's two passes).
+// x's token rows are quantised once (not once per choice) and read through g.token_of; the fused
+// kernels read fp32 rows in assignment order (one token: its row at stride 0, no copy).
+void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* x, std::size_t T,
+                    float* y, PhaseClock& clock) {
+  const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
+  const bool plain = w.plain_experts();
+  const std::size_t A = g.begin[E];
+  float* h = s.floats(std::max<std::size_t>(A, 1) * I);
+  const bool x_int8 = any_computed(w, g, [&](const SwiGluMatrices& m) {
+    return int8_dots_for(isa, m.gate) != nullptr || int8_dots_for(isa, m.up) != nullptr;
+  });
+  const bool x_fp32 = any_computed(w, g, [&](const SwiGluMatrices& m) {
+    return int8_dots_for(isa, m.gate) == nullptr || int8_dots_for(isa, m.up) == nullptr;
+  });
+  const bool h_int8 =
+      any_computed(w, g, [&](const SwiGluMatrices& m) { return int8_dots_for(isa, m.down) != nullptr; });
+  X8Rows xq, hq;  // the inputs as int8 planes, where an expert's dtype has integer products
+  if (x_int8) xq.quantize(s, x, T, H, H, isa);
+  const X8Rows xa = xq.gathered(g.token_of);  // row a: assignment a's token
+  const float* xg = x;
+  std::size_t ldx = 0;
+  if (x_fp32 && T > 1) {
+    float* rows = s.floats(A * H);
+    for (std::size_t a = 0; a < A; ++a) std::memcpy(rows + a * H, x + g.token_of[a] * H, H * sizeof(float));
+    xg = rows;
+    ldx = H;
+  }
+  const std::vector<Item> up_items = items(g, E, I), down_items = items(g, E, H);
+  clock.mark(&CpuMoePhases::prepare);
+  const auto up_item = [&](std::size_t i) {
+    const Item& it = up_items[i];
+    const SwiGluMatrices& m = w.experts[it.expert];
+    const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
+    const BlockDotsFn gate = block_dots_for(isa, m.gate.dtype), up = block_dots_for(isa, m.up.dtype);
+    thread_local std::vector<float> gb, ub;  // no allocation per item once grown
+    gb.resize(n);
+    ub.resize(n);
+    for (std::size_t r = it.r0; r < it.r1; ++r) {
+      row_dots(isa, gate, x_int8 ? &xa : nullptr, a0, m.gate, r, xg + a0 * ldx, ldx, n, gb.data());
+      row_dots(isa, up, x_int8 ? &xa : nullptr, a0, m.up, r, xg + a0 * ldx, ldx, n, ub.data());
+      for (std::size_t j = 0; j < n; ++j)
+        h[(a0 + j) * I + r] = plain ? silu(gb[j]) * ub[j] : biased_glu(w, it.expert, I, r, gb[j], ub[j]);
+    }
+  };
   const auto down_item = [&](std::size_t i) {
     const Item& it = down_items[i];
     const SwiGluMatrices& m = w.experts[it.expert];
     const std::size_t a0 = g.begin[it.expert], n = g.begin[it.expert + 1] - a0;
-    if (tiles) {
-      int8_tile_rows(isa, m.down, it.r0, it.r1, ht, first[it.expert], first[it.expert + 1], n, y + a0 * H + it.r0, H);
-      add_down_bias(w, it.expert, it.r0, it.r1, y + a0 * H, n, H);
-      return;
-    }
     const BlockDotsFn down = block_dots_for(isa, m.down.dtype);
     thread_local std::vector<float> db;
     db.resize(n);
@@ -474,6 +510,9 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
       for (std::size_t j = 0; j < n; ++j) y[(a0 + j) * H + r] = db[j] + bd;
     }
   };
+  tbb::parallel_for(std::size_t(0), up_items.size(), clock.items(up_item));
+  clock.mark(&CpuMoePhases::gate_up);
+  if (h_int8) hq.quantize(s, h, A, I, I, isa);
   tbb::parallel_for(std::size_t(0), down_items.size(), clock.items(down_item));
   clock.mark(&CpuMoePhases::down);
 }
@@ -529,8 +568,10 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
     std::byte* xg = s.take<std::byte>(A * px.row_bytes);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * px.row_bytes, px.row(g.token_of[a]), px.row_bytes);
     experts_bf16(s, isa, dots, w, g, {xg, px.row_bytes, px.elem}, A, y, clock);
-  } else if (fused_blocks_fit(isa, w, g)) {
-    experts_blocks(s, isa, w, g, x, T, y, by_size, clock);
+  } else if (block_rows_fit(isa, w, g) && int8_tiles_experts_fit(isa, w, g, by_size)) {
+    experts_tiles(s, isa, w, g, x, T, y, clock);
+  } else if (block_rows_fit(isa, w, g)) {
+    experts_blocks(s, isa, w, g, x, T, y, clock);
   } else {
     float* xg = s.floats(A * H);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * H, x + g.token_of[a] * H, H * sizeof(float));
