@@ -568,10 +568,12 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
     std::byte* xg = s.take<std::byte>(A * px.row_bytes);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * px.row_bytes, px.row(g.token_of[a]), px.row_bytes);
     experts_bf16(s, isa, dots, w, g, {xg, px.row_bytes, px.elem}, A, y, clock);
-  } else if (block_rows_fit(isa, w, g) && int8_tiles_experts_fit(isa, w, g, by_size)) {
-    experts_tiles(s, isa, w, g, x, T, y, clock);
   } else if (block_rows_fit(isa, w, g)) {
-    experts_blocks(s, isa, w, g, x, T, y, clock);
+    if (int8_tiles_experts_fit(isa, w, g, by_size)) {
+      experts_tiles(s, isa, w, g, x, T, y, clock);
+    } else {
+      experts_blocks(s, isa, w, g, x, T, y, clock);
+    }
   } else {
     float* xg = s.floats(A * H);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * H, x + g.token_of[a] * H, H * sizeof(float));
