@@ -398,6 +398,7 @@ const Command kBenchCommand = {
      {"policies", "LIST", "decode: with experts in host RAM, time each policy in turn, e.g. adaptive,fetch,cpu", ""},
      {"reference", "", "decode, prefill: the fp32 reference ops instead of the runtime kernels", ""},
      {"deterministic", "", "decode, prefill: one kernel family for every call size (see freetoken engine --help)", ""},
+     {"cpu-activations", "HOW", "decode, prefill: bf16x2 or bf16 (see freetoken engine --help)", ""},
      {"sessions", "N", "load: concurrent sessions [64]", ""},
      {"variants", "N", "load: distinct session variants; session s is variant s % N [--sessions]", ""},
      {"max-tokens", "N", "load: output tokens per request [16]; agentic: [64]", ""},

@@ -101,6 +101,11 @@ Result<engine::LoadOptions> load_options_from_flags(const Args& args) {
   o.offload_costs_cache = (freetoken_data_dir() / "offload-bandwidth.json").string();
   if (args.has("recalibrate")) o.recalibrate = true;
   if (args.has("deterministic")) o.deterministic = true;
+  if (args.has("cpu-activations")) {
+    const std::string a = args.get("cpu-activations");
+    if (a != "bf16" && a != "bf16x2") return invalid_argument("--cpu-activations must be bf16x2 or bf16, not " + a);
+    o.cpu_bf16_activations = a == "bf16";
+  }
   o.progress = load_progress_printer();
   return o;
 }
@@ -111,6 +116,7 @@ std::vector<Flag> with_model_runtime_flags(std::vector<Flag> own, bool reference
     own.push_back(std::move(f));
   if (reference) own.push_back(reference_flag());
   own.push_back(deterministic_flag());
+  own.push_back(cpu_activations_flag());
   return own;
 }
 
@@ -157,8 +163,15 @@ Flag recalibrate_flag() {
 Flag deterministic_flag() {
   return {"deterministic", "",
           "same bits for a sequence batched or alone, restored or recomputed, on every CPU (with AMX: decode on AMX "
-          "tiles too, slower)",
+          "tiles too, slower, and prefill products with bf16x2 activations instead of bf16, near fp32 precision)",
           "", false};
+}
+Flag cpu_activations_flag() {
+  return {"cpu-activations", "HOW",
+          "with AMX, the activations of the CPU's prefill products and attention: bf16x2 (two bf16 halves, ~16 "
+          "bits, as the GPU takes them) or bf16 (one rounding, as llama.cpp's CPU path: ~1.4x the prefill, logits "
+          "about twice as far from an fp32 reference)",
+          "bf16x2", false};
 }
 Flag reference_flag() {
   return {"reference", "", "run the fp32 reference ops instead of the fast kernels (slow; for comparisons)", "", false};

@@ -44,6 +44,7 @@ Flag kv_budget_flag();
 Flag gpu_mem_flag();
 Flag reference_flag();
 Flag deterministic_flag();
+Flag cpu_activations_flag();
 Flag moe_policy_flag();
 Flag expert_slots_flag();
 Flag recalibrate_flag();

@@ -42,6 +42,20 @@ TEST(Cli, BadIntegerExitsTwo) {
   EXPECT_NE(r.err.find("expects an integer"), std::string::npos) << r.err;
 }
 
+// --cpu-activations takes bf16x2 or bf16; anything else is a usage error naming it. (Without AMX
+// both run the same kernels: the choice is the AMX products'.)
+TEST(Cli, CpuActivationsTakesBf16x2OrBf16) {
+  const std::string model = std::string(FT_FIXTURES_DIR) + "/gguf/models/qwen3_moe-mixed.gguf";
+  const std::string out = testing::TempDir() + "cpu_activations_logits.safetensors";
+  auto r = run_freetoken(
+      {"logits", "--model", model, "--tokens", "1,2,3", "--out", out, "--device", "cpu", "--cpu-activations", "fp8"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--cpu-activations must be bf16x2 or bf16, not fp8"), std::string::npos) << r.err;
+  r = run_freetoken(
+      {"logits", "--model", model, "--tokens", "1,2,3", "--out", out, "--device", "cpu", "--cpu-activations", "bf16"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(Cli, SubcommandHelp) {
   auto r = run_freetoken({"device", "--help"});
   EXPECT_EQ(r.exit_code, 0);

@@ -35,6 +35,12 @@ std::vector<float> randn(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
   return v;
 }
 
+// x with each value rounded to bf16 (nearest even), as a by-size backend's AMX products take it.
+std::vector<float> bf16_rounded(std::vector<float> x) {
+  for (float& v : x) v = engine::bf16_to_f32(engine::f32_to_bf16(v));
+  return x;
+}
+
 std::unique_ptr<Backend> backend(BackendKind kind, CpuIsa isa = CpuIsa::kScalar) {
   engine::BackendOptions o;
   o.kind = kind;
@@ -656,6 +662,108 @@ TEST_F(CpuAmxDecoded, BlockExpertsFollowTheReferenceAtPrefillSizes) {
   expect_prefill_moe(*fast_, *fixed_, *ref_, false, 5, [](const auto& got, const auto& want, const auto&) {
     EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-5);
   });
+}
+
+// A backend asked for bf16 activations (--cpu-activations bf16), on bf16 weights and bf16 KV with
+// AMX: prefill-sized products take x rounded to bf16 (the reference on bf16-rounded x, to fp32
+// rounding; measurably not the fp32 x), the MoE and attention follow the reference to bf16
+// rounding, and a row's bits are the same in any call of prefill size; decode-sized calls keep
+// fp32 products.
+class CpuAmxBf16Activations : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!engine::cpu_isa_supported(CpuIsa::kAmxBf16)) GTEST_SKIP() << "this CPU has no AMX";
+    engine::BackendOptions o;
+    o.threads = 2;
+    o.cpu_isa = CpuIsa::kAmxBf16;
+    o.cpu_bf16_activations = true;
+    auto b = engine::make_backend(o);
+    ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+    fast_ = std::move(b).value();
+    ref_ = backend(BackendKind::kReference);
+    ASSERT_TRUE(ref_);
+  }
+  std::unique_ptr<Backend> fast_, ref_;
+};
+
+TEST_F(CpuAmxBf16Activations, PrefillProductsTakeBf16Activations) {
+  std::mt19937 rng(7);
+  const std::size_t R = 64, K = 96, T = 70;
+  const Bf16Matrix w(int64_t(R), int64_t(K), rng);
+  const auto x = randn(T * K, rng), xr = bf16_rounded(x);
+  std::vector<float> got(T * R), want(T * R), exact(T * R), part(40 * R), one(R);
+  ASSERT_TRUE(fast_->execute([&] { fast_->linear(x.data(), T, w.view(), nullptr, got.data()); }));
+  ASSERT_TRUE(ref_->execute([&] { ref_->linear(xr.data(), T, w.view(), nullptr, want.data()); }));
+  ASSERT_TRUE(ref_->execute([&] { ref_->linear(x.data(), T, w.view(), nullptr, exact.data()); }));
+  EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 1e-6);
+  EXPECT_GT(rel_l2(got.data(), exact.data(), got.size()), 1e-4) << "bf16x2 activations";
+  EXPECT_LT(rel_l2(got.data(), exact.data(), got.size()), 5e-3);
+  ASSERT_TRUE(fast_->execute([&] { fast_->linear(x.data() + 10 * K, 40, w.view(), nullptr, part.data()); }));
+  EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 10 * R, part.size() * sizeof(float)));
+  // A decode-sized call: fp32 products on AVX-512.
+  ASSERT_TRUE(fast_->execute([&] { fast_->linear(x.data() + 5 * K, 1, w.view(), nullptr, one.data()); }));
+  EXPECT_LT(rel_l2(one.data(), exact.data() + 5 * R, R), 1e-6);
+}
+
+TEST_F(CpuAmxBf16Activations, PrefillMoeAndAttentionFollowTheReferenceToBf16Rounding) {
+  std::mt19937 rng(8);
+  const int64_t H = 64, I = 64, E = 4;
+  std::vector<Bf16Matrix> mats;
+  for (int64_t e = 0; e < E; ++e) {
+    mats.emplace_back(I, H, rng);
+    mats.emplace_back(I, H, rng);
+    mats.emplace_back(H, I, rng);
+  }
+  engine::MoeWeights w;
+  w.hidden = H;
+  w.router_spec.num_experts = std::size_t(E);
+  w.router_spec.top_k = 2;
+  // An fp32 router (as tiny tensors are stored): the routes are the reference's, so the outputs
+  // differ by the experts' rounding alone.
+  const auto router = randn(std::size_t(E * H), rng, 0.125f);
+  w.router = {engine::DType::kF32, E, H, reinterpret_cast<const std::byte*>(router.data()), std::size_t(H) * 4};
+  for (int64_t e = 0; e < E; ++e)
+    w.experts.push_back(
+        {mats[std::size_t(3 * e)].view(), mats[std::size_t(3 * e + 1)].view(), mats[std::size_t(3 * e + 2)].view()});
+  const std::size_t T = 80;
+  const auto x = randn(T * std::size_t(H), rng);
+  std::vector<float> got(x.size()), want(x.size()), part(40 * std::size_t(H));
+  ASSERT_TRUE(fast_->execute([&] { fast_->moe(w, x.data(), T, got.data(), nullptr); }));
+  ASSERT_TRUE(ref_->execute([&] { ref_->moe(w, x.data(), T, want.data(), nullptr); }));
+  EXPECT_LT(rel_l2(got.data(), want.data(), got.size()), 5e-3);
+  EXPECT_GT(rel_l2(got.data(), want.data(), got.size()), 1e-5) << "bf16x2 activations";
+  ASSERT_TRUE(fast_->execute([&] { fast_->moe(w, x.data() + 20 * H, 40, part.data(), nullptr); }));
+  EXPECT_EQ(0, std::memcmp(part.data(), got.data() + 20 * H, part.size() * sizeof(float)));
+
+  // Attention: 300 rows over pages of 64, two kv heads of 3 query heads, head_dim 64.
+  engine::KvLayout l;
+  l.layers = 1;
+  l.kv_heads = 2;
+  l.head_dim = 64;
+  l.page_tokens = 64;
+  l.dtype = engine::KvDType::kBf16;
+  const std::size_t rows = 300, heads = 6, D = 64;
+  auto pool = engine::KvPool::create(l, std::uint64_t(l.pages_for(int64_t(rows))) * l.page_bytes());
+  ASSERT_TRUE(pool.is_ok());
+  std::vector<engine::KvPageRef> pages;
+  std::vector<std::byte*> table;
+  for (int64_t p = 0; p < l.pages_for(int64_t(rows)); ++p) {
+    pages.push_back(*(*pool)->allocate());
+    table.push_back(pages.back()->data());
+  }
+  const auto q = randn(rows * heads * D, rng), k = randn(rows * 2 * D, rng), v = randn(rows * 2 * D, rng);
+  const engine::AttentionSeq all{0, rows, 0, table.data()}, tail{0, 100, 200, table.data()};
+  ASSERT_TRUE(fast_->execute([&] { fast_->kv_write(l, 0, k.data(), v.data(), {&all, 1}); }));
+  std::vector<float> a_got(rows * heads * D), a_want(a_got.size()), a_tail(100 * heads * D);
+  const float scale = 0.125f;
+  ASSERT_TRUE(fast_->execute([&] { fast_->attention(l, 0, q.data(), heads, scale, {&all, 1}, a_got.data(), {}); }));
+  ASSERT_TRUE(ref_->execute([&] { ref_->attention(l, 0, q.data(), heads, scale, {&all, 1}, a_want.data(), {}); }));
+  EXPECT_LT(rel_l2(a_got.data(), a_want.data(), a_got.size()), 5e-3);
+  EXPECT_GT(rel_l2(a_got.data(), a_want.data(), a_got.size()), 1e-5) << "bf16x2 queries";
+  ASSERT_TRUE(fast_->execute([&] {
+    fast_->attention(l, 0, q.data() + 200 * heads * D, heads, scale, {&tail, 1}, a_tail.data(), {});
+  }));
+  EXPECT_EQ(0, std::memcmp(a_tail.data(), a_got.data() + 200 * heads * D, a_tail.size() * sizeof(float)));
 }
 
 // The VNNI tiles' two widths: AVX-512 (16 tokens a vector) and AVX-VNNI (two vectors of 8).

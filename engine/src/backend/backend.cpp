@@ -100,8 +100,9 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options) {
     case BackendKind::kCpu:
       if (options.cpu_isa && !cpu_isa_supported(*options.cpu_isa))
         return unsupported(std::string("this CPU cannot run the ") + cpu_isa_name(*options.cpu_isa) + " kernels");
-      return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(
-          options.threads, options.cpu_isa.value_or(best_cpu_isa()), options.deterministic));
+      return std::unique_ptr<Backend>(
+          std::make_unique<CpuBackend>(options.threads, options.cpu_isa.value_or(best_cpu_isa()), options.deterministic,
+                                       options.cpu_bf16_activations));
     case BackendKind::kCuda: return make_cuda_backend(options);
   }
   return invalid_argument("unknown backend");

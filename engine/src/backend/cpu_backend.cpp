@@ -37,10 +37,11 @@ void for_range(std::size_t n, std::size_t width, const Fn& fn) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads, CpuIsa isa, bool deterministic)
+CpuBackend::CpuBackend(int threads, CpuIsa isa, bool deterministic, bool bf16_activations)
     : arena_(threads > 0 ? threads : tbb::task_arena::automatic),
       isa_(cpu_isa_supported(isa) ? isa : best_cpu_isa()),
-      deterministic_(deterministic) {}
+      deterministic_(deterministic),
+      bf16_x_(bf16_activations && !deterministic) {}
 
 CpuIsa CpuBackend::isa_for(std::size_t rows) const {
   // AMX tiles pay for prefill-sized products; a decode-sized one is a weight stream, which the
@@ -61,12 +62,12 @@ void CpuBackend::embedding(const Matrix& table, std::span<const int32_t> ids, fl
 
 void CpuBackend::linear(const float* x, std::size_t T, const Matrix& w, const float* bias, float* y) {
   const OpTimer timer(profile_, OpProfile::kLinear);
-  cpu::linear(scratch_, isa_for(T), x, T, w, bias, y, !deterministic_);
+  cpu::linear(scratch_, isa_for(T), x, T, w, bias, y, !deterministic_, bf16_x_);
 }
 
 void CpuBackend::linears(const float* x, std::size_t T, std::span<const LinearOut> outs) {
   const OpTimer timer(profile_, OpProfile::kLinear);
-  cpu::linears(scratch_, isa_for(T), x, T, outs, !deterministic_);
+  cpu::linears(scratch_, isa_for(T), x, T, outs, !deterministic_, bf16_x_);
 }
 
 void CpuBackend::rms_norm(const float* x, const float* weight, float* out, std::size_t rows, std::size_t dim,
@@ -150,7 +151,7 @@ void CpuBackend::attention(const KvLayout& layout, int64_t layer, const float* q
   const OpTimer timer(profile_, OpProfile::kAttention);
   std::size_t rows = 0;
   for (const AttentionSeq& s : seqs) rows += s.rows;
-  cpu::attention(scratch_, isa_for(rows), layout, layer, q, heads, scale, seqs, out, opt);
+  cpu::attention(scratch_, isa_for(rows), layout, layer, q, heads, scale, seqs, out, opt, bf16_x_);
 }
 
 void CpuBackend::layer_norm(const float* x, const float* weight, const float* bias, float* out, std::size_t rows,
@@ -180,9 +181,10 @@ void CpuBackend::sparse_attention(const KvLayout& layout, int64_t layer, const f
 
 void CpuBackend::moe(const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x) {
   const OpTimer timer(profile_, OpProfile::kMoe);
-  if (!trace_) return cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, nullptr, profile_, !deterministic_);
+  if (!trace_)
+    return cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, nullptr, profile_, !deterministic_, bf16_x_);
   std::vector<int32_t> chosen(T * w.router_spec.top_k);
-  cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, chosen.data(), profile_, !deterministic_);
+  cpu::moe(scratch_, isa_for(T), w, x, T, out, router_x, chosen.data(), profile_, !deterministic_, bf16_x_);
   record_routing(chosen.data(), T, w.router_spec.top_k);
 }
 
@@ -192,9 +194,10 @@ void CpuBackend::moe_chosen(const MoeWeights& w, const float* x, std::size_t T, 
   const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
   float* logits = scratch_.floats(T * E);
   float* weights = scratch_.floats(T * K);
-  cpu::linear(scratch_, isa_for(T), x, T, w.router, w.router_bias, logits, !deterministic_);
+  cpu::linear(scratch_, isa_for(T), x, T, w.router, w.router_bias, logits, !deterministic_, bf16_x_);
   ref::route_weights_for(logits, T, w.router_spec, chosen, weights);
-  cpu::moe_experts(scratch_, isa_for(T), w, x, T, K, chosen, weights, out, profile_, !deterministic_);
+  cpu::moe_experts(scratch_, isa_for(T), w, x, T, K, chosen, weights, out, profile_, !deterministic_, nullptr, nullptr,
+                   bf16_x_);
   record_routing(chosen, T, K);
 }
 

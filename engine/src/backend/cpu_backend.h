@@ -18,7 +18,10 @@ class CpuBackend final : public HostBackend {
  public:
   // deterministic: one kernel family for every call, so a row's bits never depend on how many rows
   // share the call (with AMX, decode-sized calls then stay on AMX tiles instead of AVX-512).
-  explicit CpuBackend(int threads, CpuIsa isa = best_cpu_isa(), bool deterministic = false);
+  // bf16_activations (not deterministic): AMX products and attention take bf16 activations, not
+  // bf16x2 (amx.h).
+  explicit CpuBackend(int threads, CpuIsa isa = best_cpu_isa(), bool deterministic = false,
+                      bool bf16_activations = false);
 
   BackendKind kind() const override { return BackendKind::kCpu; }
   KvDType kv_dtype() const override { return KvDType::kBf16; }
@@ -83,6 +86,7 @@ class CpuBackend final : public HostBackend {
   tbb::task_arena arena_;
   CpuIsa isa_;
   bool deterministic_;
+  bool bf16_x_;  // AMX activations as bf16 (amx.h)
   std::vector<RopeTable> rope_tables_;
 };
 

@@ -152,7 +152,8 @@ class DecoderModel final : public Model {
   static Result<std::unique_ptr<Model>> load(std::shared_ptr<const Checkpoint> ckpt, const ModelConfig& cfg,
                                              const DecoderRecipe& recipe, const LoadOptions& options) {
     FT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                        make_backend({options.backend, options.threads, std::nullopt, options.deterministic}));
+                        make_backend({options.backend, options.threads, std::nullopt, options.deterministic,
+                                      options.cpu_bf16_activations}));
     if (recipe.check_backend) FT_RETURN_IF_ERROR(recipe.check_backend(*backend));
     const Checkpoint& c = *ckpt;
     auto m = std::make_unique<DecoderModel>(ckpt, cfg, make_fingerprint(c, cfg), std::move(backend));

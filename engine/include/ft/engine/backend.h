@@ -18,7 +18,9 @@
 // kernel family for every call a sequence therefore gets the same bits whether it runs alone or
 // batched, in one prefill or restored from a checkpoint plus a suffix (tests hold it to that). That
 // is always so without AMX; with AMX it takes BackendOptions::deterministic, because by default
-// decode-sized calls run on AVX-512 (faster there) and prefill-sized ones on AMX tiles.
+// decode-sized calls run on AVX-512 (fp32 products, faster there) and prefill-sized ones on AMX
+// tiles (activations as bf16x2: ~2^-17 relative, near fp32 products, as the GPU's prefill takes
+// them; or as bf16 with BackendOptions::cpu_bf16_activations); deterministic, every call runs on AMX.
 #pragma once
 
 #include <chrono>
@@ -595,6 +597,10 @@ struct BackendOptions {
   int threads = 0;  // 0: every core
   std::optional<CpuIsa> cpu_isa;  // kCpu: the kernel path (default: the best this CPU runs)
   bool deterministic = false;     // kCpu: one kernel family for every call size (see CpuBackend)
+  // kCpu with AMX, not deterministic: prefill-sized products and attention take their activations
+  // as bf16 (one rounding, as llama.cpp's CPU path takes them) instead of bf16x2: faster, about
+  // twice as far from an fp32 reference (docs/perf-notes.md).
+  bool cpu_bf16_activations = false;
   int device = 0;                 // kCuda: which GPU
 };
 

@@ -124,6 +124,7 @@ struct LoadOptions {
   // beside the KV pool (a server's running sequences, a batched benchmark's batch).
   int state_sequences = 16;
   bool deterministic = false;        // same bits batched or alone on every CPU (backend.h)
+  bool cpu_bf16_activations = false;  // BackendOptions::cpu_bf16_activations
   // kCuda with routed experts in host RAM (when the budget cannot hold them all): how decode
   // serves cache misses, and (> 0) an expert cache of exactly this many slots, offloading even
   // when everything would fit (tests, experiments).

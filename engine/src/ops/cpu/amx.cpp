@@ -59,9 +59,10 @@ FT_TARGET_AMX void pack_panel(const bf16_t* w, std::size_t row_elems, std::size_
   }
 }
 
-// 1 or 2 weight tiles (panels a0, a1) against one token block. Split: the weights are hi + lo
-// panels (w0, w1 the lo ones), a third product a k-step.
-template <int Tiles, bool Split>
+// 1 or 2 weight tiles (panels a0, a1) against one token block. Lo: the block has low halves (bf16x2),
+// a second product a k-step. Split: the weights are hi + lo panels (w0, w1 the lo ones), one
+// product more a k-step (against the block's high halves).
+template <int Tiles, bool Split, bool Lo>
 FT_TARGET_AMX void tile_pass(const bf16_t* a0, const bf16_t* a1, const bf16_t* w0, const bf16_t* w1, std::size_t K,
                              const bf16_t* hi, const bf16_t* lo, float* c_out /* [Tiles][16][16] */) {
   _tile_zero(0);
@@ -70,12 +71,12 @@ FT_TARGET_AMX void tile_pass(const bf16_t* a0, const bf16_t* a1, const bf16_t* w
     _tile_loadd(2, a0 + k * kAmxRows, 64);
     if constexpr (Tiles == 2) _tile_loadd(3, a1 + k * kAmxRows, 64);
     _tile_loadd(4, hi + (k / 2) * 32, 64);
-    _tile_loadd(5, lo + (k / 2) * 32, 64);
+    if constexpr (Lo) _tile_loadd(5, lo + (k / 2) * 32, 64);
     _tile_dpbf16ps(0, 2, 4);
-    _tile_dpbf16ps(0, 2, 5);
+    if constexpr (Lo) _tile_dpbf16ps(0, 2, 5);
     if constexpr (Tiles == 2) {
       _tile_dpbf16ps(1, 3, 4);
-      _tile_dpbf16ps(1, 3, 5);
+      if constexpr (Lo) _tile_dpbf16ps(1, 3, 5);
     }
     if constexpr (Split) {
       _tile_loadd(2, w0 + k * kAmxRows, 64);
@@ -105,8 +106,9 @@ FT_TARGET_AMX inline void meet_blocks(const bf16_t* b0, const bf16_t* b1) {
 
 // Two weight tiles x two token blocks: four independent accumulators (C0..3 = row tile r x block b
 // at 2r + b), so the products run at the units' throughput rather than one chain's latency.
-// Split: the weights' lo panels w0, w1 meet the blocks' high halves too (12 products a k-step).
-template <bool Split>
+// Lo: the blocks' low halves meet the weights too (8 products a k-step). Split: the weights' lo
+// panels w0, w1 meet the blocks' high halves as well (4 more).
+template <bool Split, bool Lo>
 FT_TARGET_AMX void quad_pass(const bf16_t* a0, const bf16_t* a1, const bf16_t* w0, const bf16_t* w1, std::size_t K,
                              const bf16_t* hi0, const bf16_t* lo0, const bf16_t* hi1, const bf16_t* lo1,
                              float* c_out /* [4][256] */) {
@@ -118,7 +120,7 @@ FT_TARGET_AMX void quad_pass(const bf16_t* a0, const bf16_t* a1, const bf16_t* w
     const std::size_t at = k * kAmxRows, bt = (k / 2) * 32;
     load_weights(a0 + at, a1 + at);
     meet_blocks(hi0 + bt, hi1 + bt);
-    meet_blocks(lo0 + bt, lo1 + bt);
+    if constexpr (Lo) meet_blocks(lo0 + bt, lo1 + bt);
     if constexpr (Split) {
       load_weights(w0 + at, w1 + at);
       meet_blocks(hi0 + bt, hi1 + bt);
@@ -193,10 +195,11 @@ bool amx_usable() {
 #endif
 }
 
-AmxPacked amx_alloc(Scratch& scratch, std::size_t tokens, std::size_t K) {
+AmxPacked amx_alloc(Scratch& scratch, std::size_t tokens, std::size_t K, std::size_t halves) {
   AmxPacked p;
   p.tokens = tokens;
   p.K = K;
+  p.halves = halves;
   // Not zeroed: a token column of C depends on its own B column only, so the unused token slots of
   // the last block produce outputs that are dropped and touch nothing else.
   p.data = scratch.take<bf16_t>(p.blocks() * p.block_elems());
@@ -211,7 +214,7 @@ void pack_scalar(const AmxPacked& p, std::size_t t, std::size_t c0, const float*
     const std::size_t c = c0 + i, at = (c / 2) * 32 + 2 * (t % kAmxTokens) + (c % 2);
     const bf16_t hi = f32_to_bf16(x[i]);
     block[at] = hi;
-    block[p.K * kAmxTokens + at] = f32_to_bf16(x[i] - bf16_to_f32(hi));
+    if (p.halves == 2) block[p.K * kAmxTokens + at] = f32_to_bf16(x[i] - bf16_to_f32(hi));
   }
 }
 
@@ -225,6 +228,16 @@ FT_TARGET_AMX void pack_block_avx512(const AmxPacked& p, std::size_t b, const fl
   auto* block = reinterpret_cast<__m512i*>(p.block(b));
   __m512i* lo_block = block + p.K / 2;  // K * 16 bf16 = K / 2 rows of 64 bytes
   std::size_t i = 0;
+  for (; i + 32 <= n && p.halves == 1; i += 32) {  // bf16: the high halves alone
+    __m512i hi[16];
+    for (std::size_t j = 0; j < 16; ++j) {
+      const float* x = rows[j < count ? j : 0] + i;
+      hi[j] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x)));
+    }
+    transpose16x16(hi);
+    const std::size_t row0 = (c0 + i) / 2;
+    for (std::size_t k = 0; k < 16; ++k) _mm512_storeu_si512(block + row0 + k, hi[k]);
+  }
   for (; i + 32 <= n; i += 32) {
     __m512i hi[16], lo[16];
     for (std::size_t j = 0; j < 16; ++j) {
@@ -276,7 +289,7 @@ void amx_rows(const Matrix& w, std::size_t r0, std::size_t r1, const AmxPacked& 
     put_transposed(tile, std::min(kAmxTokens, valid - j0), y + j0 * ldy + (r - r0), ldy);
   };
   const auto block_hi = [&](std::size_t b) { return x.block(b); };
-  const auto block_lo = [&](std::size_t b) { return x.block(b) + x.K * kAmxTokens; };
+  const auto block_lo = [&](std::size_t b) { return x.block_lo(b); };
   // Up to kGroup weight-tile panels (16 x K each), per thread, 64-byte aligned; decoded weights
   // take a second set for their low halves. A group of weight tiles is packed once; then every
   // token block pair meets every tile pair of the group, so a B tile (activations, the bigger
@@ -299,9 +312,10 @@ void amx_rows(const Matrix& w, std::size_t r0, std::size_t r1, const AmxPacked& 
   const auto lo_panel = [&](std::size_t i) { return panels.get() + (kGroup + i) * kAmxRows * K; };
   const auto* bf16 = reinterpret_cast<const bf16_t*>(w.data);
   const std::size_t group = b1 - b0 > 1 ? kGroup : 1;
-  // The passes over a group's panels, with (Split) or without their low halves.
-  const auto passes = [&](auto split_tag) {
-    constexpr bool Split = decltype(split_tag)::value;
+  // The passes over a group's panels, with (Split) or without the weights' low halves, with (Lo) or
+  // without the activations'.
+  const auto passes = [&](auto split_tag, auto lo_tag) {
+    constexpr bool Split = decltype(split_tag)::value, Lo = decltype(lo_tag)::value;
     const auto lo = [&](std::size_t i) { return Split ? lo_panel(i) : nullptr; };
     for (std::size_t g0 = r0; g0 < r1; g0 += group * kAmxRows) {
       const std::size_t tiles = std::min(group, (r1 - g0) / kAmxRows);
@@ -317,19 +331,19 @@ void amx_rows(const Matrix& w, std::size_t r0, std::size_t r1, const AmxPacked& 
         for (std::size_t i = 0; i < tiles; i += 2) {
           const std::size_t r = g0 + i * kAmxRows;
           if (i + 1 < tiles && two_blocks) {
-            quad_pass<Split>(panel(i), panel(i + 1), lo(i), lo(i + 1), K, block_hi(b), block_lo(b), block_hi(b + 1),
-                             block_lo(b + 1), c);
+            quad_pass<Split, Lo>(panel(i), panel(i + 1), lo(i), lo(i + 1), K, block_hi(b), block_lo(b), block_hi(b + 1),
+                                 block_lo(b + 1), c);
             put(c, r, b);
             put(c + 256, r, b + 1);
             put(c + 512, r + kAmxRows, b);
             put(c + 768, r + kAmxRows, b + 1);
           } else if (i + 1 < tiles) {
-            tile_pass<2, Split>(panel(i), panel(i + 1), lo(i), lo(i + 1), K, block_hi(b), block_lo(b), c);
+            tile_pass<2, Split, Lo>(panel(i), panel(i + 1), lo(i), lo(i + 1), K, block_hi(b), block_lo(b), c);
             put(c, r, b);
             put(c + 256, r + kAmxRows, b);
           } else {
             for (std::size_t bb = b; bb < std::min(b + 2, b1); ++bb) {
-              tile_pass<1, Split>(panel(i), nullptr, lo(i), nullptr, K, block_hi(bb), block_lo(bb), c);
+              tile_pass<1, Split, Lo>(panel(i), nullptr, lo(i), nullptr, K, block_hi(bb), block_lo(bb), c);
               put(c, r, bb);
             }
           }
@@ -337,10 +351,11 @@ void amx_rows(const Matrix& w, std::size_t r0, std::size_t r1, const AmxPacked& 
       }
     }
   };
-  if (w.dtype == DType::kBF16) {
-    passes(std::false_type{});
+  const bool split = w.dtype != DType::kBF16;
+  if (x.halves == 2) {
+    split ? passes(std::true_type{}, std::true_type{}) : passes(std::false_type{}, std::true_type{});
   } else {
-    passes(std::true_type{});
+    split ? passes(std::true_type{}, std::false_type{}) : passes(std::false_type{}, std::false_type{});
   }
 #else
   (void)w, (void)r0, (void)r1, (void)x, (void)b0, (void)b1, (void)valid, (void)y, (void)ldy;

@@ -4,10 +4,17 @@
 // A tile product C[16 x 16] += A[16 x 32] . B[32 x 16] is set up so that A is sixteen weight rows
 // read straight from the checkpoint's row-major matrix (no repacking of weights), B is sixteen
 // tokens' activations packed in the pairwise ("VNNI") layout AMX wants, and C holds
-// [weight row][token]. Activations are bf16x2 as on the AVX512-BF16 path (dots.h): each block of
-// tokens is packed twice, high halves then low halves, and both products go into the same C,
-// high first, per 32 columns. Every C element accumulates over the columns in one fixed order,
+// [weight row][token]. Every C element accumulates over the columns in one fixed order,
 // independent of which other rows and tokens share its tiles, so results do not depend on T.
+//
+// Activations enter the tiles in one of two precisions (AmxPacked::halves):
+//   2  bf16x2 as on the AVX512-BF16 path (dots.h): each block of tokens packed twice, high halves
+//      then low halves, both products into the same C, high first, per 32 columns; ~2^-17
+//      relative, close to fp32 products, as the GPU's prefill products take them. The default.
+//   1  bf16: each value rounded once (2^-9 relative), as llama.cpp's CPU path and PyTorch's bf16
+//      models take them: half the tile products and half the B traffic, for backends asked for
+//      it (BackendOptions::cpu_bf16_activations); logits about twice as far from an fp32
+//      reference (docs/perf-notes.md).
 #pragma once
 
 #include <algorithm>
@@ -29,19 +36,25 @@ bool amx_usable();
 // calling thread, once (later calls return at once).
 void amx_load_tile_config();
 
-// Tokens packed for B tiles: block b (tokens [16b, 16b + 16)) is K * 16 bf16
-// of high halves, then K * 16 of low halves, element (token j, column c) at (c / 2) * 32 + 2j + c % 2.
+// Tokens packed for B tiles: block b (tokens [16b, 16b + 16)) is K * 16 bf16 of high halves, then
+// (halves 2) K * 16 of low halves, element (token j, column c) at (c / 2) * 32 + 2j + c % 2.
 struct AmxPacked {
   bf16_t* data = nullptr;
   std::size_t tokens = 0;
   std::size_t K = 0;
+  std::size_t halves = 2;  // 1: bf16, 2: bf16x2 (above)
   std::size_t blocks() const { return (tokens + kAmxTokens - 1) / kAmxTokens; }
-  std::size_t block_elems() const { return 2 * K * kAmxTokens; }
+  std::size_t block_elems() const { return halves * K * kAmxTokens; }
   bf16_t* block(std::size_t b) const { return data + b * block_elems(); }
+  // Block b's low halves; null for bf16.
+  bf16_t* block_lo(std::size_t b) const { return halves == 2 ? block(b) + K * kAmxTokens : nullptr; }
 };
 
-// Room for `tokens` tokens of K columns (K a multiple of 32) in `scratch`.
-AmxPacked amx_alloc(Scratch& scratch, std::size_t tokens, std::size_t K);
+// The halves of an AmxPacked: 1 for bf16 activations (bf16_x), else 2.
+inline std::size_t amx_halves(bool bf16_x) { return bf16_x ? 1 : 2; }
+
+// Room for `tokens` tokens of K columns (K a multiple of 32) with `halves` halves in `scratch`.
+AmxPacked amx_alloc(Scratch& scratch, std::size_t tokens, std::size_t K, std::size_t halves);
 // Packs columns [c0, c0 + n) of the tokens of block b at once (c0 and n even): token 16 b + i from
 // rows[i] (n fp32 values), i < count; the block's other slots get rows[0]'s values (their outputs
 // are dropped). A block's rows are 64 bytes of one column pair's 16 tokens, so the 16 tokens are
@@ -76,9 +89,10 @@ bool amx_takes(const Matrix& w);
 // the blocks are computed and dropped); w.cols == x.K.
 //
 // A bf16 W is multiplied as stored. Any other dtype amx_takes is decoded, 16 rows at a time, to
-// the reference's fp32 values (decode_row) and split as the activations are, W = W hi + W lo in
-// bf16: three products a k-step (hi x hi, hi x lo, lo x hi; lo x lo, ~2^-18 of the sum, left out),
-// ~16 significant bits on both sides, as the GPU's prefill products on decoded block tiles have.
+// the reference's fp32 values (decode_row) and split as bf16x2 activations are, W = W hi + W lo in
+// bf16: with bf16x2 activations three products a k-step (hi x hi, hi x lo, lo x hi; lo x lo, ~2^-18
+// of the sum, left out), ~16 significant bits on both sides; with bf16 activations two (W hi x x,
+// W lo x x), the weights' decoded values kept to ~16 bits as the GPU's prefill tiles keep them.
 void amx_rows(const Matrix& w, std::size_t r0, std::size_t r1, const AmxPacked& x, std::size_t b0, std::size_t b1,
               std::size_t valid, float* y, std::size_t ldy);
 

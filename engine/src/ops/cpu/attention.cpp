@@ -394,7 +394,7 @@ void kv_write(const KvLayout& l, int64_t layer, const float* k, const float* v, 
 }
 
 void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, const float* q, std::size_t heads,
-               float scale, std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt) {
+               float scale, std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt, bool bf16_x) {
   const std::size_t KV = std::size_t(l.kv_heads_at(layer)), D = std::size_t(l.head_dim_at(layer)), G = heads / KV;
   const std::size_t P = std::size_t(l.page_tokens);
   const Kernels kern = kernels_for(D <= kMaxDim ? isa : CpuIsa::kScalar, D);
@@ -427,7 +427,7 @@ void attention(Scratch& scratch, CpuIsa isa, const KvLayout& l, int64_t layer, c
   const auto at = [&](std::size_t row, std::size_t head, int64_t chunk) {
     return (row * heads + head) * max_chunks + std::size_t(chunk);
   };
-  if (amx) attention_amx_partials(l, layer, q, heads, scale, seqs, part_out, part, max_chunks);
+  if (amx) attention_amx_partials(l, layer, q, heads, scale, seqs, part_out, part, max_chunks, bf16_x);
 
   tbb::parallel_for(std::size_t(0), items.size(), [&](std::size_t i) {
     const Item& it = items[i];

@@ -29,7 +29,9 @@ struct AttentionPartial {
 
 void kv_write(const KvLayout& layout, int64_t layer, const float* k, const float* v, std::span<const AttentionSeq> seqs);
 
+// bf16_x: the AMX kernel's queries and softmax weights as bf16, not bf16x2 (as linear() takes it).
 void attention(Scratch& scratch, CpuIsa isa, const KvLayout& layout, int64_t layer, const float* q, std::size_t heads,
-               float scale, std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt = {});
+               float scale, std::span<const AttentionSeq> seqs, float* out, const AttentionOptions& opt = {},
+               bool bf16_x = false);
 
 }  // namespace ft::engine::cpu

@@ -6,9 +6,10 @@
 //   online softmax down each column       (16 columns per vector: max, exp, sums)
 //   O^T[d][cols] += V^T[d][keys] . P      A = the page's V block as stored ([d][keys]), B = P
 // Queries and P are bf16x2 (high and low halves, both products into the same C), so q.k and p.v
-// carry fp32-like precision. A column's arithmetic depends on nothing else in its tile: keys past
-// its position are masked to exactly zero weight, and a page with none of its keys leaves its
-// state unchanged, so any batch or split gives it the same bits.
+// carry fp32-like precision (as the GPU's prefill attention has); or, where the backend is asked
+// for bf16 activations, bf16 (half the tile products). A column's arithmetic depends on nothing
+// else in its tile: keys past its position are masked to exactly zero weight, and a page with none
+// of its keys leaves its state unchanged, so any batch or split gives it the same bits.
 #include "ops/cpu/attention_amx.h"
 
 #include <tbb/parallel_for.h>
@@ -40,24 +41,34 @@ FT_SIMD_BEGIN
 
 // Two rows of 16 values (rows 2i and 2i + 1 of a [keys][cols] or [d][cols] matrix) as one B-tile
 // row: for each column, the pair (even, odd). hi/lo: the bf16x2 halves, interleaved from
-// bf16x2_split32's [even's 16 | odd's 16].
+// bf16x2_split32's [even's 16 | odd's 16]; without Lo, bf16 (hi) alone.
+template <bool Lo>
 FT_TARGET_AMX inline void pair_row(__m512 even, __m512 odd, int* hi_row, int* lo_row) {
   const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
                                          5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  __m512i hi, lo;
-  bf16x2_split32(even, odd, hi, lo);
-  _mm512_store_si512(hi_row, _mm512_permutexvar_epi16(pairs, hi));
-  _mm512_store_si512(lo_row, _mm512_permutexvar_epi16(pairs, lo));
+  if constexpr (Lo) {
+    __m512i hi, lo;
+    bf16x2_split32(even, odd, hi, lo);
+    _mm512_store_si512(hi_row, _mm512_permutexvar_epi16(pairs, hi));
+    _mm512_store_si512(lo_row, _mm512_permutexvar_epi16(pairs, lo));
+  } else {
+    const auto hi = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd, even));
+    _mm512_store_si512(hi_row, _mm512_permutexvar_epi16(pairs, hi));
+  }
 }
 
+// Lo: queries and P as bf16x2, else bf16.
+template <bool Lo>
 FT_TARGET_AMX void run_item(const KvLayout& l, int64_t layer, const float* q, std::size_t heads, float scale,
-                            const AttentionSeq& s, const Item& it, const std::size_t* col_row, const std::size_t* col_head,
-                            float* part_out, AttentionPartial* part, std::size_t max_chunks) {
+                            const AttentionSeq& s, const Item& it, const std::size_t* col_row,
+                            const std::size_t* col_head, float* part_out, AttentionPartial* part,
+                            std::size_t max_chunks) {
   const std::size_t D = std::size_t(l.head_dim_at(layer)), P = std::size_t(l.page_tokens);
   alignas(64) int q_hi[kMaxDim / 2 * kCols], q_lo[kMaxDim / 2 * kCols];  // B tiles of Q, [d/2][cols] pairs
   alignas(64) int p_hi[32 * kCols / 2 * 2], p_lo[32 * kCols / 2 * 2];    // B tiles of P, 32 keys
   alignas(64) float S[64 * kCols];                                       // [keys][cols]
   alignas(64) float O[kMaxDim * kCols];                                  // O^T [d][cols]
+  alignas(64) bf16_t v_tail[kMaxDim * 32];  // V of a page's last 32 keys when some hold no row
   alignas(64) int32_t pos[kCols];
 
   // Q of the item's columns as B tiles (missing columns zero), turned [d][cols] 16 dims at a time
@@ -82,8 +93,8 @@ FT_TARGET_AMX void run_item(const KvLayout& l, int64_t layer, const float* q, st
     for (std::size_t i = 0; i < 16; ++i) _mm512_store_si512(qt + (d0 + i) * kCols, r[i]);
   }
   for (std::size_t d = 0; d < D; d += 2)
-    pair_row(_mm512_load_ps(qt + d * kCols), _mm512_load_ps(qt + (d + 1) * kCols), q_hi + (d / 2) * kCols,
-             q_lo + (d / 2) * kCols);
+    pair_row<Lo>(_mm512_load_ps(qt + d * kCols), _mm512_load_ps(qt + (d + 1) * kCols), q_hi + (d / 2) * kCols,
+                 q_lo + (d / 2) * kCols);
   std::memset(O, 0, sizeof(float) * D * kCols);
   __m512 run_max = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), run_sum = _mm512_setzero_ps();
   const __m512i posv = _mm512_load_si512(pos);
@@ -102,9 +113,11 @@ FT_TARGET_AMX void run_item(const KvLayout& l, int64_t layer, const float* q, st
       for (std::size_t d = 0; d < D; d += 32) {
         _tile_loadd(2, kb + k0 * D + d, D * sizeof(bf16_t));
         _tile_loadd(4, q_hi + (d / 2) * kCols, 64);
-        _tile_loadd(5, q_lo + (d / 2) * kCols, 64);
         _tile_dpbf16ps(0, 2, 4);
-        _tile_dpbf16ps(0, 2, 5);
+        if constexpr (Lo) {
+          _tile_loadd(5, q_lo + (d / 2) * kCols, 64);
+          _tile_dpbf16ps(0, 2, 5);
+        }
       }
       _tile_stored(0, S + k0 * kCols, 64);
     }
@@ -131,21 +144,34 @@ FT_TARGET_AMX void run_item(const KvLayout& l, int64_t layer, const float* q, st
     for (std::size_t d = 0; d < D; ++d) _mm512_store_ps(O + d * kCols, _mm512_mul_ps(_mm512_load_ps(O + d * kCols), corr));
     // O^T += V^T . P, 32 keys a step, 16 dimensions a tile.
     for (std::size_t k0 = 0; k0 < n32; k0 += 32) {
+      // Keys past the page's valid ones hold no row (a recycled page's bytes, NaN included): their
+      // weight is 0, but 0 x NaN is NaN, so their V columns enter as zeros.
+      const bf16_t* v_step = vb + k0;
+      std::size_t v_ld = P;
+      if (k0 + 32 > n) {
+        const __mmask32 valid = (__mmask32(1) << (n - k0)) - 1;  // n - k0 < 32
+        for (std::size_t d = 0; d < D; ++d)
+          _mm512_store_si512(v_tail + d * 32, _mm512_maskz_loadu_epi16(valid, vb + d * P + k0));
+        v_step = v_tail;
+        v_ld = 32;
+      }
       for (std::size_t k = 0; k < 32; k += 2)
-        pair_row(_mm512_load_ps(S + (k0 + k) * kCols), _mm512_load_ps(S + (k0 + k + 1) * kCols), p_hi + (k / 2) * kCols,
-                 p_lo + (k / 2) * kCols);
+        pair_row<Lo>(_mm512_load_ps(S + (k0 + k) * kCols), _mm512_load_ps(S + (k0 + k + 1) * kCols),
+                     p_hi + (k / 2) * kCols, p_lo + (k / 2) * kCols);
       _tile_loadd(4, p_hi, 64);
-      _tile_loadd(5, p_lo, 64);
+      if constexpr (Lo) _tile_loadd(5, p_lo, 64);
       // Two O tiles a step, so two load -> product -> store chains overlap (D is a multiple of 32).
       for (std::size_t d = 0; d < D; d += 32) {
         _tile_loadd(0, O + d * kCols, 64);
         _tile_loadd(1, O + (d + 16) * kCols, 64);
-        _tile_loadd(2, vb + d * P + k0, P * sizeof(bf16_t));
-        _tile_loadd(3, vb + (d + 16) * P + k0, P * sizeof(bf16_t));
+        _tile_loadd(2, v_step + d * v_ld, v_ld * sizeof(bf16_t));
+        _tile_loadd(3, v_step + (d + 16) * v_ld, v_ld * sizeof(bf16_t));
         _tile_dpbf16ps(0, 2, 4);
         _tile_dpbf16ps(1, 3, 4);
-        _tile_dpbf16ps(0, 2, 5);
-        _tile_dpbf16ps(1, 3, 5);
+        if constexpr (Lo) {
+          _tile_dpbf16ps(0, 2, 5);
+          _tile_dpbf16ps(1, 3, 5);
+        }
         _tile_stored(0, O + d * kCols, 64);
         _tile_stored(1, O + (d + 16) * kCols, 64);
       }
@@ -176,7 +202,7 @@ bool attention_amx_fits(CpuIsa isa, const KvLayout& l, int64_t layer) {
 
 void attention_amx_partials(const KvLayout& l, int64_t layer, const float* q, std::size_t heads, float scale,
                             std::span<const AttentionSeq> seqs, float* part_out, AttentionPartial* part,
-                            std::size_t max_chunks) {
+                            std::size_t max_chunks, bool bf16_inputs) {
 #if FT_X86
   const std::size_t G = heads / std::size_t(l.kv_heads_at(layer));
   // Per sequence, its columns: (row, head in group), rows outer.
@@ -206,11 +232,13 @@ void attention_amx_partials(const KvLayout& l, int64_t layer, const float* q, st
   tbb::parallel_for(std::size_t(0), items.size(), [&](std::size_t i) {
     amx_load_tile_config();
     const Item& it = items[i];
-    run_item(l, layer, q, heads, scale, seqs[it.seq], it, col_row[it.seq].data(), col_head[it.seq].data(), part_out,
-             part, max_chunks);
+    const auto run = bf16_inputs ? run_item<false> : run_item<true>;
+    run(l, layer, q, heads, scale, seqs[it.seq], it, col_row[it.seq].data(), col_head[it.seq].data(), part_out, part,
+        max_chunks);
   });
 #else
-  (void)l, (void)layer, (void)q, (void)heads, (void)scale, (void)seqs, (void)part_out, (void)part, (void)max_chunks;
+  (void)l, (void)layer, (void)q, (void)heads, (void)scale, (void)seqs, (void)part_out, (void)part, (void)max_chunks,
+      (void)bf16_inputs;
 #endif
 }
 

@@ -179,8 +179,8 @@ bool amx_decoded_fits(CpuIsa isa, const Matrix& w, std::size_t T, bool by_size) 
          w.rows >= int64_t(kAmxRows) && amx_usable();
 }
 
-AmxPacked amx_pack(Scratch& scratch, const float* x, std::size_t T, std::size_t K) {
-  const AmxPacked p = amx_alloc(scratch, T, K);
+AmxPacked amx_pack(Scratch& scratch, const float* x, std::size_t T, std::size_t K, bool bf16_x) {
+  const AmxPacked p = amx_alloc(scratch, T, K, amx_halves(bf16_x));
   const auto pack = [&](std::size_t b0, std::size_t b1) {
     const std::size_t t0 = b0 * kAmxTokens;
     amx_pack_tokens(
@@ -236,7 +236,7 @@ void int8_tiles_linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t
 }
 
 void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::span<const Backend::LinearOut> outs,
-             bool by_size) {
+             bool by_size, bool bf16_x) {
   // Products of one input with the same number of columns in one parallel region over their
   // concatenated rows, each output computed exactly as linear() computes it (the same kernel on the
   // same rows): all on AMX (whole 32-row pieces, decode-sized), all on the bf16 dots kernel (up to
@@ -264,11 +264,11 @@ void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::s
   }
   rows = rows && (whole_tiles || !any_bf16);  // the dots kernel's row tiles as linear() forms them
   if (outs.size() < 2 || !(amx || dots || rows)) {
-    for (const Backend::LinearOut& o : outs) linear(scratch, isa, x, T, *o.w, o.bias, o.y, by_size);
+    for (const Backend::LinearOut& o : outs) linear(scratch, isa, x, T, *o.w, o.bias, o.y, by_size, bf16_x);
     return;
   }
   Scratch::Frame frame(scratch);
-  const AmxPacked packed = amx ? amx_pack(scratch, x, T, K) : AmxPacked{};
+  const AmxPacked packed = amx ? amx_pack(scratch, x, T, K, bf16_x) : AmxPacked{};
   const PreparedX prepared = !amx && any_bf16 ? prepare_x(scratch, isa, x, T, K) : PreparedX{};
   X8Rows x8;
   if (!amx && any_int8) x8.quantize(scratch, x, T, K, K, isa);
@@ -295,13 +295,13 @@ void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::s
 }
 
 void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias, float* y,
-            bool by_size) {
+            bool by_size, bool bf16_x) {
   Scratch::Frame frame(scratch);
   if (amx_fits(isa, w) || amx_decoded_fits(isa, w, T, by_size)) {
     // Whole 16-row tiles on AMX; a remainder of rows (rare) on the AVX512-BF16 kernel, which is
     // chosen by row, never by T, so every output is still computed the same way at any T.
     const std::size_t R = std::size_t(w.rows), full = R / kAmxRows * kAmxRows;
-    amx_linear(amx_pack(scratch, x, T, std::size_t(w.cols)), w, full, y, R);
+    amx_linear(amx_pack(scratch, x, T, std::size_t(w.cols), bf16_x), w, full, y, R);
     if (full < R) linear_rows(scratch, isa, prepare_x(scratch, isa, x, T, std::size_t(w.cols)), T, w, full, R, y, R);
     add_bias(y, T, R, bias);
     return;

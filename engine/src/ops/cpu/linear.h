@@ -26,17 +26,18 @@ PreparedX prepare_x(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T,
 // product on weights of another dtype than bf16 may take a kernel of its own (decoded AMX tiles),
 // so that the bits of an output depend on the call's size. Without it every call on such weights
 // takes the decode-sized kernels (integer planes, fused decoders), whatever its size.
+// `bf16_x`: AMX products take their activations as bf16, not bf16x2 (amx.h).
 
 // y[T, w.rows] = x[T, w.cols] w^T (+ bias). Weights BF16 (the fast kernels), block dtypes (GGUF,
 // FP8, MXFP4, NVFP4: decoded as read), F16 or F32 (widened as read). With a given `isa` and
 // `by_size` off, each output element is computed the same way whatever T is.
 void linear(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, const Matrix& w, const float* bias, float* y,
-            bool by_size = false);
+            bool by_size = false, bool bf16_x = false);
 
 // Backend::linears: every output's rows in one parallel region when T is decode-sized and the
 // matrices share a path; otherwise linear() for each.
 void linears(Scratch& scratch, CpuIsa isa, const float* x, std::size_t T, std::span<const Backend::LinearOut> outs,
-             bool by_size = false);
+             bool by_size = false, bool bf16_x = false);
 
 // Whether `w` goes through the AMX tiles on this path (BF16, columns a multiple of 32, AMX usable).
 bool amx_fits(CpuIsa isa, const Matrix& w);

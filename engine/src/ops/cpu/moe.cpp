@@ -236,14 +236,14 @@ std::vector<AmxItem> amx_items(const Groups& g, const std::vector<std::size_t>& 
 // Every expert on AMX tiles, with the family's epilogue (GLU, biases). Each active expert's tokens are packed into
 // token blocks of its own (block-aligned, so a block never mixes experts); pass 1 writes h straight into the packed
 // layout pass 2 reads. Which items share a product does not change any output's sums.
-void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* x, float* y) {
+void experts_amx(Scratch& s, const MoeWeights& w, const Groups& g, const float* x, float* y, bool bf16_x) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden), I = std::size_t(w.experts[0].inter());
   std::vector<std::size_t> first_block(E + 1, 0);
   for (std::size_t e = 0; e < E; ++e)
     first_block[e + 1] = first_block[e] + (g.begin[e + 1] - g.begin[e] + kAmxTokens - 1) / kAmxTokens;
   const std::size_t slots = first_block[E] * kAmxTokens;
-  const AmxPacked xs = amx_alloc(s, slots, H);
-  const AmxPacked hs = amx_alloc(s, slots, I);
+  const AmxPacked xs = amx_alloc(s, slots, H, amx_halves(bf16_x));
+  const AmxPacked hs = amx_alloc(s, slots, I, amx_halves(bf16_x));
   // An expert's assignments fill its blocks in group order, 16 to a block.
   tbb::parallel_for(std::size_t(0), E, [&](std::size_t e) {
     const std::size_t a0 = g.begin[e];
@@ -519,7 +519,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
 
 // Experts in other dtypes: each expert in turn through the generic linear.
 void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g, const float* xg, float* y,
-                     bool by_size) {
+                     bool by_size, bool bf16_x) {
   const std::size_t E = w.experts.size(), H = std::size_t(w.hidden);
   for (std::size_t e = 0; e < E; ++e) {
     const std::size_t a0 = g.begin[e], n = g.begin[e + 1] - a0;
@@ -530,16 +530,16 @@ void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& 
     float* gt = s.floats(n * I);
     float* up = s.floats(n * I);
     if (w.plain_experts()) {
-      linear(s, isa, xg + a0 * H, n, m.gate, nullptr, gt, by_size);
-      linear(s, isa, xg + a0 * H, n, m.up, nullptr, up, by_size);
+      linear(s, isa, xg + a0 * H, n, m.gate, nullptr, gt, by_size, bf16_x);
+      linear(s, isa, xg + a0 * H, n, m.up, nullptr, up, by_size, bf16_x);
       silu_mul(isa, gt, up, gt, n * I);
-      linear(s, isa, gt, n, m.down, nullptr, y + a0 * H, by_size);
+      linear(s, isa, gt, n, m.down, nullptr, y + a0 * H, by_size, bf16_x);
       continue;
     }
-    linear(s, isa, xg + a0 * H, n, m.gate, w.gate_bias ? w.gate_bias + e * I : nullptr, gt, by_size);
-    linear(s, isa, xg + a0 * H, n, m.up, w.up_bias ? w.up_bias + e * I : nullptr, up, by_size);
+    linear(s, isa, xg + a0 * H, n, m.gate, w.gate_bias ? w.gate_bias + e * I : nullptr, gt, by_size, bf16_x);
+    linear(s, isa, xg + a0 * H, n, m.up, w.up_bias ? w.up_bias + e * I : nullptr, up, by_size, bf16_x);
     for (std::size_t i = 0; i < n * I; ++i) gt[i] = ref::expert_glu(w.glu, gt[i], up[i]);
-    linear(s, isa, gt, n, m.down, w.down_bias ? w.down_bias + e * H : nullptr, y + a0 * H, by_size);
+    linear(s, isa, gt, n, m.down, w.down_bias ? w.down_bias + e * H : nullptr, y + a0 * H, by_size, bf16_x);
   }
 }
 
@@ -547,7 +547,7 @@ void experts_generic(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& 
 
 void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
                  const int32_t* chosen, const float* weights, float* out, OpProfile* profile, bool by_size,
-                 CpuMoePhases* phases, std::atomic<unsigned>* loops_begun) {
+                 CpuMoePhases* phases, std::atomic<unsigned>* loops_begun, bool bf16_x) {
   Scratch::Frame frame(s);
   PhaseClock clock(phases, loops_begun);
   const std::size_t H = std::size_t(w.hidden), E = w.experts.size();
@@ -562,7 +562,7 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
   if (A == 0) {
     // nothing to compute: every choice is another device's
   } else if (amx_experts_fit(isa, w, g, by_size)) {
-    experts_amx(s, w, g, x, y);
+    experts_amx(s, w, g, x, y, bf16_x);
   } else if (dots) {
     const PreparedX px = prepare_x(s, isa, x, T, H);
     std::byte* xg = s.take<std::byte>(A * px.row_bytes);
@@ -577,7 +577,7 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
   } else {
     float* xg = s.floats(A * H);
     for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * H, x + g.token_of[a] * H, H * sizeof(float));
-    experts_generic(s, isa, w, g, xg, y, by_size);
+    experts_generic(s, isa, w, g, xg, y, by_size, bf16_x);
   }
 
   phase.emplace(profile, OpProfile::kMoeCombine);
@@ -605,21 +605,21 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
 }
 
 void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out, const float* router_x,
-         int32_t* chosen_out, OpProfile* profile, bool by_size) {
+         int32_t* chosen_out, OpProfile* profile, bool by_size, bool bf16_x) {
   Scratch::Frame frame(s);
   const std::size_t H = std::size_t(w.hidden), E = w.router_spec.num_experts, K = w.router_spec.top_k, A = T * K;
   std::optional<Backend::OpTimer> phase(std::in_place, profile, OpProfile::kMoeRoute);
   float* logits = s.floats(T * E);
   float* weights = s.floats(A);
   int32_t* chosen = s.take<int32_t>(A);
-  linear(s, isa, router_x ? router_x : x, T, w.router, w.router_bias, logits, by_size);
+  linear(s, isa, router_x ? router_x : x, T, w.router, w.router_bias, logits, by_size, bf16_x);
   // Top-k per token, tokens spread over the threads (each token's choice is its own).
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, T, 64), [&](const tbb::blocked_range<std::size_t>& r) {
     ref::route_top_k(logits + r.begin() * E, r.size(), w.router_spec, chosen + r.begin() * K, weights + r.begin() * K);
   });
   if (chosen_out) std::memcpy(chosen_out, chosen, A * sizeof(int32_t));
   phase.reset();
-  moe_experts(s, isa, w, x, T, K, chosen, weights, out, profile, by_size);
+  moe_experts(s, isa, w, x, T, K, chosen, weights, out, profile, by_size, nullptr, nullptr, bf16_x);
 
   if (w.has_shared) {
     const std::size_t I = std::size_t(w.shared.inter());
@@ -628,10 +628,10 @@ void moe(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, std::size_
     float* shared = s.floats(T * H);
     float* gate = s.floats(T);
     const Backend::LinearOut gate_up[] = {{&w.shared.gate, nullptr, gt}, {&w.shared.up, nullptr, up}};
-    linears(s, isa, x, T, gate_up, by_size);
+    linears(s, isa, x, T, gate_up, by_size, bf16_x);
     silu_mul(isa, gt, up, gt, T * I);
-    linear(s, isa, gt, T, w.shared.down, nullptr, shared, by_size);
-    if (w.shared_gated) linear(s, isa, x, T, w.shared_gate, nullptr, gate, by_size);
+    linear(s, isa, gt, T, w.shared.down, nullptr, shared, by_size, bf16_x);
+    if (w.shared_gated) linear(s, isa, x, T, w.shared_gate, nullptr, gate, by_size, bf16_x);
     for (std::size_t t = 0; t < T; ++t) {
       const float gv = w.shared_gated ? sigmoid(gate[t]) : 1.0f;
       for (std::size_t d = 0; d < H; ++d) out[t * H + d] += gv * shared[t * H + d];

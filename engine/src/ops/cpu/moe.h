@@ -16,9 +16,10 @@ namespace ft::engine::cpu {
 // Backend::moe (router_x: the router's input, or null for x). `chosen_out` (may be null) receives
 // the chosen experts [T, top_k]. `profile` (may be null) gets the time of each phase. `by_size`: as
 // linear() takes it (linear.h); for the experts, a prefill-sized call is one whose active experts
-// average kAmxDecodedTokens assignments.
+// average kAmxDecodedTokens assignments. `bf16_x`: as linear() takes it.
 void moe(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, float* out,
-         const float* router_x, int32_t* chosen_out = nullptr, OpProfile* profile = nullptr, bool by_size = false);
+         const float* router_x, int32_t* chosen_out = nullptr, OpProfile* profile = nullptr, bool by_size = false,
+         bool bf16_x = false);
 
 // The routed experts alone, for choices already made: out [T, H] = the sum over token t's choices
 // k with chosen[t K + k] >= 0 of weights[t K + k] * expert(x_t), in ascending expert order; a
@@ -28,6 +29,7 @@ void moe(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std:
 // call's end on paths without those loops).
 void moe_experts(Scratch& scratch, CpuIsa isa, const MoeWeights& w, const float* x, std::size_t T, std::size_t K,
                  const int32_t* chosen, const float* weights, float* out, OpProfile* profile = nullptr,
-                 bool by_size = false, CpuMoePhases* phases = nullptr, std::atomic<unsigned>* loops_begun = nullptr);
+                 bool by_size = false, CpuMoePhases* phases = nullptr, std::atomic<unsigned>* loops_begun = nullptr,
+                 bool bf16_x = false);
 
 }  // namespace ft::engine::cpu
