@@ -41,6 +41,28 @@ std::vector<float> bf16_rounded(std::vector<float> x) {
   return x;
 }
 
+// Pages for `tokens` positions of layout l, from a pool of their own, filled with NaNs (0xffff) as
+// a recycled page may be: slots no row writes must never be read.
+struct NanPages {
+  std::shared_ptr<engine::KvPool> pool;
+  std::vector<engine::KvPageRef> pages;
+  std::vector<std::byte*> table;
+};
+NanPages nan_pages(const engine::KvLayout& l, std::size_t tokens) {
+  NanPages out;
+  const int64_t n = l.pages_for(int64_t(tokens));
+  auto pool = engine::KvPool::create(l, std::uint64_t(n) * l.page_bytes());
+  EXPECT_TRUE(pool.is_ok());
+  if (!pool.is_ok()) return out;
+  out.pool = *pool;
+  for (int64_t p = 0; p < n; ++p) {
+    out.pages.push_back(*out.pool->allocate());
+    out.table.push_back(out.pages.back()->data());
+    std::memset(out.table.back(), 0xff, l.page_bytes());
+  }
+  return out;
+}
+
 std::unique_ptr<Backend> backend(BackendKind kind, CpuIsa isa = CpuIsa::kScalar) {
   engine::BackendOptions o;
   o.kind = kind;
@@ -224,16 +246,9 @@ TEST_P(CpuOps, PagedAttentionMatchesReferenceAndDecodeEqualsPrefill) {
     l.page_tokens = page_tokens;
     l.dtype = engine::KvDType::kBf16;
     const std::size_t KV = 2, T = 1100, layer = 1;  // 1100 > the 1024-key chunk
-    auto pool = engine::KvPool::create(l, std::uint64_t(l.pages_for(int64_t(T))) * l.page_bytes());
-    ASSERT_TRUE(pool.is_ok());
-    std::vector<engine::KvPageRef> pages;
-    std::vector<std::byte*> table;
-    for (int64_t p = 0; p < l.pages_for(int64_t(T)); ++p) {
-      pages.push_back(*(*pool)->allocate());
-      table.push_back(pages.back()->data());
-      // Slots no row writes hold NaNs (0xffff), as a recycled page may: no kernel may read them.
-      std::memset(table.back(), 0xff, l.page_bytes());
-    }
+    NanPages kv = nan_pages(l, T);
+    ASSERT_FALSE(kv.table.empty());
+    const std::vector<std::byte*>& table = kv.table;
     const auto q = randn(T * heads * D, rng_), k = randn(T * KV * D, rng_), v = randn(T * KV * D, rng_);
     const engine::AttentionSeq all{0, T, 0, table.data()};
     on(*cpu_, [&] { cpu_->kv_write(l, layer, k.data(), v.data(), {&all, 1}); });
@@ -743,14 +758,9 @@ TEST_F(CpuAmxBf16Activations, PrefillMoeAndAttentionFollowTheReferenceToBf16Roun
   l.page_tokens = 64;
   l.dtype = engine::KvDType::kBf16;
   const std::size_t rows = 300, heads = 6, D = 64;
-  auto pool = engine::KvPool::create(l, std::uint64_t(l.pages_for(int64_t(rows))) * l.page_bytes());
-  ASSERT_TRUE(pool.is_ok());
-  std::vector<engine::KvPageRef> pages;
-  std::vector<std::byte*> table;
-  for (int64_t p = 0; p < l.pages_for(int64_t(rows)); ++p) {
-    pages.push_back(*(*pool)->allocate());
-    table.push_back(pages.back()->data());
-  }
+  NanPages kv = nan_pages(l, rows);
+  ASSERT_FALSE(kv.table.empty());
+  const std::vector<std::byte*>& table = kv.table;
   const auto q = randn(rows * heads * D, rng), k = randn(rows * 2 * D, rng), v = randn(rows * 2 * D, rng);
   const engine::AttentionSeq all{0, rows, 0, table.data()}, tail{0, 100, 200, table.data()};
   ASSERT_TRUE(fast_->execute([&] { fast_->kv_write(l, 0, k.data(), v.data(), {&all, 1}); }));
