@@ -163,7 +163,7 @@ Flag recalibrate_flag() {
 Flag deterministic_flag() {
   return {"deterministic", "",
           "same bits for a sequence batched or alone, restored or recomputed, on every CPU (with AMX: decode on AMX "
-          "tiles too, slower, and prefill products with bf16x2 activations instead of bf16, near fp32 precision)",
+          "tiles too, slower)",
           "", false};
 }
 Flag cpu_activations_flag() {
