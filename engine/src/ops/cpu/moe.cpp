@@ -119,6 +119,15 @@ Groups group_by_expert(Scratch& s, const int32_t* chosen, std::size_t T, std::si
   return g;
 }
 
+// The rows of x (row_bytes each) in assignment order: row a is the row of assignment a's token.
+std::byte* rows_by_assignment(Scratch& s, const Groups& g, const void* x, std::size_t row_bytes) {
+  const std::size_t A = g.begin.back();
+  std::byte* out = s.take<std::byte>(A * row_bytes);
+  const auto* in = static_cast<const std::byte*>(x);
+  for (std::size_t a = 0; a < A; ++a) std::memcpy(out + a * row_bytes, in + g.token_of[a] * row_bytes, row_bytes);
+  return out;
+}
+
 struct Item {
   std::size_t expert, r0, r1;
 };
@@ -475,9 +484,7 @@ void experts_blocks(Scratch& s, CpuIsa isa, const MoeWeights& w, const Groups& g
   const float* xg = x;
   std::size_t ldx = 0;
   if (x_fp32 && T > 1) {
-    float* rows = s.floats(A * H);
-    for (std::size_t a = 0; a < A; ++a) std::memcpy(rows + a * H, x + g.token_of[a] * H, H * sizeof(float));
-    xg = rows;
+    xg = reinterpret_cast<const float*>(rows_by_assignment(s, g, x, H * sizeof(float)));
     ldx = H;
   }
   const std::vector<Item> up_items = items(g, E, I), down_items = items(g, E, H);
@@ -565,9 +572,8 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
     experts_amx(s, w, g, x, y, bf16_x);
   } else if (dots) {
     const PreparedX px = prepare_x(s, isa, x, T, H);
-    std::byte* xg = s.take<std::byte>(A * px.row_bytes);
-    for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * px.row_bytes, px.row(g.token_of[a]), px.row_bytes);
-    experts_bf16(s, isa, dots, w, g, {xg, px.row_bytes, px.elem}, A, y, clock);
+    experts_bf16(s, isa, dots, w, g, {rows_by_assignment(s, g, px.data, px.row_bytes), px.row_bytes, px.elem}, A, y,
+                 clock);
   } else if (block_rows_fit(isa, w, g)) {
     if (int8_tiles_experts_fit(isa, w, g, by_size)) {
       experts_tiles(s, isa, w, g, x, T, y, clock);
@@ -575,8 +581,7 @@ void moe_experts(Scratch& s, CpuIsa isa, const MoeWeights& w, const float* x, st
       experts_blocks(s, isa, w, g, x, T, y, clock);
     }
   } else {
-    float* xg = s.floats(A * H);
-    for (std::size_t a = 0; a < A; ++a) std::memcpy(xg + a * H, x + g.token_of[a] * H, H * sizeof(float));
+    const auto* xg = reinterpret_cast<const float*>(rows_by_assignment(s, g, x, H * sizeof(float)));
     experts_generic(s, isa, w, g, xg, y, by_size, bf16_x);
   }
 
