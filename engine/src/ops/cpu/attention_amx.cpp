@@ -202,7 +202,7 @@ bool attention_amx_fits(CpuIsa isa, const KvLayout& l, int64_t layer) {
 
 void attention_amx_partials(const KvLayout& l, int64_t layer, const float* q, std::size_t heads, float scale,
                             std::span<const AttentionSeq> seqs, float* part_out, AttentionPartial* part,
-                            std::size_t max_chunks, bool bf16_inputs) {
+                            std::size_t max_chunks, bool bf16_x) {
 #if FT_X86
   const std::size_t G = heads / std::size_t(l.kv_heads_at(layer));
   // Per sequence, its columns: (row, head in group), rows outer.
@@ -232,13 +232,13 @@ void attention_amx_partials(const KvLayout& l, int64_t layer, const float* q, st
   tbb::parallel_for(std::size_t(0), items.size(), [&](std::size_t i) {
     amx_load_tile_config();
     const Item& it = items[i];
-    const auto run = bf16_inputs ? run_item<false> : run_item<true>;
+    const auto run = bf16_x ? run_item<false> : run_item<true>;
     run(l, layer, q, heads, scale, seqs[it.seq], it, col_row[it.seq].data(), col_head[it.seq].data(), part_out, part,
         max_chunks);
   });
 #else
   (void)l, (void)layer, (void)q, (void)heads, (void)scale, (void)seqs, (void)part_out, (void)part, (void)max_chunks,
-      (void)bf16_inputs;
+      (void)bf16_x;
 #endif
 }
 
