@@ -472,6 +472,11 @@ int bench_decode(const Args& args) {
             "  in place     a step read %.1f missed experts from host memory (%.2f GB): %.1f GB/s over the step\n",
             in_place / steps, double(after->read_in_place_bytes - before->read_in_place_bytes) / steps / 1e9,
             double(after->read_in_place_bytes - before->read_in_place_bytes) / secs / 1e9);
+      if (const double ahead = double(after->prefetched - before->prefetched); ahead > 0)
+        std::printf(
+            "  prefetch     a step copied %.1f experts ahead (%.2f GB) for the next layer; it chose %.0f%% of them\n",
+            ahead / steps, double(after->prefetched_bytes - before->prefetched_bytes) / steps / 1e9,
+            100 * double(after->prefetch_used - before->prefetch_used) / ahead);
       print_cpu_share_layers(*before, *after, cpu > 0 ? cb / cpu : 0.0, steps);
       std::printf(
           "  hybrid bound %.1f ms/step = %.2f tok/s (HBM %.0f GB/s; misses %.2f GB at %.1f + %.1f GB/s PCIe + host "

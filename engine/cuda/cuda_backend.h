@@ -320,7 +320,9 @@ class CudaBackend final : public Backend {
   // The router's product and top-k for T tokens into this pass's scratch: the choices per token
   // (and, `by_expert`, in ascending expert order per token, as the down kernel adds them). Decode
   // runs the product and its top-k in one launch.
-  cuda::RouteSpec route_tokens(const MoeWeights& w, const float* x, std::size_t T, bool by_expert);
+  // (`chosen_into`: where the choices go, memory that outlives the op; null: this op's scratch)
+  cuda::RouteSpec route_tokens(const MoeWeights& w, const float* x, std::size_t T, bool by_expert,
+                               int32_t* chosen_into = nullptr);
 
   // Each expert's rows among `n` choices, counted on the device and brought to the host: the
   // layer's one synchronisation (pinned memory of this pass; empty after a failure).
@@ -340,17 +342,22 @@ class CudaBackend final : public Backend {
 
   // An offloaded layer's routed experts for the device's choices (and, decode-sized, the same in
   // expert order per token), then its shared expert.
+  // `predicted_dev`: decode's choices of the next layer's router for this input (its experts are
+  // copied ahead), or null.
   void offloaded_experts(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen_dev,
-                         const float* weights_dev, const cuda::ChoicesByExpert& by_expert, float* out);
+                         const float* weights_dev, const cuda::ChoicesByExpert& by_expert, float* out,
+                         const int32_t* predicted_dev = nullptr);
 
   // Misses read in place (policy direct): the kernels read every chosen expert through the
   // layer's table (a slot, or the expert's pinned host memory over PCIe); the choices go to the
   // host for the cache to count after the pass. Nothing here waits, so the step records as a graph.
   void decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x, std::size_t T,
-                       std::size_t K, const int32_t* chosen_dev, const cuda::ChoicesByExpert& by_expert, float* out);
+                       std::size_t K, const int32_t* chosen_dev, const cuda::ChoicesByExpert& by_expert, float* out,
+                       const int32_t* predicted_dev);
 
   void decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x, std::size_t T,
-                        std::size_t K, const int32_t* chosen_dev, const cuda::ChoicesByExpert& by_expert, float* out);
+                        std::size_t K, const int32_t* chosen_dev, const cuda::ChoicesByExpert& by_expert, float* out,
+                        const int32_t* predicted_dev);
 
   void prefill_offloaded(const MoeWeights& w, int layer, const cuda::ExpertTable& dims, const float* x, std::size_t T,
                          std::size_t K, const int32_t* chosen_dev, const float* weights_dev, float* out);

@@ -94,7 +94,8 @@ void CudaBackend::experts_decode(const cuda::ExpertTable& table, const float* x,
   cuda::moe_down_combine(table, h, int(T), int(K), by_expert, out, s(), down_q ? &hq : nullptr);
 }
 
-cuda::RouteSpec CudaBackend::route_tokens(const MoeWeights& w, const float* x, std::size_t T, bool by_expert) {
+cuda::RouteSpec CudaBackend::route_tokens(const MoeWeights& w, const float* x, std::size_t T, bool by_expert,
+                                          int32_t* chosen_into) {
   const std::size_t E = w.router_spec.num_experts, K = w.router_spec.top_k;
   float* logits = scratch_.floats(T * E);
   cuda::RouteSpec route;
@@ -108,7 +109,7 @@ cuda::RouteSpec CudaBackend::route_tokens(const MoeWeights& w, const float* x, s
   route.topk_group = int(w.router_spec.topk_group);
   route.bias = w.router_spec.correction_bias;  // placed: in VRAM
   route.per_expert_scale = w.router_spec.per_expert_scale;
-  route.chosen = scratch_.take<int32_t>(T * K);
+  route.chosen = chosen_into ? chosen_into : scratch_.take<int32_t>(T * K);
   route.weights = scratch_.floats(T * K);
   if (by_expert)
     route.by_expert = {scratch_.take<int32_t>(T * K), scratch_.take<int32_t>(T * K), scratch_.floats(T * K)};

@@ -7,10 +7,22 @@ namespace ft::engine {
 void CudaBackend::moe_offloaded(const MoeWeights& w, const float* x, const float* router_x, std::size_t T, float* out) {
   if (!offload_ready(w)) return;
   std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeRoute, true);
+  const std::size_t K = w.router_spec.top_k;
   const cuda::RouteSpec route = route_tokens(w, router_x, T, T <= kFusedMoeTokens);
-  if (trace_) trace_later(route.chosen, T, w.router_spec.top_k);
+  if (trace_) trace_later(route.chosen, T, K);
+  // Decode: the next layer's router on this layer's input names most of the experts it will choose
+  // (ExpertSlots::prefetch), in the same trip to the host as this layer's choices.
+  const int32_t* predicted = nullptr;
+  const int layer = offload_->layer_of(w);
+  const MoeWeights* next = offload_->next_layer(layer);
+  if (T <= kFusedMoeTokens && next && offload_->prefetch_on(int(T * K)) && next->router_spec.top_k == K &&
+      next->experts.size() == w.experts.size()) {
+    // In place, a side stream reads them after this op has returned: not in its scratch.
+    int32_t* into = offload_->in_place() ? offload_->ahead_choices(layer + 1) : nullptr;
+    predicted = route_tokens(*next, router_x ? router_x : x, T, false, into).chosen;
+  }
   phase.reset();
-  offloaded_experts(w, x, T, route.chosen, route.weights, route.by_expert, out);
+  offloaded_experts(w, x, T, route.chosen, route.weights, route.by_expert, out, predicted);
 }
 
 bool CudaBackend::offload_ready(const MoeWeights& w) {
@@ -25,7 +37,8 @@ bool CudaBackend::offload_ready(const MoeWeights& w) {
 }
 
 void CudaBackend::offloaded_experts(const MoeWeights& w, const float* x, std::size_t T, const int32_t* chosen_dev,
-                                    const float* weights_dev, const cuda::ChoicesByExpert& by_expert, float* out) {
+                                    const float* weights_dev, const cuda::ChoicesByExpert& by_expert, float* out,
+                                    const int32_t* predicted_dev) {
   cuda::ExpertSlots& o = *offload_;
   const std::size_t K = w.router_spec.top_k, H = std::size_t(w.hidden);
   const int layer = o.layer_of(w);
@@ -47,10 +60,10 @@ void CudaBackend::offloaded_experts(const MoeWeights& w, const float* x, std::si
   dims.down_units = cuda::units_fit(first.down.dtype, nullptr, first.down.row_bytes, int(first.inter()));
   std::optional<Timed> phase(std::in_place, this, OpProfile::kMoeExperts, true);
   if (decode && o.in_place()) {
-    decode_in_place(w, layer, dims, x, T, K, chosen_dev, by_expert, out);
+    decode_in_place(w, layer, dims, x, T, K, chosen_dev, by_expert, out, predicted_dev);
   } else if (decode) {
     o.order_after_in_place_copies(s());
-    decode_offloaded(w, layer, dims, x, T, K, chosen_dev, by_expert, out);
+    decode_offloaded(w, layer, dims, x, T, K, chosen_dev, by_expert, out, predicted_dev);
   } else {
     o.order_after_in_place_copies(s());
     prefill_offloaded(w, layer, dims, x, T, K, chosen_dev, weights_dev, out);
@@ -61,7 +74,7 @@ void CudaBackend::offloaded_experts(const MoeWeights& w, const float* x, std::si
 
 void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x,
                                   std::size_t T, std::size_t K, const int32_t* chosen_dev,
-                                  const cuda::ChoicesByExpert& by_expert, float* out) {
+                                  const cuda::ChoicesByExpert& by_expert, float* out, const int32_t* predicted_dev) {
   cuda::ExpertSlots& o = *offload_;
   if (!o.knows_in_place(layer)) {
     // A layer's first in-place step (never a recorded one: a shape runs once before it records):
@@ -78,6 +91,8 @@ void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTa
   const bool share = o.cpu_share();
   const cuda::ExpertSlots::InPlaceIo& io = o.in_place_io(layer);
   const std::uint8_t* from_host = o.in_place_from_host(layer);  // the misses the GPU reads
+  // The experts the layer before copied ahead for this one are no misses here.
+  o.take_staged_ahead(layer, pass_, s(), table.gate, from_host);
   if (share && o.split_by_layer()) {
     // This layer's misses split by the share on the device; the kernels read the split table.
     const cuda::ExpertPtrs z = o.zero(w);
@@ -94,6 +109,10 @@ void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTa
                           o.step_device(), s());
   }
   if (share) o.queue_cpu_share(layer, int(T), int(K));
+  // The next layer's predicted misses, copied ahead on a side stream while this layer computes.
+  if (predicted_dev)
+    if (const MoeWeights* next = o.next_layer(layer); next && o.knows_in_place(layer + 1))
+      o.stage_ahead_in_place(*next, layer + 1, predicted_dev, int(T * K), pass_, s());
   if (o.stage_misses()) {
     // The misses among the first choices cross PCIe by wide loads into staging slots (256-byte
     // aligned, as cache slots are) and the expert kernels read them there (not the CPU's: the
@@ -121,17 +140,22 @@ void CudaBackend::decode_in_place(const MoeWeights& w, int layer, cuda::ExpertTa
 
 void CudaBackend::decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertTable table, const float* x,
                                    std::size_t T, std::size_t K, const int32_t* chosen_dev,
-                                   const cuda::ChoicesByExpert& by_expert, float* out) {
+                                   const cuda::ChoicesByExpert& by_expert, float* out, const int32_t* predicted_dev) {
   cuda::ExpertSlots& o = *offload_;
   const std::size_t E = w.experts.size(), H = std::size_t(table.hidden), I = std::size_t(table.inter);
-  // The choices (in expert order per token, as the down kernel adds them) and the input, to the host.
-  auto pinned = pass_host_.take(T * K * 8 + T * H * 4);
+  const int choices = int(T * K);
+  // The choices (in expert order per token, as the down kernel adds them), the next layer's
+  // predicted ones and the input, to the host.
+  auto pinned = pass_host_.take(T * K * 12 + T * H * 4);
   if (!pinned) throw std::bad_alloc();
   auto* chosen = reinterpret_cast<int32_t*>(*pinned);
   auto* weights = reinterpret_cast<float*>(*pinned + T * K * 4);
-  auto* x_host = reinterpret_cast<float*>(*pinned + T * K * 8);
+  auto* predicted = reinterpret_cast<int32_t*>(*pinned + T * K * 8);
+  auto* x_host = reinterpret_cast<float*>(*pinned + T * K * 12);
   check(cudaMemcpyAsync(chosen, by_expert.expert, T * K * 4, cudaMemcpyDeviceToHost, s()), "routing");
   check(cudaMemcpyAsync(weights, by_expert.weight, T * K * 4, cudaMemcpyDeviceToHost, s()), "routing");
+  if (predicted_dev)
+    check(cudaMemcpyAsync(predicted, predicted_dev, T * K * 4, cudaMemcpyDeviceToHost, s()), "routing");
   check(cudaMemcpyAsync(x_host, x, T * H * 4, cudaMemcpyDeviceToHost, s()), "routing");
   wait_mid_pass("routing");
   if (!failure_.empty()) return;
@@ -147,6 +171,9 @@ void CudaBackend::decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertT
     if (!tokens[e]) continue;
     if (std::optional<int> slot = cache.lookup(layer, int(e))) {
       where[e] = o.slot(*slot, w);
+    } else if (const int ahead = o.prefetched(layer, int(e), pass_); ahead >= 0) {
+      where[e] = o.slot(ahead, w);  // copied ahead while the layer before computed
+      o.used_prefetch(layer, int(e));
     } else {
       misses.push_back({int(e), tokens[e]});
     }
@@ -169,17 +196,25 @@ void CudaBackend::decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertT
     }
     rest.push_back(m);
   }
-  const SplitPlan plan = plan_split(policy, o.model().costs(), rest, bytes, o.transient_slots(), committed);
+  const SplitPlan plan =
+      plan_split(policy, o.model().costs(), rest, bytes, o.decode_transient_room(layer, choices), committed);
   std::vector<bool> on_cpu(E, false);
   for (int e : plan.cpu) on_cpu[std::size_t(e)] = true;
   for (std::size_t i = 0; i < plan.fetch.size(); ++i) {
-    const int e = plan.fetch[i], slot = o.transient_slot(int(i));
+    const int e = plan.fetch[i], slot = o.decode_transient_slot(layer, int(i), choices);
     o.fetch(w, e, slot);
     where[std::size_t(e)] = o.slot(slot, w);
   }
   const bool fetched = committed > 0 || !plan.fetch.empty();
   const bool any_cpu = std::find(on_cpu.begin(), on_cpu.end(), true) != on_cpu.end();
   o.fetched_into(s(), any_cpu);
+  o.wait_prefetched(layer, s());
+  // The next layer's predicted experts cross after this layer's own fetches, while it computes;
+  // queued once this layer's work is (their calls take the host a few microseconds an expert).
+  const auto prefetch_next = [&] {
+    if (!predicted_dev || !failure_.empty()) return;
+    if (const MoeWeights* next = o.next_layer(layer)) o.prefetch(*next, layer + 1, {predicted, T * K}, pass_, choices);
+  };
   // The GPU's share: the kernels read each choice's expert from the step's table.
   std::vector<const std::byte*> gate(E), up(E), down(E);
   for (std::size_t e = 0; e < E; ++e) {
@@ -193,7 +228,7 @@ void CudaBackend::decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertT
   float* h = scratch_.floats(T * K * I);
   // The kernels take the choices per token in the router's order (gate/up) and by expert (down).
   experts_decode(table, x, T, K, chosen_dev, h, by_expert, out);
-  if (!any_cpu) return;
+  if (!any_cpu) return prefetch_next();
   // The CPU's share, on the CPU experts' threads while the GPU runs its own; the GPU waits for
   // its flag and adds the output straight from pinned host memory, so this thread goes on
   // issuing the next layer's work meanwhile.
@@ -225,6 +260,7 @@ void CudaBackend::decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertT
   });
   cuda::wait_host_flag(o.cpu_flag(), seq, s());
   cuda::add(out, y, T * H, s());
+  prefetch_next();
 }
 
 void CudaBackend::prefill_offloaded(const MoeWeights& w, int layer, const cuda::ExpertTable& dims, const float* x,

@@ -39,6 +39,19 @@ bool split_by_layer_enabled() {
   return !(env && std::strcmp(env, "hash") == 0);
 }
 
+// The next layer's experts copied ahead in decode (ExpertSlots::prefetch) under the policies that
+// take the choices to the host; FT_CUDA_PREFETCH=0 turns it off, to compare (docs/perf-notes.md).
+bool prefetch_enabled() {
+  const char* env = std::getenv("FT_CUDA_PREFETCH");
+  return !(env && std::strcmp(env, "0") == 0);
+}
+// The in-place policies' (direct) copies ahead, by the SMs: FT_CUDA_PREFETCH=direct (measured
+// slower than direct:auto without them, so not the default).
+bool prefetch_in_place_enabled() {
+  const char* env = std::getenv("FT_CUDA_PREFETCH");
+  return env && std::strcmp(env, "direct") == 0;
+}
+
 // A measuring aid: FT_CPU_WARM=<microseconds> wakes the CPU experts' threads when the share starts
 // waiting for a layer's input (CpuExperts::warm); unset or 0, the layer's loops wake them.
 std::chrono::microseconds cpu_warm_horizon() {
@@ -53,9 +66,13 @@ std::chrono::microseconds cpu_warm_horizon() {
 
 int ExpertSlots::transient_for(int slots, int top_k) {
   // A quarter of the slots, at least a token's choices and at most 128, are transient: a decode
-  // step's fetches the cache declines. The cache keeps two at least (a prefill round's copies
-  // overlap the round before, whose slots stay protected).
-  return std::clamp(std::max(slots / 4, top_k), 1, std::min(128, slots - 2));
+  // step's fetches the cache declines, and the experts copied ahead for the next layer. The cache
+  // keeps two at least (a prefill round's copies overlap the round before, whose slots stay
+  // protected). FT_CUDA_TRANSIENT_SLOTS=N asks for N (tests: a tiny model's few slots mostly
+  // transient, so that decode copies ahead and still misses).
+  int want = std::max(slots / 4, top_k);
+  if (const char* env = std::getenv("FT_CUDA_TRANSIENT_SLOTS"); env && std::atoi(env) > 0) want = std::atoi(env);
+  return std::clamp(want, 1, std::max(1, std::min(128, slots - 2)));
 }
 
 int ExpertSlots::min_slots(int top_k) { return std::max(top_k, 1) + 2; }
@@ -138,6 +155,29 @@ Result<std::unique_ptr<ExpertSlots>> ExpertSlots::create(const ExpertOffloadOpti
   x->table_bytes_ = table;
   x->stage_misses_ = stage_misses_enabled();
   x->split_by_layer_ = split_by_layer_enabled() && options.experts <= cuda::kSplitMaxExperts;
+  x->prefetch_ = prefetch_enabled();
+  x->prefetch_in_place_ = prefetch_in_place_enabled();
+  if (x->prefetch_in_place_) {
+    const std::size_t E = std::size_t(options.experts);
+    void* p = nullptr;
+    if (cudaError_t err = cudaStreamCreateWithFlags(&x->ahead_stream_, cudaStreamNonBlocking); err != cudaSuccess)
+      return fail("the copy-ahead stream", err);
+    for (cudaEvent_t* ev : {&x->ahead_fork_, &x->ahead_join_[0], &x->ahead_join_[1]})
+      if (cudaError_t err = cudaEventCreateWithFlags(ev, cudaEventDisableTiming); err != cudaSuccess)
+        return fail("the copy-ahead events", err);
+    const std::size_t bytes = 2 * kMaxAhead * sizeof(std::byte*) + 2 * 3 * E * sizeof(std::byte*) +
+                              2 * std::size_t(kMaxInPlaceChoices) * sizeof(int32_t) + 2 * E;
+    if (cudaError_t err = cudaMalloc(&p, bytes); err != cudaSuccess) return fail("the copy-ahead tables", err);
+    cudaMemset(p, 0, bytes);
+    auto* at = static_cast<std::byte*>(p);
+    x->ahead_slots_dev_ = reinterpret_cast<std::byte**>(at);
+    at += 2 * kMaxAhead * sizeof(std::byte*);
+    x->ahead_table_dev_ = reinterpret_cast<const std::byte**>(at);
+    at += 2 * 3 * E * sizeof(std::byte*);
+    x->ahead_choices_dev_ = reinterpret_cast<int32_t*>(at);
+    at += 2 * std::size_t(kMaxInPlaceChoices) * sizeof(int32_t);
+    x->ahead_from_host_dev_ = reinterpret_cast<std::uint8_t*>(at);
+  }
   void* routes = nullptr;
   const std::size_t route_bytes = std::size_t(options.layers) * kMaxInPlaceChoices * sizeof(int32_t);
   if (cudaError_t err = cudaHostAlloc(&routes, route_bytes, cudaHostAllocDefault); err != cudaSuccess)
@@ -181,6 +221,12 @@ ExpertSlots::~ExpertSlots() {
   if (zero_) cudaFree(zero_);
   for (cudaEvent_t e : {round_done_[0], round_done_[1], round_done_[2], all_done_, group_.begin, group_.end})
     if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : ahead_done_) cudaEventDestroy(e);
+  if (ahead_stream_) cudaStreamSynchronize(ahead_stream_);
+  for (cudaEvent_t e : {ahead_fork_, ahead_join_[0], ahead_join_[1]})
+    if (e) cudaEventDestroy(e);
+  if (ahead_stream_) cudaStreamDestroy(ahead_stream_);
+  if (ahead_slots_dev_) cudaFree(ahead_slots_dev_);
   if (copy_) cudaStreamDestroy(copy_);
 }
 
@@ -487,6 +533,118 @@ void ExpertSlots::fetch_many(const MoeWeights& w, std::span<const std::pair<int,
   }
 }
 
+bool ExpertSlots::prefetch_on(int choices) const {
+  if (in_place())
+    return prefetch_in_place_ && split_by_layer_ && transient_half() >= 1 && choices <= kMaxInPlaceChoices;
+  return prefetch_ && o_.policy.kind != MoePolicy::Kind::kCpu && transient_half() >= 2 * choices;
+}
+
+void ExpertSlots::stage_ahead_in_place(const MoeWeights& next, int next_layer, const int32_t* predicted_dev, int n,
+                                       std::uint64_t pass, cudaStream_t main) {
+  static const int cap = [] {
+    const char* env = std::getenv("FT_CUDA_PREFETCH_MAX");
+    return env && std::atoi(env) > 0 ? std::atoi(env) : kMaxAhead;
+  }();
+  const int most = std::min({cap, kMaxAhead, transient_half()});
+  if (most <= 0 || !ahead_stream_) return;
+  const int p = next_layer % 2;
+  const std::size_t E = std::size_t(o_.experts);
+  cudaEventRecord(ahead_fork_, main);
+  cudaStreamWaitEvent(ahead_stream_, ahead_fork_, 0);
+  stage_ahead(in_place_table(next_layer), in_place_from_host(next_layer), int(E), predicted_dev, n, most,
+              staged_shape(next), ahead_slots_dev_ + p * kMaxAhead, ahead_table_dev_ + std::size_t(p) * 3 * E,
+              ahead_from_host_dev_ + std::size_t(p) * E, ahead_stream_);
+  cudaEventRecord(ahead_join_[p], ahead_stream_);
+  staged_ahead_ = {next_layer, pass};
+  ++stats_.staged_ahead_layers;
+}
+
+void ExpertSlots::take_staged_ahead(int layer, std::uint64_t pass, cudaStream_t main, const std::byte* const*& table,
+                                    const std::uint8_t*& from_host) {
+  if (staged_ahead_.layer != layer || staged_ahead_.pass != pass) return;
+  const int p = layer % 2;
+  const std::size_t E = std::size_t(o_.experts);
+  cudaStreamWaitEvent(main, ahead_join_[p], 0);
+  table = ahead_table_dev_ + std::size_t(p) * 3 * E;
+  from_host = ahead_from_host_dev_ + std::size_t(p) * E;
+  staged_ahead_.layer = -1;
+}
+
+int ExpertSlots::decode_transient_slot(int layer, int i, int choices) const {
+  if (!prefetch_on(choices)) return transient_slot(i);
+  const int ahead = ahead_.layer == layer ? int(ahead_.experts.size()) : 0;
+  return transient_slot((layer % 2) * transient_half() + ahead + i);
+}
+
+int ExpertSlots::decode_transient_room(int layer, int choices) const {
+  if (!prefetch_on(choices)) return transient_slots();
+  return transient_half() - (ahead_.layer == layer ? int(ahead_.experts.size()) : 0);
+}
+
+void ExpertSlots::prefetch(const MoeWeights& next, int next_layer, std::span<const int32_t> predicted,
+                           std::uint64_t pass, int choices) {
+  ahead_ = {next_layer, pass, {}, {}};
+  // Room for the next layer's own fetches stays: its choices, all of them missing.
+  // FT_CUDA_PREFETCH_MAX=N copies at most N experts ahead a layer (a measuring aid).
+  static const int cap = [] {
+    const char* env = std::getenv("FT_CUDA_PREFETCH_MAX");
+    return env && std::atoi(env) > 0 ? std::atoi(env) : 1 << 20;
+  }();
+  const int room = std::min(transient_half() - choices, cap);
+  const int base = (next_layer % 2) * transient_half();
+  for (int32_t e : predicted) {
+    if (int(ahead_.experts.size()) >= room) break;
+    if (e < 0 || std::size_t(e) >= next.experts.size() || cache_.find(next_layer, e)) continue;
+    if (std::any_of(ahead_.experts.begin(), ahead_.experts.end(), [&](const auto& p) { return p.first == e; }))
+      continue;
+    const std::size_t i = ahead_.experts.size();
+    if (ahead_done_.size() <= i) {
+      cudaEvent_t ev = nullptr;
+      if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        break;  // no event, no copy ahead: the layer fetches it as a miss
+      }
+      ahead_done_.push_back(ev);
+    }
+    const int s = transient_slot(base + int(i));
+    copy_expert_async(next.experts[std::size_t(e)], slot(s, next), copy_);
+    cudaEventRecord(ahead_done_[i], copy_);
+    ahead_.experts.push_back({int(e), s});
+    ahead_in_flight_ = true;
+    const std::size_t bytes = next.experts[std::size_t(e)].bytes();
+    ++stats_.prefetched;
+    stats_.prefetched_bytes += bytes;
+  }
+  ahead_.used.assign(ahead_.experts.size(), false);
+}
+
+int ExpertSlots::prefetched(int layer, int expert, std::uint64_t pass) const {
+  if (ahead_.layer != layer || ahead_.pass != pass) return -1;
+  for (const auto& [e, s] : ahead_.experts)
+    if (e == expert) return s;
+  return -1;
+}
+
+void ExpertSlots::used_prefetch(int layer, int expert) {
+  if (ahead_.layer != layer) return;
+  for (std::size_t i = 0; i < ahead_.experts.size(); ++i)
+    if (ahead_.experts[i].first == expert && !ahead_.used[i]) {
+      ahead_.used[i] = true;
+      ++stats_.prefetch_used;
+    }
+}
+
+void ExpertSlots::wait_prefetched(int layer, cudaStream_t compute) {
+  if (ahead_.layer != layer) return;
+  // The copies cross in order: the last chosen one's event covers the others.
+  for (std::size_t i = ahead_.experts.size(); i-- > 0;)
+    if (ahead_.used[i]) {
+      cudaStreamWaitEvent(compute, ahead_done_[i], 0);
+      break;
+    }
+  ahead_.layer = -1;
+}
+
 void ExpertSlots::fetched_into(cudaStream_t compute, bool concurrent_cpu) {
   if (!group_.open) return;
   cudaEventRecord(group_.end, copy_);
@@ -571,6 +729,12 @@ std::string ExpertSlots::know_in_place(const MoeWeights& w, int layer) {
 
 void ExpertSlots::begin_in_place_pass(cudaStream_t s) {
   if (!in_place()) return;
+  if (ahead_in_flight_) {
+    // Copies ahead that a host-synced pass queued and no layer waited for (none of them chosen) may
+    // still be landing in the transient slots the in-place copies ahead use.
+    if (cudaStreamSynchronize(copy_) != cudaSuccess) cudaGetLastError();
+    ahead_in_flight_ = false;
+  }
   *step_host_ = ++step_;
   const float share = cpu_share() ? float(share_now()) : 0.f;
   std::memcpy(step_host_ + 1, &share, sizeof share);
@@ -683,6 +847,17 @@ void ExpertSlots::prepare_in_place(cudaStream_t s) {
                                           std::size_t(o_.layers) * std::size_t(o_.experts));
   if (in_place_.refresh(cache_, slot_at, {mirror_, in_place_.table_size()}, from_host))
     cudaMemcpyAsync(table_dev_, mirror_, table_bytes_, cudaMemcpyHostToDevice, s);
+  if (ahead_slots_dev_) {
+    // The copy-ahead slots: the transient slots of each parity (they move when the cache resizes).
+    std::vector<std::byte*> starts(2 * kMaxAhead, nullptr);
+    for (int p = 0; p < 2; ++p)
+      for (int i = 0; i < kMaxAhead && i < transient_half(); ++i)
+        starts[std::size_t(p * kMaxAhead + i)] = slot_base(transient_slot(p * transient_half() + i));
+    if (starts != ahead_slots_host_) {
+      ahead_slots_host_ = starts;
+      cudaMemcpy(ahead_slots_dev_, starts.data(), starts.size() * sizeof(std::byte*), cudaMemcpyHostToDevice);
+    }
+  }
 }
 
 void ExpertSlots::after_in_place_pass() {

@@ -136,6 +136,43 @@ class ExpertSlots {
   // Learns the copy rate from fetch groups that have finished.
   void settle();
 
+  // ---- The next layer's experts, copied ahead (decode through the host: fetch, ratio, adaptive) ----
+  // A decode layer's MoE input also goes through the next layer's router (the residual stream moves
+  // little from one layer to the next: its choices name most of the next layer's), and the experts
+  // it picks that the cache lacks cross PCIe into transient slots while this layer computes; the
+  // next layer reads them there if it picks them. The transient slots then split in two halves, a
+  // layer's own fetches and its prefetched experts in the half of its parity, so a copy ahead never
+  // lands in a slot the layer before still reads. On unless FT_CUDA_PREFETCH=0; only where each half
+  // holds a layer's choices twice (`choices`: tokens x top_k).
+  bool prefetch_on(int choices) const;
+  // Queues the copies of `next`'s experts among `predicted` (a pass's choices for layer
+  // `next_layer`, any order, repeats allowed) that are not cached, after the copies queued so far.
+  void prefetch(const MoeWeights& next, int next_layer, std::span<const int32_t> predicted, std::uint64_t pass,
+                int choices);
+  // The transient slot a prefetch of this pass put (layer, expert) in, or -1; used_prefetch marks it
+  // chosen (for wait_prefetched and the stats).
+  int prefetched(int layer, int expert, std::uint64_t pass) const;
+  void used_prefetch(int layer, int expert);
+  // `compute` waits for the copies of the prefetched experts marked used (none: no wait); then the
+  // layer's prefetch is spent.
+  void wait_prefetched(int layer, cudaStream_t compute);
+  // Misses read in place (direct): the next layer's predicted misses are copied ahead by the SMs on
+  // a side stream (stage_ahead) into the transient slots of the next layer's parity (otherwise
+  // unused by these policies), and the next layer's table names them there. Device-side only, so
+  // a recorded step replays it. Off unless FT_CUDA_PREFETCH=direct. `predicted_dev`: n choices in
+  // memory that outlives the op (ahead_choices).
+  void stage_ahead_in_place(const MoeWeights& next, int next_layer, const int32_t* predicted_dev, int n,
+                            std::uint64_t pass, cudaStream_t main);
+  // When layer's experts were copied ahead this pass: `main` waits for them, and table / from_host
+  // become the ones naming the copies.
+  void take_staged_ahead(int layer, std::uint64_t pass, cudaStream_t main, const std::byte* const*& table,
+                         const std::uint8_t*& from_host);
+  // Device memory for the next layer's predicted choices (kMaxInPlaceChoices), one per parity.
+  int32_t* ahead_choices(int next_layer) const { return ahead_choices_dev_ + (next_layer % 2) * kMaxInPlaceChoices; }
+  // Transient slot i of a decode layer's own fetches, and how many it may take.
+  int decode_transient_slot(int layer, int i, int choices) const;
+  int decode_transient_room(int layer, int choices) const;
+
   // ---- Misses read in place (policy direct; in_place_experts.h) ----
   bool in_place() const { return o_.policy.kind == MoePolicy::Kind::kDirect; }
   // Learns where `w`'s experts are in host memory as the GPU addresses them (once a layer); a
@@ -275,6 +312,32 @@ class ExpertSlots {
   std::size_t table_bytes_ = 0;            // the table's pointers and its from-host flags after them
   bool stage_misses_ = false;
   bool split_by_layer_ = false;
+  bool prefetch_ = false;
+  // The one layer with experts copied ahead: which (expert, transient slot) pairs, each with the
+  // event after its copy, and which of them the layer chose.
+  struct Ahead {
+    int layer = -1;
+    std::uint64_t pass = 0;
+    std::vector<std::pair<int, int>> experts;
+    std::vector<bool> used;
+  };
+  Ahead ahead_;
+  bool ahead_in_flight_ = false;         // copies ahead queued since the copy stream was last synchronised
+  std::vector<cudaEvent_t> ahead_done_;  // per entry of ahead_.experts (made as needed)
+  bool prefetch_in_place_ = false;       // FT_CUDA_PREFETCH=direct
+  static constexpr int kMaxAhead = 16;   // experts a layer copied ahead, in place
+  cudaStream_t ahead_stream_ = nullptr;
+  cudaEvent_t ahead_fork_ = nullptr, ahead_join_[2] = {};
+  std::byte** ahead_slots_dev_ = nullptr;  // [2][kMaxAhead] transient slot starts (prepare_in_place)
+  std::vector<std::byte*> ahead_slots_host_;
+  const std::byte** ahead_table_dev_ = nullptr;  // [2][3 E]
+  std::uint8_t* ahead_from_host_dev_ = nullptr;  // [2][E]
+  int32_t* ahead_choices_dev_ = nullptr;         // [2][kMaxInPlaceChoices]
+  struct {
+    int layer = -1;
+    std::uint64_t pass = 0;
+  } staged_ahead_;
+  int transient_half() const { return transient_slots() / 2; }
   int32_t* routes_ = nullptr;              // pinned, mapped: per layer, a step's choices
   std::vector<int> noted_;                 // per layer: choices this pass left in routes_ (-1 none)
   cudaEvent_t landed_ = nullptr;           // after the last admissions' copies

@@ -58,7 +58,72 @@ __global__ void stage_kernel(const std::byte* const* table, const std::uint8_t* 
   }
 }
 
+// The next layer's experts copied ahead (stage_ahead): slot j of `slots` for the j-th distinct
+// expert among `predicted` whose entry names host memory, the first `most` of them; else -1.
+__device__ int ahead_slot(int e, const std::uint8_t* from_host, const int32_t* predicted, int n, int most) {
+  if (!from_host[e]) return -1;
+  int rank = 0;
+  for (int j = 0; j < n; ++j) {
+    const int p = predicted[j];
+    bool first = from_host[p] != 0;
+    for (int i = 0; i < j && first; ++i) first = predicted[i] != p;
+    if (!first) continue;
+    if (p == e) return rank < most ? rank : -1;
+    ++rank;
+  }
+  return -1;
+}
+
+// blockIdx.y < most: the part blockIdx.x of the expert copied into slot blockIdx.y; blockIdx.y ==
+// most (block x 0): the layer's table and from-host flags with the copied experts in their slots.
+__global__ void stage_ahead_kernel(const std::byte* const* table, const std::uint8_t* from_host, int E,
+                                   const int32_t* predicted, int n, int most, StagedExpert shape,
+                                   std::byte* const* slots, const std::byte** out, std::uint8_t* out_from_host) {
+  const int y = int(blockIdx.y);
+  if (y == most) {
+    if (blockIdx.x != 0) return;
+    for (int i = int(threadIdx.x); i < 3 * E; i += int(blockDim.x)) {
+      const int e = i % E, m = i / E;
+      const int slot = ahead_slot(e, from_host, predicted, n, most);
+      out[i] = slot < 0 ? table[i] : slots[slot] + shape.offset[m];
+      if (m == 0) out_from_host[e] = slot < 0 ? from_host[e] : 0;
+    }
+    return;
+  }
+  int e = -1;
+  for (int j = 0; j < n && e < 0; ++j)
+    if (ahead_slot(predicted[j], from_host, predicted, n, most) == y) e = predicted[j];
+  if (e < 0) return;
+  constexpr int kUnroll = 4;
+  for (int m = 0; m < 3; ++m) {
+    const uint4* src = reinterpret_cast<const uint4*>(table[std::size_t(m) * E + e]);
+    uint4* dst = reinterpret_cast<uint4*>(slots[y] + shape.offset[m]);
+    const std::size_t vectors = shape.bytes[m] / 16;
+    const std::size_t step = std::size_t(gridDim.x) * blockDim.x;
+    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += kUnroll * step) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * step < vectors) v[u] = src[i + u * step];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * step < vectors) dst[i + u * step] = v[u];
+    }
+    if (blockIdx.x == 0)
+      for (std::size_t i = 16 * vectors + threadIdx.x; i < shape.bytes[m]; i += blockDim.x)
+        reinterpret_cast<std::byte*>(dst)[i] = reinterpret_cast<const std::byte*>(src)[i];
+  }
+}
+
 }  // namespace
+
+void stage_ahead(const std::byte* const* table, const std::uint8_t* from_host, int E, const int32_t* predicted, int n,
+                 int most, const StagedExpert& shape, std::byte* const* slots, const std::byte** out,
+                 std::uint8_t* out_from_host, cudaStream_t s) {
+  constexpr unsigned kParts = 16;
+  stage_ahead_kernel<<<dim3(kParts, unsigned(most) + 1), 256, 0, s>>>(table, from_host, E, predicted, n, most, shape,
+                                                                      slots, out, out_from_host);
+}
 
 void stage_missed_experts(const std::byte* const* table, const std::uint8_t* from_host, int E, const int32_t* chosen,
                           int n, const StagedExpert& shape, std::byte* staging, const std::byte** out, cudaStream_t s) {

@@ -334,6 +334,13 @@ struct StagedExpert {
 // kernels then read it from device memory. Device-side only, so a recorded step replays it.
 void stage_missed_experts(const std::byte* const* table, const std::uint8_t* from_host, int E, const int32_t* chosen,
                           int n, const StagedExpert& shape, std::byte* staging, const std::byte** out, cudaStream_t s);
+// The next layer's experts copied ahead (misses read in place): of the distinct experts among
+// `predicted` (n choices of the next layer's router) whose entry in `table` names host memory, the
+// first `most` are copied by wide loads into slots[0..most) (device array of slot starts), and
+// `out` (3 E pointers) / out_from_host (E flags) become the table with those experts in their slots.
+void stage_ahead(const std::byte* const* table, const std::uint8_t* from_host, int E, const int32_t* predicted, int n,
+                 int most, const StagedExpert& shape, std::byte* const* slots, const std::byte** out,
+                 std::uint8_t* out_from_host, cudaStream_t s);
 
 // h [T * top_k, inter]: for choice i of token t (row t * top_k + i), the table's GLU of
 // gate_e x_t and up_e x_t (with e's biases, where it has them) for e = chosen[t * top_k + i].

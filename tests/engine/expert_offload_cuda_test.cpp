@@ -165,6 +165,66 @@ TEST_P(ExpertOffloadCuda, EveryPolicyGivesTheResidentLogits) {
   }
 }
 
+// The policies that take each layer's choices to the host copy the next layer's predicted experts
+// ahead (its router on this layer's input) into transient slots; the next layer reads the ones it
+// chose there. 14 slots, 12 of them transient: two cached experts for the 16 of the two MoE layers,
+// so decode misses, and room for a layer's own fetches and the next layer's copies side by side.
+TEST_P(ExpertOffloadCuda, ExpertsCopiedAheadGiveTheResidentLogits) {
+  auto resident = load(dir_, 0);
+  ASSERT_TRUE(resident);
+  const std::size_t V = std::size_t(resident->vocab_size());
+  const auto prompt = test_tokens(24, resident->vocab_size(), 5);
+  const auto tokens = test_tokens(6, resident->vocab_size(), 9);
+  SequenceState rs = resident->new_state();
+  std::vector<float> want_prefill(prompt.size() * V);
+  ASSERT_TRUE(resident->forward(rs, prompt, want_prefill.data(), LogitsMode::kAll).is_ok());
+  std::vector<std::vector<float>> want_steps;
+  for (const int32_t token : tokens) {
+    std::vector<float> l(V);
+    ASSERT_TRUE(resident->forward(rs, {&token, 1}, l.data(), LogitsMode::kLast).is_ok());
+    want_steps.push_back(l);
+  }
+  ScopedEnv transient("FT_CUDA_TRANSIENT_SLOTS", "12");
+  // (in place, "direct...": the SMs copy the next layer's predicted misses on a side stream, opt-in)
+  for (const char* policy : {"fetch", "ratio:0.5", "adaptive", "adaptive/off", "direct", "direct:0.5", "direct:1"}) {
+    SCOPED_TRACE(policy);
+    std::string name = policy;
+    const bool off = name.ends_with("/off"), in_place = name.starts_with("direct");
+    if (off) name.resize(name.size() - 4);
+    ScopedEnv prefetch("FT_CUDA_PREFETCH", off ? "0" : in_place ? "direct" : "1");
+    auto m = load(dir_, 14, name.c_str());
+    ASSERT_TRUE(m);
+    SequenceState s = m->new_state();
+    std::vector<float> got(prompt.size() * V);
+    ASSERT_TRUE(m->forward(s, prompt, got.data(), LogitsMode::kAll).is_ok());
+    EXPECT_LT(rel_l2(got.data(), want_prefill.data(), got.size()), kTolerance);
+    for (std::size_t step = 0; step < tokens.size(); ++step) {
+      std::vector<float> l(V);
+      const Status st = m->forward(s, {&tokens[step], 1}, l.data(), LogitsMode::kLast);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      EXPECT_LT(rel_l2(l.data(), want_steps[step].data(), V), kTolerance) << "step " << step;
+    }
+    const auto st = m->expert_offload_stats();
+    ASSERT_TRUE(st);
+    EXPECT_LE(st->prefetch_used, st->prefetched);
+    if (in_place) {
+      if (m->placement().moe_layers >= 2 && GetParam() != ModelFamily::kDeepseekV4) {
+        EXPECT_GT(st->staged_ahead_layers, 0u);
+      }
+      continue;
+    }
+    if (off || m->placement().moe_layers < 2 || GetParam() == ModelFamily::kDeepseekV4) {
+      // (no next MoE layer to copy ahead for; or, DeepSeek-V4, routing chosen on the host)
+      if (off) {
+        EXPECT_EQ(st->prefetched, 0u);
+      }
+      continue;
+    }
+    EXPECT_GT(st->prefetched, 0u);
+    EXPECT_GT(st->prefetch_used, 0u);  // the steps above read experts from the copies ahead
+  }
+}
+
 // Decode steps record as graphs under the in-place policies: a policy set between steps (with or
 // without the CPU's share, or one that syncs every layer) must run its own work, not a recording
 // made under another.

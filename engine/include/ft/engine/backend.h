@@ -247,6 +247,12 @@ struct ExpertOffloadStats {
   std::uint64_t fetched_bytes = 0, cpu_bytes = 0;
   std::uint64_t fetched_in_runs = 0;  // of `fetched`: experts that crossed in strided runs (expert_copy_runs.h)
   std::uint64_t read_in_place = 0, read_in_place_bytes = 0;  // misses the GPU read from host memory (direct)
+  // Decode: the next layer's experts copied ahead (its router on this layer's input), and how many
+  // of them it then chose; the cache's hits and misses count them as misses.
+  std::uint64_t prefetched = 0, prefetched_bytes = 0, prefetch_used = 0;
+  // In place (direct), where the copies ahead are the GPU's own: the layers that issued them (a
+  // recorded step counts once, when recorded).
+  std::uint64_t staged_ahead_layers = 0;
   double fetch_seconds = 0, cpu_seconds = 0;  // time the copies / the CPU share took
   double cpu_share = 0;                       // direct[:Q|:auto]: the share of the uncached experts on the CPU now
   SplitCosts costs;                           // now (learned while serving)
