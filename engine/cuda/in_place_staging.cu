@@ -1,7 +1,8 @@
 // Misses read in place, staged (kernels.h: stage_missed_experts): a layer's chosen experts that its
 // table names in host memory are copied into device memory by wide loads over PCIe (what a kernel
 // reading pinned memory can cross at: ~51 of a copy engine's ~55 GB/s on an H100), and the expert
-// kernels then read the copies from HBM instead of reading a few bytes a lane across PCIe.
+// kernels then read the copies from HBM instead of reading a few bytes a lane across PCIe. The same
+// copies, for the next layer's predicted misses while this layer computes: stage_ahead.
 #include <cstdint>
 
 #include "kernels.h"
@@ -16,6 +17,32 @@ __device__ int staged_slot(int e, const std::uint8_t* from_host, const int32_t* 
   for (int j = 0; j < n; ++j)
     if (chosen[j] == e) return j;
   return -1;
+}
+
+// This block's part (of gridDim.x) of expert e's three matrices (where `table`, 3 E pointers, names
+// them) copied into the slot starting at `slot`: four 16-byte loads in flight a thread (the
+// matrices start 16-byte aligned: slots on 256 bytes, host experts read in place on 16), the tail a
+// byte a thread.
+__device__ void copy_expert(const std::byte* const* table, int E, int e, const StagedExpert& shape, std::byte* slot) {
+  constexpr int kUnroll = 4;
+  for (int m = 0; m < 3; ++m) {
+    const uint4* src = reinterpret_cast<const uint4*>(table[std::size_t(m) * E + e]);
+    uint4* dst = reinterpret_cast<uint4*>(slot + shape.offset[m]);
+    const std::size_t vectors = shape.bytes[m] / 16;
+    const std::size_t step = std::size_t(gridDim.x) * blockDim.x;
+    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += kUnroll * step) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * step < vectors) v[u] = src[i + u * step];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * step < vectors) dst[i + u * step] = v[u];
+    }
+    if (blockIdx.x == 0)
+      for (std::size_t i = 16 * vectors + threadIdx.x; i < shape.bytes[m]; i += blockDim.x)
+        reinterpret_cast<std::byte*>(dst)[i] = reinterpret_cast<const std::byte*>(src)[i];
+  }
 }
 
 // blockIdx.y < n: choice j's part blockIdx.x of its expert's three matrices, copied if the choice
@@ -35,27 +62,7 @@ __global__ void stage_kernel(const std::byte* const* table, const std::uint8_t* 
   }
   const int e = chosen[j];
   if (staged_slot(e, from_host, chosen, n) != j) return;
-  // Four 16-byte loads in flight a thread (the matrices start 16-byte aligned: slots on 256 bytes,
-  // host experts read in place on 16), the tail a byte a thread.
-  constexpr int kUnroll = 4;
-  for (int m = 0; m < 3; ++m) {
-    const uint4* src = reinterpret_cast<const uint4*>(table[std::size_t(m) * E + e]);
-    uint4* dst = reinterpret_cast<uint4*>(staging + std::size_t(j) * shape.slot_bytes + shape.offset[m]);
-    const std::size_t vectors = shape.bytes[m] / 16;
-    const std::size_t step = std::size_t(gridDim.x) * blockDim.x;
-    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += kUnroll * step) {
-      uint4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * step < vectors) v[u] = src[i + u * step];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * step < vectors) dst[i + u * step] = v[u];
-    }
-    if (blockIdx.x == 0)
-      for (std::size_t i = 16 * vectors + threadIdx.x; i < shape.bytes[m]; i += blockDim.x)
-        reinterpret_cast<std::byte*>(dst)[i] = reinterpret_cast<const std::byte*>(src)[i];
-  }
+  copy_expert(table, E, e, shape, staging + std::size_t(j) * shape.slot_bytes);
 }
 
 // The next layer's experts copied ahead (stage_ahead): slot j of `slots` for the j-th distinct
@@ -94,25 +101,7 @@ __global__ void stage_ahead_kernel(const std::byte* const* table, const std::uin
   for (int j = 0; j < n && e < 0; ++j)
     if (ahead_slot(predicted[j], from_host, predicted, n, most) == y) e = predicted[j];
   if (e < 0) return;
-  constexpr int kUnroll = 4;
-  for (int m = 0; m < 3; ++m) {
-    const uint4* src = reinterpret_cast<const uint4*>(table[std::size_t(m) * E + e]);
-    uint4* dst = reinterpret_cast<uint4*>(slots[y] + shape.offset[m]);
-    const std::size_t vectors = shape.bytes[m] / 16;
-    const std::size_t step = std::size_t(gridDim.x) * blockDim.x;
-    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += kUnroll * step) {
-      uint4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * step < vectors) v[u] = src[i + u * step];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * step < vectors) dst[i + u * step] = v[u];
-    }
-    if (blockIdx.x == 0)
-      for (std::size_t i = 16 * vectors + threadIdx.x; i < shape.bytes[m]; i += blockDim.x)
-        reinterpret_cast<std::byte*>(dst)[i] = reinterpret_cast<const std::byte*>(src)[i];
-  }
+  copy_expert(table, E, e, shape, slots[y]);
 }
 
 }  // namespace
