@@ -197,11 +197,11 @@ void CudaBackend::decode_offloaded(const MoeWeights& w, int layer, cuda::ExpertT
     rest.push_back(m);
   }
   const SplitPlan plan =
-      plan_split(policy, o.model().costs(), rest, bytes, o.decode_transient_room(layer, choices), committed);
+      plan_split(policy, o.model().costs(), rest, bytes, o.decode_transient_room(layer, choices, pass_), committed);
   std::vector<bool> on_cpu(E, false);
   for (int e : plan.cpu) on_cpu[std::size_t(e)] = true;
   for (std::size_t i = 0; i < plan.fetch.size(); ++i) {
-    const int e = plan.fetch[i], slot = o.decode_transient_slot(layer, int(i), choices);
+    const int e = plan.fetch[i], slot = o.decode_transient_slot(layer, int(i), choices, pass_);
     o.fetch(w, e, slot);
     where[std::size_t(e)] = o.slot(slot, w);
   }

@@ -570,15 +570,18 @@ void ExpertSlots::take_staged_ahead(int layer, std::uint64_t pass, cudaStream_t 
   staged_ahead_.layer = -1;
 }
 
-int ExpertSlots::decode_transient_slot(int layer, int i, int choices) const {
-  if (!prefetch_on(choices)) return transient_slot(i);
-  const int ahead = ahead_.layer == layer ? int(ahead_.experts.size()) : 0;
-  return transient_slot((layer % 2) * transient_half() + ahead + i);
+int ExpertSlots::ahead_of(int layer, std::uint64_t pass) const {
+  return ahead_.layer == layer && ahead_.pass == pass ? int(ahead_.experts.size()) : 0;
 }
 
-int ExpertSlots::decode_transient_room(int layer, int choices) const {
+int ExpertSlots::decode_transient_slot(int layer, int i, int choices, std::uint64_t pass) const {
+  if (!prefetch_on(choices)) return transient_slot(i);
+  return transient_slot((layer % 2) * transient_half() + ahead_of(layer, pass) + i);
+}
+
+int ExpertSlots::decode_transient_room(int layer, int choices, std::uint64_t pass) const {
   if (!prefetch_on(choices)) return transient_slots();
-  return transient_half() - (ahead_.layer == layer ? int(ahead_.experts.size()) : 0);
+  return std::max(0, transient_half() - ahead_of(layer, pass));
 }
 
 void ExpertSlots::prefetch(const MoeWeights& next, int next_layer, std::span<const int32_t> predicted,

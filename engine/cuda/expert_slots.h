@@ -169,9 +169,9 @@ class ExpertSlots {
                          const std::uint8_t*& from_host);
   // Device memory for the next layer's predicted choices (kMaxInPlaceChoices), one per parity.
   int32_t* ahead_choices(int next_layer) const { return ahead_choices_dev_ + (next_layer % 2) * kMaxInPlaceChoices; }
-  // Transient slot i of a decode layer's own fetches, and how many it may take.
-  int decode_transient_slot(int layer, int i, int choices) const;
-  int decode_transient_room(int layer, int choices) const;
+  // Transient slot i of a decode layer's own fetches in pass `pass`, and how many it may take.
+  int decode_transient_slot(int layer, int i, int choices, std::uint64_t pass) const;
+  int decode_transient_room(int layer, int choices, std::uint64_t pass) const;
 
   // ---- Misses read in place (policy direct; in_place_experts.h) ----
   bool in_place() const { return o_.policy.kind == MoePolicy::Kind::kDirect; }
@@ -338,6 +338,8 @@ class ExpertSlots {
     std::uint64_t pass = 0;
   } staged_ahead_;
   int transient_half() const { return transient_slots() / 2; }
+  // The experts copied ahead for `layer` in `pass` (0 for any other layer or pass).
+  int ahead_of(int layer, std::uint64_t pass) const;
   int32_t* routes_ = nullptr;              // pinned, mapped: per layer, a step's choices
   std::vector<int> noted_;                 // per layer: choices this pass left in routes_ (-1 none)
   cudaEvent_t landed_ = nullptr;           // after the last admissions' copies
