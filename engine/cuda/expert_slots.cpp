@@ -51,6 +51,14 @@ bool prefetch_in_place_enabled() {
   const char* env = std::getenv("FT_CUDA_PREFETCH");
   return env && std::strcmp(env, "direct") == 0;
 }
+// A measuring aid: FT_CUDA_PREFETCH_MAX=N copies at most N experts ahead a layer (else `most`).
+int copies_ahead_cap(int most) {
+  static const int cap = [] {
+    const char* env = std::getenv("FT_CUDA_PREFETCH_MAX");
+    return env ? std::atoi(env) : 0;
+  }();
+  return cap > 0 ? std::min(cap, most) : most;
+}
 
 // A measuring aid: FT_CPU_WARM=<microseconds> wakes the CPU experts' threads when the share starts
 // waiting for a layer's input (CpuExperts::warm); unset or 0, the layer's loops wake them.
@@ -541,11 +549,7 @@ bool ExpertSlots::prefetch_on(int choices) const {
 
 void ExpertSlots::stage_ahead_in_place(const MoeWeights& next, int next_layer, const int32_t* predicted_dev, int n,
                                        std::uint64_t pass, cudaStream_t main) {
-  static const int cap = [] {
-    const char* env = std::getenv("FT_CUDA_PREFETCH_MAX");
-    return env && std::atoi(env) > 0 ? std::atoi(env) : kMaxAhead;
-  }();
-  const int most = std::min({cap, kMaxAhead, transient_half()});
+  const int most = copies_ahead_cap(std::min(kMaxAhead, transient_half()));
   if (most <= 0 || !ahead_stream_) return;
   const int p = next_layer % 2;
   const std::size_t E = std::size_t(o_.experts);
@@ -588,12 +592,7 @@ void ExpertSlots::prefetch(const MoeWeights& next, int next_layer, std::span<con
                            std::uint64_t pass, int choices) {
   ahead_ = {next_layer, pass, {}, {}};
   // Room for the next layer's own fetches stays: its choices, all of them missing.
-  // FT_CUDA_PREFETCH_MAX=N copies at most N experts ahead a layer (a measuring aid).
-  static const int cap = [] {
-    const char* env = std::getenv("FT_CUDA_PREFETCH_MAX");
-    return env && std::atoi(env) > 0 ? std::atoi(env) : 1 << 20;
-  }();
-  const int room = std::min(transient_half() - choices, cap);
+  const int room = copies_ahead_cap(transient_half() - choices);
   const int base = (next_layer % 2) * transient_half();
   for (int32_t e : predicted) {
     if (int(ahead_.experts.size()) >= room) break;
